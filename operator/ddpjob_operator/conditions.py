@@ -1,0 +1,31 @@
+"""Kubernetes-style conditions derived from the phase, keeping transition times."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+CONDITION_TYPES = ("Running", "Restarting", "Suspended", "Succeeded", "Failed")
+
+
+def build_conditions(
+    previous: list[Mapping[str, Any]] | None, phase: str, reason: str, message: str, now: str,
+) -> list[dict[str, Any]]:
+    """One condition per type that has ever been True; lastTransitionTime moves only
+    when a condition's status flips, as kubectl wait and dashboards expect."""
+    prev = {c.get("type"): c for c in previous or []}
+    out = []
+    for ctype in CONDITION_TYPES:
+        active = ctype == phase
+        old = prev.get(ctype)
+        if not active and old is None:
+            continue
+        status = "True" if active else "False"
+        changed = old is None or old.get("status") != status
+        out.append({
+            "type": ctype,
+            "status": status,
+            "reason": reason if active else (old or {}).get("reason", ""),
+            "message": message if active else (old or {}).get("message", ""),
+            "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
+        })
+    return out

@@ -1,0 +1,50 @@
+"""One home for the API's names: group, labels, child object names and their limits."""
+
+from __future__ import annotations
+
+import re
+
+GROUP = "ddpjob.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "DDPJob"
+PLURAL = "ddpjobs"
+SHORT_NAME = "ddpj"
+
+LABEL_JOB_NAME = f"{GROUP}/job-name"
+LABEL_NODE_RANK = f"{GROUP}/node-rank"
+LABEL_RESTART_COUNT = f"{GROUP}/restart-count"
+
+# The container the environment contract is written into; users' sidecars keep theirs.
+TRAINER_CONTAINER = "trainer"
+
+DEFAULT_PORT = 29500
+DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+# Kubernetes limits: a label value and a DNS-1123 label (Service name, Pod hostname)
+# are both at most 63 characters.
+MAX_LABEL = 63
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def service_name(job: str) -> str:
+    return job
+
+
+def pod_name(job: str, node_rank: int) -> str:
+    return f"{job}-{node_rank}"
+
+
+def pod_fqdn(job: str, namespace: str, node_rank: int) -> str:
+    """The stable DNS name a Pod gets from hostname + subdomain + the headless Service."""
+    return f"{pod_name(job, node_rank)}.{service_name(job)}.{namespace}.svc"
+
+
+def max_job_name_length(nodes: int) -> int:
+    """A job name must leave room for '-<rank>' so every Pod hostname stays a DNS label."""
+    return MAX_LABEL - len(f"-{max(nodes - 1, 0)}")
+
+
+def is_dns1123_label(value: str) -> bool:
+    return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.match(value))

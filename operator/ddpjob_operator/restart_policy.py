@@ -1,0 +1,23 @@
+"""Whether a failure may restart the gang, and how long to wait first."""
+
+from __future__ import annotations
+
+BACKOFF_CAP_SECONDS = 300  # same ceiling as the kubelet's CrashLoopBackOff
+
+
+def is_retryable(policy: str, exit_code: int | None) -> bool:
+    """OnFailure: always. Never: never. ExitCode: 1-127 are the program's own verdict
+    (bad input, a bug) and permanent; 128-255 are signals (OOM kill, preemption,
+    SIGTERM) and no exit code at all means eviction or deletion: both retryable."""
+    if policy == "OnFailure":
+        return True
+    if policy == "Never":
+        return False
+    return exit_code is None or exit_code == 0 or exit_code >= 128 or exit_code < 0
+
+
+def backoff_seconds(base: int, restarts: int) -> float:
+    """Delay before starting attempt `restarts` (1 = the first restart): base, 2*base, ..."""
+    if restarts <= 0 or base <= 0:
+        return 0.0
+    return float(min(base * 2 ** (restarts - 1), BACKOFF_CAP_SECONDS))
