@@ -98,7 +98,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # fallbacks; the fallbacks call the overridden _serve_* methods below.
         super().__attrs_post_init__()
         self.resources.load_bundled()  # built-in kinds for discovery: pods, events, CRDs...
-        self.store = Store(self.resources)
+        self.store = Store(self.resources, self.objects)  # kmock keeps every version
         # kmock recognises no action for PUT or for DELETE on a collection.
         self.fallback[enums.method.PUT] << self._serve_replace
         self.fallback[enums.method.DELETE] << self._serve_delete_collection

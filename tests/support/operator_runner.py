@@ -1,0 +1,164 @@
+"""Run a kopf operator in its own thread and event loop against the emulator (or any URL).
+
+The operator's handlers module is imported into a fresh kopf registry on every run, so
+tests do not leak handlers into each other; an explicit `@kopf.on.login` handler points
+kopf at the emulator instead of kopf's autodetection (kubeconfig / in-cluster / pykube).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import pathlib
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import kopf
+import yaml
+
+T = TypeVar('T')
+
+EMULATOR_TOKEN = 'emulator-token'  # the emulator accepts any token; kubeconfigs carry this one
+
+
+def server_from_kubeconfig(path: str | pathlib.Path) -> str:
+    """The server URL of a kubeconfig's current context."""
+    config = yaml.safe_load(pathlib.Path(path).read_text())
+    context = next(c['context'] for c in config['contexts'] if c['name'] == config['current-context'])
+    return next(c['cluster']['server'] for c in config['clusters'] if c['name'] == context['cluster'])
+
+
+def load_handlers(handlers: str | pathlib.Path, registry: kopf.OperatorRegistry) -> types.ModuleType:
+    """Import a handlers module (dotted name or file path) so its decorators fill `registry`."""
+    previous = kopf.get_default_registry()
+    kopf.set_default_registry(registry)  # kopf's decorators register into the default registry
+    try:
+        if isinstance(handlers, pathlib.Path) or str(handlers).endswith('.py'):
+            path = pathlib.Path(handlers)
+            spec = importlib.util.spec_from_file_location(f'_kopf_handlers_{path.stem}_{id(registry)}', path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+        if handlers in sys.modules:  # already imported by an earlier run: re-register anew
+            return importlib.reload(sys.modules[handlers])
+        return importlib.import_module(handlers)
+    finally:
+        kopf.set_default_registry(previous)
+
+
+def default_test_settings(settings: kopf.OperatorSettings) -> None:
+    """Settings that keep tests quick; every value here is a test-only choice."""
+    # Retry failed API calls fast: the defaults back off for up to a minute.
+    settings.networking.error_backoffs = [0.1, 0.2, 0.5]
+    settings.networking.request_timeout = 10
+    # Reconnect watches quickly if the emulator drops one; streams end server-side at 60s.
+    settings.watching.server_timeout = 60
+    settings.watching.connect_timeout = 5
+    settings.watching.reconnect_backoff = 0.1
+
+
+class OperatorRun:
+    """A running operator: `stop()` it, or leave the `with` block."""
+
+    def __init__(self, thread: threading.Thread, stop_flag: threading.Event, errors: list[BaseException]):
+        self.thread, self.stop_flag, self.errors = thread, stop_flag, errors
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def stop(self, timeout: float = 15) -> None:
+        self.stop_flag.set()
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise RuntimeError(f'the operator did not stop within {timeout}s')
+        if self.errors:
+            raise RuntimeError('the operator crashed') from self.errors[0]
+
+
+@contextlib.contextmanager
+def run_operator(
+        server: Any,
+        handlers: str | pathlib.Path,
+        *,
+        namespace: str | None = None,
+        clusterwide: bool = False,
+        configure: Callable[[kopf.OperatorSettings], None] | None = None,
+        startup_timeout: float = 30,
+) -> Iterator[OperatorRun]:
+    """Run kopf with `handlers` against `server` (a KubeEmulator, a URL or a kubeconfig path).
+
+    Exactly one of `namespace` / `clusterwide=True` picks what the operator serves.
+    `configure(settings)` runs after `default_test_settings`.
+    """
+    if (namespace is None) == (not clusterwide):
+        raise ValueError('give either namespace=... or clusterwide=True')
+    url = _server_url(server)
+    registry = kopf.OperatorRegistry()
+    load_handlers(handlers, registry)
+
+    @kopf.on.login(registry=registry)
+    def login_to_emulator(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server=url, scheme='Bearer', token=EMULATOR_TOKEN, insecure=True,
+                                   default_namespace=namespace or 'default')
+
+    settings = kopf.OperatorSettings()
+    default_test_settings(settings)
+    if configure is not None:
+        configure(settings)
+
+    stop_flag, ready_flag, errors = threading.Event(), threading.Event(), []
+    coro = kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=clusterwide,
+                         namespaces=[namespace] if namespace else (), stop_flag=stop_flag, ready_flag=ready_flag)
+    thread = threading.Thread(target=_run_loop, args=(coro, errors), name='kopf-operator', daemon=True)
+    thread.start()
+    run = OperatorRun(thread, stop_flag, errors)
+    try:
+        wait_for(lambda: ready_flag.is_set() or not thread.is_alive(), timeout=startup_timeout,
+                 message='the operator did not become ready')
+        if not thread.is_alive():
+            raise RuntimeError('the operator exited during startup') from (errors[0] if errors else None)
+        yield run
+    finally:
+        run.stop()
+
+
+def _server_url(server: Any) -> str:
+    if hasattr(server, 'url'):
+        return str(server.url)
+    if str(server).startswith(('http://', 'https://')):
+        return str(server)
+    return server_from_kubeconfig(server)
+
+
+def _run_loop(coro: Any, errors: list[BaseException]) -> None:
+    # A fresh loop in this thread: kopf must not share the test's (or the emulator's) loop.
+    try:
+        asyncio.run(coro)
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 10, interval: float = 0.05,
+             message: str = 'condition not met') -> T:
+    """Poll `predicate` until it returns a truthy value and return it; exceptions count as
+    "not yet" (e.g. 404 before an object exists) and the last one is reported on timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            result = predicate()
+            if result:
+                return result
+            last = result
+        except Exception as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise AssertionError(f'{message} within {timeout}s; last result: {last!r}')
+        time.sleep(interval)
