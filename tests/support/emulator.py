@@ -198,6 +198,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # ---- request entry: parse, log, inject, dispatch ---------------------------------
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if len(raw_request.path) > 1 and raw_request.path.endswith('/'):
+            # The client asks for /apis/g/v/ at times; kmock's patterns want no trailing slash.
+            raw_request = raw_request.clone(rel_url=raw_request.rel_url.with_path(raw_request.path.rstrip('/')))
         match = _NAMESPACES_PATH.fullmatch(raw_request.path)
         if match is None:
             return await super().__call__(raw_request)
@@ -223,12 +226,20 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self.requests.append(record)
             fault = self._take_fault(record)
             if fault is not None:
-                await asyncio.sleep(fault.delay)
+                await self._sleep_unless_stopping(fault.delay)
                 if fault.status is not None:
                     raise ApiError(fault.status, _REASONS.get(fault.status, 'InjectedFault'),
                                    f'injected fault for {record.verb} {record.resource}')
         # Skip KubernetesEmulator._handle: it mutates its naive store before dispatching.
         return await apps.RawHandler._handle(self, request)
+
+    async def _sleep_unless_stopping(self, delay: float) -> None:
+        # A hung request must not hold up the server's shutdown.
+        assert self._stopping is not None
+        try:
+            await asyncio.wait_for(self._stopping.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
 
     async def _render_error(self, exc: Exception) -> aiohttp.web.StreamResponse:
         if isinstance(exc, ApiError):
@@ -236,6 +247,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
     # ---- serving hooks called by kmock's fallbacks ------------------------------------
+
+    async def _serve_api(self, request: rendering.Request) -> rendering.Payload:
+        # The official client's V1APIVersions model requires serverAddressByClientCIDRs.
+        address = self.url.split('://', 1)[-1]
+        return dict(await super()._serve_api(request), apiVersion='v1',
+                    serverAddressByClientCIDRs=[{'clientCIDR': '0.0.0.0/0', 'serverAddress': address}])
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
         return self.store.list(request.resource, request.namespace, request.params)
