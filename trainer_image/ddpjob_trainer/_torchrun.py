@@ -1,0 +1,36 @@
+"""`python -m ddpjob_trainer._torchrun ARGS`: torch.distributed.run, with the workers'
+exit code kept.
+
+Plain `torchrun` exits 1 whenever a worker fails, which would turn a worker's retryable
+143 (saved a checkpoint after SIGTERM) or a kill by the OOM killer into a "permanent"
+failure under the operator's ExitCode policy. This wrapper calls torchrun's own `main`
+and exits with the first failing worker's code instead (128+N for a signal N).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _code(exitcode: int) -> int:
+    return 128 - exitcode if exitcode < 0 else (exitcode or 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun_main
+
+    try:
+        torchrun_main(sys.argv[1:] if argv is None else argv)
+    except ChildFailedError as e:
+        _, failure = e.get_first_failure()
+        return _code(failure.exitcode)
+    except SignalException as e:
+        # torchrun already forwarded the signal to the workers and waited for them.
+        return 128 + int(e.sigval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Datasets and sharded batching.
+
+Small datasets (synthetic, MNIST, CIFAR-10) are decoded once into one tensor, moved to
+the device once, and batched by indexing: no per-sample PIL decode, ToTensor and
+collate, which is where the tutorial loop spends most of its time. Large ones
+(ImageFolder) go through DataLoader workers with pinned memory and persistent workers.
+Either way every rank draws its shard from a DistributedSampler re-seeded by
+`set_epoch`, so ranks see disjoint samples and the same number of steps.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, Subset
+
+from . import UsageError
+from .distributed import Dist, any_rank
+
+KINDS = ("synthetic", "mnist", "cifar10", "imagefolder")
+MNIST_NORM = ((0.1307,), (0.3081,))
+CIFAR_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
+IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    kind, sep, path = spec.partition(":")
+    if kind not in KINDS:
+        raise UsageError(f"unknown dataset {spec!r}: use synthetic, mnist:DIR, cifar10:DIR or imagefolder:DIR")
+    if kind == "synthetic":
+        return kind, None
+    if not path:
+        raise UsageError(f"--data {kind} needs a directory: {kind}:DIR")
+    return kind, path
+
+
+def synthetic(size: int, noise_seed: int, num_classes: int = 10, shape=(1, 28, 28)):
+    """MNIST-shaped, learnable: each class is a fixed random template (the same for the
+    train and eval splits), each sample its template plus noise, so a model can (and
+    must) learn the templates. Fixed seeds, not --seed: the data set never changes."""
+    templates = torch.randn(num_classes, *shape, generator=torch.Generator().manual_seed(1234))
+    g = torch.Generator().manual_seed(noise_seed)
+    y = torch.randint(0, num_classes, (size,), generator=g)
+    x = 0.15 * templates[y] + torch.randn(size, *shape, generator=g)
+    return x, y
+
+
+def _normalize(x: torch.Tensor, norm) -> torch.Tensor:
+    mean = torch.tensor(norm[0]).view(1, -1, 1, 1)
+    std = torch.tensor(norm[1]).view(1, -1, 1, 1)
+    return (x.float().div_(255) - mean) / std
+
+
+def _mnist_raw_dir(root: str) -> str | None:
+    for d in (os.path.join(root, "MNIST", "raw"), os.path.join(root, "raw"), root):
+        if os.path.isfile(os.path.join(d, "train-images-idx3-ubyte")):
+            return d
+    return None
+
+
+def mnist(root: str, download: bool, d: Dist):
+    from torchvision.datasets import MNIST
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+
+    raw = _mnist_raw_dir(root)
+    if raw is None and download:
+        if d.env.local_rank == 0:  # one download per node, the others wait
+            MNIST(root, train=True, download=True)
+            MNIST(root, train=False, download=True)
+        any_rank(d, False)
+        raw = _mnist_raw_dir(root)
+    if raw is None:
+        raise UsageError(f"no MNIST files under {root} (expected {root}/MNIST/raw/train-images-idx3-ubyte; --download fetches them)")
+
+    def read(prefix):
+        images = os.path.join(raw, f"{prefix}-images-idx3-ubyte")
+        labels = os.path.join(raw, f"{prefix}-labels-idx1-ubyte")
+        if not (os.path.isfile(images) and os.path.isfile(labels)):
+            return None
+        try:
+            return _normalize(read_image_file(images).unsqueeze(1), MNIST_NORM), read_label_file(labels).long()
+        except Exception as e:
+            raise UsageError(f"cannot read MNIST file under {raw}: {e}") from None
+
+    train = read("train")
+    if train is None:
+        raise UsageError(f"MNIST labels {raw}/train-labels-idx1-ubyte are missing")
+    return train, read("t10k")
+
+
+def cifar10(root: str, download: bool, d: Dist):
+    from torchvision.datasets import CIFAR10
+
+    def read(train):
+        try:
+            ds = CIFAR10(root, train=train, download=download and d.env.local_rank == 0)
+        except RuntimeError as e:
+            raise UsageError(f"cifar10:{root}: {e}") from None
+        x = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+        return _normalize(x, CIFAR_NORM), torch.tensor(ds.targets, dtype=torch.long)
+
+    if download:
+        any_rank(d, False)
+    return read(True), read(False)
+
+
+class TensorBatches:
+    """One rank's batches from in-memory tensors: DistributedSampler indices, then
+    index_select on the device. `shard_eval` gives every sample exactly once across
+    ranks (no padding), for exact all-reduced evaluation."""
+
+    def __init__(self, x, y, batch_size: int, d: Dist, seed: int, train: bool, channels_last: bool):
+        self.x, self.y = x.to(d.device), y.to(d.device)
+        self.batch_size, self.train, self.channels_last = batch_size, train, channels_last
+        if train:
+            self.sampler = DistributedSampler(range(len(y)), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed)
+            self.count = len(self.sampler)
+        else:
+            self.shard = torch.arange(d.rank, len(y), d.world_size, device=d.device)
+            self.count = len(self.shard)
+
+    def __len__(self) -> int:
+        return (self.count + self.batch_size - 1) // self.batch_size
+
+    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self.train:
+            self.sampler.set_epoch(epoch)
+            order = torch.tensor(list(self.sampler), dtype=torch.long).to(self.x.device)
+        else:
+            order = self.shard
+        for start in range(start_batch * self.batch_size, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            xb = self.x.index_select(0, idx)
+            if self.channels_last and xb.dim() == 4:
+                xb = xb.contiguous(memory_format=torch.channels_last)
+            yield xb, self.y.index_select(0, idx)
+
+
+class _SkippingSampler(torch.utils.data.Sampler):
+    """DistributedSampler that can start mid-epoch (resuming after a preemption)."""
+
+    def __init__(self, inner: DistributedSampler):
+        self.inner, self.skip = inner, 0
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        self.inner.set_epoch(epoch)
+        self.skip = skip
+
+    def __iter__(self):
+        return iter(list(self.inner)[self.skip:])
+
+    def __len__(self) -> int:
+        return len(self.inner) - self.skip
+
+
+class LoaderBatches:
+    def __init__(self, dataset, batch_size: int, d: Dist, seed: int, train: bool, workers: int, channels_last: bool):
+        self.device, self.batch_size, self.channels_last = d.device, batch_size, channels_last
+        self.sampler = None
+        if train:
+            self.sampler = _SkippingSampler(DistributedSampler(dataset, d.world_size, d.rank, shuffle=True, seed=seed))
+        else:
+            dataset = Subset(dataset, range(d.rank, len(dataset), d.world_size))
+        self.count = len(self.sampler.inner) if train else len(dataset)
+        self.loader = DataLoader(
+            dataset, batch_size=batch_size, sampler=self.sampler, num_workers=workers,
+            pin_memory=d.device.type == "cuda",  # page-locked buffers: async host-to-GPU copies
+            persistent_workers=workers > 0,  # no worker re-spawn (and re-import) every epoch
+            prefetch_factor=4 if workers > 0 else None,
+        )
+
+    def __len__(self) -> int:
+        return (self.count + self.batch_size - 1) // self.batch_size
+
+    def epoch(self, epoch: int, start_batch: int = 0):
+        if self.sampler is not None:
+            self.sampler.set_epoch(epoch, start_batch * self.batch_size)
+        for xb, yb in self.loader:
+            xb = xb.to(self.device, non_blocking=True)
+            if self.channels_last:
+                xb = xb.contiguous(memory_format=torch.channels_last)
+            yield xb, yb.to(self.device, non_blocking=True)
+
+
+def imagefolder(root: str, image_size: int):
+    from torchvision import datasets
+    from torchvision.transforms import v2
+
+    split_train = os.path.join(root, "train")
+    train_dir = split_train if os.path.isdir(split_train) else root
+    eval_dir = next((os.path.join(root, s) for s in ("val", "test") if os.path.isdir(os.path.join(root, s))), None)
+    tail = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(*IMAGENET_NORM)]
+    train_tf = v2.Compose([v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip(), *tail])
+    eval_tf = v2.Compose([v2.Resize(int(image_size * 256 / 224), antialias=True), v2.CenterCrop(image_size), *tail])
+    try:
+        train = datasets.ImageFolder(train_dir, transform=train_tf)
+        evaluation = datasets.ImageFolder(eval_dir, transform=eval_tf) if eval_dir else None
+    except (FileNotFoundError, OSError) as e:
+        raise UsageError(f"imagefolder:{root}: {e}") from None
+    if evaluation is not None and evaluation.classes != train.classes:
+        raise UsageError(f"imagefolder:{root}: {eval_dir} has classes {evaluation.classes}, train has {train.classes}")
+    return train, evaluation
+
+
+@dataclass
+class Data:
+    train: TensorBatches | LoaderBatches
+    eval: TensorBatches | LoaderBatches | None
+    input_shape: tuple[int, ...]
+    num_classes: int
+
+
+def load_data(args, d: Dist) -> Data:
+    kind, path = parse_spec(args.data)
+    if path is not None and not os.path.isdir(path) and not args.download:
+        raise UsageError(f"data directory {path} does not exist")
+    cl = args.channels_last
+    if kind == "imagefolder":
+        train, evaluation = imagefolder(path, args.image_size)
+        mk = lambda ds, is_train: LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl)  # noqa: E731
+        return Data(mk(train, True), mk(evaluation, False) if evaluation else None,
+                    (3, args.image_size, args.image_size), len(train.classes))
+    if kind == "synthetic":
+        train, evaluation = synthetic(args.synthetic_size, 1), synthetic(max(1, args.synthetic_size // 4), 2)
+    elif kind == "mnist":
+        train, evaluation = mnist(path, args.download, d)
+    else:
+        train, evaluation = cifar10(path, args.download, d)
+    mk = lambda xy, is_train: TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)  # noqa: E731
+    return Data(mk(train, True), mk(evaluation, False) if evaluation else None, tuple(train[0].shape[1:]), 10)

@@ -1,0 +1,131 @@
+"""Process-group set-up and tear-down, the device and backend, and the few collectives
+the trainer needs outside DDP's own gradient all-reduce."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from . import UsageError
+from .env import ProcessEnv
+
+
+@dataclass
+class Dist:
+    env: ProcessEnv
+    device: torch.device
+    backend: str | None  # None: no process group (world size 1)
+    control: object = None  # a gloo group for CPU-side agreement (stop flag, RNG gather)
+
+    @property
+    def rank(self) -> int:
+        return self.env.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.env.world_size
+
+    @property
+    def is_main(self) -> bool:
+        return self.env.rank == 0
+
+
+def pick_device(env: ProcessEnv) -> torch.device:
+    if torch.cuda.is_available():
+        # One GPU per process; LOCAL_RANK indexes this node's GPUs.
+        index = env.local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def set_cpu_threads(env: ProcessEnv) -> None:
+    """Share the node's cores between its processes. An explicit OMP_NUM_THREADS (torchrun
+    sets 1 when it starts several processes) is respected as is."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores // max(1, env.local_world_size)))
+
+
+def setup(env: ProcessEnv) -> Dist:
+    set_cpu_threads(env)
+    device = pick_device(env)
+    if not env.distributed:
+        return Dist(env, device, None)
+    backend = env.backend or ("nccl" if device.type == "cuda" else "gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise UsageError("DDPJOB_BACKEND=nccl but this process has no CUDA device")
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(backend=backend, **kwargs)  # env://, as set by torchrun
+    # Control messages (stop vote, RNG gather) are CPU tensors on a gloo group of their
+    # own: with nccl they would need a GPU sync, and on the training group they would
+    # queue behind or between DDP's gradient buckets.
+    control = dist.new_group(backend="gloo")
+    return Dist(env, device, backend, control)
+
+
+def teardown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(d: Dist, values: torch.Tensor) -> torch.Tensor:
+    """Sum a small tensor of metrics over all ranks (on the training device)."""
+    if d.backend is not None:
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values
+
+
+def any_rank(d: Dist, flag: bool) -> bool:
+    """True on every rank when it is true on at least one: how ranks agree to stop."""
+    if d.backend is None:
+        return flag
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=d.control)
+    return bool(t.item())
+
+
+def broadcast_object(d: Dist, obj):
+    if d.backend is None:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=d.control)
+    return box[0]
+
+
+def gather_objects(d: Dist, obj) -> list:
+    """Every rank's `obj`, in rank order (used for per-rank RNG states)."""
+    if d.backend is None:
+        return [obj]
+    out = [None] * d.world_size
+    dist.all_gather_object(out, obj, group=d.control)
+    return out
+
+
+class StopVote:
+    """An all-reduce(MAX) of "I was asked to stop", started before a step and read after
+    it, so the network round trip overlaps the step's compute. All ranks read the same
+    result after the same step: they stop together, nobody hangs in the next collective."""
+
+    def __init__(self, d: Dist):
+        self.d, self.flag, self.work, self.local = d, torch.zeros(1, dtype=torch.int32), None, False
+
+    def start(self, flag: bool) -> None:
+        self.local = flag
+        if self.d.backend is not None:
+            self.flag.fill_(int(flag))
+            self.work = dist.all_reduce(self.flag, op=dist.ReduceOp.MAX, group=self.d.control, async_op=True)
+
+    def result(self) -> bool:
+        if self.work is None:
+            return self.local
+        self.work.wait()
+        self.work = None
+        return bool(self.flag.item())

@@ -1,0 +1,128 @@
+"""The environment contract (DESIGN.md), read once at the edges and typed.
+
+Two readers: `read_launch_env` for the launcher (node-level: NNODES, NODE_RANK, ...) and
+`read_process_env` for one training process (RANK, LOCAL_RANK, ... as set by torchrun,
+or by the contract itself when a Pod runs one process). Both fail with a UsageError
+naming the variable rather than guessing: a wrong world size is a silently wrong run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import UsageError
+
+DEFAULT_PORT = 29500
+# The node-level variables; their presence means "an operator or local runner set me up".
+_NODE_VARS = ("NNODES", "NODE_RANK", "NPROC_PER_NODE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    # torchrun reads PET_* as its defaults; the contract sets both spellings, accept either.
+    value = env.get(name)
+    if value is None or value == "":
+        value = env.get("PET_" + name)
+    return value if value not in (None, "") else None
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
+    raw = _get(env, name)
+    if raw is None:
+        if default is None:
+            raise UsageError(f"environment variable {name} is not set")
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise UsageError(f"environment variable {name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise UsageError(f"environment variable {name}={value} must be >= {minimum}")
+    return value
+
+
+def local_gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # no torch or a broken driver: behave like a CPU box
+        return 0
+
+
+@dataclass(frozen=True)
+class LaunchEnv:
+    nnodes: int
+    node_rank: int
+    nproc_per_node: int
+    master_addr: str
+    master_port: int
+    from_contract: bool  # False: plain `docker run`, single-node defaults
+
+
+def read_launch_env(env: Mapping[str, str] | None = None) -> LaunchEnv:
+    env = os.environ if env is None else env
+    if not any(_get(env, name) for name in _NODE_VARS):
+        # No contract at all (plain `docker run`): one node using every local GPU.
+        return LaunchEnv(1, 0, max(1, local_gpu_count()), "127.0.0.1", DEFAULT_PORT, False)
+    nnodes = _int(env, "NNODES", minimum=1)
+    node_rank = _int(env, "NODE_RANK")
+    if node_rank >= nnodes:
+        raise UsageError(f"environment variable NODE_RANK={node_rank} must be < NNODES={nnodes}")
+    nproc = _int(env, "NPROC_PER_NODE", minimum=1)
+    addr = _get(env, "MASTER_ADDR")
+    if addr is None:
+        raise UsageError("environment variable MASTER_ADDR is not set")
+    port = _int(env, "MASTER_PORT", minimum=1)
+    if port > 65535:
+        raise UsageError(f"environment variable MASTER_PORT={port} is not a TCP port")
+    return LaunchEnv(nnodes, node_rank, nproc, addr, port, True)
+
+
+@dataclass(frozen=True)
+class ProcessEnv:
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    restart_count: int
+    backend: str | None  # DDPJOB_BACKEND: None means "pick from the device"
+    checkpoint_dir: str | None
+    job_name: str | None
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
+    env = os.environ if env is None else env
+    restart = _int(env, "DDPJOB_RESTART_COUNT", default=0)
+    backend = (env.get("DDPJOB_BACKEND") or "").strip().lower() or None
+    if backend == "auto":
+        backend = None
+    if backend not in (None, "nccl", "gloo", "mpi", "xccl"):
+        raise UsageError(f"environment variable DDPJOB_BACKEND={backend!r} is not nccl or gloo")
+    common = dict(
+        restart_count=restart,
+        backend=backend,
+        checkpoint_dir=env.get("DDPJOB_CHECKPOINT_DIR") or None,
+        job_name=env.get("DDPJOB_NAME") or None,
+    )
+    world = _int(env, "WORLD_SIZE", default=1, minimum=1)
+    if "RANK" not in env:
+        if world > 1:
+            # The contract sets WORLD_SIZE = nodes x procs but RANK only when procs == 1:
+            # this process was started by hand in a multi-process Pod.
+            raise UsageError(
+                f"WORLD_SIZE={world} but RANK is not set: start ddpjob-train through "
+                "ddpjob-launch or torchrun"
+            )
+        return ProcessEnv(0, 0, 1, 1, **common)
+    rank = _int(env, "RANK")
+    if rank >= world:
+        raise UsageError(f"environment variable RANK={rank} must be < WORLD_SIZE={world}")
+    local_rank = _int(env, "LOCAL_RANK", default=0)
+    local_world = _int(env, "LOCAL_WORLD_SIZE", default=1, minimum=1)
+    return ProcessEnv(rank, local_rank, world, local_world, **common)

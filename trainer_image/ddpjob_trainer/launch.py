@@ -1,0 +1,169 @@
+"""`ddpjob-launch [--dns-timeout S] CMD [ARGS...]`: the trainer image's entrypoint.
+
+Reads the node-level contract, waits for MASTER_ADDR to resolve (Pods start before the
+headless Service's DNS record exists), then runs CMD under torch.distributed.run with a
+static rendezvous -- torchrun does the process management, not us. The only case that
+skips torchrun is one process per node running an arbitrary executable: the contract
+already gives it RANK/WORLD_SIZE, so it is exec'ed as is.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from . import EXIT_BAD_INPUT, UsageError
+from .env import LaunchEnv, read_launch_env
+
+TRAIN_CMD = "ddpjob-train"
+# Cluster DNS usually publishes a new headless-Service record within seconds, but a busy
+# CoreDNS or a slow node can take minutes; 5 minutes is well inside a Pod's useful life.
+DEFAULT_DNS_TIMEOUT = 300.0
+DNS_LOG_EVERY = 5.0
+USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] CMD [ARGS...]"
+
+
+def log(msg: str) -> None:
+    print(f"ddpjob-launch: {msg}", file=sys.stderr, flush=True)
+
+
+def wait_for_dns(host: str, timeout: float, log_every: float = DNS_LOG_EVERY) -> None:
+    start = time.monotonic()
+    last_log = start
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except OSError as e:
+            error = e
+        now = time.monotonic()
+        if now - start >= timeout:
+            raise UsageError(
+                f"MASTER_ADDR {host!r} did not resolve within {timeout:.0f}s ({error}); "
+                "is the job's headless Service there?"
+            )
+        if now - last_log >= log_every:
+            log(f"waiting for MASTER_ADDR {host!r} to resolve ({now - start:.0f}s/{timeout:.0f}s): {error}")
+            last_log = now
+        time.sleep(min(1.0, max(0.0, timeout - (now - start))))
+
+
+def torchrun_target(cmd: list[str]) -> list[str] | None:
+    """The program part of a torchrun command line for CMD, or None if CMD is an
+    arbitrary executable (which torchrun can only run with --no-python)."""
+    head, rest = cmd[0], cmd[1:]
+    if head == TRAIN_CMD:
+        return ["-m", "ddpjob_trainer.train", *rest]
+    if head == "-m":
+        if not rest:
+            raise UsageError("-m needs a module name")
+        return ["-m", *rest]
+    if head.endswith(".py"):
+        if not os.path.isfile(head):
+            raise UsageError(f"script {head!r} does not exist")
+        return cmd
+    return None
+
+
+def build_command(launch: LaunchEnv, cmd: list[str]) -> tuple[list[str], bool]:
+    """(argv, uses_torchrun)."""
+    target = torchrun_target(cmd)
+    if target is None:
+        if shutil.which(cmd[0]) is None:
+            raise UsageError(f"command {cmd[0]!r} not found on PATH")
+        if launch.nproc_per_node == 1:
+            return cmd, False
+        target = ["--no-python", *cmd]
+    argv = [
+        sys.executable, "-m", "ddpjob_trainer._torchrun",
+        "--nnodes", str(launch.nnodes),
+        "--node-rank", str(launch.node_rank),
+        "--nproc-per-node", str(launch.nproc_per_node),
+        "--master-addr", launch.master_addr,
+        "--master-port", str(launch.master_port),
+        "--rdzv-backend", "static",
+        # Restarts are decided for the whole gang by the operator, never per node.
+        "--max-restarts", "0",
+        *target,
+    ]
+    return argv, True
+
+
+def run_forwarding_signals(argv: list[str]) -> int:
+    received: list[int] = []
+    children: list[subprocess.Popen] = []
+
+    def forward(signum, _frame):
+        received.append(signum)
+        if children and children[0].poll() is None:
+            children[0].send_signal(signum)
+
+    # Handlers first, so a SIGTERM that lands while the child starts is not lost.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    # Own session: a terminal's Ctrl-C reaches the child once, through us, not twice.
+    child = subprocess.Popen(argv, start_new_session=True)
+    children.append(child)
+    if received:
+        child.send_signal(received[0])
+    code = child.wait()
+    if code < 0:
+        return 128 - code
+    if received and code != 0:
+        # Asked to stop and did not finish: keep it retryable whatever the child said.
+        return code if code >= 128 else 128 + received[0]
+    return code
+
+
+def _seconds(value, what: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise UsageError(f"{what} {value!r} is not a number of seconds") from None
+
+
+def parse_argv(argv: list[str]) -> tuple[float, list[str]]:
+    timeout = _seconds(os.environ.get("DDPJOB_DNS_TIMEOUT", DEFAULT_DNS_TIMEOUT), "DDPJOB_DNS_TIMEOUT")
+    while argv and argv[0].startswith("--"):
+        flag = argv.pop(0)
+        name, _, value = flag.partition("=")
+        if name == "--dns-timeout":
+            timeout = _seconds(value or (argv.pop(0) if argv else ""), "--dns-timeout")
+        elif name in ("--help",):
+            print(USAGE)
+            raise SystemExit(0)
+        else:
+            raise UsageError(f"unknown option {flag!r}; {USAGE}")
+    if not argv:
+        raise UsageError(USAGE)
+    return timeout, argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        dns_timeout, cmd = parse_argv(argv)
+        launch = read_launch_env()
+        command, uses_torchrun = build_command(launch, cmd)
+        log(
+            f"node {launch.node_rank}/{launch.nnodes}, {launch.nproc_per_node} process(es), "
+            f"master {launch.master_addr}:{launch.master_port}"
+            + ("" if launch.from_contract else " (no contract env: single-node defaults)")
+        )
+        wait_for_dns(launch.master_addr, dns_timeout)
+    except UsageError as e:
+        log(f"error: {e}")
+        return EXIT_BAD_INPUT
+    if not uses_torchrun:
+        sys.stdout.flush()
+        os.execvp(command[0], command)  # signals and exit code are the program's own
+    return run_forwarding_signals(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

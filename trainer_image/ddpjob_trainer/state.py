@@ -1,0 +1,94 @@
+"""What a checkpoint holds and how every rank gets it back: model, optimizer, scaler,
+position (epoch, batch, step) and every rank's RNG state, so a resumed run continues
+bit for bit where the interrupted one was."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from . import UsageError, checkpoint
+from .distributed import Dist, any_rank, broadcast_object, gather_objects
+
+
+@dataclass
+class Position:
+    epoch: int = 0  # epochs completed
+    batch: int = 0  # micro-batches already done in epoch + 1 (non-zero after a preemption)
+    step: int = 0  # optimizer steps done in total
+
+
+def seed_everything(seed: int, rank: int) -> None:
+    # Each rank its own stream (dropout, augmentation); the same seed gives the same run.
+    random.seed(seed + rank)
+    torch.manual_seed(seed + rank)
+
+
+def rng_state(device: torch.device) -> dict:
+    return {
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+    }
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state.get("cuda") is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def save(d: Dist, directory: str, keep: int, pos: Position, model, optimizer, scaler, args,
+         summary: dict) -> str | None:
+    """Collective (RNG gather); rank 0 writes. Returns the path on rank 0."""
+    rngs = gather_objects(d, rng_state(d.device))
+    if not d.is_main:
+        return None
+    return checkpoint.save(directory, {
+        "model_name": args.model,
+        "data": args.data,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+        "epoch": pos.epoch, "batch": pos.batch, "step": pos.step,
+        "world_size": d.world_size, "batch_size": args.batch_size,
+        "rng": rngs,
+        "summary": summary,  # so a run resumed after its last epoch can still report it
+    }, keep)
+
+
+def restore(d: Dist, directory: str, model, optimizer, scaler, args) -> tuple[Position, str, dict] | None:
+    """Rank 0 picks the newest complete checkpoint; every rank loads that same file and
+    they agree it worked before anyone trains (a volume not shared by all nodes would
+    otherwise give ranks different starting points)."""
+    chosen = None
+    if d.is_main:
+        found = checkpoint.newest(directory)
+        chosen = found[0] if found else None
+    chosen = broadcast_object(d, chosen)
+    if chosen is None:
+        return None
+    error = None
+    try:
+        payload = found[1] if d.is_main else checkpoint.read(chosen)
+        checkpoint.check_compatible(chosen, payload, args.model, model)
+    except (OSError, ValueError) as e:
+        error = UsageError(f"rank {d.rank} cannot read checkpoint {chosen} ({e}): is the checkpoint volume shared by all nodes?")
+    except UsageError as e:
+        error = e
+    if any_rank(d, error is not None):
+        raise error or UsageError(f"another rank could not load checkpoint {chosen}")
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    scaler.load_state_dict(payload["scaler"])
+    pos = Position(payload["epoch"], payload["batch"], payload["step"])
+    same_layout = payload["world_size"] == d.world_size and payload["batch_size"] == args.batch_size
+    if same_layout:
+        set_rng_state(payload["rng"][d.rank], d.device)
+    elif pos.batch:
+        # A mid-epoch position means nothing with another world or batch size: redo that epoch.
+        pos.batch = 0
+    return pos, chosen, dict(payload.get("summary") or {})

@@ -1,0 +1,226 @@
+"""`ddpjob-train`: the built-in DDP trainer, one process per rank.
+
+Distributed state is read at the edges (env.py, distributed.py); this module is the
+loop: resume, train with DDP, evaluate sharded, checkpoint, stop cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, cli, distributed, state
+from .data import load_data
+from .env import read_process_env
+from .models import build_model
+from .progress import Progress
+
+# Testing aid: SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
+KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
+
+
+def log(msg: str) -> None:
+    print(f"ddpjob-train: {msg}", file=sys.stderr, flush=True)
+
+
+class StopRequest:
+    """SIGTERM/SIGINT only set a flag; the loop finishes its step, saves and exits."""
+
+    def __init__(self):
+        self.signum = 0
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.signum = signum
+
+
+def make_optimizer(args, params, device) -> torch.optim.Optimizer:
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+    cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
+    # Fused kernels: one launch per step instead of one per parameter tensor.
+    return cls(params, lr=args.lr, weight_decay=args.weight_decay, fused=device.type == "cuda" or None)
+
+
+class Trainer:
+    def __init__(self, args, d: distributed.Dist, stop: StopRequest):
+        self.args, self.d, self.stop = args, d, stop
+        dev = d.device
+        if args.strategy != "ddp" and d.world_size > 1:
+            raise UsageError(f"--strategy {args.strategy} runs in one process, but WORLD_SIZE={d.world_size}")
+        if args.amp == "fp16" and dev.type != "cuda":
+            raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
+        self.data = load_data(args, d)
+        if self.data.eval is None and args.eval_every:
+            log("warning: this dataset has no evaluation split; evaluation is skipped")
+        state.seed_everything(args.seed, 0)  # identical initial weights on every rank
+        model = build_model(args.model, self.data.input_shape, self.data.num_classes)
+        if args.sync_bn and args.strategy == "ddp" and d.world_size > 1:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        self.model = model.to(dev, memory_format=torch.channels_last if args.channels_last else torch.preserve_format)
+        self.optimizer = make_optimizer(args, self.model.parameters(), dev)
+        # Loss scaling only for fp16; bf16 has fp32's range and needs none.
+        self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
+        self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev)
+        self.pos = state.Position()
+        state.seed_everything(args.seed, d.rank)
+
+    def wrap(self) -> nn.Module:
+        m, d = self.model, self.d
+        if self.args.strategy == "ddp" and d.world_size > 1:
+            # Gradients live in the all-reduce buckets: no copy in and out of them.
+            m = DDP(m, device_ids=[d.device.index] if d.device.type == "cuda" else None,
+                    gradient_as_bucket_view=True)
+        elif self.args.strategy == "dp":
+            m = nn.DataParallel(m)  # splits each batch over all local GPUs; a no-op on CPU
+        return torch.compile(m) if self.args.compile else m
+
+    def autocast(self):
+        if self.amp is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.d.device.type, dtype=self.amp)
+
+    def run(self) -> int:
+        args, d, p = self.args, self.d, self.progress
+        p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data,
+                 epochs=args.epochs, batch_size=args.batch_size, device=str(d.device), backend=d.backend)
+        summary: dict = {}  # the last completed epoch's metrics
+        if args.checkpoint_dir:
+            resumed = state.restore(d, args.checkpoint_dir, self.model, self.optimizer, self.scaler, args)
+            if resumed:
+                self.pos, path, summary = resumed
+                p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
+                         step=self.pos.step, checkpoint=os.path.basename(path))
+                p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
+        model = self.wrap()
+        while self.pos.epoch < args.epochs:
+            epoch = self.pos.epoch + 1
+            epoch_summary = self.train_epoch(model, epoch)
+            if epoch_summary is None:
+                return self.preempted(summary)
+            summary = epoch_summary
+            self.pos = state.Position(epoch, 0, self.pos.step)
+            if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
+                summary.update(self.evaluate())
+            if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
+                self.save(summary)
+            p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
+            if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and d.is_main:
+                os.kill(os.getpid(), signal.SIGKILL)
+        p.record("final", epoch=self.pos.epoch, step=self.pos.step, **summary)
+        p.say(f"done: {self.pos.epoch} epoch(s), {self.pos.step} steps")
+        return 0
+
+    def train_epoch(self, model: nn.Module, epoch: int) -> dict | None:
+        """One epoch from self.pos.batch on; None when stopped by a signal (state saved)."""
+        args, d, p, batches = self.args, self.d, self.progress, self.data.train
+        n = len(batches)
+        model.train()
+        # Loss sum and correct count stay on the device: no .item() (a GPU sync) per step.
+        totals, window = torch.zeros(2, device=d.device), torch.zeros(2, device=d.device)
+        total_n = window_n = 0
+        window_start = epoch_start = time.perf_counter()
+        vote = distributed.StopVote(d)
+        p.start_epoch(epoch, (n + args.grad_accum - 1) // args.grad_accum, self.pos.batch // args.grad_accum)
+        for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
+            sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
+            if sync:
+                vote.start(self.stop.signum != 0)  # overlaps with this step's compute
+            no_sync = model.no_sync() if not sync and isinstance(model, DDP) else contextlib.nullcontext()
+            with no_sync:
+                with self.autocast():
+                    out = model(x)
+                    loss = F.cross_entropy(out, y)
+                self.scaler.scale(loss / args.grad_accum).backward()
+            with torch.no_grad():
+                window += torch.stack([loss.detach().float() * len(y), (out.argmax(1) == y).sum().float()])
+            window_n += len(y)
+            if not sync:
+                continue
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.pos.step += 1
+            self.pos.batch = i + 1
+            p.tick()
+            if vote.result():
+                self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): saving")
+                return None
+            if self.pos.step % args.log_every == 0 or i + 1 == n:
+                totals += window
+                total_n += window_n
+                loss_sum, correct = window.tolist()
+                now = time.perf_counter()
+                p.step(epoch, self.pos.step, loss_sum / window_n, correct / window_n,
+                       window_n * d.world_size / (now - window_start))
+                window.zero_()
+                window_start, window_n = now, 0
+        totals += window
+        elapsed = time.perf_counter() - epoch_start
+        sums = torch.cat([totals, torch.tensor([float(total_n + window_n)], device=d.device)])
+        loss_sum, correct, count = distributed.all_reduce_sum(d, sums).tolist()
+        return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
+                "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3)}
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Each rank scores its own disjoint shard; sums are all-reduced, so the numbers
+        are exact over the whole evaluation set."""
+        if self.data.eval is None:
+            return {}
+        self.model.eval()
+        totals = torch.zeros(3, device=self.d.device)
+        for x, y in self.data.eval.epoch(0):
+            with self.autocast():
+                out = self.model(x)  # the unwrapped model: shards may differ in size
+            totals += torch.stack([F.cross_entropy(out.float(), y, reduction="sum"),
+                                   (out.argmax(1) == y).sum().float(), torch.tensor(float(len(y)), device=x.device)])
+        self.model.train()
+        loss_sum, correct, count = distributed.all_reduce_sum(self.d, totals).tolist()
+        return {"eval_loss": round(loss_sum / max(count, 1), 6), "eval_accuracy": round(correct / max(count, 1), 6)}
+
+    def save(self, summary: dict) -> None:
+        path = state.save(self.d, self.args.checkpoint_dir, self.args.keep_checkpoints, self.pos,
+                          self.model, self.optimizer, self.scaler, self.args, summary)
+        if path:
+            self.progress.say(f"checkpoint {path}")
+
+    def preempted(self, summary: dict) -> int:
+        if self.args.checkpoint_dir:
+            self.save(summary)
+        else:
+            log("warning: stopping without a checkpoint (no --checkpoint-dir / DDPJOB_CHECKPOINT_DIR)")
+        self.progress.record("preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step,
+                             exit_code=EXIT_PREEMPTED)
+        return EXIT_PREEMPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = cli.parse(argv)  # exits 2 itself on a bad flag
+    stop = StopRequest()
+    trainer = None
+    try:
+        d = distributed.setup(read_process_env())
+        trainer = Trainer(args, d, stop)
+        return trainer.run()
+    except UsageError as e:
+        log(f"error: {e}")
+        return EXIT_BAD_INPUT
+    finally:
+        if trainer is not None:
+            trainer.progress.close()
+        distributed.teardown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
