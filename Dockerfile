@@ -1,0 +1,99 @@
+# syntax=docker/dockerfile:1.7
+#
+# Two images from one file (BuildKit builds only the stages a target needs):
+#
+#   docker build --target operator -t ddpjob/operator:0.1.0 .
+#   docker build --target trainer  -t ddpjob/trainer:0.1.0 .                 # CUDA
+#   docker build --target trainer  -t ddpjob/trainer:0.1.0-cpu \
+#       --build-arg TRAINER_VARIANT=cpu [--build-arg TORCH_INDEX_URL=<PyTorch CPU wheel index>] .
+#
+# operator: slim Python, `ddpjob[operator]` only (kopf, kubernetes, prometheus-client;
+#           no torch), numeric non-root user, nothing written to the root filesystem.
+# trainer:  a PyTorch CUDA base image (torch, torchvision, CUDA, cuDNN, NCCL), plus
+#           `ddpjob[trainer]`; entrypoint `ddpjob-launch`. TRAINER_VARIANT=cpu swaps the
+#           base for slim Python and installs torch from TORCH_INDEX_URL (empty: the
+#           default index, whose Linux wheels pull in the CUDA libraries; PyTorch's
+#           CPU-only index makes the image several GB smaller, which matters for kind).
+#
+# Versions here must match pyproject.toml; tests/deploy/test_dockerfile.py checks it.
+
+ARG PYTHON_IMAGE=python:3.12-slim-bookworm
+ARG CUDA_BASE_IMAGE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime
+ARG TRAINER_VARIANT=cuda
+
+# ---------------------------------------------------------------------------- wheel
+# Builds the one `ddpjob` wheel both images install, so neither image carries the
+# source tree, setuptools' build dependencies or a .git folder.
+FROM ${PYTHON_IMAGE} AS wheel
+WORKDIR /src
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
+COPY pyproject.toml README.md ./
+COPY operator/ddpjob_operator/ operator/ddpjob_operator/
+COPY trainer_image/ddpjob_trainer/ trainer_image/ddpjob_trainer/
+RUN python -m pip wheel --no-deps --wheel-dir /wheels .
+
+# ------------------------------------------------------------------- operator-venv
+FROM ${PYTHON_IMAGE} AS operator-venv
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+COPY --from=wheel /wheels/ /wheels/
+# A venv copied whole into the final stage: no pip cache, no build leftovers.
+# Byte-code is compiled here because the running container's root FS is read-only.
+RUN python -m venv /opt/ddpjob \
+ && /opt/ddpjob/bin/pip install --no-cache-dir "$(ls /wheels/ddpjob-*.whl)[operator]" \
+ && /opt/ddpjob/bin/python -m compileall -q /opt/ddpjob/lib
+
+# ------------------------------------------------------------------------ operator
+FROM ${PYTHON_IMAGE} AS operator
+LABEL org.opencontainers.image.title="ddpjob-operator" \
+      org.opencontainers.image.description="kopf operator for the DDPJob custom resource" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=operator-venv /opt/ddpjob/ /opt/ddpjob/
+# HOME and TMPDIR point at /tmp, which the chart mounts as an emptyDir: the root FS
+# stays read-only and Python never tries to write byte-code or caches into it.
+ENV PATH=/opt/ddpjob/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    TMPDIR=/tmp
+# Numeric, so the kubelet can verify runAsNonRoot without an /etc/passwd lookup.
+USER 65532:65532
+# liveness (kopf's /healthz) and Prometheus /metrics
+EXPOSE 8080 9090
+# `ddpjob operator` is `kopf run -m ddpjob_operator.handlers` plus the metrics server.
+# The chart replaces CMD with the namespace and standalone/peering flags it renders.
+ENTRYPOINT ["ddpjob", "operator"]
+CMD ["--all-namespaces", "--standalone", "--liveness", "http://0.0.0.0:8080/healthz", "--metrics-port", "9090"]
+
+# --------------------------------------------------------------- trainer bases
+# CUDA: torch, torchvision and the CUDA/cuDNN/NCCL runtime come with the base image.
+FROM ${CUDA_BASE_IMAGE} AS trainer-base-cuda
+
+# CPU (kind, laptops, CI): slim Python plus torch from TORCH_INDEX_URL.
+FROM ${PYTHON_IMAGE} AS trainer-base-cpu
+ARG TORCH_VERSION=2.14.1
+ARG TORCHVISION_VERSION=0.29.1
+ARG TORCH_INDEX_URL=""
+RUN if [ -n "$TORCH_INDEX_URL" ]; then export PIP_INDEX_URL="$TORCH_INDEX_URL"; fi \
+ && python -m pip install --no-cache-dir --root-user-action=ignore \
+        "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}"
+
+# ------------------------------------------------------------------------- trainer
+# DL3006: the base is one of the two stages above, chosen by TRAINER_VARIANT, not a registry image.
+# hadolint ignore=DL3006
+FROM trainer-base-${TRAINER_VARIANT} AS trainer
+LABEL org.opencontainers.image.title="ddpjob-trainer" \
+      org.opencontainers.image.description="PyTorch DDP trainer and launcher run by every DDPJob Pod" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=wheel /wheels/ /wheels/
+# torch/torchvision are already there at the pinned versions, so pip only adds
+# ddpjob and tqdm; a version mismatch with the base would show up as a reinstall.
+RUN python -m pip install --no-cache-dir --root-user-action=ignore "$(ls /wheels/ddpjob-*.whl)[trainer]" \
+ && rm -rf /wheels \
+ && useradd --uid 1000 --gid 0 --create-home --home-dir /home/ddpjob ddpjob
+ENV PYTHONUNBUFFERED=1 HOME=/home/ddpjob
+WORKDIR /home/ddpjob
+# Non-root. Group 0 so a volume made group-writable for root's group (or an fsGroup in
+# the DDPJob's template) is writable for checkpoints.
+USER 1000:0
+ENTRYPOINT ["ddpjob-launch"]
+CMD ["ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1"]
