@@ -26,7 +26,7 @@ test: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra
 
 demo: $(STAMP)
-	$(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
 
 bench: $(STAMP)
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
