@@ -111,12 +111,18 @@ def read(path: str) -> dict:
 
 
 def newest(directory: str) -> tuple[str, dict] | None:
-    """The newest complete checkpoint, skipping (with a warning) corrupt ones."""
-    for _, path in candidates(directory):
+    """The newest complete checkpoint, skipping (with a warning) corrupt ones; None when
+    there is none at all. Checkpoints that are all unreadable are an error: starting
+    from scratch over them would silently throw the training away."""
+    found = candidates(directory)
+    for _, path in found:
         try:
             return path, read(path)
         except (OSError, ValueError) as e:
             log(f"warning: skipping checkpoint {path}: {e}")
+    if found:
+        raise UsageError(f"none of the {len(found)} checkpoint(s) in {directory} is readable; "
+                         "move them away to start from scratch")
     return None
 
 

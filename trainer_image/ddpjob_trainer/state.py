@@ -64,11 +64,18 @@ def restore(d: Dist, directory: str, model, optimizer, scaler, args) -> tuple[Po
     """Rank 0 picks the newest complete checkpoint; every rank loads that same file and
     they agree it worked before anyone trains (a volume not shared by all nodes would
     otherwise give ranks different starting points)."""
-    chosen = None
+    chosen, problem, found = None, None, None
     if d.is_main:
-        found = checkpoint.newest(directory)
-        chosen = found[0] if found else None
-    chosen = broadcast_object(d, chosen)
+        try:
+            found = checkpoint.newest(directory)
+            chosen = found[0] if found else None
+        except UsageError as e:
+            problem = str(e)
+    # Every rank learns the outcome, errors included: a rank that raised alone would
+    # leave the others waiting in the next collective.
+    chosen, problem = broadcast_object(d, (chosen, problem))
+    if problem:
+        raise UsageError(problem)
     if chosen is None:
         return None
     error = None
