@@ -1,0 +1,111 @@
+import signal
+import time
+
+import pytest
+
+from ddpjob_trainer import UsageError
+from ddpjob_trainer.env import LaunchEnv
+from ddpjob_trainer.launch import build_command, wait_for_dns
+from trainer_helpers import BIN, clean_env, contract, launch
+
+NODE = LaunchEnv(2, 1, 2, "j-0.j", 29500, True)
+
+
+def test_ddpjob_train_runs_as_torchrun_module():
+    argv, torchrun = build_command(NODE, ["ddpjob-train", "--epochs", "1"])
+    assert torchrun
+    assert argv[1:3] == ["-m", "ddpjob_trainer._torchrun"]
+    for flag, value in (("--nnodes", "2"), ("--node-rank", "1"), ("--nproc-per-node", "2"),
+                        ("--master-addr", "j-0.j"), ("--master-port", "29500"), ("--rdzv-backend", "static")):
+        assert argv[argv.index(flag) + 1] == value
+    assert argv[-4:] == ["-m", "ddpjob_trainer.train", "--epochs", "1"]
+
+
+def test_script_module_and_executable_targets(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("")
+    assert build_command(NODE, [str(script), "-x"])[0][-2:] == [str(script), "-x"]
+    assert build_command(NODE, ["-m", "pkg.mod", "a"])[0][-3:] == ["-m", "pkg.mod", "a"]
+    assert build_command(NODE, ["true"])[0][-2:] == ["--no-python", "true"]
+    # One process per node and an arbitrary program: exec it as is, no torchrun.
+    assert build_command(LaunchEnv(2, 1, 1, "a", 1, True), ["true", "x"]) == (["true", "x"], False)
+
+
+def test_bad_targets():
+    with pytest.raises(UsageError, match="does not exist"):
+        build_command(NODE, ["missing.py"])
+    with pytest.raises(UsageError, match="not found on PATH"):
+        build_command(NODE, ["no-such-program-xyz"])
+
+
+def test_wait_for_dns_gives_up_with_a_clear_error():
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="did not resolve within 1s"):
+        wait_for_dns("nonexistent.invalid", timeout=1)
+    assert time.monotonic() - start < 30  # bounded, not a hang
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [l for l in stderr.splitlines() if "error" in l.lower()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_non_numeric_env_is_exit_2():
+    r = launch(["ddpjob-train"], contract(NNODES="two", PET_NNODES="two"), timeout=60)
+    assert r.returncode == 2
+    assert "NNODES='two'" in _one_error_line(r.stderr)
+
+
+def test_unresolvable_master_is_exit_2():
+    env = contract(MASTER_ADDR="nonexistent.invalid", PET_MASTER_ADDR="nonexistent.invalid")
+    r = launch(["--dns-timeout", "2", "ddpjob-train"], env, timeout=60)
+    assert r.returncode == 2
+    assert "did not resolve" in _one_error_line(r.stderr)
+
+
+def test_one_process_per_node_execs_the_program_with_the_contract():
+    r = launch(["sh", "-c", "echo rank=$RANK world=$WORLD_SIZE; exit 7"], contract(nnodes=2, node_rank=1, nproc=1))
+    assert r.returncode == 7
+    assert "rank=1 world=2" in r.stdout
+
+
+def test_no_contract_defaults_to_one_node():
+    r = launch(["sh", "-c", "echo ok"], clean_env())
+    assert r.returncode == 0 and "single-node defaults" in r.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_is_forwarded_to_workers_and_exit_code_kept(tmp_path):
+    """SIGTERM to the launcher reaches every torchrun worker; the job exits 143."""
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import os, signal, sys, time, pathlib\n"
+        "d = pathlib.Path(sys.argv[1])\n"
+        "def bye(*_):\n"
+        "    (d / ('term-' + os.environ['RANK'])).write_text('x'); sys.exit(143)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "(d / ('ready-' + os.environ['RANK'])).write_text('x')\n"
+        "time.sleep(120)\n"
+    )
+    import subprocess
+
+    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), str(script), str(tmp_path)], env=contract(nproc=2),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 90
+    while not all((tmp_path / f"ready-{r}").exists() for r in (0, 1)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=90)[0]
+    assert proc.returncode == 143, out
+    assert (tmp_path / "term-0").exists() and (tmp_path / "term-1").exists()
+
+
+@pytest.mark.slow
+def test_worker_exit_code_is_kept_through_torchrun(tmp_path):
+    # Plain torchrun would exit 1; the operator must see the worker's own code.
+    script = tmp_path / "fail.py"
+    script.write_text("import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
+    r = launch([str(script)], contract(nproc=2))
+    assert r.returncode == 3, r.stderr[-2000:]
