@@ -154,7 +154,7 @@ PYEOF
 k -n "$JOB_NS" wait "ddpjob/$RESTART_JOB" --for=condition=Running --timeout="$TIMEOUT"
 # Mid-run means training steps are being taken, not just Pods existing: wait for
 # rank 0's first progress line (`kubectl logs -f` ends when the line appears).
-timeout "${TIMEOUT%s}" bash -c "until kubectl --context '$KCTX' -n '$JOB_NS' logs -f '$RESTART_JOB-0' -c trainer 2>/dev/null | grep -m1 -q "epoch 1/"; do sleep 1; done" \
+timeout "${TIMEOUT%s}" bash -c "until kubectl --context '$KCTX' -n '$JOB_NS' logs -f '$RESTART_JOB-0' -c trainer 2>/dev/null | grep -m1 -q 'epoch 1/'; do sleep 1; done" \
     || die "$RESTART_JOB never started training"
 victim="$RESTART_JOB-1"
 log "deleting pod $victim"
