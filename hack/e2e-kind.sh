@@ -82,7 +82,7 @@ cleanup() {
         log "deleting cluster $CLUSTER"
         kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
     fi
-    ((rc == 0)) && log "PASSED" || log "FAILED (exit $rc)"
+    if ((rc == 0)); then log "PASSED"; else log "FAILED (exit $rc)"; fi
     exit "$rc"
 }
 trap cleanup EXIT
