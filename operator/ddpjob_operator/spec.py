@@ -29,6 +29,12 @@ RESERVED_ENV = frozenset({
 # Fields whose change would silently reshape a running gang; the CRD marks them too.
 IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")
 
+# The defaults of the immutable fields, as the CRD stores them: an update that spells out
+# a default (or drops it) is no change, one that moves away from it is.
+IMMUTABLE_DEFAULTS = {"nodes": 1, "nprocPerNode": "auto", "backend": "auto", "gpusPerNode": 0}
+
+ROOT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+
 SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
@@ -158,6 +164,25 @@ class _Checker:
         return value
 
 
+def _without_nulls(value: Any) -> Any:
+    """A null field is an unset field: the API server prunes it before defaulting.
+
+    Not inside free-form objects (template, checkpoint.volume, env[].valueFrom), which
+    the CRD keeps as written.
+    """
+    if isinstance(value, Mapping):
+        return {k: v if k in ("template", "volume", "valueFrom") else _without_nulls(v)
+                for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _is_label(value: str) -> bool:
+    # names.is_dns1123_label's '$' also matches before a final newline; Kubernetes' RE2 does not.
+    return "\n" not in value and names.is_dns1123_label(value)
+
+
 def _check_env(c: _Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
     if env is None:
         return ()
@@ -227,10 +252,13 @@ def _check_checkpoint(c: _Checker, ckpt: Mapping | None) -> Checkpoint | None:
 
 def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
     name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    if name is None or name == "":
         c.err("metadata.name", "is required")
         return ""
-    if not names.is_dns1123_label(name):
+    if not isinstance(name, str):
+        c.err("metadata.name", f"must be a string (got {name!r})")
+        return ""
+    if not _is_label(name):
         c.err("metadata.name", f"{name!r} must be a DNS-1123 label: lower case letters, digits and '-', "
                                "starting and ending with a letter or digit")
     limit = names.max_job_name_length(nodes)
@@ -249,14 +277,18 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("apiVersion", f"must be {names.API_VERSION} (got {body.get('apiVersion')!r})")
     if body.get("kind", names.KIND) != names.KIND:
         c.err("kind", f"must be {names.KIND} (got {body.get('kind')!r})")
+    for key in sorted(set(body) - ROOT_FIELDS):
+        c.err(key, "unknown field")
     metadata = body.get("metadata") or {}
     spec = body.get("spec")
-    if not isinstance(metadata, Mapping):
+    metadata_ok = isinstance(metadata, Mapping)
+    if not metadata_ok:
         c.err("metadata", "must be an object")
         metadata = {}
     if not isinstance(spec, Mapping):
         c.err("spec", "is required and must be an object")
         raise InvalidSpec(c.errors)
+    spec = _without_nulls(spec)
 
     for key in sorted(set(spec) - SPEC_FIELDS):
         c.err(f"spec.{key}", "unknown field")
@@ -275,7 +307,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus else "gloo")
     if backend_raw == "nccl" and gpus == 0:
         c.err("spec.backend", "nccl needs gpusPerNode > 0 (use gloo or auto on CPU)")
-    if backend_raw == "nccl" and gpus and isinstance(nproc_raw, int) and nproc and nproc > gpus:
+    if backend_raw == "nccl" and gpus is not None and isinstance(nproc_raw, int) and nproc and nproc > gpus:
         c.err("spec.nprocPerNode", f"with nccl every process needs its own GPU, so it must be <= gpusPerNode ({gpus})")
 
     image = c.string(spec, "image", required=True)
@@ -300,9 +332,9 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
     checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
-    name = _check_name(c, metadata, nodes or 1)
+    name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
-    if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
+    if not isinstance(namespace, str) or not _is_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
 
     if c.errors:
@@ -330,8 +362,10 @@ def validate(body: Mapping[str, Any]) -> list[FieldError]:
 def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """Errors of `new`, plus changes to fields that cannot change under a running gang."""
     errors = validate(new)
-    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    old_spec, new_spec = (_without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {}
+                          for b in (old, new))
     for key in IMMUTABLE_FIELDS:
-        if key in old_spec and old_spec.get(key) != new_spec.get(key):
+        default = IMMUTABLE_DEFAULTS.get(key)
+        if old_spec.get(key, default) != new_spec.get(key, default):
             errors.append(FieldError(f"spec.{key}", "is immutable"))
     return errors
