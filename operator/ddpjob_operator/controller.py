@@ -263,6 +263,7 @@ class Controller:
             return await self._invalid(job, body, previous, errors, generation, uid)
 
         now = self.clock()
+        initial_phase = previous.get("phase")
         events: list[lifecycle.Event] = []
         rounds = 0
         while True:
@@ -289,8 +290,11 @@ class Controller:
             break
         await self._write_status(job, body, previous, plan.status)
         self._post(body, events, plan.status)
-        if plan.create:
-            return 0.0  # a create the re-plan still wants: do it in a fresh pass
+        if plan.create or plan.status.get("phase") != initial_phase:
+            # The plan is a function of the previous status: after a phase change, plan
+            # again until nothing changes (a job that just finished learns its TTL timer).
+            # Also a create the re-plan still wants is done in a fresh pass.
+            return 0.0
         return plan.requeue_after
 
     # ---- acts ---------------------------------------------------------------------------

@@ -1,0 +1,227 @@
+"""The real operator (kopf, over HTTP) against the emulator: a DDPJob's whole life."""
+from __future__ import annotations
+
+import pytest
+
+from ddpjob_operator import render, spec
+from tests.operator.conftest import NS, Cluster, ddpjob
+from tests.support.operator_runner import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def env_of(pod: dict) -> dict[str, str]:
+    trainer = next(c for c in pod["spec"]["containers"] if c["name"] == "trainer")
+    return {e["name"]: e.get("value") for e in trainer.get("env") or []}
+
+
+def test_service_and_pods_with_the_env_contract(cluster: Cluster, operator) -> None:
+    created = cluster.create(ddpjob("mnist", nodes=3, nprocPerNode=2, port=29555,
+                                    env=[{"name": "EPOCHS", "value": "2"}]))
+    pods = cluster.wait_pods("mnist", 3)
+
+    svc = cluster.service("mnist")
+    assert svc is not None
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == {"ddpjob.io/job-name": "mnist"}
+    owner = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "name": "mnist",
+             "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    assert svc["metadata"]["ownerReferences"] == [owner]
+
+    for rank, pod in enumerate(pods):
+        assert pod["metadata"]["name"] == f"mnist-{rank}"
+        assert pod["metadata"]["ownerReferences"] == [owner]
+        assert pod["metadata"]["labels"]["ddpjob.io/node-rank"] == str(rank)
+        assert pod["metadata"]["labels"]["ddpjob.io/restart-count"] == "0"
+        assert pod["spec"]["hostname"] == f"mnist-{rank}" and pod["spec"]["subdomain"] == "mnist"
+        assert pod["spec"]["restartPolicy"] == "Never"
+        env = env_of(pod)
+        assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == f"mnist-0.mnist.{NS}.svc"
+        assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29555"
+        assert env["NNODES"] == env["PET_NNODES"] == "3"
+        assert env["NODE_RANK"] == env["PET_NODE_RANK"] == str(rank)
+        assert env["NPROC_PER_NODE"] == env["PET_NPROC_PER_NODE"] == "2"
+        assert env["WORLD_SIZE"] == "6"
+        assert "RANK" not in env and "LOCAL_RANK" not in env  # two processes per Pod
+        assert env["DDPJOB_NAME"] == "mnist" and env["DDPJOB_NAMESPACE"] == NS
+        assert env["DDPJOB_RESTART_COUNT"] == "0" and env["DDPJOB_BACKEND"] == "gloo"
+        assert env["EPOCHS"] == "2"
+        # Exactly what the shared renderer makes: the operator adds nothing of its own.
+        expected = render.render_pod(spec.parse_job(cluster.job("mnist")), rank, 0)
+        assert pod["spec"] == expected["spec"]
+    assert cluster.wait_event("mnist", "Created")["type"] == "Normal"
+
+
+def test_pod_phases_drive_the_job_to_succeeded(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("ok", nodes=2))
+    cluster.wait_pods("ok", 2)
+    st = cluster.wait_phase("ok", "Pending")
+    assert st["observedGeneration"] == 1 and st["restarts"] == 0 and st["readyNodes"] == 0
+    cluster.set_phase("ok", "Running", ranks=[0])
+    cluster.wait_phase("ok", "Pending", readyNodes=1)
+    cluster.set_phase("ok", "Running", ranks=[1])
+    st = cluster.wait_phase("ok", "Running", readyNodes=2)
+    assert st["startTime"]
+    assert any(c["type"] == "Running" and c["status"] == "True" for c in st["conditions"])
+    cluster.set_phase("ok", "Succeeded", ranks=[0])
+    cluster.wait_phase("ok", "Running")  # one node done is not the job done
+    cluster.set_phase("ok", "Succeeded", ranks=[1])
+    st = cluster.wait_phase("ok", "Succeeded")
+    assert st["completionTime"]
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Running": "False", "Succeeded": "True"}
+    cluster.wait_event("ok", "Running")
+    cluster.wait_event("ok", "Succeeded")
+    # Finished Pods stay for their logs.
+    assert len(cluster.pods("ok")) == 2
+
+
+def test_failed_pod_under_onfailure_restarts_the_gang(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("gang", nodes=3, restartPolicy="OnFailure", maxRestarts=2))
+    cluster.wait_pods("gang", 3)
+    cluster.set_phase("gang", "Running")
+    cluster.wait_phase("gang", "Running")
+    cluster.set_phase("gang", "Failed", ranks=[1], exit_code=1)
+
+    pods = cluster.wait_pods("gang", 3, restart_count=1)
+    assert all(env_of(p)["DDPJOB_RESTART_COUNT"] == "1" for p in pods)
+    st = cluster.status("gang")
+    assert st["restarts"] == 1
+    assert st["lastFailure"]["pod"] == "gang-1" and st["lastFailure"]["exitCode"] == 1
+    event = cluster.wait_event("gang", "Restarting")
+    assert event["type"] == "Warning" and "gang-1" in event["message"] and "exit code 1" in event["message"]
+
+    cluster.set_phase("gang", "Running")
+    cluster.wait_phase("gang", "Running", restarts=1)
+    cluster.set_phase("gang", "Succeeded")
+    cluster.wait_phase("gang", "Succeeded", restarts=1)
+
+
+def test_exitcode_policy_fails_on_exit_1(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("bad", nodes=2, restartPolicy="ExitCode"))
+    cluster.wait_pods("bad", 2)
+    cluster.set_phase("bad", "Running")
+    cluster.wait_phase("bad", "Running")
+    cluster.set_phase("bad", "Failed", ranks=[0], exit_code=1)
+    st = cluster.wait_phase("bad", "Failed")
+    assert st["restarts"] == 0 and st["lastFailure"]["exitCode"] == 1
+    assert any(c["type"] == "Failed" and c["reason"] == "PodFailed" for c in st["conditions"])
+    # The peer still running is stopped; the failed one stays for its logs.
+    wait_for(lambda: [p["metadata"]["name"] for p in cluster.pods("bad")] == ["bad-0"],
+             message="the surviving Pod was not stopped")
+    assert cluster.wait_event("bad", "Failed")["type"] == "Warning"
+
+
+def test_exitcode_policy_retries_a_signal(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("oom", nodes=2, restartPolicy="ExitCode"))
+    cluster.wait_pods("oom", 2)
+    cluster.set_phase("oom", "Running")
+    cluster.wait_phase("oom", "Running")
+    cluster.set_phase("oom", "Failed", ranks=[1], exit_code=137, reason="OOMKilled")
+    cluster.wait_pods("oom", 2, restart_count=1)
+    assert cluster.status("oom")["restarts"] == 1
+
+
+def test_max_restarts_is_honoured(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("flaky", nodes=2, restartPolicy="OnFailure", maxRestarts=1))
+    cluster.wait_pods("flaky", 2)
+    cluster.set_phase("flaky", "Running")
+    cluster.wait_phase("flaky", "Running")
+    cluster.set_phase("flaky", "Failed", ranks=[0], exit_code=2)
+    cluster.wait_pods("flaky", 2, restart_count=1)
+    cluster.set_phase("flaky", "Running")
+    cluster.wait_phase("flaky", "Running", restarts=1)
+    cluster.set_phase("flaky", "Failed", ranks=[1], exit_code=2)
+    st = cluster.wait_phase("flaky", "Failed", restarts=1)
+    assert "maxRestarts=1" in st["message"]
+    assert any(c["type"] == "Failed" and c["reason"] == "BackoffLimitExceeded" for c in st["conditions"])
+    # No third attempt.
+    assert {p["metadata"]["labels"]["ddpjob.io/restart-count"] for p in cluster.pods("flaky")} <= {"1"}
+
+
+def test_suspend_and_resume(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("sus", nodes=2))
+    cluster.wait_pods("sus", 2)
+    cluster.set_phase("sus", "Running")
+    cluster.wait_phase("sus", "Running")
+
+    cluster.patch_spec("sus", suspend=True)
+    st = cluster.wait_phase("sus", "Suspended", observedGeneration=2)
+    assert "startTime" not in st and st["readyNodes"] == 0
+    wait_for(lambda: cluster.pods("sus") == [], message="suspend did not delete the Pods")
+    cluster.wait_event("sus", "Suspended")
+
+    cluster.patch_spec("sus", suspend=False)
+    pods = cluster.wait_pods("sus", 2, restart_count=0)
+    cluster.wait_phase("sus", "Pending", observedGeneration=3)
+    assert len(pods) == 2
+    cluster.set_phase("sus", "Running")
+    cluster.wait_phase("sus", "Running", restarts=0)
+
+
+def test_active_deadline_fails_the_job_and_stops_its_pods(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("slow", nodes=2, activeDeadlineSeconds=1))
+    cluster.wait_pods("slow", 2)
+    cluster.set_phase("slow", "Running")
+    st = cluster.wait_phase("slow", "Failed", timeout=20)
+    assert any(c["type"] == "Failed" and c["reason"] == "DeadlineExceeded" for c in st["conditions"])
+    wait_for(lambda: cluster.pods("slow") == [], message="the deadline did not stop the Pods")
+
+
+def test_ttl_deletes_the_finished_job(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("ttl", nodes=1, ttlSecondsAfterFinished=1))
+    cluster.run_to_success("ttl", 1)
+    wait_for(lambda: cluster.job("ttl") is None, timeout=20, message="the TTL did not delete the job")
+    # Its children went with it (owner references).
+    assert cluster.pods("ttl") == [] and cluster.service("ttl") is None
+
+
+def test_deleting_the_job_removes_its_children(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("gone", nodes=3))
+    cluster.wait_pods("gone", 3)
+    cluster.delete("gone")
+    wait_for(lambda: cluster.pods("gone") == [] and cluster.service("gone") is None,
+             message="children were left behind")
+    # A later job runs through the same operator: by then the deleted job's Pod events
+    # were handled, and nothing of it was recreated.
+    cluster.create(ddpjob("after", nodes=1))
+    cluster.run_to_success("after", 1)
+    assert cluster.pods("gone") == [] and cluster.service("gone") is None
+    # No finalizer: deletion never depends on the operator.
+    assert "finalizers" not in (cluster.job("after") or {}).get("metadata", {})
+
+
+def test_invalid_job_creates_nothing(cluster: Cluster, operator) -> None:
+    # The emulator runs no CEL or schema validation: this object reaches the operator.
+    body = ddpjob("broken", nodes=2, backend="nccl", env=[{"name": "MASTER_ADDR", "value": "x"}])
+    cluster.create(body)
+    st = cluster.wait_phase("broken", "Failed")
+    assert any(c["type"] == "Failed" and c["reason"] == "InvalidSpec" for c in st["conditions"])
+    assert "spec.backend" in st["message"] and "spec.env[0].name" in st["message"]
+    assert cluster.wait_event("broken", "InvalidSpec")["type"] == "Warning"
+    # A valid job created afterwards completes: the invalid one had every chance to act.
+    cluster.create(ddpjob("valid", nodes=1))
+    cluster.run_to_success("valid", 1)
+    assert cluster.pods("broken") == [] and cluster.service("broken") is None
+
+
+def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("imm", nodes=2))
+    cluster.wait_pods("imm", 2)
+    cluster.set_phase("imm", "Running")
+    cluster.wait_phase("imm", "Running")
+    cluster.patch_spec("imm", nodes=3)
+    st = cluster.wait_phase("imm", "Failed")
+    assert "spec.nodes: is immutable" in st["message"]
+    wait_for(lambda: cluster.pods("imm") == [], message="the gang kept running under a changed spec")
+    assert len([p for p in cluster.pods("imm")]) == 0
+
+
+def test_pod_deleted_by_hand_is_a_gang_failure(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("hand", nodes=2, restartPolicy="OnFailure"))
+    cluster.wait_pods("hand", 2)
+    cluster.set_phase("hand", "Running")
+    cluster.wait_phase("hand", "Running")
+    cluster.core.delete_namespaced_pod("hand-1", NS)
+    cluster.wait_pods("hand", 2, restart_count=1)
+    st = cluster.status("hand")
+    assert st["restarts"] == 1 and st["lastFailure"]["reason"] == "PodDeleted"
