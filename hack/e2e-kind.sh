@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 CLUSTER=${KIND_CLUSTER:-ddpjob-e2e}
 TIMEOUT=${E2E_TIMEOUT:-900s}
 PY=${PY:-python3}
-RELEASE=ddpjob
+RELEASE=ddpjob-operator  # the chart name, so the objects are named just "ddpjob-operator"
 SYSTEM_NS=ddpjob-system
 JOB_NS=ddpjob-e2e
 OPERATOR_IMAGE=ddpjob/operator:e2e
@@ -64,8 +64,8 @@ dump() {
     k get pods,services -A -o wide || true
     k get events -A --sort-by=.lastTimestamp || true
     log "operator log"
-    k -n "$SYSTEM_NS" logs "deployment/$RELEASE-ddpjob-operator" --all-containers --tail=-1 || true
-    k -n "$SYSTEM_NS" logs "deployment/$RELEASE-ddpjob-operator" --all-containers --previous --tail=200 2>/dev/null || true
+    k -n "$SYSTEM_NS" logs "deployment/$RELEASE" --all-containers --tail=-1 || true
+    k -n "$SYSTEM_NS" logs "deployment/$RELEASE" --all-containers --previous --tail=200 2>/dev/null || true
     local pod
     for pod in $(k -n "$JOB_NS" get pods -o name 2>/dev/null); do
         log "log of $pod"
@@ -124,7 +124,7 @@ helm install "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" \
     --set image.pullPolicy=Never \
     --set trainer.image="$TRAINER_IMAGE" --set trainer.imagePullPolicy=IfNotPresent \
     --wait --timeout 5m
-k -n "$SYSTEM_NS" rollout status "deployment/$RELEASE-ddpjob-operator" --timeout=3m
+k -n "$SYSTEM_NS" rollout status "deployment/$RELEASE" --timeout=3m
 k wait crd/ddpjobs.ddpjob.io --for=condition=Established --timeout=60s
 k create namespace "$JOB_NS"
 

@@ -83,3 +83,8 @@ app.kubernetes.io/component: operator
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/* The metrics Service: the full name leaves room for the "-metrics" suffix. */}}
+{{- define "ddpjob-operator.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "ddpjob-operator.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Copies the CRD from its single source (manifests/crd/) to the two places that need a
+# copy of it: the Helm chart's crds/ (Helm installs CRDs only from there) and the
+# kustomize base (kustomize loads no files from outside its folder). The tests in
+# tests/deploy fail until the copies are identical again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -f charts/ddpjob-operator/crds/*.yaml
+cp manifests/crd/*.yaml charts/ddpjob-operator/crds/
+cp manifests/crd/ddpjobs.ddpjob.io.yaml manifests/base/crd.yaml
+echo "synced: charts/ddpjob-operator/crds/ and manifests/base/crd.yaml from manifests/crd/"

@@ -1,0 +1,278 @@
+"""The Helm chart: lint, render with the default and the namespace-scoped values, every
+object strictly schema-valid, the CRD copy, values schema, comments, security, names."""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE_NS, by_kind,
+                                         crd_copy_differences, helm_template, one, require_tool, rule_triples,
+                                         run)
+
+K8S_VERSION = '1.37.0'  # kubernetes-validate's newest schemas; the chart's kubeVersion is >=1.29
+# Kinds from CRDs that kubernetes-validate has no schema for; checked by hand below.
+CUSTOM_KINDS = {'ServiceMonitor', 'ClusterKopfPeering', 'KopfPeering'}
+
+VALUE_SETS = {
+    'default': None,
+    'namespace-scoped': NAMESPACE_VALUES,
+    'namespace-scoped+peering': {**NAMESPACE_VALUES, 'peering': {'enabled': True}, 'replicaCount': 2},
+    'cluster+peering+servicemonitor': {'peering': {'enabled': True}, 'replicaCount': 2,
+                                       'metrics': {'serviceMonitor': {'enabled': True}}},
+    'no-metrics': {'metrics': {'enabled': False}},
+}
+
+
+@pytest.fixture(scope='module')
+def helm() -> str:
+    return require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+
+
+def validate_strictly(obj: dict) -> None:
+    try:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']}: {exc.message} at {list(exc.path)}") from exc
+
+
+def test_helm_lint(helm: str, tmp_path: pathlib.Path) -> None:
+    run([helm, 'lint', '--strict', str(CHART)])
+    vfile = tmp_path / 'ns.yaml'
+    vfile.write_text(yaml.safe_dump(NAMESPACE_VALUES))
+    run([helm, 'lint', '--strict', str(CHART), '--values', str(vfile)])
+
+
+@pytest.mark.parametrize('values', VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_every_rendered_object_is_strictly_valid(helm: str, tmp_path: pathlib.Path, values: dict | None) -> None:
+    objects = helm_template(helm, tmp_path, values, include_crds=True)
+    assert {'CustomResourceDefinition', 'Deployment', 'ServiceAccount', 'ClusterRole'} <= {o['kind'] for o in objects}
+    for obj in objects:
+        if obj['kind'] in CUSTOM_KINDS:
+            assert obj['apiVersion'] in ('monitoring.coreos.com/v1', 'kopf.dev/v1') and obj['metadata']['name']
+            continue
+        validate_strictly(obj)
+
+
+def test_strict_validation_can_fail(helm: str, tmp_path: pathlib.Path) -> None:
+    deployment = one(helm_template(helm, tmp_path), 'Deployment')
+    deployment['spec']['template']['spec']['containers'][0]['livenessProbe']['httpGett'] = {}
+    with pytest.raises(AssertionError, match='httpGett'):
+        validate_strictly(deployment)
+
+
+# ---- the CRD copy ----------------------------------------------------------------
+
+def test_chart_crds_are_an_exact_copy_of_manifests_crd() -> None:
+    assert crd_copy_differences(CRD_DIR, CHART / 'crds') == [], (
+        'charts/ddpjob-operator/crds/ must equal manifests/crd/: run hack/sync-crds.sh')
+
+
+def test_crd_copy_check_catches_a_modified_a_missing_and_an_extra_file(tmp_path: pathlib.Path) -> None:
+    copy = tmp_path / 'crds'
+    shutil.copytree(CHART / 'crds', copy)
+    (name,) = [p.name for p in CRD_DIR.glob('*.yaml')]
+    (copy / name).write_text((copy / name).read_text().replace('minimum: 1', 'minimum: 2', 1) + '\n')
+    (copy / 'stray.yaml').write_text('{}\n')
+    problems = crd_copy_differences(CRD_DIR, copy)
+    assert problems == [f'{name}: differs from {CRD_DIR / name}', f'stray.yaml: in {copy} but not in {CRD_DIR}']
+    (copy / name).unlink()
+    assert f'{name}: missing from {copy}' in crd_copy_differences(CRD_DIR, copy)
+
+
+# ---- values: schema and comments -------------------------------------------------
+
+@pytest.mark.parametrize('bad, message', [
+    ({'imagee': {'tag': 'x'}}, "additional properties 'imagee' not allowed"),
+    ({'image': {'tgа': 'x'}}, 'additional properties'),
+    ({'watch': {'scope': 'namespaced'}}, 'value must be one of'),
+    ({'replicaCount': 2}, 'maximum'),  # two standalone operators would fight over every job
+    ({'peering': {'enabled': 'yes'}}, 'boolean'),
+    ({'metrics': {'port': 70000}}, 'maximum'),
+    ({'probes': {'liveness': {'periodSecond': 5}}}, 'additional properties'),
+])
+def test_values_schema_rejects_typos_and_bad_values(helm: str, tmp_path: pathlib.Path, bad: dict, message: str) -> None:
+    done = helm_template(helm, tmp_path, bad, check=False)
+    assert done.returncode != 0, f'{bad} was accepted'
+    assert message in done.stderr, done.stderr
+
+
+def values_keys_without_comment(text: str, opaque: tuple[str, ...]) -> list[str]:
+    """Dotted paths of keys in a values.yaml that have no `#` comment line right above
+    them, except keys inside `opaque` blocks (Kubernetes types the block's comment covers)."""
+    missing, stack = [], []  # stack: (indent, key)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'^( *)([A-Za-z0-9_]+):', line)
+        if not m:
+            continue
+        indent, key = len(m.group(1)), m.group(2)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = '.'.join([k for _, k in stack] + [key])
+        stack.append((indent, key))
+        if any(path.startswith(o + '.') for o in opaque):
+            continue
+        above = lines[i - 1].strip() if i else ''
+        if not above.startswith('#'):
+            missing.append(path)
+    return missing
+
+
+OPAQUE_VALUES = ('resources', 'podSecurityContext', 'securityContext', 'probes.liveness', 'probes.readiness')
+
+
+def test_every_values_key_has_a_comment() -> None:
+    assert values_keys_without_comment((CHART / 'values.yaml').read_text(), OPAQUE_VALUES) == []
+
+
+def test_comment_check_finds_an_uncommented_key() -> None:
+    text = '# -- top\na:\n  # -- b\n  b: 1\n  c: 2\nresources:\n  limits: {}\n'
+    assert values_keys_without_comment(text, ('resources',)) == ['a.c', 'resources']
+
+
+def test_every_values_key_is_in_the_schema() -> None:
+    schema = json.loads((CHART / 'values.schema.json').read_text())
+    values = yaml.safe_load((CHART / 'values.yaml').read_text())
+
+    def walk(v: dict, s: dict, path: str) -> None:
+        for key, sub in v.items():
+            assert key in s.get('properties', {}), f'{path}{key} is not in values.schema.json'
+            props = s['properties'][key]
+            props = schema['definitions'][props['$ref'].rsplit('/', 1)[1]] if '$ref' in props else props
+            if isinstance(sub, dict) and 'properties' in props:
+                walk(sub, props, f'{path}{key}.')
+    walk(values, schema, '')
+
+
+# ---- the Deployment --------------------------------------------------------------
+
+def test_deployment_is_restricted_and_probes_the_liveness_endpoint(helm: str, tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path)
+    pod = one(objects, 'Deployment')['spec']['template']['spec']
+    (c,) = pod['containers']
+    assert pod['securityContext']['runAsNonRoot'] is True
+    assert pod['securityContext']['seccompProfile'] == {'type': 'RuntimeDefault'}
+    sc = c['securityContext']
+    assert sc['allowPrivilegeEscalation'] is False
+    assert sc['capabilities'] == {'drop': ['ALL']}
+    assert sc['readOnlyRootFilesystem'] is True
+    assert sc['seccompProfile'] == {'type': 'RuntimeDefault'}
+    assert c['resources']['requests'] and c['resources']['limits']['memory']
+    # kopf's liveness endpoint, on the port the operator is told to serve it on
+    for probe in ('livenessProbe', 'readinessProbe'):
+        assert c[probe]['httpGet'] == {'path': '/healthz', 'port': 'healthz'}
+    ports = {p['name']: p['containerPort'] for p in c['ports']}
+    assert '--liveness=http://0.0.0.0:%d/healthz' % ports['healthz'] in c['args']
+    assert '--metrics-port=%d' % ports['metrics'] in c['args']
+    assert c['command'] == ['ddpjob', 'operator']
+    # the read-only root FS needs a writable HOME/TMPDIR
+    mounts = {m['mountPath']: m['name'] for m in c['volumeMounts']}
+    env = {e['name']: e.get('value') for e in c['env']}
+    assert env['HOME'] == env['TMPDIR'] == '/tmp' and mounts['/tmp'] == 'tmp'
+    assert {'name': 'tmp', 'emptyDir': {'sizeLimit': '64Mi'}} in pod['volumes']
+    assert c['image'] == 'ddpjob/operator:' + yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']
+    assert env['DDPJOB_DEFAULT_IMAGE'] == 'ddpjob/trainer:0.1.0'
+
+
+def test_standalone_uses_recreate_and_peering_rolls(helm: str, tmp_path: pathlib.Path) -> None:
+    standalone = one(helm_template(helm, tmp_path), 'Deployment')
+    assert standalone['spec']['strategy'] == {'type': 'Recreate'} and standalone['spec']['replicas'] == 1
+    assert '--standalone' in standalone['spec']['template']['spec']['containers'][0]['args']
+    objects = helm_template(helm, tmp_path, {'peering': {'enabled': True, 'name': 'p1'}, 'replicaCount': 2})
+    peered = one(objects, 'Deployment')
+    assert peered['spec']['strategy']['type'] == 'RollingUpdate' and peered['spec']['replicas'] == 2
+    args = peered['spec']['template']['spec']['containers'][0]['args']
+    assert '--peering=p1' in args and '--standalone' not in args
+    assert one(objects, 'ClusterKopfPeering')['metadata']['name'] == 'p1'
+
+
+def test_scope_flags(helm: str, tmp_path: pathlib.Path) -> None:
+    args = one(helm_template(helm, tmp_path), 'Deployment')['spec']['template']['spec']['containers'][0]['args']
+    assert '--all-namespaces' in args
+    objects = helm_template(helm, tmp_path, NAMESPACE_VALUES)
+    args = one(objects, 'Deployment')['spec']['template']['spec']['containers'][0]['args']
+    assert '--namespace=team-a' in args and '--all-namespaces' not in args
+
+
+# ---- RBAC shape (what the operator actually calls: test_rbac.py) ------------------
+
+def test_cluster_scope_grants_one_clusterrole(helm: str, tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path)
+    assert not by_kind(objects, 'Role') and not by_kind(objects, 'RoleBinding')
+    role, binding = one(objects, 'ClusterRole'), one(objects, 'ClusterRoleBinding')
+    sa = one(objects, 'ServiceAccount')
+    assert binding['roleRef']['name'] == role['metadata']['name']
+    assert binding['subjects'] == [{'kind': 'ServiceAccount', 'name': sa['metadata']['name'], 'namespace': RELEASE_NS}]
+    triples = rule_triples(role['rules'])
+    assert ('', 'pods', 'create') in triples and ('', 'namespaces', 'list') not in triples
+
+
+def test_namespace_scope_grants_a_role_in_that_namespace_only(helm: str, tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path, NAMESPACE_VALUES)
+    role, binding = one(objects, 'Role'), one(objects, 'RoleBinding')
+    assert role['metadata']['namespace'] == binding['metadata']['namespace'] == 'team-a'
+    assert binding['subjects'][0]['namespace'] == RELEASE_NS
+    assert ('', 'pods', 'create') in rule_triples(role['rules'])
+    # The ClusterRole keeps only cluster-scoped reads: nothing about pods, jobs or writes.
+    cluster = rule_triples(one(objects, 'ClusterRole')['rules'])
+    assert {g for g, _, _ in cluster} <= {'', 'apiextensions.k8s.io'}
+    assert {r for _, r, _ in cluster} == {'customresourcedefinitions', 'namespaces'}
+    assert {v for _, _, v in cluster} == {'get', 'list', 'watch'}
+
+
+def test_every_rbac_rule_says_why() -> None:
+    text = (CHART / 'templates' / 'rbac.yaml').read_text()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith('- apiGroups:'):
+            above = lines[i - 1].strip()
+            if above.startswith('{{'):  # a rule inside an `if`: the comment is above the if
+                above = lines[i - 2].strip()
+            assert above.startswith('#'), f'rbac.yaml line {i + 1}: a rule without a reason'
+
+
+# ---- names, NOTES, optional objects ----------------------------------------------
+
+def test_names_are_truncated_to_63_characters(helm: str, tmp_path: pathlib.Path) -> None:
+    release = 'r' * 53  # Helm's own limit on release names
+    objects = helm_template(helm, tmp_path, release=release)
+    for obj in objects:
+        assert len(obj['metadata']['name']) <= 63 and not obj['metadata']['name'].endswith('-'), obj['metadata']['name']
+        for value in obj['metadata'].get('labels', {}).values():
+            assert len(value) <= 63
+    assert one(objects, 'Deployment')['metadata']['name'] == (release + '-ddpjob-operator')[:63].rstrip('-')
+    objects = helm_template(helm, tmp_path, {'fullnameOverride': 'ops'}, release='x')
+    assert one(objects, 'Deployment')['metadata']['name'] == 'ops'
+
+
+def test_servicemonitor_is_optional(helm: str, tmp_path: pathlib.Path) -> None:
+    assert not by_kind(helm_template(helm, tmp_path), 'ServiceMonitor')
+    objects = helm_template(helm, tmp_path, {'metrics': {'serviceMonitor': {'enabled': True, 'labels': {'release': 'kp'}}}})
+    sm, svc = one(objects, 'ServiceMonitor'), one(objects, 'Service')
+    assert sm['metadata']['labels']['release'] == 'kp'
+    assert sm['spec']['selector']['matchLabels'].items() <= svc['metadata']['labels'].items()
+    assert sm['spec']['endpoints'][0]['port'] == svc['spec']['ports'][0]['name'] == 'metrics'
+    assert not by_kind(helm_template(helm, tmp_path, {'metrics': {'enabled': False}}), 'Service')
+
+
+def test_notes_say_how_to_submit_a_first_job(helm: str, tmp_path: pathlib.Path) -> None:
+    done = run([helm, 'install', 'ddpjob', str(CHART), '--dry-run=client', '--namespace', RELEASE_NS,
+                '--set', 'trainer.image=example/trainer:1'])
+    notes = done.stdout.split('NOTES:', 1)[1]
+    job = yaml.safe_load(notes.split("<<'YAML' | kubectl apply -f -", 1)[1].split('YAML', 1)[0].replace('\n   ', '\n'))
+    assert job['kind'] == 'DDPJob' and job['spec']['image'] == 'example/trainer:1'
+    assert 'kubectl wait ddpjob/first-job --for=condition=Succeeded' in notes
+
+
+def test_chart_metadata() -> None:
+    chart = yaml.safe_load((CHART / 'Chart.yaml').read_text())
+    assert chart['apiVersion'] == 'v2' and chart['kubeVersion'] and chart['appVersion']
+    import tomllib
+    project = tomllib.loads((CHART.parents[1] / 'pyproject.toml').read_text())['project']
+    assert chart['appVersion'] == project['version'], 'appVersion is the ddpjob release the chart installs'
