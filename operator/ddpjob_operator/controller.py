@@ -43,8 +43,10 @@ EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 # lost the event): afterwards the index is trusted again.
 EXPECTATION_TTL = 30.0
 # Pod events of one gang arrive together (the gang is scheduled and finishes together):
-# one reconcile per burst instead of one per Pod saves status writes.
-POD_EVENT_DEBOUNCE = 0.05
+# one reconcile per burst instead of one per Pod saves status writes (N Pods turning
+# Running one by one would otherwise be N status writes). Kubernetes' Job controller
+# batches Pod updates the same way (its podUpdateBatchPeriod, 1 s).
+POD_EVENT_DEBOUNCE = 0.2
 # Reconcile retry backoff after an error: 0.2 s, 0.4 s, ... up to a minute.
 RETRY_BASE, RETRY_CAP = 0.2, 60.0
 # A timer fires at most this late after a due time (datetime rounding to seconds).

@@ -115,7 +115,8 @@ class Cluster:
         return [r for r in self.emulator.requests
                 if r.verb in ("create", "update", "patch", "delete")
                 and not (r.resource == "pods" and r.subresource == "status")
-                and not (r.resource == PLURAL and r.verb == "create")]
+                and not (r.resource == PLURAL and r.verb == "create")
+                and r.resource != "customresourcedefinitions"]
 
 
 @pytest.fixture
