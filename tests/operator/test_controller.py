@@ -1,0 +1,196 @@
+"""The controller alone: a fake API and hand-fed indices, no kopf, no HTTP."""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from ddpjob_operator import controller as ctl
+from ddpjob_operator.observe import PodState
+
+pytestmark = pytest.mark.timeout(30)
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class FakeKube:
+    """Records calls; `fail` maps a call kind to how many times it raises first."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.fail: dict[str, int] = {}
+        self.existing: set[str] = set()
+
+    def _maybe_fail(self, kind: str) -> None:
+        if self.fail.get(kind, 0) > 0:
+            self.fail[kind] -= 1
+            raise RuntimeError(f"injected {kind} failure")
+
+    async def create(self, obj: dict, read_existing: bool = True):
+        self.calls.append(("create", obj["metadata"]["name"]))
+        self._maybe_fail("create-" + obj["kind"])
+        if obj["metadata"]["name"] in self.existing:
+            return (obj if read_existing else None), False
+        self.existing.add(obj["metadata"]["name"])
+        return obj, True
+
+    async def delete(self, url: str, **_: Any) -> bool:
+        self.calls.append(("delete", url.rsplit("/", 1)[1]))
+        self._maybe_fail("delete")
+        return True
+
+    async def patch_status(self, ns: str, name: str, patch: dict) -> dict:
+        self.calls.append(("status", dict(patch)))
+        self._maybe_fail("status")
+        return {"status": {k: v for k, v in patch.items() if v is not None}}
+
+
+def job_body(**spec: Any) -> dict:
+    spec.setdefault("image", "img")
+    spec.setdefault("restartBackoffSeconds", 0)
+    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "generation": 1}, "spec": spec}
+
+
+def make(body: dict, pods: list[ctl.IndexedPod] | None = None):
+    kube, events = FakeKube(), []
+    index = {"pods": pods if pods is not None else [], "body": body}
+    c = ctl.Controller(kube, job_body=lambda ns, n: index["body"], pods_of=lambda ns, n: index["pods"],
+                       post_event=lambda body, t, r, m: events.append((t, r, m)), clock=lambda: NOW)
+    return c, kube, events, index
+
+
+def run(c: ctl.Controller, times: int = 1) -> list[float | None]:
+    async def go():
+        out = []
+        for _ in range(times):
+            job = c._jobs.setdefault(("ns", "j"), ctl._Job(("ns", "j")))
+            out.append(await c.reconcile(job))
+        return out
+    return asyncio.run(go())
+
+
+def pod(rank: int, phase: str = "Running", restart: int = 0, owner: str | None = "u1", **kw: Any) -> ctl.IndexedPod:
+    return owner, PodState(name=f"j-{rank}", node_rank=rank, restart_count=restart, phase=phase, **kw)
+
+
+def test_creates_service_and_gang_once_even_before_the_index_catches_up() -> None:
+    c, kube, events, _ = make(job_body(nodes=3))
+    run(c, times=3)  # the index never shows the Pods: expectations stand in for them
+    creates = [name for kind, name in kube.calls if kind == "create"]
+    assert creates == ["j", "j-0", "j-1", "j-2"]
+    statuses = [p for kind, p in kube.calls if kind == "status"]
+    assert len(statuses) == 1 and statuses[0]["phase"] == "Pending" and "0/3" in statuses[0]["message"]
+    assert [r for _, r, _ in events] == ["Created"]
+
+
+def test_no_write_when_nothing_changed() -> None:
+    c, kube, _, index = make(job_body(nodes=2), [pod(0), pod(1)])
+    run(c)
+    assert [k for k, _ in kube.calls] == ["status"]
+    kube.calls.clear()
+    run(c, times=2)
+    assert kube.calls == []
+
+
+def test_gang_restart_writes_status_before_deleting() -> None:
+    body = job_body(nodes=2, restartPolicy="OnFailure")
+    body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
+    c, kube, events, _ = make(body, [pod(0), pod(1, "Failed", exit_code=3)])
+    run(c)
+    kinds = [k for k, _ in kube.calls]
+    assert kinds == ["status", "delete", "delete"]
+    assert kube.calls[0][1]["restarts"] == 1 and kube.calls[0][1]["phase"] == "Restarting"
+    restarting = [m for _, r, m in events if r == "Restarting"]
+    assert restarting and "j-1" in restarting[0] and "exit code 3" in restarting[0]
+    assert c.metrics.sample("ddpjob_gang_restarts_total") == 1
+
+
+def test_a_failed_status_write_deletes_nothing() -> None:
+    body = job_body(nodes=2, restartPolicy="OnFailure")
+    body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
+    c, kube, _, _ = make(body, [pod(0), pod(1, "Failed", exit_code=3)])
+    kube.fail["status"] = 1
+    with pytest.raises(RuntimeError):
+        run(c)
+    assert [k for k, _ in kube.calls] == ["status"]
+
+
+def test_a_half_created_gang_is_completed_by_the_retry() -> None:
+    c, kube, _, _ = make(job_body(nodes=3))
+    kube.fail["create-Pod"] = 1
+    with pytest.raises(RuntimeError):
+        run(c)
+    assert kube.existing == {"j", "j-1", "j-2"}  # the Service and two of three Pods
+    kube.calls.clear()
+    run(c)
+    assert kube.existing == {"j", "j-0", "j-1", "j-2"}
+    # Only the missing Pod is created again; the Service is known to exist.
+    assert [n for k, n in kube.calls if k == "create"] == ["j-0"]
+
+
+def test_invalid_spec_fails_once_and_creates_nothing() -> None:
+    c, kube, events, _ = make(job_body(nodes=0, backend="mpi"))
+    run(c, times=2)
+    assert [k for k, _ in kube.calls] == ["status"]
+    st = kube.calls[0][1]
+    assert st["phase"] == "Failed" and "spec.nodes" in st["message"] and "spec.backend" in st["message"]
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["InvalidSpec"]
+    assert [(t, r) for t, r, _ in events] == [("Warning", "InvalidSpec")]
+
+
+def test_pods_of_an_earlier_job_with_the_same_name_are_leftovers() -> None:
+    c, kube, _, _ = make(job_body(nodes=1), [pod(0, owner="old-uid")])
+    run(c)
+    assert ("delete", "j-0") in kube.calls
+    assert ("create", "j-0") not in kube.calls  # waits for the name to be free
+
+
+def test_pods_without_a_ddpjob_owner_are_ignored() -> None:
+    c, kube, _, _ = make(job_body(nodes=1), [pod(0, owner=None)])
+    run(c)
+    assert ("create", "j-0") in kube.calls and not [k for k, _ in kube.calls if k == "delete"]
+
+
+def test_finished_job_asks_to_be_looked_at_again_for_its_ttl() -> None:
+    body = job_body(nodes=1, ttlSecondsAfterFinished=30)
+    body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
+    c, kube, _, _ = make(body, [pod(0, "Succeeded", exit_code=0)])
+    assert run(c) == [0.0]  # the phase changed: plan again
+    assert run(c) == [pytest.approx(30.0)]  # the TTL timer
+
+
+def test_status_patch_removes_dropped_keys() -> None:
+    assert ctl.status_patch({"a": 1, "startTime": "t"}, {"a": 2}) == {"a": 2, "startTime": None}
+
+
+def test_indexed_pod_reads_the_controller_owner() -> None:
+    body = {"metadata": {"name": "j-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "2"},
+                         "ownerReferences": [{"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
+                                              "uid": "u9", "controller": True}]},
+            "status": {"phase": "Running"}}
+    owner, state = ctl.indexed_pod(body)
+    assert owner == "u9" and state.restart_count == 2 and state.phase == "Running"
+    assert ctl.indexed_pod({"metadata": {"name": "x", "labels": {}}}) is None
+
+
+def test_triggers_coalesce_into_one_reconcile_at_a_time() -> None:
+    async def go() -> int:
+        c, kube, _, _ = make(job_body(nodes=2))
+        calls = 0
+        original = c.reconcile
+
+        async def counting(job):
+            nonlocal calls
+            calls += 1
+            await asyncio.sleep(0.05)
+            return await original(job)
+        c.reconcile = counting  # type: ignore[method-assign]
+        for _ in range(10):
+            c.trigger("ns", "j")
+        while c.busy:
+            await asyncio.sleep(0.01)
+        await c.close()
+        return calls
+    assert asyncio.run(go()) == 2  # one running, one more for everything that came meanwhile
