@@ -1,0 +1,119 @@
+"""The chart's RBAC is exactly what the operator uses.
+
+The real operator (kopf over HTTP) runs one DDPJob through its whole life on the API
+emulator -- created, Running, a gang restart, Succeeded, deleted by its TTL -- in both
+watch scopes; the emulator logs every request with its RBAC verb. Then:
+  * every request the operator made is allowed by the chart's rendered (Cluster)Role(s),
+    with the scope rules of a real API server (a Role only covers its namespace; a
+    cluster-wide list/watch or a cluster-scoped resource needs the ClusterRole);
+  * every permission the chart grants was used, or is in UNEXERCISED with the code path
+    that needs it (paths this lifecycle does not take).
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+
+from tests.deploy.deploy_helpers import RELEASE_NS, by_kind, helm_template, one, require_tool, rule_triples
+# The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
+from tests.operator.conftest import (api, cluster, crd, emulator, kubeconfig,  # noqa: F401
+                                     lifecycle_request_log, start_operator)
+from tests.support.emulator import RecordedRequest
+
+JOB_NS = 'default'  # where tests/operator's Cluster helper creates jobs
+
+# Requests in the log that are the test harness's, not the operator's: the test creates
+# the CRD and the DDPJob; the kubelet stand-in writes Pod status.
+HARNESS = {
+    ('apiextensions.k8s.io', 'customresourcedefinitions', 'create'),
+    ('ddpjob.io', 'ddpjobs', 'create'),
+    ('', 'pods/status', 'patch'),
+}
+
+# Granted but not used by this lifecycle, each with the code that needs it.
+UNEXERCISED = {
+    # ddpjob_operator.kube.Kube.create reads a Pod back when its create answers 409.
+    ('', 'pods', 'get'),
+    # kopf peering (peering.enabled) is not part of the lifecycle run.
+    ('kopf.dev', 'clusterkopfpeerings', 'list'), ('kopf.dev', 'clusterkopfpeerings', 'watch'),
+    ('kopf.dev', 'clusterkopfpeerings', 'patch'),
+    ('kopf.dev', 'kopfpeerings', 'list'), ('kopf.dev', 'kopfpeerings', 'watch'), ('kopf.dev', 'kopfpeerings', 'patch'),
+}
+
+SCOPES = {
+    'cluster': {'watch': {'scope': 'cluster'}},
+    'namespace': {'watch': {'scope': 'namespace', 'namespace': JOB_NS}},
+}
+
+
+@pytest.fixture(params=list(SCOPES))
+def scope(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def operator(start_operator: Any, scope: str) -> Any:  # overrides tests/operator's: both scopes
+    return start_operator(namespace=None if scope == 'cluster' else JOB_NS)
+
+
+class Grants:
+    """What a rendered chart allows: ClusterRole rules everywhere, Role rules in one namespace."""
+
+    def __init__(self, objects: list[dict[str, Any]]):
+        self.cluster = set().union(*(rule_triples(r['rules']) for r in by_kind(objects, 'ClusterRole')))
+        self.namespaced = {r['metadata']['namespace']: rule_triples(r['rules']) for r in by_kind(objects, 'Role')}
+        bindings = by_kind(objects, 'ClusterRoleBinding') + by_kind(objects, 'RoleBinding')
+        sa = one(objects, 'ServiceAccount')['metadata']['name']
+        for binding in bindings:  # every role is bound to the operator's ServiceAccount
+            assert binding['subjects'] == [{'kind': 'ServiceAccount', 'name': sa, 'namespace': RELEASE_NS}]
+        assert len(bindings) == len(by_kind(objects, 'ClusterRole')) + len(by_kind(objects, 'Role'))
+
+    def allows(self, r: RecordedRequest) -> bool:
+        t = triple(r)
+        return t in self.cluster or (r.namespace is not None and t in self.namespaced.get(r.namespace, set()))
+
+    def all(self) -> set[tuple[str, str, str]]:
+        return self.cluster.union(*self.namespaced.values())
+
+
+def triple(r: RecordedRequest) -> tuple[str, str, str]:
+    return r.group, f'{r.resource}/{r.subresource}' if r.subresource else r.resource, r.verb
+
+
+def operator_requests(log: list[RecordedRequest]) -> list[RecordedRequest]:
+    return [r for r in log if triple(r) not in HARNESS]
+
+
+def test_rbac_is_exactly_what_the_operator_uses(lifecycle_request_log: list[RecordedRequest], scope: str,
+                                               tmp_path: pathlib.Path) -> None:
+    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+    grants = Grants(helm_template(helm, tmp_path, SCOPES[scope]))
+    requests = operator_requests(lifecycle_request_log)
+    assert any(r.resource == 'pods' and r.verb == 'create' for r in requests), 'the lifecycle did not run'
+
+    denied = sorted({(triple(r), r.namespace) for r in requests if not grants.allows(r)})
+    assert denied == [], f'the operator made requests the {scope}-scoped chart does not allow'
+
+    used = {triple(r) for r in requests}
+    unused = grants.all() - used - UNEXERCISED
+    assert unused == set(), f'granted but never used by the operator ({scope} scope): {sorted(unused)}'
+
+
+def test_the_check_catches_a_missing_and_an_extra_grant(tmp_path: pathlib.Path) -> None:
+    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+    objects = helm_template(helm, tmp_path, SCOPES['cluster'])
+    rules = one(objects, 'ClusterRole')['rules']
+    pods = next(r for r in rules if r['resources'] == ['pods'])
+    pods['verbs'] = [v for v in pods['verbs'] if v != 'delete'] + ['patch']
+    grants = Grants(objects)
+    delete = RecordedRequest('delete', '', 'v1', 'pods', None, JOB_NS, 'j-0')
+    assert not grants.allows(delete)
+    assert ('', 'pods', 'patch') in grants.all()
+    # a Role covers its own namespace only, and never a cluster-wide list
+    objects = helm_template(helm, tmp_path, SCOPES['namespace'])
+    grants = Grants(objects)
+    assert grants.allows(RecordedRequest('create', '', 'v1', 'pods', None, JOB_NS, 'j-0'))
+    assert not grants.allows(RecordedRequest('create', '', 'v1', 'pods', None, 'other', 'j-0'))
+    assert not grants.allows(RecordedRequest('list', '', 'v1', 'pods', None, None, None))
