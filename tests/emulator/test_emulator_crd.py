@@ -5,7 +5,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from conftest import WIDGET_CRD, widget
+from tests.emulator.emulator_helpers import WIDGET_CRD, widget
 
 
 def test_custom_resource_is_unknown_before_its_crd(custom):

@@ -6,6 +6,7 @@ import time
 import pytest
 from kubernetes.client import ApiException
 
+from tests.emulator.emulator_helpers import collect_events
 from tests.support.emulator import KubeEmulator, RecordedRequest
 from tests.support.operator_runner import wait_for
 
@@ -14,7 +15,7 @@ def test_request_log_uses_rbac_verbs(core, emulator: KubeEmulator):
     core.create_namespaced_config_map('ns1', {'metadata': {'name': 'a'}})
     core.read_namespaced_config_map('a', 'ns1')
     core.list_namespaced_config_map('ns1')
-    core.list_namespaced_config_map('ns1', watch=True, timeout_seconds=0, _preload_content=False).release_conn()
+    assert collect_events(core.list_namespaced_config_map, 1, 'ns1') == [('ADDED', 'a')]
     core.patch_namespaced_config_map('a', 'ns1', {'data': {'k': 'v'}})
     core.replace_namespaced_config_map('a', 'ns1', {'metadata': {'name': 'a'}})
     core.create_namespaced_pod('ns1', {'metadata': {'name': 'p'}, 'spec': {'containers': []}})

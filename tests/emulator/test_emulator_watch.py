@@ -6,7 +6,7 @@ from kubernetes.client import ApiException
 
 from tests.support.selectors import SelectorError, parse_field_selector, parse_label_selector
 
-from conftest import collect_events
+from tests.emulator.emulator_helpers import collect_events
 
 
 @pytest.mark.parametrize('selector, expected', [
@@ -101,3 +101,8 @@ def test_watch_ends_at_the_server_timeout(core):
     import kubernetes
     events = list(kubernetes.watch.Watch().stream(core.list_namespaced_config_map, 'ns1', timeout_seconds=1))
     assert events == []
+
+
+def test_namespaces_can_be_watched(core):
+    core.create_namespaced_config_map('team-a', {'metadata': {'name': 'a'}})
+    assert collect_events(core.list_namespace, 2) == [('ADDED', 'default'), ('ADDED', 'team-a')]

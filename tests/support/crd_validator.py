@@ -393,7 +393,7 @@ def _apply_defaults(schema: Mapping, value: Any) -> None:
 
 def _unknown_fields(schema: Mapping, value: Any, path: str, root: bool = False) -> Iterator[str]:
     """Fields the schema does not know, as strict field validation reports them."""
-    if isinstance(value, dict) and not _preserves(schema):
+    if isinstance(value, dict) and schema.get("type") == "object" and not _preserves(schema):
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, sub in value.items():

@@ -200,12 +200,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         if len(raw_request.path) > 1 and raw_request.path.endswith('/'):
             # The client asks for /apis/g/v/ at times; kmock's patterns want no trailing slash.
-            raw_request = raw_request.clone(rel_url=raw_request.rel_url.with_path(raw_request.path.rstrip('/')))
+            raw_request = raw_request.clone(rel_url=_with_path(raw_request, raw_request.path.rstrip('/')))
         match = _NAMESPACES_PATH.fullmatch(raw_request.path)
         if match is None:
             return await super().__call__(raw_request)
         # Parse a harmless path with kmock, then fix the result to the namespaces resource.
-        clone = raw_request.clone(rel_url=raw_request.rel_url.with_path('/api/v1/_'))
+        clone = raw_request.clone(rel_url=_with_path(raw_request, '/api/v1/_'))
         request = await rendering.Request._parse(clone, id=len(self._requests))
         name, sub = match.groups()
         path = parsing.ParsedPath('', 'v1', 'namespaces', None, name, sub)
@@ -299,6 +299,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     def list_objects(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return self.store.peek_all(references.resource(resource), namespace)
+
+
+def _with_path(raw_request: aiohttp.web.BaseRequest, path: str) -> Any:
+    # yarl's with_path() drops the query string (?watch=true...), so put it back.
+    return raw_request.rel_url.with_path(path).with_query(raw_request.rel_url.query)
 
 
 def _body(request: rendering.Request) -> Any:
