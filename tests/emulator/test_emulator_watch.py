@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import ApiException
 
+from tests.support.operator_runner import wait_for
 from tests.support.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 from tests.emulator.emulator_helpers import collect_events
@@ -106,3 +107,16 @@ def test_watch_ends_at_the_server_timeout(core):
 def test_namespaces_can_be_watched(core):
     core.create_namespaced_config_map('team-a', {'metadata': {'name': 'a'}})
     assert collect_events(core.list_namespace, 2) == [('ADDED', 'default'), ('ADDED', 'team-a')]
+
+
+def test_writes_from_the_test_thread_wake_watchers(core, emulator):
+    import threading
+    import kmock
+    results = []
+    watching = threading.Thread(target=lambda: results.extend(collect_events(
+        core.list_namespace, 1, resource_version=core.list_namespace().metadata.resource_version)))
+    watching.start()
+    wait_for(lambda: any(r.verb == 'watch' for r in emulator.requests), timeout=5)
+    emulator.store.create(kmock.resource('v1/namespaces'), None, {'metadata': {'name': 'direct'}})
+    watching.join(timeout=10)
+    assert results == [('ADDED', 'direct')]

@@ -82,6 +82,7 @@ class Store:
         self._lock = threading.RLock()  # tests peek from their own thread
         self._changed = asyncio.Event()
         self._closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the serving loop, set by the emulator
         self._create(NAMESPACES, None, {'metadata': {'name': 'default'}})
 
     # ---- reads ----
@@ -196,6 +197,12 @@ class Store:
         self._wake()
 
     def _wake(self) -> None:
+        # Tests may write through the store from their own thread; asyncio.Event is not
+        # thread-safe, so hand the wake-up to the server's loop then.
+        loop = self.loop
+        if loop is not None and loop.is_running() and not _in_loop(loop):
+            loop.call_soon_threadsafe(self._wake)
+            return
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -384,6 +391,13 @@ class Store:
             res = Resource(group=spec['group'], version=version['name'], plural=spec['names']['plural'])
             if res in self.resources:
                 del self.resources[res]
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _require_object(body: Any) -> None:
