@@ -25,7 +25,11 @@ def load_documents(path: str) -> list[dict[str, Any]]:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise FileError(f"{path}: not valid YAML: {exc}") from exc
+        # One line, like every other error: where, then what.
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise FileError(f"{path}: not valid YAML: {where}{what}") from exc
     if not docs:
         raise FileError(f"{path}: holds no DDPJob")
     return docs

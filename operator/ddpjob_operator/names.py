@@ -47,4 +47,4 @@ def max_job_name_length(nodes: int) -> int:
 
 
 def is_dns1123_label(value: str) -> bool:
-    return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.match(value))
+    return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))

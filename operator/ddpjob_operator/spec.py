@@ -178,9 +178,6 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def _is_label(value: str) -> bool:
-    # names.is_dns1123_label's '$' also matches before a final newline; Kubernetes' RE2 does not.
-    return "\n" not in value and names.is_dns1123_label(value)
 
 
 def _check_env(c: _Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
@@ -258,7 +255,7 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
     if not isinstance(name, str):
         c.err("metadata.name", f"must be a string (got {name!r})")
         return ""
-    if not _is_label(name):
+    if not names.is_dns1123_label(name):
         c.err("metadata.name", f"{name!r} must be a DNS-1123 label: lower case letters, digits and '-', "
                                "starting and ending with a letter or digit")
     limit = names.max_job_name_length(nodes)
@@ -334,7 +331,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     template = c.mapping(spec, "template") or {}
     name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
-    if not isinstance(namespace, str) or not _is_label(namespace):
+    if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
 
     if c.errors:

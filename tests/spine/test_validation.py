@@ -158,8 +158,6 @@ def test_a_yaml_syntax_error_fails_with_exit_1_and_nothing_on_stdout(command, te
     assert not (tmp_path / ".ddpjob").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="cli.load_documents prints PyYAML's multi-line message with a source "
-                                       "excerpt; the spine issue asks for one line (file:line:column: problem)")
 def test_a_yaml_syntax_error_is_one_line(tmp_path, capsys):
     path = tmp_path / "broken.yaml"
     path.write_text(YAML_ERRORS["unquoted-colon-in-name"])
