@@ -92,6 +92,8 @@ def main() -> None:
     except (OSError, StopIteration):
         cpu_model = "unknown CPU"
     print(f"machine: {os.cpu_count()} CPU(s) ({cpu_model}), {gpus} GPU(s), torch {torch.__version__}")
+    # Other work on the machine skews everything below; say how busy it was.
+    print("load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     n = 2
     print(f"CPU, gloo, weak scaling 1 -> {n} processes, batch 64 per process, 1 thread per process")
     # The MLP sends all its 2.1 MB of gradients for only ~3 ms of compute per step (the
@@ -118,3 +120,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))

@@ -135,6 +135,8 @@ def main() -> None:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"machine: {machine()}")
+    # Other work on the machine skews everything below; say how busy it was.
+    print("load average before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"device: {device}; MLP 784-512-256-10, batch {BATCH}, one process, {REPEATS} alternating runs each")
     seeds, ours = [], []
     for i in range(REPEATS):
@@ -153,3 +155,4 @@ if __name__ == "__main__":
         print(seed_loop())
     else:
         main()
+        print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
