@@ -59,6 +59,8 @@ class Trainer:
             raise UsageError(f"--strategy {args.strategy} runs in one process, but WORLD_SIZE={d.world_size}")
         if args.amp == "fp16" and dev.type != "cuda":
             raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
+        if args.sync_bn and dev.type != "cuda" and args.strategy == "ddp" and d.world_size > 1:
+            raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
         self.data = load_data(args, d)
         if self.data.eval is None and args.eval_every:
             log("warning: this dataset has no evaluation split; evaluation is skipped")
