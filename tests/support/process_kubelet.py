@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 import pathlib
 import queue
@@ -142,6 +143,7 @@ class ProcessKubelet:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._watch_response: Any = None
 
     # ---- public: lifecycle ------------------------------------------------------------
 
@@ -157,6 +159,10 @@ class ProcessKubelet:
         """Stop watching, stop every container (SIGTERM, SIGKILL after the grace), and
         make sure no process this kubelet started survives, whatever happened before."""
         self._stopping.set()
+        response = self._watch_response
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.shutdown()  # unblocks the watch thread's read
         for thread in self._threads:
             thread.join(timeout=self.stop_grace + 15)
         self._threads = []
@@ -229,19 +235,31 @@ class ProcessKubelet:
                 try:
                     listing = core.api_client.sanitize_for_serialization(self._list_pods(core, _request_timeout=10))
                     self._events.put(('SYNC', listing))
-                    watch = kubernetes.watch.Watch()
-                    for event in watch.stream(self._list_pods, core, resource_version=listing['metadata'].get(
-                            'resourceVersion'), timeout_seconds=WATCH_TIMEOUT_SECONDS, _request_timeout=30):
-                        if self._stopping.is_set():
-                            watch.stop()
-                            break
-                        obj = core.api_client.sanitize_for_serialization(event['object'])
-                        self._events.put((event['type'], obj))
-                except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError):
+                    self._watch(core, listing['metadata'].get('resourceVersion'))
+                except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError,
+                        AttributeError):  # AttributeError: the stream was shut down under its reader
                     if self._stopping.wait(0.2):  # the server may be restarting; list again soon
                         return
         finally:
             core.api_client.close()
+
+    def _watch(self, core: kubernetes.client.CoreV1Api, resource_version: str | None) -> None:
+        """One watch request, read line by line; `stop()` shuts its socket to end it at once."""
+        response = self._list_pods(core, watch=True, resource_version=resource_version,
+                                   timeout_seconds=WATCH_TIMEOUT_SECONDS, _preload_content=False,
+                                   _request_timeout=WATCH_TIMEOUT_SECONDS + 10)
+        self._watch_response = response
+        try:
+            if self._stopping.is_set():
+                return
+            for line in kubernetes.watch.watch.iter_resp_lines(response):
+                event = json.loads(line)
+                if event.get('type') == 'ERROR':  # e.g. 410 Gone: the version is too old; re-list
+                    return
+                self._events.put((event['type'], event['object']))
+        finally:
+            self._watch_response = None
+            response.release_conn()
 
     # ---- the work loop: one thread owns every container ---------------------------------
 
