@@ -122,7 +122,7 @@ def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[s
     if status.get('phase') != 'Succeeded':
         raise RuntimeError(f'{name} ended {status}:\n{cluster.diagnostics()}')
 
-    containers = [c for c in cluster.kubelet.containers.values() if c.job == name]
+    containers = [c for c in cluster.kubelet.snapshot() if c.job == name]
     records = read_metrics(metrics)
     start = next(r['time'] for r in records if r['event'] == 'start')
     first_step = next(r['time'] for r in records if r['event'] == 'step')

@@ -139,7 +139,6 @@ class ProcessKubelet:
         self.ports: dict[tuple[str, str, int], int] = {}  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-        self._commands: queue.Queue[Callable[[], None]] = queue.Queue()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -179,12 +178,16 @@ class ProcessKubelet:
 
     # ---- public: what tests look at and do -----------------------------------------------
 
+    def snapshot(self) -> list[Container]:
+        """Every container so far, oldest first (safe to call from any thread)."""
+        with self._lock:
+            return sorted(self.containers.values(), key=lambda c: c.times.get('seen', 0))
+
     def container(self, pod: str, namespace: str = 'default', *, running: bool = True) -> Container | None:
         """The newest container of Pod `pod` (only a running one, unless running=False)."""
-        with self._lock:
-            found = [c for c in self.containers.values() if c.pod == pod and c.namespace == namespace
-                     and (c.running or not running)]
-        return max(found, key=lambda c: c.times.get('seen', 0), default=None)
+        found = [c for c in self.snapshot() if c.pod == pod and c.namespace == namespace
+                 and (c.running or not running)]
+        return found[-1] if found else None
 
     def kill(self, pod: str, namespace: str = 'default', sig: int = signal.SIGKILL) -> Container:
         """Signal a running container's main process, as a crash or the OOM killer would;
@@ -205,7 +208,7 @@ class ProcessKubelet:
     def logs(self, pod: str | None = None, tail: int = 40) -> str:
         """The last lines of each container's output (all containers, or one Pod's)."""
         parts = []
-        for c in sorted(self.containers.values(), key=lambda c: c.times.get('seen', 0)):
+        for c in self.snapshot():
             if pod is not None and c.pod != pod:
                 continue
             with contextlib.suppress(OSError):
@@ -392,7 +395,7 @@ class ProcessKubelet:
         if c.log_file is None:
             return
         if c.proc is not None and c.proc._reader is not None:
-            c.proc._reader.join(timeout=2)  # the output pump ends once every writer is gone
+            c.proc._reader.join(timeout=1)  # the output pump ends once every writer is gone
             if c.proc._reader.is_alive():
                 return  # try again later (stop() calls this once more)
         c.log_file.close()

@@ -178,6 +178,6 @@ def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: Lo
                                   and e['reason'] == 'Failed'], 15, 'no Warning event Failed')
     assert len(warning) == 1 and f'{name}-1' in warning[0]['message']
     # The failed gang is stopped: the surviving node's Pod is deleted and its processes end.
-    wait_until(lambda: not any(c.running for c in cluster.kubelet.containers.values()), 30,
+    wait_until(lambda: not any(c.running for c in cluster.kubelet.snapshot()), 30,
                'processes of the failed job still run')
     assert container.exit_code == 137
