@@ -1,0 +1,212 @@
+"""How the operator scales against the API emulator (tests/support/emulator.py).
+
+The operator runs in its own process (`run_operator`, configured by KUBECONFIG like in a
+shell), so its peak RSS is its own; the emulator and this script share another process.
+
+1. Latency from DDPJob creation (an HTTP create with the official client) to all N = 8
+   Pods existing, one job at a time, 50 jobs: p50 / p99 (goals 0.5 s / 2 s).
+2. 1,000 DDPJobs x 4 Pods created at once (in one burst inside the emulator): time until
+   all 4,000 Pods exist, and the operator's peak RSS (VmHWM; goal 300 MB).
+3. The same 1,000 jobs driven to Succeeded (the script plays the kubelet through the
+   pods/status subresource): API write requests per job over its whole life, counted at
+   the emulator (goal N + 10 = 14). The kubelet's writes and the job creates are not
+   the operator's and are not counted.
+
+    .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "operator"))
+
+import kubernetes  # noqa: E402
+import yaml  # noqa: E402
+from kmock import resource  # noqa: E402
+
+from tests.support.emulator import KubeEmulator  # noqa: E402
+
+JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
+PODS = resource("v1/pods")
+EVENTS = resource("v1/events")
+NS = "default"
+
+
+def ddpjob(name: str, nodes: int) -> dict[str, Any]:
+    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0}}
+
+
+class Tracker:
+    """Follows the emulator's event log incrementally: polling the whole store would
+    cost O(objects) per poll and starve the emulator's thread (one GIL, two cores)."""
+
+    def __init__(self, emu: KubeEmulator):
+        self.emu, self.position = emu, 0
+        self.pods: collections.Counter = collections.Counter()  # job -> Pods ever created
+        self.phase: dict[str, str | None] = {}  # job -> status.phase
+        self.events: collections.Counter = collections.Counter()  # job -> Events posted
+
+    def poll(self) -> "Tracker":
+        with self.emu.store._lock:
+            fresh = self.emu.store._log[self.position:]
+            self.position += len(fresh)
+        for _, res, event in fresh:
+            obj = event["object"]
+            if res == PODS and event["type"] == "ADDED":
+                self.pods[obj["metadata"]["labels"].get("ddpjob.io/job-name")] += 1
+            elif res == JOBS and event["type"] != "DELETED":
+                self.phase[obj["metadata"]["name"]] = (obj.get("status") or {}).get("phase")
+            elif res == EVENTS and event["type"] == "ADDED":
+                self.events[obj["involvedObject"]["name"]] += 1
+        return self
+
+    def phases(self, prefix: str) -> collections.Counter:
+        return collections.Counter(p for n, p in self.phase.items() if n.startswith(prefix))
+
+
+def wait(predicate, timeout: float, interval: float = 0.002) -> float:
+    start = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError("benchmark condition not met")
+        time.sleep(interval)
+    return time.perf_counter()
+
+
+def in_emulator(emu: KubeEmulator, fn) -> Any:
+    """Run `fn()` on the emulator's loop thread (its store is not thread-safe for writers)."""
+    async def call():
+        return fn()
+    return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=120)
+
+
+def rss_peak_mb(pid: int) -> float:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def kubelet(emu: KubeEmulator, names: list[str], phase: str) -> None:
+    """Report `phase` for every Pod in `names`, as the kubelet would (pods/status)."""
+    state = {"Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+             "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                          "finishedAt": "2026-01-01T00:00:01Z"}}}[phase]
+    patch = {"status": {"phase": phase, "containerStatuses": [{"name": "trainer", "state": state}]}}
+
+    def apply():
+        for name in names:
+            emu.store.patch(PODS, NS, name, "status", "application/merge-patch+json", patch)
+    in_emulator(emu, apply)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--latency-jobs", type=int, default=50)
+    parser.add_argument("--latency-nodes", type=int, default=8)
+    args = parser.parse_args()
+
+    with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
+        api = kubernetes.config.new_client_from_config(str(kubeconfig))
+        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        custom = kubernetes.client.CustomObjectsApi(api)
+
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig),
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT)])}
+        log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from ddpjob_operator.operator_main import run_operator; "
+             f"run_operator({NS!r}, True, None, None, None)"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            # Ready when a first job gets its Pods.
+            custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob("warmup", 1))
+            track = Tracker(emu)
+            wait(lambda: track.poll().pods["warmup"] == 1, timeout=60, interval=0.05)
+
+            # ---- 1. creation -> all N Pods, one job at a time ----
+            latencies = []
+            for i in range(args.latency_jobs):
+                name = f"lat-{i}"
+                start = time.perf_counter()
+                custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs",
+                                                       ddpjob(name, args.latency_nodes))
+                done = wait(lambda: track.poll().pods[name] == args.latency_nodes, timeout=30, interval=0.002)
+                latencies.append(done - start)
+            latencies.sort()
+            p50 = statistics.median(latencies)
+            p99 = latencies[min(len(latencies) - 1, int(round(0.99 * (len(latencies) - 1))))]
+            print(f"creation -> all {args.latency_nodes} Pods, {args.latency_jobs} jobs one at a time: "
+                  f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
+
+            # ---- 2. a burst of jobs ----
+            first_request = len(emu.requests)
+            burst = [f"burst-{i}" for i in range(args.jobs)]
+            start = time.perf_counter()
+
+            def create_all():
+                for name in burst:
+                    emu.store.create(JOBS, NS, ddpjob(name, args.nodes))
+            in_emulator(emu, create_all)
+            created = time.perf_counter()
+            done = wait(lambda: sum(track.poll().pods[n] for n in burst) == args.jobs * args.nodes,
+                        timeout=600, interval=0.02)
+            print(f"{args.jobs} DDPJobs x {args.nodes} Pods created at once ({created - start:.2f} s to store): "
+                  f"all {args.jobs * args.nodes} Pods exist after {done - start:.1f} s")
+
+            # ---- 3. drive them to Succeeded, count the operator's writes ----
+            pods_by_job = {n: [f"{n}-{r}" for r in range(args.nodes)] for n in burst}
+            all_pods = [p for names in pods_by_job.values() for p in names]
+            kubelet(emu, all_pods, "Running")
+            wait(lambda: track.poll().phases("burst-")["Running"] == args.jobs, timeout=600, interval=0.2)
+            kubelet(emu, all_pods, "Succeeded")
+            wait(lambda: track.poll().phases("burst-")["Succeeded"] == args.jobs, timeout=600, interval=0.2)
+            finished = time.perf_counter()
+            # kopf posts Events in the background: wait for three per job (Created, Running,
+            # Succeeded), or until none came for 3 s (the emulator's 5-hex-digit generateName
+            # makes a few Event names collide at this scale; kopf logs and drops those).
+            last, quiet_since = -1, time.perf_counter()
+            while time.perf_counter() - quiet_since < 3:
+                count = sum(track.poll().events[n] for n in burst)
+                if count >= 3 * args.jobs:
+                    break
+                if count != last:
+                    last, quiet_since = count, time.perf_counter()
+                time.sleep(0.2)
+            peak = rss_peak_mb(proc.pid)
+            print(f"all {args.jobs} jobs Succeeded {finished - done:.1f} s after their Pods existed")
+            print(f"operator peak RSS (VmHWM): {peak:.0f} MB")
+
+            writes = [r for r in emu.requests[first_request:]
+                      if r.verb in ("create", "update", "patch", "delete")
+                      and not (r.resource == "pods" and r.subresource == "status")
+                      and not (r.resource == "ddpjobs" and r.verb == "create")]
+            by_kind = collections.Counter(f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+                                          for r in writes)
+            print(f"API writes per job to Succeeded: {len(writes) / args.jobs:.2f} "
+                  f"(goal <= {args.nodes + 10}); per job: "
+                  + ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in sorted(by_kind.items())))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()
+
+
+if __name__ == "__main__":
+    main()
