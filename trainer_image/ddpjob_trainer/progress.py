@@ -24,6 +24,12 @@ def gpu_memory(device: torch.device) -> dict:
     }
 
 
+def _num(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.4f}"
+    return str(v)
+
+
 class Progress:
     def __init__(self, enabled: bool, metrics_file: str | None, restart: int, log_every: int, epochs: int, device):
         self.enabled, self.restart, self.log_every, self.epochs, self.device = enabled, restart, log_every, epochs, device
@@ -79,7 +85,7 @@ class Progress:
         fields.update(gpu_memory(self.device))
         self.record("epoch", **fields)
         self.say("epoch {epoch}/{n} done: ".format(n=self.epochs, **fields) + " ".join(
-            f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items() if k != "epoch"))
+            f"{k} {_num(v)}" for k, v in fields.items() if k != "epoch"))
 
     def close(self) -> None:
         if self.bar is not None:
