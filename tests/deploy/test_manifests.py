@@ -85,17 +85,7 @@ def test_apply_k_client_dry_run_is_the_expected_objects(kubectl: str, tmp_path: 
     because the emulator serves no OpenAPI document; kubernetes-validate does that above."""
     emulator_module = pytest.importorskip('tests.support.emulator')
 
-    class Emulator(emulator_module.KubeEmulator):
-        # kmock (0.8) answers /api/v1 with groupVersion "/v1", which kubectl's REST mapper
-        # cannot use ("no matches for kind Namespace in version v1"); a real API server
-        # says "v1". Harmless once the shared emulator fixes it.
-        async def _serve_version(self, request):  # type: ignore[no-untyped-def]
-            doc = await super()._serve_version(request)
-            if isinstance(doc, dict) and str(doc.get('groupVersion', '')).startswith('/'):
-                doc['groupVersion'] = doc['groupVersion'][1:]
-            return doc
-
-    with Emulator() as emu:
+    with emulator_module.KubeEmulator() as emu:
         config = emu.write_kubeconfig(tmp_path / 'kubeconfig')
         done = run([kubectl, f'--kubeconfig={config}', f'--cache-dir={tmp_path / "cache"}', 'apply', '-k', str(BASE),
                     '--dry-run=client', '--validate=false', '-o', 'yaml'])

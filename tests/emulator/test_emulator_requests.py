@@ -74,3 +74,10 @@ def test_wait_for_returns_the_value_and_reports_the_last_one():
     assert wait_for(lambda: 42, timeout=1) == 42
     with pytest.raises(AssertionError, match='last result: 0'):
         wait_for(lambda: 0, timeout=0.1, message='never')
+
+
+def test_core_group_discovery_says_v1(core, emulator: KubeEmulator):
+    # kubectl's REST mapper matches this string exactly; kmock alone says "/v1".
+    resources = core.get_api_resources()
+    assert resources.group_version == 'v1'
+    assert 'pods' in {r.name for r in resources.resources}

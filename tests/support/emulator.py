@@ -288,6 +288,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return dict(await super()._serve_api(request), apiVersion='v1',
                     serverAddressByClientCIDRs=[{'clientCIDR': '0.0.0.0/0', 'serverAddress': address}])
 
+    async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
+        # kmock says groupVersion "/v1" for the core group; kubectl's REST mapper needs "v1".
+        doc = await super()._serve_version(request)
+        if isinstance(doc, dict) and str(doc.get('groupVersion', '')).startswith('/'):
+            doc['groupVersion'] = doc['groupVersion'][1:]
+        return doc
+
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
         return self.store.list(request.resource, request.namespace, request.params)
 
