@@ -93,7 +93,10 @@ def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pa
         assert pod['status']['phase'] == 'Succeeded'
         assert terminated(pod)['exitCode'] == 0 and terminated(pod)['reason'] == 'Completed'
     assert cluster.emulator.get_object('v1/services', 'default', EXAMPLE)['spec']['clusterIP'] == 'None'
-    assert {'Running', 'Succeeded'} <= {e['reason'] for e in cluster.events(EXAMPLE) if e['type'] == 'Normal'}
+    # kopf posts events in the background: the status may be written first.
+    wait_until(lambda: {'Running', 'Succeeded'} <= {e['reason'] for e in cluster.events(EXAMPLE)
+                                                     if e['type'] == 'Normal'},
+               15, 'no Normal events Running and Succeeded', lambda: cluster.events(EXAMPLE))
 
     records = read_metrics(metrics)
     start = next(r for r in records if r['event'] == 'start')
@@ -117,7 +120,8 @@ def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: LocalCl
     assert status['restarts'] == 1
     assert status['lastFailure']['pod'] == f'{name}-1' and status['lastFailure']['exitCode'] == 137
     assert {p['metadata']['labels']['ddpjob.io/restart-count'] for p in cluster.pods(name)} == {'1'}
-    assert any(e['reason'] == 'Restarting' and e['type'] == 'Warning' for e in cluster.events(name))
+    wait_until(lambda: any(e['reason'] == 'Restarting' and e['type'] == 'Warning' for e in cluster.events(name)),
+               15, 'no Warning event Restarting')
     assert_resumed_without_gaps(metrics, epochs=3)
 
 
