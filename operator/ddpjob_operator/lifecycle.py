@@ -98,6 +98,9 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         st["conditions"] = build_conditions(prev.get("conditions"), phase, reason, message, now_s)
         return {k: v for k, v in st.items() if v is not None}
 
+    # The step that finishes a job must also wake it when its TTL is due.
+    ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
+
     def events(phase: str, kind: str, reason: str, message: str) -> tuple[Event, ...]:
         return (Event(kind, reason, message),) if phase != prev_phase else ()
 
@@ -124,7 +127,8 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         if now >= deadline:
             msg = f"ran longer than activeDeadlineSeconds={job.active_deadline_seconds}"
             return Plan(status=status(FAILED, "DeadlineExceeded", msg, completionTime=now_s),
-                        delete=tuple(live), events=events(FAILED, "Warning", "DeadlineExceeded", msg))
+                        delete=tuple(live), requeue_after=ttl_in,
+                        events=events(FAILED, "Warning", "DeadlineExceeded", msg))
         deadline_in = (deadline - now).total_seconds()
     else:
         deadline_in = None
@@ -146,7 +150,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
             msg = f"{failure['message']}; {why}"
             return Plan(status=status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
                                       msg, completionTime=now_s, lastFailure=failure),
-                        delete=tuple(live), events=events(FAILED, "Warning", "Failed", msg))
+                        delete=tuple(live), requeue_after=ttl_in, events=events(FAILED, "Warning", "Failed", msg))
         restarts += 1
         wait = backoff_seconds(job.restart_backoff_seconds, restarts)
         msg = f"{failure['message']}; restarting the gang ({restarts}/{job.max_restarts}) in {wait:g}s"
@@ -157,7 +161,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
 
     if len(current) == job.nodes and all(p.phase == "Succeeded" for p in current.values()):
         msg = f"all {job.nodes} nodes finished successfully"
-        return Plan(status=status(SUCCEEDED, "Succeeded", msg, completionTime=now_s),
+        return Plan(status=status(SUCCEEDED, "Succeeded", msg, completionTime=now_s), requeue_after=ttl_in,
                     events=events(SUCCEEDED, "Normal", "Succeeded", msg))
 
     waiting = RESTARTING if restarts and prev_phase == RESTARTING else PENDING

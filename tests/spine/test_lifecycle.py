@@ -165,6 +165,9 @@ def test_active_deadline_fails_and_stops_pods(job):
 
 def test_ttl_deletes_a_finished_job(job):
     j = job(ttlSecondsAfterFinished=100)
+    finishing = step(j, pods(["Succeeded", "Succeeded"]), running_status(j))
+    assert finishing.status["phase"] == "Succeeded" and finishing.requeue_after == 100
+    assert step(job(), pods(["Succeeded", "Succeeded"]), running_status(j)).requeue_after is None
     done = {"phase": "Succeeded", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
     p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=40))
     assert not p.delete_job and p.requeue_after == pytest.approx(60) and p.status == done
