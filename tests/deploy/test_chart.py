@@ -177,7 +177,6 @@ def test_deployment_is_restricted_and_probes_the_liveness_endpoint(helm: str, tm
     assert env['HOME'] == env['TMPDIR'] == '/tmp' and mounts['/tmp'] == 'tmp'
     assert {'name': 'tmp', 'emptyDir': {'sizeLimit': '64Mi'}} in pod['volumes']
     assert c['image'] == 'ddpjob/operator:' + yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']
-    assert env['DDPJOB_DEFAULT_IMAGE'] == 'ddpjob/trainer:0.1.0'
 
 
 def test_standalone_uses_recreate_and_peering_rolls(helm: str, tmp_path: pathlib.Path) -> None:
