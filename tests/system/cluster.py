@@ -32,26 +32,22 @@ BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob,
 
 
 class ClusterEmulator(KubeEmulator):
-    """The emulator, with API discovery fixed where kubectl reads it differently from
-    kopf and the Python client (to be removed once tests/support/emulator.py does this):
-    the core group's APIResourceList must say groupVersion "v1" (kmock says "/v1", and
-    kubectl then resolves `kubectl get pods` to metrics.k8s.io's PodMetrics);
-    subresources carry no singular or short names (else `kubectl get po` is ambiguous);
-    and a watch is served as `application/json` (kmock streams say
+    """The emulator, with the two things kubectl reads differently from kopf and the
+    Python client (to be removed once tests/support/emulator.py does them): subresources
+    carry no singular or short names (else `kubectl get po` is ambiguous with
+    pods/status), and a watch is served as `application/json` (kmock streams say
     application/octet-stream, which `kubectl get -w` refuses to decode)."""
-
-    def _serve_watch(self, request: Any) -> Any:
-        return rendering.Response(payload=super()._serve_watch(request), headers={'Content-Type': 'application/json'})
 
     async def _serve_version(self, request: Any) -> Any:
         doc = await super()._serve_version(request)
-        if isinstance(doc, dict) and request.resource is not None:
-            if not request.resource.group:
-                doc['groupVersion'] = request.resource.version
+        if isinstance(doc, dict):
             for resource in doc.get('resources') or []:
                 if '/' in resource['name']:
                     resource.update(singularName='', shortNames=[])
         return doc
+
+    def _serve_watch(self, request: Any) -> Any:
+        return rendering.Response(payload=super()._serve_watch(request), headers={'Content-Type': 'application/json'})
 
 
 def serve_empty_openapi(emulator: KubeEmulator) -> None:
