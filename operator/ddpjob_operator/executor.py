@@ -7,6 +7,7 @@ to the whole group (torchrun's workers included).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import IO, Mapping
 
@@ -21,6 +23,10 @@ from . import names
 
 # What the trainer image's ENTRYPOINT is; used when a job gives no command.
 DEFAULT_ENTRYPOINT = ("ddpjob-launch",)
+# Every process of a container inherits this variable. torchrun and ddpjob-launch start
+# their children in sessions of their own, so a process-group kill would miss them; the
+# tag finds the whole tree, as a container's cgroup would.
+CONTAINER_TAG_ENV = "DDPJOB_CONTAINER"
 
 
 class LocalRunError(RuntimeError):
@@ -61,6 +67,42 @@ def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
     return env
 
 
+def pids_with_env(variable: str, prefix: str) -> list[int]:
+    """Live processes whose env has `variable` starting with `prefix` (Linux /proc; none
+    elsewhere). Descendants inherit the env: this finds a whole tree across sessions."""
+    needle = f"{variable}={prefix}".encode()
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:  # gone, or not ours
+                continue
+            if any(var.startswith(needle) for var in environ.split(b"\0")):
+                found.append(int(entry))
+    return found
+
+
+def kill_with_env(variable: str, prefix: str) -> int:
+    pids = pids_with_env(variable, prefix)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def tagged_pids(prefix: str) -> list[int]:
+    """Processes of the containers whose tag starts with `prefix`."""
+    return pids_with_env(CONTAINER_TAG_ENV, prefix)
+
+
+def kill_tagged(prefix: str) -> int:
+    return kill_with_env(CONTAINER_TAG_ENV, prefix)
+
+
 def exit_code_of(returncode: int) -> int:
     """Popen gives -N for a signal; a container runtime reports 128+N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -70,6 +112,7 @@ def exit_code_of(returncode: int) -> int:
 class ContainerProcess:
     pod_name: str
     popen: subprocess.Popen
+    tag: str = ""
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     stop_requested_at: float | None = None
@@ -81,6 +124,8 @@ class ContainerProcess:
             return None
         if self.finished_at is None:
             self.finished_at = time.time()
+            # The main process ended: so does the container, with whatever it left behind.
+            self.kill_tree()
         return exit_code_of(code)
 
     def signal(self, sig: int) -> None:
@@ -88,6 +133,11 @@ class ContainerProcess:
             os.killpg(self.popen.pid, sig)
         except ProcessLookupError:
             pass
+
+    def kill_tree(self) -> None:
+        self.signal(signal.SIGKILL)
+        if self.tag:
+            kill_tagged(self.tag)
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM now (the trainer saves a checkpoint on it), SIGKILL after `grace`."""
@@ -97,7 +147,7 @@ class ContainerProcess:
             self.stop_requested_at = time.time()
             self.signal(signal.SIGTERM)
         elif time.time() - self.stop_requested_at > grace:
-            self.signal(signal.SIGKILL)
+            self.kill_tree()
 
     def wait(self, timeout: float | None = None) -> int:
         self.popen.wait(timeout)
@@ -119,12 +169,13 @@ _OUTPUT_LOCK = threading.Lock()
 
 
 def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, out: IO[str] | None = None,
-                    cwd: str | None = None) -> ContainerProcess:
+                    cwd: str | None = None, tag: str | None = None) -> ContainerProcess:
     """Start the Pod's trainer container; `overrides` replace contract values that only
     make sense in a cluster (MASTER_ADDR, MASTER_PORT, DDPJOB_CHECKPOINT_DIR)."""
     container = trainer_container(pod)
     argv = container_argv(container)
-    env = {**os.environ, **container_env(pod, container), **(overrides or {})}
+    tag = tag or uuid.uuid4().hex
+    env = {**os.environ, **container_env(pod, container), **(overrides or {}), CONTAINER_TAG_ENV: tag}
     env.setdefault("PYTHONUNBUFFERED", "1")
     # The image's workingDir rarely exists on this machine; use it only when it does.
     image_dir = container.get("workingDir") or ""
@@ -134,7 +185,7 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True,  # a group of its own: Ctrl-C reaches us, and we stop the group
     )
-    proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen)
+    proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag)
     proc._reader = threading.Thread(target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout,
                                                         _OUTPUT_LOCK), daemon=True)
     proc._reader.start()

@@ -32,7 +32,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def local_overrides(job: DDPJob, port: int, checkpoint_dir: Path | None) -> dict[str, str]:
+def local_overrides(port: int, checkpoint_dir: Path | None) -> dict[str, str]:
+    """Contract values that only make sense in a cluster, pointed at this machine."""
     env = {"MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port), "PET_MASTER_PORT": str(port)}
     if checkpoint_dir is not None:
@@ -83,7 +84,7 @@ class LocalRunner:
             if not self.procs:
                 # A fresh port per attempt: the last attempt's store may still hold the old one.
                 self.port = free_port()
-            overrides = local_overrides(self.job, self.port, self.checkpoint_dir)
+            overrides = local_overrides(self.port, self.checkpoint_dir)
             for rank in plan.create:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
                 proc = start_container(pod, overrides, out=self.out)
@@ -133,7 +134,7 @@ class LocalRunner:
             time.sleep(POLL_SECONDS)
         for _, _, proc in self.procs.values():
             if proc.poll() is None:
-                proc.signal(signal.SIGKILL)
+                proc.kill_tree()
                 proc.wait(5)
 
     def _shutdown(self) -> dict:

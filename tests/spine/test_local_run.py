@@ -121,3 +121,35 @@ def test_ctrl_c_stops_every_process(tmp_path):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_path):
+    # torchrun and ddpjob-launch start children in sessions of their own; a process-group
+    # signal misses them, so the container's tag must find them.
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    command = ["sh", "-c", f"setsid sleep 300 & echo $! > {pid_dir}/escaped; exec sleep 300"]
+    path, _ = write_job(tmp_path, name="escaper", nodes=1, nproc=1, command=command)
+    proc = subprocess.Popen([sys.executable, "-m", "ddpjob_operator.cli", "run", str(path)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_dir / "escaped").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        escaped = int((pid_dir / "escaped").read_text())
+        os.kill(escaped, 0)  # alive, in a session of its own
+        assert os.getsid(escaped) != os.getsid(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(escaped, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    with pytest.raises(ProcessLookupError):
+        os.kill(escaped, 0)

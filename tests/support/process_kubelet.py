@@ -44,12 +44,11 @@ import kubernetes
 import urllib3
 
 from ddpjob_operator import names
-from ddpjob_operator.executor import ContainerProcess, LocalRunError, start_container, trainer_container
+from ddpjob_operator.executor import (ContainerProcess, LocalRunError, kill_tagged, start_container, tagged_pids,
+                                      trainer_container)
 from ddpjob_operator.local import free_port, local_overrides
 from tests.support.operator_runner import EMULATOR_TOKEN
 
-# Every process of a container inherits this variable: "<kubelet id>/<pod uid>".
-CONTAINER_TAG_ENV = 'DDPJOB_TEST_KUBELET_CONTAINER'
 # A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
 # want gang restarts to be quick; the trainer saves within a step of SIGTERM.
 DEFAULT_STOP_GRACE = 5.0
@@ -63,42 +62,6 @@ def _now_iso() -> str:
 
 def _iso(t: float) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-def pids_with_env(variable: str, prefix: str) -> list[int]:
-    """Live processes (of this user) whose environment has `variable` starting with `prefix`.
-    Every descendant inherits its parent's environment: this finds a whole process tree,
-    however many sessions it spans, even after the parents are gone."""
-    needle = f'{variable}={prefix}'.encode()
-    found = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f'/proc/{entry}/environ', 'rb') as f:
-                environ = f.read()
-        except OSError:  # gone, or not ours
-            continue
-        if any(var.startswith(needle) for var in environ.split(b'\0')):
-            found.append(int(entry))
-    return found
-
-
-def kill_with_env(variable: str, prefix: str) -> int:
-    pids = pids_with_env(variable, prefix)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return len(pids)
-
-
-def tagged_pids(prefix: str) -> list[int]:
-    """Live processes whose container tag starts with `prefix` (what a cgroup would hold)."""
-    return pids_with_env(CONTAINER_TAG_ENV, prefix)
-
-
-def kill_tagged(prefix: str) -> int:
-    return kill_with_env(CONTAINER_TAG_ENV, prefix)
 
 
 @dataclass
@@ -333,12 +296,10 @@ class ProcessKubelet:
         if key not in self.ports:
             self.ports[key] = free_port()
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        # local_overrides reads only the port and the checkpoint directory, never the job.
-        overrides = {**local_overrides(None, self.ports[key], checkpoint),  # type: ignore[arg-type]
-                     CONTAINER_TAG_ENV: c.tag}
+        overrides = local_overrides(self.ports[key], checkpoint)
         c.log_file = open(c.log_path, 'a', encoding='utf-8')
         try:
-            c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir))
+            c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)
         except (LocalRunError, OSError) as exc:
             # containerd reports a command that cannot start as exit code 128, StartError.
             c.log_file.write(f'[{name}] StartError: {exc}\n')

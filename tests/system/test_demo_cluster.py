@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.process_kubelet import kill_with_env, pids_with_env
+from ddpjob_operator.executor import kill_with_env, pids_with_env
 from tests.system.cluster import BIN, ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
