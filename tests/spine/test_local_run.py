@@ -153,3 +153,15 @@ def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_pa
         time.sleep(0.05)
     with pytest.raises(ProcessLookupError):
         os.kill(escaped, 0)
+
+
+def test_the_example_job_runs_here_as_make_demo_does(tmp_path):
+    """`make demo`: the example file itself, the built-in trainer, 2 nodes x 2 processes."""
+    example = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "mnist-cpu.yaml"
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "ddpjob_operator.cli", "run", str(example)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
+    assert status["phase"] == "Succeeded" and status["readyNodes"] == 2
+    assert "[mnist-cpu-0] " in result.stdout and "epoch 3/3 done" in result.stdout
