@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

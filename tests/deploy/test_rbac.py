@@ -18,7 +18,7 @@ import pytest
 
 from tests.deploy.deploy_helpers import RELEASE_NS, by_kind, helm_template, one, require_tool, rule_triples
 # The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
-from tests.operator.conftest import (api, cluster, crd, emulator, kubeconfig,  # noqa: F401
+from tests.operator.conftest import (cluster, crd, kubeconfig,  # noqa: F401
                                      lifecycle_request_log, start_operator)
 from tests.support.emulator import RecordedRequest
 

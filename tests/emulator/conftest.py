@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
 
 import kubernetes
 import pytest
@@ -11,21 +10,8 @@ from tests.emulator.emulator_helpers import WIDGET_CRD
 from tests.support.emulator import KubeEmulator
 
 @pytest.fixture
-def emulator() -> Iterator[KubeEmulator]:
-    with KubeEmulator() as emu:
-        yield emu
-
-
-@pytest.fixture
 def kubeconfig(emulator: KubeEmulator, tmp_path: pathlib.Path) -> pathlib.Path:
     return emulator.write_kubeconfig(tmp_path / 'kubeconfig')
-
-
-@pytest.fixture
-def api(kubeconfig: pathlib.Path) -> Iterator[kubernetes.client.ApiClient]:
-    client = kubernetes.config.new_client_from_config(str(kubeconfig))
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -120,21 +120,8 @@ class Cluster:
 
 
 @pytest.fixture
-def emulator() -> Iterator[KubeEmulator]:
-    with KubeEmulator() as emu:
-        yield emu
-
-
-@pytest.fixture
 def kubeconfig(emulator: KubeEmulator, tmp_path: pathlib.Path) -> pathlib.Path:
     return emulator.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS)
-
-
-@pytest.fixture
-def api(kubeconfig: pathlib.Path) -> Iterator[kubernetes.client.ApiClient]:
-    client = kubernetes.config.new_client_from_config(str(kubeconfig))
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -145,10 +145,15 @@ def _run_loop(coro: Any, errors: list[BaseException]) -> None:
         errors.append(exc)
 
 
+class Abort(AssertionError):
+    """Raised by a wait predicate: stop waiting, the awaited state can no longer come."""
+
+
 def wait_for(predicate: Callable[[], T], timeout: float = 10, interval: float = 0.05,
-             message: str = 'condition not met') -> T:
+             message: str = 'condition not met', describe: Callable[[], Any] | None = None) -> T:
     """Poll `predicate` until it returns a truthy value and return it; exceptions count as
-    "not yet" (e.g. 404 before an object exists) and the last one is reported on timeout."""
+    "not yet" (e.g. 404 before an object exists), except `Abort`, and the last one is
+    reported on timeout, with `describe()` (the state worth seeing) when given."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
@@ -157,8 +162,11 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10, interval: float = 
             if result:
                 return result
             last = result
+        except Abort:
+            raise
         except Exception as exc:
             last = exc
         if time.monotonic() >= deadline:
-            raise AssertionError(f'{message} within {timeout}s; last result: {last!r}')
+            extra = f'; {describe()}' if describe is not None else ''
+            raise AssertionError(f'{message} within {timeout}s; last result: {last!r}{extra}')
         time.sleep(interval)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import os
 import pathlib
 import queue
 import signal

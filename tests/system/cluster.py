@@ -22,6 +22,7 @@ from kmock._internal import rendering
 
 from ddpjob_operator import names
 from tests.support.emulator import KubeEmulator
+from tests.support.operator_runner import Abort, wait_for
 from tests.support.process_kubelet import ProcessKubelet
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -253,29 +254,8 @@ class LocalCluster:
         return '\n'.join(parts)
 
 
-class Abort(AssertionError):
-    """Raised by a wait predicate: stop waiting, the awaited state can no longer come."""
-
-
 def wait_until(predicate: Any, timeout: float, message: str, describe: Any = None, interval: float = 0.05) -> Any:
-    """Poll `predicate` until truthy and return it. Like `operator_runner.wait_for`,
-    exceptions count as "not yet", except `Abort`; on timeout `describe()` is added."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            result = predicate()
-            if result:
-                return result
-            last = result
-        except Abort:
-            raise
-        except Exception as exc:
-            last = exc
-        if time.monotonic() >= deadline:
-            extra = f'; {describe()}' if describe is not None else ''
-            raise AssertionError(f'{message} within {timeout}s (last: {last!r}){extra}')
-        time.sleep(interval)
+    return wait_for(predicate, timeout=timeout, interval=interval, message=message, describe=describe)
 
 
 def read_metrics(path: pathlib.Path) -> list[dict[str, Any]]:
