@@ -85,7 +85,7 @@ class _Job:
     key: Key
     uid: str | None = None
     status: dict[str, Any] | None = None  # last status written (None: trust the indexed body)
-    service_ready: bool = False
+    service_attempt: int | None = None  # the gang attempt whose Service was last ensured
     created: dict[str, tuple[PodState, float]] = field(default_factory=dict)
     deleted: dict[str, tuple[int, float]] = field(default_factory=dict)
     dirty: bool = False
@@ -97,7 +97,7 @@ class _Job:
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
-        self.uid, self.status, self.service_ready, self.rejected = uid, None, False, None
+        self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
         self.created.clear()
         self.deleted.clear()
 
@@ -335,9 +335,11 @@ class Controller:
 
     async def _create_pods(self, job: _Job, parsed: spec.DDPJob, body: Mapping[str, Any],
                            plan: lifecycle.Plan) -> None:
-        if not job.service_ready:
+        if job.service_attempt != plan.restart_count:
+            # Once per gang attempt (create-if-absent): a new rendezvous needs the DNS
+            # names, and a Service someone deleted comes back with the next attempt.
             await self.kube.create(render.render_service(parsed), read_existing=False)
-            job.service_ready = True
+            job.service_attempt = plan.restart_count
         pods = [render.render_pod(parsed, rank, plan.restart_count) for rank in plan.create]
         # All Pods of the gang at once: one slow create must not hold back the others.
         results = await asyncio.gather(*(self.kube.create(p) for p in pods), return_exceptions=True)

@@ -225,3 +225,16 @@ def test_pod_deleted_by_hand_is_a_gang_failure(cluster: Cluster, operator) -> No
     cluster.wait_pods("hand", 2, restart_count=1)
     st = cluster.status("hand")
     assert st["restarts"] == 1 and st["lastFailure"]["reason"] == "PodDeleted"
+
+
+def test_a_gang_restart_brings_back_a_service_deleted_by_hand(cluster: Cluster, operator) -> None:
+    cluster.create(ddpjob("svc", nodes=2, restartPolicy="OnFailure", maxRestarts=2))
+    cluster.wait_pods("svc", 2)
+    assert cluster.service("svc") is not None
+    cluster.core.delete_namespaced_service("svc", cluster.ns)
+    cluster.set_phase("svc", "Running")
+    cluster.wait_phase("svc", "Running")
+    cluster.set_phase("svc", "Failed", ranks=[0], exit_code=137)
+    cluster.wait_pods("svc", 2, restart_count=1)
+    service = wait_for(lambda: cluster.service("svc"), timeout=15, message="Service recreated")
+    assert service["spec"]["clusterIP"] == "None"
