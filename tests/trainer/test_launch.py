@@ -109,3 +109,28 @@ def test_worker_exit_code_is_kept_through_torchrun(tmp_path):
     script.write_text("import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
     r = launch([str(script)], contract(nproc=2))
     assert r.returncode == 3, r.stderr[-2000:]
+
+
+def test_cpus_come_from_the_cpuset_capped_by_the_cpu_limit():
+    from ddpjob_trainer.env import available_cpus, threads_per_process
+    everything = available_cpus(cpu_max="max 100000")
+    assert everything >= 1
+    assert available_cpus(cpu_max="150000 100000") == min(everything, 2)  # a 1.5-CPU limit
+    assert available_cpus(cpu_max="100000 100000") == 1
+    assert threads_per_process(4, cpus=32) == 8 and threads_per_process(8, cpus=4) == 1
+
+
+@pytest.mark.slow
+def test_workers_share_the_cpus_instead_of_torchruns_one_thread(tmp_path):
+    from ddpjob_trainer.env import threads_per_process
+    script = tmp_path / "threads.py"
+    script.write_text("import os, pathlib; pathlib.Path(os.environ['OUT'], os.environ['RANK']).write_text("
+                      "os.environ.get('OMP_NUM_THREADS', 'unset'))\n")
+    env = contract(nproc=2, OUT=str(tmp_path))
+    env.pop("OMP_NUM_THREADS", None)
+    r = launch([str(script)], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {p.read_text() for p in tmp_path.glob("[01]")} == {str(threads_per_process(2))}
+    assert "Setting OMP_NUM_THREADS" not in r.stderr + r.stdout  # torchrun's own 1-thread default, not taken
+    r = launch([str(script)], contract(nproc=2, OUT=str(tmp_path), OMP_NUM_THREADS="3"))
+    assert {p.read_text() for p in tmp_path.glob("[01]")} == {"3"}  # an explicit value wins

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 from . import UsageError
-from .env import ProcessEnv
+from .env import ProcessEnv, threads_per_process
 
 
 @dataclass
@@ -43,15 +43,11 @@ def pick_device(env: ProcessEnv) -> torch.device:
 
 
 def set_cpu_threads(env: ProcessEnv) -> None:
-    """Share the node's cores between its processes. An explicit OMP_NUM_THREADS (torchrun
-    sets 1 when it starts several processes) is respected as is."""
+    """Share the node's CPUs between its processes. An explicit OMP_NUM_THREADS (set by the
+    user, or by ddpjob-launch for torchrun's workers) is respected as is."""
     if "OMP_NUM_THREADS" in os.environ:
         return
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    torch.set_num_threads(max(1, cores // max(1, env.local_world_size)))
+    torch.set_num_threads(threads_per_process(env.local_world_size))
 
 
 def setup(env: ProcessEnv) -> Dist:

@@ -126,3 +126,26 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
     local_rank = _int(env, "LOCAL_RANK", default=0)
     local_world = _int(env, "LOCAL_WORLD_SIZE", default=1, minimum=1)
     return ProcessEnv(rank, local_rank, world, local_world, **common)
+
+
+def available_cpus(cpu_max: str | None = None) -> int:
+    """CPUs this container may use: its cpuset, capped by a CFS quota (a Pod's CPU limit
+    shows up only in cgroup v2's cpu.max, never in the cpuset or os.cpu_count())."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    if cpu_max is None:
+        try:
+            with open("/sys/fs/cgroup/cpu.max") as f:
+                cpu_max = f.read()
+        except OSError:
+            cpu_max = ""
+    quota, _, period = cpu_max.strip().partition(" ")
+    if quota.isdigit() and period.isdigit() and int(period) > 0:
+        cpus = min(cpus, max(1, -(-int(quota) // int(period))))  # a limit of 1.5 CPUs gives 2 threads
+    return cpus
+
+
+def threads_per_process(nproc_per_node: int, cpus: int | None = None) -> int:
+    return max(1, (cpus or available_cpus()) // max(1, nproc_per_node))

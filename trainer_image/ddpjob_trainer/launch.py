@@ -18,7 +18,7 @@ import sys
 import time
 
 from . import EXIT_BAD_INPUT, UsageError
-from .env import LaunchEnv, read_launch_env
+from .env import LaunchEnv, read_launch_env, threads_per_process
 
 TRAIN_CMD = "ddpjob-train"
 # Cluster DNS usually publishes a new headless-Service record within seconds, but a busy
@@ -159,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         log(f"error: {e}")
         return EXIT_BAD_INPUT
+    if uses_torchrun and "OMP_NUM_THREADS" not in os.environ:
+        # torchrun would set 1 for every worker (and warn): a 32-core node running 4
+        # workers would use 4 cores. Share the container's CPUs instead.
+        os.environ["OMP_NUM_THREADS"] = str(threads_per_process(launch.nproc_per_node))
     if not uses_torchrun:
         sys.stdout.flush()
         os.execvp(command[0], command)  # signals and exit code are the program's own
