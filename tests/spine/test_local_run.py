@@ -98,29 +98,53 @@ def test_missing_program_is_a_clear_error(tmp_path):
     assert "spec.command: 'no-such-trainer-binary' is not installed" in result.stdout
 
 
-def test_ctrl_c_stops_every_process(tmp_path):
-    pid_dir = tmp_path / "pids"
-    pid_dir.mkdir()
-    command = ["sh", "-c", f'echo $$ > {pid_dir}/$DDPJOB_NAME-$NODE_RANK; exec sleep 300']
-    path, _ = write_job(tmp_path, name="sleeper", nodes=3, nproc=1, command=command)
+def interrupt_run(tmp_path, path, pid_dir, expected):
+    """Start `ddpjob run`, wait until `expected` pid files exist, Ctrl-C it; the pids and its output."""
     proc = subprocess.Popen([sys.executable, "-m", "ddpjob_operator.cli", "run", str(path)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
-        while len(list(pid_dir.iterdir())) < 3 and time.monotonic() < deadline:
+        while len(list(pid_dir.iterdir())) < expected and time.monotonic() < deadline:
             time.sleep(0.1)
         pids = [int(p.read_text()) for p in pid_dir.iterdir()]
-        assert len(pids) == 3
+        assert len(pids) == expected
+        for pid in pids:
+            os.kill(pid, 0)  # alive before the interrupt
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, output
+    return proc.returncode, pids, output
+
+
+def assert_gone(pids, within=5.0):
+    deadline = time.monotonic() + within
+    while True:
+        alive = [pid for pid in pids if _alive(pid)]
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    assert not alive, f"still running: {alive}"
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_stops_every_process(tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    command = ["sh", "-c", f'echo $$ > {pid_dir}/$DDPJOB_NAME-$NODE_RANK; exec sleep 300']
+    path, _ = write_job(tmp_path, name="sleeper", nodes=3, nproc=1, command=command)
+    code, pids, output = interrupt_run(tmp_path, path, pid_dir, expected=3)
+    assert code == 130, output
     assert "interrupted" in output
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert_gone(pids, within=0)
 
 
 def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_path):
@@ -130,29 +154,9 @@ def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_pa
     pid_dir.mkdir()
     command = ["sh", "-c", f"setsid sleep 300 & echo $! > {pid_dir}/escaped; exec sleep 300"]
     path, _ = write_job(tmp_path, name="escaper", nodes=1, nproc=1, command=command)
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob_operator.cli", "run", str(path)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (pid_dir / "escaped").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        escaped = int((pid_dir / "escaped").read_text())
-        os.kill(escaped, 0)  # alive, in a session of its own
-        assert os.getsid(escaped) != os.getsid(proc.pid)
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.kill(escaped, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    with pytest.raises(ProcessLookupError):
-        os.kill(escaped, 0)
+    code, (escaped,), output = interrupt_run(tmp_path, path, pid_dir, expected=1)
+    assert code == 130, output
+    assert_gone([escaped])
 
 
 def test_the_example_job_runs_here_as_make_demo_does(tmp_path):
