@@ -102,10 +102,20 @@ class Cluster:
                 set_pod_status(self.core, self.ns, pod["metadata"]["name"], phase,
                                containers=[c["name"] for c in pod["spec"]["containers"]], **kwargs)
 
-    def run_to_success(self, name: str, nodes: int) -> None:
-        self.wait_pods(name, nodes)
+    def run_gang(self, name: str, nodes: int, attempt: int = 0) -> dict[str, Any]:
+        """The kubelet's part of one gang attempt: wait for its Pods, start them all, and
+        wait until the job says Running; the status then."""
+        self.wait_pods(name, nodes, restart_count=attempt)
         self.set_phase(name, "Running")
-        self.wait_phase(name, "Running", readyNodes=nodes)
+        return self.wait_phase(name, "Running", readyNodes=nodes, restarts=attempt)
+
+    def start_running(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a DDPJob and bring its first gang to Running."""
+        self.create(body)
+        return self.run_gang(body["metadata"]["name"], body["spec"].get("nodes", 1))
+
+    def run_to_success(self, name: str, nodes: int, attempt: int = 0) -> None:
+        self.run_gang(name, nodes, attempt)
         self.set_phase(name, "Succeeded")
         self.wait_phase(name, "Succeeded")
 
@@ -173,14 +183,9 @@ def lifecycle_request_log(cluster: Cluster, operator: Any) -> list[RecordedReque
     ClusterRole (every (group, resource[/subresource], verb) here must be granted).
     The test's and the kubelet's own requests are in the log too: filter them by what the
     operator is (kopf's watches, the operator's writes) or compare as a superset."""
-    cluster.create(ddpjob("rbac", nodes=2, ttlSecondsAfterFinished=0, restartPolicy="OnFailure"))
-    cluster.wait_pods("rbac", 2)
-    cluster.set_phase("rbac", "Running")
-    cluster.wait_phase("rbac", "Running")
+    cluster.start_running(ddpjob("rbac", nodes=2, ttlSecondsAfterFinished=0, restartPolicy="OnFailure"))
     cluster.set_phase("rbac", "Failed", ranks=[1], exit_code=137)
-    cluster.wait_pods("rbac", 2, restart_count=1)
-    cluster.set_phase("rbac", "Running")
-    cluster.wait_phase("rbac", "Running", restarts=1)
+    cluster.run_gang("rbac", 2, attempt=1)
     cluster.set_phase("rbac", "Succeeded")
     wait_for(lambda: cluster.job("rbac") is None, timeout=15, message="the TTL did not delete the job")
     return list(cluster.emulator.requests)

@@ -76,10 +76,7 @@ def test_pod_phases_drive_the_job_to_succeeded(cluster: Cluster, operator) -> No
 
 
 def test_failed_pod_under_onfailure_restarts_the_gang(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("gang", nodes=3, restartPolicy="OnFailure", maxRestarts=2))
-    cluster.wait_pods("gang", 3)
-    cluster.set_phase("gang", "Running")
-    cluster.wait_phase("gang", "Running")
+    cluster.start_running(ddpjob("gang", nodes=3, restartPolicy="OnFailure", maxRestarts=2))
     cluster.set_phase("gang", "Failed", ranks=[1], exit_code=1)
 
     pods = cluster.wait_pods("gang", 3, restart_count=1)
@@ -97,10 +94,7 @@ def test_failed_pod_under_onfailure_restarts_the_gang(cluster: Cluster, operator
 
 
 def test_exitcode_policy_fails_on_exit_1(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("bad", nodes=2, restartPolicy="ExitCode"))
-    cluster.wait_pods("bad", 2)
-    cluster.set_phase("bad", "Running")
-    cluster.wait_phase("bad", "Running")
+    cluster.start_running(ddpjob("bad", nodes=2, restartPolicy="ExitCode"))
     cluster.set_phase("bad", "Failed", ranks=[0], exit_code=1)
     st = cluster.wait_phase("bad", "Failed")
     assert st["restarts"] == 0 and st["lastFailure"]["exitCode"] == 1
@@ -112,24 +106,16 @@ def test_exitcode_policy_fails_on_exit_1(cluster: Cluster, operator) -> None:
 
 
 def test_exitcode_policy_retries_a_signal(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("oom", nodes=2, restartPolicy="ExitCode"))
-    cluster.wait_pods("oom", 2)
-    cluster.set_phase("oom", "Running")
-    cluster.wait_phase("oom", "Running")
+    cluster.start_running(ddpjob("oom", nodes=2, restartPolicy="ExitCode"))
     cluster.set_phase("oom", "Failed", ranks=[1], exit_code=137, reason="OOMKilled")
     cluster.wait_pods("oom", 2, restart_count=1)
     assert cluster.status("oom")["restarts"] == 1
 
 
 def test_max_restarts_is_honoured(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("flaky", nodes=2, restartPolicy="OnFailure", maxRestarts=1))
-    cluster.wait_pods("flaky", 2)
-    cluster.set_phase("flaky", "Running")
-    cluster.wait_phase("flaky", "Running")
+    cluster.start_running(ddpjob("flaky", nodes=2, restartPolicy="OnFailure", maxRestarts=1))
     cluster.set_phase("flaky", "Failed", ranks=[0], exit_code=2)
-    cluster.wait_pods("flaky", 2, restart_count=1)
-    cluster.set_phase("flaky", "Running")
-    cluster.wait_phase("flaky", "Running", restarts=1)
+    cluster.run_gang("flaky", 2, attempt=1)
     cluster.set_phase("flaky", "Failed", ranks=[1], exit_code=2)
     st = cluster.wait_phase("flaky", "Failed", restarts=1)
     assert "maxRestarts=1" in st["message"]
@@ -139,10 +125,7 @@ def test_max_restarts_is_honoured(cluster: Cluster, operator) -> None:
 
 
 def test_suspend_and_resume(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("sus", nodes=2))
-    cluster.wait_pods("sus", 2)
-    cluster.set_phase("sus", "Running")
-    cluster.wait_phase("sus", "Running")
+    cluster.start_running(ddpjob("sus", nodes=2))
 
     cluster.patch_spec("sus", suspend=True)
     st = cluster.wait_phase("sus", "Suspended", observedGeneration=2)
@@ -205,10 +188,7 @@ def test_invalid_job_creates_nothing(cluster: Cluster, operator) -> None:
 
 
 def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("imm", nodes=2))
-    cluster.wait_pods("imm", 2)
-    cluster.set_phase("imm", "Running")
-    cluster.wait_phase("imm", "Running")
+    cluster.start_running(ddpjob("imm", nodes=2))
     cluster.patch_spec("imm", nodes=3)
     st = cluster.wait_phase("imm", "Failed")
     assert "spec.nodes: is immutable" in st["message"]
@@ -217,10 +197,7 @@ def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -
 
 
 def test_pod_deleted_by_hand_is_a_gang_failure(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("hand", nodes=2, restartPolicy="OnFailure"))
-    cluster.wait_pods("hand", 2)
-    cluster.set_phase("hand", "Running")
-    cluster.wait_phase("hand", "Running")
+    cluster.start_running(ddpjob("hand", nodes=2, restartPolicy="OnFailure"))
     cluster.core.delete_namespaced_pod("hand-1", NS)
     cluster.wait_pods("hand", 2, restart_count=1)
     st = cluster.status("hand")

@@ -96,13 +96,9 @@ def test_metrics_count_pods_and_gang_restarts(cluster: Cluster, start_operator, 
     port = free_port()
     monkeypatch.setenv("DDPJOB_METRICS_PORT", str(port))
     start_operator()
-    cluster.create(ddpjob("m", nodes=2, restartPolicy="OnFailure"))
-    cluster.wait_pods("m", 2)
-    cluster.set_phase("m", "Running")
-    cluster.wait_phase("m", "Running")
+    cluster.start_running(ddpjob("m", nodes=2, restartPolicy="OnFailure"))
     cluster.set_phase("m", "Failed", ranks=[0], exit_code=1)
-    cluster.wait_pods("m", 2, restart_count=1)
-    cluster.run_to_success("m", 2)
+    cluster.run_to_success("m", 2, attempt=1)
     url = f"http://127.0.0.1:{port}/metrics"
     text = wait_for(lambda: (t := http_get(url)) and 'ddpjob_jobs{phase="Succeeded"} 1.0' in t and t,
                     message="metrics did not show the succeeded job")

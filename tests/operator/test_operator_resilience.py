@@ -72,10 +72,7 @@ def test_api_errors_on_writes_are_retried_without_duplicates(cluster: Cluster, s
 
 
 def test_failed_status_write_deletes_nothing_then_restarts_once(cluster: Cluster, operator) -> None:
-    cluster.create(ddpjob("order", nodes=2, restartPolicy="OnFailure"))
-    cluster.wait_pods("order", 2)
-    cluster.set_phase("order", "Running")
-    cluster.wait_phase("order", "Running")
+    cluster.start_running(ddpjob("order", nodes=2, restartPolicy="OnFailure"))
     # The restart's status write fails (more times than kopf retries): no Pod may be
     # deleted before the bumped restart count is stored.
     cluster.emulator.inject_fault(verb="patch", resource="ddpjobs", subresource="status", status=500, count=5)

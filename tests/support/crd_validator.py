@@ -71,22 +71,14 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+# OpenAPI's name for each Python type a YAML document yields; bool before int, since
+# True is an int to Python and a boolean to the API server.
+_OPENAPI_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+                  (str, "string"), (list, "array"), (dict, "object"))
+
+
 def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for kind, name in _OPENAPI_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
 def _type_ok(schema: Mapping, value: Any) -> bool:
