@@ -28,7 +28,7 @@ FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 COPY pyproject.toml README.md ./
-COPY operator/ddpjob_operator/ operator/ddpjob_operator/
+COPY operator/ddpjob/ operator/ddpjob/
 COPY trainer_image/ddpjob_trainer/ trainer_image/ddpjob_trainer/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels .
 
@@ -59,7 +59,7 @@ ENV PATH=/opt/ddpjob/bin:$PATH \
 USER 65532:65532
 # liveness (kopf's /healthz) and Prometheus /metrics
 EXPOSE 8080 9090
-# `ddpjob operator` is `kopf run -m ddpjob_operator.handlers` plus the metrics server.
+# `ddpjob operator` is `kopf run -m ddpjob.operator.handlers` plus the metrics server.
 # The chart replaces CMD with the namespace and standalone/peering flags it renders.
 ENTRYPOINT ["ddpjob", "operator"]
 CMD ["--all-namespaces", "--standalone", "--liveness", "http://0.0.0.0:8080/healthz", "--metrics-port", "9090"]

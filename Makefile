@@ -35,7 +35,7 @@ e2e-kind: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" hack/e2e-kind.sh
 
 demo-cluster: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) hack/demo_cluster.py
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo
 
 clean:
 	rm -rf $(VENV) $(TOOLS) build *.egg-info

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PROBE = ROOT / "tests" / "spine" / "scripts" / "allreduce_probe.py"
+PROBE = ROOT / "tests" / "local" / "scripts" / "allreduce_probe.py"
 REPEATS = 5
 
 
@@ -36,7 +36,7 @@ def via_ddpjob(tmp: Path) -> float:
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump(job))
     start = time.time()
-    subprocess.run([sys.executable, "-m", "ddpjob_operator.cli", "run", str(path)], cwd=tmp, check=True,
+    subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp, check=True,
                    stdout=subprocess.DEVNULL)
     return first_allreduce(out) - start
 

@@ -1,4 +1,4 @@
-"""How the operator scales against the API emulator (tests/support/emulator.py).
+"""How the operator scales against the API emulator (`ddpjob_devcluster.emulator`).
 
 The operator runs in its own process (`run_operator`, configured by KUBECONFIG like in a
 shell), so its peak RSS is its own; the emulator and this script share another process.
@@ -29,14 +29,12 @@ import time
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "operator"))
 
-import kubernetes  # noqa: E402
-import yaml  # noqa: E402
-from kmock import resource  # noqa: E402
+import kubernetes
+import yaml
+from kmock import resource
 
-from tests.support.emulator import KubeEmulator  # noqa: E402
+from ddpjob_devcluster.emulator import KubeEmulator
 
 JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
 PODS = resource("v1/pods")
@@ -129,10 +127,10 @@ def main() -> None:
         custom = kubernetes.client.CustomObjectsApi(api)
 
         env = {**os.environ, "KUBECONFIG": str(kubeconfig),
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT)])}
+               }
         log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from ddpjob_operator.operator_main import run_operator; "
+            [sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
              f"run_operator({NS!r}, True, None, None, None)"], env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             # Ready when a first job gets its Pods.

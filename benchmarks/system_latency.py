@@ -48,11 +48,10 @@ import time
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import yaml  # noqa: E402
+import yaml
 
-from tests.system.cluster import LocalCluster, load_example, read_metrics, wait_until  # noqa: E402
+from ddpjob_devcluster.cluster import LocalCluster, load_example, read_metrics, wait_until
 
 PHASES = ('apply', 'operator reaction', 'pod creation', 'process start', 'torchrun start', 'rendezvous',
           'first step', 'training', 'process exit', 'status')

@@ -1,2 +1,32 @@
-# Shared emulator fixtures (`emulator`, `api`); each suite brings its own `kubeconfig`.
+"""Fixtures shared by every suite: the emulator fixtures (`emulator`, `api`; each suite
+brings its own `kubeconfig`), a small valid job body, and the examples."""
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
 pytest_plugins = ["tests.support.fixtures"]
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "manifests" / "examples"
+
+
+@pytest.fixture
+def job_body():
+    """A small valid job; tests copy and change it."""
+    def make(**spec):
+        body = {
+            "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
+            "metadata": {"name": "demo", "namespace": "ml", "uid": "0d1c2b3a-0000-4000-8000-000000000001",
+                         "generation": 1},
+            "spec": {"nodes": 2, "nprocPerNode": 2, "image": "ddpjob/trainer:0.1.0",
+                     "command": ["ddpjob-launch"], "args": ["ddpjob-train", "--epochs", "1"]},
+        }
+        body["spec"].update(spec)
+        return copy.deepcopy(body)
+    return make
+
+
+def load_example(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES / name).read_text())

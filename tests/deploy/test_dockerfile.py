@@ -118,7 +118,7 @@ PATTERNS = [line.strip() for line in (ROOT / '.dockerignore').read_text().splitl
 
 def test_dockerignore_keeps_out_what_the_image_must_not_see() -> None:
     for path in ('.git/config', '.venv/bin/python', '.tools/bin/helm', 'tests/deploy/test_chart.py',
-                 'charts/ddpjob-operator/Chart.yaml', 'operator/ddpjob_operator/__pycache__/cli.cpython-312.pyc'):
+                 'charts/ddpjob-operator/Chart.yaml', 'operator/ddpjob/__pycache__/cli.cpython-312.pyc'):
         assert ignored(path, PATTERNS), path
 
 
@@ -135,8 +135,10 @@ def test_dockerignore_lets_in_every_copy_source() -> None:
     # what setuptools needs to build the wheel
     pyproject = PYPROJECT['project']
     assert pyproject['readme'] in sources and 'pyproject.toml' in sources
-    for package_dir in PYPROJECT['tool']['setuptools']['package-dir'].values():
+    # the two packages the images need; the development cluster stays out of them
+    for package_dir in ('operator/ddpjob', 'trainer_image/ddpjob_trainer'):
         assert package_dir + '/' in ' '.join(s + '/' for s in sources), package_dir
+    assert not any('ddpjob_devcluster' in s or s.rstrip('/') == 'operator' for s in sources), sources
 
 
 def test_dockerignore_matcher_can_say_no() -> None:

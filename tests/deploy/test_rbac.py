@@ -20,7 +20,7 @@ from tests.deploy.deploy_helpers import RELEASE_NS, by_kind, helm_template, one,
 # The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
 from tests.operator.conftest import (cluster, crd, kubeconfig,  # noqa: F401
                                      lifecycle_request_log, start_operator)
-from tests.support.emulator import RecordedRequest
+from ddpjob_devcluster.emulator import RecordedRequest
 
 JOB_NS = 'default'  # where tests/operator's Cluster helper creates jobs
 
@@ -34,7 +34,7 @@ HARNESS = {
 
 # Granted but not used by this lifecycle, each with the code that needs it.
 UNEXERCISED = {
-    # ddpjob_operator.kube.Kube.create reads a Pod back when its create answers 409.
+    # ddpjob.operator.kube.Kube.create reads a Pod back when its create answers 409.
     ('', 'pods', 'get'),
     # kopf peering (peering.enabled) is not part of the lifecycle run.
     ('kopf.dev', 'clusterkopfpeerings', 'list'), ('kopf.dev', 'clusterkopfpeerings', 'watch'),

@@ -14,13 +14,13 @@ import kubernetes
 import pytest
 import yaml
 
-from tests.support.emulator import KubeEmulator, RecordedRequest
+from ddpjob_devcluster.emulator import KubeEmulator, RecordedRequest
 from tests.support.kubelet import set_pod_status
-from tests.support.operator_runner import run_operator, wait_for
+from ddpjob_devcluster.operator_runner import run_operator, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
-HANDLERS = "ddpjob_operator.handlers"
+HANDLERS = "ddpjob.operator.handlers"
 NS = "default"
 GROUP, VERSION, PLURAL = "ddpjob.io", "v1alpha1", "ddpjobs"
 JOBS = f"{GROUP}/{VERSION}/{PLURAL}"

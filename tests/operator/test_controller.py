@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ddpjob_operator import controller as ctl
-from ddpjob_operator.observe import PodState
+from ddpjob.operator import controller as ctl
+from ddpjob.job.observe import PodState
 
 pytestmark = pytest.mark.timeout(30)
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob_operator import render, spec
+from ddpjob import render
+from ddpjob.api import spec
 from tests.operator.conftest import NS, Cluster, ddpjob
-from tests.support.operator_runner import wait_for
+from ddpjob_devcluster.operator_runner import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

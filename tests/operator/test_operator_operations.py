@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.operator.conftest import CRD_PATH, ROOT, Cluster, ddpjob
-from tests.support.operator_runner import wait_for
+from ddpjob_devcluster.operator_runner import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,12 +71,12 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
     liveness = f"http://127.0.0.1:{live}/healthz"
     if entry == "run_operator":
         argv = [sys.executable, "-c",
-                "from ddpjob_operator.operator_main import run_operator; "
+                "from ddpjob.operator.main import run_operator; "
                 f"run_operator('default', True, {liveness!r}, {prom}, None)"]
     else:
         if KOPF is None:
             pytest.skip("kopf's console script is not installed")
-        argv = [KOPF, "run", "-m", "ddpjob_operator.handlers", "--standalone", f"--liveness={liveness}",
+        argv = [KOPF, "run", "-m", "ddpjob.operator.handlers", "--standalone", f"--liveness={liveness}",
                 "--namespace=default"]
     proc = operator_process(argv)
     if entry == "kopf-run":

@@ -8,7 +8,7 @@ import pathlib
 import kubernetes
 import pytest
 
-from tests.support.emulator import KubeEmulator
+from ddpjob_devcluster.emulator import KubeEmulator
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.system.cluster import LocalCluster
+from ddpjob_devcluster.cluster import LocalCluster
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.cluster import LocalCluster, load_example, read_metrics, wait_until
+from ddpjob_devcluster.cluster import LocalCluster, load_example, read_metrics, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
@@ -46,7 +46,7 @@ def epoch_done(metrics: pathlib.Path, epoch: int) -> bool:
 def wait_epoch(cluster: LocalCluster, name: str, metrics: pathlib.Path, epoch: int = 1) -> None:
     def check() -> bool:
         if cluster.status(name).get('phase') in ('Succeeded', 'Failed'):
-            from tests.system.cluster import Abort
+            from ddpjob_devcluster.cluster import Abort
             raise Abort(f'{name} finished before epoch {epoch}: {cluster.status(name)}')
         return epoch_done(metrics, epoch)
     wait_until(check, 90, f'{name}: epoch {epoch} was not completed', lambda: f'status {cluster.status(name)}')

@@ -1,0 +1,368 @@
+"""The DDPJob model: parse a body, apply the CRD's defaults, and report every bad field.
+
+The same rules live in the CRD (OpenAPI + CEL) so the API server rejects bad objects;
+they are checked again here because the object may come from an old API server, an
+emulator, or a file on a laptop. tests/spine/test_crd_parity.py keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ddpjob.api import names
+
+BACKENDS = ("nccl", "gloo", "auto")
+RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+# The environment contract (DESIGN.md): set by the operator and the local runner only.
+RESERVED_ENV = frozenset({
+    "MASTER_ADDR", "PET_MASTER_ADDR", "MASTER_PORT", "PET_MASTER_PORT",
+    "NNODES", "PET_NNODES", "NODE_RANK", "PET_NODE_RANK",
+    "NPROC_PER_NODE", "PET_NPROC_PER_NODE", "WORLD_SIZE",
+    "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+    "DDPJOB_NAME", "DDPJOB_NAMESPACE", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND",
+    "DDPJOB_CHECKPOINT_DIR",
+})
+
+# Fields whose change would silently reshape a running gang; the CRD marks them too.
+IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")
+
+# The defaults of the immutable fields, as the CRD stores them: an update that spells out
+# a default (or drops it) is no change, one that moves away from it is.
+IMMUTABLE_DEFAULTS = {"nodes": 1, "nprocPerNode": "auto", "backend": "auto", "gpusPerNode": 0}
+
+ROOT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+
+SPEC_FIELDS = frozenset({
+    "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
+    "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
+    "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds",
+    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template",
+})
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class InvalidSpec(ValueError):
+    """Raised with every field error at once, so a user fixes a file in one pass."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    mount_path: str
+    claim_name: str | None = None
+    volume: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DDPJob:
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    nodes: int
+    nproc_per_node: int  # resolved: 'auto' becomes the GPU count, else 1
+    backend: str  # resolved: nccl or gloo
+    image: str
+    command: tuple[str, ...] | None
+    args: tuple[str, ...]
+    env: tuple[Mapping[str, Any], ...]
+    gpus_per_node: int
+    gpu_resource: str
+    port: int
+    restart_policy: str
+    max_restarts: int
+    restart_backoff_seconds: int
+    suspend: bool
+    image_pull_policy: str | None = None
+    working_dir: str | None = None
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    shm_size: str | int | None = None
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    checkpoint: Checkpoint | None = None
+    template: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc_per_node
+
+
+class _Checker:
+    """Collects field errors while reading typed values out of a mapping."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def err(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def integer(self, spec: Mapping, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+        path = f"spec.{key}"
+        value = spec.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.err(path, f"must be an integer (got {value!r})")
+            return None
+        if value < lo:
+            self.err(path, f"must be >= {lo} (got {value})")
+        elif hi is not None and value > hi:
+            self.err(path, f"must be <= {hi} (got {value})")
+        return value
+
+    def choice(self, spec: Mapping, key: str, default: str | None, options: tuple[str, ...]) -> str | None:
+        value = spec.get(key, default)
+        if value is None:
+            return None
+        if value not in options:
+            self.err(f"spec.{key}", f"must be one of {', '.join(options)} (got {value!r})")
+            return None
+        return value
+
+    def string(self, spec: Mapping, key: str, default: str | None = None, required: bool = False) -> str | None:
+        value = spec.get(key, default)
+        if value is None:
+            if required:
+                self.err(f"spec.{key}", "is required")
+            return None
+        if not isinstance(value, str) or (required and not value):
+            self.err(f"spec.{key}", f"must be a non-empty string (got {value!r})")
+            return None
+        return value
+
+    def strings(self, spec: Mapping, key: str) -> tuple[str, ...] | None:
+        value = spec.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            self.err(f"spec.{key}", f"must be a list of strings (got {type(value).__name__})")
+            return None
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.err(f"spec.{key}[{i}]", f"must be a string (got {item!r})")
+        return tuple(str(v) for v in value)
+
+    def mapping(self, spec: Mapping, key: str) -> Mapping | None:
+        value = spec.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            self.err(f"spec.{key}", f"must be an object (got {type(value).__name__})")
+            return None
+        return value
+
+
+def _without_nulls(value: Any) -> Any:
+    """A null field is an unset field: the API server prunes it before defaulting.
+
+    Not inside free-form objects (template, checkpoint.volume, env[].valueFrom), which
+    the CRD keeps as written.
+    """
+    if isinstance(value, Mapping):
+        return {k: v if k in ("template", "volume", "valueFrom") else _without_nulls(v)
+                for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+
+
+def _check_env(c: _Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
+    if env is None:
+        return ()
+    if not isinstance(env, list):
+        c.err("spec.env", "must be a list of {name, value} entries")
+        return ()
+    seen: set[str] = set()
+    for i, entry in enumerate(env):
+        path = f"spec.env[{i}]"
+        if not isinstance(entry, Mapping):
+            c.err(path, "must be an object with name and value or valueFrom")
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            c.err(f"{path}.name", "is required and must be a non-empty string")
+            continue
+        if not (name[0].isalpha() or name[0] in "-._") or not all(ch.isalnum() or ch in "-._" for ch in name) or not name.isascii():
+            c.err(f"{path}.name", f"{name!r} is not a valid environment variable name")
+        if name in RESERVED_ENV:
+            c.err(f"{path}.name", f"{name} is reserved by the rendezvous contract and set by ddpjob")
+        if name in seen:
+            c.err(f"{path}.name", f"{name} is set twice")
+        seen.add(name)
+        if "value" in entry and not isinstance(entry["value"], str):
+            c.err(f"{path}.value", f"must be a string (got {entry['value']!r}); quote numbers in YAML")
+        if "valueFrom" in entry and not isinstance(entry["valueFrom"], Mapping):
+            c.err(f"{path}.valueFrom", "must be an object")
+        unknown = set(entry) - {"name", "value", "valueFrom"}
+        if unknown:
+            c.err(path, f"unknown field(s): {', '.join(sorted(unknown))}")
+    return tuple(dict(e) for e in env if isinstance(e, Mapping))
+
+
+def _check_resources(c: _Checker, resources: Mapping | None) -> Mapping[str, Any]:
+    if not resources:
+        return {}
+    for key, value in resources.items():
+        if key not in ("limits", "requests"):
+            c.err(f"spec.resources.{key}", "unknown field (limits or requests)")
+        elif not isinstance(value, Mapping):
+            c.err(f"spec.resources.{key}", "must be a map of resource name to quantity")
+        else:
+            for res, qty in value.items():
+                if isinstance(qty, bool) or not isinstance(qty, (str, int)):
+                    c.err(f"spec.resources.{key}.{res}", f"must be a quantity such as '2' or '4Gi' (got {qty!r})")
+    return dict(resources)
+
+
+def _check_checkpoint(c: _Checker, ckpt: Mapping | None) -> Checkpoint | None:
+    if ckpt is None:
+        return None
+    mount = ckpt.get("mountPath", names.DEFAULT_CHECKPOINT_MOUNT)
+    if not isinstance(mount, str) or not mount.startswith("/"):
+        c.err("spec.checkpoint.mountPath", f"must be an absolute path (got {mount!r})")
+    claim, volume = ckpt.get("claimName"), ckpt.get("volume")
+    if (claim is None) == (volume is None):
+        c.err("spec.checkpoint", "set exactly one of claimName or volume")
+    if claim is not None and (not isinstance(claim, str) or not claim):
+        c.err("spec.checkpoint.claimName", "must be a non-empty string")
+    if volume is not None and not isinstance(volume, Mapping):
+        c.err("spec.checkpoint.volume", "must be a volume source object such as {nfs: {...}}")
+    unknown = set(ckpt) - {"mountPath", "claimName", "volume"}
+    if unknown:
+        c.err("spec.checkpoint", f"unknown field(s): {', '.join(sorted(unknown))}")
+    return Checkpoint(mount_path=str(mount), claim_name=claim, volume=volume)
+
+
+def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
+    name = metadata.get("name")
+    if name is None or name == "":
+        c.err("metadata.name", "is required")
+        return ""
+    if not isinstance(name, str):
+        c.err("metadata.name", f"must be a string (got {name!r})")
+        return ""
+    if not names.is_dns1123_label(name):
+        c.err("metadata.name", f"{name!r} must be a DNS-1123 label: lower case letters, digits and '-', "
+                               "starting and ending with a letter or digit")
+    limit = names.max_job_name_length(nodes)
+    if len(name) > limit:
+        c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
+                               f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}")
+    return name
+
+
+def parse_job(body: Mapping[str, Any]) -> DDPJob:
+    """Turn a DDPJob body into a resolved model, or raise InvalidSpec with every error."""
+    c = _Checker()
+    if not isinstance(body, Mapping):
+        raise InvalidSpec([FieldError("(root)", "must be a DDPJob object")])
+    if body.get("apiVersion", names.API_VERSION) != names.API_VERSION:
+        c.err("apiVersion", f"must be {names.API_VERSION} (got {body.get('apiVersion')!r})")
+    if body.get("kind", names.KIND) != names.KIND:
+        c.err("kind", f"must be {names.KIND} (got {body.get('kind')!r})")
+    for key in sorted(set(body) - ROOT_FIELDS):
+        c.err(key, "unknown field")
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec")
+    metadata_ok = isinstance(metadata, Mapping)
+    if not metadata_ok:
+        c.err("metadata", "must be an object")
+        metadata = {}
+    if not isinstance(spec, Mapping):
+        c.err("spec", "is required and must be an object")
+        raise InvalidSpec(c.errors)
+    spec = _without_nulls(spec)
+
+    for key in sorted(set(spec) - SPEC_FIELDS):
+        c.err(f"spec.{key}", "unknown field")
+
+    nodes = c.integer(spec, "nodes", 1, 1, 1024)
+    gpus = c.integer(spec, "gpusPerNode", 0, 0, 64)
+    nproc_raw = spec.get("nprocPerNode", "auto")
+    nproc: int | None
+    if nproc_raw == "auto":
+        nproc = max(gpus or 0, 1)
+    else:
+        nproc = c.integer(spec, "nprocPerNode", None, 1, 256) if not isinstance(nproc_raw, str) else None
+        if isinstance(nproc_raw, str):
+            c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {nproc_raw!r})")
+    backend_raw = c.choice(spec, "backend", "auto", BACKENDS)
+    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus else "gloo")
+    if backend_raw == "nccl" and gpus == 0:
+        c.err("spec.backend", "nccl needs gpusPerNode > 0 (use gloo or auto on CPU)")
+    if backend_raw == "nccl" and gpus is not None and isinstance(nproc_raw, int) and nproc and nproc > gpus:
+        c.err("spec.nprocPerNode", f"with nccl every process needs its own GPU, so it must be <= gpusPerNode ({gpus})")
+
+    image = c.string(spec, "image", required=True)
+    pull = c.choice(spec, "imagePullPolicy", None, PULL_POLICIES)
+    command = c.strings(spec, "command")
+    args = c.strings(spec, "args") or ()
+    working_dir = c.string(spec, "workingDir")
+    env = _check_env(c, spec.get("env"))
+    resources = _check_resources(c, c.mapping(spec, "resources"))
+    gpu_resource = c.string(spec, "gpuResource", names.DEFAULT_GPU_RESOURCE)
+    port = c.integer(spec, "port", names.DEFAULT_PORT, 1, 65535)
+    shm = spec.get("shmSize")
+    if shm is not None and (isinstance(shm, bool) or not isinstance(shm, (str, int))):
+        c.err("spec.shmSize", f"must be a quantity such as '2Gi' (got {shm!r})")
+    policy = c.choice(spec, "restartPolicy", "OnFailure", RESTART_POLICIES)
+    max_restarts = c.integer(spec, "maxRestarts", 3, 0, 1000)
+    backoff = c.integer(spec, "restartBackoffSeconds", 10, 0, 3600)
+    deadline = c.integer(spec, "activeDeadlineSeconds", None, 1)
+    ttl = c.integer(spec, "ttlSecondsAfterFinished", None, 0)
+    suspend = spec.get("suspend", False)
+    if not isinstance(suspend, bool):
+        c.err("spec.suspend", f"must be true or false (got {suspend!r})")
+    checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
+    template = c.mapping(spec, "template") or {}
+    name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
+    namespace = metadata.get("namespace") or "default"
+    if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
+        c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
+
+    if c.errors:
+        raise InvalidSpec(c.errors)
+    return DDPJob(
+        name=name, namespace=namespace, uid=str(metadata.get("uid", "")),
+        generation=int(metadata.get("generation") or 0),
+        nodes=nodes, nproc_per_node=nproc, backend=backend, image=image, command=command,
+        args=args, env=env, gpus_per_node=gpus, gpu_resource=gpu_resource, port=port,
+        restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,
+        suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
+        shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
+        checkpoint=checkpoint, template=dict(template),
+    )
+
+
+def validate(body: Mapping[str, Any]) -> list[FieldError]:
+    try:
+        parse_job(body)
+    except InvalidSpec as exc:
+        return exc.errors
+    return []
+
+
+def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Errors of `new`, plus changes to fields that cannot change under a running gang."""
+    errors = validate(new)
+    old_spec, new_spec = (_without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {}
+                          for b in (old, new))
+    for key in IMMUTABLE_FIELDS:
+        default = IMMUTABLE_DEFAULTS.get(key)
+        if old_spec.get(key, default) != new_spec.get(key, default):
+            errors.append(FieldError(f"spec.{key}", "is immutable"))
+    return errors

@@ -1,0 +1,191 @@
+"""The job logic, pure: from a job, its observed Pods and its last status, decide the
+whole new status and what to do next. The operator and the local runner both call
+`plan()`; neither decides anything on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from ddpjob.job.conditions import build_conditions
+from ddpjob.job.observe import PodState
+from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.api.spec import DDPJob
+
+PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
+SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
+FINISHED = (SUCCEEDED, FAILED)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    status: dict[str, Any]
+    create: tuple[int, ...] = ()  # node ranks to create, with restart count status["restarts"]
+    delete: tuple[str, ...] = ()  # Pod names to delete
+    delete_job: bool = False  # ttlSecondsAfterFinished has passed
+    requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
+    events: tuple[Event, ...] = field(default_factory=tuple)
+
+    @property
+    def restart_count(self) -> int:
+        return int(self.status.get("restarts", 0))
+
+
+def format_time(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:
+    """Status of a job whose spec is rejected: Failed, nothing created."""
+    message = "; ".join(errors)
+    return {
+        **dict(previous or {}),
+        "phase": FAILED, "message": message, "readyNodes": 0, "observedGeneration": generation,
+        "restarts": int((previous or {}).get("restarts", 0)),
+        "conditions": build_conditions((previous or {}).get("conditions"), FAILED, "InvalidSpec", message,
+                                       format_time(now)),
+    }
+
+
+def _failure(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
+    reason = pod.reason or ("PodDeleted" if pod.phase != "Failed" else "Error")
+    exit_text = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
+    out = {
+        "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,
+        "message": pod.message or f"Pod {pod.name} failed ({exit_text}, {reason})",
+        "time": format_time(now), "retryable": is_retryable(policy, pod.exit_code),
+    }
+    if pod.exit_code is not None:
+        out["exitCode"] = pod.exit_code
+    return out
+
+
+def _root_cause(failed: list[PodState], policy: str) -> PodState:
+    # When one member dies its peers fail too (broken rendezvous, exit 1). The first to
+    # finish is the cause; on a tie a signal or eviction explains the others better.
+    return sorted(failed, key=lambda p: (p.finished_at or "9999", not is_retryable("ExitCode", p.exit_code),
+                                         p.node_rank))[0]
+
+
+def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime) -> Plan:
+    prev = dict(previous or {})
+    prev_phase = prev.get("phase")
+    restarts = int(prev.get("restarts", 0))
+    now_s = format_time(now)
+    current = {p.node_rank: p for p in pods if p.restart_count == restarts and p.node_rank < job.nodes}
+    leftover = [p for p in pods if p.restart_count != restarts or p.node_rank >= job.nodes]
+    live = [p.name for p in pods if p.phase in ("Pending", "Running", "Unknown") and not p.deleting]
+
+    def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
+        ready = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+        st = {**prev, "phase": phase, "message": message, "restarts": restarts,
+              "readyNodes": ready, "observedGeneration": job.generation, **changes}
+        st["conditions"] = build_conditions(prev.get("conditions"), phase, reason, message, now_s)
+        return {k: v for k, v in st.items() if v is not None}
+
+    # The step that finishes a job must also wake it when its TTL is due.
+    ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
+
+    def events(phase: str, kind: str, reason: str, message: str) -> tuple[Event, ...]:
+        return (Event(kind, reason, message),) if phase != prev_phase else ()
+
+    # A finished job stays finished: stop what still runs, keep finished Pods for logs.
+    if prev_phase in FINISHED:
+        done = parse_time(prev.get("completionTime")) or now
+        if job.ttl_seconds_after_finished is not None:
+            due = done + timedelta(seconds=job.ttl_seconds_after_finished)
+            if now >= due:
+                return Plan(status=prev, delete=tuple(live), delete_job=True)
+            return Plan(status=prev, delete=tuple(live), requeue_after=(due - now).total_seconds())
+        return Plan(status=prev, delete=tuple(live))
+
+    if job.suspend:
+        msg = "suspended: Pods deleted; set spec.suspend to false to resume"
+        # Like a Kubernetes Job, the deadline clock restarts on resume.
+        return Plan(status=status(SUSPENDED, "Suspended", msg, startTime=None) | {"readyNodes": 0},
+                    delete=tuple(p.name for p in pods if not p.deleting),
+                    events=events(SUSPENDED, "Normal", "Suspended", msg))
+
+    started = parse_time(prev.get("startTime"))
+    if job.active_deadline_seconds and started:
+        deadline = started + timedelta(seconds=job.active_deadline_seconds)
+        if now >= deadline:
+            msg = f"ran longer than activeDeadlineSeconds={job.active_deadline_seconds}"
+            return Plan(status=status(FAILED, "DeadlineExceeded", msg, completionTime=now_s),
+                        delete=tuple(live), requeue_after=ttl_in,
+                        events=events(FAILED, "Warning", "DeadlineExceeded", msg))
+        deadline_in = (deadline - now).total_seconds()
+    else:
+        deadline_in = None
+
+    failed = [p for p in current.values() if p.phase == "Failed"]
+    if prev_phase == RUNNING:
+        # Once the whole gang ran, a member that vanishes or is being deleted was
+        # removed by someone else (a person, an eviction): the gang is broken.
+        failed += [p for p in current.values() if p.deleting and p.phase != "Failed"]
+        failed += [PodState(name=f"{job.name}-{r}", node_rank=r, restart_count=restarts, phase="Deleted",
+                            reason="PodDeleted", message=f"Pod {job.name}-{r} was deleted")
+                   for r in range(job.nodes) if r not in current]
+    if failed:
+        cause = _root_cause(failed, job.restart_policy)
+        failure = _failure(cause, job.restart_policy, now)
+        if not failure["retryable"] or restarts >= job.max_restarts:
+            why = ("restartPolicy does not retry it" if not failure["retryable"]
+                   else f"maxRestarts={job.max_restarts} reached")
+            msg = f"{failure['message']}; {why}"
+            return Plan(status=status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
+                                      msg, completionTime=now_s, lastFailure=failure),
+                        delete=tuple(live), requeue_after=ttl_in, events=events(FAILED, "Warning", "Failed", msg))
+        restarts += 1
+        wait = backoff_seconds(job.restart_backoff_seconds, restarts)
+        msg = f"{failure['message']}; restarting the gang ({restarts}/{job.max_restarts}) in {wait:g}s"
+        plan_ = Plan(status=status(RESTARTING, "GangRestart", msg, lastFailure=failure),
+                     delete=tuple(p.name for p in pods if not p.deleting),
+                     requeue_after=wait, events=(Event("Warning", "Restarting", msg),))
+        return plan_
+
+    if len(current) == job.nodes and all(p.phase == "Succeeded" for p in current.values()):
+        msg = f"all {job.nodes} nodes finished successfully"
+        return Plan(status=status(SUCCEEDED, "Succeeded", msg, completionTime=now_s), requeue_after=ttl_in,
+                    events=events(SUCCEEDED, "Normal", "Succeeded", msg))
+
+    waiting = RESTARTING if restarts and prev_phase == RESTARTING else PENDING
+    if leftover:
+        # Pods of an earlier attempt hold the names the next attempt needs.
+        msg = f"waiting for {len(leftover)} Pod(s) of an earlier attempt to go away"
+        return Plan(status=status(waiting, "Terminating", msg),
+                    delete=tuple(p.name for p in leftover if not p.deleting), requeue_after=deadline_in)
+
+    missing = tuple(r for r in range(job.nodes) if r not in current)
+    if missing and waiting == RESTARTING:
+        failed_at = parse_time((prev.get("lastFailure") or {}).get("time")) or now
+        ready_at = failed_at + timedelta(seconds=backoff_seconds(job.restart_backoff_seconds, restarts))
+        if now < ready_at:
+            msg = f"backing off before restart {restarts}/{job.max_restarts}"
+            return Plan(status=status(RESTARTING, "BackOff", msg), requeue_after=(ready_at - now).total_seconds())
+
+    start = prev.get("startTime") or now_s
+    running = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded"))
+    if not missing and running == job.nodes:
+        msg = f"all {job.nodes} nodes running ({job.world_size} processes)"
+        return Plan(status=status(RUNNING, "AllNodesRunning", msg, startTime=start),
+                    requeue_after=deadline_in, events=events(RUNNING, "Normal", "Running", msg))
+    msg = (f"creating {len(missing)} Pod(s)" if missing
+           else f"{running}/{job.nodes} nodes running")
+    return Plan(status=status(waiting, "Starting", msg, startTime=start), create=missing,
+                requeue_after=deadline_in)

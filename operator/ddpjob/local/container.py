@@ -1,0 +1,192 @@
+"""Run a Pod's `trainer` container as a local process group.
+
+Shared by `ddpjob run` and the test kubelet, so both start processes the same way:
+the Pod's own command and env, output prefixed with the Pod name, and signals sent
+to the whole group (torchrun's workers included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import IO, Mapping
+
+from ddpjob.api import names
+
+# What the trainer image's ENTRYPOINT is; used when a job gives no command.
+DEFAULT_ENTRYPOINT = ("ddpjob-launch",)
+# Every process of a container inherits this variable. torchrun and ddpjob-launch start
+# their children in sessions of their own, so a process-group kill would miss them; the
+# tag finds the whole tree, as a container's cgroup would.
+CONTAINER_TAG_ENV = "DDPJOB_CONTAINER"
+
+
+class LocalRunError(RuntimeError):
+    """A Pod that cannot run as a local process (unsupported field, missing program)."""
+
+
+def trainer_container(pod: Mapping) -> Mapping:
+    for container in pod["spec"]["containers"]:
+        if container.get("name") == names.TRAINER_CONTAINER:
+            return container
+    raise LocalRunError(f"Pod {pod['metadata']['name']} has no container named {names.TRAINER_CONTAINER!r}")
+
+
+def container_argv(container: Mapping) -> list[str]:
+    command = list(container.get("command") or DEFAULT_ENTRYPOINT)
+    argv = command + list(container.get("args") or [])
+    if shutil.which(argv[0]) is None and not os.path.exists(argv[0]):
+        raise LocalRunError(f"spec.command: {argv[0]!r} is not installed on this machine")
+    return argv
+
+
+def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
+    """The container's env as the kubelet would resolve it, for what a laptop can resolve."""
+    meta = pod["metadata"]
+    field_refs = {"metadata.name": meta["name"], "metadata.namespace": meta.get("namespace", "default"),
+                  "spec.nodeName": "localhost", "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
+    env: dict[str, str] = {}
+    for i, entry in enumerate(container.get("env") or []):
+        name = entry["name"]
+        if "valueFrom" in entry:
+            ref = (entry["valueFrom"] or {}).get("fieldRef", {}).get("fieldPath")
+            if ref not in field_refs:
+                raise LocalRunError(f"spec.env[{name}].valueFrom: only fieldRef to {', '.join(field_refs)} "
+                                    "can be resolved without a cluster")
+            env[name] = field_refs[ref]
+        else:
+            env[name] = str(entry.get("value", ""))
+    return env
+
+
+def pids_with_env(variable: str, prefix: str) -> list[int]:
+    """Live processes whose env has `variable` starting with `prefix` (Linux /proc; none
+    elsewhere). Descendants inherit the env: this finds a whole tree across sessions."""
+    needle = f"{variable}={prefix}".encode()
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:  # gone, or not ours
+                continue
+            if any(var.startswith(needle) for var in environ.split(b"\0")):
+                found.append(int(entry))
+    return found
+
+
+def kill_with_env(variable: str, prefix: str) -> int:
+    pids = pids_with_env(variable, prefix)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def tagged_pids(prefix: str) -> list[int]:
+    """Processes of the containers whose tag starts with `prefix`."""
+    return pids_with_env(CONTAINER_TAG_ENV, prefix)
+
+
+def kill_tagged(prefix: str) -> int:
+    return kill_with_env(CONTAINER_TAG_ENV, prefix)
+
+
+def exit_code_of(returncode: int) -> int:
+    """Popen gives -N for a signal; a container runtime reports 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class ContainerProcess:
+    pod_name: str
+    popen: subprocess.Popen
+    tag: str = ""
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    stop_requested_at: float | None = None
+    _reader: threading.Thread | None = None
+
+    def poll(self) -> int | None:
+        code = self.popen.poll()
+        if code is None:
+            return None
+        if self.finished_at is None:
+            self.finished_at = time.time()
+            # The main process ended: so does the container, with whatever it left behind.
+            self.kill_tree()
+        return exit_code_of(code)
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill_tree(self) -> None:
+        self.signal(signal.SIGKILL)
+        if self.tag:
+            kill_tagged(self.tag)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM now (the trainer saves a checkpoint on it), SIGKILL after `grace`."""
+        if self.poll() is not None:
+            return
+        if self.stop_requested_at is None:
+            self.stop_requested_at = time.time()
+            self.signal(signal.SIGTERM)
+        elif time.time() - self.stop_requested_at > grace:
+            self.kill_tree()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.popen.wait(timeout)
+        if self._reader:
+            self._reader.join(timeout=5)
+        return self.poll()
+
+
+def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        with lock:
+            out.write(f"{prefix} {line}\n")
+            out.flush()
+    stream.close()
+
+
+_OUTPUT_LOCK = threading.Lock()
+
+
+def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, out: IO[str] | None = None,
+                    cwd: str | None = None, tag: str | None = None) -> ContainerProcess:
+    """Start the Pod's trainer container; `overrides` replace contract values that only
+    make sense in a cluster (MASTER_ADDR, MASTER_PORT, DDPJOB_CHECKPOINT_DIR)."""
+    container = trainer_container(pod)
+    argv = container_argv(container)
+    tag = tag or uuid.uuid4().hex
+    env = {**os.environ, **container_env(pod, container), **(overrides or {}), CONTAINER_TAG_ENV: tag}
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # The image's workingDir rarely exists on this machine; use it only when it does.
+    image_dir = container.get("workingDir") or ""
+    workdir = cwd or (image_dir if os.path.isdir(image_dir) else None)
+    popen = subprocess.Popen(
+        argv, env=env, cwd=workdir,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True,  # a group of its own: Ctrl-C reaches us, and we stop the group
+    )
+    proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag)
+    proc._reader = threading.Thread(target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout,
+                                                        _OUTPUT_LOCK), daemon=True)
+    proc._reader.start()
+    return proc

@@ -1,0 +1,146 @@
+"""kopf handlers of the DDPJob operator: thin triggers into `controller.Controller`.
+
+    kopf run -m ddpjob.operator.handlers --standalone --liveness=http://0.0.0.0:8080/healthz
+    ddpjob operator ...   (operator_main.run_operator)
+
+Nothing here decides anything: a DDPJob being created, resumed (operator restart) or
+changed, and any event of a Pod carrying the job label, ask the controller to reconcile
+that job; the controller observes through the two indices below (no handler lists the
+API), decides with `lifecycle.plan` and writes through `kube`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from ddpjob.operator import controller as ctl
+from ddpjob.api import names, spec
+from ddpjob.operator.kube import Kube
+
+JOBS = (names.GROUP, names.VERSION, names.PLURAL)
+PODS = ("", "v1", "pods")
+# kopf filters on labels client-side; only the operator's own Pods reach the handlers.
+POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
+
+# `kopf run -m ddpjob.operator.handlers` has no option of ours: /metrics is turned on by
+# this variable (run_operator sets it from --metrics-port).
+METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
+# A write that hangs longer than this fails into kopf's retries instead of stalling a
+# reconcile for kopf's default of 5 minutes.
+MAX_REQUEST_TIMEOUT = 60.0
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """The kopf settings the operator relies on (see docs in the report / README)."""
+    # Log lines stay log lines. Only the explicit Events (Created, Running, Restarting,
+    # Succeeded, Failed, InvalidSpec) are posted: posting every log line is one API write
+    # per line.
+    settings.posting.enabled = True
+    settings.posting.loggers = False
+    # kopf's bookkeeping (the last handled spec, handler progress) goes into annotations
+    # under our group, never into .status: the status is computed in full by the job
+    # logic and is ours alone.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=names.GROUP, key="last-handled-configuration")
+    # No handler needs a finalizer (children go by owner reference), so kopf adds none
+    # and deleting a DDPJob never waits for the operator. The name is ours in case.
+    settings.persistence.finalizer = f"{names.GROUP}/operator"
+    timeout = settings.networking.request_timeout
+    if timeout is None or timeout > MAX_REQUEST_TIMEOUT:
+        settings.networking.request_timeout = MAX_REQUEST_TIMEOUT
+
+
+def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
+    # kopf queues it and posts it in the background (with its own retries), so a
+    # reconcile never waits on an Event.
+    kopf.event(body, type=type_, reason=reason, message=message[:1024])
+
+
+# ---- operator lifecycle ---------------------------------------------------------------
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
+                ddpjob_pods: kopf.Index, logger: logging.Logger, **_: Any) -> None:
+    configure(settings)
+
+    def job_body(namespace: str, name: str) -> Any:
+        for body in ddpjob_jobs.get((namespace, name), ()):
+            return body
+        return None
+
+    def pods_of(namespace: str, name: str) -> Any:
+        return list(ddpjob_pods.get((namespace, name), ()))
+
+    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event)
+    port = os.environ.get(METRICS_PORT_ENV)
+    if port:
+        controller.metrics.serve(int(port))
+        logger.info("serving Prometheus metrics on :%s/metrics", port)
+    memo.controller = controller
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    controller = getattr(memo, "controller", None)
+    if controller is not None:
+        await controller.close()
+        controller.metrics.stop()
+
+
+@kopf.on.probe(id="jobs")
+def probe(memo: kopf.Memo, **_: Any) -> int:
+    controller = getattr(memo, "controller", None)
+    return len(controller.phases()) if controller is not None else 0
+
+
+# ---- indices: what the controller observes ---------------------------------------------
+
+@kopf.index(*JOBS)
+def ddpjob_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
+    """(namespace, name) -> the DDPJob as last seen by the watch."""
+    return {(namespace, name): copy.deepcopy(dict(body))}
+
+
+@kopf.index(*PODS, labels=POD_LABELS)
+def ddpjob_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict | None:
+    """(namespace, job name) -> (owner uid, PodState) of each of the job's Pods."""
+    item = ctl.indexed_pod(body)
+    return {(namespace, labels[names.LABEL_JOB_NAME]): item} if item is not None else None
+
+
+# ---- triggers ---------------------------------------------------------------------------
+
+@kopf.on.resume(*JOBS)
+@kopf.on.create(*JOBS)
+async def job_created(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.trigger(namespace, name)
+
+
+@kopf.on.update(*JOBS, field="spec")
+async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body, meta: kopf.Meta,
+                           memo: kopf.Memo, **_: Any) -> None:
+    # The validity of the new spec alone is checked by every reconcile; what only an
+    # update can show is a change to a field a running gang cannot take.
+    errors = spec.validate_update({"spec": old or {}}, body)
+    if any(e.message == "is immutable" for e in errors):
+        memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0),
+                                      [str(e) for e in errors])
+    else:
+        memo.controller.trigger(namespace, name)
+
+
+@kopf.on.event(*JOBS)
+async def job_event(type: str | None, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    if type == "DELETED":
+        memo.controller.forget(namespace, name)
+
+
+@kopf.on.event(*PODS, labels=POD_LABELS)
+async def pod_event(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.trigger(namespace, labels[names.LABEL_JOB_NAME], delay=ctl.POD_EVENT_DEBOUNCE)

@@ -1,0 +1,110 @@
+"""The one module of the operator that talks to the Kubernetes API.
+
+It rides on kopf's own API client (kopf is pinned to 1.45.2 in pyproject.toml), so the
+operator's writes share kopf's credentials (whatever `@kopf.on.login` produced: a
+kubeconfig, the in-cluster service account, or a test's emulator), its HTTP session,
+its re-authentication on 401 and its retries: kopf retries timeouts, connection errors,
+5xx and 429 with `settings.networking.error_backoffs` before an error reaches us. What
+still fails is raised, and the caller's reconcile is retried with its own backoff.
+
+Every write here is idempotent: create tolerates 409 AlreadyExists (and reads what is
+there instead), delete tolerates 404, status patches are JSON merge patches without a
+resourceVersion (the operator is the status' only writer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Mapping
+
+# kopf's client lives in a private package; this is the only import of it, and the
+# version pin keeps it stable.
+from kopf._cogs.clients import api as _api
+from kopf._cogs.clients import errors as _errors
+
+from ddpjob.api import names
+
+logger = logging.getLogger("ddpjob.operator.kube")
+
+APIError = _errors.APIError
+NotFound = _errors.APINotFoundError
+Conflict = _errors.APIConflictError
+
+# kopf's HTTP session has no connection limit; a burst of 1,000 new jobs would open
+# thousands of sockets at once. 64 requests in flight keep the API server (and the
+# process' file descriptors) comfortable and still saturate one API server.
+DEFAULT_MAX_IN_FLIGHT = 64
+
+_MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+
+
+def pods_path(namespace: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    return f"{base}/{name}" if name else base
+
+
+def services_path(namespace: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/services"
+    return f"{base}/{name}" if name else base
+
+
+def job_path(namespace: str, name: str) -> str:
+    return f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}/{name}"
+
+
+def collection_path(obj: Mapping[str, Any]) -> str:
+    kind, ns = obj["kind"], obj["metadata"]["namespace"]
+    if kind == "Pod":
+        return pods_path(ns)
+    if kind == "Service":
+        return services_path(ns)
+    raise ValueError(f"the operator creates only Pods and Services, not {kind}")
+
+
+class Kube:
+    """Thin async calls; `settings` are kopf's (for its timeouts and retry backoffs)."""
+
+    def __init__(self, settings: Any, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT):
+        self.settings = settings
+        self._slots = asyncio.Semaphore(max_in_flight)
+
+    async def _call(self, fn: Any, url: str, **kwargs: Any) -> Any:
+        async with self._slots:
+            return await fn(url, settings=self.settings, logger=logger, **kwargs)
+
+    async def get(self, url: str) -> dict[str, Any]:
+        return await self._call(_api.get, url)
+
+    async def create(self, obj: Mapping[str, Any], read_existing: bool = True) -> tuple[dict[str, Any] | None, bool]:
+        """Create `obj` unless it exists. Returns (the object, whether this call created it).
+
+        A 409 is success: an earlier attempt whose answer was lost, or another replica.
+        With `read_existing`, what is there is read back, so the caller sees the truth
+        (it may be an older object with the same name) rather than what it asked for."""
+        url = collection_path(obj)
+        try:
+            return await self._call(_api.post, url, payload=dict(obj)), True
+        except Conflict:
+            if not read_existing:
+                return None, False
+            return await self.get(f"{url}/{obj['metadata']['name']}"), False
+
+    async def delete(self, url: str, *, uid: str | None = None, propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone. `uid` makes it a precondition, so an
+        object recreated under the same name is never deleted by mistake."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            await self._call(_api.delete, url, payload=options)
+            return True
+        except NotFound:
+            return False
+        except Conflict:
+            return False  # the uid precondition failed: that object is not ours to delete
+
+    async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """JSON merge patch of the DDPJob's status subresource; `None` values remove keys."""
+        return await self._call(_api.patch, f"{job_path(namespace, name)}/status",
+                                payload={"status": dict(patch)}, headers=_MERGE_PATCH)

@@ -1,0 +1,7 @@
+"""Pure rendering: a DDPJob becomes its headless Service and one Pod per node."""
+
+from ddpjob.render.objects import (job_labels, owner_references, pod_labels, render, render_pod, render_service,
+                                   to_yaml_stream)
+
+__all__ = ["job_labels", "owner_references", "pod_labels", "render", "render_pod", "render_service",
+           "to_yaml_stream"]

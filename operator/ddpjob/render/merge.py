@@ -1,0 +1,64 @@
+"""Merge a user's PodTemplateSpec under the Pod the operator renders.
+
+What the operator sets wins (names, restart policy, the rendezvous env, its volumes);
+everything else the user gives is kept: nodeSelector, tolerations, affinity,
+schedulerName, priorityClassName, securityContext, extra volumes, sidecars, and extra
+settings of the `trainer` container itself (probes, volumeMounts, securityContext).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from ddpjob.api import names
+
+
+def _merge_named(user: list[dict], ours: list[dict], combine=None) -> list[dict]:
+    """Lists keyed by name: ours replace the user's entry of the same name, order kept."""
+    ours_by_name = {item["name"]: item for item in ours}
+    merged = []
+    for item in user:
+        name = item.get("name")
+        if name in ours_by_name:
+            mine = ours_by_name.pop(name)
+            merged.append(combine(item, mine) if combine else mine)
+        else:
+            merged.append(item)
+    return merged + list(ours_by_name.values())
+
+
+def _merge_trainer(user: dict, ours: dict) -> dict:
+    # Our keys first (readable `kubectl get -o yaml`), then whatever else the user set.
+    out = {**ours, **{k: v for k, v in user.items() if k not in ours}}
+    # The user's extra env comes after the contract; the spec already forbids reserved names.
+    out["env"] = ours.get("env", []) + [e for e in user.get("env", [])
+                                        if e.get("name") not in {o["name"] for o in ours.get("env", [])}]
+    out["volumeMounts"] = _merge_named(user.get("volumeMounts", []), ours.get("volumeMounts", []))
+    out["ports"] = ours.get("ports", []) + [p for p in user.get("ports", [])
+                                            if p.get("containerPort") not in {q["containerPort"] for q in ours.get("ports", [])}]
+    res = copy.deepcopy(user.get("resources") or {})
+    for key, values in (ours.get("resources") or {}).items():
+        res.setdefault(key, {}).update(values)
+    out["resources"] = res
+    return out
+
+
+def merge_pod_template(pod: dict, template: Mapping[str, Any] | None) -> dict:
+    if not template:
+        return pod
+    template = copy.deepcopy(dict(template))
+    merged = copy.deepcopy(pod)
+    user_meta = template.get("metadata") or {}
+    for key in ("labels", "annotations"):
+        if user_meta.get(key):
+            merged["metadata"][key] = {**user_meta[key], **merged["metadata"].get(key, {})}
+    user_spec = dict(template.get("spec") or {})
+    ours = merged["spec"]
+    spec = {**ours, **{k: v for k, v in user_spec.items() if k not in ours}}
+    spec["containers"] = _merge_named(user_spec.get("containers", []), ours["containers"], _merge_trainer)
+    # The trainer container goes first so `kubectl logs` picks it by default.
+    spec["containers"].sort(key=lambda c: c.get("name") != names.TRAINER_CONTAINER)
+    spec["volumes"] = _merge_named(user_spec.get("volumes", []), ours.get("volumes", []))
+    merged["spec"] = spec
+    return merged

@@ -1,0 +1,133 @@
+"""Pure rendering: a DDPJob becomes its headless Service and one Pod per node.
+
+Every user value goes through `| tojson` (JSON is valid YAML), so no name or env value
+can change the structure of what is rendered. The operator, `ddpjob render`, the local
+runner and the tests all call these functions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jinja2
+import yaml
+
+from ddpjob.api import names
+from ddpjob.render.merge import merge_pod_template
+from ddpjob.api.spec import DDPJob
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("ddpjob.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+def _render(template: str, **values: Any) -> dict:
+    return yaml.safe_load(_env().get_template(template).render(**values))
+
+
+def job_labels(job: DDPJob) -> dict[str, str]:
+    return {names.LABEL_JOB_NAME: job.name, "app.kubernetes.io/managed-by": "ddpjob-operator"}
+
+
+def pod_labels(job: DDPJob, node_rank: int, restart_count: int) -> dict[str, str]:
+    return {
+        **job_labels(job),
+        names.LABEL_NODE_RANK: str(node_rank),
+        names.LABEL_RESTART_COUNT: str(restart_count),
+    }
+
+
+def owner_references(job: DDPJob) -> list[dict]:
+    # A job read from a file has no uid yet: the operator always has one.
+    if not job.uid:
+        return []
+    return [{
+        "apiVersion": names.API_VERSION, "kind": names.KIND, "name": job.name,
+        "uid": job.uid, "controller": True, "blockOwnerDeletion": True,
+    }]
+
+
+def contract_env(job: DDPJob, node_rank: int, restart_count: int = 0) -> list[dict[str, str]]:
+    """The rendezvous environment of DESIGN.md, in a fixed order."""
+    master = names.pod_fqdn(job.name, job.namespace, 0)
+    pairs = [
+        ("MASTER_ADDR", master), ("PET_MASTER_ADDR", master),
+        ("MASTER_PORT", str(job.port)), ("PET_MASTER_PORT", str(job.port)),
+        ("NNODES", str(job.nodes)), ("PET_NNODES", str(job.nodes)),
+        ("NODE_RANK", str(node_rank)), ("PET_NODE_RANK", str(node_rank)),
+        ("NPROC_PER_NODE", str(job.nproc_per_node)), ("PET_NPROC_PER_NODE", str(job.nproc_per_node)),
+        ("WORLD_SIZE", str(job.world_size)),
+    ]
+    if job.nproc_per_node == 1:
+        # One process per Pod: a plain init_process_group("env://") script works unchanged.
+        pairs += [("RANK", str(node_rank)), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1")]
+    pairs += [
+        ("DDPJOB_NAME", job.name), ("DDPJOB_NAMESPACE", job.namespace),
+        ("DDPJOB_RESTART_COUNT", str(restart_count)), ("DDPJOB_BACKEND", job.backend),
+    ]
+    if job.checkpoint:
+        pairs.append(("DDPJOB_CHECKPOINT_DIR", job.checkpoint.mount_path))
+    return [{"name": k, "value": v} for k, v in pairs]
+
+
+def _resources(job: DDPJob) -> dict:
+    res = {k: dict(v) for k, v in job.resources.items()}
+    if job.gpus_per_node:
+        # Extended resources must be equal in requests and limits.
+        for key in ("limits", "requests"):
+            res.setdefault(key, {})[job.gpu_resource] = job.gpus_per_node
+    return res
+
+
+def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
+    shm: dict[str, Any] = {"medium": "Memory"}
+    if job.shm_size is not None:
+        shm["sizeLimit"] = job.shm_size
+    # Docker's 64 MB /dev/shm default breaks DataLoader workers and NCCL.
+    volumes = [{"name": "dshm", "emptyDir": shm}]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    if job.checkpoint:
+        source = ({"persistentVolumeClaim": {"claimName": job.checkpoint.claim_name}}
+                  if job.checkpoint.claim_name else dict(job.checkpoint.volume or {}))
+        volumes.append({"name": "checkpoint", **source})
+        mounts.append({"name": "checkpoint", "mountPath": job.checkpoint.mount_path})
+    return volumes, mounts
+
+
+def render_service(job: DDPJob) -> dict:
+    return _render(
+        "service.yaml.j2", name=names.service_name(job.name), namespace=job.namespace,
+        labels=job_labels(job), owner_references=owner_references(job),
+        selector={names.LABEL_JOB_NAME: job.name}, port=job.port,
+    )
+
+
+def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0) -> dict:
+    volumes, mounts = _volumes(job)
+    pod = _render(
+        "pod.yaml.j2", name=names.pod_name(job.name, node_rank), namespace=job.namespace,
+        service=names.service_name(job.name), labels=pod_labels(job, node_rank, restart_count),
+        owner_references=owner_references(job), image=job.image,
+        image_pull_policy=job.image_pull_policy,
+        command=list(job.command) if job.command else None, args=list(job.args),
+        working_dir=job.working_dir,
+        env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
+        port=job.port, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
+    )
+    return merge_pod_template(pod, job.template)
+
+
+def render(job: DDPJob, restart_count: int = 0) -> list[dict]:
+    """Everything the operator creates for a job, Service first."""
+    return [render_service(job)] + [render_pod(job, i, restart_count) for i in range(job.nodes)]
+
+
+def to_yaml_stream(objects: list[dict]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,177 @@
+"""`make demo-cluster`: a whole ddpjob "cluster" on this machine, no docker, no kind.
+
+    python -m ddpjob_devcluster.demo          # run until Ctrl-C; try it with kubectl
+    python -m ddpjob_devcluster.demo --once   # apply the example with kubectl, wait for
+                                              # Succeeded, exit 0 (DDPJOB_DEMO_ONCE=1 too)
+
+What runs: the Kubernetes API emulator (`ddpjob_devcluster.emulator`) with the DDPJob CRD
+applied, the real operator as its own process (`ddpjob operator --standalone`, watching
+every namespace), and the process kubelet (`ddpjob_devcluster.kubelet`), which runs
+each Pod the operator creates as local processes and reports their phases back. A
+kubeconfig for kubectl is written to the work directory.
+
+Exit codes: 0 after Ctrl-C, or in --once mode when the job Succeeded; 1 when the job
+failed, timed out, or a part of the cluster died.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+import yaml
+
+from ddpjob_devcluster.cluster import EXAMPLE, JOBS, LocalCluster
+
+ONCE_ENV = 'DDPJOB_DEMO_ONCE'
+MARKER = '.ddpjob-demo-cluster'  # only a directory carrying it is wiped on start
+COLUMNS = ('NAME:.metadata.name,PHASE:.status.phase,READY:.status.readyNodes,'
+           'RESTARTS:.status.restarts,MESSAGE:.status.message')
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog='python -m ddpjob_devcluster.demo', description=__doc__.split('\n\n')[0])
+    p.add_argument('--workdir', default=os.path.join(tempfile.gettempdir(), 'ddpjob-demo-cluster'),
+                   help='kubeconfig, operator log, Pod output and volumes (default: %(default)s)')
+    p.add_argument('--once', '--smoke', action='store_true', default=os.environ.get(ONCE_ENV) == '1',
+                   help=f'apply --example with kubectl, wait for Succeeded, exit (or set {ONCE_ENV}=1)')
+    p.add_argument('--example', default=str(EXAMPLE), help='the DDPJob --once applies (default: %(default)s)')
+    p.add_argument('--timeout', type=float, default=600, help='--once: seconds to wait for the job')
+    return p.parse_args(argv)
+
+
+def say(message: str) -> None:
+    print(f'[demo-cluster] {message}', flush=True)
+
+
+def prepare_workdir(path: pathlib.Path) -> None:
+    if path.exists() and (path / MARKER).exists():
+        shutil.rmtree(path)  # the last demo's Pods, logs and volumes
+    elif path.exists() and any(path.iterdir()):
+        raise SystemExit(f'{path} is not empty and was not made by this script; pick another --workdir')
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).touch()
+
+
+def instructions(cluster: LocalCluster) -> str:
+    example = os.path.relpath(EXAMPLE, os.getcwd())
+    return f"""
+ddpjob demo cluster is up: API emulator {cluster.emulator.url}, the operator (pid {cluster.operator.popen.pid})
+and a process kubelet that runs every Pod as local processes. In another terminal:
+
+    export KUBECONFIG={cluster.kubeconfig}
+    kubectl apply -f {example}
+    kubectl get ddpj -w
+    kubectl get ddpj -w -o custom-columns={COLUMNS}
+    kubectl get pods,events
+    kubectl delete pod mnist-cpu-1     # watch the operator restart the gang
+
+The emulator has no server-side table printing, so plain `get` shows NAME and AGE;
+the custom-columns line shows the phase. `kubectl logs` is not emulated: each Pod's
+output is in {cluster.workdir / 'kubelet' / 'pods'}/<namespace>/<pod>-<uid>/trainer.log,
+the operator's in {cluster.operator.log_path}.
+Ctrl-C stops everything.
+"""
+
+
+class PhaseReporter:
+    """One line per DDPJob phase change, so the terminal shows what happens."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster, self.seen = cluster, {}
+
+    def poll(self) -> None:
+        for job in self.cluster.emulator.list_objects(JOBS):
+            meta, status = job['metadata'], job.get('status') or {}
+            key = (meta.get('namespace'), meta['name'])
+            state = (status.get('phase'), status.get('restarts'))
+            if status.get('phase') and self.seen.get(key) != state:
+                self.seen[key] = state
+                say(f'ddpjob {key[0]}/{key[1]}: {status["phase"]} (restarts {status.get("restarts", 0)}): '
+                    f'{status.get("message", "")}')
+
+
+def check_alive(cluster: LocalCluster) -> None:
+    if not cluster.operator.alive:
+        raise RuntimeError(f'the operator exited ({cluster.operator.popen.returncode}); '
+                           f'see {cluster.operator.log_path}:\n{cluster.operator.log_tail(20)}')
+    if cluster.kubelet.errors:
+        raise RuntimeError(f'the kubelet failed: {cluster.kubelet.errors[0]!r}')
+
+
+def run_forever(cluster: LocalCluster) -> int:
+    print(instructions(cluster), flush=True)
+    reporter = PhaseReporter(cluster)
+    while True:
+        check_alive(cluster)
+        reporter.poll()
+        time.sleep(0.2)
+
+
+def run_once(cluster: LocalCluster, example: str, timeout: float) -> int:
+    """The smoke test a person would do by hand, through kubectl."""
+    body = yaml.safe_load(pathlib.Path(example).read_text())
+    name, namespace = body['metadata']['name'], body['metadata'].get('namespace', cluster.namespace)
+    say(f'kubectl apply -f {example}')
+    print(cluster.kubectl('apply', '-f', example).stdout, end='', flush=True)
+    reporter = PhaseReporter(cluster)
+    deadline = time.monotonic() + timeout
+    phase = None
+    while time.monotonic() < deadline:
+        check_alive(cluster)
+        reporter.poll()
+        phase = cluster.kubectl('get', 'ddpj', name, '-n', namespace, '-o', 'jsonpath={.status.phase}').stdout
+        if phase in ('Succeeded', 'Failed'):
+            break
+        time.sleep(0.5)
+    print(cluster.kubectl('get', 'ddpj', name, '-n', namespace, '-o', f'custom-columns={COLUMNS}').stdout,
+          end='', flush=True)
+    print(cluster.kubectl('get', 'pods', '-n', namespace, '-o',
+                          'custom-columns=NAME:.metadata.name,PHASE:.status.phase,'
+                          'EXIT:.status.containerStatuses[0].state.terminated.exitCode').stdout, end='', flush=True)
+    if phase == 'Succeeded':
+        say(f'ddpjob {namespace}/{name} Succeeded')
+        return 0
+    say(f'ddpjob {namespace}/{name} ended {phase or "nowhere"} (timeout {timeout:g}s); '
+        f'operator log {cluster.operator.log_path}')
+    print(cluster.diagnostics(), flush=True)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workdir = pathlib.Path(args.workdir).resolve()
+    prepare_workdir(workdir)
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C and `kill` stop it cleanly; installed explicitly because a shell starts a
+    # background job with SIGINT ignored, and Python then leaves it ignored.
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    cluster = LocalCluster(workdir, stop_grace=10.0)
+    try:
+        say(f'starting in {workdir}')
+        cluster.start()
+        return run_once(cluster, args.example, args.timeout) if args.once else run_forever(cluster)
+    except KeyboardInterrupt:
+        say('stopping')
+        return 0
+    except RuntimeError as exc:
+        say(f'error: {exc}')
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        cluster.stop()
+        left = cluster.kubelet.live_processes() if cluster.kubelet is not None else []
+        say(f'stopped; processes still running: {left}' if left else 'stopped: no process left running')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""A Kubernetes API emulator for tests: kmock's `KubernetesEmulator`, made strict enough
+for kopf, the official `kubernetes` client and `kubectl`.
+
+kmock (pinned 0.8) provides the HTTP plumbing, URL -> (resource, namespace, name)
+parsing, API discovery from a `resources` registry (with the bundled list of built-in
+resources), Kubernetes `Status` error bodies and streaming of watch responses. Its stock
+state handling is a naive dict merge, so this module overrides the emulator's serving
+hooks (`_serve_list`, `_serve_create`, ...) with an API-server-like store: see
+`tests/support/store.py` for the object semantics. This module adds the server thread,
+the request log, fault injection and the few URL shapes kmock cannot parse.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import re
+import threading
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
+
+import aiohttp.test_utils
+import aiohttp.web
+import attrs
+import kmock
+import yaml
+from kmock._internal import apps, enums, parsing, references, rendering
+
+from ddpjob_devcluster.store import ApiError, Store, is_status_subresource
+
+
+class RecordedRequest(NamedTuple):
+    """One request as RBAC sees it: `verb` is the Kubernetes authorization verb."""
+    verb: str
+    group: str
+    version: str
+    resource: str
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+
+
+WRITE_VERBS = frozenset({'create', 'update', 'patch', 'delete', 'deletecollection'})
+
+
+@attrs.define
+class Fault:
+    """The next `count` requests matching verb/resource fail with `status` after `delay`."""
+    verb: str | None
+    resource: str | None
+    subresource: str | None
+    status: int | None
+    count: int
+    delay: float
+
+    def matches(self, record: RecordedRequest) -> bool:
+        return (
+            self.count > 0
+            and self.verb in (None, record.verb)
+            and self.resource in (None, record.resource)
+            and self.subresource in (None, record.subresource)
+        )
+
+
+# kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
+_NAMESPACES_PATH = re.compile(r'/api/v1/namespaces(?:/([^/]+)(?:/(status|finalize))?)?')
+_NAMESPACES = references.resource(group='', version='v1', plural='namespaces')
+
+_REASONS = {409: 'Conflict', 500: 'InternalError', 503: 'ServiceUnavailable', 429: 'TooManyRequests'}
+
+
+def rbac_verb(request: rendering.Request) -> str:
+    """The authorization verb of a request, as the API server's RequestInfo resolves it."""
+    method = str(request.method.value).upper()
+    if method == 'GET':
+        watch = request.params.get('watch') in ('true', '1')
+        return 'watch' if watch else 'get' if request.name else 'list'
+    if method == 'DELETE' and not request.name:
+        return 'deletecollection'
+    return {'POST': 'create', 'PUT': 'update', 'PATCH': 'patch', 'DELETE': 'delete'}.get(method, method.lower())
+
+
+@attrs.define(kw_only=True)
+class KubeEmulator(kmock.KubernetesEmulator):
+    """An in-memory Kubernetes API server on 127.0.0.1, served from its own thread."""
+
+    store: Store = attrs.field(init=False)
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    _faults: list[Fault] = attrs.field(factory=list, init=False)
+    _url: str | None = attrs.field(default=None, init=False)
+    _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _stopping: asyncio.Event | None = attrs.field(default=None, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Registers kmock's discovery endpoints and list/watch/get/create/patch/delete
+        # fallbacks; the fallbacks call the overridden _serve_* methods below.
+        super().__attrs_post_init__()
+        self.resources.load_bundled()  # built-in kinds for discovery: pods, events, CRDs...
+        self.store = Store(self.resources, self.objects)  # kmock keeps every version
+        # kmock recognises no action for PUT or for DELETE on a collection.
+        self.fallback[enums.method.PUT] << self._serve_replace
+        self.fallback[enums.method.DELETE] << self._serve_delete_collection
+
+    # ---- lifecycle: a thread with its own event loop --------------------------------
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            raise RuntimeError('the emulator is not started')
+        return self._url
+
+    def start(self) -> KubeEmulator:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(ready, failure), name='kube-emulator', daemon=True)
+        self._thread.start()
+        ready.wait(timeout=30)
+        if failure or self._url is None:
+            raise RuntimeError('the emulator failed to start') from (failure[0] if failure else None)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._thread = self._loop = None
+
+    def __enter__(self) -> KubeEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        try:
+            asyncio.run(self._serve(ready))
+        except BaseException as exc:  # surfaced to start() instead of dying silently
+            failure.append(exc)
+            ready.set()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        self._loop = self.store.loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        # Not kmock.Server: it patches aiohttp's DNS resolver process-wide, which would also
+        # touch kopf's client in this process and breaks when emulators stop out of order.
+        server = aiohttp.test_utils.RawTestServer(self, host='127.0.0.1', port=0)
+        async with self:  # kmock's stream machinery runs only inside its context
+            await server.start_server()
+            self._url = str(server.make_url('')).rstrip('/')
+            ready.set()
+            try:
+                await self._stopping.wait()
+            finally:
+                self.store.close()  # ends open watch streams so aiohttp can shut down
+                await server.close()
+
+    def write_kubeconfig(self, path: str | pathlib.Path, *, namespace: str = 'default') -> pathlib.Path:
+        """A kubeconfig for kubectl/the kubernetes client: plain http, a dummy bearer token."""
+        config = {
+            'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'emulator',
+            'clusters': [{'name': 'emulator', 'cluster': {'server': self.url}}],
+            'users': [{'name': 'emulator', 'user': {'token': 'emulator-token'}}],
+            'contexts': [{'name': 'emulator', 'context': {
+                'cluster': 'emulator', 'user': 'emulator', 'namespace': namespace}}],
+        }
+        path = pathlib.Path(path)
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    # ---- request log and fault injection ---------------------------------------------
+
+    def writes(self, resource: str | None = None) -> int:
+        """How many create/update/patch/delete requests were made (optionally for one plural)."""
+        return sum(1 for r in list(self.requests)
+                   if r.verb in WRITE_VERBS and resource in (None, r.resource))
+
+    def inject_fault(self, *, verb: str | None = None, resource: str | None = None,
+                     subresource: str | None = None, status: int | None = 500,
+                     count: int = 1, delay: float = 0.0) -> Fault:
+        """Make the next `count` matching requests wait `delay` seconds, then fail with
+        `status` (or, with status=None, proceed normally: a slow API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def _take_fault(self, record: RecordedRequest) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(record):
+                    fault.count -= 1
+                    return fault
+        return None
+
+    # ---- request entry: parse, log, inject, dispatch ---------------------------------
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if len(raw_request.path) > 1 and raw_request.path.endswith('/'):
+            # The client asks for /apis/g/v/ at times; kmock's patterns want no trailing slash.
+            raw_request = raw_request.clone(rel_url=_with_path(raw_request, raw_request.path.rstrip('/')))
+        match = _NAMESPACES_PATH.fullmatch(raw_request.path)
+        if match is None:
+            return await super().__call__(raw_request)
+        # Parse a harmless path with kmock, then fix the result to the namespaces resource.
+        clone = raw_request.clone(rel_url=_with_path(raw_request, '/api/v1/_'))
+        request = await rendering.Request._parse(clone, id=len(self._requests))
+        name, sub = match.groups()
+        path = parsing.ParsedPath('', 'v1', 'namespaces', None, name, sub)
+        request = attrs.evolve(
+            request, url=raw_request.url, resource=_NAMESPACES, namespace=None, name=name, subresource=sub,
+            action=parsing.guess_k8s(path, request.method, dict(request.params)))
+        self._requests.append(request)
+        try:
+            return await self._handle(request)
+        except Exception as exc:
+            return await self._render_error(exc)
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        if request.resource is not None and request.resource.plural:
+            record = RecordedRequest(
+                rbac_verb(request), request.resource.group or '', request.resource.version or '',
+                request.resource.plural, request.subresource, request.namespace, request.name)
+            self.requests.append(record)
+            fault = self._take_fault(record)
+            if fault is not None:
+                await self._sleep_unless_stopping(fault.delay)
+                if fault.status is not None:
+                    raise ApiError(fault.status, _REASONS.get(fault.status, 'InjectedFault'),
+                                   f'injected fault for {record.verb} {record.resource}')
+        # Skip KubernetesEmulator._handle: it mutates its naive store before dispatching.
+        return await self._dispatch(request)
+
+    async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """kmock's RawHandler._handle, with the "does this reaction see the request" check
+        made against the request alone.
+
+        kmock answers `request in reaction._source` by filtering its whole request history
+        until it meets this request: O(history) per reaction per request, quadratic over a
+        run (260 ms per create after ~1,200 requests, so a benchmark of thousands of objects
+        never ends). Membership of one request depends only on that request (the emulator
+        and its tests use no history-slicing reactions), so for the synchronous check the
+        root's history is swapped for just this request; the full history is kept.
+        """
+        priorities = [payload.priorities for payload in self._payloads]
+        max_length = max((len(priority) for priority in priorities), default=0)
+        priorities = [tuple(-p for p in priority) for priority in priorities]
+        priorities = [priority + (0,) * (max_length - len(priority)) for priority in priorities]
+        payloads = [self._payloads[index] for index in sorted(range(len(priorities)), key=priorities.__getitem__)]
+        for payload in payloads:
+            if self._sees(payload, request) and not payload._disabled.is_set():
+                try:
+                    return await payload(request)
+                except rendering.ReactionMismatchError:  # either mismatch or depletion
+                    payload._disabled.set()
+                except NotImplementedError:  # matched, but nothing to respond with
+                    pass
+        raise NotImplementedError('no reaction matches the request')
+
+    def _sees(self, payload: Any, request: rendering.Request) -> bool:
+        history = self._requests
+        self._requests = [request]  # no await in between: no other request can interleave
+        try:
+            return request in payload._source
+        finally:
+            self._requests = history
+
+    async def _sleep_unless_stopping(self, delay: float) -> None:
+        # A hung request must not hold up the server's shutdown.
+        assert self._stopping is not None
+        try:
+            await asyncio.wait_for(self._stopping.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _render_error(self, exc: Exception) -> aiohttp.web.StreamResponse:
+        if isinstance(exc, ApiError):
+            return aiohttp.web.json_response(exc.status_body(), status=exc.code)
+        return await super()._render_error(exc)
+
+    # ---- serving hooks called by kmock's fallbacks ------------------------------------
+
+    async def _serve_api(self, request: rendering.Request) -> rendering.Payload:
+        # The official client's V1APIVersions model requires serverAddressByClientCIDRs.
+        address = self.url.split('://', 1)[-1]
+        return dict(await super()._serve_api(request), apiVersion='v1',
+                    serverAddressByClientCIDRs=[{'clientCIDR': '0.0.0.0/0', 'serverAddress': address}])
+
+    async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
+        # kmock says groupVersion "/v1" for the core group; kubectl's REST mapper needs "v1".
+        doc = await super()._serve_version(request)
+        if isinstance(doc, dict) and str(doc.get('groupVersion', '')).startswith('/'):
+            doc['groupVersion'] = doc['groupVersion'][1:]
+        return doc
+
+    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+        return self.store.list(request.resource, request.namespace, request.params)
+
+    async def _serve_fetch(self, request: rendering.Request) -> rendering.Payload:
+        return self.store.get(request.resource, request.namespace, request.name)
+
+    async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
+        if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
+            raise ApiError(404, 'NotFound', f'subresource {request.subresource} is not emulated')
+        obj = self.store.create(request.resource, request.namespace, _body(request), _dry_run(request))
+        return rendering.Response(status=201, payload=obj)
+
+    async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
+        _require_name(request)
+        return self.store.replace(request.resource, request.namespace, request.name,
+                                  request.subresource, _body(request))
+
+    async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
+        _require_name(request)
+        content_type = request.headers.get('Content-Type', '').split(';')[0].strip()
+        return self.store.patch(request.resource, request.namespace, request.name,
+                                request.subresource, content_type, _body(request))
+
+    async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
+        return self.store.delete(request.resource, request.namespace, request.name, _propagation(request))
+
+    async def _serve_delete_collection(self, request: rendering.Request) -> rendering.Payload:
+        if request.resource is None or request.name:
+            raise ApiError(405, 'MethodNotAllowed', 'DELETE is not allowed here')
+        return self.store.delete_collection(request.resource, request.namespace, request.params,
+                                            _propagation(request))
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+        yield b''  # send the headers now: a quiet watch is still a started stream
+        async for event in self.store.watch(request.resource, request.namespace, request.name, request.params):
+            yield event
+
+    # ---- thread-safe snapshots for assertions -----------------------------------------
+
+    def get_object(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The stored object (a deep copy), or None; resource like 'v1/pods' or 'ddpjob.io/v1alpha1/ddpjobs'."""
+        return self.store.peek(references.resource(resource), namespace, name)
+
+    def list_objects(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self.store.peek_all(references.resource(resource), namespace)
+
+
+def _with_path(raw_request: aiohttp.web.BaseRequest, path: str) -> Any:
+    # yarl's with_path() drops the query string (?watch=true...), so put it back.
+    return raw_request.rel_url.with_path(path).with_query(raw_request.rel_url.query)
+
+
+def _body(request: rendering.Request) -> Any:
+    if request.data is not None:
+        return request.data
+    if request.text.strip():
+        try:
+            return json.loads(request.text)
+        except ValueError:
+            return yaml.safe_load(request.text)
+    return {}
+
+
+def _require_name(request: rendering.Request) -> None:
+    if not request.name:
+        raise ApiError(405, 'MethodNotAllowed', f'{request.method} needs an object name')
+
+
+def _dry_run(request: rendering.Request) -> bool:
+    return bool(request.params.get('dryRun'))
+
+
+def _propagation(request: rendering.Request) -> str | None:
+    # DeleteOptions arrive in the body (the official client, kubectl) or as a query parameter.
+    body = request.data if isinstance(request.data, dict) else {}
+    return body.get('propagationPolicy') or request.params.get('propagationPolicy')
+
+
+__all__ = ['KubeEmulator', 'RecordedRequest', 'Fault', 'ApiError', 'is_status_subresource', 'rbac_verb']

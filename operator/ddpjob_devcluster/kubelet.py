@@ -1,0 +1,418 @@
+"""A kubelet for tests that runs Pods as local processes.
+
+It watches Pods on an API server (the emulator), starts each Pod's `trainer` container
+with the process executor of `ddpjob run` (same argv, same env resolution, same process
+group handling), and reports what happens back through `pods/status`, as a kubelet does:
+`Running` once the process is up, then `Succeeded`/`Failed` with the container's
+`state.terminated` exit code (128+N for a signal) and reason.
+
+What a laptop cannot provide is substituted exactly as `ddpjob run` does it
+(`local.local_overrides`): the job's Service DNS names (`J-i.J.NS.svc`) become
+127.0.0.1 through MASTER_ADDR/PET_MASTER_ADDR, and every job attempt gets a free port of
+its own (two attempts may overlap while the old one terminates; a fresh port keeps the
+new rendezvous away from the old one's store). The checkpoint volume becomes one local
+directory per job, shared by all of the job's Pods and attempts, as a RWX volume is.
+
+Container semantics that matter for gang restarts:
+- a deleted Pod gets its container stopped: SIGTERM, then SIGKILL after `stop_grace`
+  (the emulator removes the object at once; the process outlives it for the grace);
+- a container is everything its main process started, like a cgroup: when the main
+  process ends, or on SIGKILL, every process carrying the container's tag (an env
+  variable every descendant inherits) is killed too. `ddpjob-launch` and torchrun put
+  their children into new sessions, so a process-group kill alone would leak them.
+
+Not emulated: init containers, sidecars (only `trainer` runs), probes, resource limits,
+images (the command must be installed here), Pods with a nodeName of another node.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import pathlib
+import queue
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import kubernetes
+import urllib3
+
+from ddpjob.api import names
+from ddpjob.local.container import (ContainerProcess, LocalRunError, kill_tagged, start_container, tagged_pids,
+                                      trainer_container)
+from ddpjob.local.runner import free_port, local_overrides
+from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
+
+# A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
+# want gang restarts to be quick; the trainer saves within a step of SIGTERM.
+DEFAULT_STOP_GRACE = 5.0
+POLL_SECONDS = 0.05
+WATCH_TIMEOUT_SECONDS = 5  # server-side: the watch ends and is re-listed this often
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def _iso(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+@dataclass
+class Container:
+    """One Pod's trainer container on this kubelet."""
+    namespace: str
+    pod: str
+    uid: str
+    job: str
+    attempt: int
+    tag: str
+    log_path: pathlib.Path
+    proc: ContainerProcess | None = None
+    log_file: IO[str] | None = None
+    deleted: bool = False  # the Pod is gone (or going): stop, report nothing more
+    reported: str | None = None  # the last phase written to pods/status
+    unsent: dict[str, Any] | None = None  # a status write that failed; retried every tick
+    exit_code: int | None = None
+    times: dict[str, float] = field(default_factory=dict)  # seen, started, running_reported, exited
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class ProcessKubelet:
+    """Start with `start()` (or `with`); `stop()` kills every process it ever started."""
+
+    def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
+                 stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN):
+        self.server = server
+        self.workdir = pathlib.Path(workdir)
+        self.namespace = namespace
+        self.stop_grace = stop_grace
+        self.token = token
+        self.id = uuid.uuid4().hex[:12]
+        self.containers: dict[str, Container] = {}  # by Pod uid; finished ones stay for inspection
+        self.ports: dict[tuple[str, str, int], int] = {}  # (namespace, job, attempt) -> port
+        self.errors: list[BaseException] = []
+        self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._watch_response: Any = None
+
+    # ---- public: lifecycle ------------------------------------------------------------
+
+    def start(self) -> ProcessKubelet:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for target, name in ((self._watch_loop, 'kubelet-watch'), (self._work_loop, 'kubelet-work')):
+            thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Stop watching, stop every container (SIGTERM, SIGKILL after the grace), and
+        make sure no process this kubelet started survives, whatever happened before."""
+        self._stopping.set()
+        response = self._watch_response
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.shutdown()  # unblocks the watch thread's read
+        for thread in self._threads:
+            thread.join(timeout=self.stop_grace + 15)
+        self._threads = []
+        self._stop_all()
+        kill_tagged(f'{self.id}/')
+        for c in list(self.containers.values()):
+            self._close_log(c)
+
+    def __enter__(self) -> ProcessKubelet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- public: what tests look at and do -----------------------------------------------
+
+    def snapshot(self) -> list[Container]:
+        """Every container so far, oldest first (safe to call from any thread)."""
+        with self._lock:
+            return sorted(self.containers.values(), key=lambda c: c.times.get('seen', 0))
+
+    def container(self, pod: str, namespace: str = 'default', *, running: bool = True) -> Container | None:
+        """The newest container of Pod `pod` (only a running one, unless running=False)."""
+        found = [c for c in self.snapshot() if c.pod == pod and c.namespace == namespace
+                 and (c.running or not running)]
+        return found[-1] if found else None
+
+    def kill(self, pod: str, namespace: str = 'default', sig: int = signal.SIGKILL) -> Container:
+        """Signal a running container's main process, as a crash or the OOM killer would;
+        the container then ends (and is reported) like any other."""
+        c = self.container(pod, namespace)
+        if c is None or c.proc is None:
+            raise LookupError(f'no running container for Pod {namespace}/{pod}')
+        c.proc.popen.send_signal(sig)
+        return c
+
+    def checkpoint_dir(self, job: str, namespace: str = 'default') -> pathlib.Path:
+        """The local directory standing in for job `job`'s checkpoint volume."""
+        return self.workdir / 'volumes' / namespace / job / 'checkpoint'
+
+    def live_processes(self) -> list[int]:
+        return tagged_pids(f'{self.id}/')
+
+    def logs(self, pod: str | None = None, tail: int = 40) -> str:
+        """The last lines of each container's output (all containers, or one Pod's)."""
+        parts = []
+        for c in self.snapshot():
+            if pod is not None and c.pod != pod:
+                continue
+            with contextlib.suppress(OSError):
+                lines = c.log_path.read_text(errors='replace').splitlines()[-tail:]
+                parts.append(f'--- {c.namespace}/{c.pod} (attempt {c.attempt}, uid {c.uid[:8]}, '
+                             f'exit {c.exit_code}) ---\n' + '\n'.join(lines))
+        return '\n'.join(parts)
+
+    # ---- the watch: list, then watch from the list's version; re-list on any error ------
+
+    def _api(self) -> kubernetes.client.CoreV1Api:
+        config = kubernetes.client.Configuration()
+        config.host = self.server
+        config.api_key = {'authorization': f'Bearer {self.token}'}
+        config.verify_ssl = False
+        return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+
+    def _list_pods(self, core: kubernetes.client.CoreV1Api, **kwargs: Any) -> Any:
+        if self.namespace:
+            return core.list_namespaced_pod(self.namespace, **kwargs)
+        return core.list_pod_for_all_namespaces(**kwargs)
+
+    def _watch_loop(self) -> None:
+        core = self._api()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    listing = core.api_client.sanitize_for_serialization(self._list_pods(core, _request_timeout=10))
+                    self._events.put(('SYNC', listing))
+                    self._watch(core, listing['metadata'].get('resourceVersion'))
+                except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError,
+                        AttributeError):  # AttributeError: the stream was shut down under its reader
+                    if self._stopping.wait(0.2):  # the server may be restarting; list again soon
+                        return
+        finally:
+            core.api_client.close()
+
+    def _watch(self, core: kubernetes.client.CoreV1Api, resource_version: str | None) -> None:
+        """One watch request, read line by line; `stop()` shuts its socket to end it at once."""
+        response = self._list_pods(core, watch=True, resource_version=resource_version,
+                                   timeout_seconds=WATCH_TIMEOUT_SECONDS, _preload_content=False,
+                                   _request_timeout=WATCH_TIMEOUT_SECONDS + 10)
+        self._watch_response = response
+        try:
+            if self._stopping.is_set():
+                return
+            for line in kubernetes.watch.watch.iter_resp_lines(response):
+                event = json.loads(line)
+                if event.get('type') == 'ERROR':  # e.g. 410 Gone: the version is too old; re-list
+                    return
+                self._events.put((event['type'], event['object']))
+        finally:
+            self._watch_response = None
+            response.release_conn()
+
+    # ---- the work loop: one thread owns every container ---------------------------------
+
+    def _guard(self, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:  # surfaced by tests through .errors
+                self.errors.append(exc)
+        return run
+
+    def _work_loop(self) -> None:
+        core = self._api()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    kind, obj = self._events.get(timeout=POLL_SECONDS)
+                    self._on_event(core, kind, obj)
+                    while True:  # drain what arrived meanwhile before polling processes
+                        kind, obj = self._events.get_nowait()
+                        self._on_event(core, kind, obj)
+                except queue.Empty:
+                    pass
+                self._tick(core)
+        finally:
+            core.api_client.close()
+
+    def _on_event(self, core: kubernetes.client.CoreV1Api, kind: str, obj: dict[str, Any]) -> None:
+        if kind == 'SYNC':
+            present = {p['metadata']['uid'] for p in obj.get('items') or []}
+            for c in list(self.containers.values()):  # deletions the watch did not see
+                if c.uid not in present and not c.deleted and (self.namespace in (None, c.namespace)):
+                    self._delete(c)
+            for pod in obj.get('items') or []:
+                self._on_pod(core, pod)
+        elif kind == 'DELETED':
+            c = self.containers.get(obj['metadata']['uid'])
+            if c is not None:
+                self._delete(c)
+        elif kind in ('ADDED', 'MODIFIED'):
+            self._on_pod(core, obj)
+
+    def _on_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
+        meta = pod['metadata']
+        c = self.containers.get(meta['uid'])
+        if meta.get('deletionTimestamp'):  # graceful deletion (a finalizer holds the object)
+            if c is not None:
+                self._delete(c)
+            return
+        if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+            return
+        self._run_pod(core, pod)
+
+    def _run_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
+        meta = pod['metadata']
+        namespace, name, uid = meta.get('namespace', 'default'), meta['name'], meta['uid']
+        labels = meta.get('labels') or {}
+        job = labels.get(names.LABEL_JOB_NAME, name)
+        attempt = int(labels.get(names.LABEL_RESTART_COUNT, 0))
+        pod_dir = self.workdir / 'pods' / namespace / f'{name}-{uid[:8]}'
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        c = Container(namespace=namespace, pod=name, uid=uid, job=job, attempt=attempt,
+                      tag=f'{self.id}/{uid}', log_path=pod_dir / 'trainer.log')
+        c.times['seen'] = time.time()
+        with self._lock:
+            self.containers[uid] = c
+        key = (namespace, job, attempt)
+        if key not in self.ports:
+            self.ports[key] = free_port()
+        checkpoint = self._checkpoint_volume(pod, namespace, job)
+        overrides = local_overrides(self.ports[key], checkpoint)
+        c.log_file = open(c.log_path, 'a', encoding='utf-8')
+        try:
+            c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)
+        except (LocalRunError, OSError) as exc:
+            # containerd reports a command that cannot start as exit code 128, StartError.
+            c.log_file.write(f'[{name}] StartError: {exc}\n')
+            c.exit_code = 128
+            c.times['exited'] = time.time()
+            self._report(core, c, 'Failed', exit_code=128, reason='StartError', message=str(exc))
+            self._close_log(c)
+            return
+        c.times['started'] = c.proc.started_at
+        self._report(core, c, 'Running')
+        c.times['running_reported'] = time.time()
+
+    def _checkpoint_volume(self, pod: dict[str, Any], namespace: str, job: str) -> pathlib.Path | None:
+        try:
+            mounts = trainer_container(pod).get('volumeMounts') or []
+        except LocalRunError:
+            return None
+        if not any(m.get('name') == 'checkpoint' for m in mounts):
+            return None
+        path = self.checkpoint_dir(job, namespace)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _delete(self, c: Container) -> None:
+        c.deleted = True
+        if c.proc is not None and c.proc.poll() is None:
+            c.proc.stop(self.stop_grace)  # SIGTERM now; _tick escalates after the grace
+
+    def _tick(self, core: kubernetes.client.CoreV1Api) -> None:
+        for c in list(self.containers.values()):
+            if c.unsent is not None and not c.deleted:
+                self._send(core, c, c.unsent)
+            if c.proc is None or 'exited' in c.times:
+                continue
+            code = c.proc.poll()
+            if code is None:
+                if c.deleted:
+                    c.proc.stop(self.stop_grace)
+                    if c.proc.stop_requested_at and time.time() - c.proc.stop_requested_at > self.stop_grace:
+                        kill_tagged(c.tag)  # the whole container, not only its main process group
+                continue
+            # The main process is gone: so is the container, with everything it started.
+            kill_tagged(c.tag)
+            c.exit_code = code
+            c.times['exited'] = c.proc.finished_at or time.time()
+            if not c.deleted:
+                if code == 0:
+                    self._report(core, c, 'Succeeded', exit_code=0, reason='Completed')
+                else:
+                    self._report(core, c, 'Failed', exit_code=code, reason='Error')
+            self._close_log(c)
+
+    def _close_log(self, c: Container) -> None:
+        if c.log_file is None:
+            return
+        if c.proc is not None and c.proc._reader is not None:
+            c.proc._reader.join(timeout=1)  # the output pump ends once every writer is gone
+            if c.proc._reader.is_alive():
+                return  # try again later (stop() calls this once more)
+        c.log_file.close()
+        c.log_file = None
+
+    def _stop_all(self) -> None:
+        live = [c for c in self.containers.values() if c.running]
+        for c in live:
+            c.proc.stop(self.stop_grace)
+        deadline = time.time() + self.stop_grace
+        while any(c.running for c in live) and time.time() < deadline:
+            time.sleep(POLL_SECONDS)
+        for c in live:
+            kill_tagged(c.tag)
+            with contextlib.suppress(Exception):
+                c.proc.wait(5)
+
+    # ---- pods/status, as a kubelet writes it -------------------------------------------------
+
+    def _report(self, core: kubernetes.client.CoreV1Api, c: Container, phase: str, *,
+                exit_code: int | None = None, reason: str | None = None, message: str | None = None) -> None:
+        started = _iso(c.times.get('started', c.times['seen']))
+        running = phase == 'Running'
+        if running:
+            state: dict[str, Any] = {'running': {'startedAt': started}}
+        else:
+            state = {'terminated': {'exitCode': exit_code, 'reason': reason, 'startedAt': started,
+                                    'finishedAt': _iso(c.times.get('exited', time.time()))}}
+            if message:
+                state['terminated']['message'] = message
+        status = {
+            'phase': phase, 'hostIP': '127.0.0.1', 'podIP': '127.0.0.1', 'startTime': _iso(c.times['seen']),
+            'conditions': [{'type': 'Ready', 'status': 'True' if running else 'False',
+                            'lastTransitionTime': _now_iso()}],
+            'containerStatuses': [{'name': names.TRAINER_CONTAINER, 'ready': running, 'started': running,
+                                   'restartCount': 0, 'image': '', 'imageID': '', 'state': state}],
+        }
+        self._send(core, c, status)
+
+    def _send(self, core: kubernetes.client.CoreV1Api, c: Container, status: dict[str, Any]) -> None:
+        try:
+            core.patch_namespaced_pod_status(c.pod, c.namespace, {'status': status}, _request_timeout=10)
+        except kubernetes.client.ApiException as exc:
+            # 404: deleted meanwhile, nothing to report to. Anything else (an injected
+            # 500, a slow server): keep it and retry on the next tick, as a kubelet does.
+            c.unsent = None if exc.status == 404 else status
+        except (urllib3.exceptions.HTTPError, OSError):
+            c.unsent = status
+        else:
+            c.unsent = None
+            c.reported = status['phase']
+
+
+@contextlib.contextmanager
+def process_kubelet(server: str, workdir: str | pathlib.Path, **kwargs: Any) -> Iterator[ProcessKubelet]:
+    kubelet = ProcessKubelet(server, workdir, **kwargs).start()
+    try:
+        yield kubelet
+    finally:
+        kubelet.stop()

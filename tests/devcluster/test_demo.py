@@ -1,0 +1,74 @@
+"""`make demo-cluster` (`python -m ddpjob_devcluster.demo`) as a person uses it: once through kubectl
+to Succeeded, and interactively until Ctrl-C. Every process the demo starts inherits a
+marker variable, so the test finds and kills whatever a failing demo leaves behind."""
+from __future__ import annotations
+
+import os
+import pathlib
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from ddpjob.local.container import kill_with_env, pids_with_env
+from ddpjob_devcluster.cluster import BIN, ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+DEMO = ['-m', 'ddpjob_devcluster.demo']
+MARK = 'DDPJOB_TEST_DEMO_MARK'
+
+
+@pytest.fixture
+def demo_env() -> Iterator[dict[str, str]]:
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get('PATH', '')]), PYTHONUNBUFFERED='1')
+    env[MARK] = mark
+    env.pop('KUBECONFIG', None)
+    yield env
+    leftovers = pids_with_env(MARK, mark)
+    kill_with_env(MARK, mark)
+    assert not leftovers, f'the demo left processes running: {leftovers}'
+
+
+def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_path: pathlib.Path) -> None:
+    env = dict(demo_env, DDPJOB_DEMO_ONCE='1')  # what `DDPJOB_DEMO_ONCE=1 make demo-cluster` sets
+    done = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=env,
+                          capture_output=True, text=True, timeout=170, cwd=ROOT)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert 'ddpjob.ddpjob.io/mnist-cpu created' in out  # kubectl's own words
+    assert re.search(r'mnist-cpu\s+Succeeded\s+2\s+0', out), out  # kubectl get ddpj
+    assert re.search(r'mnist-cpu-0\s+Succeeded\s+0', out) and re.search(r'mnist-cpu-1\s+Succeeded\s+0', out), out
+    assert 'stopped: no process left running' in out
+
+
+def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: pathlib.Path) -> None:
+    demo = subprocess.Popen([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=demo_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in demo.stdout], daemon=True).start()
+    try:
+        seen = []
+        while not any('Ctrl-C stops everything' in line for line in seen):
+            seen.append(lines.get(timeout=60))
+        text = ''.join(seen)
+        kubeconfig = re.search(r'export KUBECONFIG=(\S+)', text).group(1)
+        assert 'kubectl apply -f manifests/examples/mnist-cpu.yaml' in text and 'kubectl get ddpj -w' in text
+        # The printed kubeconfig works, and the CRD is there already.
+        got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', 'get', 'crd', 'ddpjobs.ddpjob.io',
+                              f'--cache-dir={tmp_path / "cache"}'], capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0 and 'ddpjobs.ddpjob.io' in got.stdout, got.stderr
+
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(30) == 0
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(10)

@@ -1,0 +1,208 @@
+"""The shared job logic, step by step, with observed Pods as plain data."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ddpjob.job import lifecycle
+from ddpjob.job.observe import PodState, pod_state
+from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.api.spec import parse_job
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def pods(phases, attempt=0, extra=None):
+    extra = extra or {}
+    return [PodState(name=f"demo-{i}", node_rank=i, restart_count=attempt, phase=ph, **extra.get(i, {}))
+            for i, ph in enumerate(phases)]
+
+
+def step(job, observed, status, at=T0):
+    return lifecycle.plan(job, observed, status, at)
+
+
+@pytest.fixture
+def job(job_body):
+    def make(**spec):
+        return parse_job(job_body(**{"restartBackoffSeconds": 10, **spec}))
+    return make
+
+
+def test_happy_path_pending_running_succeeded(job):
+    j = job()
+    p = step(j, [], None)
+    assert p.create == (0, 1) and p.status["phase"] == "Pending" and p.restart_count == 0
+    assert p.status["startTime"] == "2026-01-01T12:00:00Z" and p.status["observedGeneration"] == 1
+    p = step(j, pods(["Pending", "Running"]), p.status)
+    assert p.create == () and p.status["phase"] == "Pending" and p.status["readyNodes"] == 1
+    p = step(j, pods(["Running", "Running"]), p.status, T0 + timedelta(seconds=5))
+    assert p.status["phase"] == "Running" and p.status["readyNodes"] == 2
+    assert [e.reason for e in p.events] == ["Running"]
+    running = {c["type"]: c for c in p.status["conditions"]}["Running"]
+    assert running["status"] == "True" and running["lastTransitionTime"] == "2026-01-01T12:00:05Z"
+    again = step(j, pods(["Running", "Running"]), p.status, T0 + timedelta(seconds=9))
+    assert again.status == p.status and again.events == ()  # nothing to write, nothing to say
+    p = step(j, pods(["Succeeded", "Running"]), p.status)
+    assert p.status["phase"] == "Running"
+    p = step(j, pods(["Succeeded", "Succeeded"]), p.status, T0 + timedelta(seconds=60))
+    assert p.status["phase"] == "Succeeded" and p.status["completionTime"] == "2026-01-01T12:01:00Z"
+    conds = {c["type"]: c["status"] for c in p.status["conditions"]}
+    assert conds == {"Running": "False", "Succeeded": "True"}
+    assert p.delete == () and not p.delete_job
+
+
+def running_status(j):
+    return step(j, pods(["Running", "Running"]), step(j, [], None).status).status
+
+
+def test_on_failure_restarts_the_whole_gang_after_backoff(job):
+    j = job(restartPolicy="OnFailure", maxRestarts=2)
+    st = running_status(j)
+    p = step(j, pods(["Failed", "Running"], extra={0: {"exit_code": 1, "reason": "Error"}}), st)
+    assert p.status["phase"] == "Restarting" and p.status["restarts"] == 1
+    assert set(p.delete) == {"demo-0", "demo-1"} and p.create == ()
+    assert p.status["lastFailure"]["pod"] == "demo-0" and p.status["lastFailure"]["exitCode"] == 1
+    assert p.requeue_after == 10 and p.events[0].type == "Warning" and "demo-0" in p.events[0].message
+    # Old Pods still there (terminating): wait, do not create over their names.
+    p2 = step(j, pods(["Failed", "Running"], extra={1: {"deleting": True}}), p.status, T0 + timedelta(seconds=1))
+    assert p2.create == () and p2.delete == ("demo-0",)
+    # Gone, but backoff not over.
+    p3 = step(j, [], p2.status, T0 + timedelta(seconds=5))
+    assert p3.create == () and p3.requeue_after == pytest.approx(5)
+    p4 = step(j, [], p3.status, T0 + timedelta(seconds=10))
+    assert p4.create == (0, 1) and p4.restart_count == 1 and p4.status["phase"] == "Restarting"
+    p5 = step(j, pods(["Running", "Running"], attempt=1), p4.status, T0 + timedelta(seconds=12))
+    assert p5.status["phase"] == "Running"
+    p6 = step(j, pods(["Succeeded", "Succeeded"], attempt=1), p5.status)
+    assert p6.status["phase"] == "Succeeded" and p6.status["restarts"] == 1
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff_seconds(10, n) for n in (0, 1, 2, 3, 6, 20)] == [0, 10, 20, 40, 300, 300]
+    assert backoff_seconds(0, 5) == 0
+
+
+def test_max_restarts_is_honoured(job):
+    j = job(maxRestarts=1)
+    st = running_status(j)
+    p = step(j, pods(["Failed", "Running"], extra={0: {"exit_code": 143}}), st)
+    assert p.status["restarts"] == 1
+    st = step(j, pods(["Running", "Running"], attempt=1), {**p.status, "phase": "Running"}).status
+    p = step(j, pods(["Running", "Failed"], attempt=1, extra={1: {"exit_code": 143}}), st)
+    assert p.status["phase"] == "Failed" and p.status["restarts"] == 1
+    assert "maxRestarts=1" in p.status["message"] and p.delete == ("demo-0",)
+    assert {c["type"]: c["reason"] for c in p.status["conditions"]}["Failed"] == "BackoffLimitExceeded"
+    assert p.status["lastFailure"]["pod"] == "demo-1" and p.status["lastFailure"]["exitCode"] == 143
+
+
+@pytest.mark.parametrize("code, retry", [(1, False), (2, False), (127, False), (128, True), (137, True),
+                                         (143, True), (255, True), (None, True)])
+def test_exit_code_policy(job, code, retry):
+    j = job(restartPolicy="ExitCode")
+    extra = {"exit_code": code} if code is not None else {"reason": "Evicted"}
+    p = step(j, pods(["Failed", "Running"], extra={0: extra}), running_status(j))
+    assert p.status["phase"] == ("Restarting" if retry else "Failed")
+    assert is_retryable("ExitCode", code) is retry
+
+
+def test_never_policy_fails_at_once(job):
+    j = job(restartPolicy="Never")
+    p = step(j, pods(["Failed", "Running"], extra={0: {"exit_code": 137}}), running_status(j))
+    assert p.status["phase"] == "Failed" and p.status["restarts"] == 0
+    assert {c["type"]: c["reason"] for c in p.status["conditions"]}["Failed"] == "PodFailed"
+
+
+def test_root_cause_is_the_first_failure_not_the_peers_that_followed(job):
+    j = job(restartPolicy="ExitCode")
+    observed = pods(["Failed", "Failed"], extra={
+        0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z"},  # rendezvous broke: a follower
+        1: {"exit_code": 137, "finished_at": "2026-01-01T12:00:08Z"},  # OOM-killed first: the cause
+    })
+    p = step(j, observed, running_status(j))
+    assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["pod"] == "demo-1"
+
+
+def test_a_pod_deleted_by_hand_breaks_the_gang(job):
+    j = job()
+    st = running_status(j)
+    p = step(j, pods(["Running"]), st)  # demo-1 vanished
+    assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["reason"] == "PodDeleted"
+    assert p.status["lastFailure"]["pod"] == "demo-1"
+    p = step(j, pods(["Running", "Running"], extra={1: {"deleting": True}}), st)
+    assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["pod"] == "demo-1"
+
+
+def test_missing_pod_before_the_gang_ran_is_just_created(job):
+    j = job()
+    st = step(j, [], None).status
+    p = step(j, pods(["Running"]), st)
+    assert p.create == (1,) and p.status["phase"] == "Pending"
+
+
+def test_suspend_and_resume(job):
+    j = job()
+    st = running_status(j)
+    p = step(job(suspend=True), pods(["Running", "Running"]), st)
+    assert p.status["phase"] == "Suspended" and set(p.delete) == {"demo-0", "demo-1"}
+    assert "startTime" not in p.status and p.status["readyNodes"] == 0
+    p2 = step(job(suspend=True), [], p.status)
+    assert p2.delete == () and p2.status["phase"] == "Suspended"
+    p3 = step(j, [], p2.status, T0 + timedelta(minutes=5))
+    assert p3.create == (0, 1) and p3.status["phase"] == "Pending"
+    assert p3.status["startTime"] == "2026-01-01T12:05:00Z"
+
+
+def test_active_deadline_fails_and_stops_pods(job):
+    j = job(activeDeadlineSeconds=60)
+    st = running_status(j)
+    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=30))
+    assert p.status["phase"] == "Running" and p.requeue_after == pytest.approx(30)
+    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=60))
+    assert p.status["phase"] == "Failed" and set(p.delete) == {"demo-0", "demo-1"}
+    assert {c["type"]: c["reason"] for c in p.status["conditions"]}["Failed"] == "DeadlineExceeded"
+
+
+def test_ttl_deletes_a_finished_job(job):
+    j = job(ttlSecondsAfterFinished=100)
+    finishing = step(j, pods(["Succeeded", "Succeeded"]), running_status(j))
+    assert finishing.status["phase"] == "Succeeded" and finishing.requeue_after == 100
+    assert step(job(), pods(["Succeeded", "Succeeded"]), running_status(j)).requeue_after is None
+    done = {"phase": "Succeeded", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
+    p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=40))
+    assert not p.delete_job and p.requeue_after == pytest.approx(60) and p.status == done
+    p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=100))
+    assert p.delete_job
+    assert not step(job(), [], done, T0 + timedelta(days=9)).delete_job
+
+
+def test_finished_job_stays_finished(job):
+    j = job()
+    failed = {"phase": "Failed", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
+    p = step(j, pods(["Failed", "Running"]), failed)
+    assert p.status == failed and p.delete == ("demo-1",) and p.create == ()
+
+
+def test_pod_state_reads_a_pod_body():
+    pod = {
+        "metadata": {"name": "demo-1", "labels": {"ddpjob.io/node-rank": "1", "ddpjob.io/restart-count": "2"},
+                     "deletionTimestamp": "2026-01-01T00:00:00Z"},
+        "status": {"phase": "Failed", "containerStatuses": [
+            {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
+            {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                                         "finishedAt": "2026-01-01T00:00:01Z"}}}]},
+    }
+    s = pod_state(pod)
+    assert (s.name, s.node_rank, s.restart_count, s.phase, s.exit_code, s.reason, s.deleting) == (
+        "demo-1", 1, 2, "Failed", 137, "OOMKilled", True)
+    assert pod_state({"metadata": {"name": "x", "labels": {}}}) is None
+    evicted = {"metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
+               "status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}}
+    s = pod_state(evicted)
+    assert s.exit_code is None and s.reason == "Evicted" and is_retryable("ExitCode", s.exit_code)
+
+
+def test_invalid_status(job):
+    st = lifecycle.invalid_status(["spec.nodes: must be >= 1 (got 0)"], 3, None, T0)
+    assert st["phase"] == "Failed" and st["observedGeneration"] == 3
+    assert st["conditions"][0]["reason"] == "InvalidSpec" and "spec.nodes" in st["conditions"][0]["message"]
