@@ -65,8 +65,7 @@ def run(c: ctl.Controller, times: int = 1) -> list[float | None]:
     async def go():
         out = []
         for _ in range(times):
-            job = c._jobs.setdefault(("ns", "j"), ctl._Job(("ns", "j")))
-            out.append(await c.reconcile(job))
+            out.append(await c.reconcile(("ns", "j")))
         return out
     return asyncio.run(go())
 

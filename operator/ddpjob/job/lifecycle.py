@@ -87,8 +87,9 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     prev_phase = prev.get("phase")
     restarts = int(prev.get("restarts", 0))
     now_s = format_time(now)
-    current = {p.node_rank: p for p in pods if p.restart_count == restarts and p.node_rank < job.nodes}
-    leftover = [p for p in pods if p.restart_count != restarts or p.node_rank >= job.nodes]
+    current = {p.node_rank: p for p in pods
+               if not p.leftover and p.restart_count == restarts and p.node_rank < job.nodes}
+    leftover = [p for p in pods if p.leftover or p.restart_count != restarts or p.node_rank >= job.nodes]
     live = [p.name for p in pods if p.phase in ("Pending", "Running", "Unknown") and not p.deleting]
 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:

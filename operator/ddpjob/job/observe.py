@@ -23,6 +23,9 @@ class PodState:
     message: str | None = None
     finished_at: str | None = None
     deleting: bool = False
+    # Held by an earlier DDPJob of the same name (another uid), awaiting garbage
+    # collection: never part of this job's gang, but it holds a name the gang needs.
+    leftover: bool = False
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:

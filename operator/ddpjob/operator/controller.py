@@ -1,17 +1,13 @@
-"""The operator's reconcile loop: observe, decide with `lifecycle.plan`, act through `kube`.
+"""The operator's reconcile of one DDPJob: observe, decide with `lifecycle.plan`, act through `kube`.
 
 One `Controller` serves every DDPJob. Reconciles are keyed by (namespace, name) and run
-one at a time per job (a dirty flag coalesces the triggers that arrive meanwhile), so
-two reconciles of a job never race to create the same Pods. Triggers come from kopf
-handlers (job created/resumed/changed, Pod events) and from per-job timers that
-`Plan.requeue_after` asks for (restart backoff, activeDeadlineSeconds, TTL). A reconcile
-that fails is retried on the same timer with exponential backoff.
+through a `WorkQueue` (one at a time per job, triggers coalesced, errors retried with
+backoff). Triggers come from kopf handlers (job created/resumed/changed, Pod events) and
+from the timers that `Plan.requeue_after` asks for (restart backoff, activeDeadlineSeconds,
+TTL).
 
-What is observed comes from kopf's in-memory indices (nothing here lists the API). The
-indices trail the operator's own writes by one watch event, so the controller keeps
-short-lived *expectations* (what it just created or deleted, like client-go's
-ControllerExpectations): without them a reconcile that runs before the watch catches
-up would create the same Pods again (harmless 409s, but API writes).
+What is observed comes from kopf's in-memory indices (nothing here lists the API),
+corrected by the `Expectations` of this operator's own recent writes.
 
 All decisions (status, what to create or delete, when to wake up) are `lifecycle.plan`'s.
 """
@@ -21,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import random
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
@@ -30,9 +24,11 @@ from typing import Any, Callable, Iterable, Mapping
 from ddpjob import render
 from ddpjob.api import names, spec
 from ddpjob.job import lifecycle
+from ddpjob.job.observe import PodState, pod_state
+from ddpjob.operator.expectations import Expectations
 from ddpjob.operator.kube import Kube, job_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
-from ddpjob.job.observe import PodState, pod_state
+from ddpjob.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("ddpjob.operator.controller")
 
@@ -41,18 +37,11 @@ Key = tuple[str, str]
 IndexedPod = tuple[str | None, PodState]
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
-# How long an expectation outlives silence from the watch (the API server or the watch
-# lost the event): afterwards the index is trusted again.
-EXPECTATION_TTL = 30.0
 # Pod events of one gang arrive together (the gang is scheduled and finishes together):
 # one reconcile per burst instead of one per Pod saves status writes (N Pods turning
 # Running one by one would otherwise be N status writes). Kubernetes' Job controller
 # batches Pod updates the same way (its podUpdateBatchPeriod, 1 s).
 POD_EVENT_DEBOUNCE = 0.2
-# Reconcile retry backoff after an error: 0.2 s, 0.4 s, ... up to a minute.
-RETRY_BASE, RETRY_CAP = 0.2, 60.0
-# A timer fires at most this late after a due time (datetime rounding to seconds).
-TIMER_SLACK = 0.01
 # Reconciles running at once across all jobs; the rest wait their turn.
 DEFAULT_MAX_CONCURRENT = 64
 
@@ -84,24 +73,18 @@ def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[st
 
 @dataclass
 class _Job:
+    """What the controller remembers of one job between reconciles."""
     key: Key
     uid: str | None = None
     status: dict[str, Any] | None = None  # last status written (None: trust the indexed body)
     service_attempt: int | None = None  # the gang attempt whose Service was last ensured
-    created: dict[str, tuple[PodState, float]] = field(default_factory=dict)
-    deleted: dict[str, tuple[int, float]] = field(default_factory=dict)
-    dirty: bool = False
-    task: asyncio.Task | None = None
-    timer: asyncio.TimerHandle | None = None
-    debounce: asyncio.TimerHandle | None = None
-    failures: int = 0
+    expectations: Expectations = field(default_factory=Expectations)
     rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
         self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
-        self.created.clear()
-        self.deleted.clear()
+        self.expectations.clear()
 
 
 class Controller:
@@ -123,8 +106,8 @@ class Controller:
         self._jobs: dict[Key, _Job] = {}
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
-        self._slots = asyncio.Semaphore(max_concurrent)
-        self._closed = False
+        self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
+                               on_done=self.metrics.reconcile_seconds.observe)
 
     # ---- triggers ---------------------------------------------------------------------
 
@@ -133,84 +116,33 @@ class Controller:
 
     def trigger(self, namespace: str, name: str, delay: float = 0.0) -> None:
         """Ask for a reconcile of one job, now or after `delay` (coalescing the ones between)."""
-        if self._closed:
-            return
-        job = self._jobs.get((namespace, name)) or self._jobs.setdefault((namespace, name), _Job((namespace, name)))
-        if delay <= 0:
-            self._kick(job.key)
-        elif job.debounce is None:
-            job.debounce = asyncio.get_running_loop().call_later(delay, self._kick, job.key)
+        self.queue.trigger((namespace, name), delay)
 
     def reject_update(self, namespace: str, name: str, generation: int, errors: list[str]) -> None:
         """A spec update the job logic refuses (an immutable field changed): fail the job."""
-        job = self._jobs.setdefault((namespace, name), _Job((namespace, name)))
-        job.rejected = (generation, list(errors))
+        self._job((namespace, name)).rejected = (generation, list(errors))
         self.trigger(namespace, name)
 
     def forget(self, namespace: str, name: str) -> None:
         """The DDPJob is gone: drop timers and memory (its children go by owner reference)."""
-        job = self._jobs.pop((namespace, name), None)
+        self._jobs.pop((namespace, name), None)
         self._phases.pop((namespace, name), None)
-        if job is not None:
-            for handle in (job.timer, job.debounce):
-                if handle is not None:
-                    handle.cancel()
+        self.queue.forget((namespace, name))
 
     async def close(self) -> None:
-        self._closed = True
-        tasks = [job.task for job in self._jobs.values() if job.task is not None]
-        for key in list(self._jobs):
-            self.forget(*key)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.queue.close()
+        self._jobs.clear()
 
     @property
     def busy(self) -> bool:
-        return any(job.task is not None or job.dirty for job in self._jobs.values())
+        return self.queue.busy
 
-    def _kick(self, key: Key) -> None:
-        job = self._jobs.get(key)
-        if job is None or self._closed:
-            return
-        if job.debounce is not None:
-            job.debounce.cancel()
-            job.debounce = None
-        job.dirty = True
-        if job.task is None:
-            job.task = asyncio.get_running_loop().create_task(self._worker(job), name=f"reconcile {key[0]}/{key[1]}")
+    def _job(self, key: Key) -> _Job:
+        return self._jobs.get(key) or self._jobs.setdefault(key, _Job(key))
 
-    def _schedule(self, job: _Job, delay: float | None) -> None:
-        if job.timer is not None:
-            job.timer.cancel()
-            job.timer = None
-        if delay is not None and not self._closed and self._jobs.get(job.key) is job:
-            job.timer = asyncio.get_running_loop().call_later(max(delay, 0.0) + TIMER_SLACK, self._kick, job.key)
-
-    async def _worker(self, job: _Job) -> None:
-        try:
-            while job.dirty and not self._closed:
-                job.dirty = False
-                async with self._slots:
-                    started = time.perf_counter()
-                    try:
-                        requeue = await self.reconcile(job)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:
-                        job.failures += 1
-                        self.metrics.reconcile_errors.inc()
-                        delay = min(RETRY_CAP, RETRY_BASE * 2 ** (job.failures - 1)) * random.uniform(1.0, 1.25)
-                        logger.warning("reconcile of %s/%s failed (attempt %d), retrying in %.1fs: %r",
-                                       *job.key, job.failures, delay, exc)
-                        self._schedule(job, delay)
-                    else:
-                        job.failures = 0
-                        self._schedule(job, requeue)
-                    finally:
-                        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        finally:
-            job.task = None
+    def _reconcile_failed(self, key: Key, failures: int, delay: float, exc: BaseException) -> None:
+        self.metrics.reconcile_errors.inc()
+        logger.warning("reconcile of %s/%s failed (attempt %d), retrying in %.1fs: %r", *key, failures, delay, exc)
 
     # ---- one reconcile ------------------------------------------------------------------
 
@@ -223,27 +155,15 @@ class Controller:
                 continue  # carries the label but no DDPJob controls it: not ours to judge
             if owner != uid:
                 # Left by an earlier DDPJob of the same name, awaiting garbage collection:
-                # it holds a name this job needs, so the job logic sees it as a leftover.
-                pod = dataclasses.replace(pod, restart_count=-1)
+                # it holds a name this job needs.
+                pod = dataclasses.replace(pod, leftover=True)
             seen[pod.name] = pod
-        now = time.monotonic()
-        for pod_name, (pod, at) in list(job.created.items()):
-            current = seen.get(pod_name)
-            if (current is not None and current.restart_count == pod.restart_count) or now - at > EXPECTATION_TTL:
-                del job.created[pod_name]  # the watch caught up (or never will)
-            elif current is None:
-                seen[pod_name] = pod
-        for pod_name, (restart_count, at) in list(job.deleted.items()):
-            current = seen.get(pod_name)
-            if current is None or current.restart_count != restart_count or now - at > EXPECTATION_TTL:
-                del job.deleted[pod_name]
-            elif not current.deleting:
-                seen[pod_name] = dataclasses.replace(current, deleting=True)
-        return sorted(seen.values(), key=lambda p: (p.node_rank, p.restart_count))
+        return job.expectations.apply(seen)
 
-    async def reconcile(self, job: _Job) -> float | None:
+    async def reconcile(self, key: Key) -> float | None:
         """One pass; returns when to look again (seconds) or None to wait for events."""
-        ns, name = job.key
+        ns, name = key
+        job = self._job(key)
         body = self.job_body(ns, name)
         if body is None:
             self.forget(ns, name)
@@ -269,29 +189,26 @@ class Controller:
         now = self.clock()
         initial_phase = previous.get("phase")
         events: list[lifecycle.Event] = []
-        rounds = 0
-        while True:
+        plan = lifecycle.plan(parsed, self._observe(job, uid), previous, now)
+        if plan.create and not (plan.delete or plan.delete_job):
+            # Re-plan once with what was just created, so the status written is the one
+            # that holds once the Pods are seen (saves a status write per job). A create
+            # the re-plan still wants is left to the next pass.
+            await self._create_pods(job, parsed, body, plan)
+            events += plan.events
             plan = lifecycle.plan(parsed, self._observe(job, uid), previous, now)
-            events += [e for e in plan.events if e not in events]
-            if plan.delete or plan.delete_job:
-                # Status first: if this write fails, nothing is deleted and the restart
-                # count cannot be lost between the deletes and the write.
-                previous = await self._write_status(job, body, previous, plan.status)
-                await self._delete_pods(job, ns, plan.delete)
-                if plan.delete_job:
-                    if await self.kube.delete(job_path(ns, name), uid=uid):
-                        logger.info("deleted %s/%s: ttlSecondsAfterFinished passed", ns, name)
-                    self._post(body, events, plan.status)
-                    self.forget(ns, name)
-                    return None
-                break
-            if plan.create and rounds < 2:
-                # Re-plan once with what was just created, so the status written is the
-                # one that holds once the Pods are seen (saves a status write per job).
-                await self._create_pods(job, parsed, body, plan)
-                rounds += 1
-                continue
-            break
+        events += [e for e in plan.events if e not in events]
+        if plan.delete or plan.delete_job:
+            # Status first: if this write fails, nothing is deleted and the restart
+            # count cannot be lost between the deletes and the write.
+            previous = await self._write_status(job, body, previous, plan.status)
+            await self._delete_pods(job, ns, plan.delete)
+            if plan.delete_job:
+                if await self.kube.delete(job_path(ns, name), uid=uid):
+                    logger.info("deleted %s/%s: ttlSecondsAfterFinished passed", ns, name)
+                self._post(body, events, plan.status)
+                self.forget(ns, name)
+                return None
         await self._write_status(job, body, previous, plan.status)
         self._post(body, events, plan.status)
         if plan.create or plan.status.get("phase") != initial_phase:
@@ -327,10 +244,9 @@ class Controller:
         restart_counts = {p.name: p.restart_count for p in self._observe(job, job.uid or "")}
         results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n)) for n in pod_names),
                                        return_exceptions=True)
-        now = time.monotonic()
         for pod_name, result in zip(pod_names, results):
             if not isinstance(result, BaseException):
-                job.deleted[pod_name] = (restart_counts.get(pod_name, -1), now)
+                job.expectations.deleted(pod_name, restart_counts.get(pod_name))
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -345,7 +261,7 @@ class Controller:
         pods = [render.render_pod(parsed, rank, plan.restart_count) for rank in plan.create]
         # All Pods of the gang at once: one slow create must not hold back the others.
         results = await asyncio.gather(*(self.kube.create(p) for p in pods), return_exceptions=True)
-        now, created = time.monotonic(), 0
+        created = 0
         for rendered, result in zip(pods, results):
             if isinstance(result, BaseException):
                 continue
@@ -353,7 +269,7 @@ class Controller:
             created += fresh
             seen = indexed_pod(obj or rendered)
             if seen is not None:
-                job.created[rendered["metadata"]["name"]] = (seen[1], now)
+                job.expectations.created(seen[1])
         if created:
             self.metrics.pods_created.inc(created)
             self.post_event(body, "Normal", "Created",
@@ -372,7 +288,7 @@ class Controller:
         if new.get("message") == previous.get("message") and previous.get("phase") == lifecycle.FAILED:
             new = previous  # already reported: keep the stored conditions' times
         live = [p.name for p in self._observe(job, uid)
-                if p.phase in ("Pending", "Running", "Unknown") and not p.deleting and p.restart_count >= 0]
+                if p.phase in ("Pending", "Running", "Unknown") and not p.deleting and not p.leftover]
         changed = new != previous
         await self._write_status(job, body, previous, new)
         await self._delete_pods(job, job.key[0], live)

@@ -1,0 +1,130 @@
+"""A per-key work queue: one worker per key at a time, triggers coalesced, errors retried.
+
+Like client-go's rate-limited work queue: a key that is triggered while its worker runs
+is marked dirty and handled once more afterwards (never twice at once); triggers within
+a debounce window collapse into one; a handler that raises is retried after a capped,
+jittered exponential backoff; a handler that asks to be woken later gets a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Hashable
+
+logger = logging.getLogger("ddpjob.operator.workqueue")
+
+# Retry backoff after an error: 0.2 s, 0.4 s, ... up to a minute.
+RETRY_BASE, RETRY_CAP = 0.2, 60.0
+# A timer fires at most this late after a due time (datetime rounding to seconds).
+TIMER_SLACK = 0.01
+
+# handle(key) -> seconds until the key wants another pass, or None to wait for a trigger.
+Handler = Callable[[Any], Awaitable[float | None]]
+
+
+def retry_delay(failures: int) -> float:
+    """Capped exponential backoff with jitter, so many failing keys do not retry in step."""
+    return min(RETRY_CAP, RETRY_BASE * 2 ** (max(failures, 1) - 1)) * random.uniform(1.0, 1.25)
+
+
+@dataclass
+class _Entry:
+    dirty: bool = False
+    task: asyncio.Task | None = None
+    timer: asyncio.TimerHandle | None = None
+    debounce: asyncio.TimerHandle | None = None
+    failures: int = 0
+
+
+class WorkQueue:
+    def __init__(self, handle: Handler, max_concurrent: int,
+                 on_error: Callable[[Hashable, int, float, BaseException], None] | None = None,
+                 on_done: Callable[[float], None] | None = None):
+        self._handle = handle
+        self._on_error = on_error
+        self._on_done = on_done
+        self._entries: dict[Hashable, _Entry] = {}
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._closed = False
+
+    def trigger(self, key: Hashable, delay: float = 0.0) -> None:
+        """Handle `key` now, or after `delay` (the triggers in between coalesce)."""
+        if self._closed:
+            return
+        entry = self._entries.setdefault(key, _Entry())
+        if delay <= 0:
+            self._kick(key)
+        elif entry.debounce is None:
+            entry.debounce = asyncio.get_running_loop().call_later(delay, self._kick, key)
+
+    def forget(self, key: Hashable) -> None:
+        """Drop the key's timers; a worker in flight finishes its pass."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            for handle in (entry.timer, entry.debounce):
+                if handle is not None:
+                    handle.cancel()
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        for key in list(self._entries):
+            self.forget(key)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @property
+    def busy(self) -> bool:
+        return any(e.task is not None or e.dirty for e in self._entries.values())
+
+    def failures(self, key: Hashable) -> int:
+        entry = self._entries.get(key)
+        return entry.failures if entry else 0
+
+    def _kick(self, key: Hashable) -> None:
+        entry = self._entries.get(key)
+        if entry is None or self._closed:
+            return
+        if entry.debounce is not None:
+            entry.debounce.cancel()
+            entry.debounce = None
+        entry.dirty = True
+        if entry.task is None:
+            entry.task = asyncio.get_running_loop().create_task(self._worker(key, entry), name=f"reconcile {key}")
+
+    def _schedule(self, key: Hashable, entry: _Entry, delay: float | None) -> None:
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        if delay is not None and not self._closed and self._entries.get(key) is entry:
+            entry.timer = asyncio.get_running_loop().call_later(max(delay, 0.0) + TIMER_SLACK, self._kick, key)
+
+    async def _worker(self, key: Hashable, entry: _Entry) -> None:
+        try:
+            while entry.dirty and not self._closed:
+                entry.dirty = False
+                async with self._slots:
+                    started = time.perf_counter()
+                    try:
+                        requeue = await self._handle(key)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        entry.failures += 1
+                        delay = retry_delay(entry.failures)
+                        if self._on_error is not None:
+                            self._on_error(key, entry.failures, delay, exc)
+                        self._schedule(key, entry, delay)
+                    else:
+                        entry.failures = 0
+                        self._schedule(key, entry, requeue)
+                    finally:
+                        if self._on_done is not None:
+                            self._on_done(time.perf_counter() - started)
+        finally:
+            entry.task = None
