@@ -7,7 +7,7 @@ group handling), and reports what happens back through `pods/status`, as a kubel
 `state.terminated` exit code (128+N for a signal) and reason.
 
 What a laptop cannot provide is substituted exactly as `ddpjob run` does it
-(`local.local_overrides`): the job's Service DNS names (`J-i.J.NS.svc`) become
+(`contract.local_overrides`): the job's Service DNS names (`J-i.J.NS.svc`) become
 127.0.0.1 through MASTER_ADDR/PET_MASTER_ADDR, and every job attempt gets a free port of
 its own (two attempts may overlap while the old one terminates; a fresh port keeps the
 new rendezvous away from the old one's store). The checkpoint volume becomes one local
@@ -45,7 +45,8 @@ import urllib3
 from ddpjob.api import names
 from ddpjob.local.container import (ContainerProcess, LocalRunError, kill_tagged, start_container, tagged_pids,
                                       trainer_container)
-from ddpjob.local.runner import free_port, local_overrides
+from ddpjob.contract import local_overrides
+from ddpjob.local.ports import free_port
 from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
 
 # A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
@@ -295,7 +296,7 @@ class ProcessKubelet:
         if key not in self.ports:
             self.ports[key] = free_port()
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        overrides = local_overrides(self.ports[key], checkpoint)
+        overrides = local_overrides(self.ports[key], str(checkpoint) if checkpoint else None)
         c.log_file = open(c.log_path, 'a', encoding='utf-8')
         try:
             c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)

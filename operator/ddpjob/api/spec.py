@@ -10,21 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ddpjob import contract
 from ddpjob.api import names
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-# The environment contract (DESIGN.md): set by the operator and the local runner only.
-RESERVED_ENV = frozenset({
-    "MASTER_ADDR", "PET_MASTER_ADDR", "MASTER_PORT", "PET_MASTER_PORT",
-    "NNODES", "PET_NNODES", "NODE_RANK", "PET_NODE_RANK",
-    "NPROC_PER_NODE", "PET_NPROC_PER_NODE", "WORLD_SIZE",
-    "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-    "DDPJOB_NAME", "DDPJOB_NAMESPACE", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND",
-    "DDPJOB_CHECKPOINT_DIR",
-})
+# The environment contract is set by the operator and the local runner only.
+RESERVED_ENV = contract.RESERVED
 
 # Fields whose change would silently reshape a running gang; the CRD marks them too.
 IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")

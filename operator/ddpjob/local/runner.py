@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 import time
 from datetime import datetime, timezone
@@ -18,28 +17,14 @@ from typing import IO
 
 import yaml
 
-from ddpjob import render
+from ddpjob import contract, render
 from ddpjob.job import lifecycle
+from ddpjob.local import ports
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def local_overrides(port: int, checkpoint_dir: Path | None) -> dict[str, str]:
-    """Contract values that only make sense in a cluster, pointed at this machine."""
-    env = {"MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "PET_MASTER_PORT": str(port)}
-    if checkpoint_dir is not None:
-        env["DDPJOB_CHECKPOINT_DIR"] = str(checkpoint_dir)
-    return env
 
 
 class LocalRunner:
@@ -84,8 +69,8 @@ class LocalRunner:
         if plan.create:
             if not self.procs:
                 # A fresh port per attempt: the last attempt's store may still hold the old one.
-                self.port = free_port()
-            overrides = local_overrides(self.port, self.checkpoint_dir)
+                self.port = ports.free_port()
+            overrides = contract.local_overrides(self.port, str(self.checkpoint_dir) if self.checkpoint_dir else None)
             for rank in plan.create:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
                 proc = start_container(pod, overrides, out=self.out)
