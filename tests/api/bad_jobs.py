@@ -116,6 +116,11 @@ BAD: list[Case] = [
     Case("backoff-too-long", "spec.restartBackoffSeconds", job({"restartBackoffSeconds": 4000})),
     Case("deadline-zero", "spec.activeDeadlineSeconds", job({"activeDeadlineSeconds": 0})),
     Case("ttl-negative", "spec.ttlSecondsAfterFinished", job({"ttlSecondsAfterFinished": -1})),
+    Case("stall-timeout-too-short", "spec.stallTimeoutSeconds", job({"stallTimeoutSeconds": 5})),
+    Case("stall-timeout-too-long", "spec.stallTimeoutSeconds", job({"stallTimeoutSeconds": 604801})),
+    Case("stall-timeout-string", "spec.stallTimeoutSeconds", job({"stallTimeoutSeconds": "60s"})),
+    Case("port-is-progress-port", "spec.port", job({"port": 29510})),
+    Case("env-reserved-progress-file", "spec.env[0].name", env({"name": "DDPJOB_PROGRESS_FILE", "value": "/x"})),
     # enums
     Case("backend-unknown", "spec.backend", job({"backend": "mpi"})),
     Case("restart-policy-unknown", "spec.restartPolicy", job({"restartPolicy": "Always"})),
@@ -211,12 +216,14 @@ GOOD: list[Case] = [
     Case("nccl-fewer-procs-than-gpus", "", job({"backend": "nccl", "gpusPerNode": 4, "nprocPerNode": 2})),
     Case("checkpoint-volume", "", job({"checkpoint": {"volume": {"nfs": {"server": "nfs", "path": "/x"}}}})),
     Case("checkpoint-claim-default-mount", "", job({"checkpoint": {"claimName": "ckpt"}})),
+    Case("stall-timeout", "", job({"stallTimeoutSeconds": 10})),
+    Case("nccl-default-overridden", "", env({"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "3"})),
     Case("every-field", "", job({
         "nodes": 3, "nprocPerNode": 2, "backend": "gloo", "imagePullPolicy": "Always",
         "args": ["--epochs", "1"], "workingDir": "/work", "resources": {"limits": {"cpu": 2, "memory": "1Gi"}},
         "gpusPerNode": 0, "gpuResource": "amd.com/gpu", "port": 1, "shmSize": "1Gi", "restartPolicy": "Never",
         "maxRestarts": 0, "restartBackoffSeconds": 0, "activeDeadlineSeconds": 1, "ttlSecondsAfterFinished": 0,
-        "suspend": True, "template": {"spec": {"nodeSelector": {"pool": "a"}}},
+        "stallTimeoutSeconds": 604800, "suspend": True, "template": {"spec": {"nodeSelector": {"pool": "a"}}},
     }, {"namespace": "team-a"})),
     Case("status-is-ignored", "", job(root={"status": {"phase": "Running"}})),
 ]

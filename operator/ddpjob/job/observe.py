@@ -26,6 +26,7 @@ class PodState:
     # Held by an earlier DDPJob of the same name (another uid), awaiting garbage
     # collection: never part of this job's gang, but it holds a name the gang needs.
     leftover: bool = False
+    ip: str | None = None  # status.podIP: where the operator reads the Pod's /progress
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -56,4 +57,5 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
         name=meta.get("name", ""), node_rank=rank, restart_count=restart, phase=phase,
         exit_code=int(exit_code) if exit_code is not None else None, reason=reason, message=message,
         finished_at=terminated.get("finishedAt"), deleting=bool(meta.get("deletionTimestamp")),
+        ip=status.get("podIP") or None,
     )

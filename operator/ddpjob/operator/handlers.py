@@ -21,6 +21,7 @@ import kopf
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec
 from ddpjob.operator.kube import Kube
+from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, ProgressPoller
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
 PODS = ("", "v1", "pods")
@@ -30,6 +31,10 @@ POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
 # `kopf run -m ddpjob.operator.handlers` has no option of ours: /metrics is turned on by
 # this variable (run_operator sets it from --metrics-port).
 METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
+# Seconds between two reads of one job's /progress (default 30, at least 1, at most 3600;
+# "0" turns progress polling off) and the global cap on reads per second.
+PROGRESS_INTERVAL_ENV = "DDPJOB_PROGRESS_INTERVAL_SECONDS"
+PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
@@ -77,7 +82,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
-    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event)
+    poller = _progress_poller(lambda key: memo.controller.trigger(*key), logger)
+    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event,
+                                poller=poller)
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))
@@ -85,10 +92,32 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     memo.controller = controller
 
 
+def _bounded(name: str, default: float, lo: float, hi: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise kopf.PermanentError(f"{name}={raw!r} is not a number") from None
+    if value != 0 and not lo <= value <= hi:
+        raise kopf.PermanentError(f"{name}={raw!r} must be 0 (off) or within [{lo:g}, {hi:g}]")
+    return value
+
+
+def _progress_poller(on_progress: Any, logger: logging.Logger) -> ProgressPoller | None:
+    interval = _bounded(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL, 1, 3600)
+    rate = _bounded(PROGRESS_RATE_ENV, DEFAULT_MAX_PER_SECOND, 0.1, 1000)
+    if not interval or not rate:
+        logger.info("progress polling is off")
+        return None
+    return ProgressPoller(on_progress, interval=interval, max_per_second=rate)
+
+
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     controller = getattr(memo, "controller", None)
     if controller is not None:
+        if controller.poller is not None:
+            await controller.poller.close()
         await controller.close()
         controller.metrics.stop()
 
