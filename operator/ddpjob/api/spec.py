@@ -46,6 +46,12 @@ class FieldError:
         return f"{self.path}: {self.message}"
 
 
+@dataclass(frozen=True)
+class ImmutableFieldError(FieldError):
+    """A change to a field a running gang cannot take (the CRD marks these too)."""
+    message: str = "is immutable"
+
+
 class InvalidSpec(ValueError):
     """Raised with every field error at once, so a user fixes a file in one pass."""
 
@@ -358,5 +364,5 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fiel
     for key in IMMUTABLE_FIELDS:
         default = IMMUTABLE_DEFAULTS.get(key)
         if old_spec.get(key, default) != new_spec.get(key, default):
-            errors.append(FieldError(f"spec.{key}", "is immutable"))
+            errors.append(ImmutableFieldError(f"spec.{key}"))
     return errors
