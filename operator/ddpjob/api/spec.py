@@ -2,7 +2,7 @@
 
 The same rules live in the CRD (OpenAPI + CEL) so the API server rejects bad objects;
 they are checked again here because the object may come from an old API server, an
-emulator, or a file on a laptop. tests/spine/test_crd_parity.py keeps the two in step.
+emulator, or a file on a laptop. tests/api/test_crd_parity.py keeps the two in step.
 """
 
 from __future__ import annotations
