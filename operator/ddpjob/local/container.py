@@ -34,6 +34,27 @@ class LocalRunError(RuntimeError):
     """A Pod that cannot run as a local process (unsupported field, missing program)."""
 
 
+class StartError(LocalRunError):
+    """The container's command cannot be started. containerd reports such a container as
+    terminated with exit code 128 and reason StartError; so do `ddpjob run` and the kubelet."""
+
+    exit_code = 128
+    reason = "StartError"
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container's end, as a container runtime reports it in `state.terminated`."""
+    exit_code: int
+    reason: str  # Completed | Error | StartError
+    finished_at: float
+    message: str | None = None
+
+    @property
+    def phase(self) -> str:
+        return "Succeeded" if self.exit_code == 0 else "Failed"
+
+
 def trainer_container(pod: Mapping) -> Mapping:
     for container in pod["spec"]["containers"]:
         if container.get("name") == names.TRAINER_CONTAINER:
@@ -45,7 +66,7 @@ def container_argv(container: Mapping) -> list[str]:
     command = list(container.get("command") or DEFAULT_ENTRYPOINT)
     argv = command + list(container.get("args") or [])
     if shutil.which(argv[0]) is None and not os.path.exists(argv[0]):
-        raise LocalRunError(f"spec.command: {argv[0]!r} is not installed on this machine")
+        raise StartError(f"spec.command: {argv[0]!r} is not installed on this machine")
     return argv
 
 
@@ -128,6 +149,13 @@ class ContainerProcess:
             # The main process ended: so does the container, with whatever it left behind.
             self.kill_tree()
         return exit_code_of(code)
+
+    def terminated(self) -> Terminated | None:
+        """None while the main process runs; then how the container ended."""
+        code = self.poll()
+        if code is None:
+            return None
+        return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time())
 
     def signal(self, sig: int) -> None:
         try:

@@ -53,14 +53,14 @@ class LocalRunner:
     def observe(self) -> list[PodState]:
         states = []
         for name, (rank, attempt, proc) in self.procs.items():
-            code = proc.poll()
-            phase = "Running" if code is None else ("Succeeded" if code == 0 else "Failed")
-            finished = (lifecycle.format_time(datetime.fromtimestamp(proc.finished_at, timezone.utc))
-                        if proc.finished_at else None)
-            states.append(PodState(name=name, node_rank=rank, restart_count=attempt, phase=phase,
-                                   exit_code=code if code not in (None, 0) else None,
-                                   reason="Error" if code else None, finished_at=finished,
-                                   deleting=proc.stop_requested_at is not None and code is None))
+            end = proc.terminated()
+            finished = (lifecycle.format_time(datetime.fromtimestamp(end.finished_at, timezone.utc))
+                        if end else None)
+            states.append(PodState(name=name, node_rank=rank, restart_count=attempt,
+                                   phase=end.phase if end else "Running",
+                                   exit_code=end.exit_code if end and end.exit_code else None,
+                                   reason=end.reason if end and end.exit_code else None, finished_at=finished,
+                                   deleting=proc.stop_requested_at is not None and end is None))
         return states
 
     def apply(self, plan: lifecycle.Plan) -> None:
