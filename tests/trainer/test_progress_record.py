@@ -58,3 +58,15 @@ def test_summary_and_duration():
     assert pr.summary({"step": 45, "total_steps": 90, "epoch": 1, "total_epochs": 3}) == "epoch 1/3 step 45/90 (50%)"
     assert pr.summary({"step": 7}) == "step 7"
     assert [pr.format_duration(s) for s in (5, 125, 3725, 90000)] == ["5s", "2m05s", "1h02m", "1d1h"]
+
+
+def test_collective_timeout_comes_from_the_contract():
+    import datetime
+
+    from ddpjob_trainer import UsageError, distributed
+
+    assert distributed.collective_timeout({}) is None
+    assert distributed.collective_timeout({"DDPJOB_COLLECTIVE_TIMEOUT_SECONDS": "90"}) == datetime.timedelta(seconds=90)
+    for bad in ("0", "soon", "-5", "1e9"):
+        with pytest.raises(UsageError, match="DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"):
+            distributed.collective_timeout({"DDPJOB_COLLECTIVE_TIMEOUT_SECONDS": bad})
