@@ -36,3 +36,18 @@ def test_local_overrides_move_the_file_and_bind_a_pod_address():
     env = contract.local_overrides(4000, None, "/tmp/x/progress.json", "127.9.9.9")
     assert env["DDPJOB_PROGRESS_FILE"] == "/tmp/x/progress.json" and env["DDPJOB_PROGRESS_HOST"] == "127.9.9.9"
     assert "DDPJOB_PROGRESS_HOST" not in contract.local_overrides(4000, None)
+
+
+def test_kubectl_get_shows_progress_and_eta_from_fields_the_status_schema_has():
+    import pathlib
+
+    import yaml
+
+    crd = yaml.safe_load((pathlib.Path(__file__).resolve().parents[2] / "manifests/crd/ddpjobs.ddpjob.io.yaml")
+                         .read_text())
+    version = crd["spec"]["versions"][0]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Progress"] == ".status.progress.summary" and columns["ETA"] == ".status.progress.eta"
+    progress = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["progress"]["properties"]
+    assert {"summary", "eta", "step", "totalSteps", "epoch", "totalEpochs", "samplesPerSecond", "loss",
+            "etaSeconds", "updateTime"} == set(progress)

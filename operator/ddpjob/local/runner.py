@@ -21,7 +21,7 @@ from ddpjob import contract, render
 from ddpjob.job import lifecycle
 from ddpjob.local import ports
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
-from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address
+from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
@@ -47,8 +47,7 @@ class LocalRunner:
         self._progress_read_at = 0.0
 
     def log(self, message: str) -> None:
-        self.out.write(f"[ddpjob] {message}\n")
-        self.out.flush()
+        write_line(self.out, f"[ddpjob] {message}\n")  # above the live progress line, if any
 
     def observe(self) -> list[PodState]:
         states = []

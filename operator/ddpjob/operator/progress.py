@@ -2,8 +2,8 @@
 Running job at a bounded rate and hands the result to the reconcile.
 
 Bounds, so that 1,000 jobs do not flood anything:
-- per job: one fetch every `interval` seconds (default 30), jittered by +-`jitter` so
-  jobs started together do not poll together;
+- per job: one fetch every `interval` seconds (default 30) plus 0..`jitter` of it, so
+  jobs started together do not poll together and none is read faster than `interval`;
 - globally: at most `max_per_second` fetches start per second (a token bucket) and at
   most `max_in_flight` run at once; when more are due, they wait (every job's interval
   stretches evenly rather than some jobs starving);
@@ -141,7 +141,8 @@ class ProgressPoller:
         self._wake.set()
 
     def _next_delay(self) -> float:
-        return self.interval * (1 + random.uniform(-self.jitter, self.jitter))
+        # Jitter only upwards: never faster than one read per `interval`.
+        return self.interval * (1 + random.uniform(0, self.jitter))
 
     async def _run(self) -> None:
         while True:
