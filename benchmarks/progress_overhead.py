@@ -45,7 +45,7 @@ WARMUP = 35.0  # the first reads are spread over one 30 s interval
 
 
 class FakeLaunchers:
-    def __init__(self):
+    def __init__(self, advancing: bool = True):
         self.reads = 0
         self.lock = threading.Lock()
         outer = self
@@ -54,9 +54,11 @@ class FakeLaunchers:
             def do_GET(self):  # noqa: N802
                 with outer.lock:
                     outer.reads += 1
-                    step = outer.reads  # always advanced since any earlier read
+                    # Advanced since any earlier read (worst case), or never (reads only).
+                    step = outer.reads if advancing else 1
                 body = json.dumps({"record": {"step": step, "total_steps": 10**9, "epoch": 1, "total_epochs": 9,
-                                              "samples_per_s": 1000.0, "loss": 0.5, "time": time.time()},
+                                              "samples_per_s": 1000.0, "loss": 0.5,
+                                              "time": time.time() if advancing else 1.7e9},
                                    "seconds_since_progress": 0.0, "eta_seconds": 3600, "ranks": {}}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -107,7 +109,7 @@ def wait(predicate, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def measure(jobs: int, polling: bool, window: float) -> dict:
+def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> dict:
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
         api = kubernetes.config.new_client_from_config(str(kubeconfig))
@@ -121,7 +123,7 @@ def measure(jobs: int, polling: bool, window: float) -> dict:
         proc = subprocess.Popen([sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
                                  f"run_operator({NS!r}, True, None, None, None)"],
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
-        launchers = FakeLaunchers()
+        launchers = FakeLaunchers(advancing)
         try:
             pods = [f"{n}-0" for n in names]
             wait(lambda: all(get(emu, PODS, p) is not None for p in pods), 300)
@@ -148,7 +150,7 @@ def measure(jobs: int, polling: bool, window: float) -> dict:
             proc.wait(timeout=60)
             log.close()
     per30 = 30.0 / elapsed / jobs
-    return {"jobs": jobs, "polling": polling, "window_s": round(elapsed, 1),
+    return {"jobs": jobs, "polling": polling, "advancing": advancing, "window_s": round(elapsed, 1),
             "status_writes_per_job_per_30s": round(status_writes * per30, 3),
             "other_writes": other_writes, "reads_per_job_per_30s": round(reads * per30, 3),
             "cpu_s_per_min": round(cpu * 60.0 / elapsed, 2)}
@@ -158,8 +160,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--window", type=float, default=60.0)
+    parser.add_argument("--reads-only", action="store_true",
+                        help="also measure a record that never advances: the cost of reads without writes")
     args = parser.parse_args()
     for n in args.jobs:
+        if args.reads_only:
+            still = measure(n, True, args.window, advancing=False)
+            print(json.dumps(still))
+            print(f"{n} Running jobs, record never advancing: {still['status_writes_per_job_per_30s']:.2f} status "
+                  f"writes/job/30 s, operator CPU {still['cpu_s_per_min']:.2f} s/min", flush=True)
         on = measure(n, True, args.window)
         off = measure(n, False, args.window)
         added = on["cpu_s_per_min"] - off["cpu_s_per_min"]

@@ -167,3 +167,12 @@ def test_a_running_job_is_watched_at_its_pod_ips() -> None:
     c, _, _ = make_controller(body, [pod(0, ip="10.0.0.1"), pod(1, ip="10.0.0.2")], [])
     asyncio.run(c.reconcile(("ns", "j")))
     assert c.poller.watched[("ns", "j")] == Target(0, ("10.0.0.1", "10.0.0.2"), 60)
+
+
+def test_status_writes_do_not_run_the_job_event_handler() -> None:
+    """Every status.progress write comes back as a MODIFIED event: kopf filters it out
+    before running (and logging) a handler; only a deletion reaches `forget`."""
+    from ddpjob.operator import handlers
+
+    assert handlers._deleted(type="DELETED") and not handlers._deleted(type="MODIFIED")
+    assert not handlers._deleted(type=None)  # kopf's initial listing
