@@ -87,3 +87,13 @@ def with_condition(conditions: list[dict[str, Any]], previous: list[Mapping[str,
     """The phase conditions plus GangScheduled (the new one, else the previous one kept)."""
     cond = wait.condition or next((dict(c) for c in previous or [] if c.get("type") == CONDITION), None)
     return conditions + ([cond] if cond else [])
+
+
+def blocked(status: Mapping[str, Any], reason: str, message: str, now_s: str) -> dict[str, Any]:
+    """The status of a job whose Pods cannot be made yet (its gang integration is off or
+    not installed, or its PodGroup is still going away): waiting, with the reason."""
+    old = next((c for c in status.get("conditions", []) if c.get("type") == CONDITION), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == "False" else now_s
+    cond = {"type": CONDITION, "status": "False", "reason": reason, "message": message, "lastTransitionTime": since}
+    others = [c for c in status.get("conditions", []) if c.get("type") != CONDITION]
+    return {**status, "message": message, "conditions": others + [cond]}

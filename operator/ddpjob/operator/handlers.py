@@ -20,6 +20,7 @@ import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec
+from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
@@ -77,7 +78,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
-    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event)
+    kube = Kube(settings)
+    gang = GangSupport.from_env()
+    # Logs an error per enabled integration whose PodGroup API is missing; never fails the start.
+    await gang.check_apis(kube.served)
+    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang)
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))
