@@ -22,6 +22,8 @@ from ddpjob.job.observe import PodState
 
 CONDITION = "GangScheduled"
 TIMEOUT_REASON = "ScheduleTimeout"
+# Not yet placed, but no scheduler has said why (the moments before a binding).
+_NO_VERDICT = ("Pending", "PodsNotCreated")
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,9 @@ def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping
         else:
             timeout_in = timeout - waited
     cond = {"type": CONDITION, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
-    if job.scheduling.gang == "none" and old is None and status == "True":
-        # Without a gang scheduler the condition appears once a Pod had to wait.
+    if job.scheduling.gang == "none" and old is None and (status == "True" or reason in _NO_VERDICT):
+        # Without a gang scheduler the condition appears once the scheduler said a Pod
+        # must wait (Unschedulable, SchedulingGated), not for the moment before binding.
         cond = None
     return GangWait(scheduled, cond, timed_out, newly, timeout_in)
 

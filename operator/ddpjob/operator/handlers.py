@@ -11,6 +11,7 @@ API), decides with `lifecycle.plan` and writes through `kube`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import os
@@ -80,8 +81,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
 
     kube = Kube(settings)
     gang = GangSupport.from_env()
-    # Logs an error per enabled integration whose PodGroup API is missing; never fails the start.
-    await gang.check_apis(kube.served)
+    # Logs an error per enabled integration whose PodGroup API is missing; never fails the
+    # start. In the background: API calls wait for the login, which follows the startup.
+    memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
     controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang)
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
