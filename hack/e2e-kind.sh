@@ -35,7 +35,7 @@ SYSTEM_NS=ddpjob-system
 JOB_NS=ddpjob-e2e
 OPERATOR_IMAGE=ddpjob/operator:e2e
 # The tag manifests/examples/mnist-cpu.yaml names, so the example runs unchanged.
-TRAINER_IMAGE=ddpjob/trainer:0.1.0-cpu
+TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 JOB=mnist-cpu

@@ -50,6 +50,11 @@ def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def resolved(job: DDPJob) -> dict[str, Any]:
+    """What 'auto' became, for `kubectl get` (the PROCS column) and for people."""
+    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size}
+
+
 def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:
     """Status of a job whose spec is rejected: Failed, nothing created."""
     message = "; ".join(errors)
@@ -95,7 +100,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
         ready = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
         st = {**prev, "phase": phase, "message": message, "restarts": restarts,
-              "readyNodes": ready, "observedGeneration": job.generation, **changes}
+              "readyNodes": ready, "observedGeneration": job.generation, **resolved(job), **changes}
         st["conditions"] = build_conditions(prev.get("conditions"), phase, reason, message, now_s)
         return {k: v for k, v in st.items() if v is not None}
 
