@@ -33,6 +33,27 @@ class LocalRunError(RuntimeError):
     """A Pod that cannot run as a local process (unsupported field, missing program)."""
 
 
+class StartError(LocalRunError):
+    """The container's command cannot be started. containerd reports such a container as
+    terminated with exit code 128 and reason StartError; so do `ddpjob run` and the kubelet."""
+
+    exit_code = 128
+    reason = "StartError"
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container's end, as a container runtime reports it in `state.terminated`."""
+    exit_code: int
+    reason: str  # Completed | Error | StartError
+    finished_at: float
+    message: str | None = None
+
+    @property
+    def phase(self) -> str:
+        return "Succeeded" if self.exit_code == 0 else "Failed"
+
+
 def trainer_container(pod: Mapping) -> Mapping:
     for container in pod["spec"]["containers"]:
         if container.get("name") == names.TRAINER_CONTAINER:
@@ -66,7 +87,7 @@ def container_argv(container: Mapping) -> list[str]:
     argv = command + list(container.get("args") or [])
     program = find_program(argv[0])
     if program is None:
-        raise LocalRunError(f"spec.command: {argv[0]!r} is not installed on this machine "
+        raise StartError(f"spec.command: {argv[0]!r} is not installed on this machine "
                             f"(looked on PATH and in {interpreter_bin()})")
     return [program, *argv[1:]] if argv[0] in OWN_COMMANDS else argv
 
@@ -157,6 +178,13 @@ class ContainerProcess:
             # The main process ended: so does the container, with whatever it left behind.
             self.kill_tree()
         return exit_code_of(code)
+
+    def terminated(self) -> Terminated | None:
+        """None while the main process runs; then how the container ended."""
+        code = self.poll()
+        if code is None:
+            return None
+        return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time())
 
     def signal(self, sig: int) -> None:
         try:

@@ -11,7 +11,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import socket
 import sys
 import time
 from datetime import datetime, timezone
@@ -20,30 +19,16 @@ from typing import IO
 
 import yaml
 
-from ddpjob import render
+from ddpjob import contract, render
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
+from ddpjob.local import ports
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def local_overrides(port: int, checkpoint_dir: Path | None) -> dict[str, str]:
-    """Contract values that only make sense in a cluster, pointed at this machine."""
-    env = {"MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "PET_MASTER_PORT": str(port)}
-    if checkpoint_dir is not None:
-        env["DDPJOB_CHECKPOINT_DIR"] = str(checkpoint_dir)
-    return env
 
 
 class LocalRunner:
@@ -70,14 +55,14 @@ class LocalRunner:
     def observe(self) -> list[PodState]:
         states = []
         for name, (rank, attempt, proc) in self.procs.items():
-            code = proc.poll()
-            phase = "Running" if code is None else ("Succeeded" if code == 0 else "Failed")
-            finished = (lifecycle.format_time(datetime.fromtimestamp(proc.finished_at, timezone.utc))
-                        if proc.finished_at else None)
-            states.append(PodState(name=name, node_rank=rank, restart_count=attempt, phase=phase,
-                                   exit_code=code if code not in (None, 0) else None,
-                                   reason="Error" if code else None, finished_at=finished,
-                                   deleting=proc.stop_requested_at is not None and code is None))
+            end = proc.terminated()
+            finished = (lifecycle.format_time(datetime.fromtimestamp(end.finished_at, timezone.utc))
+                        if end else None)
+            states.append(PodState(name=name, node_rank=rank, restart_count=attempt,
+                                   phase=end.phase if end else "Running",
+                                   exit_code=end.exit_code if end and end.exit_code else None,
+                                   reason=end.reason if end and end.exit_code else None, finished_at=finished,
+                                   deleting=proc.stop_requested_at is not None and end is None))
         return states
 
     def apply(self, plan: lifecycle.Plan) -> None:
@@ -91,8 +76,8 @@ class LocalRunner:
         if plan.create:
             if not self.procs:
                 # A fresh port per attempt: the last attempt's store may still hold the old one.
-                self.port = free_port()
-            overrides = local_overrides(self.port, self.checkpoint_dir)
+                self.port = ports.free_port()
+            overrides = contract.local_overrides(self.port, str(self.checkpoint_dir) if self.checkpoint_dir else None)
             if self.hide_gpus:
                 overrides["CUDA_VISIBLE_DEVICES"] = ""
             for rank in plan.create:
