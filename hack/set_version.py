@@ -34,6 +34,9 @@ VERSION_FIELDS = (
     ("charts/ddpjob-operator/Chart.yaml", r'(?m)^appVersion: "([^"]+)"$', "the chart's appVersion"),
     ("manifests/base/kustomization.yaml", r'(?m)^    newTag: "([^"]+)"$', "the operator image tag"),
     ("Dockerfile", r"(?m)^ARG DDPJOB_VERSION=(\S+)$", "the images' version label"),
+    ("README.md", r"helm install ddpjob oci://\S+ --version (\S+)", "the chart version to install"),
+    ("README.md", r"releases/download/v([^/]+)/", "the release the wheel is downloaded from"),
+    ("README.md", r"/ddpjob-([^/]+?)-py3-none-any\.whl", "the wheel's file name"),
 )
 
 
@@ -62,11 +65,10 @@ def check(root: Path = ROOT, expect: str | None = None) -> list[str]:
     if expect is not None and expect != version:
         problems.append(f"{VERSION_FILE}: __version__ is {version}, expected {expect}")
     for rel, pattern, what in VERSION_FIELDS:
-        m = re.search(pattern, (root / rel).read_text())
-        if m is None:
+        found = list(re.finditer(pattern, (root / rel).read_text()))
+        if not found:
             problems.append(f"{rel}: {what} not found")
-        elif m.group(1) != version:
-            problems.append(f"{rel}: {what} is {m.group(1)}, not {version}")
+        problems += [f"{rel}: {what} is {m.group(1)}, not {version}" for m in found if m.group(1) != version]
     tags = expected_image_tags(v)
     for path in files(root):
         for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -105,7 +107,8 @@ def set_version(new: str, root: Path = ROOT) -> list[Path]:
     for rel, pattern, _ in VERSION_FIELDS:
         path = root / rel
         text = path.read_text()
-        out = re.sub(pattern, lambda m: m.group(0).replace(m.group(1), new), text)
+        out = re.sub(pattern, lambda m: m.group(0)[:m.start(1) - m.start(0)] + new + m.group(0)[m.end(1) - m.start(0):],
+                     text)
         if out != text:
             path.write_text(out)
             changed.add(path)
