@@ -359,3 +359,17 @@ def test_the_crd_is_not_in_the_all_category() -> None:
     columns = {c['name']: c for c in source['spec']['versions'][0]['additionalPrinterColumns']}
     assert columns['Procs'] == {'name': 'Procs', 'type': 'integer', 'jsonPath': '.status.nprocPerNode'}
     assert columns['World']['jsonPath'] == '.status.worldSize'
+
+
+def test_every_value_the_e2e_script_sets_exists() -> None:
+    """hack/e2e-kind.sh cannot run here; a renamed value would fail its `helm install` there."""
+    script = (CHART.parents[1] / 'hack' / 'e2e-kind.sh').read_text()
+    schema = json.loads((CHART / 'values.schema.json').read_text())
+    keys = re.findall(r'--set ([\w.]+)=', script)
+    assert 'trainer.cpuImage' in keys
+    for key in keys:
+        node = schema
+        for part in key.split('.'):
+            assert part in node.get('properties', {}), f'hack/e2e-kind.sh sets {key}, which the chart has no value for'
+            node = node['properties'][part]
+            node = schema['definitions'][node['$ref'].rsplit('/', 1)[1]] if '$ref' in node else node

@@ -41,12 +41,23 @@ def final_status(stdout: str) -> dict:
 def test_visible_gpus_reads_the_device_files_and_the_mask(tmp_path):
     for name in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"):
         (tmp_path / name).touch()
-    assert gpus.visible_gpus(tmp_path, {}) == ["0", "1", "2"]
+    assert gpus.visible_gpus(tmp_path, {"PATH": ""}) == ["0", "1", "2"]
     assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "2,0"}) == ["2", "0"]
     assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "1,7,0"}) == ["1"]  # CUDA stops at a bad id
     assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "-1"}) == []
     assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": ""}) == []
-    assert gpus.visible_gpus(tmp_path / "missing", {}) == []
+    assert gpus.visible_gpus(tmp_path / "missing", {"PATH": str(tmp_path / "no-bin")}) == []
+
+
+def test_without_device_files_nvidia_smi_lists_the_gpus(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-a)'\necho 'GPU 1: NVIDIA H100 (UUID: GPU-b)'\n")
+    smi.chmod(0o755)
+    env = {"PATH": str(bin_dir)}
+    assert gpus.visible_gpus(tmp_path / "empty-dev", env) == ["0", "1"]
+    assert gpus.visible_gpus(tmp_path / "empty-dev", {**env, "CUDA_VISIBLE_DEVICES": "1"}) == ["1"]
 
 
 def test_each_node_gets_its_own_gpus():

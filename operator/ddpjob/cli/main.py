@@ -143,7 +143,7 @@ def add_file(p: argparse.ArgumentParser) -> None:
 def file_commands(sub: argparse._SubParsersAction) -> None:
     """The commands that read a DDPJob file and need no cluster."""
     p = sub.add_parser("validate", help="check a DDPJob file; one line per field error",
-                       description="Check a DDPJob file (every document in it) as the API server and the "
+                       description="Check a DDPJob file (every document in it) as the API server and the\n"
                                    "operator would: exit 0, or one line per bad field.",
                        epilog="example: ddpjob validate -f manifests/examples/mnist-cpu.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -151,7 +151,7 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="print the Service and Pods the operator would create",
-                       description="Print the objects the operator would create for each DDPJob in the file "
+                       description="Print the objects the operator would create for each DDPJob in the file\n"
                                    "(like `helm template`).",
                        epilog="examples:\n  ddpjob render -f job.yaml\n  ddpjob render -f job.yaml -o json "
                               "--restart-count 2 -n team-a", formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -163,11 +163,11 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("run", help="run the job on this machine, no cluster needed",
-                       description="Run each Pod's trainer container as local processes with the Pod's env "
-                                   "(rendezvous on 127.0.0.1); restarts and status as the operator decides them. "
-                                   "Exit 0 only when the job Succeeded.",
+                       description="Run each Pod's trainer container as local processes with the Pod's env\n"
+                                   "(rendezvous on 127.0.0.1); restarts and status as the operator decides\n"
+                                   "them. Exit 0 only when the job Succeeded.",
                        epilog="examples:\n  ddpjob run -f manifests/examples/mnist-cpu.yaml\n"
-                              "  ddpjob run --cpu -f manifests/examples/resnet-gpu.yaml   # a GPU job on CPU\n"
+                              "  ddpjob run --cpu -f gpu-job.yaml     # a GPU job on a machine without GPUs\n"
                               "  ddpjob run --fresh -f job.yaml       # forget an earlier run's checkpoints",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_file(p)

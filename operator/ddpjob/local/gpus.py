@@ -3,8 +3,9 @@ made to run on CPU (`ddpjob run --cpu`).
 
 Checked before any process starts: a GPU job on a machine without GPUs would otherwise
 start every process and fail each one with the same error a minute later. No torch here
-(the CLI side never imports it): NVIDIA's driver makes one /dev/nvidiaN per GPU, and
-CUDA_VISIBLE_DEVICES narrows what a process may use, as it would for the trainer.
+(the CLI side never imports it): NVIDIA's driver makes one /dev/nvidiaN per GPU (where it
+does not, as under WSL, `nvidia-smi -L` lists them), and CUDA_VISIBLE_DEVICES narrows
+what a process may use, as it would for the trainer.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Mapping
 
@@ -25,7 +28,7 @@ def visible_gpus(dev: Path = Path("/dev"), env: Mapping[str, str] | None = None)
         present = sorted(int(m.group(1)) for p in dev.iterdir() if (m := re.fullmatch(r"nvidia(\d+)", p.name)))
     except OSError:
         present = []
-    ids = [str(i) for i in present]
+    ids = [str(i) for i in present] or smi_gpus(env)
     mask = env.get("CUDA_VISIBLE_DEVICES")
     if mask is None:
         return ids
@@ -39,6 +42,18 @@ def visible_gpus(dev: Path = Path("/dev"), env: Mapping[str, str] | None = None)
         else:
             break
     return chosen
+
+
+def smi_gpus(env: Mapping[str, str]) -> list[str]:
+    """GPU indices from `nvidia-smi -L` ("GPU 0: ..."), or none without it."""
+    smi = shutil.which("nvidia-smi", path=env.get("PATH", os.defpath))
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return re.findall(r"(?m)^GPU (\d+):", out)
 
 
 def gpu_error(job: DDPJob, available: list[str]) -> str | None:
