@@ -5,6 +5,7 @@ licence and the one version, and hack/changelog.py writes the release notes."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import tarfile
@@ -153,3 +154,12 @@ def test_the_changelog_entry_is_the_section_and_the_commits_since_the_last_tag(t
 def test_this_release_has_a_changelog_section() -> None:
     text = (ROOT / "CHANGELOG.md").read_text()
     assert changelog.section(text, version.__version__)
+
+
+def test_the_docs_install_the_chart_from_where_the_workflow_pushes_it() -> None:
+    repo = workflow()["env"]["CHART_REPO"]
+    url = f"{repo}/ddpjob-operator"
+    for doc in (ROOT / "README.md", CHART / "README.md", ROOT / "docs" / "crd-upgrades.md"):
+        text = doc.read_text()
+        assert url in text, doc
+        assert set(re.findall(r"oci://[^\s`]+/ddpjob-operator", text)) == {url}, doc
