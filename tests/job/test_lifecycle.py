@@ -233,3 +233,12 @@ def test_a_condition_that_turns_false_says_why(job):
     later = step(j, [], failed, T0 + timedelta(seconds=2)).status
     kept = {c["type"]: c for c in later["conditions"]}["Running"]
     assert kept == conds["Running"]
+
+
+def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
+    j = job(command=["python", "train.py"], args=[])
+    first = step(j, [], None)
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", "NotALauncher")]
+    assert "spec.nprocPerNode: 2 processes per node" in first.events[0].message
+    assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
+    assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say

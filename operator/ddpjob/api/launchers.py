@@ -7,7 +7,7 @@ script would run once per node in a world it cannot fill: the rendezvous waits f
 ranks that never come, or, with a script that ignores it, "succeeds" in the wrong world.
 
 ddpjob cannot tell a self-spawning program from a plain script, so it warns (CLI
-`validate` and `run`) rather than refuses. Pure.
+`validate` and `run`; the operator's Warning Event `NotALauncher`) rather than refuses. Pure.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob
 
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
@@ -193,5 +194,8 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                     requeue_after=deadline_in, events=events(RUNNING, "Normal", "Running", msg))
     msg = (f"creating {len(missing)} Pod(s)" if missing
            else f"{running}/{job.nodes} nodes running")
+    # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
+    # Event, when the job first starts: `kubectl apply` shows no CLI warning.
+    world = world_warning(job)
     return Plan(status=status(waiting, "Starting", msg, startTime=start), create=missing,
-                requeue_after=deadline_in)
+                requeue_after=deadline_in, events=events(PENDING, "Warning", "NotALauncher", world) if world else ())
