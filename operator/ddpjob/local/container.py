@@ -88,7 +88,7 @@ def container_argv(container: Mapping) -> list[str]:
     program = find_program(argv[0])
     if program is None:
         raise StartError(f"spec.command: {argv[0]!r} is not installed on this machine "
-                            f"(looked on PATH and in {interpreter_bin()})")
+                         f"(looked on PATH and in {interpreter_bin()})")
     return [program, *argv[1:]] if argv[0] in OWN_COMMANDS else argv
 
 
