@@ -43,7 +43,7 @@ import kubernetes
 import urllib3
 
 from ddpjob.api import names
-from ddpjob.local.container import (ContainerProcess, LocalRunError, kill_tagged, start_container, tagged_pids,
+from ddpjob.local.container import (ContainerProcess, LocalRunError, StartError, kill_tagged, start_container, tagged_pids,
                                       trainer_container)
 from ddpjob.contract import local_overrides
 from ddpjob.local.ports import free_port
@@ -308,10 +308,11 @@ class ProcessKubelet:
             c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)
         except (LocalRunError, OSError) as exc:
             # containerd reports a command that cannot start as exit code 128, StartError.
-            c.log_file.write(f'[{name}] StartError: {exc}\n')
-            c.exit_code = 128
+            c.log_file.write(f'[{name}] {StartError.reason}: {exc}\n')
+            c.exit_code = StartError.exit_code
             c.times['exited'] = time.time()
-            self._report(core, c, 'Failed', exit_code=128, reason='StartError', message=str(exc))
+            self._report(core, c, 'Failed', exit_code=StartError.exit_code, reason=StartError.reason,
+                         message=str(exc))
             self._close_log(c)
             return
         c.times['started'] = c.proc.started_at
@@ -340,22 +341,15 @@ class ProcessKubelet:
                 self._send(core, c, c.unsent)
             if c.proc is None or 'exited' in c.times:
                 continue
-            code = c.proc.poll()
-            if code is None:
+            end = c.proc.terminated()  # a container ends with its main process, tree and all
+            if end is None:
                 if c.deleted:
-                    c.proc.stop(self.stop_grace)
-                    if c.proc.stop_requested_at and time.time() - c.proc.stop_requested_at > self.stop_grace:
-                        kill_tagged(c.tag)  # the whole container, not only its main process group
+                    c.proc.stop(self.stop_grace)  # SIGTERM once, the whole tree after the grace
                 continue
-            # The main process is gone: so is the container, with everything it started.
-            kill_tagged(c.tag)
-            c.exit_code = code
-            c.times['exited'] = c.proc.finished_at or time.time()
+            c.exit_code = end.exit_code
+            c.times['exited'] = end.finished_at
             if not c.deleted:
-                if code == 0:
-                    self._report(core, c, 'Succeeded', exit_code=0, reason='Completed')
-                else:
-                    self._report(core, c, 'Failed', exit_code=code, reason='Error')
+                self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
             self._close_log(c)
 
     def _close_log(self, c: Container) -> None:

@@ -2,7 +2,7 @@
 
 The same rules live in the CRD (OpenAPI + CEL) so the API server rejects bad objects;
 they are checked again here because the object may come from an old API server, an
-emulator, or a file on a laptop. tests/spine/test_crd_parity.py keeps the two in step.
+emulator, or a file on a laptop. tests/api/test_crd_parity.py keeps the two in step.
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ImmutableFieldError(FieldError):
+    """A change to a field a running gang cannot take (the CRD marks these too)."""
+    message: str = "is immutable"
 
 
 class InvalidSpec(ValueError):
@@ -361,5 +367,5 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fiel
     for key in IMMUTABLE_FIELDS:
         default = IMMUTABLE_DEFAULTS.get(key)
         if old_spec.get(key, default) != new_spec.get(key, default):
-            errors.append(FieldError(f"spec.{key}", "is immutable"))
+            errors.append(ImmutableFieldError(f"spec.{key}"))
     return errors

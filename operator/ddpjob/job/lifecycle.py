@@ -13,6 +13,7 @@ from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob
 
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
@@ -49,6 +50,11 @@ def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def resolved(job: DDPJob) -> dict[str, Any]:
+    """What 'auto' became, for `kubectl get` (the PROCS column) and for people."""
+    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size}
 
 
 def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:
@@ -98,7 +104,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         ready = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
         st = {**prev, "phase": phase, "message": message, "restarts": restarts,
               "readyNodes": ready, "scheduledNodes": gang_wait.scheduled, "observedGeneration": job.generation,
-              **changes}
+              **resolved(job), **changes}
         st["conditions"] = scheduling.with_condition(
             build_conditions(prev.get("conditions"), phase, reason, message, now_s), prev.get("conditions"), gang_wait)
         return {k: v for k, v in st.items() if v is not None}
@@ -214,5 +220,9 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     timeout_event = ((Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),)
                      if gang_wait.newly_timed_out else ())
     timers = [t for t in (deadline_in, gang_wait.timeout_in) if t is not None]
+    # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
+    # Event, when the job first starts: `kubectl apply` shows no CLI warning.
+    world = world_warning(job)
+    world_event = events(PENDING, "Warning", "NotALauncher", world) if world else ()
     return Plan(status=status(waiting, "Starting", msg, startTime=start), create=missing,
-                requeue_after=min(timers) if timers else None, events=timeout_event)
+                requeue_after=min(timers) if timers else None, events=world_event + timeout_event)
