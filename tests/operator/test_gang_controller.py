@@ -148,9 +148,14 @@ def test_chart_settings_reach_the_rendered_pods():
 def test_a_preempted_member_that_vanished_is_still_a_disruption():
     body = job_body(nodes=2, restartPolicy="OnFailure", maxRestarts=0)
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
-    c, kube, _, index = make(body, [pod(0), pod(1, disruption="PreemptionByScheduler", message="preempted")])
-    run(c)  # seen once with its mark, nothing to do yet (the gang still runs)
-    index["pods"] = [pod(0)]  # then the API removed it
+    c, kube, _, index = make(body, [pod(0), pod(1)])
+    marked = {"metadata": {"name": "j-1", "labels": {"ddpjob.io/node-rank": "1", "ddpjob.io/restart-count": "0"},
+                           "ownerReferences": [{"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
+                                                "uid": "u1", "controller": True}]},
+              "status": {"phase": "Running", "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                                             "reason": "PreemptionByScheduler"}]}}
+    c.pod_changed("ns", "j", marked)  # the watch saw the mark ...
+    index["pods"] = [pod(0)]  # ... and the deletion, before any reconcile looked
     run(c)
     status = last_status(kube)
     assert status["phase"] == "Restarting", status["message"]

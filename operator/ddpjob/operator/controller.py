@@ -83,15 +83,18 @@ class _Job:
     rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
     # PodGroups this operator made, by name -> (apiVersion, kind); deleted when their attempt ends.
     pod_groups: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # Pods last seen marked for a disruption (preemption, eviction), by name: a Pod the
-    # API removes at once vanishes from the index with its mark.
-    disrupted: dict[str, PodState] = field(default_factory=dict)
+    # Pods seen marked for a disruption (preemption, eviction), by name, with their owner's
+    # uid: the mark and the deletion often arrive in one burst, and a Pod the API removes
+    # at once leaves the index with its mark before any reconcile has looked.
+    disrupted: dict[str, IndexedPod] = field(default_factory=dict)
     gang_waits: int = 0  # consecutive reconciles that found the gang's PodGroup unavailable
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
         self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
-        self.pod_groups, self.disrupted, self.gang_waits = {}, {}, 0
+        # (disrupted is kept: it may predate the first reconcile, and entries of another uid
+        # are dropped when read)
+        self.pod_groups, self.gang_waits = {}, 0
         self.expectations.clear()
 
 
@@ -176,10 +179,16 @@ class Controller:
         pods = self._observe(job, uid)
         seen = {p.name for p in pods}
         attempt = int(previous.get("restarts", 0))
-        job.disrupted = {p.name: p for p in pods if p.disruption and p.restart_count == attempt} | {
-            n: p for n, p in job.disrupted.items()
-            if n not in seen and p.restart_count == attempt and previous.get("phase") == lifecycle.RUNNING}
-        return pods + [dataclasses.replace(p, deleting=True) for n, p in job.disrupted.items() if n not in seen]
+        running = previous.get("phase") == lifecycle.RUNNING
+        job.disrupted = {n: (owner, p) for n, (owner, p) in job.disrupted.items()
+                         if owner == uid and p.restart_count == attempt and (n in seen or running)}
+        return pods + [dataclasses.replace(p, deleting=True) for n, (_, p) in job.disrupted.items() if n not in seen]
+
+    def pod_changed(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """Every event of a job's Pod: remember one marked for a disruption."""
+        item = indexed_pod(body)
+        if item is not None and item[1].disruption:
+            self._job((namespace, name)).disrupted[item[1].name] = item
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns when to look again (seconds) or None to wait for events."""

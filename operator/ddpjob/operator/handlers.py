@@ -149,5 +149,6 @@ async def job_event(type: str | None, namespace: str, name: str, memo: kopf.Memo
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
-async def pod_event(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(namespace: str, labels: kopf.Labels, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.pod_changed(namespace, labels[names.LABEL_JOB_NAME], body)
     memo.controller.trigger(namespace, labels[names.LABEL_JOB_NAME], delay=ctl.POD_EVENT_DEBOUNCE)
