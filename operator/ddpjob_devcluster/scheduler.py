@@ -29,9 +29,13 @@ each as the upstream scheduler does it:
   group's unbound Pods are placed all at once if they all fit, else none is, and each
   gets `PodScheduled=False, Unschedulable`.
 
+- The PodGroup protection finalizer `scheduling.k8s.io/podgroup-protection`: stamped on every
+  PodGroup (the PodGroupProtection admission plugin does it at creation; here on the next
+  pass), removed once a deleted PodGroup has no Pod left that is not finished (the
+  podgroupprotection controller), so a deleted PodGroup lingers while its Pods run.
+
 Not modelled: taints, affinity beyond nodeSelector, scoring beyond "most free GPUs first"
-(the default LeastAllocated scoring also spreads), preemption, the PodGroup protection
-finalizer, nominated nodes.
+(the default LeastAllocated scoring also spreads), preemption, nominated nodes.
 """
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ POD_GROUPS = Resource(group='scheduling.k8s.io', version='v1beta1', plural='podg
 DEFAULT_SCHEDULER = 'default-scheduler'
 MERGE = 'application/merge-patch+json'
 GATED_MESSAGE = 'Scheduling is blocked due to non-empty scheduling gates'
+PROTECTION_FINALIZER = 'scheduling.k8s.io/podgroup-protection'
 
 
 def _now() -> str:
@@ -177,6 +182,7 @@ class Scheduler:
             node = (pod.get('spec') or {}).get('nodeName')
             if node in free and self._holds_resources(pod):
                 self._take(free[node], pod_requests(pod))
+        self._protect_pod_groups(pods)
         queue = [p for p in pods if self._queued(p)]
         for p in queue:
             self._seen.setdefault(p['metadata']['uid'], next(self._order))
@@ -234,6 +240,27 @@ class Scheduler:
             self._take(free[node], pod_requests(pod))
             self._bind(pod, node)
         return len(placement)
+
+    def _protect_pod_groups(self, pods: list[dict]) -> None:
+        if POD_GROUPS not in self.store.resources:
+            return
+        for group in self.store.peek_all(POD_GROUPS, None):
+            meta = group['metadata']
+            finalizers = list(meta.get('finalizers') or [])
+            users = [p for p in pods if p['metadata'].get('namespace') == meta.get('namespace')
+                     and ((p.get('spec') or {}).get('schedulingGroup') or {}).get('podGroupName') == meta['name']
+                     and self._holds_resources(p)]
+            if meta.get('deletionTimestamp'):
+                if PROTECTION_FINALIZER in finalizers and not users:
+                    finalizers.remove(PROTECTION_FINALIZER)
+                else:
+                    continue
+            elif PROTECTION_FINALIZER not in finalizers:
+                finalizers.append(PROTECTION_FINALIZER)
+            else:
+                continue
+            self.store.patch(POD_GROUPS, meta.get('namespace'), meta['name'], None, MERGE,
+                             {'metadata': {'finalizers': finalizers or None}})
 
     # ---- helpers ----
 

@@ -198,6 +198,8 @@ BAD: list[Case] = [
          job({"nodes": 4, "scheduling": {"gang": "volcano", "minAvailable": 3}})),
     Case("min-available-above-nodes", "spec.scheduling.minAvailable",
          job({"nodes": 2, "scheduling": {"gang": "kubernetes", "minAvailable": 8}})),
+    Case("min-available-zero", "spec.scheduling.minAvailable", job({"scheduling": {"minAvailable": 0}})),
+    Case("min-available-too-many", "spec.scheduling.minAvailable", job({"nodes": 1024, "scheduling": {"minAvailable": 2000}})),
     Case("min-available-a-string", "spec.scheduling.minAvailable", job({"scheduling": {"minAvailable": "all"}})),
     Case("schedule-timeout-zero", "spec.scheduling.scheduleTimeoutSeconds",
          job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 0}})),

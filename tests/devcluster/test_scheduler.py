@@ -5,8 +5,8 @@ Pods left alone, and the native PodGroup placed all or nothing."""
 import pytest
 
 from ddpjob_devcluster.emulator import KubeEmulator
-from ddpjob_devcluster.scheduler import (NODES, POD_GROUPS, PODS, NodeSpec, Scheduler, fit_error, gpu_nodes,
-                                         serve_native_pod_groups)
+from ddpjob_devcluster.scheduler import (NODES, POD_GROUPS, PODS, PROTECTION_FINALIZER, NodeSpec, Scheduler,
+                                         fit_error, gpu_nodes, serve_native_pod_groups)
 
 INSUFFICIENT_GPU = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
 
@@ -137,3 +137,17 @@ def test_fit_error_format():
     from collections import Counter
     assert fit_error(3, Counter({"Insufficient cpu": 2, "node(s) had untolerated taint {a: b}": 1})) == (
         "0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu.")
+
+
+def test_a_deleted_pod_group_waits_for_its_pods(store, scheduler):
+    create(store, pod_group("a", 2), *(pod(f"a-{i}", group="a") for i in range(2)))
+    scheduler.schedule_once()
+    assert store.peek(POD_GROUPS, "default", "a")["metadata"]["finalizers"] == [PROTECTION_FINALIZER]
+    store.delete(POD_GROUPS, "default", "a", None)
+    scheduler.schedule_once()
+    assert store.peek(POD_GROUPS, "default", "a")["metadata"]["deletionTimestamp"]  # Pods still run
+    for i in range(2):
+        store.patch(PODS, "default", f"a-{i}", "status", "application/merge-patch+json",
+                    {"status": {"phase": "Succeeded"}})
+    scheduler.schedule_once()
+    assert store.peek(POD_GROUPS, "default", "a") is None

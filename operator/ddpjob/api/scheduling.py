@@ -73,6 +73,8 @@ def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None) -> Schedu
         if isinstance(min_available, bool) or not isinstance(min_available, int):
             c.err("spec.scheduling.minAvailable", f"must be an integer (got {min_available!r})")
             min_available = None
+        elif not 1 <= min_available <= 1024:
+            c.err("spec.scheduling.minAvailable", f"must be from 1 to 1024 (got {min_available})")
         elif nodes is not None and min_available != nodes:
             c.err("spec.scheduling.minAvailable",
                   f"must equal spec.nodes ({nodes}): every node of a DDP gang is needed (got {min_available})")
