@@ -165,3 +165,11 @@ def test_pod_state_reads_disruptions(status, expected):
     assert state.disruption == expected
     if expected:
         assert state.message
+
+
+def test_backoff_after_a_preemption_says_what_counts(job):
+    j = job(maxRestarts=1)
+    p = step(j, pods(["Running", "Running"], extra={0: {"deleting": True, "disruption": "PreemptionByScheduler"}}),
+             running_status(j))
+    p = step(j, [], p.status, T0 + timedelta(seconds=1))
+    assert p.status["phase"] == "Restarting" and p.status["message"] == "backing off before restart 1 (0/1 counted)"

@@ -200,7 +200,9 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         failed_at = parse_time((prev.get("lastFailure") or {}).get("time")) or now
         ready_at = failed_at + timedelta(seconds=backoff_seconds(job.restart_backoff_seconds, restarts))
         if now < ready_at:
-            msg = f"backing off before restart {restarts}/{job.max_restarts}"
+            counted = restarts - int(prev.get("disruptions", 0))  # disruptions are not counted
+            msg = (f"backing off before restart {restarts}/{job.max_restarts}" if counted == restarts
+                   else f"backing off before restart {restarts} ({counted}/{job.max_restarts} counted)")
             return Plan(status=status(RESTARTING, "BackOff", msg), requeue_after=(ready_at - now).total_seconds())
 
     start = prev.get("startTime") or now_s
