@@ -135,7 +135,7 @@ def test_startup_check_logs_each_missing_api(caplog):
         return path in served
     asyncio.run(gang.check_apis(exists))
     assert set(gang.missing) == {"volcano"}
-    assert "gang integration volcano is enabled but" in caplog.text
+    assert [r.levelname for r in caplog.records if "gang integration volcano is enabled but" in r.message] == ["ERROR"]
     assert gang.unavailable("kubernetes") is None and gang.unavailable("kueue") is None
     assert "not enabled" in gang.unavailable("coscheduling")
 

@@ -53,6 +53,7 @@ class GangSupport:
     enabled: frozenset[str] = frozenset(INTEGRATIONS)
     options: render_gang.GangOptions = render_gang.DEFAULT_OPTIONS
     missing: dict[str, str] = field(default_factory=dict)  # gang -> why its API is not there
+    explicit: bool = False  # enabled by the chart (an error when missing), not by default
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "GangSupport":
@@ -67,7 +68,7 @@ class GangSupport:
         options = render_gang.GangOptions(
             volcano_scheduler=environ.get(ENV_VOLCANO_SCHEDULER) or defaults.volcano_scheduler,
             coscheduling_scheduler=environ.get(ENV_COSCHEDULING_SCHEDULER) or defaults.coscheduling_scheduler)
-        return cls(enabled=enabled & set(INTEGRATIONS), options=options)
+        return cls(enabled=enabled & set(INTEGRATIONS), options=options, explicit=raw is not None)
 
     async def check_apis(self, exists: Callable[[str], Awaitable[bool]]) -> None:
         """Ask discovery for each enabled integration's API; log clearly what is missing."""
@@ -80,9 +81,11 @@ class GangSupport:
                 logger.info("gang integration %s: %s is served", gang, path)
             else:
                 self.missing[gang] = f"{_WHAT[gang]} is not served by this cluster ({path} not found)"
-                logger.error("gang integration %s is enabled but %s; DDPJobs with spec.scheduling.gang=%s "
-                             "will wait with GangScheduled=False until it is installed", gang,
-                             self.missing[gang], gang)
+                # Enabled by the chart: an error. Unset (development clusters, every
+                # integration on by default): a note.
+                logger.log(logging.ERROR if self.explicit else logging.INFO,
+                           "gang integration %s is enabled but %s; DDPJobs with spec.scheduling.gang=%s "
+                           "will wait with GangScheduled=False until it is installed", gang, self.missing[gang], gang)
 
     def unavailable(self, gang: str) -> str | None:
         """Why a job with this gang cannot be placed now (None: go ahead)."""
