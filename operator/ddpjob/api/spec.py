@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.scheduling import Scheduling, check_scheduling
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
@@ -33,7 +34,7 @@ SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
     "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds", "stallTimeoutSeconds",
-    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template",
+    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
 })
 
 
@@ -96,6 +97,7 @@ class DDPJob:
     stall_timeout_seconds: int | None = None  # None: no stall detection
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
+    scheduling: Scheduling = field(default_factory=lambda: Scheduling())
 
     @property
     def world_size(self) -> int:
@@ -333,6 +335,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
     checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
+    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"), nodes)
     name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
@@ -349,7 +352,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
         stall_timeout_seconds=stall,
-        checkpoint=checkpoint, template=dict(template),
+        checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
     )
 
 

@@ -7,7 +7,9 @@ deadlines and the final status come from the same `lifecycle.plan()` the operato
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,7 +21,9 @@ import yaml
 
 from ddpjob import contract, render
 from ddpjob.job import lifecycle
+from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ports
+from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
 from ddpjob.job.observe import PodState
@@ -32,8 +36,11 @@ PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a seco
 class LocalRunner:
     """Plays the part of operator and kubelet for one job, in this process."""
 
-    def __init__(self, job: DDPJob, workdir: Path, out: IO[str] | None = None, stop_grace: float = 10.0):
+    def __init__(self, job: DDPJob, workdir: Path, out: IO[str] | None = None, stop_grace: float = 10.0,
+                 gpus: list[str] | None = None, hide_gpus: bool = False):
         self.job = job
+        self.gpus = gpus or []  # this machine's GPU ids, shared out between the nodes
+        self.hide_gpus = hide_gpus  # `--cpu`: the trainer sees no GPU either
         self.out = out or sys.stdout
         self.workdir = workdir
         self.stop_grace = stop_grace
@@ -84,7 +91,10 @@ class LocalRunner:
                 progress_file = str(self.workdir / "pods" / f"{name}-a{plan.restart_count}" / "progress.json")
                 host = loopback_address()
                 overrides = contract.local_overrides(self.port, checkpoint, progress_file, host)
-                proc = start_container(pod, overrides, out=self.out)
+                if self.hide_gpus:
+                    overrides["CUDA_VISIBLE_DEVICES"] = ""
+                proc = start_container(pod, {**overrides, **devices_for_node(self.job, rank, self.gpus)},
+                                       out=self.out)
                 self.procs[name] = (rank, plan.restart_count, proc)
                 self.attempt_progress.files[rank] = progress_file
                 if rank == 0:
@@ -151,14 +161,48 @@ class LocalRunner:
         self.log("interrupted: stopping every process")
         self._stop_all()
         now = lifecycle.format_time(datetime.now(timezone.utc))
-        self.status = {**self.status, "phase": lifecycle.FAILED, "message": "interrupted by the user",
-                       "completionTime": now, "readyNodes": 0}
+        message = "interrupted by the user"
+        # The conditions follow the phase, as every other step's do: Failed=True, Running=False.
+        self.status = {**self.status, "phase": lifecycle.FAILED, "message": message, "completionTime": now,
+                       "readyNodes": 0, "conditions": build_conditions(
+                           self.status.get("conditions"), lifecycle.FAILED, "Interrupted", message, now)}
         return self.status
 
 
-def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None) -> int:
+STATUS_FILE = "status.yaml"
+
+
+def previous_run(workdir: Path) -> dict | None:
+    """The final status an earlier `ddpjob run` of this job left in its workdir."""
+    try:
+        status = yaml.safe_load((workdir / STATUS_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return status.get("status") if isinstance(status, dict) and isinstance(status.get("status"), dict) else None
+
+
+def start_fresh(workdir: Path) -> None:
+    """`--fresh`: forget an earlier run (its checkpoints and final status)."""
+    shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
+    (workdir / STATUS_FILE).unlink(missing_ok=True)
+
+
+def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None, fresh: bool = False,
+            gpus: list[str] | None = None, hide_gpus: bool = False) -> int:
     """Run to completion; print the final status; exit code 0 only for Succeeded."""
-    runner = LocalRunner(job, workdir or Path(os.getcwd()) / ".ddpjob" / job.name, out=out)
+    if not job.generation:
+        # A file has no metadata.generation; the API server gives a new object 1.
+        job = dataclasses.replace(job, generation=1)
+    workdir = workdir or Path(os.getcwd()) / ".ddpjob" / job.name
+    runner = LocalRunner(job, workdir, out=out, gpus=gpus, hide_gpus=hide_gpus)
+    if fresh:
+        start_fresh(workdir)
+    earlier = previous_run(workdir)
+    if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
+            and any(runner.checkpoint_dir.glob("*")):
+        runner.log(f"this job ran here before ({earlier['phase']} at {earlier.get('completionTime', '?')}); "
+                   f"the trainer resumes from its checkpoints in {runner.checkpoint_dir} and may finish at once. "
+                   "`ddpjob run --fresh` starts from scratch")
     try:
         status = runner.run()
     except LocalRunError as exc:
@@ -166,6 +210,7 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
         return 1
     runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
     runner.out.flush()
+    (workdir / STATUS_FILE).write_text(yaml.safe_dump({"status": status}, sort_keys=False))
     if status.get("phase") == lifecycle.SUCCEEDED:
         return 0
     return 130 if status.get("message") == "interrupted by the user" else 1

@@ -11,6 +11,7 @@ API), decides with `lifecycle.plan` and writes through `kube`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import os
@@ -20,6 +21,7 @@ import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec
+from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, ProgressPoller
 
@@ -82,8 +84,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
+    kube = Kube(settings)
+    gang = GangSupport.from_env()
+    # Logs an error per enabled integration whose PodGroup API is missing; never fails the
+    # start. In the background: API calls wait for the login, which follows the startup.
+    memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
     poller = _progress_poller(lambda key: memo.controller.trigger(*key), logger)
-    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event,
+    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
                                 poller=poller)
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
@@ -176,5 +183,6 @@ async def job_event(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> Non
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
-async def pod_event(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(namespace: str, labels: kopf.Labels, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.pod_changed(namespace, labels[names.LABEL_JOB_NAME], body)
     memo.controller.trigger(namespace, labels[names.LABEL_JOB_NAME], delay=ctl.POD_EVENT_DEBOUNCE)
