@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import tempfile
 import time
@@ -40,8 +41,8 @@ def validate(record: Any) -> list[str]:
             errors.append(f"{key}: must be an integer >= 0 (got {v!r})")
     for key in FLOATS:
         v = record.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v != v):
-            errors.append(f"{key}: must be a number (got {v!r})")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            errors.append(f"{key}: must be a finite number (got {v!r})")
     return errors
 
 

@@ -91,17 +91,19 @@ def test_a_suspected_stall_reads_every_pod_once_to_name_ranks() -> None:
 
 def test_a_pod_that_does_not_answer_is_no_news() -> None:
     triggered: list = []
-    fetch = Fetches({"10.0.0.1": OSError("connection refused")})
+    fetch = Fetches({"10.0.0.1": OSError("connection refused"), "10.0.0.9": {"ranks": "garbage"}})
 
     async def go():
         poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, fetch=fetch)
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), 10))
         poller.watch(("ns", "k"), Target(0, (None,), 10))  # no Pod IP yet: nothing to read
+        poller.watch(("ns", "m"), Target(0, ("10.0.0.9",), 10))  # a malformed answer
         await poll_for(poller, 0.2)
         return poller
     poller = asyncio.run(go())
     assert triggered == [] and poller.failures == len(fetch.urls) > 0
-    assert all("10.0.0.1" in u for u in fetch.urls)
+    assert {u.split("//")[1].split(":")[0] for u in fetch.urls} == {"10.0.0.1", "10.0.0.9"}
+    assert sum("10.0.0.9" in u for u in fetch.urls) > 1  # still polled after the bad answer
 
 
 def test_many_jobs_are_read_no_faster_than_the_global_cap() -> None:

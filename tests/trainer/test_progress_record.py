@@ -18,7 +18,8 @@ def test_write_then_read_round_trips(tmp_path):
 
 @pytest.mark.parametrize("record, field", [
     ({"total_steps": 3}, "step"), ({"step": -1}, "step"), ({"step": "3"}, "step"), ({"step": True}, "step"),
-    ({"step": 1, "loss": "nan"}, "loss"), ({"step": 1, "epoch": 1.5}, "epoch"), ([1], "object"),
+    ({"step": 1, "loss": "nan"}, "loss"), ({"step": 1, "loss": float("nan")}, "loss"),
+    ({"step": 1, "samples_per_s": float("inf")}, "samples_per_s"), ({"step": 1, "epoch": 1.5}, "epoch"), ([1], "object"),
 ])
 def test_validate_names_the_bad_field(record, field):
     errors = pr.validate(record)
@@ -70,3 +71,15 @@ def test_collective_timeout_comes_from_the_contract():
     for bad in ("0", "soon", "-5", "1e9"):
         with pytest.raises(UsageError, match="DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"):
             distributed.collective_timeout({"DDPJOB_COLLECTIVE_TIMEOUT_SECONDS": bad})
+
+
+def test_the_trainer_leaves_a_diverged_loss_out_instead_of_failing(tmp_path):
+    import torch
+
+    from ddpjob_trainer.progress import Progress
+
+    path = str(tmp_path / "progress.json")
+    p = Progress(True, None, 0, 1, 2, torch.device("cpu"), progress_file=path, total_steps=10)
+    p.publish(1, 3, loss=float("nan"), samples_per_s=100.0)
+    record = pr.read(path)
+    assert record["step"] == 3 and "loss" not in record and record["samples_per_s"] == 100.0

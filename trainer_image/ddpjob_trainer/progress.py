@@ -10,6 +10,7 @@ is rewritten at the same moments; every rank also keeps a heartbeat file next to
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -88,6 +89,8 @@ class Progress:
         """Rewrite the progress record (global rank 0 only)."""
         if self.progress_file is None:
             return
+        # A diverged loss (nan, inf) is no number JSON can carry: leave it out, keep training.
+        fields = {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
         try:
             progress_record.write(self.progress_file, step=step, total_steps=self.total_steps, epoch=epoch,
                                   total_epochs=self.epochs, **fields)

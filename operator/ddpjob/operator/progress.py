@@ -176,6 +176,10 @@ class ProgressPoller:
     async def _poll(self, key: Key, target: Target) -> None:
         try:
             state = await self._read(key, target)
+        except Exception as exc:  # noqa: BLE001 (a malformed answer must not end this job's polling)
+            self.failures += 1
+            logger.debug("progress of %s/%s: %r", *key, exc)
+            state = None
         finally:
             self.in_flight.release()
         current = self.targets.get(key)
