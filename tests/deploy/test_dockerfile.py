@@ -57,7 +57,7 @@ def test_both_targets_exist() -> None:
 
 
 def test_torch_versions_match_pyproject() -> None:
-    pins = dict(re.match(r'([a-z]+)==(\S+)', d).groups() for d in PYPROJECT['project']['optional-dependencies']['trainer']
+    pins = dict(re.match(r'([A-Za-z0-9_.-]+)==(\S+)', d).groups() for d in PYPROJECT['project']['optional-dependencies']['trainer']
                 if '==' in d)
     args = dict(re.findall(r'^ARG (\w+)=(\S+)', DOCKERFILE.read_text(), re.M))
     assert args['TORCH_VERSION'] == pins['torch']

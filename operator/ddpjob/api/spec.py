@@ -33,7 +33,7 @@ ROOT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
-    "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds",
+    "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds", "stallTimeoutSeconds",
     "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
 })
 
@@ -94,6 +94,7 @@ class DDPJob:
     shm_size: str | int | None = None
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
+    stall_timeout_seconds: int | None = None  # None: no stall detection
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=lambda: Scheduling())
@@ -318,6 +319,8 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     resources = _check_resources(c, c.mapping(spec, "resources"))
     gpu_resource = c.string(spec, "gpuResource", names.DEFAULT_GPU_RESOURCE)
     port = c.integer(spec, "port", names.DEFAULT_PORT, 1, 65535)
+    if port == contract.DEFAULT_PROGRESS_PORT:
+        c.err("spec.port", f"{port} is the progress port of the env contract; choose another")
     shm = spec.get("shmSize")
     if shm is not None and (isinstance(shm, bool) or not isinstance(shm, (str, int))):
         c.err("spec.shmSize", f"must be a quantity such as '2Gi' (got {shm!r})")
@@ -326,6 +329,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     backoff = c.integer(spec, "restartBackoffSeconds", 10, 0, 3600)
     deadline = c.integer(spec, "activeDeadlineSeconds", None, 1)
     ttl = c.integer(spec, "ttlSecondsAfterFinished", None, 0)
+    stall = c.integer(spec, "stallTimeoutSeconds", None, 10, 604800)
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
@@ -347,6 +351,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
+        stall_timeout_seconds=stall,
         checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
     )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from ddpjob.job import scheduling
+from ddpjob.job import scheduling, stall
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
@@ -89,7 +89,9 @@ def _root_cause(failed: list[PodState], policy: str) -> PodState:
                                          p.node_rank))[0]
 
 
-def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime) -> Plan:
+def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime,
+         progress: stall.ProgressState | None = None) -> Plan:
+    """`progress`: what Pod 0's launcher last reported, when it was just read (stall.py)."""
     prev = dict(previous or {})
     prev_phase = prev.get("phase")
     restarts = int(prev.get("restarts", 0))
@@ -98,6 +100,8 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                if not p.leftover and p.restart_count == restarts and p.node_rank < job.nodes}
     leftover = [p for p in pods if p.leftover or p.restart_count != restarts or p.node_rank >= job.nodes]
     live = [p.name for p in pods if p.phase in ("Pending", "Running", "Unknown") and not p.deleting]
+    progress = progress if progress is not None and progress.restart_count == restarts else None
+    stalled: str | None = None
     gang_wait = scheduling.observe(job, current, prev.get("conditions"), now, now_s)
 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
@@ -105,8 +109,14 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         st = {**prev, "phase": phase, "message": message, "restarts": restarts,
               "readyNodes": ready, "scheduledNodes": gang_wait.scheduled, "observedGeneration": job.generation,
               **resolved(job), **changes}
-        st["conditions"] = scheduling.with_condition(
-            build_conditions(prev.get("conditions"), phase, reason, message, now_s), prev.get("conditions"), gang_wait)
+        st["conditions"] = stall.conditions(
+            scheduling.with_condition(build_conditions(prev.get("conditions"), phase, reason, message, now_s),
+                                      prev.get("conditions"), gang_wait),
+            prev.get("conditions"), stalled,
+            phase == RUNNING and progress is not None and progress.record is not None
+            and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), now_s)
+        if progress is not None:
+            st["progress"] = stall.status_progress(progress, now) or prev.get("progress")
         return {k: v for k, v in st.items() if v is not None}
 
     # The step that finishes a job must also wake it when its TTL is due.
@@ -152,6 +162,13 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         failed += [PodState(name=f"{job.name}-{r}", node_rank=r, restart_count=restarts, phase="Deleted",
                             reason="PodDeleted", message=f"Pod {job.name}-{r} was deleted")
                    for r in range(job.nodes) if r not in current]
+        if not failed and all(p.phase == "Running" and not p.deleting for p in current.values()):
+            stalled = stall.check(job.stall_timeout_seconds, progress, restarts, job.world_size)
+            if stalled:
+                # A hang is a failure of its own: no exit code, so every retrying policy retries it.
+                failed = [PodState(name=f"{job.name}-0", node_rank=0, restart_count=restarts, phase="Running",
+                                   reason=stall.STALLED, message=stalled)]
+    stall_events = (Event("Warning", stall.STALLED, stalled),) if stalled else ()
     if failed:
         # A preempted or evicted member explains its peers' broken rendezvous: the gang
         # restarts without using up maxRestarts (the user's program did nothing wrong).
@@ -168,7 +185,8 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
             msg = f"{failure['message']}; {why}"
             return Plan(status=status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
                                       msg, completionTime=now_s, lastFailure=failure),
-                        delete=tuple(live), requeue_after=ttl_in, events=events(FAILED, "Warning", "Failed", msg))
+                        delete=tuple(live), requeue_after=ttl_in,
+                        events=stall_events + events(FAILED, "Warning", "Failed", msg))
         restarts += 1
         wait = backoff_seconds(job.restart_backoff_seconds, restarts)
         if cause.disruption:
@@ -180,7 +198,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         plan_ = Plan(status=status(RESTARTING, "GangRestart", msg, lastFailure=failure,
                                    **({"disruptions": disruptions} if disruptions else {})),
                      delete=tuple(p.name for p in pods if not p.deleting),
-                     requeue_after=wait, events=(Event("Warning", "Restarting", msg),))
+                     requeue_after=wait, events=stall_events + (Event("Warning", "Restarting", msg),))
         return plan_
 
     if len(current) == job.nodes and all(p.phase == "Succeeded" for p in current.values()):

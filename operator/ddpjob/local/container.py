@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Mapping
 
 from ddpjob.api import names
+from ddpjob.local.progress_view import write_line
 
 # What the trainer image's ENTRYPOINT is; used when a job gives no command.
 DEFAULT_ENTRYPOINT = ("ddpjob-launch",)
@@ -218,8 +219,7 @@ def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) ->
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
         with lock:
-            out.write(f"{prefix} {line}\n")
-            out.flush()
+            write_line(out, f"{prefix} {line}\n")  # above `ddpjob run`'s live progress line
     stream.close()
 
 

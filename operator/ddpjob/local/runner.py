@@ -25,10 +25,12 @@ from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ports
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
+from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
+PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a second
 
 
 class LocalRunner:
@@ -47,10 +49,12 @@ class LocalRunner:
         self.status: dict = {}
         self.port: int | None = None
         self._interrupted = False
+        self.attempt_progress: AttemptProgress | None = None
+        self.display = Display(self.out, job.name)
+        self._progress_read_at = 0.0
 
     def log(self, message: str) -> None:
-        self.out.write(f"[ddpjob] {message}\n")
-        self.out.flush()
+        write_line(self.out, f"[ddpjob] {message}\n")  # above the live progress line, if any
 
     def observe(self) -> list[PodState]:
         states = []
@@ -77,16 +81,33 @@ class LocalRunner:
             if not self.procs:
                 # A fresh port per attempt: the last attempt's store may still hold the old one.
                 self.port = ports.free_port()
-            overrides = contract.local_overrides(self.port, str(self.checkpoint_dir) if self.checkpoint_dir else None)
-            if self.hide_gpus:
-                overrides["CUDA_VISIBLE_DEVICES"] = ""
+            checkpoint = str(self.checkpoint_dir) if self.checkpoint_dir else None
+            if self.attempt_progress is None or self.attempt_progress.attempt != plan.restart_count:
+                self.attempt_progress = AttemptProgress(plan.restart_count, {})
             for rank in plan.create:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
+                name = pod["metadata"]["name"]
+                # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
+                progress_file = str(self.workdir / "pods" / f"{name}-a{plan.restart_count}" / "progress.json")
+                host = loopback_address()
+                overrides = contract.local_overrides(self.port, checkpoint, progress_file, host)
+                if self.hide_gpus:
+                    overrides["CUDA_VISIBLE_DEVICES"] = ""
                 proc = start_container(pod, {**overrides, **devices_for_node(self.job, rank, self.gpus)},
                                        out=self.out)
-                self.procs[pod["metadata"]["name"]] = (rank, plan.restart_count, proc)
+                self.procs[name] = (rank, plan.restart_count, proc)
+                self.attempt_progress.files[rank] = progress_file
+                if rank == 0:
+                    self.log(f"progress of {name}: http://{host}:{contract.DEFAULT_PROGRESS_PORT}/progress")
             self.log(f"started {len(plan.create)} node(s), attempt {plan.restart_count}, "
                      f"rendezvous 127.0.0.1:{self.port}")
+
+    def read_progress(self):
+        """The current attempt's ProgressState, read at most once a second (None between)."""
+        if self.attempt_progress is None or time.monotonic() - self._progress_read_at < PROGRESS_READ_SECONDS:
+            return None
+        self._progress_read_at = time.monotonic()
+        return self.attempt_progress.state()
 
     def _escalate_stops(self) -> None:
         for _, _, proc in self.procs.values():
@@ -102,7 +123,9 @@ class LocalRunner:
             while True:
                 if self._interrupted:
                     return self._shutdown()
-                plan = lifecycle.plan(self.job, self.observe(), self.status, datetime.now(timezone.utc))
+                progress = self.read_progress()
+                plan = lifecycle.plan(self.job, self.observe(), self.status, datetime.now(timezone.utc), progress)
+                self.display.update(progress)
                 if plan.status.get("phase") != self.status.get("phase"):
                     self.log(f"phase {plan.status['phase']}: {plan.status.get('message', '')}")
                 elif plan.status.get("restarts") != self.status.get("restarts"):
@@ -117,6 +140,7 @@ class LocalRunner:
         finally:
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
+            self.display.close()
             self._stop_all()
 
     def _on_signal(self, signum, frame) -> None:

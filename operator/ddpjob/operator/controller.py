@@ -29,6 +29,7 @@ from ddpjob.operator.expectations import Expectations
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import Conflict, Kube, NotFound, job_path, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
+from ddpjob.operator.progress import ProgressPoller, Target
 from ddpjob.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("ddpjob.operator.controller")
@@ -108,6 +109,7 @@ class Controller:
         metrics: OperatorMetrics | None = None,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         clock: Callable[[], datetime] = utcnow,
+        poller: ProgressPoller | None = None,
         gang: GangSupport | None = None,
     ):
         self.kube = kube
@@ -116,6 +118,7 @@ class Controller:
         self.pods_of = pods_of
         self.post_event = post_event
         self.clock = clock
+        self.poller = poller  # reads Pod 0's /progress of Running jobs (None: no progress)
         self._jobs: dict[Key, _Job] = {}
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
@@ -141,6 +144,8 @@ class Controller:
         self._jobs.pop((namespace, name), None)
         self._phases.pop((namespace, name), None)
         self.queue.forget((namespace, name))
+        if self.poller is not None:
+            self.poller.unwatch((namespace, name))
 
     async def close(self) -> None:
         await self.queue.close()
@@ -219,7 +224,8 @@ class Controller:
         now = self.clock()
         initial_phase = previous.get("phase")
         events: list[lifecycle.Event] = []
-        plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now)
+        progress = self.poller.take(key) if self.poller is not None else None
+        plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now, progress)
         if plan.create and not (plan.delete or plan.delete_job):
             blocked = await self._ensure_pod_group(job, parsed, plan.restart_count)
             if blocked:
@@ -246,12 +252,24 @@ class Controller:
         await self._write_status(job, body, previous, plan.status)
         await self._delete_pod_groups(job, ns, plan.status)
         self._post(body, events, plan.status)
+        self._watch_progress(job, parsed, plan)
         if plan.create or plan.status.get("phase") != initial_phase:
             # The plan is a function of the previous status: after a phase change, plan
             # again until nothing changes (a job that just finished learns its TTL timer).
             # Also a create the re-plan still wants is done in a fresh pass.
             return 0.0
         return plan.requeue_after
+
+    def _watch_progress(self, job: _Job, parsed: spec.DDPJob, plan: lifecycle.Plan) -> None:
+        if self.poller is None:
+            return
+        if plan.status.get("phase") != lifecycle.RUNNING:
+            self.poller.unwatch(job.key)
+            return
+        ips = {p.node_rank: p.ip for p in self._observe(job, job.uid or "")
+               if p.restart_count == plan.restart_count and not p.leftover}
+        self.poller.watch(job.key, Target(plan.restart_count, tuple(ips.get(r) for r in range(parsed.nodes)),
+                                          parsed.stall_timeout_seconds))
 
     # ---- acts ---------------------------------------------------------------------------
 

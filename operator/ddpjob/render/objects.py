@@ -75,8 +75,10 @@ def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
     if job.shm_size is not None:
         shm["sizeLimit"] = job.shm_size
     # Docker's 64 MB /dev/shm default breaks DataLoader workers and NCCL.
-    volumes = [{"name": "dshm", "emptyDir": shm}]
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes = [{"name": "dshm", "emptyDir": shm}, {"name": "ddpjob-progress", "emptyDir": {}}]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
+              # The progress record's home: writable even under a read-only root filesystem.
+              {"name": "ddpjob-progress", "mountPath": contract.PROGRESS_DIR}]
     if job.checkpoint:
         source = ({"persistentVolumeClaim": {"claimName": job.checkpoint.claim_name}}
                   if job.checkpoint.claim_name else dict(job.checkpoint.volume or {}))
@@ -104,7 +106,8 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
         command=list(job.command) if job.command else None, args=list(job.args),
         working_dir=job.working_dir,
         env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
-        port=job.port, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
+        port=job.port, progress_port=contract.DEFAULT_PROGRESS_PORT,
+        progress_port_name=contract.PROGRESS_PORT_NAME, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
     )
     return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
