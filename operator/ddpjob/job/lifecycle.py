@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
+from ddpjob.job.refusals import refused_status
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
 from ddpjob.api.spec import DDPJob
 
@@ -90,6 +91,10 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     current = {p.node_rank: p for p in pods
                if not p.leftover and p.restart_count == restarts and p.node_rank < job.nodes}
     leftover = [p for p in pods if p.leftover or p.restart_count != restarts or p.node_rank >= job.nodes]
+    # Pods of an earlier DDPJob of this name (another uid) are never touched: the garbage
+    # collector removes them once their owner is gone; this job only waits for them.
+    foreign = [p for p in pods if p.leftover]
+    pods = [p for p in pods if not p.leftover]
     live = [p.name for p in pods if p.phase in ("Pending", "Running", "Unknown") and not p.deleting]
 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
@@ -166,6 +171,14 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                     events=events(SUCCEEDED, "Normal", "Succeeded", msg))
 
     waiting = RESTARTING if restarts and prev_phase == RESTARTING else PENDING
+    if foreign:
+        held = ", ".join(sorted(p.name for p in foreign))
+        msg = (f"Pod(s) {held} belong to an earlier DDPJob named {job.name!r} (another uid) and are "
+               f"not this job's to delete; waiting for the garbage collector to remove them")
+        st = refused_status(status(waiting, "NotOwned", msg), "NotOwned", msg, len(current), job.nodes, now_s)
+        news = (Event("Warning", "FailedCreatePod", msg),) if prev.get("message") != st["message"] else ()
+        return Plan(status=st, delete=tuple(p.name for p in leftover if not p.deleting and not p.leftover),
+                    requeue_after=deadline_in, events=news)
     if leftover:
         # Pods of an earlier attempt hold the names the next attempt needs.
         msg = f"waiting for {len(leftover)} Pod(s) of an earlier attempt to go away"

@@ -27,9 +27,43 @@ from ddpjob.api import names
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
-APIError = _errors.APIError
-NotFound = _errors.APINotFoundError
-Conflict = _errors.APIConflictError
+
+
+class APIError(Exception):
+    """An API request the server refused: `status` (HTTP code), `reason` (the Status
+    reason: Forbidden, Invalid, AlreadyExists, ...), `message` (the server's words)."""
+
+    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.status, self.reason, self.message = int(status), reason or "", message or ""
+        self.details: dict[str, Any] = dict(details or {})
+
+
+class NotFound(APIError):
+    pass
+
+
+class Conflict(APIError):  # 409: AlreadyExists on create, Conflict on a stale write
+    pass
+
+
+class Forbidden(APIError):  # 403: RBAC, ResourceQuota, Pod Security, namespace terminating
+    pass
+
+
+class Invalid(APIError):  # 422: the object fails the server's validation
+    pass
+
+
+_BY_STATUS: dict[int, type[APIError]] = {404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid}
+
+
+def _typed(exc: _errors.APIError) -> APIError:
+    """kopf's error as ours (kopf's classes stay private to this module)."""
+    payload = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], Mapping) else {}
+    message = exc.message or (exc.args[0] if exc.args and isinstance(exc.args[0], str) else "") or repr(exc)
+    cls = _BY_STATUS.get(exc.status, APIError)
+    return cls(exc.status, str(payload.get("reason") or ""), str(message), payload.get("details") or None)
 
 # kopf's HTTP session has no connection limit; a burst of 1,000 new jobs would open
 # thousands of sockets at once. 64 requests in flight keep the API server (and the
@@ -71,7 +105,10 @@ class Kube:
 
     async def _call(self, fn: Any, url: str, **kwargs: Any) -> Any:
         async with self._slots:
-            return await fn(url, settings=self.settings, logger=logger, **kwargs)
+            try:
+                return await fn(url, settings=self.settings, logger=logger, **kwargs)
+            except _errors.APIError as exc:
+                raise _typed(exc) from exc
 
     async def get(self, url: str) -> dict[str, Any]:
         return await self._call(_api.get, url)
