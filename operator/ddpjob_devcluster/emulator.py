@@ -26,6 +26,7 @@ import kmock
 import yaml
 from kmock._internal import apps, enums, parsing, references, rendering
 
+from ddpjob_devcluster.admission import Admission
 from ddpjob_devcluster.store import ApiError, Store, is_status_subresource
 
 
@@ -85,6 +86,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     """An in-memory Kubernetes API server on 127.0.0.1, served from its own thread."""
 
     store: Store = attrs.field(init=False)
+    admission: Admission = attrs.field(init=False)
     requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     _url: str | None = attrs.field(default=None, init=False)
@@ -99,6 +101,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self.resources.load_bundled()  # built-in kinds for discovery: pods, events, CRDs...
         self.store = Store(self.resources, self.objects)  # kmock keeps every version
+        self.admission = Admission(self.store)  # what the API server checks before storing
         # kmock recognises no action for PUT or for DELETE on a collection.
         self.fallback[enums.method.PUT] << self._serve_replace
         self.fallback[enums.method.DELETE] << self._serve_delete_collection
@@ -304,19 +307,24 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
         if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
             raise ApiError(404, 'NotFound', f'subresource {request.subresource} is not emulated')
-        obj = self.store.create(request.resource, request.namespace, _body(request), _dry_run(request))
+        body = self.admission.create(request.resource, request.namespace, _body(request), request.params)
+        obj = self.store.create(request.resource, request.namespace, body, _dry_run(request))
         return rendering.Response(status=201, payload=obj)
 
     async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
         return self.store.replace(request.resource, request.namespace, request.name,
-                                  request.subresource, _body(request))
+                                  request.subresource, _body(request), admit=self._admit_update(request))
 
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
         content_type = request.headers.get('Content-Type', '').split(';')[0].strip()
         return self.store.patch(request.resource, request.namespace, request.name,
-                                request.subresource, content_type, _body(request))
+                                request.subresource, content_type, _body(request), admit=self._admit_update(request))
+
+    def _admit_update(self, request: rendering.Request) -> Any:
+        return lambda current, new: self.admission.update(request.resource, current, new, request.subresource,
+                                                          request.params)
 
     async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
         return self.store.delete(request.resource, request.namespace, request.name, _propagation(request))

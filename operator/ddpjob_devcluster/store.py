@@ -14,7 +14,7 @@ import datetime
 import secrets
 import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import jsonpatch
@@ -23,6 +23,7 @@ from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resour
 from ddpjob_devcluster.selectors import SelectorError, labels_of, parse_field_selector, parse_label_selector
 
 Key = tuple[Resource, str | None, str]
+Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
 ALL_VERBS = {'create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'}
 CRDS = Resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
 NAMESPACES = Resource(group='', version='v1', plural='namespaces')
@@ -120,7 +121,9 @@ class Store:
         with self._lock:
             return self._create(res, namespace, body, dry_run)
 
-    def replace(self, res: Resource, namespace: str | None, name: str, sub: str | None, body: Any) -> dict[str, Any]:
+    def replace(self, res: Resource, namespace: str | None, name: str, sub: str | None, body: Any,
+                admit: Admit | None = None) -> dict[str, Any]:
+        """`admit(current, new)` returns what to store or raises the refusal (admission)."""
         with self._lock:
             key = self._key(res, namespace, name)
             current = self._live(key)
@@ -128,17 +131,19 @@ class Store:
             if (body.get('metadata') or {}).get('name', name) != name:
                 raise ApiError(400, 'BadRequest', 'the name of the object does not match the URL')
             self._check_resource_version(body, current)
-            return self._commit(key, current, self._apply_write(res, current, body, sub))
+            new = self._apply_write(res, current, body, sub)
+            return self._commit(key, current, admit(current, new) if admit else new)
 
     def patch(self, res: Resource, namespace: str | None, name: str, sub: str | None,
-              content_type: str, body: Any) -> dict[str, Any]:
+              content_type: str, body: Any, admit: Admit | None = None) -> dict[str, Any]:
         with self._lock:
             key = self._key(res, namespace, name)
             current = self._live(key)
             patched = _apply_patch(current, content_type, body)
             # A patch that carries (or json-patches) a resourceVersion is a precondition.
             self._check_resource_version(patched, current)
-            return self._commit(key, current, self._apply_write(res, current, patched, sub))
+            new = self._apply_write(res, current, patched, sub)
+            return self._commit(key, current, admit(current, new) if admit else new)
 
     def delete(self, res: Resource, namespace: str | None, name: str, propagation: str | None) -> dict[str, Any]:
         with self._lock:
