@@ -1,0 +1,78 @@
+"""The real operator against a development cluster that says no: ResourceQuota, a name
+held by someone else's Pod, an invalid rendered Pod. Each refusal is visible (status,
+condition, Event), bounded (backoff) and, where the cause goes away, recovered from
+without anyone touching the job."""
+from __future__ import annotations
+
+import pytest
+
+from tests.operator.conftest import Cluster, ddpjob
+from ddpjob_devcluster.operator_runner import wait_for
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _pod_creates(cluster: Cluster, job: str) -> int:
+    # A create names no object in its URL: count the Pod creates of the whole test (only
+    # this job creates Pods).
+    return sum(1 for r in cluster.emulator.requests if r.verb == "create" and r.resource == "pods")
+
+
+def _condition(status: dict, ctype: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
+
+
+def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(cluster: Cluster, operator) -> None:
+    cluster.core.create_namespaced_resource_quota(cluster.ns, {"metadata": {"name": "one-pod"},
+                                                               "spec": {"hard": {"pods": "1"}}})
+    cluster.create(ddpjob("quota", nodes=2))
+    st = wait_for(lambda: (s := cluster.status("quota")) and "exceeded quota" in s.get("message", "") and s,
+                  timeout=20, message="the job never said it is over quota")
+    assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
+    assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
+        in st["message"]
+    cond = _condition(st, "PodsCreated")
+    assert cond["status"] == "False" and cond["reason"] == "Forbidden" and "exceeded quota" in cond["message"]
+    event = cluster.wait_event("quota", "FailedCreatePod")
+    assert event["type"] == "Warning" and event["message"].startswith('Error creating: pods "quota-1" is forbidden')
+    # Backoff: after several retries the creates stay few.
+    first = _pod_creates(cluster, "quota")
+    wait_for(lambda: _pod_creates(cluster, "quota") >= first + 3, timeout=20, message="no retries")
+    assert _pod_creates(cluster, "quota") <= 20
+    # The quota is raised: the second Pod comes without anyone touching the job.
+    cluster.core.patch_namespaced_resource_quota("one-pod", cluster.ns, {"spec": {"hard": {"pods": "4"}}})
+    st = cluster.run_gang("quota", 2)
+    assert _condition(st, "PodsCreated")["status"] == "True"
+
+
+def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster: Cluster, operator) -> None:
+    foreign = {"metadata": {"name": "taken-0", "labels": {"app": "someone-else"}},
+               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    cluster.core.create_namespaced_pod(cluster.ns, foreign)
+    uid = cluster.core.read_namespaced_pod("taken-0", cluster.ns).metadata.uid
+    cluster.create(ddpjob("taken", nodes=1))
+    st = wait_for(lambda: (s := cluster.status("taken")) and _condition(s, "PodsCreated").get("reason") == "NotOwned"
+                  and s, timeout=20, message="the conflict was not reported")
+    assert "'taken-0' already exists and is not controlled by DDPJob 'taken'" in st["message"]
+    assert "taken-0" in cluster.wait_event("taken", "FailedCreatePod")["message"]
+    before = _pod_creates(cluster, "taken")  # the test's own foreign Pod included
+    wait_for(lambda: _pod_creates(cluster, "taken") >= before + 2, timeout=20, message="no retry")
+    assert _pod_creates(cluster, "taken") <= 20  # a hot loop made ~180 in 5 s
+    pod = cluster.core.read_namespaced_pod("taken-0", cluster.ns)
+    assert pod.metadata.uid == uid and pod.metadata.owner_references is None  # never adopted
+    assert pod.metadata.labels == {"app": "someone-else"}  # never modified
+    # Once its owner deletes it, the job creates its own and runs.
+    cluster.core.delete_namespaced_pod("taken-0", cluster.ns)
+    cluster.run_gang("taken", 1)
+
+
+def test_a_pod_the_api_server_finds_invalid_fails_the_job(cluster: Cluster, operator) -> None:
+    # A request above the limit passes the operator's checks (the template merges
+    # resources as given) but not the API server's Pod validation.
+    template = {"spec": {"containers": [{"name": "trainer", "resources": {
+        "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}}
+    cluster.create(ddpjob("bad", nodes=1, template=template))
+    st = cluster.wait_phase("bad", "Failed", timeout=20)
+    assert "must be less than or equal to cpu limit of 1" in st["message"]
+    assert _condition(st, "PodsCreated")["reason"] == "Invalid"
+    assert cluster.pods("bad") == []
