@@ -76,3 +76,33 @@ def test_a_pod_the_api_server_finds_invalid_fails_the_job(cluster: Cluster, oper
     assert "must be less than or equal to cpu limit of 1" in st["message"]
     assert _condition(st, "PodsCreated")["reason"] == "Invalid"
     assert cluster.pods("bad") == []
+
+
+def test_a_restricted_namespace_runs_the_rendered_pods(cluster: Cluster, operator) -> None:
+    # Pod Security Admission "restricted" on the namespace: the defaults pass it.
+    cluster.core.patch_namespace(cluster.ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    cluster.start_running(ddpjob("locked", nodes=2, checkpoint={"claimName": "ckpt"}))
+    pod = cluster.pods("locked")[0]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_a_template_loosening_security_is_refused_by_pod_security_with_the_reason(cluster: Cluster,
+                                                                                   operator) -> None:
+    cluster.core.patch_namespace(cluster.ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    template = {"spec": {"securityContext": {"runAsNonRoot": False}}}
+    cluster.create(ddpjob("loose", nodes=1, template=template))
+    st = wait_for(lambda: (s := cluster.status("loose")) and "violates PodSecurity" in s.get("message", "") and s,
+                  timeout=20, message="the Pod Security refusal was not reported")
+    assert 'pod must not set securityContext.runAsNonRoot=false' in st["message"]
+    assert _condition(st, "PodsCreated")["reason"] == "Forbidden"
+
+
+def test_the_template_policy_fails_a_privileged_job(cluster: Cluster, operator) -> None:
+    template = {"spec": {"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]}}
+    cluster.create(ddpjob("priv", nodes=1, template=template))
+    st = cluster.wait_phase("priv", "Failed")
+    assert "spec.template.spec.containers[0].securityContext.privileged" in st["message"]
+    assert cluster.pods("priv") == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,23 @@ def load_jobs(path: str, namespace: str | None = None) -> list[DDPJob]:
     return jobs
 
 
+def _template_allow(args: argparse.Namespace) -> frozenset[str]:
+    from ddpjob.api import template_policy
+
+    try:
+        return template_policy.parse_allowances(getattr(args, "template_allow", None))
+    except ValueError as exc:
+        raise FileError(f"--template-allow: {exc}") from None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ddpjob.api import template_policy
+
     jobs = load_jobs(args.file)
+    allow = _template_allow(args)
+    errors = [e for job in jobs for e in template_policy.check(job.template, allow)]
+    if errors:
+        raise InvalidSpec(errors)
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
               f"({job.nodes} node(s) x {job.nproc_per_node} process(es), {job.backend})")
@@ -80,6 +96,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     from ddpjob.operator.main import run_operator  # needs the `operator` extra (kopf)
 
+    from ddpjob.api import template_policy
+
+    if args.template_allow is not None:
+        os.environ[template_policy.ENV] = ",".join(sorted(_template_allow(args)))
     run_operator(namespace=None if args.all_namespaces else args.namespace, standalone=args.standalone,
                  liveness=args.liveness, metrics_port=args.metrics_port, peering=args.peering)
     return 0
@@ -91,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a DDPJob file; one line per field error")
     p.add_argument("file", help="DDPJob YAML file, or - for standard input")
+    p.add_argument("--template-allow", metavar="LIST",
+                   help="what the template may ask for, as the operator's templatePolicy.allow "
+                        "(comma-separated: privileged,hostPath,hostNamespaces,capabilities)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="print the Service and Pods the operator would create")
@@ -113,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--peering", help="kopf peering object name for leader election among replicas")
     p.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    p.add_argument("--template-allow", metavar="LIST",
+                   help="what job templates may ask for (default: none of privileged,hostPath,"
+                        "hostNamespaces,capabilities); also DDPJOB_TEMPLATE_ALLOW")
     p.set_defaults(func=cmd_operator)
     return parser
 

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob import render
-from ddpjob.api import names, spec
+from ddpjob.api import names, spec, template_policy
 from ddpjob.job import lifecycle, refusals as job_refusals
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.operator.expectations import Expectations
@@ -101,8 +101,10 @@ class Controller:
         metrics: OperatorMetrics | None = None,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         clock: Callable[[], datetime] = utcnow,
+        template_allow: frozenset[str] = frozenset(),
     ):
         self.kube = kube
+        self.template_allow = template_allow  # what job templates may ask for (template_policy)
         self.job_body = job_body
         self.pods_of = pods_of
         self.post_event = post_event
@@ -182,7 +184,7 @@ class Controller:
 
         try:
             parsed = spec.parse_job(body)
-            errors = None
+            errors = [str(e) for e in template_policy.check(parsed.template, self.template_allow)] or None
         except spec.InvalidSpec as exc:
             parsed, errors = None, [str(e) for e in exc.errors]
         if errors is None and job.rejected and job.rejected[0] == generation:

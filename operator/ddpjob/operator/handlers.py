@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from ddpjob.operator import controller as ctl
-from ddpjob.api import names, spec
+from ddpjob.api import names, spec, template_policy
 from ddpjob.operator.kube import Kube
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
@@ -77,7 +77,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
-    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event)
+    allow = template_policy.parse_allowances(os.environ.get(template_policy.ENV))
+    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event,
+                                template_allow=allow)
+    if allow:
+        logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))

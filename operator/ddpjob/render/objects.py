@@ -101,6 +101,11 @@ def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
+# The container half of the restricted Pod Security Standard; the template's own
+# securityContext fields win (merge.py), and sidecars get the same defaults.
+CONTAINER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
 def render_service(job: DDPJob) -> dict:
     return _render(
         "service.yaml.j2", name=names.service_name(job.name), namespace=job.namespace,
@@ -120,6 +125,7 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0) -> dict:
         working_dir=job.working_dir,
         env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
         port=job.port, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
+        container_security_context=CONTAINER_SECURITY_CONTEXT,
     )
     return merge_pod_template(pod, job.template)
 
