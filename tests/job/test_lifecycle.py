@@ -157,8 +157,12 @@ def test_active_deadline_fails_and_stops_pods(job):
     j = job(activeDeadlineSeconds=60)
     st = running_status(j)
     p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=30))
-    assert p.status["phase"] == "Running" and p.requeue_after == pytest.approx(30)
-    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=60))
+    # startTime has whole seconds: the job may have started up to 1 s after it, so the
+    # deadline counts from the end of that second (never early, at most 1 s late).
+    assert p.status["phase"] == "Running" and p.requeue_after == pytest.approx(31)
+    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=60, milliseconds=999))
+    assert p.status["phase"] == "Running"
+    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=61))
     assert p.status["phase"] == "Failed" and set(p.delete) == {"demo-0", "demo-1"}
     assert {c["type"]: c["reason"] for c in p.status["conditions"]}["Failed"] == "DeadlineExceeded"
 
@@ -170,8 +174,9 @@ def test_ttl_deletes_a_finished_job(job):
     assert step(job(), pods(["Succeeded", "Succeeded"]), running_status(j)).requeue_after is None
     done = {"phase": "Succeeded", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
     p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=40))
-    assert not p.delete_job and p.requeue_after == pytest.approx(60) and p.status == done
-    p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=100))
+    assert not p.delete_job and p.requeue_after == pytest.approx(61) and p.status == done
+    assert not step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=100)).delete_job
+    p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=101))
     assert p.delete_job
     assert not step(job(), [], done, T0 + timedelta(days=9)).delete_job
 

@@ -165,7 +165,7 @@ def test_finished_job_asks_to_be_looked_at_again_for_its_ttl() -> None:
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
     c, kube, _, _ = make(body, [pod(0, "Succeeded", exit_code=0)])
     assert run(c) == [0.0]  # the phase changed: plan again
-    assert run(c) == [pytest.approx(30.0)]  # the TTL timer
+    assert run(c) == [pytest.approx(31.0)]  # the TTL timer (from the end of completionTime's second)
 
 
 def test_status_patch_removes_dropped_keys() -> None:

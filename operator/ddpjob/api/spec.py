@@ -43,6 +43,9 @@ SPEC_FIELDS = frozenset({
 })
 
 
+MAX_DURATION_SECONDS = 365 * 24 * 3600  # one year
+
+
 @dataclass(frozen=True)
 class FieldError:
     path: str
@@ -322,13 +325,19 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     policy = c.choice(spec, "restartPolicy", "OnFailure", RESTART_POLICIES)
     max_restarts = c.integer(spec, "maxRestarts", 3, 0, 1000)
     backoff = c.integer(spec, "restartBackoffSeconds", 10, 0, 3600)
-    deadline = c.integer(spec, "activeDeadlineSeconds", None, 1)
-    ttl = c.integer(spec, "ttlSecondsAfterFinished", None, 0)
+    # Every duration has a bound a user could mean (a year): a larger one would overflow
+    # timers and datetime arithmetic and wedge the job.
+    deadline = c.integer(spec, "activeDeadlineSeconds", None, 1, MAX_DURATION_SECONDS)
+    ttl = c.integer(spec, "ttlSecondsAfterFinished", None, 0, MAX_DURATION_SECONDS)
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
     checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
+    if template:
+        from ddpjob.api import template_types  # imports the kubernetes client lazily
+
+        c.errors += template_types.check(template)
     name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
@@ -338,7 +347,8 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         raise InvalidSpec(c.errors)
     return DDPJob(
         name=name, namespace=namespace, uid=str(metadata.get("uid", "")),
-        generation=int(metadata.get("generation") or 0),
+        # Server-set; whatever a file says there is ignored, as the API server ignores it.
+        generation=metadata.get("generation") if type(metadata.get("generation")) is int else 0,
         nodes=nodes, nproc_per_node=nproc, backend=backend, image=image, command=command,
         args=args, env=env, gpus_per_node=gpus, gpu_resource=gpu_resource, port=port,
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,

@@ -45,6 +45,12 @@ def format_time(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Status times have whole seconds (format_time drops the fraction), so a time read back
+# may be up to a second before the event. Deadlines and TTLs count from the end of that
+# second: they fire no earlier than asked (and at most a second later).
+ROUNDING = timedelta(seconds=1)
+
+
 def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
@@ -114,7 +120,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     if prev_phase in FINISHED:
         done = parse_time(prev.get("completionTime")) or now
         if job.ttl_seconds_after_finished is not None:
-            due = done + timedelta(seconds=job.ttl_seconds_after_finished)
+            due = done + ROUNDING + timedelta(seconds=job.ttl_seconds_after_finished)
             if now >= due:
                 return Plan(status=prev, delete=tuple(live), delete_job=True)
             return Plan(status=prev, delete=tuple(live), requeue_after=(due - now).total_seconds())
@@ -129,7 +135,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
 
     started = parse_time(prev.get("startTime"))
     if job.active_deadline_seconds and started:
-        deadline = started + timedelta(seconds=job.active_deadline_seconds)
+        deadline = started + ROUNDING + timedelta(seconds=job.active_deadline_seconds)
         if now >= deadline:
             msg = f"ran longer than activeDeadlineSeconds={job.active_deadline_seconds}"
             return Plan(status=status(FAILED, "DeadlineExceeded", msg, completionTime=now_s),
