@@ -104,6 +104,12 @@ class DDPJob:
         return self.nodes * self.nproc_per_node
 
 
+def _show(value: Any, limit: int = 60) -> str:
+    """A value as an error message quotes it: short, one line, whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 class _Checker:
     """Collects field errors while reading typed values out of a mapping."""
 
@@ -119,12 +125,12 @@ class _Checker:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.err(path, f"must be an integer (got {value!r})")
+            self.err(path, f"must be an integer (got {_show(value)})")
             return None
         if value < lo:
-            self.err(path, f"must be >= {lo} (got {value})")
+            self.err(path, f"must be >= {lo} (got {_show(value)})")
         elif hi is not None and value > hi:
-            self.err(path, f"must be <= {hi} (got {value})")
+            self.err(path, f"must be <= {hi} (got {_show(value)})")
         return value
 
     def choice(self, spec: Mapping, key: str, default: str | None, options: tuple[str, ...]) -> str | None:
@@ -258,11 +264,11 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
     if not isinstance(name, str):
         c.err("metadata.name", f"must be a string (got {name!r})")
         return ""
-    if not names.is_dns1123_label(name):
-        c.err("metadata.name", f"{name!r} must be a DNS-1123 label: lower case letters, digits and '-', "
-                               "starting and ending with a letter or digit")
     limit = names.max_job_name_length(nodes)
-    if len(name) > limit:
+    if not names.is_dns1123_label(name[:names.MAX_LABEL]) or "\n" in name:
+        c.err("metadata.name", f"{_show(name)} must be a DNS-1123 label: lower case letters, digits and '-', "
+                               "starting and ending with a letter or digit")
+    elif len(name) > limit:
         c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
                                f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}")
     return name
@@ -338,7 +344,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         from ddpjob.api import template_types  # imports the kubernetes client lazily
 
         c.errors += template_types.check(template)
-    name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
+    name = _check_name(c, metadata, nodes if nodes and 1 <= nodes <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")

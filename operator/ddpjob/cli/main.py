@@ -6,34 +6,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from ddpjob import render
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
-
-
-class FileError(Exception):
-    pass
-
-
-def load_documents(path: str) -> list[dict[str, Any]]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise FileError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        # One line, like every other error: where, then what.
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        what = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise FileError(f"{path}: not valid YAML: {where}{what}") from exc
-    if not docs:
-        raise FileError(f"{path}: holds no DDPJob")
-    return docs
+from ddpjob.cli.files import FileError, load_documents
 
 
 def load_jobs(path: str, namespace: str | None = None) -> list[DDPJob]:
