@@ -327,7 +327,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                                                           request.params)
 
     async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        return self.store.delete(request.resource, request.namespace, request.name, _propagation(request))
+        return self.store.delete(request.resource, request.namespace, request.name, _propagation(request),
+                                 *_grace_and_uid(request))
 
     async def _serve_delete_collection(self, request: rendering.Request) -> rendering.Payload:
         if request.resource is None or request.name:
@@ -373,6 +374,14 @@ def _require_name(request: rendering.Request) -> None:
 
 def _dry_run(request: rendering.Request) -> bool:
     return bool(request.params.get('dryRun'))
+
+
+def _grace_and_uid(request: rendering.Request) -> tuple[int | None, str | None]:
+    """DeleteOptions' gracePeriodSeconds and preconditions.uid (body or query)."""
+    body = request.data if isinstance(request.data, dict) else {}
+    grace = body.get('gracePeriodSeconds', request.params.get('gracePeriodSeconds'))
+    uid = (body.get('preconditions') or {}).get('uid')
+    return (int(grace) if grace is not None else None), uid
 
 
 def _propagation(request: rendering.Request) -> str | None:

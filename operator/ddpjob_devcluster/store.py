@@ -145,9 +145,18 @@ class Store:
             new = self._apply_write(res, current, patched, sub)
             return self._commit(key, current, admit(current, new) if admit else new)
 
-    def delete(self, res: Resource, namespace: str | None, name: str, propagation: str | None) -> dict[str, Any]:
+    def delete(self, res: Resource, namespace: str | None, name: str, propagation: str | None,
+               grace_period: int | None = None, uid: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return self._delete(self._key(res, namespace, name), propagation)
+            key = self._key(res, namespace, name)
+            if uid is not None and self._live(key)['metadata']['uid'] != uid:
+                # rest.BeforeDelete (apiserver/pkg/registry/rest/delete.go): the Kind, not the resource.
+                kind = self._info(res).kind
+                raise ApiError(409, 'Conflict', f'Operation cannot be fulfilled on {kind} "{name}": the UID in the '
+                               f'precondition ({uid}) does not match the UID in record '
+                               f'({self._live(key)["metadata"]["uid"]}). The object might have been deleted and '
+                               'then recreated', {'name': name, 'kind': kind})
+            return self._delete(key, propagation, grace_period)
 
     def delete_collection(self, res: Resource, namespace: str | None, params: Mapping[str, str],
                           propagation: str | None) -> dict[str, Any]:
@@ -320,7 +329,7 @@ class Store:
         if new == current:  # a no-op write changes nothing and notifies nobody
             return copy.deepcopy(current)
         meta = new['metadata']
-        if meta.get('deletionTimestamp') and not meta.get('finalizers'):
+        if meta.get('deletionTimestamp') and not meta.get('finalizers') and not meta.get('deletionGracePeriodSeconds'):
             return self._remove(key, new, propagation=None)  # the last finalizer is gone
         if res == CRDS:
             self._serve_crd(new)
@@ -329,8 +338,12 @@ class Store:
         self._record(res, 'MODIFIED', new)
         return copy.deepcopy(new)
 
-    def _delete(self, key: Key, propagation: str | None) -> dict[str, Any]:
+    def _delete(self, key: Key, propagation: str | None, grace_period: int | None = None) -> dict[str, Any]:
         current = self._live(key)
+        if key[0] == PODS:
+            graceful = graceful_delete(current, grace_period)
+            if graceful is not None:
+                return current if graceful is current else self._commit(key, current, graceful)
         if current['metadata'].get('finalizers'):
             if current['metadata'].get('deletionTimestamp'):
                 return copy.deepcopy(current)  # already terminating
@@ -396,6 +409,55 @@ class Store:
             res = Resource(group=spec['group'], version=version['name'], plural=spec['names']['plural'])
             if res in self.resources:
                 del self.resources[res]
+
+
+PODS = Resource(group='', version='v1', plural='pods')
+DEFAULT_GRACE_SECONDS = 30  # spec.terminationGracePeriodSeconds' default
+
+
+def graceful_delete(pod: dict[str, Any], requested: int | None) -> dict[str, Any] | None:
+    """A Pod's graceful deletion, as the API server does it: the Pod with its deletion
+    marked (to store), `pod` itself (nothing changes), or None (delete it now).
+
+    pkg/registry/core/pod/strategy.go CheckGracefulDelete: the period is the request's,
+    else spec.terminationGracePeriodSeconds (30); 0 for a Pod on no node or in a terminal
+    phase. apiserver/pkg/registry/rest/delete.go BeforeDelete: a first graceful delete
+    sets deletionTimestamp = now + period and deletionGracePeriodSeconds; a later one may
+    only shorten it; period 0 (or an earlier grace of 0) deletes now. The kubelet ends it
+    with a delete of period 0 once the containers stopped; a lost kubelet never does, and
+    the Pod stays Terminating until someone force-deletes it (grace 0).
+    """
+    spec, meta = pod.get('spec') or {}, pod['metadata']
+    period = requested if requested is not None else spec.get('terminationGracePeriodSeconds', DEFAULT_GRACE_SECONDS)
+    period = 1 if period is not None and period < 0 else int(period or 0)
+    if not spec.get('nodeName') or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+        period = 0
+    if meta.get('deletionTimestamp'):
+        old = meta.get('deletionGracePeriodSeconds')
+        if not old or period == 0:
+            return None
+        if period >= old:
+            return pod  # never lengthened
+        new = copy.deepcopy(pod)
+        stamp = _parse_time(meta['deletionTimestamp']) - datetime.timedelta(seconds=old - period)
+        new['metadata'].update(deletionTimestamp=_format_time(stamp), deletionGracePeriodSeconds=period)
+        return new
+    if period == 0:
+        return None
+    new = copy.deepcopy(pod)
+    stamp = datetime.datetime.now(tz=datetime.timezone.utc) + datetime.timedelta(seconds=period)
+    new['metadata'].update(deletionTimestamp=_format_time(stamp), deletionGracePeriodSeconds=period)
+    if new['metadata'].get('generation'):
+        new['metadata']['generation'] += 1
+    return new
+
+
+def _parse_time(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value.replace('Z', '+00:00'))
+
+
+def _format_time(value: datetime.datetime) -> str:
+    return value.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -211,3 +211,25 @@ def test_invalid_status(job):
     st = lifecycle.invalid_status(["spec.nodes: must be >= 1 (got 0)"], 3, None, T0)
     assert st["phase"] == "Failed" and st["observedGeneration"] == 3
     assert st["conditions"][0]["reason"] == "InvalidSpec" and "spec.nodes" in st["conditions"][0]["message"]
+
+
+def test_pods_of_an_earlier_attempt_stuck_terminating_are_named_once_past_grace_and_margin(job):
+    j = job()
+    st = {"phase": "Restarting", "restarts": 1, "startTime": "2026-01-01T12:00:00Z"}
+    ends = "2026-01-01T12:00:10Z"  # deletionTimestamp: the end of the grace period
+    old = pods(["Running", "Running"], attempt=0, extra={
+        0: {"deleting": True, "deletion_time": ends, "node_name": "n0"},
+        1: {"deleting": True, "deletion_time": ends, "node_name": None}})  # no node: never stuck
+    early = step(j, old, st, T0 + timedelta(seconds=20))
+    assert early.stuck == () and early.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
+    late = step(j, old, st, T0 + timedelta(seconds=41))
+    assert late.stuck == (("demo-0", "n0"),) and "demo-0 on node n0" in late.status["message"]
+    assert late.delete == () and late.requeue_after == pytest.approx(30)  # looked at again
+
+
+def test_pods_of_an_earlier_ddpjob_are_never_deleted(job):
+    j = job()
+    foreign = pods(["Running", "Failed"], extra={0: {"leftover": True}, 1: {"leftover": True}})
+    p = step(j, foreign, None)
+    assert p.delete == () and p.create == ()
+    assert "earlier DDPJob" in p.status["message"] and "demo-0" in p.status["message"]

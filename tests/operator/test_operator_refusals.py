@@ -106,3 +106,41 @@ def test_the_template_policy_fails_a_privileged_job(cluster: Cluster, operator) 
     st = cluster.wait_phase("priv", "Failed")
     assert "spec.template.spec.containers[0].securityContext.privileged" in st["message"]
     assert cluster.pods("priv") == []
+
+
+def _node(cluster: Cluster, name: str, ready: str) -> None:
+    cluster.core.create_node({"metadata": {"name": name}})
+    # What the kubelet (Ready=True/False) or the node lifecycle controller (Unknown) posts.
+    cluster.core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
+
+
+def test_a_pod_stuck_terminating_is_force_deleted_only_when_its_node_is_lost(cluster: Cluster, operator,
+                                                                             monkeypatch) -> None:
+    from datetime import timedelta
+    from ddpjob.job import lifecycle
+    from kmock._internal import references
+    monkeypatch.setattr(lifecycle, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
+    _node(cluster, "alive", "True")
+    _node(cluster, "lost", "Unknown")  # its kubelet stopped posting status
+    template = {"spec": {"terminationGracePeriodSeconds": 1}}
+    cluster.create(ddpjob("stuck", nodes=3, restartPolicy="OnFailure", template=template))
+    cluster.wait_pods("stuck", 3)
+    for rank, node in ((0, "alive"), (1, "lost"), (2, "alive")):  # the scheduler's binding
+        cluster.emulator.store.patch(references.resource("v1/pods"), cluster.ns, f"stuck-{rank}", None,
+                                     "application/merge-patch+json", {"spec": {"nodeName": node}})
+    cluster.set_phase("stuck", "Running")
+    cluster.wait_phase("stuck", "Running", readyNodes=3)
+    # stuck-2 fails: the gang restarts. A finished Pod is deleted at once (no grace).
+    cluster.set_phase("stuck", "Failed", ranks=[2], exit_code=137)
+    # The running Pods are deleted gracefully; neither kubelet confirms yet.
+    st = wait_for(lambda: (s := cluster.status("stuck")) and "stuck terminating" in s.get("message", "") and s,
+                  timeout=20, message="the stuck Pods were not reported")
+    assert "stuck-0 on node alive" in st["message"]
+    # The lost node's Pod is force-deleted; the Ready node's Pod is waited for.
+    event = cluster.wait_event("stuck", "ForceDeleted")
+    assert "stuck-1" in event["message"] and "lost" in event["message"]
+    assert cluster.core.read_namespaced_pod("stuck-0", cluster.ns).metadata.deletion_timestamp is not None
+    assert not any("stuck-0" in e.get("message", "") for e in cluster.events("stuck") if e["reason"] == "ForceDeleted")
+    # The live kubelet confirms; the next gang starts.
+    cluster.core.delete_namespaced_pod("stuck-0", cluster.ns, grace_period_seconds=0)
+    cluster.run_gang("stuck", 3, attempt=1)

@@ -35,6 +35,10 @@ class Plan:
     delete_job: bool = False  # ttlSecondsAfterFinished has passed
     requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
     events: tuple[Event, ...] = field(default_factory=tuple)
+    # Pods past their grace period plus STUCK_MARGIN, still terminating: (pod, node). The
+    # operator force-deletes one only when its node is gone or NotReady (its kubelet can
+    # no longer confirm); on a Ready node it waits for the kubelet.
+    stuck: tuple[tuple[str, str], ...] = ()
 
     @property
     def restart_count(self) -> int:
@@ -49,6 +53,8 @@ def format_time(t: datetime) -> str:
 # may be up to a second before the event. Deadlines and TTLs count from the end of that
 # second: they fire no earlier than asked (and at most a second later).
 ROUNDING = timedelta(seconds=1)
+# A kubelet confirms a deletion shortly after the grace period; past this margin it is lost or stuck.
+STUCK_MARGIN = timedelta(seconds=30)
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -87,6 +93,25 @@ def _root_cause(failed: list[PodState], policy: str) -> PodState:
     # finish is the cause; on a tie a signal or eviction explains the others better.
     return sorted(failed, key=lambda p: (p.finished_at or "9999", not is_retryable("ExitCode", p.exit_code),
                                          p.node_rank))[0]
+
+
+def _stuck(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, str], ...], float | None]:
+    """Terminating Pods past grace + margin on a node, and seconds until the next one is."""
+    stuck, wake = [], None
+    for p in pods:
+        ends = parse_time(p.deletion_time) if p.deleting and p.node_name else None
+        if ends is None:
+            continue
+        due = ends + ROUNDING + STUCK_MARGIN
+        if now >= due:
+            stuck.append((p.name, str(p.node_name)))
+            # Look again later: a node Ready now may be lost by then.
+            wait = STUCK_MARGIN.total_seconds()
+            wake = wait if wake is None else min(wake, wait)
+        else:
+            wait = (due - now).total_seconds()
+            wake = wait if wake is None else min(wake, wait)
+    return tuple(sorted(stuck)), wake
 
 
 def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime) -> Plan:
@@ -188,8 +213,14 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     if leftover:
         # Pods of an earlier attempt hold the names the next attempt needs.
         msg = f"waiting for {len(leftover)} Pod(s) of an earlier attempt to go away"
-        return Plan(status=status(waiting, "Terminating", msg),
-                    delete=tuple(p.name for p in leftover if not p.deleting), requeue_after=deadline_in)
+        stuck, wake = _stuck(leftover, now)
+        if stuck:
+            msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
+                   " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
+        timers = [t for t in (deadline_in, wake) if t is not None]
+        return Plan(status=status(waiting, "Terminating", msg), stuck=stuck,
+                    delete=tuple(p.name for p in leftover if not p.deleting),
+                    requeue_after=min(timers) if timers else None)
 
     missing = tuple(r for r in range(job.nodes) if r not in current)
     if missing and waiting == RESTARTING:

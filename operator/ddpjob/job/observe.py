@@ -26,6 +26,9 @@ class PodState:
     # Held by an earlier DDPJob of the same name (another uid), awaiting garbage
     # collection: never part of this job's gang, but it holds a name the gang needs.
     leftover: bool = False
+    node_name: str | None = None  # spec.nodeName: where a stuck deletion's kubelet lives
+    deletion_time: str | None = None  # metadata.deletionTimestamp: the end of its grace period
+    uid: str | None = None
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -56,4 +59,6 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
         name=meta.get("name", ""), node_rank=rank, restart_count=restart, phase=phase,
         exit_code=int(exit_code) if exit_code is not None else None, reason=reason, message=message,
         finished_at=terminated.get("finishedAt"), deleting=bool(meta.get("deletionTimestamp")),
+        node_name=(pod.get("spec") or {}).get("nodeName"), deletion_time=meta.get("deletionTimestamp"),
+        uid=meta.get("uid"),
     )

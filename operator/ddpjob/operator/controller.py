@@ -227,6 +227,8 @@ class Controller:
             job.backoff.clear()
             plan = dataclasses.replace(plan, status=job_refusals.created_status(plan.status, now_s))
         events += [e for e in plan.events if e not in events]
+        if plan.stuck:
+            await self._force_delete_lost(job, body, plan.stuck)
         if plan.delete or plan.delete_job:
             # Status first: if this write fails, nothing is deleted and the restart
             # count cannot be lost between the deletes and the write.
@@ -332,6 +334,24 @@ class Controller:
         if refused is None and errors:
             raise errors[0]  # retried by the worker; what was created is remembered
         return refused
+
+    async def _force_delete_lost(self, job: _Job, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]]) -> None:
+        """Force-delete Pods stuck terminating whose node is gone or NotReady: no kubelet
+        will ever confirm them (what PodGC does for a deleted Node, and what an admin does
+        with `kubectl delete --force` for an unreachable one). On a Ready node the kubelet
+        is alive and is waited for: a force delete there could run two gangs at once."""
+        ns = job.key[0]
+        uids = {p.name: p.uid for p in self._observe(job, job.uid or "")}
+        for pod_name, node_name in stuck:
+            node = await self.kube.get_node(node_name)
+            ready = next((c.get("status") for c in ((node or {}).get("status") or {}).get("conditions") or []
+                          if c.get("type") == "Ready"), None)
+            if node is not None and ready == "True":
+                continue
+            why = "is gone" if node is None else f"is not Ready (Ready={ready or 'unknown'})"
+            if await self.kube.delete(pods_path(ns, pod_name), uid=uids.get(pod_name), grace_period=0):
+                self.post_event(body, "Warning", "ForceDeleted",
+                                f"force-deleted Pod {pod_name}, stuck terminating: its node {node_name} {why}")
 
     async def _refused_for_good(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                                 refused: refusals.Refusal, generation: int) -> float:
