@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
@@ -20,6 +21,7 @@ import yaml
 
 from ddpjob import render
 from ddpjob.job import lifecycle
+from ddpjob.local import ownership
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
@@ -55,6 +57,8 @@ class LocalRunner:
         self.status: dict = {}
         self.port: int | None = None
         self._interrupted = False
+        # Every container of this run carries a tag under this prefix (see ownership.py).
+        self.run_tag = f"ddpjob-run-{os.getpid()}-{uuid.uuid4().hex[:8]}/"
 
     def log(self, message: str) -> None:
         self.out.write(f"[ddpjob] {message}\n")
@@ -88,7 +92,8 @@ class LocalRunner:
             overrides = local_overrides(self.port, self.checkpoint_dir)
             for rank in plan.create:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
-                proc = start_container(pod, overrides, out=self.out)
+                proc = start_container(pod, overrides, out=self.out, tag=self.run_tag + uuid.uuid4().hex,
+                                       preexec=ownership.die_with_parent)
                 self.procs[pod["metadata"]["name"]] = (rank, plan.restart_count, proc)
             self.log(f"started {len(plan.create)} node(s), attempt {plan.restart_count}, "
                      f"rendezvous 127.0.0.1:{self.port}")
@@ -99,10 +104,21 @@ class LocalRunner:
                 proc.stop(self.stop_grace)
 
     def run(self) -> dict:
+        lock = ownership.JobLock(self.workdir, self.job.name)
+        lock.acquire()  # before anything is written: a concurrent run of this job is refused
+        watchdog = ownership.Watchdog(self.run_tag)
+        try:
+            return self._run()
+        finally:
+            watchdog.close()
+            lock.release()
+
+    def _run(self) -> dict:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.checkpoint_dir:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGHUP: the terminal closed. Each stops the whole job, in order.
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             while True:
                 if self._interrupted:
