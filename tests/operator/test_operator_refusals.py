@@ -4,9 +4,13 @@ condition, Event), bounded (backoff) and, where the cause goes away, recovered f
 without anyone touching the job."""
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 import pytest
 
-from tests.operator.conftest import Cluster, ddpjob
+from tests.operator.conftest import ROOT, Cluster, ddpjob
 from ddpjob_devcluster.operator_runner import wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -18,11 +22,24 @@ def _pod_creates(cluster: Cluster, job: str) -> int:
     return sum(1 for r in cluster.emulator.requests if r.verb == "create" and r.resource == "pods")
 
 
+def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str | None:
+    """kubectl's output, or None where kubectl is not installed."""
+    tool = shutil.which("kubectl", path=os.pathsep.join([str(ROOT / ".venv" / "bin"), os.environ.get("PATH", "")]))
+    if tool is None:
+        return None
+    config = cluster.emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    done = subprocess.run([tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def _condition(status: dict, ctype: str) -> dict:
     return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
 
 
-def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(cluster: Cluster, operator) -> None:
+def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(cluster: Cluster, operator,
+                                                                                tmp_path) -> None:
     cluster.core.create_namespaced_resource_quota(cluster.ns, {"metadata": {"name": "one-pod"},
                                                                "spec": {"hard": {"pods": "1"}}})
     cluster.create(ddpjob("quota", nodes=2))
@@ -39,6 +56,11 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(c
     first = _pod_creates(cluster, "quota")
     wait_for(lambda: _pod_creates(cluster, "quota") >= first + 3, timeout=20, message="no retries")
     assert _pod_creates(cluster, "quota") <= 20
+    # What a user types: `kubectl describe` shows the message, the condition and the Event.
+    described = _kubectl(cluster, tmp_path, "describe", "ddpj", "quota")
+
+    if described is not None:
+        assert "exceeded quota" in described and "PodsCreated" in described and "FailedCreatePod" in described
     # The quota is raised: the second Pod comes without anyone touching the job.
     cluster.core.patch_namespaced_resource_quota("one-pod", cluster.ns, {"spec": {"hard": {"pods": "4"}}})
     st = cluster.run_gang("quota", 2)

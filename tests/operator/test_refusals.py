@@ -156,3 +156,11 @@ def test_a_namespace_being_deleted_posts_no_event() -> None:
                                            {"causes": [{"reason": "NamespaceTerminating"}]})
     reconcile(c)
     assert not [r for _, r, _ in events if r.startswith("FailedCreate")]
+
+
+def test_a_server_error_is_retried_by_the_work_queue_not_reported_as_a_refusal() -> None:
+    c, kube, events, _ = make(nodes=1)
+    kube.refuse = lambda name: k.APIError(503, "ServiceUnavailable", "etcd is busy")
+    with pytest.raises(k.APIError):
+        reconcile(c)
+    assert events == [] and not c._job(("ns", "j")).backoff.active

@@ -296,6 +296,8 @@ class Controller:
             try:
                 obj, _ = await self.kube.create(service)
             except APIError as exc:
+                if refusals.transient(exc):
+                    raise  # a server in trouble, not a refusal: the work queue retries soon
                 return refusals.from_api_error("Service", service["metadata"]["name"], exc)
             if obj is not None and refusals.controller_uid(obj) != uid:
                 return refusals.not_owned("Service", obj, parsed.name)
@@ -311,7 +313,7 @@ class Controller:
             batch *= 2
             results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
             for rendered, result in zip(chunk, results):
-                if isinstance(result, APIError):
+                if isinstance(result, APIError) and not refusals.transient(result):
                     refused = refused or refusals.from_api_error("Pod", rendered["metadata"]["name"], result)
                     continue
                 if isinstance(result, BaseException):

@@ -121,7 +121,10 @@ class Kube:
         (it may be an older object with the same name) rather than what it asked for."""
         url = collection_path(obj)
         try:
-            return await self._call(_api.post, url, payload=dict(obj)), True
+            # No retries inside kopf's client (it retries 403s, taking quota and policy
+            # refusals for an upgrading API server): a refused create is the controller's
+            # to report and back off (operator/refusals.py).
+            return await self._call(_api.post, url, payload=dict(obj), backoffs=()), True
         except Conflict:
             if not read_existing:
                 return None, False

@@ -60,6 +60,12 @@ class Refusal:
         return NAMESPACE_TERMINATING in self.causes
 
 
+def transient(exc: APIError) -> bool:
+    """A server in trouble (5xx, 429 throttling), not an answer about the object: retried
+    by the work queue's quick backoff, without an Event."""
+    return exc.status >= 500 or exc.status == 429
+
+
 def from_api_error(kind: str, name: str, exc: APIError) -> Refusal:
     reason = exc.reason or {403: "Forbidden", 422: "Invalid", 400: "BadRequest"}.get(exc.status, f"HTTP{exc.status}")
     causes = tuple(str(c.get("reason") or "") for c in (exc.details.get("causes") or []) if isinstance(c, Mapping))
