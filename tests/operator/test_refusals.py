@@ -164,3 +164,12 @@ def test_a_server_error_is_retried_by_the_work_queue_not_reported_as_a_refusal()
     with pytest.raises(k.APIError):
         reconcile(c)
     assert events == [] and not c._job(("ns", "j")).backoff.active
+
+
+def test_a_webhook_denial_is_reported_even_with_code_500() -> None:
+    c, kube, events, _ = make(nodes=1)
+    message = 'admission webhook "policy.example.com" denied the request: GPU jobs need a team label'
+    kube.refuse = lambda name: k.APIError(500, "", message)
+    reconcile(c)
+    assert ("Warning", "FailedCreatePod", "Error creating: " + message) in events
+    assert pods_created(kube.statuses[-1]) == [("False", "WebhookDenied")]

@@ -63,11 +63,15 @@ class Refusal:
 def transient(exc: APIError) -> bool:
     """A server in trouble (5xx, 429 throttling), not an answer about the object: retried
     by the work queue's quick backoff, without an Event."""
+    if "admission webhook" in exc.message:
+        # A webhook's denial (kopf webhooks answer 500 by default): an answer, to report.
+        return False
     return exc.status >= 500 or exc.status == 429
 
 
 def from_api_error(kind: str, name: str, exc: APIError) -> Refusal:
-    reason = exc.reason or {403: "Forbidden", 422: "Invalid", 400: "BadRequest"}.get(exc.status, f"HTTP{exc.status}")
+    reason = exc.reason or ("WebhookDenied" if "admission webhook" in exc.message else None) \
+        or {403: "Forbidden", 422: "Invalid", 400: "BadRequest"}.get(exc.status, f"HTTP{exc.status}")
     causes = tuple(str(c.get("reason") or "") for c in (exc.details.get("causes") or []) if isinstance(c, Mapping))
     return Refusal(kind, name, reason, exc.message or f"{kind} {name!r}: HTTP {exc.status}", exc.status, causes)
 

@@ -18,10 +18,23 @@ from kmock import resource as Resource
 
 from ddpjob_devcluster.admission import crdvalidation, podsecurity, podvalidation, quota
 from ddpjob_devcluster.crd_validator import CRDValidator
-from ddpjob_devcluster.store import CRDS, NAMESPACES, Store
+from ddpjob_devcluster.store import CRDS, NAMESPACES, ApiError, Store
 
 PODS = Resource(group='', version='v1', plural='pods')
 QUOTAS = Resource(group='', version='v1', plural='resourcequotas')
+
+
+def _no_new_finalizers_while_deleting(current: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """apimachinery/pkg/api/validation/objectmeta.go ValidateObjectMetaUpdate: once an
+    object is being deleted, finalizers may only be removed."""
+    meta, old_meta = new.get('metadata') or {}, current.get('metadata') or {}
+    if not old_meta.get('deletionTimestamp'):
+        return
+    added = set(meta.get('finalizers') or []) - set(old_meta.get('finalizers') or [])
+    if added:
+        kind, name = current.get('kind', ''), old_meta.get('name', '')
+        raise ApiError(422, 'Invalid', f'{kind} "{name}" is invalid: metadata.finalizers: Forbidden: no new '
+                       'finalizers can be added if the object is being deleted', {'name': name, 'kind': kind})
 
 
 class Admission:
@@ -46,6 +59,7 @@ class Admission:
 
     def update(self, res: Resource, current: Mapping[str, Any], new: dict[str, Any], sub: str | None,
                params: Mapping[str, str]) -> dict[str, Any]:
+        _no_new_finalizers_while_deleting(current, new)
         validator = self._validator(res) if sub is None else None
         if validator is None:
             return new
