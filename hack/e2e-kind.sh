@@ -35,7 +35,7 @@ SYSTEM_NS=ddpjob-system
 JOB_NS=ddpjob-e2e
 OPERATOR_IMAGE=ddpjob/operator:e2e
 # The tag manifests/examples/mnist-cpu.yaml names, so the example runs unchanged.
-TRAINER_IMAGE=ddpjob/trainer:0.1.0-cpu
+TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 JOB=mnist-cpu
@@ -122,7 +122,7 @@ helm install "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" \
     --namespace "$SYSTEM_NS" --create-namespace \
     --set image.repository="${OPERATOR_IMAGE%:*}" --set image.tag="${OPERATOR_IMAGE##*:}" \
     --set image.pullPolicy=Never \
-    --set trainer.image="$TRAINER_IMAGE" --set trainer.imagePullPolicy=IfNotPresent \
+    --set trainer.cpuImage="$TRAINER_IMAGE" --set trainer.imagePullPolicy=IfNotPresent \
     --wait --timeout 5m
 k -n "$SYSTEM_NS" rollout status "deployment/$RELEASE" --timeout=3m
 k wait crd/ddpjobs.ddpjob.io --for=condition=Established --timeout=60s

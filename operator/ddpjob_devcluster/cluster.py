@@ -34,7 +34,7 @@ BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob,
 
 class ClusterEmulator(KubeEmulator):
     """The emulator, with the two things kubectl reads differently from kopf and the
-    Python client (to be removed once tests/support/emulator.py does them): subresources
+    Python client (to be removed once the emulator does them): subresources
     carry no singular or short names (else `kubectl get po` is ambiguous with
     pods/status), and a watch is served as `application/json` (kmock streams say
     application/octet-stream, which `kubectl get -w` refuses to decode)."""

@@ -6,7 +6,7 @@ parsing, API discovery from a `resources` registry (with the bundled list of bui
 resources), Kubernetes `Status` error bodies and streaming of watch responses. Its stock
 state handling is a naive dict merge, so this module overrides the emulator's serving
 hooks (`_serve_list`, `_serve_create`, ...) with an API-server-like store: see
-`tests/support/store.py` for the object semantics. This module adds the server thread,
+`store.py` for the object semantics. This module adds the server thread,
 the request log, fault injection and the few URL shapes kmock cannot parse.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What runs inside every training Pod: the launcher (`ddpjob-launch`) and the built-in
-DDP trainer (`ddpjob-train`). Reads the environment contract in DESIGN.md and nothing
+DDP trainer (`ddpjob-train`). Reads the environment contract in docs/design.md and nothing
 else about the cluster."""
 
 # Exit codes the operator's `ExitCode` restart policy understands: 1-127 permanent,

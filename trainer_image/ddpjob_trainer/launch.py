@@ -25,7 +25,7 @@ TRAIN_CMD = "ddpjob-train"
 # CoreDNS or a slow node can take minutes; 5 minutes is well inside a Pod's useful life.
 DEFAULT_DNS_TIMEOUT = 300.0
 DNS_LOG_EVERY = 5.0
-USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] CMD [ARGS...]"
+USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] [--version] CMD [ARGS...]"
 
 
 def log(msg: str) -> None:
@@ -136,6 +136,12 @@ def parse_argv(argv: list[str]) -> tuple[float, list[str]]:
             timeout = _seconds(value or (argv.pop(0) if argv else ""), "--dns-timeout")
         elif name in ("--help",):
             print(USAGE)
+            raise SystemExit(0)
+        elif name == "--version":
+            # ddpjob.version is import-free: the trainer side stays free of the operator's needs.
+            from ddpjob.version import __version__
+
+            print(f"ddpjob-launch {__version__}")
             raise SystemExit(0)
         else:
             raise UsageError(f"unknown option {flag!r}; {USAGE}")

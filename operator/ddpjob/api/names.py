@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ddpjob import contract
+
 GROUP = "ddpjob.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -18,7 +20,7 @@ LABEL_RESTART_COUNT = f"{GROUP}/restart-count"
 # The container the environment contract is written into; users' sidecars keep theirs.
 TRAINER_CONTAINER = "trainer"
 
-DEFAULT_PORT = 29500
+DEFAULT_PORT = contract.DEFAULT_PORT
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 

@@ -2,7 +2,7 @@
 
 The same rules live in the CRD (OpenAPI + CEL) so the API server rejects bad objects;
 they are checked again here because the object may come from an old API server, an
-emulator, or a file on a laptop. tests/spine/test_crd_parity.py keeps the two in step.
+emulator, or a file on a laptop. tests/api/test_crd_parity.py keeps the two in step.
 """
 
 from __future__ import annotations
@@ -10,21 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ddpjob import contract
 from ddpjob.api import names
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-# The environment contract (DESIGN.md): set by the operator and the local runner only.
-RESERVED_ENV = frozenset({
-    "MASTER_ADDR", "PET_MASTER_ADDR", "MASTER_PORT", "PET_MASTER_PORT",
-    "NNODES", "PET_NNODES", "NODE_RANK", "PET_NODE_RANK",
-    "NPROC_PER_NODE", "PET_NPROC_PER_NODE", "WORLD_SIZE",
-    "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-    "DDPJOB_NAME", "DDPJOB_NAMESPACE", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND",
-    "DDPJOB_CHECKPOINT_DIR",
-})
+# The environment contract is set by the operator and the local runner only.
+RESERVED_ENV = contract.RESERVED
 
 # Fields whose change would silently reshape a running gang; the CRD marks them too.
 IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")
@@ -53,6 +47,12 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ImmutableFieldError(FieldError):
+    """A change to a field a running gang cannot take (the CRD marks these too)."""
+    message: str = "is immutable"
 
 
 class InvalidSpec(ValueError):
@@ -380,5 +380,5 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fiel
     for key in IMMUTABLE_FIELDS:
         default = IMMUTABLE_DEFAULTS.get(key)
         if old_spec.get(key, default) != new_spec.get(key, default):
-            errors.append(FieldError(f"spec.{key}", "is immutable"))
+            errors.append(ImmutableFieldError(f"spec.{key}"))
     return errors

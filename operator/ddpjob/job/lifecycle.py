@@ -13,6 +13,7 @@ from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
 from ddpjob.job.refusals import refused_status
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob
 
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
@@ -61,6 +62,11 @@ def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def resolved(job: DDPJob) -> dict[str, Any]:
+    """What 'auto' became, for `kubectl get` (the PROCS column) and for people."""
+    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size}
 
 
 def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:
@@ -131,7 +137,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
         ready = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
         st = {**prev, "phase": phase, "message": message, "restarts": restarts,
-              "readyNodes": ready, "observedGeneration": job.generation, **changes}
+              "readyNodes": ready, "observedGeneration": job.generation, **resolved(job), **changes}
         st["conditions"] = build_conditions(prev.get("conditions"), phase, reason, message, now_s)
         return {k: v for k, v in st.items() if v is not None}
 
@@ -238,5 +244,8 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                     requeue_after=deadline_in, events=events(RUNNING, "Normal", "Running", msg))
     msg = (f"creating {len(missing)} Pod(s)" if missing
            else f"{running}/{job.nodes} nodes running")
+    # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
+    # Event, when the job first starts: `kubectl apply` shows no CLI warning.
+    world = world_warning(job)
     return Plan(status=status(waiting, "Starting", msg, startTime=start), create=missing,
-                requeue_after=deadline_in)
+                requeue_after=deadline_in, events=events(PENDING, "Warning", "NotALauncher", world) if world else ())

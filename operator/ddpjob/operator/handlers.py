@@ -132,7 +132,7 @@ async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body,
     # The validity of the new spec alone is checked by every reconcile; what only an
     # update can show is a change to a field a running gang cannot take.
     errors = spec.validate_update({"spec": old or {}}, body)
-    if any(e.message == "is immutable" for e in errors):
+    if any(isinstance(e, spec.ImmutableFieldError) for e in errors):
         memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0),
                                       [str(e) for e in errors])
     else:

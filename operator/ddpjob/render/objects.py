@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from ddpjob import contract
 from ddpjob.api import names
 from ddpjob.render.merge import merge_pod_template
 from ddpjob.api.spec import DDPJob
@@ -55,26 +56,8 @@ def owner_references(job: DDPJob) -> list[dict]:
 
 
 def contract_env(job: DDPJob, node_rank: int, restart_count: int = 0) -> list[dict[str, str]]:
-    """The rendezvous environment of DESIGN.md, in a fixed order."""
-    master = names.pod_fqdn(job.name, job.namespace, 0)
-    pairs = [
-        ("MASTER_ADDR", master), ("PET_MASTER_ADDR", master),
-        ("MASTER_PORT", str(job.port)), ("PET_MASTER_PORT", str(job.port)),
-        ("NNODES", str(job.nodes)), ("PET_NNODES", str(job.nodes)),
-        ("NODE_RANK", str(node_rank)), ("PET_NODE_RANK", str(node_rank)),
-        ("NPROC_PER_NODE", str(job.nproc_per_node)), ("PET_NPROC_PER_NODE", str(job.nproc_per_node)),
-        ("WORLD_SIZE", str(job.world_size)),
-    ]
-    if job.nproc_per_node == 1:
-        # One process per Pod: a plain init_process_group("env://") script works unchanged.
-        pairs += [("RANK", str(node_rank)), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1")]
-    pairs += [
-        ("DDPJOB_NAME", job.name), ("DDPJOB_NAMESPACE", job.namespace),
-        ("DDPJOB_RESTART_COUNT", str(restart_count)), ("DDPJOB_BACKEND", job.backend),
-    ]
-    if job.checkpoint:
-        pairs.append(("DDPJOB_CHECKPOINT_DIR", job.checkpoint.mount_path))
-    return [{"name": k, "value": v} for k, v in pairs]
+    """The environment contract (`ddpjob.contract`) for one Pod of the gang."""
+    return contract.pod_env(job, names.pod_fqdn(job.name, job.namespace, 0), node_rank, restart_count)
 
 
 def _resources(job: DDPJob) -> dict:
