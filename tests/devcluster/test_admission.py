@@ -189,3 +189,11 @@ def test_unknown_fields_are_pruned_unless_strict(ddpjobs, emulator) -> None:
     strict = {**body, "metadata": {"name": "k", "namespace": "ns1"}}
     status, st = post(emulator, "/apis/ddpjob.io/v1alpha1/namespaces/ns1/ddpjobs", strict, "?fieldValidation=Strict")
     assert status == 400 and 'strict decoding error: unknown field "spec.bogus"' in st["message"]
+
+
+@pytest.mark.parametrize("field, value", [("activeDeadlineSeconds", 100000000000000),
+                                          ("ttlSecondsAfterFinished", 31536001)])
+def test_a_duration_nobody_could_mean_is_refused_by_the_api_server(ddpjobs, field: str, value: int) -> None:
+    body = {**JOB, "spec": {**JOB["spec"], field: value}}
+    status, st = refused(ddpjobs.create_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", body)
+    assert status == 422 and f"spec.{field}" in st["message"]
