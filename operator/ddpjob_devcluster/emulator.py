@@ -309,7 +309,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise ApiError(404, 'NotFound', f'subresource {request.subresource} is not emulated')
         body = self.admission.create(request.resource, request.namespace, _body(request), request.params)
         obj = self.store.create(request.resource, request.namespace, body, _dry_run(request))
+        self._pods_changed(request)
         return rendering.Response(status=201, payload=obj)
+
+    def _pods_changed(self, request: rendering.Request) -> None:
+        if request.resource is not None and request.resource.plural in ('pods', 'resourcequotas'):
+            self.admission.pods_changed(request.namespace)
 
     async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
@@ -319,16 +324,22 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
         content_type = request.headers.get('Content-Type', '').split(';')[0].strip()
-        return self.store.patch(request.resource, request.namespace, request.name,
-                                request.subresource, content_type, _body(request), admit=self._admit_update(request))
+        patched = self.store.patch(request.resource, request.namespace, request.name,
+                                   request.subresource, content_type, _body(request),
+                                   admit=self._admit_update(request))
+        if request.subresource != 'status' or request.resource.plural == 'pods':  # not our own quota writes
+            self._pods_changed(request)
+        return patched
 
     def _admit_update(self, request: rendering.Request) -> Any:
         return lambda current, new: self.admission.update(request.resource, current, new, request.subresource,
                                                           request.params)
 
     async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        return self.store.delete(request.resource, request.namespace, request.name, _propagation(request),
-                                 *_grace_and_uid(request))
+        deleted = self.store.delete(request.resource, request.namespace, request.name, _propagation(request),
+                                    *_grace_and_uid(request))
+        self._pods_changed(request)
+        return deleted
 
     async def _serve_delete_collection(self, request: rendering.Request) -> rendering.Payload:
         if request.resource is None or request.name:

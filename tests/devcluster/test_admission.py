@@ -131,6 +131,9 @@ def test_pod_count_quota_refuses_the_second_pod(core) -> None:
     core.create_namespaced_pod("ns1", pod("b"))
     core.patch_namespaced_resource_quota("q", "ns1", {"spec": {"hard": {"pods": "3"}}})
     core.create_namespaced_pod("ns1", pod("c"))
+    # The quota controller's status, for `kubectl describe quota`: b and c count, a finished.
+    st = core.read_namespaced_resource_quota("q", "ns1").status
+    assert st.hard == {"pods": "3"} and st.used == {"pods": "2"}
 
 
 def test_gpu_request_quota_lists_only_the_exceeded_resource(core) -> None:

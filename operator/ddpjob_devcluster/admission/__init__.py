@@ -67,6 +67,19 @@ class Admission:
         out['metadata'] = new['metadata']  # server-owned fields were already settled by the store
         return out
 
+    def pods_changed(self, namespace: str | None) -> None:
+        """The quota controller's part (pkg/controller/resourcequota): after a Pod change,
+        each quota's `status.hard`/`status.used` is brought up to date, for
+        `kubectl describe quota`. Admission itself counts the live Pods."""
+        if not namespace:
+            return
+        pods = self.store.peek_all(PODS, namespace)
+        for q in self.store.peek_all(QUOTAS, namespace):
+            status = quota.status(q, pods)
+            if q.get('status') != status:
+                self.store.patch(QUOTAS, namespace, q['metadata']['name'], 'status',
+                                 'application/merge-patch+json', {'status': status})
+
     def _validator(self, res: Resource) -> CRDValidator | None:
         if not res.group or res.group in ('apiextensions.k8s.io',):
             return None
