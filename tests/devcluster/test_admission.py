@@ -200,3 +200,16 @@ def test_a_duration_nobody_could_mean_is_refused_by_the_api_server(ddpjobs, fiel
     body = {**JOB, "spec": {**JOB["spec"], field: value}}
     status, st = refused(ddpjobs.create_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", body)
     assert status == 422 and f"spec.{field}" in st["message"]
+
+
+def test_an_object_stored_under_older_rules_can_still_be_annotated(ddpjobs, emulator) -> None:
+    from kmock._internal import references
+    bad = {**JOB, "spec": {**JOB["spec"], "nodes": 0}}
+    emulator.store.create(references.resource("ddpjob.io/v1alpha1/ddpjobs"), "ns1", bad)
+    # Ratcheting: the unchanged invalid field does not block a metadata change ...
+    ddpjobs.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j",
+                                           {"metadata": {"annotations": {"a": "b"}}})
+    # ... but changing it to another invalid value is refused.
+    status, st = refused(ddpjobs.patch_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j",
+                         {"spec": {"nodes": -1}})
+    assert status == 422 and "spec.nodes" in st["message"]

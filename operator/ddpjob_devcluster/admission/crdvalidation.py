@@ -40,6 +40,27 @@ def _drop(obj: Any, path: str) -> None:
         node.pop(parts[-1], None)
 
 
+def _at(obj: Any, path: str) -> Any:
+    node = obj
+    for m in _SEGMENT.finditer(path):
+        part: Any = m.group(1) if m.group(1) is not None else int(m.group(2))
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return _ABSENT
+    return node
+
+
+_ABSENT = object()
+
+
+def _ratchet(errors: list[CRDError], obj: Any, old: Any) -> list[CRDError]:
+    """Validation ratcheting (KEP-4008, on by default since 1.30): on update, an error at a
+    field whose value did not change is not an error (the API server returns a warning),
+    so an object stored under older rules can still get its metadata or status changed."""
+    return [e for e in errors if _at(obj, e.path) is _ABSENT or _at(obj, e.path) != _at(old, e.path)]
+
+
 def _unknown(errors: list[CRDError]) -> bool:
     return bool(errors) and all(e.message.startswith('unknown field') for e in errors)
 
@@ -56,6 +77,8 @@ def admit(validator: CRDValidator, body: Mapping[str, Any], old: Mapping[str, An
         for e in errors:
             _drop(obj, e.path)
         errors = validator.validate(obj, old)
+    if old is not None:
+        errors = _ratchet(errors, validator.defaulted(obj), validator.defaulted(old))
     if errors:
         name = (obj.get('metadata') or {}).get('name', '')
         kind = f'{validator.kind}.{validator.group}'
