@@ -94,8 +94,12 @@ class ProcessKubelet:
     """Start with `start()` (or `with`); `stop()` kills every process it ever started."""
 
     def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
-                 stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN):
+                 stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN,
+                 bound_only: bool = False):
         self.server = server
+        # With a scheduler (ddpjob_devcluster.scheduler), run only Pods bound to a node,
+        # as a kubelet runs only the Pods whose spec.nodeName is its own.
+        self.bound_only = bound_only
         self.workdir = pathlib.Path(workdir)
         self.namespace = namespace
         self.stop_grace = stop_grace
@@ -283,6 +287,8 @@ class ProcessKubelet:
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
+        if self.bound_only and not (pod.get('spec') or {}).get('nodeName'):
+            return  # not scheduled yet: the binding arrives as a MODIFIED event
         self._run_pod(core, pod)
 
     def _run_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:

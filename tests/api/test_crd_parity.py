@@ -53,6 +53,10 @@ SAME_SUBSTANCE = {
     "name-upper-case": "DNS-1123",
     "name-too-long-for-ten-nodes": "63",
     "env-duplicate-name": "FOO",
+    "queue-with-native-gang": "only volcano and kueue",
+    "kueue-without-queue": "LocalQueue",
+    "min-available-below-nodes": "must equal spec.nodes",
+    "on-timeout-fail-without-timeout": "needs scheduleTimeoutSeconds",
 }
 
 

@@ -94,7 +94,9 @@ def test_good_jobs_validate_and_render(case, tmp_path, capsys):
     code, out, err = ddpjob(capsys, "render", str(path))
     assert (code, err) == (0, "")
     kinds = [o["kind"] for o in yaml.safe_load_all(out)]
-    assert kinds[0] == "Service" and kinds.count("Pod") == spec.parse_job(case.document()).nodes
+    groups = kinds.count("PodGroup")  # a gang job's PodGroup comes first (spec.scheduling.gang)
+    assert groups <= 1 and kinds[:groups] == ["PodGroup"] * groups
+    assert kinds[groups] == "Service" and kinds.count("Pod") == spec.parse_job(case.document()).nodes
 
 
 def test_metacharacters_in_env_values_survive_unchanged():

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.scheduling import Scheduling, check_scheduling
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
@@ -33,7 +34,7 @@ SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
     "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds",
-    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template",
+    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
 })
 
 
@@ -98,6 +99,7 @@ class DDPJob:
     ttl_seconds_after_finished: int | None = None
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
+    scheduling: Scheduling = field(default_factory=lambda: Scheduling())
 
     @property
     def world_size(self) -> int:
@@ -344,6 +346,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         from ddpjob.api import template_types  # imports the kubernetes client lazily
 
         c.errors += template_types.check(template)
+    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"), nodes)
     name = _check_name(c, metadata, nodes if nodes and 1 <= nodes <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
@@ -360,7 +363,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
-        checkpoint=checkpoint, template=dict(template),
+        checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
     )
 
 

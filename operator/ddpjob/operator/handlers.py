@@ -11,6 +11,7 @@ API), decides with `lifecycle.plan` and writes through `kube`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import os
@@ -20,6 +21,7 @@ import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec, template_policy
+from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
@@ -77,8 +79,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
+    kube = Kube(settings)
+    gang = GangSupport.from_env()
+    # Logs an error per enabled integration whose PodGroup API is missing; never fails the
+    # start. In the background: API calls wait for the login, which follows the startup.
+    memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
     allow = template_policy.parse_allowances(os.environ.get(template_policy.ENV))
-    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event,
+    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
                                 template_allow=allow)
     if allow:
         logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
@@ -146,5 +153,6 @@ async def job_event(type: str | None, namespace: str, name: str, memo: kopf.Memo
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
-async def pod_event(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(namespace: str, labels: kopf.Labels, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.pod_changed(namespace, labels[names.LABEL_JOB_NAME], body)
     memo.controller.trigger(namespace, labels[names.LABEL_JOB_NAME], delay=ctl.POD_EVENT_DEBOUNCE)

@@ -15,6 +15,7 @@ import yaml
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.render import gang
 from ddpjob.render.merge import merge_pod_template
 from ddpjob.api.spec import DDPJob
 
@@ -97,7 +98,8 @@ def render_service(job: DDPJob) -> dict:
     )
 
 
-def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0) -> dict:
+def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
+               options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> dict:
     volumes, mounts = _volumes(job)
     pod = _render(
         "pod.yaml.j2", name=names.pod_name(job.name, node_rank), namespace=job.namespace,
@@ -110,12 +112,23 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0) -> dict:
         port=job.port, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
         container_security_context=CONTAINER_SECURITY_CONTEXT,
     )
-    return merge_pod_template(pod, job.template)
+    return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
 
-def render(job: DDPJob, restart_count: int = 0) -> list[dict]:
-    """Everything the operator creates for a job, Service first."""
-    return [render_service(job)] + [render_pod(job, i, restart_count) for i in range(job.nodes)]
+def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
+    """The PodGroup of one gang attempt (spec.scheduling.gang), or None."""
+    if job.scheduling.gang not in gang.POD_GROUP_KINDS:
+        return None
+    pods = [render_pod(job, i, restart_count) for i in range(job.nodes)]
+    return gang.render_pod_group(job, restart_count, pods, owner_references(job), job_labels(job))
+
+
+def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> list[dict]:
+    """Everything the operator creates for a job, in its order: the PodGroup (the
+    scheduler needs it before the Pods), the Service, the Pods."""
+    group = render_pod_group(job, restart_count)
+    return ([group] if group else []) + [render_service(job)] + [
+        render_pod(job, i, restart_count, options) for i in range(job.nodes)]
 
 
 def to_yaml_stream(objects: list[dict]) -> str:
