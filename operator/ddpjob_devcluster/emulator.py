@@ -53,14 +53,19 @@ class Fault:
     status: int | None
     count: int
     delay: float
+    skip: int = 0  # matching requests to let through untouched first
 
     def matches(self, record: RecordedRequest) -> bool:
-        return (
+        hit = (
             self.count > 0
             and self.verb in (None, record.verb)
             and self.resource in (None, record.resource)
             and self.subresource in (None, record.subresource)
         )
+        if hit and self.skip > 0:
+            self.skip -= 1
+            return False
+        return hit
 
 
 # kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
@@ -182,10 +187,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     def inject_fault(self, *, verb: str | None = None, resource: str | None = None,
                      subresource: str | None = None, status: int | None = 500,
-                     count: int = 1, delay: float = 0.0) -> Fault:
-        """Make the next `count` matching requests wait `delay` seconds, then fail with
-        `status` (or, with status=None, proceed normally: a slow API server)."""
-        fault = Fault(verb, resource, subresource, status, count, delay)
+                     count: int = 1, delay: float = 0.0, skip: int = 0) -> Fault:
+        """Make the next `count` matching requests (after `skip` of them) wait `delay`
+        seconds, then fail with `status` (or, with status=None, proceed normally: a slow
+        API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay, skip)
         with self._lock:
             self._faults.append(fault)
         return fault
