@@ -89,6 +89,9 @@ class Container:
     exit_code: int | None = None
     ip: str = '127.0.0.1'
     times: dict[str, float] = field(default_factory=dict)  # seen, started, running_reported, exited
+    # The API server keeps the Pod (graceful deletion) until this kubelet confirms that
+    # its containers stopped, with a delete of grace 0 (pkg/kubelet/status/status_manager.go).
+    confirm_deletion: bool = False
 
     @property
     def running(self) -> bool:
@@ -283,9 +286,12 @@ class ProcessKubelet:
     def _on_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
         meta = pod['metadata']
         c = self.containers.get(meta['uid'])
-        if meta.get('deletionTimestamp'):  # graceful deletion (a finalizer holds the object)
+        if meta.get('deletionTimestamp'):  # graceful deletion (or a finalizer holds the object)
             if c is not None:
+                c.confirm_deletion = bool(meta.get('deletionGracePeriodSeconds'))
                 self._delete(c)
+                if not c.running:
+                    self._confirm_deletion(core, c)
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
@@ -361,6 +367,15 @@ class ProcessKubelet:
             if not c.deleted:
                 self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
             self._close_log(c)
+            self._confirm_deletion(core, c)
+
+    def _confirm_deletion(self, core: kubernetes.client.CoreV1Api, c: Container) -> None:
+        if not c.confirm_deletion:
+            return
+        c.confirm_deletion = False
+        with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
+            core.delete_namespaced_pod(c.pod, c.namespace, grace_period_seconds=0,
+                                       body={'preconditions': {'uid': c.uid}}, _request_timeout=10)
 
     def _close_log(self, c: Container) -> None:
         if c.log_file is None:

@@ -121,6 +121,11 @@ BAD: list[Case] = [
     Case("stall-timeout-string", "spec.stallTimeoutSeconds", job({"stallTimeoutSeconds": "60s"})),
     Case("port-is-progress-port", "spec.port", job({"port": 29510})),
     Case("env-reserved-progress-file", "spec.env[0].name", env({"name": "DDPJOB_PROGRESS_FILE", "value": "/x"})),
+    # durations a user could not mean (they overflowed the timers and wedged the job)
+    Case("deadline-huge", "spec.activeDeadlineSeconds", job({"activeDeadlineSeconds": 100000000000000})),
+    Case("deadline-over-a-year", "spec.activeDeadlineSeconds", job({"activeDeadlineSeconds": 31536001})),
+    Case("ttl-huge", "spec.ttlSecondsAfterFinished", job({"ttlSecondsAfterFinished": 10 ** 30})),
+    Case("backoff-huge", "spec.restartBackoffSeconds", job({"restartBackoffSeconds": 2 ** 63})),
     # enums
     Case("backend-unknown", "spec.backend", job({"backend": "mpi"})),
     Case("restart-policy-unknown", "spec.restartPolicy", job({"restartPolicy": "Always"})),
@@ -237,6 +242,7 @@ GOOD: list[Case] = [
         "args": ["a: b", "{x}", "'q'", '"q"', "# c", "*", "&a", "\n"],
     })),
     Case("env-value-from", "", env({"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}})),
+    Case("durations-of-a-year", "", job({"activeDeadlineSeconds": 31536000, "ttlSecondsAfterFinished": 31536000})),
     Case("name-longest-for-ten-nodes", "", named("a" * 61, nodes=10)),
     Case("name-longest-for-eleven-nodes", "", named("a" * 60, nodes=11)),
     Case("nodes-and-nproc-null-take-defaults", "", text=raw("  nodes:\n  nprocPerNode:\n  suspend:\n")),

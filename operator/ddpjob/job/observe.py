@@ -36,6 +36,9 @@ class PodState:
     # spec.maxRestarts. None for an ordinary failure.
     disruption: str | None = None
     ip: str | None = None  # status.podIP: where the operator reads the Pod's /progress
+    node_name: str | None = None  # spec.nodeName: where a stuck deletion's kubelet lives
+    deletion_time: str | None = None  # metadata.deletionTimestamp: the end of its grace period
+    uid: str | None = None
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -73,6 +76,8 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
         scheduled=scheduled, scheduling_reason=sched_reason, scheduling_message=sched_message,
         disruption=disruption[0] if disruption else None,
         ip=status.get("podIP") or None,
+        node_name=(pod.get("spec") or {}).get("nodeName"), deletion_time=meta.get("deletionTimestamp"),
+        uid=meta.get("uid"),
     )
 
 

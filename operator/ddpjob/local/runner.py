@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
@@ -22,7 +23,7 @@ import yaml
 from ddpjob import contract, render
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
-from ddpjob.local import ports
+from ddpjob.local import ownership, ports
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
@@ -52,6 +53,8 @@ class LocalRunner:
         self.attempt_progress: AttemptProgress | None = None
         self.display = Display(self.out, job.name)
         self._progress_read_at = 0.0
+        # Every container of this run carries a tag under this prefix (see ownership.py).
+        self.run_tag = f"ddpjob-run-{os.getpid()}-{uuid.uuid4().hex[:8]}/"
 
     def log(self, message: str) -> None:
         write_line(self.out, f"[ddpjob] {message}\n")  # above the live progress line, if any
@@ -94,7 +97,8 @@ class LocalRunner:
                 if self.hide_gpus:
                     overrides["CUDA_VISIBLE_DEVICES"] = ""
                 proc = start_container(pod, {**overrides, **devices_for_node(self.job, rank, self.gpus)},
-                                       out=self.out)
+                                       out=self.out, tag=self.run_tag + uuid.uuid4().hex,
+                                       preexec=ownership.die_with_parent)
                 self.procs[name] = (rank, plan.restart_count, proc)
                 self.attempt_progress.files[rank] = progress_file
                 if rank == 0:
@@ -115,10 +119,18 @@ class LocalRunner:
                 proc.stop(self.stop_grace)
 
     def run(self) -> dict:
+        watchdog = ownership.Watchdog(self.run_tag)  # kills what is left if this process dies
+        try:
+            return self._run()
+        finally:
+            watchdog.close()
+
+    def _run(self) -> dict:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.checkpoint_dir:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGHUP: the terminal closed. Each stops the whole job, in order.
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             while True:
                 if self._interrupted:
@@ -195,6 +207,21 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
         job = dataclasses.replace(job, generation=1)
     workdir = workdir or Path(os.getcwd()) / ".ddpjob" / job.name
     runner = LocalRunner(job, workdir, out=out, gpus=gpus, hide_gpus=hide_gpus)
+    # Before anything in the job's directory is touched (--fresh included): a second run
+    # of the same job would share and overwrite its checkpoints.
+    lock = ownership.JobLock(workdir, job.name)
+    try:
+        lock.acquire()
+    except LocalRunError as exc:
+        runner.log(f"error: {exc}")
+        return 1
+    try:
+        return _run_locked(runner, workdir, fresh)
+    finally:
+        lock.release()
+
+
+def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if fresh:
         start_fresh(workdir)
     earlier = previous_run(workdir)

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from ddpjob.operator import controller as ctl
-from ddpjob.api import names, spec
+from ddpjob.api import names, spec, template_policy
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, ProgressPoller
@@ -90,8 +90,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     # start. In the background: API calls wait for the login, which follows the startup.
     memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
     poller = _progress_poller(lambda key: memo.controller.trigger(*key), logger)
+    allow = template_policy.parse_allowances(os.environ.get(template_policy.ENV))
     controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
-                                poller=poller)
+                                poller=poller, template_allow=allow)
+    if allow:
+        logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))

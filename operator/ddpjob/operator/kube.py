@@ -28,9 +28,43 @@ from ddpjob.render.gang import POD_GROUP_KINDS
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
-APIError = _errors.APIError
-NotFound = _errors.APINotFoundError
-Conflict = _errors.APIConflictError
+
+
+class APIError(Exception):
+    """An API request the server refused: `status` (HTTP code), `reason` (the Status
+    reason: Forbidden, Invalid, AlreadyExists, ...), `message` (the server's words)."""
+
+    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.status, self.reason, self.message = int(status), reason or "", message or ""
+        self.details: dict[str, Any] = dict(details or {})
+
+
+class NotFound(APIError):
+    pass
+
+
+class Conflict(APIError):  # 409: AlreadyExists on create, Conflict on a stale write
+    pass
+
+
+class Forbidden(APIError):  # 403: RBAC, ResourceQuota, Pod Security, namespace terminating
+    pass
+
+
+class Invalid(APIError):  # 422: the object fails the server's validation
+    pass
+
+
+_BY_STATUS: dict[int, type[APIError]] = {404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid}
+
+
+def _typed(exc: _errors.APIError) -> APIError:
+    """kopf's error as ours (kopf's classes stay private to this module)."""
+    payload = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], Mapping) else {}
+    message = exc.message or (exc.args[0] if exc.args and isinstance(exc.args[0], str) else "") or repr(exc)
+    cls = _BY_STATUS.get(exc.status, APIError)
+    return cls(exc.status, str(payload.get("reason") or ""), str(message), payload.get("details") or None)
 
 # kopf's HTTP session has no connection limit; a burst of 1,000 new jobs would open
 # thousands of sockets at once. 64 requests in flight keep the API server (and the
@@ -81,7 +115,10 @@ class Kube:
 
     async def _call(self, fn: Any, url: str, **kwargs: Any) -> Any:
         async with self._slots:
-            return await fn(url, settings=self.settings, logger=logger, **kwargs)
+            try:
+                return await fn(url, settings=self.settings, logger=logger, **kwargs)
+            except _errors.APIError as exc:
+                raise _typed(exc) from exc
 
     async def get(self, url: str) -> dict[str, Any]:
         return await self._call(_api.get, url)
@@ -102,16 +139,30 @@ class Kube:
         (it may be an older object with the same name) rather than what it asked for."""
         url = collection_path(obj)
         try:
-            return await self._call(_api.post, url, payload=dict(obj)), True
+            # No retries inside kopf's client (it retries 403s, taking quota and policy
+            # refusals for an upgrading API server): a refused create is the controller's
+            # to report and back off (operator/refusals.py).
+            return await self._call(_api.post, url, payload=dict(obj), backoffs=()), True
         except Conflict:
             if not read_existing:
                 return None, False
             return await self.get(f"{url}/{obj['metadata']['name']}"), False
 
-    async def delete(self, url: str, *, uid: str | None = None, propagation: str = "Background") -> bool:
+    async def get_node(self, name: str) -> dict[str, Any] | None:
+        """The Node, or None when it is gone."""
+        try:
+            return await self.get(f"/api/v1/nodes/{name}")
+        except NotFound:
+            return None
+
+    async def delete(self, url: str, *, uid: str | None = None, propagation: str = "Background",
+                     grace_period: int | None = None) -> bool:
         """Delete; False when it was already gone. `uid` makes it a precondition, so an
-        object recreated under the same name is never deleted by mistake."""
+        object recreated under the same name is never deleted by mistake. `grace_period=0`
+        is a force delete (for a Pod whose kubelet can no longer confirm)."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
         if uid:
             options["preconditions"] = {"uid": uid}
         try:

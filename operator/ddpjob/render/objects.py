@@ -87,6 +87,11 @@ def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
+# The container half of the restricted Pod Security Standard; the template's own
+# securityContext fields win (merge.py), and sidecars get the same defaults.
+CONTAINER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
 def render_service(job: DDPJob) -> dict:
     return _render(
         "service.yaml.j2", name=names.service_name(job.name), namespace=job.namespace,
@@ -107,7 +112,8 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
         working_dir=job.working_dir,
         env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
         port=job.port, progress_port=contract.DEFAULT_PROGRESS_PORT,
-        progress_port_name=contract.PROGRESS_PORT_NAME, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
+        progress_port_name=contract.PROGRESS_PORT_NAME, resources=_resources(job), volume_mounts=mounts,
+        volumes=volumes, container_security_context=CONTAINER_SECURITY_CONTEXT,
     )
     return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
