@@ -6,6 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 TOOLS := .tools
+# Test processes: one per core (the suite waits on subprocesses and timers as much as it
+# computes; two workers on two cores take about a third off the wall time).
+TEST_WORKERS ?= auto
 
 .PHONY: venv test demo bench e2e-kind demo-cluster tools clean
 
@@ -23,7 +26,7 @@ tools: $(STAMP)
 	@if [ -x hack/fetch-tools.sh ]; then PY=$(PY) TOOLS=$(TOOLS) hack/fetch-tools.sh; fi
 
 test: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS)
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
