@@ -41,7 +41,7 @@ UNEXERCISED = {
     # Not a request: OwnerReferencesPermissionEnforcement checks it when a Pod with
     # blockOwnerDeletion is created (the emulator does not run that plugin).
     ('ddpjob.io', 'ddpjobs/finalizers', 'update'),
-    # ddpjob.operator.controller._force_delete_lost reads the Node of a Pod stuck terminating.
+    # ddpjob.operator.children.Children.force_delete_lost reads the Node of a Pod stuck terminating.
     ('', 'nodes', 'get'),
     # kopf peering (peering.enabled) is not part of the lifecycle run.
     ('kopf.dev', 'clusterkopfpeerings', 'list'), ('kopf.dev', 'clusterkopfpeerings', 'watch'),

@@ -14,21 +14,20 @@ All decisions (status, what to create or delete, when to wake up) are `lifecycle
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
-from ddpjob import render
-from ddpjob.api import names, spec, template_policy
+from ddpjob.api import spec, template_policy
 from ddpjob.job import lifecycle, refusals as job_refusals, scheduling
-from ddpjob.job.observe import PodState, pod_state
+from ddpjob.job.observe import PodState
 from ddpjob.operator import refusals
+from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.expectations import Expectations
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
-from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, job_path, object_path, pods_path
+from ddpjob.operator.kube import Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.progress import ProgressPoller, Target
 from ddpjob.operator.workqueue import WorkQueue
@@ -51,18 +50,6 @@ DEFAULT_MAX_CONCURRENT = 64
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def indexed_pod(body: Mapping[str, Any]) -> IndexedPod | None:
-    """What the pods index keeps per Pod: its DDPJob owner's uid and its PodState."""
-    state = pod_state(body)
-    if state is None:
-        return None
-    owner = None
-    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == names.KIND and ref.get("apiVersion", "").startswith(names.GROUP + "/"):
-            owner = ref.get("uid")
-    return owner, state
 
 
 def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +114,7 @@ class Controller:
         self._jobs: dict[Key, _Job] = {}
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
+        self.children = Children(self)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
                                on_done=self.metrics.reconcile_seconds.observe)
 
@@ -168,6 +156,9 @@ class Controller:
         logger.warning("reconcile of %s/%s failed (attempt %d), retrying in %.1fs: %r", *key, failures, delay, exc)
 
     # ---- one reconcile ------------------------------------------------------------------
+
+    def observe_job(self, job: _Job) -> list[PodState]:
+        return self._observe(job, job.uid or "")
 
     def _observe(self, job: _Job, uid: str) -> list[PodState]:
         """The job's Pods: the index, corrected by what this operator just did."""
@@ -234,7 +225,7 @@ class Controller:
         refused: refusals.Refusal | None = None
         retry_in = 0.0
         if plan.create and not (plan.delete or plan.delete_job):
-            blocked = await self._ensure_pod_group(job, parsed, plan.restart_count)
+            blocked = await self.children.ensure_pod_group(job, parsed, plan.restart_count)
             if blocked:
                 return await self._wait_for_gang(job, body, previous, plan, blocked)
             job.gang_waits = 0
@@ -245,7 +236,7 @@ class Controller:
                 # Re-plan once with what was just created, so the status written is the one
                 # that holds once the Pods are seen (saves a status write per job). A create
                 # the re-plan still wants is left to the next pass.
-                refused = await self._create_pods(job, parsed, body, plan)
+                refused = await self.children.create_pods(job, parsed, body, plan)
                 if refused is not None:
                     retry_in = job.backoff.refused(refused, now)
                     if not refused.silent:
@@ -267,12 +258,12 @@ class Controller:
             plan = dataclasses.replace(plan, status=job_refusals.created_status(plan.status, now_s))
         events += [e for e in plan.events if e not in events]
         if plan.stuck:
-            await self._force_delete_lost(job, body, plan.stuck)
+            await self.children.force_delete_lost(job, body, plan.stuck)
         if plan.delete or plan.delete_job:
             # Status first: if this write fails, nothing is deleted and the restart
             # count cannot be lost between the deletes and the write.
             previous = await self._write_status(job, body, previous, plan.status)
-            await self._delete_pods(job, ns, plan.delete)
+            await self.children.delete_pods(job, ns, plan.delete)
             if plan.delete_job:
                 if await self.kube.delete(job_path(ns, name), uid=uid):
                     logger.info("deleted %s/%s: ttlSecondsAfterFinished passed", ns, name)
@@ -280,7 +271,7 @@ class Controller:
                 self.forget(ns, name)
                 return None
         await self._write_status(job, body, previous, plan.status)
-        await self._delete_pod_groups(job, ns, plan.status)
+        await self.children.delete_pod_groups(job, ns, plan.status)
         self._post(body, events, plan.status)
         self._watch_progress(job, parsed, plan)
         if refused is not None and plan.create:
@@ -322,31 +313,6 @@ class Controller:
             self.metrics.gang_restarts.inc(int(new.get("restarts", 0)) - int(previous.get("restarts", 0)))
         return job.status
 
-    async def _ensure_pod_group(self, job: _Job, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
-        """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
-        (reason, message) when the Pods must not be created yet."""
-        gang = parsed.scheduling.gang
-        why = self.gang.unavailable(gang)
-        if why:
-            return UNAVAILABLE, why
-        group = render.render_pod_group(parsed, attempt)
-        if group is None:
-            return None
-        name = group["metadata"]["name"]
-        try:
-            obj, _ = await self.kube.create(group)
-        except NotFound:
-            # The API went away after startup (a CRD deleted): report it, re-check later.
-            self.gang.missing[gang] = f"{group['apiVersion']} PodGroup is not served by this cluster"
-            return UNAVAILABLE, f"spec.scheduling.gang={gang}: {self.gang.missing[gang]}"
-        job.pod_groups[name] = (group["apiVersion"], group["kind"])
-        if ((obj or {}).get("metadata") or {}).get("deletionTimestamp"):
-            # The same attempt's PodGroup (suspend, then resume) still waits on its
-            # protection finalizer for the old Pods to end: Pods made now would point at
-            # an object about to vanish and never be placed.
-            return "PodGroupTerminating", f"waiting for PodGroup {name} of the previous run to be deleted"
-        return None
-
     async def _wait_for_gang(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                              plan: lifecycle.Plan, blocked: tuple[str, str]) -> float:
         """No Pods yet: say why in the status (and once as an Event), look again with backoff."""
@@ -359,107 +325,6 @@ class Controller:
         if reason == UNAVAILABLE and job.gang_waits % 4 == 1:
             await self.gang.check_apis(self.kube.served)
         return float(min(2 ** job.gang_waits, 300))
-
-    async def _delete_pod_groups(self, job: _Job, ns: str, status: Mapping[str, Any]) -> None:
-        """Delete the PodGroups of attempts that ended: Volcano reserves queue capacity
-        for a PodGroup, and a finished native or coscheduling one is never placed again.
-        A native PodGroup goes once its Pods have ended (its protection finalizer)."""
-        phase = status.get("phase")
-        live = phase in (lifecycle.PENDING, lifecycle.RUNNING, lifecycle.RESTARTING)
-        current = names.pod_group_name(job.key[1], int(status.get("restarts", 0)))
-        keep = {current} if live else set()
-        for name in [n for n in job.pod_groups if n not in keep]:
-            api_version, kind = job.pod_groups[name]
-            try:
-                await self.kube.delete(object_path(api_version, kind, ns, name))
-            except Conflict:
-                pass
-            job.pod_groups.pop(name, None)
-
-    async def _delete_pods(self, job: _Job, ns: str, pod_names: Iterable[str]) -> None:
-        pod_names = list(pod_names)
-        if not pod_names:
-            return
-        restart_counts = {p.name: p.restart_count for p in self._observe(job, job.uid or "")}
-        results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n)) for n in pod_names),
-                                       return_exceptions=True)
-        for pod_name, result in zip(pod_names, results):
-            if not isinstance(result, BaseException):
-                job.expectations.deleted(pod_name, restart_counts.get(pod_name))
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-
-    async def _create_pods(self, job: _Job, parsed: spec.DDPJob, body: Mapping[str, Any],
-                           plan: lifecycle.Plan) -> refusals.Refusal | None:
-        """Create the Service and the Pods the plan asks for; the first refusal stops it
-        (and is returned). Errors other than the API server's answer are raised."""
-        uid = job.uid or ""
-        if job.service_attempt != plan.restart_count:
-            # Once per gang attempt (create-if-absent): a new rendezvous needs the DNS
-            # names, and a Service someone deleted comes back with the next attempt.
-            service = render.render_service(parsed)
-            try:
-                obj, _ = await self.kube.create(service)
-            except APIError as exc:
-                if refusals.transient(exc):
-                    raise  # a server in trouble, not a refusal: the work queue retries soon
-                return refusals.from_api_error("Service", service["metadata"]["name"], exc)
-            if obj is not None and refusals.controller_uid(obj) != uid:
-                return refusals.not_owned("Service", obj, parsed.name)
-            job.service_attempt = plan.restart_count
-        pods = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in plan.create]
-        # Slow start, like the Job controller: batches of 1, 2, 4, ... Pods at once, so a
-        # namespace that refuses Pods (quota, policy) sees one refused create per try,
-        # not one per gang member, and a gang of 1,000 still starts in ~10 round trips.
-        created, batch, refused = 0, 1, None
-        errors: list[BaseException] = []
-        while pods and refused is None and not errors:
-            chunk, pods = pods[:batch], pods[batch:]
-            batch *= 2
-            results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
-            for rendered, result in zip(chunk, results):
-                if isinstance(result, APIError) and not refusals.transient(result):
-                    refused = refused or refusals.from_api_error("Pod", rendered["metadata"]["name"], result)
-                    continue
-                if isinstance(result, BaseException):
-                    errors.append(result)
-                    continue
-                obj, fresh = result
-                if obj is not None and not fresh and refusals.controller_uid(obj) != uid:
-                    # A Pod of that name that this job does not control: never adopted.
-                    refused = refused or refusals.not_owned("Pod", obj, parsed.name)
-                    continue
-                created += fresh
-                seen = indexed_pod(obj or rendered)
-                if seen is not None:
-                    job.expectations.created(seen[1])
-        if created:
-            self.metrics.pods_created.inc(created)
-            self.post_event(body, "Normal", "Created",
-                            f"created {created} Pod(s) of attempt {plan.restart_count} "
-                            f"({parsed.nodes} nodes x {parsed.nproc_per_node} processes)")
-        if refused is None and errors:
-            raise errors[0]  # retried by the worker; what was created is remembered
-        return refused
-
-    async def _force_delete_lost(self, job: _Job, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]]) -> None:
-        """Force-delete Pods stuck terminating whose node is gone or NotReady: no kubelet
-        will ever confirm them (what PodGC does for a deleted Node, and what an admin does
-        with `kubectl delete --force` for an unreachable one). On a Ready node the kubelet
-        is alive and is waited for: a force delete there could run two gangs at once."""
-        ns = job.key[0]
-        uids = {p.name: p.uid for p in self._observe(job, job.uid or "")}
-        for pod_name, node_name in stuck:
-            node = await self.kube.get_node(node_name)
-            ready = next((c.get("status") for c in ((node or {}).get("status") or {}).get("conditions") or []
-                          if c.get("type") == "Ready"), None)
-            if node is not None and ready == "True":
-                continue
-            why = "is gone" if node is None else f"is not Ready (Ready={ready or 'unknown'})"
-            if await self.kube.delete(pods_path(ns, pod_name), uid=uids.get(pod_name), grace_period=0):
-                self.post_event(body, "Warning", "ForceDeleted",
-                                f"force-deleted Pod {pod_name}, stuck terminating: its node {node_name} {why}")
 
     async def _refused_for_good(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                                 refused: refusals.Refusal, generation: int) -> float:
@@ -485,7 +350,7 @@ class Controller:
                 if p.phase in ("Pending", "Running", "Unknown") and not p.deleting and not p.leftover]
         changed = new != previous
         await self._write_status(job, body, previous, new)
-        await self._delete_pods(job, job.key[0], live)
+        await self.children.delete_pods(job, job.key[0], live)
         if changed:
             self.post_event(body, "Warning", "InvalidSpec", new["message"])
         return None

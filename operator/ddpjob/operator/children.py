@@ -1,0 +1,188 @@
+"""What the controller does to one job's children: the attempt's PodGroup, its Service
+and Pods, their deletion, and force deletion of Pods stuck on a lost node.
+
+Creates are idempotent and never adopt: an object of a child's name that this job does not
+control is reported as a refusal, not touched. Pods go out in slow-start batches (1, 2, 4,
+...), as the Job controller creates them, so a namespace that refuses Pods sees one refused
+create per try; the first refusal is returned for the controller to report and back off.
+Every create and delete is recorded in the job's expectations until the watch shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Iterable, Mapping, Protocol
+
+from ddpjob import render
+from ddpjob.api import names, spec
+from ddpjob.job import lifecycle
+from ddpjob.job.observe import PodState, pod_state
+from ddpjob.operator import refusals
+from ddpjob.operator.gang import UNAVAILABLE, GangSupport
+from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, object_path, pods_path
+from ddpjob.operator.metrics import OperatorMetrics
+
+EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
+
+
+def indexed_pod(body: Mapping[str, Any]) -> tuple[str | None, PodState] | None:
+    """What the pods index keeps per Pod: its DDPJob owner's uid and its PodState."""
+    state = pod_state(body)
+    if state is None:
+        return None
+    owner = None
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == names.KIND and ref.get("apiVersion", "").startswith(names.GROUP + "/"):
+            owner = ref.get("uid")
+    return owner, state
+
+
+class Owner(Protocol):
+    """The controller's side: its API, gang support, metrics, Events and observations."""
+    kube: Kube
+    gang: GangSupport
+    metrics: OperatorMetrics
+    post_event: EventPoster
+
+    def observe_job(self, job: Any) -> list[PodState]: ...
+
+
+class Children:
+    def __init__(self, owner: Owner):
+        # Read through the owner, so what the controller is configured with (or a test
+        # swaps in) is what acts.
+        self._owner = owner
+
+    kube = property(lambda self: self._owner.kube)
+    gang = property(lambda self: self._owner.gang)
+    metrics = property(lambda self: self._owner.metrics)
+    post_event = property(lambda self: self._owner.post_event)
+
+    def observe(self, job: Any) -> list[PodState]:
+        return self._owner.observe_job(job)
+
+    async def ensure_pod_group(self, job: Any, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
+        """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
+        (reason, message) when the Pods must not be created yet."""
+        gang = parsed.scheduling.gang
+        why = self.gang.unavailable(gang)
+        if why:
+            return UNAVAILABLE, why
+        group = render.render_pod_group(parsed, attempt)
+        if group is None:
+            return None
+        name = group["metadata"]["name"]
+        try:
+            obj, _ = await self.kube.create(group)
+        except NotFound:
+            # The API went away after startup (a CRD deleted): report it, re-check later.
+            self.gang.missing[gang] = f"{group['apiVersion']} PodGroup is not served by this cluster"
+            return UNAVAILABLE, f"spec.scheduling.gang={gang}: {self.gang.missing[gang]}"
+        job.pod_groups[name] = (group["apiVersion"], group["kind"])
+        if ((obj or {}).get("metadata") or {}).get("deletionTimestamp"):
+            # The same attempt's PodGroup (suspend, then resume) still waits on its
+            # protection finalizer for the old Pods to end: Pods made now would point at
+            # an object about to vanish and never be placed.
+            return "PodGroupTerminating", f"waiting for PodGroup {name} of the previous run to be deleted"
+        return None
+
+    async def delete_pod_groups(self, job: Any, ns: str, status: Mapping[str, Any]) -> None:
+        """Delete the PodGroups of attempts that ended: Volcano reserves queue capacity
+        for a PodGroup, and a finished native or coscheduling one is never placed again.
+        A native PodGroup goes once its Pods have ended (its protection finalizer)."""
+        phase = status.get("phase")
+        live = phase in (lifecycle.PENDING, lifecycle.RUNNING, lifecycle.RESTARTING)
+        current = names.pod_group_name(job.key[1], int(status.get("restarts", 0)))
+        keep = {current} if live else set()
+        for name in [n for n in job.pod_groups if n not in keep]:
+            api_version, kind = job.pod_groups[name]
+            try:
+                await self.kube.delete(object_path(api_version, kind, ns, name))
+            except Conflict:
+                pass
+            job.pod_groups.pop(name, None)
+
+    async def delete_pods(self, job: Any, ns: str, pod_names: Iterable[str]) -> None:
+        pod_names = list(pod_names)
+        if not pod_names:
+            return
+        restart_counts = {p.name: p.restart_count for p in self.observe(job)}
+        results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n)) for n in pod_names),
+                                       return_exceptions=True)
+        for pod_name, result in zip(pod_names, results):
+            if not isinstance(result, BaseException):
+                job.expectations.deleted(pod_name, restart_counts.get(pod_name))
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def create_pods(self, job: Any, parsed: spec.DDPJob, body: Mapping[str, Any],
+                           plan: lifecycle.Plan) -> refusals.Refusal | None:
+        """Create the Service and the Pods the plan asks for; the first refusal stops it
+        (and is returned). Errors other than the API server's answer are raised."""
+        uid = job.uid or ""
+        if job.service_attempt != plan.restart_count:
+            # Once per gang attempt (create-if-absent): a new rendezvous needs the DNS
+            # names, and a Service someone deleted comes back with the next attempt.
+            service = render.render_service(parsed)
+            try:
+                obj, _ = await self.kube.create(service)
+            except APIError as exc:
+                if refusals.transient(exc):
+                    raise  # a server in trouble, not a refusal: the work queue retries soon
+                return refusals.from_api_error("Service", service["metadata"]["name"], exc)
+            if obj is not None and refusals.controller_uid(obj) != uid:
+                return refusals.not_owned("Service", obj, parsed.name)
+            job.service_attempt = plan.restart_count
+        pods = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in plan.create]
+        # Slow start, like the Job controller: batches of 1, 2, 4, ... Pods at once, so a
+        # namespace that refuses Pods (quota, policy) sees one refused create per try,
+        # not one per gang member, and a gang of 1,000 still starts in ~10 round trips.
+        created, batch, refused = 0, 1, None
+        errors: list[BaseException] = []
+        while pods and refused is None and not errors:
+            chunk, pods = pods[:batch], pods[batch:]
+            batch *= 2
+            results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
+            for rendered, result in zip(chunk, results):
+                if isinstance(result, APIError) and not refusals.transient(result):
+                    refused = refused or refusals.from_api_error("Pod", rendered["metadata"]["name"], result)
+                    continue
+                if isinstance(result, BaseException):
+                    errors.append(result)
+                    continue
+                obj, fresh = result
+                if obj is not None and not fresh and refusals.controller_uid(obj) != uid:
+                    # A Pod of that name that this job does not control: never adopted.
+                    refused = refused or refusals.not_owned("Pod", obj, parsed.name)
+                    continue
+                created += fresh
+                seen = indexed_pod(obj or rendered)
+                if seen is not None:
+                    job.expectations.created(seen[1])
+        if created:
+            self.metrics.pods_created.inc(created)
+            self.post_event(body, "Normal", "Created",
+                            f"created {created} Pod(s) of attempt {plan.restart_count} "
+                            f"({parsed.nodes} nodes x {parsed.nproc_per_node} processes)")
+        if refused is None and errors:
+            raise errors[0]  # retried by the worker; what was created is remembered
+        return refused
+
+    async def force_delete_lost(self, job: Any, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]]) -> None:
+        """Force-delete Pods stuck terminating whose node is gone or NotReady: no kubelet
+        will ever confirm them (what PodGC does for a deleted Node, and what an admin does
+        with `kubectl delete --force` for an unreachable one). On a Ready node the kubelet
+        is alive and is waited for: a force delete there could run two gangs at once."""
+        ns = job.key[0]
+        uids = {p.name: p.uid for p in self.observe(job)}
+        for pod_name, node_name in stuck:
+            node = await self.kube.get_node(node_name)
+            ready = next((c.get("status") for c in ((node or {}).get("status") or {}).get("conditions") or []
+                          if c.get("type") == "Ready"), None)
+            if node is not None and ready == "True":
+                continue
+            why = "is gone" if node is None else f"is not Ready (Ready={ready or 'unknown'})"
+            if await self.kube.delete(pods_path(ns, pod_name), uid=uids.get(pod_name), grace_period=0):
+                self.post_event(body, "Warning", "ForceDeleted",
+                                f"force-deleted Pod {pod_name}, stuck terminating: its node {node_name} {why}")
