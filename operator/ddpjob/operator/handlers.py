@@ -20,6 +20,7 @@ import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec
+from ddpjob.operator.backoff import Backoff
 from ddpjob.operator.kube import Kube
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
@@ -33,6 +34,13 @@ METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
+# Liveness turns unhealthy only after the API has given no answer for this long (a
+# struggling API server is no reason to restart the operator; a wedged one may be).
+LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
+DEFAULT_LIVENESS_OUTAGE = 300.0
+# kopf retries its API calls, watches and resource discovery with these delays, forever:
+# with its default (a fixed list) it gives up and the operator exits.
+API_BACKOFF = Backoff(base=0.5, cap=15.0)
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -51,6 +59,7 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # No handler needs a finalizer (children go by owner reference), so kopf adds none
     # and deleting a DDPJob never waits for the operator. The name is ours in case.
     settings.persistence.finalizer = f"{names.GROUP}/operator"
+    settings.networking.error_backoffs = API_BACKOFF
     timeout = settings.networking.request_timeout
     if timeout is None or timeout > MAX_REQUEST_TIMEOUT:
         settings.networking.request_timeout = MAX_REQUEST_TIMEOUT
@@ -63,6 +72,24 @@ def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
 
 
 # ---- operator lifecycle ---------------------------------------------------------------
+
+def _kube(memo: kopf.Memo) -> Kube:
+    if getattr(memo, "kube", None) is None:
+        memo.kube = Kube()
+    return memo.kube
+
+
+@kopf.on.login()
+def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """One source of credentials for kopf's watches and the operator's writes: the
+    kubeconfig or the in-cluster service account, as the official client finds them
+    (`KUBECONFIG`, ~/.kube/config, the mounted token), or `memo.connection` when whoever
+    runs the operator gave one (the development cluster and tests do)."""
+    info = getattr(memo, "connection", None) or kopf.login_via_client(logger=logger, **kwargs)
+    if info is not None:
+        _kube(memo).connect(info)
+    return info
+
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
@@ -77,7 +104,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
-    controller = ctl.Controller(Kube(settings), job_body=job_body, pods_of=pods_of, post_event=_post_event)
+    controller = ctl.Controller(_kube(memo), job_body=job_body, pods_of=pods_of, post_event=_post_event)
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))
@@ -91,10 +118,17 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     if controller is not None:
         await controller.close()
         controller.metrics.stop()
+    if getattr(memo, "kube", None) is not None:
+        memo.kube.close()
 
 
 @kopf.on.probe(id="jobs")
 def probe(memo: kopf.Memo, **_: Any) -> int:
+    """kopf's /healthz answers 500 when this raises: only after a long API outage."""
+    limit = float(os.environ.get(LIVENESS_OUTAGE_ENV) or DEFAULT_LIVENESS_OUTAGE)
+    kube = getattr(memo, "kube", None)
+    if kube is not None and kube.outage_seconds() > limit:
+        raise RuntimeError(f"the API server has not answered for {kube.outage_seconds():.0f}s (limit {limit:.0f}s)")
     controller = getattr(memo, "controller", None)
     return len(controller.phases()) if controller is not None else 0
 

@@ -1,42 +1,101 @@
 """The one module of the operator that talks to the Kubernetes API.
 
-It rides on kopf's own API client (kopf is pinned to 1.45.2 in pyproject.toml), so the
-operator's writes share kopf's credentials (whatever `@kopf.on.login` produced: a
-kubeconfig, the in-cluster service account, or a test's emulator), its HTTP session,
-its re-authentication on 401 and its retries: kopf retries timeouts, connection errors,
-5xx and 429 with `settings.networking.error_backoffs` before an error reaches us. What
-still fails is raised, and the caller's reconcile is retried with its own backoff.
+It rides on the official `kubernetes` client (its `ApiClient`: configuration, auth
+headers, TLS, urllib3's connection pool). The client is synchronous, so each request runs
+in a bounded thread pool and the event loop never blocks; the pool's size is also the
+number of requests in flight. Responses are read as JSON dicts, not client models: the
+controller works on plain objects, and building a `V1Pod` model per Pod would cost more
+than the request itself. docs/benchmarks.md has the numbers behind this choice against
+`kubernetes_asyncio`.
 
-Every write here is idempotent: create tolerates 409 AlreadyExists (and reads what is
-there instead), delete tolerates 404, status patches are JSON merge patches without a
-resourceVersion (the operator is the status' only writer).
+Credentials are whatever kopf's login produced (`connect(info)`, see handlers.py), so
+kopf's watches and these writes share one source: a kubeconfig, the in-cluster service
+account, or a test's emulator.
+
+Errors are typed (`APIError` and its subclasses, with the HTTP `status`, the Status
+`reason` and `message`). Transient ones (no answer, 429, 5xx) are retried here a few
+times with capped, jittered exponential backoff (429's Retry-After honoured); what still
+fails is raised and the caller's reconcile is retried by its work queue, forever.
+
+Every write is idempotent: create tolerates 409 AlreadyExists (and reads what is there
+instead), delete tolerates 404, and status patches carry the resourceVersion the status
+was computed from, so a second operator (a leader hand-over) can never be overwritten.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from typing import Any, Mapping
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Protocol
 
-# kopf's client lives in a private package; this is the only import of it, and the
-# version pin keeps it stable.
-from kopf._cogs.clients import api as _api
-from kopf._cogs.clients import errors as _errors
+import kubernetes
+import urllib3
 
 from ddpjob.api import names
+from ddpjob.operator import connection
+from ddpjob.operator.backoff import Backoff
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
-APIError = _errors.APIError
-NotFound = _errors.APINotFoundError
-Conflict = _errors.APIConflictError
-
-# kopf's HTTP session has no connection limit; a burst of 1,000 new jobs would open
-# thousands of sockets at once. 64 requests in flight keep the API server (and the
-# process' file descriptors) comfortable and still saturate one API server.
+# 64 requests in flight keep the API server (and the process' file descriptors)
+# comfortable and still saturate one API server.
 DEFAULT_MAX_IN_FLIGHT = 64
+# Attempts of one request before its error goes to the caller (whose reconcile retries).
+DEFAULT_ATTEMPTS = 4
+DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
+TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})
 
-_MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+class APIError(Exception):
+    """An API request failed: `status` is the HTTP code (0: no answer), `reason` the
+    Status reason (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, ...)."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+        self.body = dict(body or {})
+
+    @property
+    def transient(self) -> bool:
+        return self.status in TRANSIENT
+
+
+class NotFound(APIError):
+    pass
+
+
+class Conflict(APIError):
+    """409: AlreadyExists on create, Conflict on a stale resourceVersion."""
+
+
+class Forbidden(APIError):
+    pass
+
+
+class Invalid(APIError):
+    pass
+
+
+_BY_STATUS: dict[int, type[APIError]] = {403: Forbidden, 404: NotFound, 409: Conflict, 422: Invalid}
+
+
+def error_from_response(status: int, data: bytes | str | None, http_reason: str = "") -> APIError:
+    """The typed error of an API answer, from its `Status` body when it has one."""
+    body: Any = None
+    try:
+        body = json.loads(data) if data else None
+    except ValueError:
+        pass
+    if not isinstance(body, dict):
+        body = {}
+    reason = str(body.get("reason") or http_reason or "Unknown")
+    message = str(body.get("message") or (data.decode(errors="replace") if isinstance(data, bytes) else data) or reason)
+    return _BY_STATUS.get(status, APIError)(status, reason, message, body)
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:
@@ -62,19 +121,122 @@ def collection_path(obj: Mapping[str, Any]) -> str:
     raise ValueError(f"the operator creates only Pods and Services, not {kind}")
 
 
+class Transport(Protocol):
+    """One HTTP request: (status, body bytes, headers); raises only when there is no answer."""
+
+    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]: ...
+
+    def close(self) -> None: ...
+
+
+class ClientTransport:
+    """The official client's ApiClient in a thread pool of `workers` threads."""
+
+    def __init__(self, config: kubernetes.client.Configuration, workers: int, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
+        self.api = kubernetes.client.ApiClient(config)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        self.timeout = timeout
+
+    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._request, method, path, body, headers)
+
+    def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
+        config = self.api.configuration
+        headers = {"Accept": "application/json", **headers}
+        if body is not None:
+            headers.setdefault("Content-Type", "application/json")
+        if config.username and "authorization" not in config.api_key:
+            headers["Authorization"] = config.get_basic_auth_token()
+        # param_serialize adds the auth headers and the host; the body goes as-is
+        # (no model serialization of a plain dict).
+        _, url, headers, _, _ = self.api.param_serialize(method, path, header_params=headers,
+                                                           auth_settings=["BearerToken"])
+        response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=self.timeout)
+        return response.status, response.read(), response.headers
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.api.close()
+
+
 class Kube:
-    """Thin async calls; `settings` are kopf's (for its timeouts and retry backoffs)."""
+    """Thin async calls. `connect(info)` (kopf's ConnectionInfo) before the first call;
+    a call made earlier waits for it."""
 
-    def __init__(self, settings: Any, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT):
-        self.settings = settings
-        self._slots = asyncio.Semaphore(max_in_flight)
+    def __init__(self, transport: Transport | None = None, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 attempts: int = DEFAULT_ATTEMPTS, backoff: Backoff = Backoff(base=0.05, cap=2.0)):
+        self.max_in_flight, self.attempts, self.backoff = max_in_flight, attempts, backoff
+        self._transport: Transport | None = None
+        self._ready: asyncio.Event | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self.failing_since: float | None = None  # monotonic time of the first failure of an outage
+        if transport is not None:
+            self.use(transport)
 
-    async def _call(self, fn: Any, url: str, **kwargs: Any) -> Any:
-        async with self._slots:
-            return await fn(url, settings=self.settings, logger=logger, **kwargs)
+    def connect(self, info: Any) -> None:
+        """(Re)build the client from kopf's ConnectionInfo; in-flight calls finish on the old one."""
+        self.use(ClientTransport(connection.configuration(info, pool_size=self.max_in_flight), self.max_in_flight))
+
+    def use(self, transport: Transport) -> None:
+        old, self._transport = self._transport, transport
+        self._event().set()
+        if old is not None:
+            old.close()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def outage_seconds(self) -> float:
+        """How long every request has been failing for lack of an answer (0: healthy)."""
+        return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
+
+    def _event(self) -> asyncio.Event:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        return self._ready
+
+    async def _request(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> dict[str, Any]:
+        if self._transport is None:
+            await self._event().wait()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+        headers = {"Content-Type": content_type} if content_type else {}
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after = None
+            try:
+                async with self._slots:
+                    assert self._transport is not None
+                    status, data, response_headers = await self._transport.request(method, path, body, dict(headers))
+            except (urllib3.exceptions.HTTPError, OSError, asyncio.TimeoutError) as exc:
+                error: APIError = APIError(0, "ConnectionError", f"{method} {path}: {exc}")
+            else:
+                if 200 <= status < 300:
+                    self.failing_since = None
+                    return json.loads(data) if data else {}
+                error = error_from_response(status, data)
+                retry_after = (response_headers or {}).get("Retry-After")
+            if not error.transient:
+                self.failing_since = None  # the server answered: it is up
+                raise error
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            if attempt >= self.attempts:
+                raise error
+            delay = self.backoff.delay(attempt)
+            if retry_after:
+                try:
+                    delay = max(delay, min(float(retry_after), self.backoff.cap * 5))
+                except ValueError:
+                    pass
+            logger.debug("%s %s failed (%s), retry %d in %.2fs", method, path, error, attempt, delay)
+            await asyncio.sleep(delay)
 
     async def get(self, url: str) -> dict[str, Any]:
-        return await self._call(_api.get, url)
+        return await self._request("GET", url)
 
     async def create(self, obj: Mapping[str, Any], read_existing: bool = True) -> tuple[dict[str, Any] | None, bool]:
         """Create `obj` unless it exists. Returns (the object, whether this call created it).
@@ -84,7 +246,7 @@ class Kube:
         (it may be an older object with the same name) rather than what it asked for."""
         url = collection_path(obj)
         try:
-            return await self._call(_api.post, url, payload=dict(obj)), True
+            return await self._request("POST", url, dict(obj)), True
         except Conflict:
             if not read_existing:
                 return None, False
@@ -97,14 +259,20 @@ class Kube:
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
-            await self._call(_api.delete, url, payload=options)
+            await self._request("DELETE", url, options)
             return True
         except NotFound:
             return False
         except Conflict:
             return False  # the uid precondition failed: that object is not ours to delete
 
-    async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """JSON merge patch of the DDPJob's status subresource; `None` values remove keys."""
-        return await self._call(_api.patch, f"{job_path(namespace, name)}/status",
-                                payload={"status": dict(patch)}, headers=_MERGE_PATCH)
+    async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any],
+                           resource_version: str | None = None) -> dict[str, Any]:
+        """JSON merge patch of the DDPJob's status subresource; `None` values remove keys.
+
+        With `resource_version`, the API server applies it only to that version of the
+        object (optimistic concurrency) and answers `Conflict` otherwise."""
+        body: dict[str, Any] = {"status": dict(patch)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._request("PATCH", f"{job_path(namespace, name)}/status", body, _MERGE_PATCH)
