@@ -80,7 +80,7 @@ def _kube(memo: kopf.Memo) -> Kube:
 
 
 @kopf.on.login()
-def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.ConnectionInfo | None:
+async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """One source of credentials for kopf's watches and the operator's writes: the
     kubeconfig or the in-cluster service account, as the official client finds them
     (`KUBECONFIG`, ~/.kube/config, the mounted token), or `memo.connection` when whoever
