@@ -24,6 +24,7 @@ from ddpjob.api import names
 from ddpjob_devcluster.emulator import KubeEmulator
 from ddpjob_devcluster.operator_runner import Abort, wait_for
 from ddpjob_devcluster.kubelet import ProcessKubelet
+from ddpjob_devcluster import logs as pod_logs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / 'manifests' / 'crd' / 'ddpjobs.ddpjob.io.yaml'
@@ -144,6 +145,7 @@ class LocalCluster:
             self.apply_crd()
             self.kubelet = ProcessKubelet(self.emulator.url, self.workdir / 'kubelet',
                                           stop_grace=self.stop_grace).start()
+            pod_logs.attach(self.emulator, pod_logs.kubelet_source(self.kubelet))  # kubectl logs
             self.operator = OperatorProcess(self.kubeconfig, self.workdir / 'operator.log', self.operator_namespace)
             if operator:
                 self.operator.start()

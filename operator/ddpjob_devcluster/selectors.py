@@ -69,19 +69,25 @@ def parse_label_selector(selector: str | None) -> Predicate:
 _SUPPORTED_FIELDS = {'metadata.name', 'metadata.namespace'}
 
 
-def parse_field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """Compile `?fieldSelector=` (metadata.name / metadata.namespace only) into a predicate."""
+def parse_field_selector(selector: str | None, plural: str | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    """Compile `?fieldSelector=` into a predicate: metadata.name / metadata.namespace, and
+    the resource's own selectable fields (field_selectors.py)."""
+    from ddpjob_devcluster import field_selectors
+    supported = _SUPPORTED_FIELDS | field_selectors.selectable(plural)
     checks: list[tuple[str, str, str]] = []
     for part in _split_requirements(selector or ''):
         match = _EQ_RE.match(part)
-        if not match or match.group(1) not in _SUPPORTED_FIELDS:
+        if not match or match.group(1) not in supported:
             raise SelectorError(f'field label not supported: {part!r}')
         checks.append(match.groups())
 
     def predicate(obj: Mapping[str, Any]) -> bool:
         meta = obj.get('metadata') or {}
         for field, op, value in checks:
-            actual = meta.get(field.split('.', 1)[1]) or ''
+            if field in _SUPPORTED_FIELDS:
+                actual = meta.get(field.split('.', 1)[1]) or ''
+            else:
+                actual = field_selectors.value(obj, field)
             if (actual == value) != (op != '!='):
                 return False
         return True

@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
     p.set_defaults(func=cmd_operator)
+
+    from ddpjob.cli import cluster  # submit/get/describe/wait/logs/delete/suspend/resume
+    cluster.register(sub)
     return parser
 
 
