@@ -34,7 +34,9 @@ def attach(emulator: Any, source: LogSource) -> None:
 
 
 def kubelet_source(kubelet: Any) -> LogSource:
-    """The process kubelet's containers: it writes each one's output to `log_path`."""
+    """The process kubelet's containers: it writes each one's output to `log_path`, each
+    line prefixed `[pod] ` (the local runner's format); `serve` gives the lines back as
+    the container wrote them, like a runtime's log file."""
     def find(namespace: str, pod: str, uid: str, container: str) -> Any:
         for c in reversed(kubelet.snapshot()):
             if c.namespace == namespace and c.pod == pod and c.uid == uid and container == 'trainer':
@@ -77,11 +79,19 @@ async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
         raise ApiError(400, 'BadRequest', f'invalid tailLines: {request.params["tailLines"]!r}') from None
     follow = request.params.get('follow') in ('true', '1')
 
+    prefix = f'[{name}] '.encode()
+
+    def unprefixed(lines: bytes) -> bytes:
+        return b''.join(line[len(prefix):] if line.startswith(prefix) else line
+                        for line in lines.splitlines(keepends=True))
+
     response = aiohttp.web.StreamResponse(status=200, headers={'Content-Type': 'text/plain'})
     await response.prepare(request._raw_request)
     data = path.read_bytes() if path.exists() else b''
-    await response.write(_tail(data, tail) if tail is not None else data)
-    offset = len(data)
+    # Only whole lines are sent while following; the rest waits for its newline.
+    complete = data if not follow else data[:data.rfind(b'\n') + 1]
+    await response.write(unprefixed(_tail(complete, tail) if tail is not None else complete))
+    offset = len(complete)
     while follow and not emulator.stopping:
         was_running = running()
         fresh = b''
@@ -89,13 +99,15 @@ async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
             with open(path, 'rb') as f:
                 f.seek(offset)
                 fresh = f.read()
-        if fresh:
+        if fresh and (b'\n' in fresh or not was_running):
+            if was_running:
+                fresh = fresh[:fresh.rfind(b'\n') + 1]
             offset += len(fresh)
             try:
-                await response.write(fresh)
+                await response.write(unprefixed(fresh))
             except (ConnectionError, RuntimeError):
                 return response  # the client went away
-        elif not was_running:
+        elif not was_running and not fresh:
             break  # exited, and everything it wrote has been sent
         else:
             await asyncio.sleep(FOLLOW_POLL)
