@@ -96,6 +96,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _stopping: asyncio.Event | None = attrs.field(default=None, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     log_sources: list[Any] = attrs.field(factory=list, init=False)  # see logs.py
+    chaos: Any = attrs.field(default=None, init=False)  # a chaos.Chaos: a struggling API server
 
     def __attrs_post_init__(self) -> None:
         # Registers kmock's discovery endpoints and list/watch/get/create/patch/delete
@@ -228,6 +229,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 rbac_verb(request), request.resource.group or '', request.resource.version or '',
                 request.resource.plural, request.subresource, request.namespace, request.name)
             self.requests.append(record)
+        # chaos.py: a struggling server fails any request, discovery included (logged first).
+        failure = self.chaos.fault() if self.chaos is not None else None
+        if failure is not None:
+            raise ApiError(*failure)
+        if request.resource is not None and request.resource.plural:
             fault = self._take_fault(record)
             if fault is not None:
                 await self._sleep_unless_stopping(fault.delay)
@@ -345,7 +351,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         yield b''  # send the headers now: a quiet watch is still a started stream
         as_table = tables.WatchTables(self.store, request)
-        async for event in self.store.watch(request.resource, request.namespace, request.name, request.params):
+        events = self.store.watch(request.resource, request.namespace, request.name, request.params)
+        if self.chaos is not None:
+            events = self.chaos.limit(events)
+        async for event in events:
             yield as_table(event)
 
     # ---- thread-safe snapshots for assertions -----------------------------------------

@@ -39,8 +39,10 @@ MAX_REQUEST_TIMEOUT = 60.0
 LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
 DEFAULT_LIVENESS_OUTAGE = 300.0
 # kopf retries its API calls, watches and resource discovery with these delays, forever:
-# with its default (a fixed list) it gives up and the operator exits.
-API_BACKOFF = Backoff(base=0.5, cap=15.0)
+# with its default (a fixed list) it gives up and the operator exits. The cap bounds how
+# long after the server's recovery the operator notices (and one request per 5 s per
+# retrying caller is no burden to a struggling server).
+API_BACKOFF = Backoff(base=0.5, cap=5.0)
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
