@@ -16,10 +16,10 @@ shell), so its peak RSS is its own; the emulator and this script share another p
    the same run the emulator's own ceiling: 1,024 Pods created by a client alone (the
    official client, 64 requests in flight, like the operator).
 
-`--client asyncio` runs the operator's API calls on `kubernetes_asyncio` instead of the
-official client (benchmarks/kube_asyncio.py; needs that package installed).
+`--client threads` runs the operator's API calls on the synchronous official client in a
+thread pool (benchmarks/kube_threads.py) instead of `kubernetes_asyncio`.
 
-    .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50] [--client official|asyncio]
+    .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50] [--client asyncio|threads]
 """
 from __future__ import annotations
 
@@ -126,10 +126,10 @@ def main() -> None:
     parser.add_argument("--latency-nodes", type=int, default=8)
     parser.add_argument("--large-nodes", type=int, default=1024)
     parser.add_argument("--large-runs", type=int, default=3)
-    parser.add_argument("--client", choices=("official", "asyncio"), default="official")
+    parser.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     args = parser.parse_args()
-    install = ("import sys; sys.path.insert(0, %r); import kube_asyncio; kube_asyncio.install(); "
-               % str(ROOT / "benchmarks")) if args.client == "asyncio" else ""
+    install = ("import sys; sys.path.insert(0, %r); import kube_threads; kube_threads.install(); "
+               % str(ROOT / "benchmarks")) if args.client == "threads" else ""
 
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")

@@ -22,7 +22,7 @@ def call(cluster: Cluster, fn, **kw: Any) -> Any:
         try:
             return await fn(k)
         finally:
-            k.close()
+            await k.aclose()
     return asyncio.run(go())
 
 
@@ -85,5 +85,5 @@ def test_outage_is_measured_until_the_server_answers() -> None:
             await k.get("/api/v1/namespaces/x/pods/y")
         assert info.value.status == 0
         assert k.outage_seconds() >= 0 and k.failing_since is not None
-        k.close()
+        await k.aclose()
     asyncio.run(go())

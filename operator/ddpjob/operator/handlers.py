@@ -121,7 +121,7 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         await controller.close()
         controller.metrics.stop()
     if getattr(memo, "kube", None) is not None:
-        memo.kube.close()
+        await memo.kube.aclose()
 
 
 @kopf.on.probe(id="jobs")

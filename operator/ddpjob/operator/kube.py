@@ -1,12 +1,14 @@
 """The one module of the operator that talks to the Kubernetes API.
 
-It rides on the official `kubernetes` client (its `ApiClient`: configuration, auth
-headers, TLS, urllib3's connection pool). The client is synchronous, so each request runs
-in a bounded thread pool and the event loop never blocks; the pool's size is also the
-number of requests in flight. Responses are read as JSON dicts, not client models: the
-controller works on plain objects, and building a `V1Pod` model per Pod would cost more
-than the request itself. docs/benchmarks.md has the numbers behind this choice against
-`kubernetes_asyncio`.
+It rides on `kubernetes_asyncio` (the official client's generated code on aiohttp: its
+`ApiClient` gives configuration, auth headers, TLS and the connection pool), so requests
+wait on kopf's event loop. The alternative, the synchronous official client in a thread
+pool, was measured slower on the operator benchmarks (docs/benchmarks.md: 64 threads
+contending for the GIL starve the event loop that processes kopf's watch events);
+`benchmarks/kube_threads.py` keeps it for that comparison. The credentials are read
+through the official client's `Configuration` (connection.py), the same type the CLI
+uses. Responses are read as JSON dicts, not client models: the controller works on
+plain objects, and building a `V1Pod` model per Pod would cost more than the request.
 
 Credentials are whatever kopf's login produced (`connect(info)`, see handlers.py), so
 kopf's watches and these writes share one source: a kubeconfig, the in-cluster service
@@ -28,11 +30,11 @@ import asyncio
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Protocol
 
+import aiohttp
 import kubernetes
-import urllib3
+import kubernetes_asyncio
 
 from ddpjob.api import names
 from ddpjob.operator import connection
@@ -126,37 +128,45 @@ class Transport(Protocol):
 
     async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]: ...
 
-    def close(self) -> None: ...
+    async def aclose(self) -> None: ...
 
 
-class ClientTransport:
-    """The official client's ApiClient in a thread pool of `workers` threads."""
+class AsyncioTransport:
+    """kubernetes_asyncio's ApiClient: the official client's generated code on aiohttp,
+    so requests wait on the event loop, not in threads (see the module docstring)."""
 
-    def __init__(self, config: kubernetes.client.Configuration, workers: int, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
-        self.api = kubernetes.client.ApiClient(config)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+    def __init__(self, config: kubernetes.client.Configuration, pool_size: int, timeout: float = DEFAULT_TIMEOUT[1]):
+        aconfig = kubernetes_asyncio.client.Configuration()
+        aconfig.host, aconfig.verify_ssl = config.host, config.verify_ssl
+        aconfig.ssl_ca_cert, aconfig.cert_file, aconfig.key_file = config.ssl_ca_cert, config.cert_file, config.key_file
+        aconfig.api_key, aconfig.api_key_prefix = dict(config.api_key), dict(config.api_key_prefix)
+        aconfig.username, aconfig.password, aconfig.proxy = config.username, config.password, config.proxy
+        aconfig.connection_pool_maxsize = pool_size
+        self.api = kubernetes_asyncio.client.ApiClient(aconfig)
         self.timeout = timeout
 
     async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, self._request, method, path, body, headers)
-
-    def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
-        config = self.api.configuration
         headers = {"Accept": "application/json", **headers}
         if body is not None:
             headers.setdefault("Content-Type", "application/json")
-        if config.username and "authorization" not in config.api_key:
-            headers["Authorization"] = config.get_basic_auth_token()
-        # param_serialize adds the auth headers and the host; the body goes as-is
-        # (no model serialization of a plain dict).
-        _, url, headers, _, _ = self.api.param_serialize(method, path, header_params=headers,
-                                                           auth_settings=["BearerToken"])
-        response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=self.timeout)
-        return response.status, response.read(), response.headers
+        if self.api.configuration.username and "authorization" not in self.api.configuration.api_key:
+            headers["Authorization"] = self.api.configuration.get_basic_auth_token()
+        try:
+            response = await self.api.call_api(path, method, header_params=headers, body=body,
+                                               auth_settings=["BearerToken"], _preload_content=False,
+                                               _request_timeout=self.timeout)
+        except kubernetes_asyncio.client.ApiException as exc:  # non-2xx answers
+            data = exc.body if isinstance(exc.body, (bytes, str)) else json.dumps(exc.body or {})
+            return exc.status, data.encode() if isinstance(data, str) else data, exc.headers or {}
+        response = response[0] if isinstance(response, tuple) else response
+        return response.status, await response.read(), response.headers
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self.api.close()
+    async def aclose(self) -> None:
+        await self.api.close()
+
+
+def _close_soon(transport: Transport) -> None:
+    asyncio.ensure_future(transport.aclose())
 
 
 class Kube:
@@ -170,22 +180,23 @@ class Kube:
         self._ready: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
         self.failing_since: float | None = None  # monotonic time of the first failure of an outage
+        self._closing: Any = None
         if transport is not None:
             self.use(transport)
 
     def connect(self, info: Any) -> None:
-        """(Re)build the client from kopf's ConnectionInfo; in-flight calls finish on the old one."""
-        self.use(ClientTransport(connection.configuration(info, pool_size=self.max_in_flight), self.max_in_flight))
+        """(Re)build the client from kopf's ConnectionInfo (on the event loop)."""
+        self.use(AsyncioTransport(connection.configuration(info, pool_size=self.max_in_flight), self.max_in_flight))
 
     def use(self, transport: Transport) -> None:
         old, self._transport = self._transport, transport
         self._event().set()
-        if old is not None:
-            old.close()
+        if old is not None:  # re-authentication: calls in flight finish on the old session
+            self._closing = asyncio.get_running_loop().call_later(DEFAULT_TIMEOUT[1], _close_soon, old)
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self._transport is not None:
-            self._transport.close()
+            await self._transport.aclose()
             self._transport = None
 
     def outage_seconds(self) -> float:
@@ -211,7 +222,7 @@ class Kube:
                 async with self._slots:
                     assert self._transport is not None
                     status, data, response_headers = await self._transport.request(method, path, body, dict(headers))
-            except (urllib3.exceptions.HTTPError, OSError, asyncio.TimeoutError) as exc:
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
                 error: APIError = APIError(0, "ConnectionError", f"{method} {path}: {exc}")
             else:
                 if 200 <= status < 300:
