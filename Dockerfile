@@ -2,10 +2,14 @@
 #
 # Two images from one file (BuildKit builds only the stages a target needs):
 #
-#   docker build --target operator -t ddpjob/operator:0.1.0 .
-#   docker build --target trainer  -t ddpjob/trainer:0.1.0 .                 # CUDA
-#   docker build --target trainer  -t ddpjob/trainer:0.1.0-cpu \
+#   docker build --target operator -t ddpjob/operator:0.2.0 .
+#   docker build --target trainer  -t ddpjob/trainer:0.2.0-cu130-torch2.14 .   # CUDA
+#   docker build --target trainer  -t ddpjob/trainer:0.2.0-cpu \
 #       --build-arg TRAINER_VARIANT=cpu [--build-arg TORCH_INDEX_URL=<PyTorch CPU wheel index>] .
+#
+# Tags: `<version>` (operator), `<version>-cpu` and `<version>-cu<CUDA>-torch<torch>`
+# (trainer), from operator/ddpjob/version.py; .github/workflows/release.yaml builds and
+# pushes them for linux/amd64 and linux/arm64 (the CUDA variant: amd64 only, as its base).
 #
 # operator: slim Python, `ddpjob[operator]` only (kopf, kubernetes, prometheus-client;
 #           no torch), numeric non-root user, nothing written to the root filesystem.
@@ -22,6 +26,12 @@
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 ARG CUDA_BASE_IMAGE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime
 ARG TRAINER_VARIANT=cuda
+# The OCI labels of both images. DDPJOB_VERSION is the release (hack/set_version.py keeps
+# it equal to operator/ddpjob/version.py); the release workflow passes the commit and the
+# repository it builds from.
+ARG DDPJOB_VERSION=0.2.0
+ARG VCS_REF=unknown
+ARG SOURCE_URL=https://github.com/ddpjob/ddpjob
 
 # ---------------------------------------------------------------------------- wheel
 # Builds the one `ddpjob` wheel both images install, so neither image carries the
@@ -29,7 +39,7 @@ ARG TRAINER_VARIANT=cuda
 FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY operator/ddpjob/ operator/ddpjob/
 COPY trainer_image/ddpjob_trainer/ trainer_image/ddpjob_trainer/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels .
@@ -47,9 +57,17 @@ RUN python -m venv /opt/ddpjob \
 
 # ------------------------------------------------------------------------ operator
 FROM ${PYTHON_IMAGE} AS operator
+ARG DDPJOB_VERSION
+ARG VCS_REF
+ARG SOURCE_URL
 LABEL org.opencontainers.image.title="ddpjob-operator" \
       org.opencontainers.image.description="kopf operator for the DDPJob custom resource" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${DDPJOB_VERSION}" \
+      org.opencontainers.image.revision="${VCS_REF}" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.url="${SOURCE_URL}" \
+      org.opencontainers.image.vendor="ddpjob"
 COPY --from=operator-venv /opt/ddpjob/ /opt/ddpjob/
 # HOME and TMPDIR point at /tmp, which the chart mounts as an emptyDir: the root FS
 # stays read-only and Python never tries to write byte-code or caches into it.
@@ -84,9 +102,17 @@ RUN if [ -n "$TORCH_INDEX_URL" ]; then export PIP_INDEX_URL="$TORCH_INDEX_URL"; 
 # DL3006: the base is one of the two stages above, chosen by TRAINER_VARIANT, not a registry image.
 # hadolint ignore=DL3006
 FROM trainer-base-${TRAINER_VARIANT} AS trainer
+ARG DDPJOB_VERSION
+ARG VCS_REF
+ARG SOURCE_URL
 LABEL org.opencontainers.image.title="ddpjob-trainer" \
       org.opencontainers.image.description="PyTorch DDP trainer and launcher run by every DDPJob Pod" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${DDPJOB_VERSION}" \
+      org.opencontainers.image.revision="${VCS_REF}" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.url="${SOURCE_URL}" \
+      org.opencontainers.image.vendor="ddpjob"
 COPY --from=wheel /wheels/ /wheels/
 COPY constraints.txt /wheels/
 # torch/torchvision are already there at the pinned versions, so pip only adds

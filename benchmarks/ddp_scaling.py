@@ -17,21 +17,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from ddpjob.local.ports import free_port
+
 EPOCHS = 3  # the first one is warm-up; the median of the others is reported
 # Per-process samples per epoch: a few seconds per epoch on one CPU core.
 PER_PROCESS = {"mlp": 8192, "cnn": 1536}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def base_env(cpu: bool) -> dict:

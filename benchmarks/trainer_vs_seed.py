@@ -16,12 +16,13 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from ddpjob.local.ports import free_port
 
 SAMPLES = 16384  # per epoch, both loops
 BATCH = 64
@@ -84,11 +85,6 @@ def seed_loop() -> float:
     dist.destroy_process_group()
     return SEED_STEPS * BATCH / elapsed
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_env() -> dict:

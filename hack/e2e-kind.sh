@@ -23,6 +23,8 @@
 #                     wheel index keeps the image small (default: pip's default index)
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
+#   E2E_GANG          optional last stage: coscheduling or volcano installs that scheduler
+#                     from its released manifests and runs a gang job (hack/e2e-gang.sh)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -35,7 +37,7 @@ SYSTEM_NS=ddpjob-system
 JOB_NS=ddpjob-e2e
 OPERATOR_IMAGE=ddpjob/operator:e2e
 # The tag manifests/examples/mnist-cpu.yaml names, so the example runs unchanged.
-TRAINER_IMAGE=ddpjob/trainer:0.1.0-cpu
+TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 JOB=mnist-cpu
@@ -122,7 +124,7 @@ helm install "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" \
     --namespace "$SYSTEM_NS" --create-namespace \
     --set image.repository="${OPERATOR_IMAGE%:*}" --set image.tag="${OPERATOR_IMAGE##*:}" \
     --set image.pullPolicy=Never \
-    --set trainer.image="$TRAINER_IMAGE" --set trainer.imagePullPolicy=IfNotPresent \
+    --set trainer.cpuImage="$TRAINER_IMAGE" --set trainer.imagePullPolicy=IfNotPresent \
     --wait --timeout 5m
 k -n "$SYSTEM_NS" rollout status "deployment/$RELEASE" --timeout=3m
 k wait crd/ddpjobs.ddpjob.io --for=condition=Established --timeout=60s
@@ -167,3 +169,10 @@ label=$(k -n "$JOB_NS" get pod "$RESTART_JOB-0" -o jsonpath='{.metadata.labels.d
 [[ "$label" == "$restarts" ]] || die "Pod $RESTART_JOB-0 has restart-count label '$label', expected $restarts"
 k -n "$JOB_NS" logs "$RESTART_JOB-0" -c trainer | grep -q "done: 20 epoch(s)" || die "$RESTART_JOB rank 0 did not finish after the restart"
 log "restart observed (restarts=$restarts) and the job succeeded"
+
+# ------------------------------------------- optional: gang scheduling (E2E_GANG)
+if [[ -n "${E2E_GANG:-}" ]]; then
+    log "optional stage: gang scheduling with $E2E_GANG"
+    KCTX=$KCTX JOB_NS=$JOB_NS SYSTEM_NS=$SYSTEM_NS RELEASE=$RELEASE EXAMPLE=$EXAMPLE TIMEOUT=$TIMEOUT PY=$PY \
+        hack/e2e-gang.sh "$E2E_GANG"
+fi

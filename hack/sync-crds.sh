@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Copies the CRD from its single source (manifests/crd/) to the two places that need a
-# copy of it: the Helm chart's crds/ (Helm installs CRDs only from there) and the
+# copy of it: the Helm chart's files/crds/ (templates/crd.yaml renders it, so that
+# `helm upgrade` applies a new schema; Helm never upgrades what is in crds/) and the
 # kustomize base (kustomize loads no files from outside its folder). The tests in
 # tests/deploy fail until the copies are identical again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -f charts/ddpjob-operator/crds/*.yaml
-cp manifests/crd/*.yaml charts/ddpjob-operator/crds/
+rm -f charts/ddpjob-operator/files/crds/*.yaml
+cp manifests/crd/*.yaml charts/ddpjob-operator/files/crds/
 cp manifests/crd/ddpjobs.ddpjob.io.yaml manifests/base/crd.yaml
-echo "synced: charts/ddpjob-operator/crds/ and manifests/base/crd.yaml from manifests/crd/"
+echo "synced: charts/ddpjob-operator/files/crds/ and manifests/base/crd.yaml from manifests/crd/"

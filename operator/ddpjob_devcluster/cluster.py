@@ -25,6 +25,7 @@ from ddpjob_devcluster.emulator import KubeEmulator
 from ddpjob_devcluster.operator_runner import Abort, wait_for
 from ddpjob_devcluster.kubelet import ProcessKubelet
 from ddpjob_devcluster import logs as pod_logs
+from ddpjob_devcluster.scheduler import NodeSpec, Scheduler, serve_native_pod_groups
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / 'manifests' / 'crd' / 'ddpjobs.ddpjob.io.yaml'
@@ -35,7 +36,7 @@ BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob,
 
 class ClusterEmulator(KubeEmulator):
     """The emulator, with the two things kubectl reads differently from kopf and the
-    Python client (to be removed once tests/support/emulator.py does them): subresources
+    Python client (to be removed once the emulator does them): subresources
     carry no singular or short names (else `kubectl get po` is ambiguous with
     pods/status), and a watch is served as `application/json` (kmock streams say
     application/octet-stream, which `kubectl get -w` refuses to decode)."""
@@ -122,8 +123,13 @@ class LocalCluster:
     """Emulator + CRD + operator process + process kubelet, in a work directory."""
 
     def __init__(self, workdir: str | pathlib.Path, *, namespace: str = 'default', operator_namespace: str | None = None,
-                 stop_grace: float = 5.0):
+                 stop_grace: float = 5.0, nodes: list[NodeSpec] | None = None):
+        """nodes: start the development scheduler with these Nodes (and the native
+        PodGroup API); the kubelet then runs only Pods bound to a node. None: no
+        scheduler, every Pod runs at once (no capacity)."""
         self.workdir = pathlib.Path(workdir)
+        self.nodes = nodes
+        self.scheduler: Scheduler | None = None
         self.namespace = namespace
         self.operator_namespace = operator_namespace
         self.stop_grace = stop_grace
@@ -143,8 +149,13 @@ class LocalCluster:
             self.emulator.write_kubeconfig(self.kubeconfig, namespace=self.namespace)
             self.api = kubernetes.config.new_client_from_config(str(self.kubeconfig))
             self.apply_crd()
-            self.kubelet = ProcessKubelet(self.emulator.url, self.workdir / 'kubelet',
-                                          stop_grace=self.stop_grace).start()
+            if self.nodes is not None:
+                serve_native_pod_groups(self.emulator.store)
+                self.scheduler = Scheduler(self.emulator.store)
+                self.scheduler.add_nodes(self.nodes)
+                self.scheduler.start()
+            self.kubelet = ProcessKubelet(self.emulator.url, self.workdir / 'kubelet', stop_grace=self.stop_grace,
+                                          bound_only=self.scheduler is not None).start()
             pod_logs.attach(self.emulator, pod_logs.kubelet_source(self.kubelet))  # kubectl logs
             self.operator = OperatorProcess(self.kubeconfig, self.workdir / 'operator.log', self.operator_namespace)
             if operator:
@@ -161,6 +172,8 @@ class LocalCluster:
             self.operator.stop()
         if self.kubelet is not None:
             self.kubelet.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self.api is not None:
             self.api.close()
             self.api = None

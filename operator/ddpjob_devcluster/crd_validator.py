@@ -1,6 +1,6 @@
 """Check an object against a CRD the way the API server does, without an API server.
 
-Test support for tests/spine/test_crd_parity.py: it proves that what `kubectl apply`
+Test support for tests/api/test_crd_parity.py: it proves that what `kubectl apply`
 rejects (the CRD's structural schema plus its CEL `x-kubernetes-validations`) and what
 `ddpjob.api.spec` rejects are the same objects, for the same fields.
 

@@ -6,7 +6,7 @@ parsing, API discovery from a `resources` registry (with the bundled list of bui
 resources), Kubernetes `Status` error bodies and streaming of watch responses. Its stock
 state handling is a naive dict merge, so this module overrides the emulator's serving
 hooks (`_serve_list`, `_serve_create`, ...) with an API-server-like store: see
-`tests/support/store.py` for the object semantics. This module adds the server thread,
+`store.py` for the object semantics. This module adds the server thread,
 the request log, fault injection and the few URL shapes kmock cannot parse.
 """
 from __future__ import annotations
@@ -322,7 +322,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
         if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
             raise ApiError(404, 'NotFound', f'subresource {request.subresource} is not emulated')
-        obj = self.store.create(request.resource, request.namespace, _body(request), _dry_run(request))
+        body = _body(request)
+        if request.resource is not None and request.resource.plural == 'pods' and not request.resource.group:
+            _quantities_as_strings(body)
+        obj = self.store.create(request.resource, request.namespace, body, _dry_run(request))
         return rendering.Response(status=201, payload=obj)
 
     async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
@@ -365,6 +368,17 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     def list_objects(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return self.store.peek_all(references.resource(resource), namespace)
+
+
+def _quantities_as_strings(pod: Any) -> None:
+    """The API server decodes `resources` into resource.Quantity and always returns a
+    string (`nvidia.com/gpu: 1` is stored and read back as "1"); clients' models insist on it."""
+    spec = pod.get('spec') if isinstance(pod, dict) else None
+    for container in (spec or {}).get('containers') or []:
+        for values in ((container.get('resources') or {}).get(k) for k in ('limits', 'requests')):
+            for key, qty in (values or {}).items():
+                if isinstance(qty, (int, float)) and not isinstance(qty, bool):
+                    values[key] = str(qty)
 
 
 def _with_path(raw_request: aiohttp.web.BaseRequest, path: str) -> Any:

@@ -7,7 +7,7 @@ group handling), and reports what happens back through `pods/status`, as a kubel
 `state.terminated` exit code (128+N for a signal) and reason.
 
 What a laptop cannot provide is substituted exactly as `ddpjob run` does it
-(`local.local_overrides`): the job's Service DNS names (`J-i.J.NS.svc`) become
+(`contract.local_overrides`): the job's Service DNS names (`J-i.J.NS.svc`) become
 127.0.0.1 through MASTER_ADDR/PET_MASTER_ADDR, and every job attempt gets a free port of
 its own (two attempts may overlap while the old one terminates; a fresh port keeps the
 new rendezvous away from the old one's store). The checkpoint volume becomes one local
@@ -43,9 +43,10 @@ import kubernetes
 import urllib3
 
 from ddpjob.api import names
-from ddpjob.local.container import (ContainerProcess, LocalRunError, kill_tagged, start_container, tagged_pids,
+from ddpjob.local.container import (ContainerProcess, LocalRunError, StartError, kill_tagged, start_container, tagged_pids,
                                       trainer_container)
-from ddpjob.local.runner import free_port, local_overrides
+from ddpjob.contract import local_overrides
+from ddpjob.local.ports import free_port
 from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
 
 # A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
@@ -90,8 +91,12 @@ class ProcessKubelet:
     """Start with `start()` (or `with`); `stop()` kills every process it ever started."""
 
     def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
-                 stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN):
+                 stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN,
+                 bound_only: bool = False):
         self.server = server
+        # With a scheduler (ddpjob_devcluster.scheduler), run only Pods bound to a node,
+        # as a kubelet runs only the Pods whose spec.nodeName is its own.
+        self.bound_only = bound_only
         self.workdir = pathlib.Path(workdir)
         self.namespace = namespace
         self.stop_grace = stop_grace
@@ -276,6 +281,8 @@ class ProcessKubelet:
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
+        if self.bound_only and not (pod.get('spec') or {}).get('nodeName'):
+            return  # not scheduled yet: the binding arrives as a MODIFIED event
         self._run_pod(core, pod)
 
     def _run_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
@@ -295,16 +302,17 @@ class ProcessKubelet:
         if key not in self.ports:
             self.ports[key] = free_port()
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        overrides = local_overrides(self.ports[key], checkpoint)
+        overrides = local_overrides(self.ports[key], str(checkpoint) if checkpoint else None)
         c.log_file = open(c.log_path, 'a', encoding='utf-8')
         try:
             c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)
         except (LocalRunError, OSError) as exc:
             # containerd reports a command that cannot start as exit code 128, StartError.
-            c.log_file.write(f'[{name}] StartError: {exc}\n')
-            c.exit_code = 128
+            c.log_file.write(f'[{name}] {StartError.reason}: {exc}\n')
+            c.exit_code = StartError.exit_code
             c.times['exited'] = time.time()
-            self._report(core, c, 'Failed', exit_code=128, reason='StartError', message=str(exc))
+            self._report(core, c, 'Failed', exit_code=StartError.exit_code, reason=StartError.reason,
+                         message=str(exc))
             self._close_log(c)
             return
         c.times['started'] = c.proc.started_at
@@ -333,22 +341,15 @@ class ProcessKubelet:
                 self._send(core, c, c.unsent)
             if c.proc is None or 'exited' in c.times:
                 continue
-            code = c.proc.poll()
-            if code is None:
+            end = c.proc.terminated()  # a container ends with its main process, tree and all
+            if end is None:
                 if c.deleted:
-                    c.proc.stop(self.stop_grace)
-                    if c.proc.stop_requested_at and time.time() - c.proc.stop_requested_at > self.stop_grace:
-                        kill_tagged(c.tag)  # the whole container, not only its main process group
+                    c.proc.stop(self.stop_grace)  # SIGTERM once, the whole tree after the grace
                 continue
-            # The main process is gone: so is the container, with everything it started.
-            kill_tagged(c.tag)
-            c.exit_code = code
-            c.times['exited'] = c.proc.finished_at or time.time()
+            c.exit_code = end.exit_code
+            c.times['exited'] = end.finished_at
             if not c.deleted:
-                if code == 0:
-                    self._report(core, c, 'Succeeded', exit_code=0, reason='Completed')
-                else:
-                    self._report(core, c, 'Failed', exit_code=code, reason='Error')
+                self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
             self._close_log(c)
 
     def _close_log(self, c: Container) -> None:

@@ -1,7 +1,7 @@
 """The CRD (what `kubectl apply` enforces) and ddpjob.api.spec reject the same objects
 for the same fields, and agree on which changes an update may make.
 
-The CRD side runs through tests/support/crd_validator.py: the structural schema with its
+The CRD side runs through ddpjob_devcluster/crd_validator.py: the structural schema with its
 defaults, strict unknown-field checks, and every CEL rule evaluated by celpy.
 """
 
@@ -53,6 +53,10 @@ SAME_SUBSTANCE = {
     "name-upper-case": "DNS-1123",
     "name-too-long-for-ten-nodes": "63",
     "env-duplicate-name": "FOO",
+    "queue-with-native-gang": "only volcano and kueue",
+    "kueue-without-queue": "LocalQueue",
+    "min-available-below-nodes": "must equal spec.nodes",
+    "on-timeout-fail-without-timeout": "needs scheduleTimeoutSeconds",
 }
 
 

@@ -88,11 +88,15 @@ def test_good_jobs_validate_and_render(case, tmp_path, capsys):
     assert spec.validate(case.document()) == []
     path, _ = write(case, tmp_path)
     code, out, err = ddpjob(capsys, "validate", str(path))
-    assert (code, err) == (0, "") and out.startswith(f"{path}: DDPJob ") and "is valid" in out
+    assert code == 0 and out.startswith(f"{path}: DDPJob ") and "is valid" in out
+    # A good job may still earn a warning (a non-launcher command with nprocPerNode > 1).
+    assert all(line.startswith(f"{path}: warning: spec.nprocPerNode: ") for line in err.splitlines()), err
     code, out, err = ddpjob(capsys, "render", str(path))
     assert (code, err) == (0, "")
     kinds = [o["kind"] for o in yaml.safe_load_all(out)]
-    assert kinds[0] == "Service" and kinds.count("Pod") == spec.parse_job(case.document()).nodes
+    groups = kinds.count("PodGroup")  # a gang job's PodGroup comes first (spec.scheduling.gang)
+    assert groups <= 1 and kinds[:groups] == ["PodGroup"] * groups
+    assert kinds[groups] == "Service" and kinds.count("Pod") == spec.parse_job(case.document()).nodes
 
 
 def test_metacharacters_in_env_values_survive_unchanged():

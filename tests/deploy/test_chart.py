@@ -11,7 +11,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE_NS, by_kind,
+from ddpjob import version
+from ddpjob.api.spec import parse_job, validate
+
+from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE, RELEASE_NS, by_kind,
                                          crd_copy_differences, helm_template, one, require_tool, rule_triples,
                                          run)
 
@@ -68,14 +71,19 @@ def test_strict_validation_can_fail(helm: str, tmp_path: pathlib.Path) -> None:
 
 # ---- the CRD copy ----------------------------------------------------------------
 
+CHART_CRDS = CHART / 'files' / 'crds'
+
+
 def test_chart_crds_are_an_exact_copy_of_manifests_crd() -> None:
-    assert crd_copy_differences(CRD_DIR, CHART / 'crds') == [], (
-        'charts/ddpjob-operator/crds/ must equal manifests/crd/: run hack/sync-crds.sh')
+    assert crd_copy_differences(CRD_DIR, CHART_CRDS) == [], (
+        'charts/ddpjob-operator/files/crds/ must equal manifests/crd/: run hack/sync-crds.sh')
+    # Helm installs crds/ once and never upgrades it: the CRD must not be there.
+    assert not (CHART / 'crds').exists()
 
 
 def test_crd_copy_check_catches_a_modified_a_missing_and_an_extra_file(tmp_path: pathlib.Path) -> None:
     copy = tmp_path / 'crds'
-    shutil.copytree(CHART / 'crds', copy)
+    shutil.copytree(CHART_CRDS, copy)
     (name,) = [p.name for p in CRD_DIR.glob('*.yaml')]
     (copy / name).write_text((copy / name).read_text().replace('minimum: 1', 'minimum: 2', 1) + '\n')
     (copy / 'stray.yaml').write_text('{}\n')
@@ -260,18 +268,108 @@ def test_servicemonitor_is_optional(helm: str, tmp_path: pathlib.Path) -> None:
     assert not by_kind(helm_template(helm, tmp_path, {'metrics': {'enabled': False}}), 'Service')
 
 
-def test_notes_say_how_to_submit_a_first_job(helm: str, tmp_path: pathlib.Path) -> None:
-    done = run([helm, 'install', 'ddpjob', str(CHART), '--dry-run=client', '--namespace', RELEASE_NS,
-                '--set', 'trainer.image=example/trainer:1'])
+def notes_job(helm: str, *sets: str) -> tuple[str, dict]:
+    args = [a for s in sets for a in ('--set', s)]
+    done = run([helm, 'install', 'ddpjob', str(CHART), '--dry-run=client', '--namespace', RELEASE_NS, *args])
     notes = done.stdout.split('NOTES:', 1)[1]
     job = yaml.safe_load(notes.split("<<'YAML' | kubectl apply -f -", 1)[1].split('YAML', 1)[0].replace('\n   ', '\n'))
-    assert job['kind'] == 'DDPJob' and job['spec']['image'] == 'example/trainer:1'
+    return notes, job
+
+
+def test_notes_say_how_to_submit_a_first_job(helm: str) -> None:
+    notes, job = notes_job(helm, 'trainer.cpuImage=example/trainer:1-cpu')
+    assert job['kind'] == 'DDPJob' and job['spec']['image'] == 'example/trainer:1-cpu'
     assert 'kubectl wait ddpjob/first-job --for=condition=Succeeded' in notes
+    assert validate(job) == []
+
+
+def test_notes_use_the_cpu_image_on_cpu_and_the_cuda_image_for_gpus(helm: str) -> None:
+    _, cpu = notes_job(helm)
+    assert cpu['spec']['image'] == version.trainer_image('cpu') and cpu['spec']['backend'] == 'gloo'
+    assert 'gpusPerNode' not in cpu['spec']
+    _, gpu = notes_job(helm, 'trainer.gpusPerNode=4')
+    assert gpu['spec']['image'] == version.trainer_image('cuda') and gpu['spec']['backend'] == 'nccl'
+    assert gpu['spec']['gpusPerNode'] == 4 and parse_job(gpu).nproc_per_node == 4
+    assert validate(gpu) == []
 
 
 def test_chart_metadata() -> None:
     chart = yaml.safe_load((CHART / 'Chart.yaml').read_text())
-    assert chart['apiVersion'] == 'v2' and chart['kubeVersion'] and chart['appVersion']
-    import tomllib
-    project = tomllib.loads((CHART.parents[1] / 'pyproject.toml').read_text())['project']
-    assert chart['appVersion'] == project['version'], 'appVersion is the ddpjob release the chart installs'
+    assert chart['apiVersion'] == 'v2' and chart['kubeVersion'] and chart['appVersion'] == version.__version__
+    for key in ('home', 'sources', 'icon', 'maintainers', 'keywords', 'description'):
+        assert chart.get(key), f'Chart.yaml has no {key}'
+    # The icon URL names a file of this repository: it must exist.
+    assert chart['icon'].endswith('/main/docs/icon.svg') and (CHART.parents[1] / 'docs' / 'icon.svg').is_file()
+    annotations = chart['annotations']
+    assert annotations['artifacthub.io/license'] == 'Apache-2.0'
+    assert {'artifacthub.io/crds', 'artifacthub.io/images', 'artifacthub.io/links',
+            'artifacthub.io/crdsExamples'} <= annotations.keys()
+    for example in yaml.safe_load(annotations['artifacthub.io/crdsExamples']):
+        assert validate(example) == []
+
+
+# ---- CRD upgrades ----------------------------------------------------------------
+
+def rendered_crd(helm: str, tmp_path: pathlib.Path, values: dict | None = None, upgrade: bool = False) -> list[dict]:
+    cmd = [helm, 'template', RELEASE, str(CHART), '--namespace', RELEASE_NS, *(['--is-upgrade'] if upgrade else [])]
+    if values:
+        vfile = tmp_path / 'crd-values.yaml'
+        vfile.write_text(yaml.safe_dump(values))
+        cmd += ['--values', str(vfile)]
+    return by_kind([d for d in yaml.safe_load_all(run(cmd).stdout) if d], 'CustomResourceDefinition')
+
+
+def test_an_upgrade_renders_the_crd_with_the_new_schema(helm: str, tmp_path: pathlib.Path) -> None:
+    """`helm upgrade` applies what the templates render: the CRD must be among them (crds/
+    is never upgraded), with exactly the schema of manifests/crd/ -- the fields this
+    release added included -- and kept on uninstall."""
+    (crd,) = rendered_crd(helm, tmp_path, upgrade=True)
+    source = yaml.safe_load((CRD_DIR / 'ddpjobs.ddpjob.io.yaml').read_text())
+    assert crd['spec'] == source['spec'] and crd['metadata']['name'] == source['metadata']['name']
+    status = crd['spec']['versions'][0]['schema']['openAPIV3Schema']['properties']['status']['properties']
+    assert {'nprocPerNode', 'backend', 'worldSize'} <= status.keys()  # new in 0.2.0
+    assert crd['metadata']['annotations'] == {'helm.sh/resource-policy': 'keep'}
+    assert crd['metadata']['labels']['app.kubernetes.io/managed-by'] == 'Helm'
+    validate_strictly(crd)
+
+
+def test_the_crd_follows_its_source_when_the_schema_changes(helm: str, tmp_path: pathlib.Path) -> None:
+    """A schema change in files/crds/ (what hack/sync-crds.sh copies) is what an upgrade applies."""
+    chart = tmp_path / 'chart'
+    shutil.copytree(CHART, chart)
+    path = chart / 'files' / 'crds' / 'ddpjobs.ddpjob.io.yaml'
+    body = yaml.safe_load(path.read_text())
+    props = body['spec']['versions'][0]['schema']['openAPIV3Schema']['properties']['spec']['properties']
+    props['newField'] = {'type': 'string', 'description': 'a field of a later release'}
+    path.write_text(yaml.safe_dump(body))
+    out = run([helm, 'template', RELEASE, str(chart), '--namespace', RELEASE_NS, '--is-upgrade']).stdout
+    (crd,) = by_kind([d for d in yaml.safe_load_all(out) if d], 'CustomResourceDefinition')
+    assert crd['spec']['versions'][0]['schema']['openAPIV3Schema']['properties']['spec']['properties']['newField']
+
+
+def test_crd_install_and_keep_can_be_turned_off(helm: str, tmp_path: pathlib.Path) -> None:
+    assert rendered_crd(helm, tmp_path, {'crds': {'install': False}}) == []
+    (crd,) = rendered_crd(helm, tmp_path, {'crds': {'keep': False}})
+    assert 'annotations' not in crd['metadata']
+
+
+def test_the_crd_is_not_in_the_all_category() -> None:
+    source = yaml.safe_load((CRD_DIR / 'ddpjobs.ddpjob.io.yaml').read_text())
+    assert 'all' not in source['spec']['names'].get('categories', [])
+    columns = {c['name']: c for c in source['spec']['versions'][0]['additionalPrinterColumns']}
+    assert columns['Procs'] == {'name': 'Procs', 'type': 'integer', 'jsonPath': '.status.nprocPerNode'}
+    assert columns['World']['jsonPath'] == '.status.worldSize'
+
+
+def test_every_value_the_e2e_script_sets_exists() -> None:
+    """hack/e2e-kind.sh cannot run here; a renamed value would fail its `helm install` there."""
+    script = (CHART.parents[1] / 'hack' / 'e2e-kind.sh').read_text()
+    schema = json.loads((CHART / 'values.schema.json').read_text())
+    keys = re.findall(r'--set ([\w.]+)=', script)
+    assert 'trainer.cpuImage' in keys
+    for key in keys:
+        node = schema
+        for part in key.split('.'):
+            assert part in node.get('properties', {}), f'hack/e2e-kind.sh sets {key}, which the chart has no value for'
+            node = node['properties'][part]
+            node = schema['definitions'][node['$ref'].rsplit('/', 1)[1]] if '$ref' in node else node

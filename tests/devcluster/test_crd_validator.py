@@ -1,4 +1,4 @@
-"""tests/support/crd_validator.py: the stand-in for the API server must itself be right."""
+"""ddpjob_devcluster/crd_validator.py: the stand-in for the API server must itself be right."""
 
 import copy
 

@@ -206,3 +206,39 @@ def test_invalid_status(job):
     st = lifecycle.invalid_status(["spec.nodes: must be >= 1 (got 0)"], 3, None, T0)
     assert st["phase"] == "Failed" and st["observedGeneration"] == 3
     assert st["conditions"][0]["reason"] == "InvalidSpec" and "spec.nodes" in st["conditions"][0]["message"]
+
+
+def test_status_records_what_auto_resolved_to(job):
+    j = job(nprocPerNode="auto", gpusPerNode=4)
+    st = step(j, [], None).status
+    assert (st["nprocPerNode"], st["backend"], st["worldSize"]) == (4, "nccl", 8)
+    st = step(job(), [], None).status
+    assert (st["nprocPerNode"], st["backend"], st["worldSize"]) == (2, "gloo", 4)
+
+
+def test_a_condition_that_turns_false_says_why(job):
+    j = job()
+    st = running_status(j)
+    done = step(j, pods(["Succeeded", "Succeeded"]), st, T0 + timedelta(seconds=60)).status
+    conds = {c["type"]: c for c in done["conditions"]}
+    assert conds["Running"]["status"] == "False"
+    assert (conds["Running"]["reason"], conds["Running"]["message"]) == ("Succeeded", "all 2 nodes finished successfully")
+    assert conds["Running"]["lastTransitionTime"] == "2026-01-01T12:01:00Z"
+    # Restarting: Running turns False because of the failure, and says so.
+    failed = step(j, pods(["Failed", "Running"], extra={0: {"exit_code": 137, "reason": "OOMKilled"}}), st).status
+    conds = {c["type"]: c for c in failed["conditions"]}
+    assert conds["Running"]["status"] == "False" and conds["Running"]["reason"] == "GangRestart"
+    assert "demo-0" in conds["Running"]["message"]
+    # A condition that stays False keeps its reason and transition time.
+    later = step(j, [], failed, T0 + timedelta(seconds=2)).status
+    kept = {c["type"]: c for c in later["conditions"]}["Running"]
+    assert kept == conds["Running"]
+
+
+def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
+    j = job(command=["python", "train.py"], args=[])
+    first = step(j, [], None)
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", "NotALauncher")]
+    assert "spec.nprocPerNode: 2 processes per node" in first.events[0].message
+    assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
+    assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say

@@ -145,6 +145,12 @@ def test_ctrl_c_stops_every_process(tmp_path):
     assert code == 130, output
     assert "interrupted" in output
     assert_gone(pids, within=0)
+    # The conditions follow the phase: Failed=True (Interrupted), nothing left True besides.
+    status = yaml.safe_load(output.split("\n---\n")[-1])["status"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert status["phase"] == "Failed" and conditions["Failed"]["status"] == "True"
+    assert conditions["Failed"]["reason"] == "Interrupted"
+    assert [t for t, c in conditions.items() if c["status"] == "True"] == ["Failed"]
 
 
 def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_path):

@@ -5,7 +5,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -16,17 +15,14 @@ import yaml
 from tests.operator.conftest import CRD_PATH, ROOT, Cluster, ddpjob
 from ddpjob_devcluster.operator_runner import wait_for
 
+from ddpjob.local.ports import free_port
+
 pytestmark = pytest.mark.timeout(120)
 
 VENV_BIN = ROOT / ".venv" / "bin"
 KUBECTL = shutil.which("kubectl", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
 KOPF = shutil.which("kopf", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str) -> str:

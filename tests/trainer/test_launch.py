@@ -1,9 +1,13 @@
+import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from ddpjob_trainer import UsageError
+from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
 from ddpjob_trainer.env import LaunchEnv
 from ddpjob_trainer.launch import build_command, wait_for_dns
 from trainer_helpers import BIN, clean_env, contract, launch
@@ -40,7 +44,7 @@ def test_bad_targets():
 
 def test_wait_for_dns_gives_up_with_a_clear_error():
     start = time.monotonic()
-    with pytest.raises(UsageError, match="did not resolve within 1s"):
+    with pytest.raises(RendezvousTimeout, match="did not resolve within 1s"):
         wait_for_dns("nonexistent.invalid", timeout=1)
     assert time.monotonic() - start < 30  # bounded, not a hang
 
@@ -57,11 +61,32 @@ def test_non_numeric_env_is_exit_2():
     assert "NNODES='two'" in _one_error_line(r.stderr)
 
 
-def test_unresolvable_master_is_exit_2():
+def test_unresolvable_master_is_a_retryable_rendezvous_timeout():
+    # Pod 0 not scheduled yet on a busy cluster: the ExitCode policy must retry, not fail.
     env = contract(MASTER_ADDR="nonexistent.invalid", PET_MASTER_ADDR="nonexistent.invalid")
     r = launch(["--dns-timeout", "2", "ddpjob-train"], env, timeout=60)
-    assert r.returncode == 2
+    assert r.returncode == EXIT_RENDEZVOUS_TIMEOUT == 142
+    assert 128 <= r.returncode <= 255  # what the operator's ExitCode policy retries
     assert "did not resolve" in _one_error_line(r.stderr)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_rendezvous_timeout_is_retryable(tmp_path):
+    """Node 1 of 2 whose node 0 never comes: torchrun's static rendezvous gives up, exit 142."""
+    script = tmp_path / "never.py"
+    script.write_text("raise SystemExit('the worker must not start without its peers')\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "ddpjob_trainer._torchrun", "--nnodes", "2", "--node-rank", "1",
+         "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+         "--rdzv-backend", "static", "--rdzv-conf", "read_timeout=2,timeout=2", "--max-restarts", "0", str(script)],
+        capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == EXIT_RENDEZVOUS_TIMEOUT, r.stderr[-2000:]
+    assert "rendezvous failed before the gang was complete" in r.stderr
 
 
 def test_one_process_per_node_execs_the_program_with_the_contract():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -12,17 +11,14 @@ from pathlib import Path
 
 import torch
 
+from ddpjob.local.ports import free_port
+
 BIN = Path(sys.executable).parent
 # Contract variables a developer's shell (or a Pod) may carry into the tests.
 CONTRACT = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "RANK",
             "LOCAL_RANK", "LOCAL_WORLD_SIZE", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND", "DDPJOB_CHECKPOINT_DIR",
             "DDPJOB_NAME", "DDPJOB_NAMESPACE", "OMP_NUM_THREADS", "DDPJOB_TEST_KILL_AFTER_EPOCH")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_env(**extra) -> dict:
@@ -33,7 +29,7 @@ def clean_env(**extra) -> dict:
 
 
 def contract(nnodes=1, node_rank=0, nproc=2, port=None, **extra) -> dict:
-    """The env contract as the operator / local runner would set it (DESIGN.md)."""
+    """The env contract as the operator / local runner would set it (docs/design.md)."""
     port = port or free_port()
     env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, NNODES=nnodes, NODE_RANK=node_rank,
                NPROC_PER_NODE=nproc, WORLD_SIZE=nnodes * nproc)

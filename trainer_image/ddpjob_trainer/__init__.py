@@ -1,5 +1,5 @@
 """What runs inside every training Pod: the launcher (`ddpjob-launch`) and the built-in
-DDP trainer (`ddpjob-train`). Reads the environment contract in DESIGN.md and nothing
+DDP trainer (`ddpjob-train`). Reads the environment contract in docs/design.md and nothing
 else about the cluster."""
 
 # Exit codes the operator's `ExitCode` restart policy understands: 1-127 permanent,
@@ -7,6 +7,14 @@ else about the cluster."""
 EXIT_BAD_INPUT = 2
 # 128 + SIGTERM: "I was asked to stop, saved a checkpoint, run me again".
 EXIT_PREEMPTED = 143
+# 128 + SIGALRM: the gang did not come together in time (MASTER_ADDR never resolved, or
+# the rendezvous store timed out waiting for peers). On a shared cluster that is peers
+# still waiting to be scheduled, not a fault of the job: retryable, like a preemption.
+EXIT_RENDEZVOUS_TIMEOUT = 142
+
+
+class RendezvousTimeout(Exception):
+    """The gang was not complete in time: exit EXIT_RENDEZVOUS_TIMEOUT."""
 
 
 class UsageError(Exception):

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import sys
 
+from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT
+
 
 def _code(exitcode: int) -> int:
     return 128 - exitcode if exitcode < 0 else (exitcode or 1)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from torch.distributed import DistNetworkError, DistStoreError
     from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun_main
 
@@ -26,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     except ChildFailedError as e:
         _, failure = e.get_first_failure()
         return _code(failure.exitcode)
+    except (RendezvousError, DistNetworkError, DistStoreError) as e:
+        # The static rendezvous (the TCPStore on node 0) did not see every node in time,
+        # or node 0's store was not reachable: peers not scheduled yet. Retryable.
+        print(f"ddpjob-launch: error: rendezvous failed before the gang was complete: {e}".splitlines()[0],
+              file=sys.stderr, flush=True)
+        return EXIT_RENDEZVOUS_TIMEOUT
     except SignalException as e:
         # torchrun already forwarded the signal to the workers and waited for them.
         return 128 + int(e.sigval)

@@ -1,4 +1,4 @@
-"""The environment contract (DESIGN.md), read once at the edges and typed.
+"""The environment contract (`ddpjob.contract` owns the names), read once at the edges and typed.
 
 Two readers: `read_launch_env` for the launcher (node-level: NNODES, NODE_RANK, ...) and
 `read_process_env` for one training process (RANK, LOCAL_RANK, ... as set by torchrun,
@@ -12,18 +12,20 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from ddpjob import contract
+
 from . import UsageError
 
-DEFAULT_PORT = 29500
+DEFAULT_PORT = contract.DEFAULT_PORT
 # The node-level variables; their presence means "an operator or local runner set me up".
-_NODE_VARS = ("NNODES", "NODE_RANK", "NPROC_PER_NODE", "MASTER_ADDR", "MASTER_PORT")
+_NODE_VARS = contract.NODE_LEVEL
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
     # torchrun reads PET_* as its defaults; the contract sets both spellings, accept either.
     value = env.get(name)
     if value is None or value == "":
-        value = env.get("PET_" + name)
+        value = env.get(contract.TORCHRUN_PREFIX + name)
     return value if value not in (None, "") else None
 
 
@@ -98,8 +100,8 @@ class ProcessEnv:
 
 def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
     env = os.environ if env is None else env
-    restart = _int(env, "DDPJOB_RESTART_COUNT", default=0)
-    backend = (env.get("DDPJOB_BACKEND") or "").strip().lower() or None
+    restart = _int(env, contract.RESTART_COUNT, default=0)
+    backend = (env.get(contract.BACKEND) or "").strip().lower() or None
     if backend == "auto":
         backend = None
     if backend not in (None, "nccl", "gloo", "mpi", "xccl"):
@@ -107,8 +109,8 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
     common = dict(
         restart_count=restart,
         backend=backend,
-        checkpoint_dir=env.get("DDPJOB_CHECKPOINT_DIR") or None,
-        job_name=env.get("DDPJOB_NAME") or None,
+        checkpoint_dir=env.get(contract.CHECKPOINT_DIR) or None,
+        job_name=env.get(contract.JOB_NAME) or None,
     )
     world = _int(env, "WORLD_SIZE", default=1, minimum=1)
     if "RANK" not in env:

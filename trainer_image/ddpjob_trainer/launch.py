@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from . import EXIT_BAD_INPUT, UsageError
+from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
 from .env import LaunchEnv, read_launch_env, threads_per_process
 
 TRAIN_CMD = "ddpjob-train"
@@ -25,7 +25,7 @@ TRAIN_CMD = "ddpjob-train"
 # CoreDNS or a slow node can take minutes; 5 minutes is well inside a Pod's useful life.
 DEFAULT_DNS_TIMEOUT = 300.0
 DNS_LOG_EVERY = 5.0
-USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] CMD [ARGS...]"
+USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] [--version] CMD [ARGS...]"
 
 
 def log(msg: str) -> None:
@@ -43,9 +43,11 @@ def wait_for_dns(host: str, timeout: float, log_every: float = DNS_LOG_EVERY) ->
             error = e
         now = time.monotonic()
         if now - start >= timeout:
-            raise UsageError(
+            # Pod 0's DNS record appears once it is scheduled and has an IP: on a busy
+            # cluster this is the gang still waiting to be placed, so a retry may succeed.
+            raise RendezvousTimeout(
                 f"MASTER_ADDR {host!r} did not resolve within {timeout:.0f}s ({error}); "
-                "is the job's headless Service there?"
+                "is Pod 0 scheduled and the job's headless Service there?"
             )
         if now - last_log >= log_every:
             log(f"waiting for MASTER_ADDR {host!r} to resolve ({now - start:.0f}s/{timeout:.0f}s): {error}")
@@ -137,6 +139,12 @@ def parse_argv(argv: list[str]) -> tuple[float, list[str]]:
         elif name in ("--help",):
             print(USAGE)
             raise SystemExit(0)
+        elif name == "--version":
+            # ddpjob.version is import-free: the trainer side stays free of the operator's needs.
+            from ddpjob.version import __version__
+
+            print(f"ddpjob-launch {__version__}")
+            raise SystemExit(0)
         else:
             raise UsageError(f"unknown option {flag!r}; {USAGE}")
     if not argv:
@@ -159,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         log(f"error: {e}")
         return EXIT_BAD_INPUT
+    except RendezvousTimeout as e:
+        log(f"error: {e}")
+        return EXIT_RENDEZVOUS_TIMEOUT
     if uses_torchrun and "OMP_NUM_THREADS" not in os.environ:
         # torchrun would set 1 for every worker (and warn): a 32-core node running 4
         # workers would use 4 cores. Share the container's CPUs instead.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+
+from ddpjob import contract
 
 GROUP = "ddpjob.io"
 VERSION = "v1alpha1"
@@ -18,7 +21,7 @@ LABEL_RESTART_COUNT = f"{GROUP}/restart-count"
 # The container the environment contract is written into; users' sidecars keep theirs.
 TRAINER_CONTAINER = "trainer"
 
-DEFAULT_PORT = 29500
+DEFAULT_PORT = contract.DEFAULT_PORT
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -48,3 +51,16 @@ def max_job_name_length(nodes: int) -> int:
 
 def is_dns1123_label(value: str) -> bool:
     return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))
+
+
+def pod_group_name(job: str, attempt: int) -> str:
+    """The PodGroup of one gang attempt. Each attempt gets its own: a native PodGroup
+    waits on a protection finalizer until its old Pods are gone, so a new one of the
+    same name could not be made yet, and a Volcano / coscheduling PodGroup that finished
+    is not scheduled again. Some integrations put it in a label value: 63 at most."""
+    name = f"{job}-attempt-{attempt}"
+    if len(name) <= MAX_LABEL:
+        return name
+    digest = hashlib.sha256(job.encode()).hexdigest()[:8]
+    suffix = f"-{digest}-{attempt}"
+    return job[:MAX_LABEL - len(suffix)].rstrip("-") + suffix

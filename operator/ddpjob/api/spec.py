@@ -2,7 +2,7 @@
 
 The same rules live in the CRD (OpenAPI + CEL) so the API server rejects bad objects;
 they are checked again here because the object may come from an old API server, an
-emulator, or a file on a laptop. tests/spine/test_crd_parity.py keeps the two in step.
+emulator, or a file on a laptop. tests/api/test_crd_parity.py keeps the two in step.
 """
 
 from __future__ import annotations
@@ -10,21 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.scheduling import Scheduling, check_scheduling
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-# The environment contract (DESIGN.md): set by the operator and the local runner only.
-RESERVED_ENV = frozenset({
-    "MASTER_ADDR", "PET_MASTER_ADDR", "MASTER_PORT", "PET_MASTER_PORT",
-    "NNODES", "PET_NNODES", "NODE_RANK", "PET_NODE_RANK",
-    "NPROC_PER_NODE", "PET_NPROC_PER_NODE", "WORLD_SIZE",
-    "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-    "DDPJOB_NAME", "DDPJOB_NAMESPACE", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND",
-    "DDPJOB_CHECKPOINT_DIR",
-})
+# The environment contract is set by the operator and the local runner only.
+RESERVED_ENV = contract.RESERVED
 
 # Fields whose change would silently reshape a running gang; the CRD marks them too.
 IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")
@@ -39,7 +34,7 @@ SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
     "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds",
-    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template",
+    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
 })
 
 
@@ -50,6 +45,12 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ImmutableFieldError(FieldError):
+    """A change to a field a running gang cannot take (the CRD marks these too)."""
+    message: str = "is immutable"
 
 
 class InvalidSpec(ValueError):
@@ -95,6 +96,7 @@ class DDPJob:
     ttl_seconds_after_finished: int | None = None
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
+    scheduling: Scheduling = field(default_factory=lambda: Scheduling())
 
     @property
     def world_size(self) -> int:
@@ -329,6 +331,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
     checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
+    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"), nodes)
     name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
@@ -344,7 +347,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
-        checkpoint=checkpoint, template=dict(template),
+        checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
     )
 
 
@@ -364,5 +367,5 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fiel
     for key in IMMUTABLE_FIELDS:
         default = IMMUTABLE_DEFAULTS.get(key)
         if old_spec.get(key, default) != new_spec.get(key, default):
-            errors.append(FieldError(f"spec.{key}", "is immutable"))
+            errors.append(ImmutableFieldError(f"spec.{key}"))
     return errors

@@ -41,7 +41,8 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
 def register(sub: Any) -> None:
     """Add the cluster subcommands to `ddpjob`'s subparsers (called by cli/main.py)."""
     p = sub.add_parser("submit", help="validate a DDPJob file and apply it to the cluster")
-    p.add_argument("file", help="DDPJob YAML file, or - for standard input")
+    p.add_argument("file", nargs="?", help="DDPJob YAML file, or - for standard input")
+    p.add_argument("-f", "--filename", help="the same as FILE (like kubectl)")
     p.add_argument("--wait", action="store_true", help="follow phase changes; exit with the job's result")
     p.add_argument("--timeout", type=duration, default=None, help="with --wait: give up after this long (e.g. 30m)")
     p.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")

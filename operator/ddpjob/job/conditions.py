@@ -21,11 +21,14 @@ def build_conditions(
             continue
         status = "True" if active else "False"
         changed = old is None or old.get("status") != status
+        # A condition says why it has its status: one that turns False takes the reason and
+        # message of what replaced it (Running=False, reason Succeeded), and keeps them
+        # while it stays False.
         out.append({
             "type": ctype,
             "status": status,
-            "reason": reason if active else (old or {}).get("reason", ""),
-            "message": message if active else (old or {}).get("message", ""),
+            "reason": reason if active or changed else old.get("reason", ""),
+            "message": message if active or changed else old.get("message", ""),
             "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
         })
     return out

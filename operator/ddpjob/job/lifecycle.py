@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
+from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob
 
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
@@ -50,6 +52,11 @@ def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def resolved(job: DDPJob) -> dict[str, Any]:
+    """What 'auto' became, for `kubectl get` (the PROCS column) and for people."""
+    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size}
+
+
 def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:
     """Status of a job whose spec is rejected: Failed, nothing created."""
     message = "; ".join(errors)
@@ -63,7 +70,7 @@ def invalid_status(errors: list[str], generation: int, previous: Mapping[str, An
 
 
 def _failure(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
-    reason = pod.reason or ("PodDeleted" if pod.phase != "Failed" else "Error")
+    reason = pod.reason or pod.disruption or ("PodDeleted" if pod.phase != "Failed" else "Error")
     exit_text = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
     out = {
         "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,
@@ -91,12 +98,15 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                if not p.leftover and p.restart_count == restarts and p.node_rank < job.nodes}
     leftover = [p for p in pods if p.leftover or p.restart_count != restarts or p.node_rank >= job.nodes]
     live = [p.name for p in pods if p.phase in ("Pending", "Running", "Unknown") and not p.deleting]
+    gang_wait = scheduling.observe(job, current, prev.get("conditions"), now, now_s)
 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
         ready = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
         st = {**prev, "phase": phase, "message": message, "restarts": restarts,
-              "readyNodes": ready, "observedGeneration": job.generation, **changes}
-        st["conditions"] = build_conditions(prev.get("conditions"), phase, reason, message, now_s)
+              "readyNodes": ready, "scheduledNodes": gang_wait.scheduled, "observedGeneration": job.generation,
+              **resolved(job), **changes}
+        st["conditions"] = scheduling.with_condition(
+            build_conditions(prev.get("conditions"), phase, reason, message, now_s), prev.get("conditions"), gang_wait)
         return {k: v for k, v in st.items() if v is not None}
 
     # The step that finishes a job must also wake it when its TTL is due.
@@ -143,9 +153,16 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                             reason="PodDeleted", message=f"Pod {job.name}-{r} was deleted")
                    for r in range(job.nodes) if r not in current]
     if failed:
-        cause = _root_cause(failed, job.restart_policy)
+        # A preempted or evicted member explains its peers' broken rendezvous: the gang
+        # restarts without using up maxRestarts (the user's program did nothing wrong).
+        disrupted = [p for p in failed if p.disruption]
+        cause = _root_cause(disrupted or failed, job.restart_policy)
         failure = _failure(cause, job.restart_policy, now)
-        if not failure["retryable"] or restarts >= job.max_restarts:
+        disruptions = int(prev.get("disruptions", 0))
+        if cause.disruption:
+            failure["retryable"] = job.restart_policy != "Never"
+        charged = restarts - disruptions
+        if not failure["retryable"] or (not cause.disruption and charged >= job.max_restarts):
             why = ("restartPolicy does not retry it" if not failure["retryable"]
                    else f"maxRestarts={job.max_restarts} reached")
             msg = f"{failure['message']}; {why}"
@@ -154,8 +171,14 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                         delete=tuple(live), requeue_after=ttl_in, events=events(FAILED, "Warning", "Failed", msg))
         restarts += 1
         wait = backoff_seconds(job.restart_backoff_seconds, restarts)
-        msg = f"{failure['message']}; restarting the gang ({restarts}/{job.max_restarts}) in {wait:g}s"
-        plan_ = Plan(status=status(RESTARTING, "GangRestart", msg, lastFailure=failure),
+        if cause.disruption:
+            disruptions += 1
+            msg = (f"{failure['message']}; restarting the gang ({cause.disruption}: not counted against "
+                   f"maxRestarts={job.max_restarts}) in {wait:g}s")
+        else:
+            msg = f"{failure['message']}; restarting the gang ({charged + 1}/{job.max_restarts}) in {wait:g}s"
+        plan_ = Plan(status=status(RESTARTING, "GangRestart", msg, lastFailure=failure,
+                                   **({"disruptions": disruptions} if disruptions else {})),
                      delete=tuple(p.name for p in pods if not p.deleting),
                      requeue_after=wait, events=(Event("Warning", "Restarting", msg),))
         return plan_
@@ -177,7 +200,9 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         failed_at = parse_time((prev.get("lastFailure") or {}).get("time")) or now
         ready_at = failed_at + timedelta(seconds=backoff_seconds(job.restart_backoff_seconds, restarts))
         if now < ready_at:
-            msg = f"backing off before restart {restarts}/{job.max_restarts}"
+            counted = restarts - int(prev.get("disruptions", 0))  # disruptions are not counted
+            msg = (f"backing off before restart {restarts}/{job.max_restarts}" if counted == restarts
+                   else f"backing off before restart {restarts} ({counted}/{job.max_restarts} counted)")
             return Plan(status=status(RESTARTING, "BackOff", msg), requeue_after=(ready_at - now).total_seconds())
 
     start = prev.get("startTime") or now_s
@@ -186,7 +211,20 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         msg = f"all {job.nodes} nodes running ({job.world_size} processes)"
         return Plan(status=status(RUNNING, "AllNodesRunning", msg, startTime=start),
                     requeue_after=deadline_in, events=events(RUNNING, "Normal", "Running", msg))
+    if gang_wait.timed_out and job.scheduling.on_schedule_timeout == "Fail":
+        msg = gang_wait.message
+        return Plan(status=status(FAILED, scheduling.TIMEOUT_REASON, msg, completionTime=now_s),
+                    delete=tuple(live), requeue_after=ttl_in, events=events(FAILED, "Warning", "Failed", msg))
     msg = (f"creating {len(missing)} Pod(s)" if missing
+           else gang_wait.message if gang_wait.waiting
            else f"{running}/{job.nodes} nodes running")
+    # Waiting is reported, never failed: a Warning once when the timeout passes.
+    timeout_event = ((Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),)
+                     if gang_wait.newly_timed_out else ())
+    timers = [t for t in (deadline_in, gang_wait.timeout_in) if t is not None]
+    # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
+    # Event, when the job first starts: `kubectl apply` shows no CLI warning.
+    world = world_warning(job)
+    world_event = events(PENDING, "Warning", "NotALauncher", world) if world else ()
     return Plan(status=status(waiting, "Starting", msg, startTime=start), create=missing,
-                requeue_after=deadline_in)
+                requeue_after=min(timers) if timers else None, events=world_event + timeout_event)

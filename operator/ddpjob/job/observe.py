@@ -26,6 +26,15 @@ class PodState:
     # Held by an earlier DDPJob of the same name (another uid), awaiting garbage
     # collection: never part of this job's gang, but it holds a name the gang needs.
     leftover: bool = False
+    # Placed on a node (the local runner's processes always are). When not: the reason
+    # and message of the Pod's PodScheduled condition (Unschedulable, SchedulingGated).
+    scheduled: bool = True
+    scheduling_reason: str | None = None
+    scheduling_message: str | None = None
+    # Why the Pod is being taken away by someone else than the job (preemption,
+    # eviction, a node drain): such a failure is not the program's and does not use up
+    # spec.maxRestarts. None for an ordinary failure.
+    disruption: str | None = None
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -52,8 +61,57 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
     # A Pod-level reason (Evicted, Preempted, NodeLost) says more than the container's.
     reason = status.get("reason") or terminated.get("reason")
     message = status.get("message") or terminated.get("message")
+    scheduled, sched_reason, sched_message = _scheduling(pod.get("spec") or {}, status, phase)
+    disruption = _disruption(status)
+    if disruption and not message:
+        message = disruption[1]
     return PodState(
         name=meta.get("name", ""), node_rank=rank, restart_count=restart, phase=phase,
         exit_code=int(exit_code) if exit_code is not None else None, reason=reason, message=message,
         finished_at=terminated.get("finishedAt"), deleting=bool(meta.get("deletionTimestamp")),
+        scheduled=scheduled, scheduling_reason=sched_reason, scheduling_message=sched_message,
+        disruption=disruption[0] if disruption else None,
     )
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+
+
+def _scheduling(spec: Mapping[str, Any], status: Mapping[str, Any], phase: str) -> tuple[bool, str | None, str | None]:
+    cond = _conditions(status).get("PodScheduled")
+    if phase != "Pending" or spec.get("nodeName") or (cond and cond.get("status") == "True"):
+        return True, None, None
+    gates = [g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
+    if cond:
+        return False, cond.get("reason"), cond.get("message")
+    if gates:
+        # What the API server writes for a gated Pod (pkg/registry/core/pod/strategy.go).
+        return False, "SchedulingGated", f"Scheduling is blocked due to non-empty scheduling gates: {', '.join(gates)}"
+    # A gang scheduler may hold a Pod with no condition at all (native PreEnqueue, coscheduling).
+    return False, "Pending", "not yet scheduled"
+
+
+# Pod conditions a disruption leaves before the Pod goes:
+# - DisruptionTarget (core, https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions):
+#   PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI, DeletionByPodGC, TerminationByKubelet;
+# - TerminationTarget: Kueue's, set before it deletes a preempted group's Pods (pkg/controller/jobs/pod Stop()).
+_DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
+# status.reason of a Pod the kubelet evicted (node pressure) or preempted for a critical Pod.
+_DISRUPTION_REASONS = ("Evicted", "Preempting")
+
+
+def _disruption(status: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    conds = _conditions(status)
+    for ctype in _DISRUPTION_CONDITIONS:
+        cond = conds.get(ctype)
+        if cond and cond.get("status") == "True":
+            return cond.get("reason") or ctype, cond.get("message")
+    ready = conds.get("Ready")
+    # Volcano's evictor (pkg/scheduler/cache defaultEvictor.Evict) marks Ready=False,
+    # reason Evict, then deletes the Pod; it sets no DisruptionTarget.
+    if ready and ready.get("status") == "False" and ready.get("reason") == "Evict":
+        return "Evict", ready.get("message")
+    if status.get("reason") in _DISRUPTION_REASONS:
+        return status["reason"], status.get("message")
+    return None

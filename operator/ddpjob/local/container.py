@@ -33,6 +33,27 @@ class LocalRunError(RuntimeError):
     """A Pod that cannot run as a local process (unsupported field, missing program)."""
 
 
+class StartError(LocalRunError):
+    """The container's command cannot be started. containerd reports such a container as
+    terminated with exit code 128 and reason StartError; so do `ddpjob run` and the kubelet."""
+
+    exit_code = 128
+    reason = "StartError"
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container's end, as a container runtime reports it in `state.terminated`."""
+    exit_code: int
+    reason: str  # Completed | Error | StartError
+    finished_at: float
+    message: str | None = None
+
+    @property
+    def phase(self) -> str:
+        return "Succeeded" if self.exit_code == 0 else "Failed"
+
+
 def trainer_container(pod: Mapping) -> Mapping:
     for container in pod["spec"]["containers"]:
         if container.get("name") == names.TRAINER_CONTAINER:
@@ -40,12 +61,42 @@ def trainer_container(pod: Mapping) -> Mapping:
     raise LocalRunError(f"Pod {pod['metadata']['name']} has no container named {names.TRAINER_CONTAINER!r}")
 
 
+# The project's own commands. They are installed beside the interpreter that runs
+# `ddpjob`, which need not be on PATH (`.venv/bin/ddpjob run` with the venv not
+# activated), and the ones beside it are the same release as this ddpjob.
+OWN_COMMANDS = ("ddpjob", "ddpjob-launch", "ddpjob-train")
+
+
+def interpreter_bin() -> str:
+    # Not resolved through symlinks: a venv's bin/python links to the base interpreter.
+    return os.path.dirname(os.path.abspath(sys.executable))
+
+
+def find_program(name: str) -> str | None:
+    """The program a container command names, as this machine has it."""
+    if os.sep in name:
+        return name if os.path.exists(name) else None
+    beside = shutil.which(name, path=interpreter_bin())
+    if name in OWN_COMMANDS and beside:
+        return beside
+    return shutil.which(name) or beside
+
+
 def container_argv(container: Mapping) -> list[str]:
     command = list(container.get("command") or DEFAULT_ENTRYPOINT)
     argv = command + list(container.get("args") or [])
-    if shutil.which(argv[0]) is None and not os.path.exists(argv[0]):
-        raise LocalRunError(f"spec.command: {argv[0]!r} is not installed on this machine")
-    return argv
+    program = find_program(argv[0])
+    if program is None:
+        raise StartError(f"spec.command: {argv[0]!r} is not installed on this machine "
+                         f"(looked on PATH and in {interpreter_bin()})")
+    return [program, *argv[1:]] if argv[0] in OWN_COMMANDS else argv
+
+
+def child_path(environ: Mapping[str, str]) -> str:
+    """PATH for a container's processes: the interpreter's bin first when it is missing,
+    so what a command starts in turn (torchrun, python) is this environment's too."""
+    path = environ.get("PATH", os.defpath)
+    return path if interpreter_bin() in path.split(os.pathsep) else interpreter_bin() + os.pathsep + path
 
 
 def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
@@ -128,6 +179,13 @@ class ContainerProcess:
             self.kill_tree()
         return exit_code_of(code)
 
+    def terminated(self) -> Terminated | None:
+        """None while the main process runs; then how the container ended."""
+        code = self.poll()
+        if code is None:
+            return None
+        return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time())
+
     def signal(self, sig: int) -> None:
         try:
             os.killpg(self.popen.pid, sig)
@@ -175,7 +233,8 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
     container = trainer_container(pod)
     argv = container_argv(container)
     tag = tag or uuid.uuid4().hex
-    env = {**os.environ, **container_env(pod, container), **(overrides or {}), CONTAINER_TAG_ENV: tag}
+    env = {**os.environ, "PATH": child_path(os.environ), **container_env(pod, container), **(overrides or {}),
+           CONTAINER_TAG_ENV: tag}
     env.setdefault("PYTHONUNBUFFERED", "1")
     # The image's workingDir rarely exists on this machine; use it only when it does.
     image_dir = container.get("workingDir") or ""

@@ -7,9 +7,10 @@ deadlines and the final status come from the same `lifecycle.plan()` the operato
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import signal
-import socket
 import sys
 import time
 from datetime import datetime, timezone
@@ -18,8 +19,11 @@ from typing import IO
 
 import yaml
 
-from ddpjob import render
+from ddpjob import contract, render
 from ddpjob.job import lifecycle
+from ddpjob.job.conditions import build_conditions
+from ddpjob.local import ports
+from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
@@ -27,26 +31,14 @@ from ddpjob.api.spec import DDPJob
 POLL_SECONDS = 0.1
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def local_overrides(port: int, checkpoint_dir: Path | None) -> dict[str, str]:
-    """Contract values that only make sense in a cluster, pointed at this machine."""
-    env = {"MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "PET_MASTER_PORT": str(port)}
-    if checkpoint_dir is not None:
-        env["DDPJOB_CHECKPOINT_DIR"] = str(checkpoint_dir)
-    return env
-
-
 class LocalRunner:
     """Plays the part of operator and kubelet for one job, in this process."""
 
-    def __init__(self, job: DDPJob, workdir: Path, out: IO[str] | None = None, stop_grace: float = 10.0):
+    def __init__(self, job: DDPJob, workdir: Path, out: IO[str] | None = None, stop_grace: float = 10.0,
+                 gpus: list[str] | None = None, hide_gpus: bool = False):
         self.job = job
+        self.gpus = gpus or []  # this machine's GPU ids, shared out between the nodes
+        self.hide_gpus = hide_gpus  # `--cpu`: the trainer sees no GPU either
         self.out = out or sys.stdout
         self.workdir = workdir
         self.stop_grace = stop_grace
@@ -63,14 +55,14 @@ class LocalRunner:
     def observe(self) -> list[PodState]:
         states = []
         for name, (rank, attempt, proc) in self.procs.items():
-            code = proc.poll()
-            phase = "Running" if code is None else ("Succeeded" if code == 0 else "Failed")
-            finished = (lifecycle.format_time(datetime.fromtimestamp(proc.finished_at, timezone.utc))
-                        if proc.finished_at else None)
-            states.append(PodState(name=name, node_rank=rank, restart_count=attempt, phase=phase,
-                                   exit_code=code if code not in (None, 0) else None,
-                                   reason="Error" if code else None, finished_at=finished,
-                                   deleting=proc.stop_requested_at is not None and code is None))
+            end = proc.terminated()
+            finished = (lifecycle.format_time(datetime.fromtimestamp(end.finished_at, timezone.utc))
+                        if end else None)
+            states.append(PodState(name=name, node_rank=rank, restart_count=attempt,
+                                   phase=end.phase if end else "Running",
+                                   exit_code=end.exit_code if end and end.exit_code else None,
+                                   reason=end.reason if end and end.exit_code else None, finished_at=finished,
+                                   deleting=proc.stop_requested_at is not None and end is None))
         return states
 
     def apply(self, plan: lifecycle.Plan) -> None:
@@ -84,11 +76,14 @@ class LocalRunner:
         if plan.create:
             if not self.procs:
                 # A fresh port per attempt: the last attempt's store may still hold the old one.
-                self.port = free_port()
-            overrides = local_overrides(self.port, self.checkpoint_dir)
+                self.port = ports.free_port()
+            overrides = contract.local_overrides(self.port, str(self.checkpoint_dir) if self.checkpoint_dir else None)
+            if self.hide_gpus:
+                overrides["CUDA_VISIBLE_DEVICES"] = ""
             for rank in plan.create:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
-                proc = start_container(pod, overrides, out=self.out)
+                proc = start_container(pod, {**overrides, **devices_for_node(self.job, rank, self.gpus)},
+                                       out=self.out)
                 self.procs[pod["metadata"]["name"]] = (rank, plan.restart_count, proc)
             self.log(f"started {len(plan.create)} node(s), attempt {plan.restart_count}, "
                      f"rendezvous 127.0.0.1:{self.port}")
@@ -142,14 +137,48 @@ class LocalRunner:
         self.log("interrupted: stopping every process")
         self._stop_all()
         now = lifecycle.format_time(datetime.now(timezone.utc))
-        self.status = {**self.status, "phase": lifecycle.FAILED, "message": "interrupted by the user",
-                       "completionTime": now, "readyNodes": 0}
+        message = "interrupted by the user"
+        # The conditions follow the phase, as every other step's do: Failed=True, Running=False.
+        self.status = {**self.status, "phase": lifecycle.FAILED, "message": message, "completionTime": now,
+                       "readyNodes": 0, "conditions": build_conditions(
+                           self.status.get("conditions"), lifecycle.FAILED, "Interrupted", message, now)}
         return self.status
 
 
-def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None) -> int:
+STATUS_FILE = "status.yaml"
+
+
+def previous_run(workdir: Path) -> dict | None:
+    """The final status an earlier `ddpjob run` of this job left in its workdir."""
+    try:
+        status = yaml.safe_load((workdir / STATUS_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return status.get("status") if isinstance(status, dict) and isinstance(status.get("status"), dict) else None
+
+
+def start_fresh(workdir: Path) -> None:
+    """`--fresh`: forget an earlier run (its checkpoints and final status)."""
+    shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
+    (workdir / STATUS_FILE).unlink(missing_ok=True)
+
+
+def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None, fresh: bool = False,
+            gpus: list[str] | None = None, hide_gpus: bool = False) -> int:
     """Run to completion; print the final status; exit code 0 only for Succeeded."""
-    runner = LocalRunner(job, workdir or Path(os.getcwd()) / ".ddpjob" / job.name, out=out)
+    if not job.generation:
+        # A file has no metadata.generation; the API server gives a new object 1.
+        job = dataclasses.replace(job, generation=1)
+    workdir = workdir or Path(os.getcwd()) / ".ddpjob" / job.name
+    runner = LocalRunner(job, workdir, out=out, gpus=gpus, hide_gpus=hide_gpus)
+    if fresh:
+        start_fresh(workdir)
+    earlier = previous_run(workdir)
+    if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
+            and any(runner.checkpoint_dir.glob("*")):
+        runner.log(f"this job ran here before ({earlier['phase']} at {earlier.get('completionTime', '?')}); "
+                   f"the trainer resumes from its checkpoints in {runner.checkpoint_dir} and may finish at once. "
+                   "`ddpjob run --fresh` starts from scratch")
     try:
         status = runner.run()
     except LocalRunError as exc:
@@ -157,6 +186,7 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
         return 1
     runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
     runner.out.flush()
+    (workdir / STATUS_FILE).write_text(yaml.safe_dump({"status": status}, sort_keys=False))
     if status.get("phase") == lifecycle.SUCCEEDED:
         return 0
     return 130 if status.get("message") == "interrupted by the user" else 1

@@ -23,10 +23,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob import render
 from ddpjob.api import names, spec
-from ddpjob.job import lifecycle
+from ddpjob.job import lifecycle, scheduling
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.operator.expectations import Expectations
-from ddpjob.operator.kube import Conflict, Kube, job_path, pods_path
+from ddpjob.operator.gang import UNAVAILABLE, GangSupport
+from ddpjob.operator.kube import Conflict, Kube, NotFound, job_path, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.workqueue import WorkQueue
 
@@ -81,11 +82,21 @@ class _Job:
     service_attempt: int | None = None  # the gang attempt whose Service was last ensured
     expectations: Expectations = field(default_factory=Expectations)
     rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
+    # PodGroups this operator made, by name -> (apiVersion, kind); deleted when their attempt ends.
+    pod_groups: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Pods seen marked for a disruption (preemption, eviction), by name, with their owner's
+    # uid: the mark and the deletion often arrive in one burst, and a Pod the API removes
+    # at once leaves the index with its mark before any reconcile has looked.
+    disrupted: dict[str, IndexedPod] = field(default_factory=dict)
+    gang_waits: int = 0  # consecutive reconciles that found the gang's PodGroup unavailable
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
         self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
         self.resource_version = None
+        # (disrupted is kept: it may predate the first reconcile, and entries of another uid
+        # are dropped when read)
+        self.pod_groups, self.gang_waits = {}, 0
         self.expectations.clear()
 
 
@@ -104,8 +115,10 @@ class Controller:
         metrics: OperatorMetrics | None = None,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         clock: Callable[[], datetime] = utcnow,
+        gang: GangSupport | None = None,
     ):
         self.kube = kube
+        self.gang = gang or GangSupport()
         self.job_body = job_body
         self.pods_of = pods_of
         self.post_event = post_event
@@ -170,6 +183,23 @@ class Controller:
             seen[pod.name] = pod
         return job.expectations.apply(seen)
 
+    def _observe_pods(self, job: _Job, uid: str, previous: Mapping[str, Any]) -> list[PodState]:
+        """The Pods, plus a disrupted member of the running gang that vanished with its mark
+        (the job logic must learn it was a preemption, not a deletion by hand)."""
+        pods = self._observe(job, uid)
+        seen = {p.name for p in pods}
+        attempt = int(previous.get("restarts", 0))
+        running = previous.get("phase") == lifecycle.RUNNING
+        job.disrupted = {n: (owner, p) for n, (owner, p) in job.disrupted.items()
+                         if owner == uid and p.restart_count == attempt and (n in seen or running)}
+        return pods + [dataclasses.replace(p, deleting=True) for n, (_, p) in job.disrupted.items() if n not in seen]
+
+    def pod_changed(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """Every event of a job's Pod: remember one marked for a disruption."""
+        item = indexed_pod(body)
+        if item is not None and item[1].disruption:
+            self._job((namespace, name)).disrupted[item[1].name] = item
+
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns when to look again (seconds) or None to wait for events."""
         ns, name = key
@@ -199,14 +229,18 @@ class Controller:
         now = self.clock()
         initial_phase = previous.get("phase")
         events: list[lifecycle.Event] = []
-        plan = lifecycle.plan(parsed, self._observe(job, uid), previous, now)
+        plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now)
         if plan.create and not (plan.delete or plan.delete_job):
+            blocked = await self._ensure_pod_group(job, parsed, plan.restart_count)
+            if blocked:
+                return await self._wait_for_gang(job, body, previous, plan, blocked)
+            job.gang_waits = 0
             # Re-plan once with what was just created, so the status written is the one
             # that holds once the Pods are seen (saves a status write per job). A create
             # the re-plan still wants is left to the next pass.
             await self._create_pods(job, parsed, body, plan)
             events += plan.events
-            plan = lifecycle.plan(parsed, self._observe(job, uid), previous, now)
+            plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now)
         events += [e for e in plan.events if e not in events]
         if plan.delete or plan.delete_job:
             # Status first: if this write fails, nothing is deleted and the restart
@@ -220,6 +254,7 @@ class Controller:
                 self.forget(ns, name)
                 return None
         await self._write_status(job, body, previous, plan.status)
+        await self._delete_pod_groups(job, ns, plan.status)
         self._post(body, events, plan.status)
         if plan.create or plan.status.get("phase") != initial_phase:
             # The plan is a function of the previous status: after a phase change, plan
@@ -290,6 +325,60 @@ class Controller:
                 continue
         raise StatusChanged("the DDPJob keeps changing")
 
+    async def _ensure_pod_group(self, job: _Job, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
+        """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
+        (reason, message) when the Pods must not be created yet."""
+        gang = parsed.scheduling.gang
+        why = self.gang.unavailable(gang)
+        if why:
+            return UNAVAILABLE, why
+        group = render.render_pod_group(parsed, attempt)
+        if group is None:
+            return None
+        name = group["metadata"]["name"]
+        try:
+            obj, _ = await self.kube.create(group)
+        except NotFound:
+            # The API went away after startup (a CRD deleted): report it, re-check later.
+            self.gang.missing[gang] = f"{group['apiVersion']} PodGroup is not served by this cluster"
+            return UNAVAILABLE, f"spec.scheduling.gang={gang}: {self.gang.missing[gang]}"
+        job.pod_groups[name] = (group["apiVersion"], group["kind"])
+        if ((obj or {}).get("metadata") or {}).get("deletionTimestamp"):
+            # The same attempt's PodGroup (suspend, then resume) still waits on its
+            # protection finalizer for the old Pods to end: Pods made now would point at
+            # an object about to vanish and never be placed.
+            return "PodGroupTerminating", f"waiting for PodGroup {name} of the previous run to be deleted"
+        return None
+
+    async def _wait_for_gang(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
+                             plan: lifecycle.Plan, blocked: tuple[str, str]) -> float:
+        """No Pods yet: say why in the status (and once as an Event), look again with backoff."""
+        reason, message = blocked
+        status = scheduling.blocked(plan.status, reason, message, lifecycle.format_time(self.clock()))
+        if (previous.get("message") != status["message"]):
+            self.post_event(body, "Warning", reason, message)
+        await self._write_status(job, body, previous, status)
+        job.gang_waits += 1
+        if reason == UNAVAILABLE and job.gang_waits % 4 == 1:
+            await self.gang.check_apis(self.kube.served)
+        return float(min(2 ** job.gang_waits, 300))
+
+    async def _delete_pod_groups(self, job: _Job, ns: str, status: Mapping[str, Any]) -> None:
+        """Delete the PodGroups of attempts that ended: Volcano reserves queue capacity
+        for a PodGroup, and a finished native or coscheduling one is never placed again.
+        A native PodGroup goes once its Pods have ended (its protection finalizer)."""
+        phase = status.get("phase")
+        live = phase in (lifecycle.PENDING, lifecycle.RUNNING, lifecycle.RESTARTING)
+        current = names.pod_group_name(job.key[1], int(status.get("restarts", 0)))
+        keep = {current} if live else set()
+        for name in [n for n in job.pod_groups if n not in keep]:
+            api_version, kind = job.pod_groups[name]
+            try:
+                await self.kube.delete(object_path(api_version, kind, ns, name))
+            except Conflict:
+                pass
+            job.pod_groups.pop(name, None)
+
     async def _delete_pods(self, job: _Job, ns: str, pod_names: Iterable[str]) -> None:
         pod_names = list(pod_names)
         if not pod_names:
@@ -311,7 +400,7 @@ class Controller:
             # names, and a Service someone deleted comes back with the next attempt.
             await self.kube.create(render.render_service(parsed), read_existing=False)
             job.service_attempt = plan.restart_count
-        pods = [render.render_pod(parsed, rank, plan.restart_count) for rank in plan.create]
+        pods = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in plan.create]
         # All Pods of the gang at once: one slow create must not hold back the others.
         results = await asyncio.gather(*(self.kube.create(p) for p in pods), return_exceptions=True)
         created = 0

@@ -11,6 +11,7 @@ API), decides with `lifecycle.plan` and writes through `kube`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import os
@@ -21,6 +22,7 @@ import kopf
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec
 from ddpjob.operator.backoff import Backoff
+from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
@@ -106,7 +108,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
-    controller = ctl.Controller(_kube(memo), job_body=job_body, pods_of=pods_of, post_event=_post_event)
+    kube = _kube(memo)
+    gang = GangSupport.from_env()
+    # Logs an error per enabled integration whose PodGroup API is missing; never fails the
+    # start. In the background: API calls wait for the login, which follows the startup.
+    memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
+    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang)
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))
@@ -164,7 +171,7 @@ async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body,
     # The validity of the new spec alone is checked by every reconcile; what only an
     # update can show is a change to a field a running gang cannot take.
     errors = spec.validate_update({"spec": old or {}}, body)
-    if any(e.message == "is immutable" for e in errors):
+    if any(isinstance(e, spec.ImmutableFieldError) for e in errors):
         memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0),
                                       [str(e) for e in errors])
     else:
@@ -178,5 +185,6 @@ async def job_event(type: str | None, namespace: str, name: str, memo: kopf.Memo
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
-async def pod_event(namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(namespace: str, labels: kopf.Labels, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.pod_changed(namespace, labels[names.LABEL_JOB_NAME], body)
     memo.controller.trigger(namespace, labels[names.LABEL_JOB_NAME], delay=ctl.POD_EVENT_DEBOUNCE)

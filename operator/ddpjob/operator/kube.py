@@ -39,6 +39,7 @@ import kubernetes_asyncio
 from ddpjob.api import names
 from ddpjob.operator import connection
 from ddpjob.operator.backoff import Backoff
+from ddpjob.render.gang import POD_GROUP_KINDS
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -114,13 +115,22 @@ def job_path(namespace: str, name: str) -> str:
     return f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}/{name}"
 
 
+# What the operator creates, by (apiVersion, kind): the plural of its collection.
+CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services",
+                 **{api_kind: "podgroups" for api_kind in POD_GROUP_KINDS.values()}}
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    plural = CREATED_KINDS.get((api_version, kind))
+    if plural is None:
+        raise ValueError(f"the operator creates only {sorted(CREATED_KINDS)}, not {api_version} {kind}")
+    base = f"/api/v1/namespaces/{namespace}/{plural}" if api_version == "v1" else (
+        f"/apis/{api_version}/namespaces/{namespace}/{plural}")
+    return f"{base}/{name}" if name else base
+
+
 def collection_path(obj: Mapping[str, Any]) -> str:
-    kind, ns = obj["kind"], obj["metadata"]["namespace"]
-    if kind == "Pod":
-        return pods_path(ns)
-    if kind == "Service":
-        return services_path(ns)
-    raise ValueError(f"the operator creates only Pods and Services, not {kind}")
+    return object_path(obj.get("apiVersion", "v1"), obj["kind"], obj["metadata"]["namespace"])
 
 
 class Transport(Protocol):
@@ -248,6 +258,14 @@ class Kube:
 
     async def get(self, url: str) -> dict[str, Any]:
         return await self._request("GET", url)
+
+    async def served(self, url: str) -> bool:
+        """Whether API discovery knows `url` (e.g. /apis/scheduling.volcano.sh/v1beta1)."""
+        try:
+            await self.get(url)
+            return True
+        except NotFound:
+            return False
 
     async def create(self, obj: Mapping[str, Any], read_existing: bool = True) -> tuple[dict[str, Any] | None, bool]:
         """Create `obj` unless it exists. Returns (the object, whether this call created it).

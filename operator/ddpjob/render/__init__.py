@@ -1,7 +1,8 @@
 """Pure rendering: a DDPJob becomes its headless Service and one Pod per node."""
 
-from ddpjob.render.objects import (job_labels, owner_references, pod_labels, render, render_pod, render_service,
+from ddpjob.render.objects import (job_labels, owner_references, pod_labels, render, render_pod, render_pod_group,
+                                   render_service,
                                    to_yaml_stream)
 
-__all__ = ["job_labels", "owner_references", "pod_labels", "render", "render_pod", "render_service",
+__all__ = ["job_labels", "owner_references", "pod_labels", "render", "render_pod", "render_pod_group", "render_service",
            "to_yaml_stream"]

@@ -13,7 +13,9 @@ from typing import Any
 import jinja2
 import yaml
 
+from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.render import gang
 from ddpjob.render.merge import merge_pod_template
 from ddpjob.api.spec import DDPJob
 
@@ -55,26 +57,8 @@ def owner_references(job: DDPJob) -> list[dict]:
 
 
 def contract_env(job: DDPJob, node_rank: int, restart_count: int = 0) -> list[dict[str, str]]:
-    """The rendezvous environment of DESIGN.md, in a fixed order."""
-    master = names.pod_fqdn(job.name, job.namespace, 0)
-    pairs = [
-        ("MASTER_ADDR", master), ("PET_MASTER_ADDR", master),
-        ("MASTER_PORT", str(job.port)), ("PET_MASTER_PORT", str(job.port)),
-        ("NNODES", str(job.nodes)), ("PET_NNODES", str(job.nodes)),
-        ("NODE_RANK", str(node_rank)), ("PET_NODE_RANK", str(node_rank)),
-        ("NPROC_PER_NODE", str(job.nproc_per_node)), ("PET_NPROC_PER_NODE", str(job.nproc_per_node)),
-        ("WORLD_SIZE", str(job.world_size)),
-    ]
-    if job.nproc_per_node == 1:
-        # One process per Pod: a plain init_process_group("env://") script works unchanged.
-        pairs += [("RANK", str(node_rank)), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1")]
-    pairs += [
-        ("DDPJOB_NAME", job.name), ("DDPJOB_NAMESPACE", job.namespace),
-        ("DDPJOB_RESTART_COUNT", str(restart_count)), ("DDPJOB_BACKEND", job.backend),
-    ]
-    if job.checkpoint:
-        pairs.append(("DDPJOB_CHECKPOINT_DIR", job.checkpoint.mount_path))
-    return [{"name": k, "value": v} for k, v in pairs]
+    """The environment contract (`ddpjob.contract`) for one Pod of the gang."""
+    return contract.pod_env(job, names.pod_fqdn(job.name, job.namespace, 0), node_rank, restart_count)
 
 
 def _resources(job: DDPJob) -> dict:
@@ -109,7 +93,8 @@ def render_service(job: DDPJob) -> dict:
     )
 
 
-def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0) -> dict:
+def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
+               options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> dict:
     volumes, mounts = _volumes(job)
     pod = _render(
         "pod.yaml.j2", name=names.pod_name(job.name, node_rank), namespace=job.namespace,
@@ -121,12 +106,23 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0) -> dict:
         env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
         port=job.port, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
     )
-    return merge_pod_template(pod, job.template)
+    return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
 
-def render(job: DDPJob, restart_count: int = 0) -> list[dict]:
-    """Everything the operator creates for a job, Service first."""
-    return [render_service(job)] + [render_pod(job, i, restart_count) for i in range(job.nodes)]
+def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
+    """The PodGroup of one gang attempt (spec.scheduling.gang), or None."""
+    if job.scheduling.gang not in gang.POD_GROUP_KINDS:
+        return None
+    pods = [render_pod(job, i, restart_count) for i in range(job.nodes)]
+    return gang.render_pod_group(job, restart_count, pods, owner_references(job), job_labels(job))
+
+
+def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> list[dict]:
+    """Everything the operator creates for a job, in its order: the PodGroup (the
+    scheduler needs it before the Pods), the Service, the Pods."""
+    group = render_pod_group(job, restart_count)
+    return ([group] if group else []) + [render_service(job)] + [
+        render_pod(job, i, restart_count, options) for i in range(job.nodes)]
 
 
 def to_yaml_stream(objects: list[dict]) -> str:

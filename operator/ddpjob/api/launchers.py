@@ -1,0 +1,45 @@
+"""The contract for `nprocPerNode > 1`: the trainer container is started ONCE per node,
+with WORLD_SIZE = nodes x nprocPerNode and no RANK (only a launcher knows each
+process's rank). So its command must be a launcher that starts nprocPerNode processes
+(`ddpjob-launch`, `torchrun`, `python -m torch.distributed.run`), or a program that
+starts them itself (mp.spawn, a shell script that calls torchrun). A plain training
+script would run once per node in a world it cannot fill: the rendezvous waits for
+ranks that never come, or, with a script that ignores it, "succeeds" in the wrong world.
+
+ddpjob cannot tell a self-spawning program from a plain script, so it warns (CLI
+`validate` and `run`; the operator's Warning Event `NotALauncher`) rather than refuses. Pure.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ddpjob.api.spec import DDPJob
+
+# What starts nprocPerNode processes; the trainer image's entrypoint is the first.
+LAUNCHER_COMMANDS = ("ddpjob-launch", "torchrun")
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def names_a_launcher(argv: tuple[str, ...] | list[str]) -> bool:
+    """True when a launcher appears anywhere in the command line (so `sh -c 'torchrun
+    ...'` and `python -m torch.distributed.run` count)."""
+    for i, word in enumerate(argv):
+        for token in word.split():
+            if os.path.basename(token) in LAUNCHER_COMMANDS or token in LAUNCHER_MODULES:
+                return True
+        if word == "-m" and i + 1 < len(argv) and argv[i + 1] in LAUNCHER_MODULES:
+            return True
+    return False
+
+
+def world_warning(job: DDPJob) -> str | None:
+    """A one-line warning when nprocPerNode > 1 meets a command that is no launcher."""
+    if job.nproc_per_node <= 1 or job.command is None:  # no command: the image's ddpjob-launch
+        return None
+    if names_a_launcher((*job.command, *job.args)):
+        return None
+    return (f"spec.nprocPerNode: {job.nproc_per_node} processes per node, but spec.command "
+            f"{job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): it is started once per "
+            f"node with WORLD_SIZE={job.world_size} and no RANK, so it must start {job.nproc_per_node} "
+            "processes itself; otherwise use `command: [ddpjob-launch]` or set nprocPerNode: 1")

@@ -1,0 +1,96 @@
+"""spec.scheduling: how the gang is placed on a shared cluster.
+
+    gang: none | kubernetes | volcano | coscheduling | kueue
+    queue: a Volcano Queue or a Kueue LocalQueue (only those two have queues; Kueue needs one)
+    priorityClassName: set on every Pod (and on the PodGroup where the integration has the field)
+    minAvailable: must equal spec.nodes while DDP needs every node (it is there for elastic jobs)
+    scheduleTimeoutSeconds: how long the gang may wait to be placed before the job reports it
+    onScheduleTimeout: Report (a condition and an Event; the job keeps waiting) | Fail
+
+The CRD carries the same rules as CEL (manifests/crd); tests/api/test_crd_parity.py keeps them in step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+GANGS = ("none", "kubernetes", "volcano", "coscheduling", "kueue")
+QUEUED_GANGS = ("volcano", "kueue")
+TIMEOUT_ACTIONS = ("Report", "Fail")
+FIELDS = frozenset({"gang", "queue", "priorityClassName", "minAvailable", "scheduleTimeoutSeconds",
+                    "onScheduleTimeout"})
+# A day: a gang that has waited that long is reported long before; an upper bound as every duration has.
+MAX_SCHEDULE_TIMEOUT_SECONDS = 86400
+# Queue and PriorityClass names are object names: DNS subdomains (Kueue LocalQueue, Volcano Queue,
+# scheduling.k8s.io PriorityClass). Kueue puts the queue in a label value, so 63 at most.
+MAX_QUEUE_NAME = 63
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    gang: str = "none"
+    queue: str | None = None
+    priority_class_name: str | None = None
+    min_available: int | None = None
+    schedule_timeout_seconds: int | None = None
+    on_schedule_timeout: str = "Report"
+
+
+def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
+    value = sched.get(key)
+    path = f"spec.scheduling.{key}"
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        c.err(path, f"must be a non-empty string (got {value!r})")
+        return None
+    if len(value) > limit or not _DNS1123_SUBDOMAIN.fullmatch(value):
+        c.err(path, f"{value!r} must be a DNS-1123 subdomain of at most {limit} characters")
+    return value
+
+
+def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None) -> Scheduling:
+    """Read spec.scheduling, reporting every bad field through the checker `c` (spec._Checker)."""
+    if not sched:
+        return Scheduling()
+    for key in sorted(set(sched) - FIELDS):
+        c.err(f"spec.scheduling.{key}", "unknown field")
+    gang = sched.get("gang", "none")
+    if gang not in GANGS:
+        c.err("spec.scheduling.gang", f"must be one of {', '.join(GANGS)} (got {gang!r})")
+        gang = "none"
+    queue = _name(c, sched, "queue", MAX_QUEUE_NAME)
+    if queue is not None and gang not in QUEUED_GANGS:
+        c.err("spec.scheduling.queue", "only volcano and kueue have queues (set gang to one of them)")
+    if queue is None and gang == "kueue":
+        c.err("spec.scheduling.queue", "kueue needs the LocalQueue to submit the gang to")
+    priority = _name(c, sched, "priorityClassName", 253)
+    min_available = sched.get("minAvailable")
+    if min_available is not None:
+        if isinstance(min_available, bool) or not isinstance(min_available, int):
+            c.err("spec.scheduling.minAvailable", f"must be an integer (got {min_available!r})")
+            min_available = None
+        elif not 1 <= min_available <= 1024:
+            c.err("spec.scheduling.minAvailable", f"must be from 1 to 1024 (got {min_available})")
+        elif nodes is not None and min_available != nodes:
+            c.err("spec.scheduling.minAvailable",
+                  f"must equal spec.nodes ({nodes}): every node of a DDP gang is needed (got {min_available})")
+    timeout = sched.get("scheduleTimeoutSeconds")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int):
+            c.err("spec.scheduling.scheduleTimeoutSeconds", f"must be an integer (got {timeout!r})")
+            timeout = None
+        elif not 1 <= timeout <= MAX_SCHEDULE_TIMEOUT_SECONDS:
+            c.err("spec.scheduling.scheduleTimeoutSeconds",
+                  f"must be from 1 to {MAX_SCHEDULE_TIMEOUT_SECONDS} (got {timeout})")
+    action = sched.get("onScheduleTimeout", "Report")
+    if action not in TIMEOUT_ACTIONS:
+        c.err("spec.scheduling.onScheduleTimeout", f"must be one of {', '.join(TIMEOUT_ACTIONS)} (got {action!r})")
+        action = "Report"
+    elif action == "Fail" and timeout is None:
+        c.err("spec.scheduling.onScheduleTimeout", "Fail needs scheduleTimeoutSeconds")
+    return Scheduling(gang=gang, queue=queue, priority_class_name=priority, min_available=min_available,
+                      schedule_timeout_seconds=timeout, on_schedule_timeout=action)

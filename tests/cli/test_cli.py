@@ -1,0 +1,167 @@
+"""The `ddpjob` command as a newcomer meets it: -f like kubectl, -f - for stdin, render
+-o yaml|json, --version, help with examples, shell completion, and the warning for a
+world that a non-launcher command cannot fill. In-process through `cli.main(argv)`."""
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpjob import cli, version
+from ddpjob.api.launchers import names_a_launcher, world_warning
+from ddpjob.api.spec import parse_job
+from ddpjob.cli.main import build_parser
+from ddpjob.cli.completion import script
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
+
+
+def ddpjob(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("argv", [["validate", str(EXAMPLE)], ["validate", "-f", str(EXAMPLE)],
+                                  ["validate", "--filename", str(EXAMPLE)]], ids=["positional", "-f", "--filename"])
+def test_a_file_is_given_positionally_or_with_f(capsys, argv):
+    code, out, err = ddpjob(capsys, *argv)
+    assert (code, err) == (0, "")
+    assert out == f"{EXAMPLE}: DDPJob default/mnist-cpu is valid (2 node(s) x 2 process(es), gloo)\n"
+
+
+def test_f_dash_reads_standard_input(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(EXAMPLE.read_text()))
+    code, out, _ = ddpjob(capsys, "render", "-f", "-")
+    assert code == 0
+    assert [o["metadata"]["name"] for o in yaml.safe_load_all(out)] == ["mnist-cpu", "mnist-cpu-0", "mnist-cpu-1"]
+
+
+def test_bad_input_on_stdin_names_the_field(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("kind: DDPJob\nmetadata: {name: x}\nspec: {nodes: 0, image: i}\n"))
+    code, out, err = ddpjob(capsys, "validate", "-f", "-")
+    assert code == 1 and out == "" and err == "-: spec.nodes: must be >= 1 (got 0)\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["validate"], "a DDPJob file is required (FILE, -f FILE, or -f - for standard input)"),
+    (["run", "a.yaml", "-f", "b.yaml"], "two files given (a.yaml and -f b.yaml); give one"),
+])
+def test_a_missing_or_doubled_file_is_a_usage_error(capsys, argv, message):
+    code, out, err = ddpjob(capsys, *argv)
+    assert code == 2 and out == "" and message in err and "Traceback" not in err
+
+
+def test_render_json_is_one_list_of_the_yaml_objects(capsys):
+    _, as_yaml, _ = ddpjob(capsys, "render", "-f", str(EXAMPLE))
+    code, as_json, _ = ddpjob(capsys, "render", "-f", str(EXAMPLE), "-o", "json")
+    assert code == 0
+    listed = json.loads(as_json)
+    assert listed["kind"] == "List" and listed["apiVersion"] == "v1"
+    assert listed["items"] == list(yaml.safe_load_all(as_yaml))
+    code, _, err = ddpjob(capsys, "render", "-f", str(EXAMPLE), "-o", "xml")
+    assert code == 2 and "invalid choice: 'xml'" in err
+
+
+def test_version(capsys):
+    code, out, _ = ddpjob(capsys, "--version")
+    assert (code, out) == (0, f"ddpjob {version.__version__}\n")
+    code, out, _ = ddpjob(capsys, "version", "-o", "json")
+    assert code == 0 and json.loads(out) == {"version": version.__version__, "images": version.image_tags()}
+    code, out, _ = ddpjob(capsys, "version")
+    assert version.trainer_image("cpu") in out and version.operator_image() in out
+
+
+@pytest.mark.parametrize("argv", [[], ["validate"], ["render"], ["run"], ["completion"]])
+def test_help_shows_examples(capsys, argv):
+    code, out, _ = ddpjob(capsys, *argv, "--help")
+    assert code == 0 and "example" in out
+    if argv in (["validate"], ["render"], ["run"]):
+        assert "-f FILE, --filename FILE" in out
+
+
+# ---- shell completion --------------------------------------------------------------
+
+def complete(line: str, shell_script: str) -> list[str]:
+    """What bash offers for `line` (the cursor at its end) with the generated script."""
+    code = ('source /dev/stdin <<< "$SCRIPT"; read -ra COMP_WORDS <<< "$LINE"; '
+            '[[ "$LINE" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); '
+            '_ddpjob; printf "%s\\n" "${COMPREPLY[@]}"')
+    done = subprocess.run(["bash", "-c", code], env={"SCRIPT": shell_script, "LINE": line, "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return [w for w in done.stdout.splitlines() if w]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("line, offered", [
+    ("ddpjob re", ["render"]),
+    ("ddpjob ", ["validate", "render", "run", "operator", "version", "completion", "-h", "--help", "--version"]),
+    ("ddpjob render -o ", ["yaml", "json"]),
+    ("ddpjob render --out", ["--output"]),
+    ("ddpjob run --f", ["--filename", "--fresh"]),
+    ("ddpjob completion ", ["bash", "zsh"]),
+    ("ddpjob validate -f ", []),  # a file name: bash's own completion (-o default)
+])
+def test_bash_completion_offers_subcommands_options_and_choices(capsys, line, offered):
+    code, text, _ = ddpjob(capsys, "completion", "bash")
+    assert code == 0 and "complete -o default -F _ddpjob ddpjob" in text
+    assert complete(line, text) == offered
+
+
+def test_completion_follows_the_parser(capsys):
+    """A subcommand added to the parser completes with no edit to the completion code."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    extra = sub.add_parser("frobnicate")
+    extra.add_argument("--level", choices=["low", "high"])
+    text = script(parser, "bash")
+    assert "frobnicate" in complete("ddpjob frob", text)
+    assert complete("ddpjob frobnicate --level ", text) == ["low", "high"]
+    assert script(parser, "zsh").startswith("autoload -U +X bashcompinit && bashcompinit\n")
+
+
+# ---- nprocPerNode > 1 needs a launcher -----------------------------------------------
+
+def job(command, args=(), nproc=2):
+    spec = {"nodes": 2, "nprocPerNode": nproc, "image": "x"}
+    if command is not None:
+        spec["command"] = list(command)
+    if args:
+        spec["args"] = list(args)
+    return parse_job({"metadata": {"name": "j"}, "spec": spec})
+
+
+@pytest.mark.parametrize("command, args", [
+    (None, ()),  # the image's entrypoint, ddpjob-launch
+    (["ddpjob-launch"], ["ddpjob-train"]),
+    (["torchrun", "train.py"], ()),
+    (["/opt/venv/bin/torchrun"], ["train.py"]),
+    (["python", "-m", "torch.distributed.run", "train.py"], ()),
+    (["sh", "-c", "exec torchrun --nproc-per-node 2 train.py"], ()),
+])
+def test_launchers_need_no_warning(command, args):
+    assert world_warning(job(command, args)) is None
+
+
+def test_a_plain_script_with_several_processes_per_node_is_warned_about(capsys, tmp_path):
+    assert world_warning(job(["python", "train.py"], nproc=1)) is None  # RANK is set: any program works
+    message = world_warning(job(["python", "train.py"]))
+    assert message.startswith("spec.nprocPerNode: 2 processes per node, but spec.command 'python' is not a launcher")
+    assert "WORLD_SIZE=4 and no RANK" in message
+    assert not names_a_launcher(["python", "train.py", "--torchrun-ish"])
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"kind": "DDPJob", "metadata": {"name": "j"},
+                                    "spec": {"nprocPerNode": 2, "image": "x", "command": ["python", "train.py"]}}))
+    code, out, err = ddpjob(capsys, "validate", "-f", str(path))
+    assert code == 0 and "is valid" in out  # a warning, not a refusal: the program may spawn its workers itself
+    assert err == f"{path}: warning: {message.replace('WORLD_SIZE=4', 'WORLD_SIZE=2')}\n"

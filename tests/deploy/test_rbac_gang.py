@@ -1,0 +1,59 @@
+"""The chart's PodGroup RBAC, both ways: a gang job's whole life on the emulator (which
+serves the native scheduling.k8s.io/v1beta1 PodGroup, as a 1.37 API server with the
+GenericWorkload gate does) only makes requests the chart with `gang.kubernetes.enabled`
+allows, and uses what it grants for PodGroups; a chart without an integration grants
+nothing for its PodGroups."""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+
+from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.scheduler import serve_native_pod_groups
+from tests.deploy.deploy_helpers import helm_template, require_tool
+from tests.deploy.test_rbac import SCOPES, Grants, operator_requests, triple
+from tests.operator.conftest import (Cluster, cluster, crd, ddpjob, kubeconfig,  # noqa: F401
+                                     start_operator)
+
+PODGROUPS = {('scheduling.k8s.io', 'podgroups', verb) for verb in ('get', 'create', 'delete')}
+# Kube.create reads a PodGroup back only when its create answers 409.
+UNEXERCISED = {('scheduling.k8s.io', 'podgroups', 'get')}
+
+
+@pytest.fixture
+def gang_request_log(cluster: Cluster, start_operator: Any) -> list:
+    serve_native_pod_groups(cluster.emulator.store)
+    start_operator()
+    cluster.start_running(ddpjob("gang", nodes=2, ttlSecondsAfterFinished=0, restartPolicy="OnFailure",
+                                 scheduling={"gang": "kubernetes"}))
+    cluster.set_phase("gang", "Failed", ranks=[1], exit_code=137)
+    cluster.run_gang("gang", 2, attempt=1)
+    cluster.set_phase("gang", "Succeeded")
+    wait_for(lambda: cluster.job("gang") is None, timeout=15, message="the TTL did not delete the job")
+    return list(cluster.emulator.requests)
+
+
+def test_podgroup_rbac_is_what_a_gang_job_uses(gang_request_log: list, tmp_path: pathlib.Path) -> None:
+    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+    grants = Grants(helm_template(helm, tmp_path, {**SCOPES['namespace'], 'gang': {'kubernetes': {'enabled': True}}}))
+    requests = operator_requests(gang_request_log)
+    used = {triple(r) for r in requests}
+    assert ('scheduling.k8s.io', 'podgroups', 'create') in used, 'the gang lifecycle made no PodGroup'
+    denied = sorted({(triple(r), r.namespace) for r in requests if not grants.allows(r)})
+    assert denied == []
+    granted = {t for t in grants.all() if t[1] == 'podgroups'}
+    assert granted == PODGROUPS
+    assert granted - used - UNEXERCISED == set()
+
+
+@pytest.mark.parametrize("gang, group", [("kubernetes", "scheduling.k8s.io"), ("volcano", "scheduling.volcano.sh"),
+                                         ("coscheduling", "scheduling.x-k8s.io")])
+def test_podgroups_are_granted_only_for_enabled_integrations(gang, group, tmp_path: pathlib.Path) -> None:
+    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+    for scope in SCOPES.values():
+        off = Grants(helm_template(helm, tmp_path, scope))
+        assert not {t for t in off.all() if t[1] == 'podgroups'}
+        on = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {gang: {'enabled': True}, 'kueue': {'enabled': True}}}))
+        assert {t for t in on.all() if t[1] == 'podgroups'} == {(group, 'podgroups', v) for v in ('get', 'create', 'delete')}

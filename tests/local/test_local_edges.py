@@ -1,0 +1,130 @@
+"""`ddpjob run`'s sharp edges: a GPU job on a machine without GPUs (one line, before any
+process; `--cpu` runs it), GPUs shared out per node, a rerun of a finished job (said, and
+`--fresh`), Ctrl-C's conditions, observedGeneration, and the project's own commands found
+beside the interpreter when its bin is not on PATH."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpjob.api.spec import parse_job
+from ddpjob.local import gpus
+from ddpjob.local.container import find_program, interpreter_bin
+
+NO_GPUS = {"CUDA_VISIBLE_DEVICES": "-1"}  # whatever this machine has, the run sees none
+
+
+def run(tmp_path: Path, *argv: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddpjob.cli", *argv], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def write(tmp_path: Path, name: str, command: list[str], **spec) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
+                                    "spec": {"image": "local", "command": command, "restartBackoffSeconds": 0,
+                                             **spec}}))
+    return path
+
+
+def final_status(stdout: str) -> dict:
+    return yaml.safe_load(stdout.split("\n---\n")[-1])["status"]
+
+
+# ---- GPUs -------------------------------------------------------------------------
+
+def test_visible_gpus_reads_the_device_files_and_the_mask(tmp_path):
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    assert gpus.visible_gpus(tmp_path, {"PATH": ""}) == ["0", "1", "2"]
+    assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "2,0"}) == ["2", "0"]
+    assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "1,7,0"}) == ["1"]  # CUDA stops at a bad id
+    assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert gpus.visible_gpus(tmp_path, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert gpus.visible_gpus(tmp_path / "missing", {"PATH": str(tmp_path / "no-bin")}) == []
+
+
+def test_without_device_files_nvidia_smi_lists_the_gpus(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-a)'\necho 'GPU 1: NVIDIA H100 (UUID: GPU-b)'\n")
+    smi.chmod(0o755)
+    env = {"PATH": str(bin_dir)}
+    assert gpus.visible_gpus(tmp_path / "empty-dev", env) == ["0", "1"]
+    assert gpus.visible_gpus(tmp_path / "empty-dev", {**env, "CUDA_VISIBLE_DEVICES": "1"}) == ["1"]
+
+
+def test_each_node_gets_its_own_gpus():
+    job = parse_job({"metadata": {"name": "g"}, "spec": {"image": "x", "nodes": 2, "gpusPerNode": 2}})
+    available = ["3", "2", "1", "0"]
+    assert gpus.gpu_error(job, available) is None
+    assert [gpus.devices_for_node(job, r, available) for r in (0, 1)] == [
+        {"CUDA_VISIBLE_DEVICES": "3,2"}, {"CUDA_VISIBLE_DEVICES": "1,0"}]
+    assert "asks for 2 GPU(s) on each of 2 node(s) (4 in all) and this machine has 3" in gpus.gpu_error(job, ["0"] * 3)
+    cpu = gpus.on_cpu(job)
+    assert (cpu.gpus_per_node, cpu.backend, cpu.world_size) == (0, "gloo", job.world_size)
+    assert gpus.devices_for_node(cpu, 1, available) == {}
+
+
+def test_a_gpu_job_without_gpus_fails_in_one_line_before_starting_anything(tmp_path):
+    marker = tmp_path / "started"
+    path = write(tmp_path, "gpu", ["sh", "-c", f"touch {marker}"], nodes=2, gpusPerNode=1, backend="nccl")
+    done = run(tmp_path, "run", "-f", str(path), env=NO_GPUS)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"error: {path}: spec.gpusPerNode: the job asks for 1 GPU(s) on each of 2 node(s) (2 in all) "
+                           "and this machine has 0; run it on CPU with `ddpjob run --cpu` (gloo, 1 process(es) per "
+                           "node)\n")
+    assert not marker.exists()
+
+
+def test_cpu_runs_a_gpu_job_on_cpu_with_gloo_and_no_gpu(tmp_path):
+    out = tmp_path / "seen"
+    path = write(tmp_path, "gpu", ["sh", "-c", f'echo "$DDPJOB_BACKEND [$CUDA_VISIBLE_DEVICES] $WORLD_SIZE" > {out}'],
+                 gpusPerNode=2, nprocPerNode=1, backend="nccl")
+    done = run(tmp_path, "run", "--cpu", "-f", str(path), env=NO_GPUS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.read_text() == "gloo [] 1\n"
+    assert final_status(done.stdout)["backend"] == "gloo"
+
+
+# ---- a rerun, --fresh, the final status -------------------------------------------------
+
+def test_a_rerun_of_a_finished_job_says_so_and_fresh_starts_over(tmp_path):
+    # The "trainer" counts its runs in the checkpoint dir, as a resumed trainer would see them.
+    command = ["sh", "-c", 'echo run >> "$DDPJOB_CHECKPOINT_DIR/runs"']
+    path = write(tmp_path, "resume", command, checkpoint={"claimName": "ckpt"})
+    runs = tmp_path / ".ddpjob" / "resume" / "checkpoints" / "runs"
+    first = run(tmp_path, "run", str(path))
+    assert first.returncode == 0 and "ran here before" not in first.stdout
+    status = final_status(first.stdout)
+    assert status["observedGeneration"] == 1  # a file has no generation; a new object has 1
+    assert (status["nprocPerNode"], status["backend"], status["worldSize"]) == (1, "gloo", 1)
+    second = run(tmp_path, "run", str(path))
+    assert second.returncode == 0 and runs.read_text() == "run\nrun\n"
+    assert (f"[ddpjob] this job ran here before (Succeeded at {status['completionTime']}); the trainer resumes "
+            f"from its checkpoints in {runs.parent} and may finish at once. `ddpjob run --fresh` starts from "
+            "scratch") in second.stdout
+    third = run(tmp_path, "run", "--fresh", str(path))
+    assert third.returncode == 0 and "ran here before" not in third.stdout
+    assert runs.read_text() == "run\n"
+
+
+# ---- the project's own commands ---------------------------------------------------------
+
+def test_own_commands_are_found_beside_the_interpreter_without_path(tmp_path):
+    """`.venv/bin/ddpjob run` with the venv not activated: ddpjob-launch is beside python."""
+    if not (Path(interpreter_bin()) / "ddpjob-launch").exists():
+        pytest.skip(f"ddpjob-launch is not installed beside {sys.executable}")
+    out = tmp_path / "seen"
+    path = write(tmp_path, "own", ["ddpjob-launch"], args=["sh", "-c", f'echo "$RANK/$WORLD_SIZE" > {out}'])
+    done = run(tmp_path, "run", str(path), env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.read_text() == "0/1\n"
+    assert find_program("ddpjob-launch") == str(Path(interpreter_bin()) / "ddpjob-launch")
+    assert find_program("no-such-program-here") is None

@@ -1,0 +1,89 @@
+"""The real operator (kopf over HTTP) against the emulator: preemptions and evictions
+restart the gang without using up maxRestarts; a gang job's PodGroup is created before its
+Pods and replaced per attempt; unscheduled Pods are reported, not failed."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.scheduler import serve_native_pod_groups
+from tests.operator.conftest import Cluster, ddpjob
+
+pytestmark = pytest.mark.timeout(120)
+MERGE = "application/merge-patch+json"
+
+
+def mark(cluster: Cluster, pod: str, condition: dict[str, Any]) -> None:
+    """What a preempting scheduler / Kueue writes before it deletes the Pod."""
+    pod_obj = cluster.core.read_namespaced_pod(pod, cluster.ns)
+    conditions = [c.to_dict() for c in (pod_obj.status.conditions or [])]
+    body = {"status": {"conditions": [{k: v for k, v in c.items() if v is not None} for c in conditions]
+                       + [condition]}}
+    cluster.core.patch_namespaced_pod_status(pod, cluster.ns, body)
+
+
+@pytest.mark.parametrize("condition", [
+    {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+     "message": "default-scheduler: preempting to accommodate a higher priority pod"},
+    {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted",
+     "message": "Preempted to accommodate a higher priority Workload"},
+], ids=["scheduler-preemption", "kueue-preemption"])
+def test_preemption_does_not_use_up_max_restarts(cluster: Cluster, operator: Any, condition: dict) -> None:
+    cluster.start_running(ddpjob("pre", nodes=2, maxRestarts=0, restartPolicy="OnFailure"))
+    for attempt in range(2):  # preempted twice, with no restarts allowed at all
+        mark(cluster, "pre-1", condition)
+        cluster.core.delete_namespaced_pod("pre-1", cluster.ns)
+        st = cluster.run_gang("pre", 2, attempt=attempt + 1)
+        assert st["disruptions"] == attempt + 1
+        assert st["lastFailure"]["reason"] == condition["reason"]
+    cluster.set_phase("pre", "Succeeded")
+    st = cluster.wait_phase("pre", "Succeeded")
+    assert st["restarts"] == 2 and st["disruptions"] == 2
+
+
+def test_a_pod_deleted_by_hand_still_counts(cluster: Cluster, operator: Any) -> None:
+    cluster.start_running(ddpjob("byhand", nodes=2, maxRestarts=0, restartPolicy="OnFailure"))
+    cluster.core.delete_namespaced_pod("byhand-1", cluster.ns)
+    st = cluster.wait_phase("byhand", "Failed")
+    assert "maxRestarts=0 reached" in st["message"] and "disruptions" not in st
+
+
+def test_unschedulable_pods_are_reported(cluster: Cluster, operator: Any) -> None:
+    cluster.create(ddpjob("wait", nodes=2, gpusPerNode=1, scheduling={"scheduleTimeoutSeconds": 1}))
+    cluster.wait_pods("wait", 2)
+    message = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
+    for name in ("wait-0", "wait-1"):
+        cluster.core.patch_namespaced_pod_status(name, cluster.ns, {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}})
+    st = cluster.wait_phase("wait", "Pending", scheduledNodes=0)
+    wait_for(lambda: cluster.status("wait")["message"].startswith("Scheduled 0/2"), timeout=15)
+    cluster.wait_event("wait", "ScheduleTimeout")
+    st = cluster.status("wait")
+    cond = next(c for c in st["conditions"] if c["type"] == "GangScheduled")
+    assert cond["status"] == "False" and cond["reason"] == "ScheduleTimeout" and message in cond["message"]
+    assert st["phase"] == "Pending" and st["restarts"] == 0
+
+
+def test_pod_groups_come_first_and_per_attempt(cluster: Cluster, operator: Any) -> None:
+    serve_native_pod_groups(cluster.emulator.store)
+    cluster.start_running(ddpjob("pg", nodes=2, restartPolicy="OnFailure", scheduling={"gang": "kubernetes"}))
+    creates = [r for r in cluster.emulator.requests if r.verb == "create" and r.resource in ("pods", "podgroups")]
+    assert [r.resource for r in creates][:3] == ["podgroups", "pods", "pods"]  # the PodGroup first
+    group = cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-0")
+    assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert group["metadata"]["ownerReferences"][0]["name"] == "pg"
+    cluster.set_phase("pg", "Failed", ranks=[1], exit_code=1)
+    cluster.run_gang("pg", 2, attempt=1)
+    assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-0") is None
+    assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1")
+    for pod in cluster.pods("pg"):
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": "pg-attempt-1"}
+    cluster.patch_spec("pg", suspend=True)
+    cluster.wait_phase("pg", "Suspended")
+    wait_for(lambda: cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns,
+                                                 "pg-attempt-1") is None, timeout=15)
+    cluster.patch_spec("pg", suspend=False)
+    cluster.run_gang("pg", 2, attempt=1)
+    assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1")

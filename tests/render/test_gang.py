@@ -1,0 +1,169 @@
+"""spec.scheduling.gang renders the right objects: checked strictly against the Kubernetes
+1.37 schema (native PodGroup, Pods) and against the upstream CRDs of Volcano and
+scheduler-plugins (kept in ../shared/upstream-crds, read from there, never copied)."""
+
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from ddpjob import cli, render
+from ddpjob.api import names
+from ddpjob.api.spec import parse_job
+from ddpjob.render import gang
+from ddpjob_devcluster.crd_validator import CRDValidator
+
+ROOT = Path(__file__).resolve().parents[2]
+# Beside the checkout (../shared); a git worktree under ../wt/<name> looks one level higher.
+UPSTREAM_CRDS = next((p for p in (ROOT.parent / "shared" / "upstream-crds", ROOT.parent.parent / "shared" / "upstream-crds")
+                      if p.exists()), ROOT.parent / "shared" / "upstream-crds")
+K8S_137 = "1.37.0"  # the first release with scheduling.k8s.io/v1beta1 PodGroup
+
+
+def upstream(name: str) -> CRDValidator:
+    path = UPSTREAM_CRDS / name
+    if not path.exists():
+        pytest.skip(f"upstream CRD {path} is not here (it is kept outside the project)")
+    return CRDValidator.from_file(path)
+
+
+def gang_job(job_body, gang_name: str, **sched):
+    body = job_body(nodes=4, gpusPerNode=2, nprocPerNode="auto", backend="nccl",
+                    resources={"requests": {"cpu": "500m", "memory": "4Gi"}},
+                    scheduling={"gang": gang_name, **sched})
+    return parse_job(body)
+
+
+def kinds(objects):
+    return [(o["apiVersion"], o["kind"]) for o in objects]
+
+
+def test_gang_none_renders_no_group(job_body):
+    objects = render.render(gang_job(job_body, "none"))
+    assert kinds(objects)[0] == ("v1", "Service")
+    for pod in objects[1:]:
+        assert "schedulerName" not in pod["spec"] and "schedulingGroup" not in pod["spec"]
+
+
+def test_native_pod_group_first_and_strictly_valid(job_body):
+    job = gang_job(job_body, "kubernetes", priorityClassName="research-high")
+    objects = render.render(job, restart_count=2)
+    assert kinds(objects)[:2] == [("scheduling.k8s.io/v1beta1", "PodGroup"), ("v1", "Service")]
+    group = objects[0]
+    assert group["metadata"]["name"] == "demo-attempt-2"
+    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 4}}, "priorityClassName": "research-high"}
+    assert group["metadata"]["ownerReferences"][0]["uid"] == job.uid
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_137, strict=True)
+    for pod in objects[2:]:
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": "demo-attempt-2"}
+        assert pod["spec"]["priorityClassName"] == "research-high"
+
+
+def test_native_schema_check_can_fail(job_body):
+    objects = render.render(gang_job(job_body, "kubernetes"))
+    objects[0]["spec"]["schedulingPolicy"]["gang"]["minMember"] = 4  # a Volcano spelling
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(objects[0], K8S_137, strict=True)
+    pod = objects[-1]
+    pod["spec"]["schedulingGroup"]["name"] = "x"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, K8S_137, strict=True)
+
+
+def test_native_gang_overrides_a_template_scheduler(job_body):
+    body = job_body(nodes=2, scheduling={"gang": "kubernetes"}, template={"spec": {"schedulerName": "other"}})
+    for pod in render.render(parse_job(body))[2:]:
+        assert "schedulerName" not in pod["spec"]  # every Pod of a group needs the same scheduler
+
+
+def test_volcano_pod_group_matches_the_upstream_crd(job_body):
+    crd = upstream("scheduling.volcano.sh_podgroups.yaml")
+    job = gang_job(job_body, "volcano", queue="research", priorityClassName="high")
+    objects = render.render(job)
+    group = objects[0]
+    assert kinds([group]) == [("scheduling.volcano.sh/v1beta1", "PodGroup")]
+    assert crd.validate(group) == []
+    # 4 Pods x (500m cpu, 4Gi, 2 GPUs)
+    assert group["spec"] == {"minMember": 4, "queue": "research", "priorityClassName": "high",
+                             "minResources": {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": "8"}}
+    for pod in objects[2:]:
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["metadata"]["annotations"][gang.VOLCANO_GROUP_ANNOTATION] == group["metadata"]["name"]
+        kubernetes_validate.validate(pod, K8S_137, strict=True)
+    group["spec"]["minMember"] = -1
+    assert crd.validate(group), "the upstream CRD check must be able to fail"
+
+
+def test_volcano_default_queue(job_body):
+    group = render.render(gang_job(job_body, "volcano"))[0]
+    assert group["spec"]["queue"] == "default"
+
+
+def test_coscheduling_pod_group_matches_the_upstream_crd(job_body):
+    crd = upstream("scheduling.x-k8s.io_podgroups.yaml")
+    job = gang_job(job_body, "coscheduling", scheduleTimeoutSeconds=600)
+    objects = render.render(job, options=gang.GangOptions(coscheduling_scheduler="my-coscheduler"))
+    group = objects[0]
+    assert kinds([group]) == [("scheduling.x-k8s.io/v1alpha1", "PodGroup")]
+    assert group["spec"] == {"minMember": 4, "scheduleTimeoutSeconds": 600}
+    assert crd.validate(group) == []
+    for pod in objects[2:]:
+        assert pod["spec"]["schedulerName"] == "my-coscheduler"
+        assert pod["metadata"]["labels"][gang.COSCHEDULING_GROUP_LABEL] == group["metadata"]["name"]
+        kubernetes_validate.validate(pod, K8S_137, strict=True)
+    group["spec"]["minMember"] = 0
+    assert crd.validate(group), "the upstream CRD check must be able to fail"
+
+
+def test_kueue_pod_group_labels(job_body):
+    job = gang_job(job_body, "kueue", queue="user-queue")
+    for attempt in (0, 3):
+        objects = render.render(job, restart_count=attempt)
+        assert kinds(objects)[0] == ("v1", "Service")  # Kueue makes the Workload itself
+        for pod in objects[1:]:
+            labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+            assert labels[gang.KUEUE_QUEUE_LABEL] == "user-queue"
+            # the same group for every attempt: replacement Pods rejoin the admitted Workload
+            assert labels[gang.KUEUE_GROUP_LABEL] == "demo"
+            assert annotations[gang.KUEUE_TOTAL_ANNOTATION] == "4"
+            assert "schedulingGates" not in pod["spec"]  # Kueue's webhook adds its own gate
+            kubernetes_validate.validate(pod, K8S_137, strict=True)
+
+
+def test_pod_group_names_fit_a_label_value():
+    longest = "a" * names.max_job_name_length(1)
+    for attempt in (0, 7, 999):
+        name = names.pod_group_name(longest, attempt)
+        assert len(name) <= names.MAX_LABEL and names.is_dns1123_label(name)
+        assert name.endswith(f"-{attempt}")
+    assert names.pod_group_name(longest, 1) != names.pod_group_name(longest[:-1] + "b", 1)
+
+
+@pytest.mark.parametrize("value, expected", [("500m", "0.5"), ("4Gi", str(4 * 2**30)), (2, "2"), ("1.5", "1.5"),
+                                             ("1e3", "1000"), ("128Mi", str(128 * 2**20))])
+def test_parse_quantity(value, expected):
+    assert gang.parse_quantity(value) == gang.Decimal(expected)
+
+
+def test_sum_requests_counts_limits_where_no_request_is_given():
+    pods = [{"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
+                                                    "requests": {"cpu": "250m"}}},
+                                     {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}}]}}] * 3
+    assert gang.sum_requests(pods) == {"cpu": "1050m", "memory": "3Gi"}
+
+
+@pytest.mark.parametrize("gang_name, first_kind", [("none", "Service"), ("kubernetes", "PodGroup"),
+                                                   ("volcano", "PodGroup"), ("coscheduling", "PodGroup"),
+                                                   ("kueue", "Service")])
+def test_ddpjob_render_shows_the_pod_group_first(gang_name, first_kind, tmp_path, capsys):
+    import yaml
+    sched = {"gang": gang_name, **({"queue": "q"} if gang_name == "kueue" else {})}
+    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "demo"},
+            "spec": {"nodes": 3, "image": "ddpjob/trainer:0.1.0", "scheduling": sched}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(body))
+    assert cli.main(["render", str(path)]) == 0
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert objects[0]["kind"] == first_kind
+    assert [o["kind"] for o in objects].count("Pod") == 3

@@ -1,0 +1,152 @@
+"""Who may import whom: each package serves one audience (docs/design.md, "Packages").
+
+Read statically from the source (every `import` and `from ... import`, at any depth), so a
+boundary holds even for code paths no other test runs. An import inside a function is
+"lazy": the CLI uses that to keep `validate`/`render` free of the local runner and kopf.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SOURCES = {"ddpjob": ROOT / "operator" / "ddpjob", "ddpjob_devcluster": ROOT / "operator" / "ddpjob_devcluster",
+           "ddpjob_trainer": ROOT / "trainer_image" / "ddpjob_trainer"}
+
+# Third-party packages that only some audiences may use.
+KUBE = {"kopf", "kubernetes", "kubernetes_asyncio", "kmock", "aiohttp", "urllib3", "prometheus_client"}
+TORCH = {"torch", "torchvision", "tqdm"}
+PROCESSES = {"subprocess", "multiprocessing"}
+
+# package -> (first-party packages it may import at module level, lazily, forbidden third-party)
+# A first-party name allows itself and everything below it. "ddpjob.<pure>" is any module
+# directly in ddpjob/ (contract, and the like): pure, shared by every side.
+PURE = "ddpjob.<pure>"
+RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
+    PURE: ({PURE}, set(), KUBE | TORCH | PROCESSES | {"jinja2", "yaml"}),
+    "ddpjob.api": ({PURE, "ddpjob.api"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
+    "ddpjob.render": ({PURE, "ddpjob.api", "ddpjob.render"}, set(), KUBE | TORCH | PROCESSES),
+    "ddpjob.job": ({PURE, "ddpjob.api", "ddpjob.job"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
+    "ddpjob.local": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"}, set(), KUBE | TORCH),
+    "ddpjob.operator": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.operator"}, set(), TORCH),
+    "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cli"},
+                   {"ddpjob.local", "ddpjob.operator"}, TORCH | {"kopf", "kmock"}),
+    "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE | {"jinja2"}),
+    "ddpjob_devcluster": ({PURE, "ddpjob", "ddpjob_devcluster"}, set(), TORCH),
+}
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "ddpjob":
+        if len(parts) == 1 or (len(parts) == 2 and not (SOURCES["ddpjob"] / parts[1]).is_dir()):
+            return PURE
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def module_name(path: pathlib.Path) -> str:
+    for top, base in SOURCES.items():
+        if path.is_relative_to(base):
+            rel = path.relative_to(base).with_suffix("")
+            parts = [top, *rel.parts]
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise ValueError(path)
+
+
+def is_module(name: str) -> bool:
+    base = SOURCES.get(name.split(".")[0])
+    if base is None:
+        return False
+    path = base.parent / name.replace(".", "/")
+    return path.is_dir() or path.with_suffix(".py").exists()
+
+
+def imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, bool]]:
+    """(imported module, lazy) for every import in the tree; relative ones resolved."""
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, lazy) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = module.split(".")[: len(module.split(".")) - child.level + (1 if is_package else 0)]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                found.append((target, lazy))
+                # `from ddpjob import render` imports the subpackage ddpjob.render
+                found.extend((f"{target}.{a.name}", lazy) for a in child.names if is_module(f"{target}.{a.name}"))
+            visit(child, inner)
+    visit(tree, False)
+    return found
+
+
+def allowed(granted: set[str], target: str) -> bool:
+    return any(package_of(target) == g or target == g or target.startswith(g + ".") for g in granted)
+
+
+def violations(path: pathlib.Path, source: str | None = None) -> list[str]:
+    module = module_name(path)
+    package = package_of(module)
+    rule = RULES.get(package)
+    assert rule is not None, f"{module}: no import rule for package {package}; add one to RULES and docs/design.md"
+    eager, lazy_ok, forbidden = rule
+    tree = ast.parse(source if source is not None else path.read_text(), str(path))
+    bad = []
+    for target, lazy in imports(tree, module, path.name == "__init__.py"):
+        top = target.split(".")[0]
+        if top in SOURCES:
+            if not (allowed(eager, target) or (lazy and allowed(lazy_ok, target))):
+                bad.append(f"{module} imports {target}{' (lazily)' if lazy else ''}")
+        elif top in forbidden:
+            bad.append(f"{module} imports {top}")
+    return bad
+
+
+ALL = sorted(p for base in SOURCES.values() for p in base.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
+    assert violations(path) == []
+
+
+@pytest.mark.parametrize("package, line", [
+    ("ddpjob/api/spec.py", "import kopf"),
+    ("ddpjob/api/spec.py", "from kubernetes import client"),
+    ("ddpjob/render/objects.py", "from ddpjob.operator import kube"),
+    ("ddpjob/job/lifecycle.py", "import subprocess"),
+    ("ddpjob/local/runner.py", "from ddpjob.operator import handlers"),
+    ("ddpjob/operator/controller.py", "from ddpjob.local import runner"),
+    ("ddpjob/operator/controller.py", "import ddpjob_devcluster.emulator"),
+    ("ddpjob/cli/main.py", "from ddpjob.local.runner import run_job"),  # eager: only lazily allowed
+    ("ddpjob/contract.py", "from ddpjob.api import names"),
+    ("ddpjob/job/lifecycle.py", "from ddpjob import render"),
+    ("../trainer_image/ddpjob_trainer/train.py", "import kopf"),
+    ("../trainer_image/ddpjob_trainer/train.py", "from ddpjob.render import objects"),
+])
+def test_the_rules_bite(package: str, line: str) -> None:
+    path = (SOURCES["ddpjob"].parent / package).resolve()
+    assert violations(path, path.read_text() + "\n" + line + "\n"), f"{line!r} in {package} went unnoticed"
+
+
+def test_lazy_imports_are_allowed_only_where_granted() -> None:
+    path = SOURCES["ddpjob"] / "cli" / "main.py"
+    assert violations(path, "def f():\n    from ddpjob.local.runner import run_job\n") == []
+    assert violations(path, "def f():\n    import kopf\n")
+
+
+def test_ddpjob_run_never_loads_kopf() -> None:
+    import subprocess
+    code = ("import sys, ddpjob.cli.main, ddpjob.local.runner\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'kubernetes', 'kmock', 'torch'))\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,36 @@
+"""The README's first steps and facts stay true where the code can tell."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+from ddpjob import version
+from ddpjob.api.spec import IMMUTABLE_FIELDS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def test_every_immutable_field_is_called_immutable() -> None:
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)`[^\n]*$", README, re.M)}
+    for field in IMMUTABLE_FIELDS:
+        row = rows.get(field) or next(r for k, r in rows.items() if f"`{field}`" in r)
+        assert "Immutable" in row, field
+    listed = README.split("immutable fields (", 1)[1].split(")", 1)[0]
+    assert sorted(re.findall(r"`(\w+)`", listed)) == sorted(IMMUTABLE_FIELDS)
+
+
+def test_the_releases_section_names_every_published_image() -> None:
+    releases = README.split("## Releases", 1)[1]
+    tags = version.image_tags("X.Y.Z")
+    for image in tags.values():
+        assert f"`{image}`" in releases, image
+    assert "oci://" in releases and "python -m build" in releases and "LICENSE" in releases
+
+
+def test_the_first_steps_say_how_to_get_ddpjob_on_path() -> None:
+    first = README.split("## A first job", 1)[0]
+    assert "make demo" in first and "make test" in first
+    assert "source .venv/bin/activate" in first
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^demo:", make, re.M) and re.search(r"^test:", make, re.M)
