@@ -25,7 +25,7 @@ class GangKube(FakeKube):
     async def create(self, obj: dict, read_existing: bool = True):
         if obj["kind"] in self.missing_kinds:
             self.calls.append(("create", obj["metadata"]["name"]))
-            raise NotFound({"message": "the server could not find the requested resource"}, status=404, headers={})
+            raise NotFound(404, "NotFound", "the server could not find the requested resource")
         result = await super().create(obj, read_existing)
         if obj["metadata"]["name"] in self.terminating:
             return {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}, False
