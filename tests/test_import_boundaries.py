@@ -30,11 +30,14 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "ddpjob.api": ({PURE, "ddpjob.api"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
     "ddpjob.render": ({PURE, "ddpjob.api", "ddpjob.render"}, set(), KUBE | TORCH | PROCESSES),
     "ddpjob.job": ({PURE, "ddpjob.api", "ddpjob.job"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
-    "ddpjob.local": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"}, set(), KUBE | TORCH),
+    # tqdm: `ddpjob run`'s optional live progress line (imported lazily, plain lines without it).
+    "ddpjob.local": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"}, set(),
+                     KUBE | TORCH - {"tqdm"}),
     "ddpjob.operator": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.operator"}, set(), TORCH),
     "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cli"},
                    {"ddpjob.local", "ddpjob.operator"}, TORCH | {"kopf", "kmock"}),
-    "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE | {"jinja2"}),
+    # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
+    "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
     "ddpjob_devcluster": ({PURE, "ddpjob", "ddpjob_devcluster"}, set(), TORCH),
 }
 

@@ -19,6 +19,19 @@ NNODES, NODE_RANK, NPROC_PER_NODE = "NNODES", "NODE_RANK", "NPROC_PER_NODE"
 WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE = "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"
 JOB_NAME, JOB_NAMESPACE = "DDPJOB_NAME", "DDPJOB_NAMESPACE"
 RESTART_COUNT, BACKEND, CHECKPOINT_DIR = "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND", "DDPJOB_CHECKPOINT_DIR"
+# The progress contract (ddpjob.progress_record): where a process may write the job's
+# progress record, and the port on which ddpjob-launch serves it (/progress, /metrics).
+PROGRESS_FILE, PROGRESS_PORT = "DDPJOB_PROGRESS_FILE", "DDPJOB_PROGRESS_PORT"
+# The address ddpjob-launch binds; unset in a Pod (all of the Pod's addresses). Only the
+# local runners set it: Pods that share this machine's network each get a loopback address.
+PROGRESS_HOST = "DDPJOB_PROGRESS_HOST"
+COLLECTIVE_TIMEOUT = "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"
+
+# An emptyDir every Pod gets, so the record has a writable home under a read-only root.
+PROGRESS_DIR = "/run/ddpjob"
+PROGRESS_PATH = PROGRESS_DIR + "/progress.json"
+DEFAULT_PROGRESS_PORT = 29510
+PROGRESS_PORT_NAME = "progress"
 
 TORCHRUN_PREFIX = "PET_"
 # Set under both spellings (plain and PET_).
@@ -40,10 +53,26 @@ MEANING: dict[str, str] = {
     RESTART_COUNT: "the gang attempt (0, 1, ...): `status.restarts` when the Pods were made",
     BACKEND: "resolved backend: nccl or gloo",
     CHECKPOINT_DIR: "mount path of the checkpoint volume, when `spec.checkpoint` is set",
+    PROGRESS_FILE: f"where a process may write the progress record (`{PROGRESS_PATH}`, an emptyDir)",
+    PROGRESS_PORT: f"port of ddpjob-launch's /progress and /metrics ({DEFAULT_PROGRESS_PORT}, containerPort "
+                   f"`{PROGRESS_PORT_NAME}`)",
+}
+
+# Defaults, not reserved: a user's `spec.env` entry of the same name replaces them.
+# NCCL errors and timeouts become process exits (which the gang restart handles) instead
+# of ranks blocked forever in a collective; the trainer passes the collective timeout to
+# init_process_group.
+NCCL_DEFAULTS: dict[str, str] = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",  # abort the communicator and exit on error/timeout
+    COLLECTIVE_TIMEOUT: "600",  # torch's own NCCL default; gloo's is 30 minutes
+}
+DEFAULT_MEANING: dict[str, str] = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1: a failed or timed-out NCCL collective aborts and exits the process",
+    COLLECTIVE_TIMEOUT: "seconds a collective may block before it fails (init_process_group timeout)",
 }
 
 # What users may not set in `spec.env`: the operator and the local runner own these.
-RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL)
+RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL) | {PROGRESS_HOST}
 
 
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
@@ -61,6 +90,10 @@ def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> li
               (RESTART_COUNT, str(restart_count)), (BACKEND, job.backend)]
     if job.checkpoint:
         pairs.append((CHECKPOINT_DIR, job.checkpoint.mount_path))
+    pairs += [(PROGRESS_FILE, PROGRESS_PATH), (PROGRESS_PORT, str(DEFAULT_PROGRESS_PORT))]
+    # Duplicate env names are ambiguous to readers: leave out a default the user sets.
+    user = {e.get("name") for e in getattr(job, "env", ()) or ()}
+    pairs += [(k, v) for k, v in NCCL_DEFAULTS.items() if k not in user]
     return pairs
 
 
@@ -69,10 +102,17 @@ def pod_env(job: Any, master_addr: str, node_rank: int, restart_count: int = 0) 
     return [{"name": k, "value": v} for k, v in _pairs(job, master_addr, node_rank, restart_count)]
 
 
-def local_overrides(port: int, checkpoint_dir: str | None) -> dict[str, str]:
-    """The values that only make sense in a cluster, pointed at this machine."""
+def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | None = None,
+                    progress_host: str | None = None) -> dict[str, str]:
+    """The values that only make sense in a cluster, pointed at this machine. The progress
+    file moves into the Pod's local directory; `progress_host` is the loopback address
+    the Pod's launcher binds (its own "Pod IP"), so every Pod keeps the contract port."""
     env = {MASTER_ADDR: "127.0.0.1", TORCHRUN_PREFIX + MASTER_ADDR: "127.0.0.1",
            MASTER_PORT: str(port), TORCHRUN_PREFIX + MASTER_PORT: str(port)}
     if checkpoint_dir is not None:
         env[CHECKPOINT_DIR] = str(checkpoint_dir)
+    if progress_file is not None:
+        env[PROGRESS_FILE] = str(progress_file)
+    if progress_host is not None:
+        env[PROGRESS_HOST] = progress_host
     return env

@@ -94,7 +94,9 @@ def _entry(manager: str, paths: list[Path], api_version: str) -> dict[str, Any]:
 
 
 def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | None,
-          body: Any, params: Mapping[str, str]) -> dict[str, Any]:
+          body: Any, params: Mapping[str, str], admit: Any = None, admit_create: Any = None) -> dict[str, Any]:
+    """`admit(current, new)` / `admit_create(body)`: the emulator's admission for the update
+    or the create an apply turns into (returns what to store, or raises the refusal)."""
     manager = params.get('fieldManager')
     if not manager:
         raise ApiError(400, 'BadRequest', 'PATCH, application/apply-patch+yaml requires fieldManager to be set')
@@ -110,6 +112,8 @@ def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | Non
             fresh = copy.deepcopy(body)
             fresh.setdefault('metadata', {})['name'] = name
             fresh['metadata']['managedFields'] = [_entry(manager, list(applied), body['apiVersion'])]
+            if admit_create is not None:
+                fresh = admit_create(fresh)
             return store._create(res, namespace, fresh)
         current = store._live(key)
         entries = [e for e in current['metadata'].get('managedFields') or [] if e.get('operation') == 'Apply']
@@ -133,4 +137,5 @@ def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | Non
             if left:
                 kept.append({**entry, 'fieldsV1': _fields_v1(left)})
         new['metadata']['managedFields'] = kept + [_entry(manager, list(applied), body['apiVersion'])]
-        return store._commit(key, current, store._apply_write(res, current, new, sub))
+        new = store._apply_write(res, current, new, sub)
+        return store._commit(key, current, admit(current, new) if admit else new)

@@ -78,6 +78,10 @@ _OPENAPI_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (fl
 
 
 def _type_name(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 63:
+        # The API server decodes an integer outside int64 as a float64 (apimachinery's
+        # json.Unmarshal into unstructured): it is a "number", not an "integer".
+        return "number"
     return next((name for kind, name in _OPENAPI_TYPES if isinstance(value, kind)), type(value).__name__)
 
 

@@ -29,6 +29,7 @@ from kmock._internal import apps, enums, parsing, references, rendering
 from ddpjob_devcluster import apply as server_side_apply
 from ddpjob_devcluster import logs as pod_logs
 from ddpjob_devcluster import tables
+from ddpjob_devcluster.admission import Admission
 from ddpjob_devcluster.store import ApiError, Store, is_status_subresource
 
 
@@ -55,14 +56,19 @@ class Fault:
     status: int | None
     count: int
     delay: float
+    skip: int = 0  # matching requests to let through untouched first
 
     def matches(self, record: RecordedRequest) -> bool:
-        return (
+        hit = (
             self.count > 0
             and self.verb in (None, record.verb)
             and self.resource in (None, record.resource)
             and self.subresource in (None, record.subresource)
         )
+        if hit and self.skip > 0:
+            self.skip -= 1
+            return False
+        return hit
 
 
 # kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
@@ -88,6 +94,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     """An in-memory Kubernetes API server on 127.0.0.1, served from its own thread."""
 
     store: Store = attrs.field(init=False)
+    admission: Admission = attrs.field(init=False)
     requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
     _faults: list[Fault] = attrs.field(factory=list, init=False)
     _url: str | None = attrs.field(default=None, init=False)
@@ -104,6 +111,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self.resources.load_bundled()  # built-in kinds for discovery: pods, events, CRDs...
         self.store = Store(self.resources, self.objects)  # kmock keeps every version
+        self.admission = Admission(self.store)  # what the API server checks before storing
         # kmock recognises no action for PUT or for DELETE on a collection.
         self.fallback[enums.method.PUT] << self._serve_replace
         self.fallback[enums.method.DELETE] << self._serve_delete_collection
@@ -184,10 +192,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     def inject_fault(self, *, verb: str | None = None, resource: str | None = None,
                      subresource: str | None = None, status: int | None = 500,
-                     count: int = 1, delay: float = 0.0) -> Fault:
-        """Make the next `count` matching requests wait `delay` seconds, then fail with
-        `status` (or, with status=None, proceed normally: a slow API server)."""
-        fault = Fault(verb, resource, subresource, status, count, delay)
+                     count: int = 1, delay: float = 0.0, skip: int = 0) -> Fault:
+        """Make the next `count` matching requests (after `skip` of them) wait `delay`
+        seconds, then fail with `status` (or, with status=None, proceed normally: a slow
+        API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay, skip)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -325,25 +334,48 @@ class KubeEmulator(kmock.KubernetesEmulator):
         body = _body(request)
         if request.resource is not None and request.resource.plural == 'pods' and not request.resource.group:
             _quantities_as_strings(body)
+        body = self.admission.create(request.resource, request.namespace, body, request.params)
         obj = self.store.create(request.resource, request.namespace, body, _dry_run(request))
+        self._pods_changed(request)
         return rendering.Response(status=201, payload=obj)
+
+    def _pods_changed(self, request: rendering.Request) -> None:
+        if request.resource is not None and request.resource.plural in ('pods', 'resourcequotas'):
+            self.admission.pods_changed(request.namespace)
 
     async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
         return self.store.replace(request.resource, request.namespace, request.name,
-                                  request.subresource, _body(request))
+                                  request.subresource, _body(request), admit=self._admit_update(request))
 
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
         content_type = request.headers.get('Content-Type', '').split(';')[0].strip()
         if content_type in server_side_apply.APPLY_TYPES:
-            return server_side_apply.apply(self.store, request.resource, request.namespace, request.name,
-                                           request.subresource, _body(request), request.params)
-        return self.store.patch(request.resource, request.namespace, request.name,
-                                request.subresource, content_type, _body(request))
+            # Admission as for any create or update (an apply is one or the other).
+            applied = server_side_apply.apply(
+                self.store, request.resource, request.namespace, request.name, request.subresource,
+                _body(request), request.params, admit=self._admit_update(request),
+                admit_create=lambda body: self.admission.create(request.resource, request.namespace, body,
+                                                                request.params))
+            self._pods_changed(request)
+            return applied
+        patched = self.store.patch(request.resource, request.namespace, request.name,
+                                   request.subresource, content_type, _body(request),
+                                   admit=self._admit_update(request))
+        if request.subresource != 'status' or request.resource.plural == 'pods':  # not our own quota writes
+            self._pods_changed(request)
+        return patched
+
+    def _admit_update(self, request: rendering.Request) -> Any:
+        return lambda current, new: self.admission.update(request.resource, current, new, request.subresource,
+                                                          request.params)
 
     async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        return self.store.delete(request.resource, request.namespace, request.name, _propagation(request))
+        deleted = self.store.delete(request.resource, request.namespace, request.name, _propagation(request),
+                                    *_grace_and_uid(request))
+        self._pods_changed(request)
+        return deleted
 
     async def _serve_delete_collection(self, request: rendering.Request) -> rendering.Payload:
         if request.resource is None or request.name:
@@ -404,6 +436,14 @@ def _require_name(request: rendering.Request) -> None:
 
 def _dry_run(request: rendering.Request) -> bool:
     return bool(request.params.get('dryRun'))
+
+
+def _grace_and_uid(request: rendering.Request) -> tuple[int | None, str | None]:
+    """DeleteOptions' gracePeriodSeconds and preconditions.uid (body or query)."""
+    body = request.data if isinstance(request.data, dict) else {}
+    grace = body.get('gracePeriodSeconds', request.params.get('gracePeriodSeconds'))
+    uid = (body.get('preconditions') or {}).get('uid')
+    return (int(grace) if grace is not None else None), uid
 
 
 def _propagation(request: rendering.Request) -> str | None:

@@ -111,8 +111,10 @@ def run(workdir: str | pathlib.Path, gang: str, *, deadlock_wait: float = 10.0, 
     workdir = pathlib.Path(workdir)
     with LocalCluster(workdir, nodes=gpu_nodes(NODES), stop_grace=1.0) as cluster:
         start = time.time()
-        # One of job A's Pod creates is slow; B's Pods arrive before it.
-        cluster.emulator.inject_fault(verb='create', resource='pods', status=None, delay=slow_create, count=1)
+        # One of job A's Pod creates is slow; B's Pods arrive before it. (The operator creates
+        # a gang in slow-start batches 1, 2, 4, ...: the last of A's four is the slow one.)
+        cluster.emulator.inject_fault(verb='create', resource='pods', status=None, delay=slow_create, count=1,
+                                      skip=JOB_NODES - 1)
         cluster.create_job(job_body('job-a', gang, work_seconds))
         wait_until(lambda: len(cluster.pods('job-a')) >= JOB_NODES - 1, 30, 'job-a has 3 Pods')
         cluster.create_job(job_body('job-b', gang, work_seconds))

@@ -12,6 +12,12 @@ What a laptop cannot provide is substituted exactly as `ddpjob run` does it
 its own (two attempts may overlap while the old one terminates; a fresh port keeps the
 new rendezvous away from the old one's store). The checkpoint volume becomes one local
 directory per job, shared by all of the job's Pods and attempts, as a RWX volume is.
+Every Pod gets an IP of its own, as a CNI plugin gives one (kubelet's
+pkg/kubelet/kuberuntime sandbox status -> status.podIP): a random 127/8 address, which
+is this machine's loopback on Linux. Its launcher binds the contract's progress port on
+that address (DDPJOB_PROGRESS_HOST), so Pods never collide on the port and the operator
+reaches `status.podIP:29510` exactly as in a cluster. The progress file (an emptyDir in
+a Pod) moves into the Pod's directory.
 
 Container semantics that matter for gang restarts:
 - a deleted Pod gets its container stopped: SIGTERM, then SIGKILL after `stop_grace`
@@ -47,6 +53,7 @@ from ddpjob.local.container import (ContainerProcess, LocalRunError, StartError,
                                       trainer_container)
 from ddpjob.contract import local_overrides
 from ddpjob.local.ports import free_port
+from ddpjob.local.progress_view import loopback_address
 from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
 
 # A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
@@ -80,7 +87,11 @@ class Container:
     reported: str | None = None  # the last phase written to pods/status
     unsent: dict[str, Any] | None = None  # a status write that failed; retried every tick
     exit_code: int | None = None
+    ip: str = '127.0.0.1'
     times: dict[str, float] = field(default_factory=dict)  # seen, started, running_reported, exited
+    # The API server keeps the Pod (graceful deletion) until this kubelet confirms that
+    # its containers stopped, with a delete of grace 0 (pkg/kubelet/status/status_manager.go).
+    confirm_deletion: bool = False
 
     @property
     def running(self) -> bool:
@@ -275,9 +286,12 @@ class ProcessKubelet:
     def _on_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
         meta = pod['metadata']
         c = self.containers.get(meta['uid'])
-        if meta.get('deletionTimestamp'):  # graceful deletion (a finalizer holds the object)
+        if meta.get('deletionTimestamp'):  # graceful deletion (or a finalizer holds the object)
             if c is not None:
+                c.confirm_deletion = bool(meta.get('deletionGracePeriodSeconds'))
                 self._delete(c)
+                if not c.running:
+                    self._confirm_deletion(core, c)
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
@@ -302,7 +316,9 @@ class ProcessKubelet:
         if key not in self.ports:
             self.ports[key] = free_port()
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        overrides = local_overrides(self.ports[key], str(checkpoint) if checkpoint else None)
+        c.ip = loopback_address()
+        overrides = local_overrides(self.ports[key], str(checkpoint) if checkpoint else None,
+                                    str(pod_dir / 'progress.json'), c.ip)
         c.log_file = open(c.log_path, 'a', encoding='utf-8')
         try:
             c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)
@@ -351,6 +367,15 @@ class ProcessKubelet:
             if not c.deleted:
                 self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
             self._close_log(c)
+            self._confirm_deletion(core, c)
+
+    def _confirm_deletion(self, core: kubernetes.client.CoreV1Api, c: Container) -> None:
+        if not c.confirm_deletion:
+            return
+        c.confirm_deletion = False
+        with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
+            core.delete_namespaced_pod(c.pod, c.namespace, grace_period_seconds=0,
+                                       body={'preconditions': {'uid': c.uid}}, _request_timeout=10)
 
     def _close_log(self, c: Container) -> None:
         if c.log_file is None:
@@ -388,7 +413,7 @@ class ProcessKubelet:
             if message:
                 state['terminated']['message'] = message
         status = {
-            'phase': phase, 'hostIP': '127.0.0.1', 'podIP': '127.0.0.1', 'startTime': _iso(c.times['seen']),
+            'phase': phase, 'hostIP': '127.0.0.1', 'podIP': c.ip, 'podIPs': [{'ip': c.ip}], 'startTime': _iso(c.times['seen']),
             'conditions': [{'type': 'Ready', 'status': 'True' if running else 'False',
                             'lastTransitionTime': _now_iso()}],
             'containerStatuses': [{'name': names.TRAINER_CONTAINER, 'ready': running, 'started': running,

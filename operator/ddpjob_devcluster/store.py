@@ -14,15 +14,17 @@ import datetime
 import secrets
 import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import jsonpatch
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
+from ddpjob_devcluster.graceful import PODS, graceful_delete
 from ddpjob_devcluster.selectors import SelectorError, labels_of, parse_field_selector, parse_label_selector
 
 Key = tuple[Resource, str | None, str]
+Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
 ALL_VERBS = {'create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'}
 CRDS = Resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
 NAMESPACES = Resource(group='', version='v1', plural='namespaces')
@@ -120,7 +122,9 @@ class Store:
         with self._lock:
             return self._create(res, namespace, body, dry_run)
 
-    def replace(self, res: Resource, namespace: str | None, name: str, sub: str | None, body: Any) -> dict[str, Any]:
+    def replace(self, res: Resource, namespace: str | None, name: str, sub: str | None, body: Any,
+                admit: Admit | None = None) -> dict[str, Any]:
+        """`admit(current, new)` returns what to store or raises the refusal (admission)."""
         with self._lock:
             key = self._key(res, namespace, name)
             current = self._live(key)
@@ -128,21 +132,32 @@ class Store:
             if (body.get('metadata') or {}).get('name', name) != name:
                 raise ApiError(400, 'BadRequest', 'the name of the object does not match the URL')
             self._check_resource_version(body, current)
-            return self._commit(key, current, self._apply_write(res, current, body, sub))
+            new = self._apply_write(res, current, body, sub)
+            return self._commit(key, current, admit(current, new) if admit else new)
 
     def patch(self, res: Resource, namespace: str | None, name: str, sub: str | None,
-              content_type: str, body: Any) -> dict[str, Any]:
+              content_type: str, body: Any, admit: Admit | None = None) -> dict[str, Any]:
         with self._lock:
             key = self._key(res, namespace, name)
             current = self._live(key)
             patched = _apply_patch(current, content_type, body)
             # A patch that carries (or json-patches) a resourceVersion is a precondition.
             self._check_resource_version(patched, current)
-            return self._commit(key, current, self._apply_write(res, current, patched, sub))
+            new = self._apply_write(res, current, patched, sub)
+            return self._commit(key, current, admit(current, new) if admit else new)
 
-    def delete(self, res: Resource, namespace: str | None, name: str, propagation: str | None) -> dict[str, Any]:
+    def delete(self, res: Resource, namespace: str | None, name: str, propagation: str | None,
+               grace_period: int | None = None, uid: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return self._delete(self._key(res, namespace, name), propagation)
+            key = self._key(res, namespace, name)
+            if uid is not None and self._live(key)['metadata']['uid'] != uid:
+                # rest.BeforeDelete (apiserver/pkg/registry/rest/delete.go): the Kind, not the resource.
+                kind = self._info(res).kind
+                raise ApiError(409, 'Conflict', f'Operation cannot be fulfilled on {kind} "{name}": the UID in the '
+                               f'precondition ({uid}) does not match the UID in record '
+                               f'({self._live(key)["metadata"]["uid"]}). The object might have been deleted and '
+                               'then recreated', {'name': name, 'kind': kind})
+            return self._delete(key, propagation, grace_period)
 
     def delete_collection(self, res: Resource, namespace: str | None, params: Mapping[str, str],
                           propagation: str | None) -> dict[str, Any]:
@@ -315,7 +330,7 @@ class Store:
         if new == current:  # a no-op write changes nothing and notifies nobody
             return copy.deepcopy(current)
         meta = new['metadata']
-        if meta.get('deletionTimestamp') and not meta.get('finalizers'):
+        if meta.get('deletionTimestamp') and not meta.get('finalizers') and not meta.get('deletionGracePeriodSeconds'):
             return self._remove(key, new, propagation=None)  # the last finalizer is gone
         if res == CRDS:
             self._serve_crd(new)
@@ -324,8 +339,12 @@ class Store:
         self._record(res, 'MODIFIED', new)
         return copy.deepcopy(new)
 
-    def _delete(self, key: Key, propagation: str | None) -> dict[str, Any]:
+    def _delete(self, key: Key, propagation: str | None, grace_period: int | None = None) -> dict[str, Any]:
         current = self._live(key)
+        if key[0] == PODS:
+            graceful = graceful_delete(current, grace_period)
+            if graceful is not None:
+                return current if graceful is current else self._commit(key, current, graceful)
         if current['metadata'].get('finalizers'):
             if current['metadata'].get('deletionTimestamp'):
                 return copy.deepcopy(current)  # already terminating

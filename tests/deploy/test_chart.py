@@ -229,8 +229,9 @@ def test_namespace_scope_grants_a_role_in_that_namespace_only(helm: str, tmp_pat
     # The ClusterRole keeps only cluster-scoped reads: nothing about pods, jobs or writes.
     cluster = rule_triples(one(objects, 'ClusterRole')['rules'])
     assert {g for g, _, _ in cluster} <= {'', 'apiextensions.k8s.io'}
-    assert {r for _, r, _ in cluster} == {'customresourcedefinitions', 'namespaces'}
-    assert {v for _, _, v in cluster} == {'list', 'watch'}
+    assert {r for _, r, _ in cluster} == {'customresourcedefinitions', 'namespaces', 'nodes'}
+    assert {v for _, _, v in cluster} == {'list', 'watch', 'get'}
+    assert {(r, v) for _, r, v in cluster if v == 'get'} == {('nodes', 'get')}  # a stuck Pod's node
 
 
 def test_every_rbac_rule_says_why() -> None:

@@ -23,8 +23,9 @@ def test_the_operator_side_needs_no_torch():
 
 
 def test_the_trainer_side_needs_no_kopf():
-    result = import_without(["kopf", "kubernetes", "prometheus_client", "jinja2"], [
-        "ddpjob_trainer.launch", "ddpjob_trainer.train"])
+    # prometheus_client is a trainer dependency too (ddpjob-launch serves /metrics).
+    result = import_without(["kopf", "kubernetes", "jinja2", "yaml"], [
+        "ddpjob_trainer.launch", "ddpjob_trainer.progress_server", "ddpjob_trainer.train"])
     assert result.returncode == 0, result.stderr
 
 

@@ -36,6 +36,13 @@ HARNESS = {
 UNEXERCISED = {
     # ddpjob.operator.kube.Kube.create reads a Pod back when its create answers 409.
     ('', 'pods', 'get'),
+    # ... and a Service, to check it is the job's own (refusals.not_owned).
+    ('', 'services', 'get'),
+    # Not a request: OwnerReferencesPermissionEnforcement checks it when a Pod with
+    # blockOwnerDeletion is created (the emulator does not run that plugin).
+    ('ddpjob.io', 'ddpjobs/finalizers', 'update'),
+    # ddpjob.operator.controller._force_delete_lost reads the Node of a Pod stuck terminating.
+    ('', 'nodes', 'get'),
     # kopf peering (peering.enabled) is not part of the lifecycle run.
     ('kopf.dev', 'clusterkopfpeerings', 'list'), ('kopf.dev', 'clusterkopfpeerings', 'watch'),
     ('kopf.dev', 'clusterkopfpeerings', 'patch'),

@@ -18,7 +18,7 @@ def test_request_log_uses_rbac_verbs(core, emulator: KubeEmulator):
     assert collect_events(core.list_namespaced_config_map, 1, 'ns1') == [('ADDED', 'a')]
     core.patch_namespaced_config_map('a', 'ns1', {'data': {'k': 'v'}})
     core.replace_namespaced_config_map('a', 'ns1', {'metadata': {'name': 'a'}})
-    core.create_namespaced_pod('ns1', {'metadata': {'name': 'p'}, 'spec': {'containers': []}})
+    core.create_namespaced_pod('ns1', {'metadata': {'name': 'p'}, 'spec': {'containers': [{'name': 'c', 'image': 'i'}]}})
     core.patch_namespaced_pod_status('p', 'ns1', {'status': {'phase': 'Running'}})
     core.delete_namespaced_config_map('a', 'ns1')
     core.delete_collection_namespaced_pod('ns1')
@@ -45,7 +45,7 @@ def test_discovery_requests_are_not_logged_as_resource_requests(core, emulator: 
 @pytest.mark.parametrize('status', [500, 503, 409])
 def test_injected_failures_hit_the_next_n_matching_requests(core, emulator: KubeEmulator, status):
     emulator.inject_fault(verb='create', resource='configmaps', status=status, count=2)
-    core.create_namespaced_pod('ns1', {'metadata': {'name': 'p'}, 'spec': {'containers': []}})  # not matching
+    core.create_namespaced_pod('ns1', {'metadata': {'name': 'p'}, 'spec': {'containers': [{'name': 'c', 'image': 'i'}]}})  # not matching
 
     for _ in range(2):
         with pytest.raises(ApiException) as err:

@@ -157,8 +157,12 @@ def test_active_deadline_fails_and_stops_pods(job):
     j = job(activeDeadlineSeconds=60)
     st = running_status(j)
     p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=30))
-    assert p.status["phase"] == "Running" and p.requeue_after == pytest.approx(30)
-    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=60))
+    # startTime has whole seconds: the job may have started up to 1 s after it, so the
+    # deadline counts from the end of that second (never early, at most 1 s late).
+    assert p.status["phase"] == "Running" and p.requeue_after == pytest.approx(31)
+    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=60, milliseconds=999))
+    assert p.status["phase"] == "Running"
+    p = step(j, pods(["Running", "Running"]), st, T0 + timedelta(seconds=61))
     assert p.status["phase"] == "Failed" and set(p.delete) == {"demo-0", "demo-1"}
     assert {c["type"]: c["reason"] for c in p.status["conditions"]}["Failed"] == "DeadlineExceeded"
 
@@ -170,8 +174,9 @@ def test_ttl_deletes_a_finished_job(job):
     assert step(job(), pods(["Succeeded", "Succeeded"]), running_status(j)).requeue_after is None
     done = {"phase": "Succeeded", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
     p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=40))
-    assert not p.delete_job and p.requeue_after == pytest.approx(60) and p.status == done
-    p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=100))
+    assert not p.delete_job and p.requeue_after == pytest.approx(61) and p.status == done
+    assert not step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=100)).delete_job
+    p = step(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=101))
     assert p.delete_job
     assert not step(job(), [], done, T0 + timedelta(days=9)).delete_job
 
@@ -206,6 +211,28 @@ def test_invalid_status(job):
     st = lifecycle.invalid_status(["spec.nodes: must be >= 1 (got 0)"], 3, None, T0)
     assert st["phase"] == "Failed" and st["observedGeneration"] == 3
     assert st["conditions"][0]["reason"] == "InvalidSpec" and "spec.nodes" in st["conditions"][0]["message"]
+
+
+def test_pods_of_an_earlier_attempt_stuck_terminating_are_named_once_past_grace_and_margin(job):
+    j = job()
+    st = {"phase": "Restarting", "restarts": 1, "startTime": "2026-01-01T12:00:00Z"}
+    ends = "2026-01-01T12:00:10Z"  # deletionTimestamp: the end of the grace period
+    old = pods(["Running", "Running"], attempt=0, extra={
+        0: {"deleting": True, "deletion_time": ends, "node_name": "n0"},
+        1: {"deleting": True, "deletion_time": ends, "node_name": None}})  # no node: never stuck
+    early = step(j, old, st, T0 + timedelta(seconds=20))
+    assert early.stuck == () and early.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
+    late = step(j, old, st, T0 + timedelta(seconds=41))
+    assert late.stuck == (("demo-0", "n0"),) and "demo-0 on node n0" in late.status["message"]
+    assert late.delete == () and late.requeue_after == pytest.approx(30)  # looked at again
+
+
+def test_pods_of_an_earlier_ddpjob_are_never_deleted(job):
+    j = job()
+    foreign = pods(["Running", "Failed"], extra={0: {"leftover": True}, 1: {"leftover": True}})
+    p = step(j, foreign, None)
+    assert p.delete == () and p.create == ()
+    assert "earlier DDPJob" in p.status["message"] and "demo-0" in p.status["message"]
 
 
 def test_status_records_what_auto_resolved_to(job):

@@ -21,6 +21,7 @@ class FakeKube:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.fail: dict[str, int] = {}
+        self.fail_names: dict[str, int] = {}
         self.existing: set[str] = set()
         self.versions: list[str | None] = []  # resourceVersion of each status patch
         self.stored: dict | None = None  # the DDPJob as the server has it, when a test sets it
@@ -33,6 +34,9 @@ class FakeKube:
     async def create(self, obj: dict, read_existing: bool = True):
         self.calls.append(("create", obj["metadata"]["name"]))
         self._maybe_fail("create-" + obj["kind"])
+        if self.fail_names.get(obj["metadata"]["name"], 0) > 0:
+            self.fail_names[obj["metadata"]["name"]] -= 1
+            raise RuntimeError("injected failure")
         if obj["metadata"]["name"] in self.existing:
             return (obj if read_existing else None), False
         self.existing.add(obj["metadata"]["name"])
@@ -132,16 +136,16 @@ def test_a_failed_status_write_deletes_nothing() -> None:
 
 
 def test_a_half_created_gang_is_completed_by_the_retry() -> None:
-    c, kube, _, _ = make(job_body(nodes=3))
-    kube.fail["create-Pod"] = 1
+    c, kube, _, _ = make(job_body(nodes=4))
+    kube.fail_names["j-2"] = 1  # slow start: batches [j-0], [j-1, j-2], [j-3]
     with pytest.raises(RuntimeError):
         run(c)
-    assert kube.existing == {"j", "j-1", "j-2"}  # the Service and two of three Pods
+    assert kube.existing == {"j", "j-0", "j-1"}  # the batch that failed held back the next
     kube.calls.clear()
     run(c)
-    assert kube.existing == {"j", "j-0", "j-1", "j-2"}
-    # Only the missing Pod is created again; the Service is known to exist.
-    assert [n for k, n in kube.calls if k == "create"] == ["j-0"]
+    assert kube.existing == {"j", "j-0", "j-1", "j-2", "j-3"}
+    # Only the missing Pods are created again; the Service is known to exist.
+    assert [n for k, n in kube.calls if k == "create"] == ["j-2", "j-3"]
 
 
 def test_invalid_spec_fails_once_and_creates_nothing() -> None:
@@ -157,8 +161,12 @@ def test_invalid_spec_fails_once_and_creates_nothing() -> None:
 def test_pods_of_an_earlier_job_with_the_same_name_are_leftovers() -> None:
     c, kube, _, _ = make(job_body(nodes=1), [pod(0, owner="old-uid")])
     run(c)
-    assert ("delete", "j-0") in kube.calls
+    # Never deleted by this job (the garbage collector removes it): the job waits, and says so.
+    assert not [k for k, _ in kube.calls if k == "delete"]
     assert ("create", "j-0") not in kube.calls  # waits for the name to be free
+    st = kube.calls[-1][1]
+    assert st["phase"] == "Pending" and "j-0" in st["message"] and "earlier DDPJob" in st["message"]
+    assert [(x["status"], x["reason"]) for x in st["conditions"] if x["type"] == "PodsCreated"] == [("False", "NotOwned")]
 
 
 def test_pods_without_a_ddpjob_owner_are_ignored() -> None:
@@ -172,7 +180,7 @@ def test_finished_job_asks_to_be_looked_at_again_for_its_ttl() -> None:
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
     c, kube, _, _ = make(body, [pod(0, "Succeeded", exit_code=0)])
     assert run(c) == [0.0]  # the phase changed: plan again
-    assert run(c) == [pytest.approx(30.0)]  # the TTL timer
+    assert run(c) == [pytest.approx(31.0)]  # the TTL timer (from the end of completionTime's second)
 
 
 def test_status_patch_removes_dropped_keys() -> None:

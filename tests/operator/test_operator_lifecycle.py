@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import pytest
+import kubernetes
+from kmock._internal import references
 
 from ddpjob import render
 from ddpjob.api import spec
-from tests.operator.conftest import NS, Cluster, ddpjob
+from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
 from ddpjob_devcluster.operator_runner import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -175,9 +177,14 @@ def test_deleting_the_job_removes_its_children(cluster: Cluster, operator) -> No
 
 
 def test_invalid_job_creates_nothing(cluster: Cluster, operator) -> None:
-    # The emulator runs no CEL or schema validation: this object reaches the operator.
     body = ddpjob("broken", nodes=2, backend="nccl", env=[{"name": "MASTER_ADDR", "value": "x"}])
-    cluster.create(body)
+    # The API server checks the CRD's schema and CEL rules: kubectl apply gets a 422.
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        cluster.create(body)
+    assert refused.value.status == 422 and "spec.backend" in refused.value.body
+    # An object stored without those checks (a CRD installed without its rules, an
+    # older CRD version) still never runs: the operator checks the same rules.
+    cluster.emulator.store.create(references.resource(JOBS), cluster.ns, body)
     st = cluster.wait_phase("broken", "Failed")
     assert any(c["type"] == "Failed" and c["reason"] == "InvalidSpec" for c in st["conditions"])
     assert "spec.backend" in st["message"] and "spec.env[0].name" in st["message"]
@@ -190,7 +197,13 @@ def test_invalid_job_creates_nothing(cluster: Cluster, operator) -> None:
 
 def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -> None:
     cluster.start_running(ddpjob("imm", nodes=2))
-    cluster.patch_spec("imm", nodes=3)
+    # The API server refuses the change (a CEL transition rule) ...
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        cluster.patch_spec("imm", nodes=3)
+    assert refused.value.status == 422 and "spec.nodes" in refused.value.body
+    # ... and where it got through anyway, the operator fails the job.
+    cluster.emulator.store.patch(references.resource(JOBS), cluster.ns, "imm", None,
+                                 "application/merge-patch+json", {"spec": {"nodes": 3}})
     st = cluster.wait_phase("imm", "Failed")
     assert "spec.nodes: is immutable" in st["message"]
     wait_for(lambda: cluster.pods("imm") == [], message="the gang kept running under a changed spec")

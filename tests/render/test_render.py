@@ -136,7 +136,8 @@ def test_env_values_cannot_change_structure(job_body, value):
     assert env_of(pod)["USER_VALUE"] == value
     assert trainer["args"] == [value]
     assert set(pod) == {"apiVersion", "kind", "metadata", "spec"}
-    assert set(trainer) == {"name", "image", "command", "args", "env", "ports", "resources", "volumeMounts"}
+    assert set(trainer) == {"name", "image", "command", "args", "env", "ports", "resources", "volumeMounts",
+                            "securityContext"}
     # Through the YAML stream and back: still the same objects.
     assert list(yaml.safe_load_all(render.to_yaml_stream([pod]))) == [pod]
 
@@ -175,7 +176,9 @@ def test_template_merges_under_what_the_operator_sets(job_body):
     assert [c["name"] for c in spec["containers"]] == ["trainer", "sidecar"]
     trainer = spec["containers"][0]
     assert trainer["image"] == "ddpjob/trainer:0.1.0"
-    assert trainer["securityContext"] == {"runAsNonRoot": True}
+    # The restricted defaults stay under what the template sets.
+    assert trainer["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                          "runAsNonRoot": True}
     env = env_of(pod)
     assert env["MASTER_ADDR"] == "demo-0.demo.ml.svc" and env["EXTRA"] == "1"
     assert [e["name"] for e in trainer["env"]].count("MASTER_ADDR") == 1

@@ -3,11 +3,14 @@ the trainer needs outside DDP's own gradient all-reduce."""
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from ddpjob import contract
 
 from . import UsageError
 from .env import ProcessEnv, threads_per_process
@@ -50,6 +53,21 @@ def set_cpu_threads(env: ProcessEnv) -> None:
     torch.set_num_threads(threads_per_process(env.local_world_size))
 
 
+def collective_timeout(environ=None) -> datetime.timedelta | None:
+    """DDPJOB_COLLECTIVE_TIMEOUT_SECONDS (set by the contract, overridable in spec.env): how
+    long a collective may block before it fails, so a dead peer ends in an exit, not a hang."""
+    raw = (os.environ if environ is None else environ).get(contract.COLLECTIVE_TIMEOUT)
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 7 * 86400:
+        raise UsageError(f"environment variable {contract.COLLECTIVE_TIMEOUT}={raw!r} must be seconds in (0, 604800]")
+    return datetime.timedelta(seconds=seconds)
+
+
 def setup(env: ProcessEnv) -> Dist:
     set_cpu_threads(env)
     device = pick_device(env)
@@ -59,11 +77,14 @@ def setup(env: ProcessEnv) -> Dist:
     if backend == "nccl" and device.type != "cuda":
         raise UsageError("DDPJOB_BACKEND=nccl but this process has no CUDA device")
     kwargs = {"device_id": device} if device.type == "cuda" else {}
+    timeout = collective_timeout()
+    if timeout is not None:
+        kwargs["timeout"] = timeout
     dist.init_process_group(backend=backend, **kwargs)  # env://, as set by torchrun
     # Control messages (stop vote, RNG gather) are CPU tensors on a gloo group of their
     # own: with nccl they would need a GPU sync, and on the training group they would
     # queue behind or between DDP's gradient buckets.
-    control = dist.new_group(backend="gloo")
+    control = dist.new_group(backend="gloo", timeout=timeout)
     return Dist(env, device, backend, control)
 
 

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from ddpjob import contract
+
 from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
 from .env import LaunchEnv, read_launch_env, threads_per_process
 
@@ -122,6 +124,25 @@ def run_forwarding_signals(argv: list[str]) -> int:
     return code
 
 
+def start_progress_server(env=None) -> bool:
+    """Serve /progress and /metrics when the contract names a progress file and port.
+    A port that cannot be bound costs the job its progress view, never its run."""
+    env = os.environ if env is None else env
+    path, port = env.get(contract.PROGRESS_FILE), env.get(contract.PROGRESS_PORT)
+    if not path or not port:
+        return False
+    host = env.get(contract.PROGRESS_HOST) or ""  # "": every address of the Pod
+    try:
+        from .progress_server import serve_in_thread
+
+        serve_in_thread(path, host, int(port))
+    except (OSError, ValueError) as e:
+        log(f"warning: not serving progress on {host or '*'}:{port}: {e}")
+        return False
+    log(f"progress on http://{host or '<pod ip>'}:{port}/progress and /metrics")
+    return True
+
+
 def _seconds(value, what: str) -> float:
     try:
         return float(value)
@@ -174,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         # torchrun would set 1 for every worker (and warn): a 32-core node running 4
         # workers would use 4 cores. Share the container's CPUs instead.
         os.environ["OMP_NUM_THREADS"] = str(threads_per_process(launch.nproc_per_node))
-    if not uses_torchrun:
+    serving = start_progress_server()
+    if not uses_torchrun and not serving:
         sys.stdout.flush()
         os.execvp(command[0], command)  # signals and exit code are the program's own
+    # The progress server lives in this process: stay as the parent, forwarding signals.
     return run_forwarding_signals(command)
 
 

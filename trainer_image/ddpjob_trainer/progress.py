@@ -3,16 +3,22 @@
 A tqdm bar when stdout is a terminal; otherwise one plain line every `log_every` steps,
 because a bar's carriage returns turn Pod logs into one endless line. Metrics go to a
 JSON-lines file, appended to across restarts, one object per line, flushed each time.
+The progress record of the env contract (`ddpjob.progress_record`, $DDPJOB_PROGRESS_FILE)
+is rewritten at the same moments; every rank also keeps a heartbeat file next to it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+import threading
 import time
 
 import torch
+
+from ddpjob import progress_record
 
 
 def gpu_memory(device: torch.device) -> dict:
@@ -30,15 +36,67 @@ def _num(v) -> str:
     return str(v)
 
 
+class Heartbeat:
+    """Every rank: the step it has reached, written to `<progress file>.rank<LOCAL_RANK>`
+    by a thread every `interval` seconds. The loop only sets two attributes (no I/O per
+    step); a rank blocked in a collective or asleep keeps beating but stops advancing."""
+
+    def __init__(self, progress_file: str | None, local_rank: int, rank: int, interval: float = 1.0):
+        self.path, self.local_rank, self.rank, self.interval = progress_file, local_rank, rank, interval
+        self.step, self.step_time = 0, time.time()
+        self._stop = threading.Event()
+        self._thread = None
+        if progress_file:
+            self._thread = threading.Thread(target=self._run, name="ddpjob-heartbeat", daemon=True)
+            self._thread.start()
+
+    def reach(self, step: int) -> None:
+        self.step, self.step_time = step, time.time()
+
+    def _beat(self) -> None:
+        try:
+            progress_record.write_heartbeat(self.path, self.local_rank, self.rank, self.step, self.step_time)
+        except OSError:
+            pass  # a full or read-only disk must not stop training; the reader sees an old beat
+
+    def _run(self) -> None:
+        self._beat()
+        while not self._stop.wait(self.interval):
+            self._beat()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            self._beat()
+            self._thread = None
+
+
 class Progress:
-    def __init__(self, enabled: bool, metrics_file: str | None, restart: int, log_every: int, epochs: int, device):
+    def __init__(self, enabled: bool, metrics_file: str | None, restart: int, log_every: int, epochs: int, device,
+                 progress_file: str | None = None, total_steps: int | None = None):
         self.enabled, self.restart, self.log_every, self.epochs, self.device = enabled, restart, log_every, epochs, device
         self.tty = enabled and sys.stdout.isatty()
         self.bar = None
         self.metrics = None
+        self.progress_file = progress_file if enabled else None
+        self.total_steps = total_steps
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
             self.metrics = open(metrics_file, "a", encoding="utf-8")
+
+    def publish(self, epoch: int, step: int, **fields) -> None:
+        """Rewrite the progress record (global rank 0 only)."""
+        if self.progress_file is None:
+            return
+        # A diverged loss (nan, inf) is no number JSON can carry: leave it out, keep training.
+        fields = {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
+        try:
+            progress_record.write(self.progress_file, step=step, total_steps=self.total_steps, epoch=epoch,
+                                  total_epochs=self.epochs, **fields)
+        except OSError as e:
+            self.say(f"warning: cannot write the progress record {self.progress_file}: {e}")
+            self.progress_file = None
 
     def record(self, event: str, **fields) -> None:
         """One metrics line: {"event", "restart", "time", ...fields}."""
@@ -72,6 +130,7 @@ class Progress:
         fields = dict(epoch=epoch, step=step, loss=round(loss, 6), accuracy=round(accuracy, 6),
                       samples_per_s=round(samples_per_s, 1), **gpu_memory(self.device))
         self.record("step", **fields)
+        self.publish(epoch, step, loss=round(loss, 6), samples_per_s=round(samples_per_s, 1))
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", sps=f"{samples_per_s:.0f}")
         else:
@@ -84,6 +143,7 @@ class Progress:
             self.bar = None
         fields.update(gpu_memory(self.device))
         self.record("epoch", **fields)
+        self.publish(fields["epoch"], fields["step"], loss=fields.get("loss"), samples_per_s=fields.get("samples_per_s"))
         self.say("epoch {epoch}/{n} done: ".format(n=self.epochs, **fields) + " ".join(
             f"{k} {_num(v)}" for k, v in fields.items() if k != "epoch"))
 

@@ -17,14 +17,20 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from ddpjob import contract
+
 from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, cli, distributed, state
 from .data import load_data
 from .env import read_process_env
 from .models import build_model
-from .progress import Progress
+from .progress import Heartbeat, Progress
 
 # Testing aid: SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
 KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
+# Testing aid: in the first attempt only, global rank DDPJOB_TEST_HANG_RANK (default 1)
+# stops before optimizer step N without exiting, like a deadlocked data loader; it goes
+# on only when asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
+HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
 
 
 def log(msg: str) -> None:
@@ -73,7 +79,12 @@ class Trainer:
         # Loss scaling only for fp16; bf16 has fp32's range and needs none.
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
-        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev)
+        steps_per_epoch = (len(self.data.train) + args.grad_accum - 1) // args.grad_accum
+        progress_file = os.environ.get(contract.PROGRESS_FILE) or None
+        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev,
+                                 progress_file=progress_file, total_steps=steps_per_epoch * args.epochs)
+        self.heartbeat = Heartbeat(progress_file, d.env.local_rank, d.rank)
+        self.hang_at = self._hang_step()
         self.pos = state.Position()
         state.seed_everything(args.seed, d.rank)
 
@@ -104,6 +115,8 @@ class Trainer:
                 p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
                          step=self.pos.step, checkpoint=os.path.basename(path))
                 p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
+        p.publish(self.pos.epoch, self.pos.step)
+        self.heartbeat.reach(self.pos.step)
         model = self.wrap()
         while self.pos.epoch < args.epochs:
             epoch = self.pos.epoch + 1
@@ -135,6 +148,9 @@ class Trainer:
         vote = distributed.StopVote(d)
         p.start_epoch(epoch, (n + args.grad_accum - 1) // args.grad_accum, self.pos.batch // args.grad_accum)
         for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
+            if self.pos.step + 1 == self.hang_at:
+                self.hang()
+            self.heartbeat.reach(self.pos.step + 1)
             sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
             if sync:
                 vote.start(self.stop.signum != 0)  # overlaps with this step's compute
@@ -173,6 +189,18 @@ class Trainer:
         loss_sum, correct, count = distributed.all_reduce_sum(d, sums).tolist()
         return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
                 "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3)}
+
+    def _hang_step(self) -> int | None:
+        at = os.environ.get(HANG_AT_STEP)
+        if not at or self.d.env.restart_count != 0 or str(self.d.rank) != os.environ.get(HANG_RANK, "1"):
+            return None
+        return int(at)
+
+    def hang(self) -> None:
+        self.hang_at = None
+        log(f"testing aid: rank {self.d.rank} hangs before step {self.pos.step + 1} ({HANG_AT_STEP})")
+        while not self.stop.signum:
+            time.sleep(0.1)
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -221,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if trainer is not None:
             trainer.progress.close()
+            trainer.heartbeat.close()
         distributed.teardown()
 
 

@@ -33,9 +33,12 @@ ROOT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
-    "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds",
+    "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds", "stallTimeoutSeconds",
     "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
 })
+
+
+MAX_DURATION_SECONDS = 365 * 24 * 3600  # one year
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class DDPJob:
     shm_size: str | int | None = None
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
+    stall_timeout_seconds: int | None = None  # None: no stall detection
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=lambda: Scheduling())
@@ -101,6 +105,12 @@ class DDPJob:
     @property
     def world_size(self) -> int:
         return self.nodes * self.nproc_per_node
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A value as an error message quotes it: short, one line, whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 class _Checker:
@@ -118,12 +128,12 @@ class _Checker:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.err(path, f"must be an integer (got {value!r})")
+            self.err(path, f"must be an integer (got {_show(value)})")
             return None
         if value < lo:
-            self.err(path, f"must be >= {lo} (got {value})")
+            self.err(path, f"must be >= {lo} (got {_show(value)})")
         elif hi is not None and value > hi:
-            self.err(path, f"must be <= {hi} (got {value})")
+            self.err(path, f"must be <= {hi} (got {_show(value)})")
         return value
 
     def choice(self, spec: Mapping, key: str, default: str | None, options: tuple[str, ...]) -> str | None:
@@ -257,11 +267,11 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
     if not isinstance(name, str):
         c.err("metadata.name", f"must be a string (got {name!r})")
         return ""
-    if not names.is_dns1123_label(name):
-        c.err("metadata.name", f"{name!r} must be a DNS-1123 label: lower case letters, digits and '-', "
-                               "starting and ending with a letter or digit")
     limit = names.max_job_name_length(nodes)
-    if len(name) > limit:
+    if not names.is_dns1123_label(name[:names.MAX_LABEL]) or "\n" in name:
+        c.err("metadata.name", f"{_show(name)} must be a DNS-1123 label: lower case letters, digits and '-', "
+                               "starting and ending with a letter or digit")
+    elif len(name) > limit:
         c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
                                f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}")
     return name
@@ -318,21 +328,30 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     resources = _check_resources(c, c.mapping(spec, "resources"))
     gpu_resource = c.string(spec, "gpuResource", names.DEFAULT_GPU_RESOURCE)
     port = c.integer(spec, "port", names.DEFAULT_PORT, 1, 65535)
+    if port == contract.DEFAULT_PROGRESS_PORT:
+        c.err("spec.port", f"{port} is the progress port of the env contract; choose another")
     shm = spec.get("shmSize")
     if shm is not None and (isinstance(shm, bool) or not isinstance(shm, (str, int))):
         c.err("spec.shmSize", f"must be a quantity such as '2Gi' (got {shm!r})")
     policy = c.choice(spec, "restartPolicy", "OnFailure", RESTART_POLICIES)
     max_restarts = c.integer(spec, "maxRestarts", 3, 0, 1000)
     backoff = c.integer(spec, "restartBackoffSeconds", 10, 0, 3600)
-    deadline = c.integer(spec, "activeDeadlineSeconds", None, 1)
-    ttl = c.integer(spec, "ttlSecondsAfterFinished", None, 0)
+    # Every duration has a bound a user could mean (a year): a larger one would overflow
+    # timers and datetime arithmetic and wedge the job.
+    deadline = c.integer(spec, "activeDeadlineSeconds", None, 1, MAX_DURATION_SECONDS)
+    ttl = c.integer(spec, "ttlSecondsAfterFinished", None, 0, MAX_DURATION_SECONDS)
+    stall = c.integer(spec, "stallTimeoutSeconds", None, 10, 604800)
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
     checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
+    if template:
+        from ddpjob.api import template_types  # imports the kubernetes client lazily
+
+        c.errors += template_types.check(template)
     scheduling = check_scheduling(c, c.mapping(spec, "scheduling"), nodes)
-    name = _check_name(c, metadata, nodes or 1) if metadata_ok else ""
+    name = _check_name(c, metadata, nodes if nodes and 1 <= nodes <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
@@ -341,12 +360,14 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         raise InvalidSpec(c.errors)
     return DDPJob(
         name=name, namespace=namespace, uid=str(metadata.get("uid", "")),
-        generation=int(metadata.get("generation") or 0),
+        # Server-set; whatever a file says there is ignored, as the API server ignores it.
+        generation=metadata.get("generation") if type(metadata.get("generation")) is int else 0,
         nodes=nodes, nproc_per_node=nproc, backend=backend, image=image, command=command,
         args=args, env=env, gpus_per_node=gpus, gpu_resource=gpu_resource, port=port,
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
+        stall_timeout_seconds=stall,
         checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
     )
 

@@ -4,38 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from ddpjob import render
 from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+from ddpjob.cli.files import FileError, load_documents
 from ddpjob.version import __version__, image_tags
-
-
-class FileError(Exception):
-    pass
-
-
-def load_documents(path: str) -> list[dict[str, Any]]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise FileError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        # One line, like every other error: where, then what.
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        what = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise FileError(f"{path}: not valid YAML: {where}{what}") from exc
-    if not docs:
-        raise FileError(f"{path}: holds no DDPJob")
-    return docs
 
 
 def load_jobs(path: str, namespace: str | None = None) -> list[DDPJob]:
@@ -61,8 +38,23 @@ def warn(args: argparse.Namespace, job: DDPJob) -> None:
         print(f"{args.file}: warning: {message}", file=sys.stderr)
 
 
+def _template_allow(args: argparse.Namespace) -> frozenset[str]:
+    from ddpjob.api import template_policy
+
+    try:
+        return template_policy.parse_allowances(getattr(args, "template_allow", None))
+    except ValueError as exc:
+        raise FileError(f"--template-allow: {exc}") from None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    from ddpjob.api import template_policy
+
     jobs = load_jobs(args.file)
+    allow = _template_allow(args)
+    errors = [e for job in jobs for e in template_policy.check(job.template, allow)]
+    if errors:
+        raise InvalidSpec(errors)
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
               f"({job.nodes} node(s) x {job.nproc_per_node} process(es), {job.backend})")
@@ -117,8 +109,11 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
+    from ddpjob.api import template_policy
     from ddpjob.operator.main import run_operator  # needs the `operator` extra (kopf)
 
+    if args.template_allow is not None:
+        os.environ[template_policy.ENV] = ",".join(sorted(_template_allow(args)))
     run_operator(namespace=None if args.all_namespaces else args.namespace, standalone=args.standalone,
                  liveness=args.liveness, metrics_port=args.metrics_port, peering=args.peering)
     return 0
@@ -148,6 +143,9 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
                        epilog="example: ddpjob validate -f manifests/examples/mnist-cpu.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_file(p)
+    p.add_argument("--template-allow", metavar="LIST",
+                   help="what the template may ask for, as the operator's templatePolicy.allow "
+                        "(comma-separated: privileged,hostPath,hostNamespaces,capabilities)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="print the Service and Pods the operator would create",
@@ -189,6 +187,9 @@ def operator_command(sub: argparse._SubParsersAction) -> None:
     peer.add_argument("--peering", help="kopf peering object name for leader election among replicas")
     p.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    p.add_argument("--template-allow", metavar="LIST",
+                   help="what job templates may ask for (default: none of privileged,hostPath,"
+                        "hostNamespaces,capabilities); also DDPJOB_TEMPLATE_ALLOW")
     p.set_defaults(func=cmd_operator)
 
 

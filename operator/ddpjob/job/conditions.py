@@ -31,4 +31,6 @@ def build_conditions(
             "message": message if active or changed else old.get("message", ""),
             "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
         })
+    # Conditions of other types (PodsCreated, ...) are set by their own logic: kept as they are.
+    out += [dict(c) for c in previous or [] if c.get("type") not in CONDITION_TYPES]
     return out

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from ddpjob.job import scheduling
+from ddpjob.job import scheduling, stall
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.observe import PodState
+from ddpjob.job.refusals import refused_status
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
 from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob
@@ -36,6 +37,10 @@ class Plan:
     delete_job: bool = False  # ttlSecondsAfterFinished has passed
     requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
     events: tuple[Event, ...] = field(default_factory=tuple)
+    # Pods past their grace period plus STUCK_MARGIN, still terminating: (pod, node). The
+    # operator force-deletes one only when its node is gone or NotReady (its kubelet can
+    # no longer confirm); on a Ready node it waits for the kubelet.
+    stuck: tuple[tuple[str, str], ...] = ()
 
     @property
     def restart_count(self) -> int:
@@ -44,6 +49,14 @@ class Plan:
 
 def format_time(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Status times have whole seconds (format_time drops the fraction), so a time read back
+# may be up to a second before the event. Deadlines and TTLs count from the end of that
+# second: they fire no earlier than asked (and at most a second later).
+ROUNDING = timedelta(seconds=1)
+# A kubelet confirms a deletion shortly after the grace period; past this margin it is lost or stuck.
+STUCK_MARGIN = timedelta(seconds=30)
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -89,7 +102,28 @@ def _root_cause(failed: list[PodState], policy: str) -> PodState:
                                          p.node_rank))[0]
 
 
-def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime) -> Plan:
+def _stuck(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, str], ...], float | None]:
+    """Terminating Pods past grace + margin on a node, and seconds until the next one is."""
+    stuck, wake = [], None
+    for p in pods:
+        ends = parse_time(p.deletion_time) if p.deleting and p.node_name else None
+        if ends is None:
+            continue
+        due = ends + ROUNDING + STUCK_MARGIN
+        if now >= due:
+            stuck.append((p.name, str(p.node_name)))
+            # Look again later: a node Ready now may be lost by then.
+            wait = STUCK_MARGIN.total_seconds()
+            wake = wait if wake is None else min(wake, wait)
+        else:
+            wait = (due - now).total_seconds()
+            wake = wait if wake is None else min(wake, wait)
+    return tuple(sorted(stuck)), wake
+
+
+def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime,
+         progress: stall.ProgressState | None = None) -> Plan:
+    """`progress`: what Pod 0's launcher last reported, when it was just read (stall.py)."""
     prev = dict(previous or {})
     prev_phase = prev.get("phase")
     restarts = int(prev.get("restarts", 0))
@@ -97,7 +131,13 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     current = {p.node_rank: p for p in pods
                if not p.leftover and p.restart_count == restarts and p.node_rank < job.nodes}
     leftover = [p for p in pods if p.leftover or p.restart_count != restarts or p.node_rank >= job.nodes]
+    # Pods of an earlier DDPJob of this name (another uid) are never touched: the garbage
+    # collector removes them once their owner is gone; this job only waits for them.
+    foreign = [p for p in pods if p.leftover]
+    pods = [p for p in pods if not p.leftover]
     live = [p.name for p in pods if p.phase in ("Pending", "Running", "Unknown") and not p.deleting]
+    progress = progress if progress is not None and progress.restart_count == restarts else None
+    stalled: str | None = None
     gang_wait = scheduling.observe(job, current, prev.get("conditions"), now, now_s)
 
     def status(phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
@@ -105,8 +145,14 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         st = {**prev, "phase": phase, "message": message, "restarts": restarts,
               "readyNodes": ready, "scheduledNodes": gang_wait.scheduled, "observedGeneration": job.generation,
               **resolved(job), **changes}
-        st["conditions"] = scheduling.with_condition(
-            build_conditions(prev.get("conditions"), phase, reason, message, now_s), prev.get("conditions"), gang_wait)
+        st["conditions"] = stall.conditions(
+            scheduling.with_condition(build_conditions(prev.get("conditions"), phase, reason, message, now_s),
+                                      prev.get("conditions"), gang_wait),
+            prev.get("conditions"), stalled,
+            phase == RUNNING and progress is not None and progress.record is not None
+            and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), now_s)
+        if progress is not None:
+            st["progress"] = stall.status_progress(progress, now) or prev.get("progress")
         return {k: v for k, v in st.items() if v is not None}
 
     # The step that finishes a job must also wake it when its TTL is due.
@@ -119,7 +165,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     if prev_phase in FINISHED:
         done = parse_time(prev.get("completionTime")) or now
         if job.ttl_seconds_after_finished is not None:
-            due = done + timedelta(seconds=job.ttl_seconds_after_finished)
+            due = done + ROUNDING + timedelta(seconds=job.ttl_seconds_after_finished)
             if now >= due:
                 return Plan(status=prev, delete=tuple(live), delete_job=True)
             return Plan(status=prev, delete=tuple(live), requeue_after=(due - now).total_seconds())
@@ -134,7 +180,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
 
     started = parse_time(prev.get("startTime"))
     if job.active_deadline_seconds and started:
-        deadline = started + timedelta(seconds=job.active_deadline_seconds)
+        deadline = started + ROUNDING + timedelta(seconds=job.active_deadline_seconds)
         if now >= deadline:
             msg = f"ran longer than activeDeadlineSeconds={job.active_deadline_seconds}"
             return Plan(status=status(FAILED, "DeadlineExceeded", msg, completionTime=now_s),
@@ -152,6 +198,13 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         failed += [PodState(name=f"{job.name}-{r}", node_rank=r, restart_count=restarts, phase="Deleted",
                             reason="PodDeleted", message=f"Pod {job.name}-{r} was deleted")
                    for r in range(job.nodes) if r not in current]
+        if not failed and all(p.phase == "Running" and not p.deleting for p in current.values()):
+            stalled = stall.check(job.stall_timeout_seconds, progress, restarts, job.world_size)
+            if stalled:
+                # A hang is a failure of its own: no exit code, so every retrying policy retries it.
+                failed = [PodState(name=f"{job.name}-0", node_rank=0, restart_count=restarts, phase="Running",
+                                   reason=stall.STALLED, message=stalled)]
+    stall_events = (Event("Warning", stall.STALLED, stalled),) if stalled else ()
     if failed:
         # A preempted or evicted member explains its peers' broken rendezvous: the gang
         # restarts without using up maxRestarts (the user's program did nothing wrong).
@@ -168,7 +221,8 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
             msg = f"{failure['message']}; {why}"
             return Plan(status=status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
                                       msg, completionTime=now_s, lastFailure=failure),
-                        delete=tuple(live), requeue_after=ttl_in, events=events(FAILED, "Warning", "Failed", msg))
+                        delete=tuple(live), requeue_after=ttl_in,
+                        events=stall_events + events(FAILED, "Warning", "Failed", msg))
         restarts += 1
         wait = backoff_seconds(job.restart_backoff_seconds, restarts)
         if cause.disruption:
@@ -180,7 +234,7 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
         plan_ = Plan(status=status(RESTARTING, "GangRestart", msg, lastFailure=failure,
                                    **({"disruptions": disruptions} if disruptions else {})),
                      delete=tuple(p.name for p in pods if not p.deleting),
-                     requeue_after=wait, events=(Event("Warning", "Restarting", msg),))
+                     requeue_after=wait, events=stall_events + (Event("Warning", "Restarting", msg),))
         return plan_
 
     if len(current) == job.nodes and all(p.phase == "Succeeded" for p in current.values()):
@@ -189,11 +243,25 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
                     events=events(SUCCEEDED, "Normal", "Succeeded", msg))
 
     waiting = RESTARTING if restarts and prev_phase == RESTARTING else PENDING
+    if foreign:
+        held = ", ".join(sorted(p.name for p in foreign))
+        msg = (f"Pod(s) {held} belong to an earlier DDPJob named {job.name!r} (another uid) and are "
+               f"not this job's to delete; waiting for the garbage collector to remove them")
+        st = refused_status(status(waiting, "NotOwned", msg), "NotOwned", msg, len(current), job.nodes, now_s)
+        news = (Event("Warning", "FailedCreatePod", msg),) if prev.get("message") != st["message"] else ()
+        return Plan(status=st, delete=tuple(p.name for p in leftover if not p.deleting and not p.leftover),
+                    requeue_after=deadline_in, events=news)
     if leftover:
         # Pods of an earlier attempt hold the names the next attempt needs.
         msg = f"waiting for {len(leftover)} Pod(s) of an earlier attempt to go away"
-        return Plan(status=status(waiting, "Terminating", msg),
-                    delete=tuple(p.name for p in leftover if not p.deleting), requeue_after=deadline_in)
+        stuck, wake = _stuck(leftover, now)
+        if stuck:
+            msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
+                   " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
+        timers = [t for t in (deadline_in, wake) if t is not None]
+        return Plan(status=status(waiting, "Terminating", msg), stuck=stuck,
+                    delete=tuple(p.name for p in leftover if not p.deleting),
+                    requeue_after=min(timers) if timers else None)
 
     missing = tuple(r for r in range(job.nodes) if r not in current)
     if missing and waiting == RESTARTING:

@@ -35,6 +35,10 @@ class PodState:
     # eviction, a node drain): such a failure is not the program's and does not use up
     # spec.maxRestarts. None for an ordinary failure.
     disruption: str | None = None
+    ip: str | None = None  # status.podIP: where the operator reads the Pod's /progress
+    node_name: str | None = None  # spec.nodeName: where a stuck deletion's kubelet lives
+    deletion_time: str | None = None  # metadata.deletionTimestamp: the end of its grace period
+    uid: str | None = None
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -71,6 +75,9 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
         finished_at=terminated.get("finishedAt"), deleting=bool(meta.get("deletionTimestamp")),
         scheduled=scheduled, scheduling_reason=sched_reason, scheduling_message=sched_message,
         disruption=disruption[0] if disruption else None,
+        ip=status.get("podIP") or None,
+        node_name=(pod.get("spec") or {}).get("nodeName"), deletion_time=meta.get("deletionTimestamp"),
+        uid=meta.get("uid"),
     )
 
 

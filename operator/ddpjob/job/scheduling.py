@@ -89,7 +89,9 @@ def with_condition(conditions: list[dict[str, Any]], previous: list[Mapping[str,
                    wait: GangWait) -> list[dict[str, Any]]:
     """The phase conditions plus GangScheduled (the new one, else the previous one kept)."""
     cond = wait.condition or next((dict(c) for c in previous or [] if c.get("type") == CONDITION), None)
-    return conditions + ([cond] if cond else [])
+    # build_conditions keeps other types as they were: replace the kept GangScheduled.
+    others = [c for c in conditions if c.get("type") != CONDITION]
+    return others + ([cond] if cond else [])
 
 
 def blocked(status: Mapping[str, Any], reason: str, message: str, now_s: str) -> dict[str, Any]:

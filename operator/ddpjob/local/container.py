@@ -17,9 +17,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import IO, Mapping
+from typing import IO, Callable, Mapping
 
 from ddpjob.api import names
+from ddpjob.local.progress_view import write_line
 
 # What the trainer image's ENTRYPOINT is; used when a job gives no command.
 DEFAULT_ENTRYPOINT = ("ddpjob-launch",)
@@ -218,8 +219,7 @@ def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) ->
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
         with lock:
-            out.write(f"{prefix} {line}\n")
-            out.flush()
+            write_line(out, f"{prefix} {line}\n")  # above `ddpjob run`'s live progress line
     stream.close()
 
 
@@ -227,7 +227,8 @@ _OUTPUT_LOCK = threading.Lock()
 
 
 def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, out: IO[str] | None = None,
-                    cwd: str | None = None, tag: str | None = None) -> ContainerProcess:
+                    cwd: str | None = None, tag: str | None = None,
+                    preexec: Callable[[], None] | None = None) -> ContainerProcess:
     """Start the Pod's trainer container; `overrides` replace contract values that only
     make sense in a cluster (MASTER_ADDR, MASTER_PORT, DDPJOB_CHECKPOINT_DIR)."""
     container = trainer_container(pod)
@@ -243,6 +244,7 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
         argv, env=env, cwd=workdir,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True,  # a group of its own: Ctrl-C reaches us, and we stop the group
+        preexec_fn=preexec,  # e.g. ownership.die_with_parent
     )
     proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag)
     proc._reader = threading.Thread(target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout,

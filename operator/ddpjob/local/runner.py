@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
@@ -22,13 +23,15 @@ import yaml
 from ddpjob import contract, render
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
-from ddpjob.local import ports
+from ddpjob.local import ownership, ports
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
+from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
+PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a second
 
 
 class LocalRunner:
@@ -47,10 +50,14 @@ class LocalRunner:
         self.status: dict = {}
         self.port: int | None = None
         self._interrupted = False
+        self.attempt_progress: AttemptProgress | None = None
+        self.display = Display(self.out, job.name)
+        self._progress_read_at = 0.0
+        # Every container of this run carries a tag under this prefix (see ownership.py).
+        self.run_tag = f"ddpjob-run-{os.getpid()}-{uuid.uuid4().hex[:8]}/"
 
     def log(self, message: str) -> None:
-        self.out.write(f"[ddpjob] {message}\n")
-        self.out.flush()
+        write_line(self.out, f"[ddpjob] {message}\n")  # above the live progress line, if any
 
     def observe(self) -> list[PodState]:
         states = []
@@ -77,16 +84,34 @@ class LocalRunner:
             if not self.procs:
                 # A fresh port per attempt: the last attempt's store may still hold the old one.
                 self.port = ports.free_port()
-            overrides = contract.local_overrides(self.port, str(self.checkpoint_dir) if self.checkpoint_dir else None)
-            if self.hide_gpus:
-                overrides["CUDA_VISIBLE_DEVICES"] = ""
+            checkpoint = str(self.checkpoint_dir) if self.checkpoint_dir else None
+            if self.attempt_progress is None or self.attempt_progress.attempt != plan.restart_count:
+                self.attempt_progress = AttemptProgress(plan.restart_count, {})
             for rank in plan.create:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
+                name = pod["metadata"]["name"]
+                # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
+                progress_file = str(self.workdir / "pods" / f"{name}-a{plan.restart_count}" / "progress.json")
+                host = loopback_address()
+                overrides = contract.local_overrides(self.port, checkpoint, progress_file, host)
+                if self.hide_gpus:
+                    overrides["CUDA_VISIBLE_DEVICES"] = ""
                 proc = start_container(pod, {**overrides, **devices_for_node(self.job, rank, self.gpus)},
-                                       out=self.out)
-                self.procs[pod["metadata"]["name"]] = (rank, plan.restart_count, proc)
+                                       out=self.out, tag=self.run_tag + uuid.uuid4().hex,
+                                       preexec=ownership.die_with_parent)
+                self.procs[name] = (rank, plan.restart_count, proc)
+                self.attempt_progress.files[rank] = progress_file
+                if rank == 0:
+                    self.log(f"progress of {name}: http://{host}:{contract.DEFAULT_PROGRESS_PORT}/progress")
             self.log(f"started {len(plan.create)} node(s), attempt {plan.restart_count}, "
                      f"rendezvous 127.0.0.1:{self.port}")
+
+    def read_progress(self):
+        """The current attempt's ProgressState, read at most once a second (None between)."""
+        if self.attempt_progress is None or time.monotonic() - self._progress_read_at < PROGRESS_READ_SECONDS:
+            return None
+        self._progress_read_at = time.monotonic()
+        return self.attempt_progress.state()
 
     def _escalate_stops(self) -> None:
         for _, _, proc in self.procs.values():
@@ -94,15 +119,25 @@ class LocalRunner:
                 proc.stop(self.stop_grace)
 
     def run(self) -> dict:
+        watchdog = ownership.Watchdog(self.run_tag)  # kills what is left if this process dies
+        try:
+            return self._run()
+        finally:
+            watchdog.close()
+
+    def _run(self) -> dict:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.checkpoint_dir:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGHUP: the terminal closed. Each stops the whole job, in order.
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             while True:
                 if self._interrupted:
                     return self._shutdown()
-                plan = lifecycle.plan(self.job, self.observe(), self.status, datetime.now(timezone.utc))
+                progress = self.read_progress()
+                plan = lifecycle.plan(self.job, self.observe(), self.status, datetime.now(timezone.utc), progress)
+                self.display.update(progress)
                 if plan.status.get("phase") != self.status.get("phase"):
                     self.log(f"phase {plan.status['phase']}: {plan.status.get('message', '')}")
                 elif plan.status.get("restarts") != self.status.get("restarts"):
@@ -117,6 +152,7 @@ class LocalRunner:
         finally:
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
+            self.display.close()
             self._stop_all()
 
     def _on_signal(self, signum, frame) -> None:
@@ -171,6 +207,21 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
         job = dataclasses.replace(job, generation=1)
     workdir = workdir or Path(os.getcwd()) / ".ddpjob" / job.name
     runner = LocalRunner(job, workdir, out=out, gpus=gpus, hide_gpus=hide_gpus)
+    # Before anything in the job's directory is touched (--fresh included): a second run
+    # of the same job would share and overwrite its checkpoints.
+    lock = ownership.JobLock(workdir, job.name)
+    try:
+        lock.acquire()
+    except LocalRunError as exc:
+        runner.log(f"error: {exc}")
+        return 1
+    try:
+        return _run_locked(runner, workdir, fresh)
+    finally:
+        lock.release()
+
+
+def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if fresh:
         start_fresh(workdir)
     earlier = previous_run(workdir)

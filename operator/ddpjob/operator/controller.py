@@ -22,13 +22,15 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob import render
-from ddpjob.api import names, spec
-from ddpjob.job import lifecycle, scheduling
+from ddpjob.api import names, spec, template_policy
+from ddpjob.job import lifecycle, refusals as job_refusals, scheduling
 from ddpjob.job.observe import PodState, pod_state
+from ddpjob.operator import refusals
 from ddpjob.operator.expectations import Expectations
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
-from ddpjob.operator.kube import Conflict, Kube, NotFound, job_path, object_path, pods_path
+from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, job_path, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
+from ddpjob.operator.progress import ProgressPoller, Target
 from ddpjob.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("ddpjob.operator.controller")
@@ -82,6 +84,7 @@ class _Job:
     service_attempt: int | None = None  # the gang attempt whose Service was last ensured
     expectations: Expectations = field(default_factory=Expectations)
     rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
+    backoff: refusals.Backoff = field(default_factory=refusals.Backoff)  # refused creates
     # PodGroups this operator made, by name -> (apiVersion, kind); deleted when their attempt ends.
     pod_groups: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Pods seen marked for a disruption (preemption, eviction), by name, with their owner's
@@ -98,6 +101,7 @@ class _Job:
         # are dropped when read)
         self.pod_groups, self.gang_waits = {}, 0
         self.expectations.clear()
+        self.backoff.clear()
 
 
 class StatusChanged(Exception):
@@ -115,14 +119,18 @@ class Controller:
         metrics: OperatorMetrics | None = None,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         clock: Callable[[], datetime] = utcnow,
+        poller: ProgressPoller | None = None,
         gang: GangSupport | None = None,
+        template_allow: frozenset[str] = frozenset(),
     ):
         self.kube = kube
         self.gang = gang or GangSupport()
+        self.template_allow = template_allow  # what job templates may ask for (template_policy)
         self.job_body = job_body
         self.pods_of = pods_of
         self.post_event = post_event
         self.clock = clock
+        self.poller = poller  # reads Pod 0's /progress of Running jobs (None: no progress)
         self._jobs: dict[Key, _Job] = {}
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
@@ -148,6 +156,8 @@ class Controller:
         self._jobs.pop((namespace, name), None)
         self._phases.pop((namespace, name), None)
         self.queue.forget((namespace, name))
+        if self.poller is not None:
+            self.poller.unwatch((namespace, name))
 
     async def close(self) -> None:
         await self.queue.close()
@@ -218,7 +228,7 @@ class Controller:
 
         try:
             parsed = spec.parse_job(body)
-            errors = None
+            errors = [str(e) for e in template_policy.check(parsed.template, self.template_allow)] or None
         except spec.InvalidSpec as exc:
             parsed, errors = None, [str(e) for e in exc.errors]
         if errors is None and job.rejected and job.rejected[0] == generation:
@@ -229,19 +239,45 @@ class Controller:
         now = self.clock()
         initial_phase = previous.get("phase")
         events: list[lifecycle.Event] = []
-        plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now)
+        progress = self.poller.take(key) if self.poller is not None else None
+        plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now, progress)
+        refused: refusals.Refusal | None = None
+        retry_in = 0.0
         if plan.create and not (plan.delete or plan.delete_job):
             blocked = await self._ensure_pod_group(job, parsed, plan.restart_count)
             if blocked:
                 return await self._wait_for_gang(job, body, previous, plan, blocked)
             job.gang_waits = 0
-            # Re-plan once with what was just created, so the status written is the one
-            # that holds once the Pods are seen (saves a status write per job). A create
-            # the re-plan still wants is left to the next pass.
-            await self._create_pods(job, parsed, body, plan)
-            events += plan.events
-            plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now)
+            retry_in = job.backoff.wait(now)
+            if retry_in > 0:
+                refused = job.backoff.last  # still backing off after a refused create
+            else:
+                # Re-plan once with what was just created, so the status written is the one
+                # that holds once the Pods are seen (saves a status write per job). A create
+                # the re-plan still wants is left to the next pass.
+                refused = await self._create_pods(job, parsed, body, plan)
+                if refused is not None:
+                    retry_in = job.backoff.refused(refused, now)
+                    if not refused.silent:
+                        self.post_event(body, "Warning", refused.event_reason, refused.event_message)
+                events += plan.events
+                plan = lifecycle.plan(parsed, self._observe_pods(job, uid, previous), previous, now)
+        elif not plan.create:
+            job.backoff.clear()
+        if refused is not None and refused.permanent:
+            return await self._refused_for_good(job, body, previous, refused, generation)
+        now_s = lifecycle.format_time(now)
+        if refused is not None and plan.create:
+            plan = dataclasses.replace(
+                plan, requeue_after=min(retry_in, plan.requeue_after if plan.requeue_after is not None else retry_in),
+                status=job_refusals.refused_status(plan.status, refused.reason, refused.message,
+                                                   parsed.nodes - len(plan.create), parsed.nodes, now_s))
+        else:
+            job.backoff.clear()
+            plan = dataclasses.replace(plan, status=job_refusals.created_status(plan.status, now_s))
         events += [e for e in plan.events if e not in events]
+        if plan.stuck:
+            await self._force_delete_lost(job, body, plan.stuck)
         if plan.delete or plan.delete_job:
             # Status first: if this write fails, nothing is deleted and the restart
             # count cannot be lost between the deletes and the write.
@@ -256,12 +292,26 @@ class Controller:
         await self._write_status(job, body, previous, plan.status)
         await self._delete_pod_groups(job, ns, plan.status)
         self._post(body, events, plan.status)
+        self._watch_progress(job, parsed, plan)
+        if refused is not None and plan.create:
+            return plan.requeue_after  # the backoff (or an earlier timer such as the deadline)
         if plan.create or plan.status.get("phase") != initial_phase:
             # The plan is a function of the previous status: after a phase change, plan
             # again until nothing changes (a job that just finished learns its TTL timer).
             # Also a create the re-plan still wants is done in a fresh pass.
             return 0.0
         return plan.requeue_after
+
+    def _watch_progress(self, job: _Job, parsed: spec.DDPJob, plan: lifecycle.Plan) -> None:
+        if self.poller is None:
+            return
+        if plan.status.get("phase") != lifecycle.RUNNING:
+            self.poller.unwatch(job.key)
+            return
+        ips = {p.node_rank: p.ip for p in self._observe(job, job.uid or "")
+               if p.restart_count == plan.restart_count and not p.leftover}
+        self.poller.watch(job.key, Target(plan.restart_count, tuple(ips.get(r) for r in range(parsed.nodes)),
+                                          parsed.stall_timeout_seconds))
 
     # ---- acts ---------------------------------------------------------------------------
 
@@ -394,32 +444,87 @@ class Controller:
                 raise result
 
     async def _create_pods(self, job: _Job, parsed: spec.DDPJob, body: Mapping[str, Any],
-                           plan: lifecycle.Plan) -> None:
+                           plan: lifecycle.Plan) -> refusals.Refusal | None:
+        """Create the Service and the Pods the plan asks for; the first refusal stops it
+        (and is returned). Errors other than the API server's answer are raised."""
+        uid = job.uid or ""
         if job.service_attempt != plan.restart_count:
             # Once per gang attempt (create-if-absent): a new rendezvous needs the DNS
             # names, and a Service someone deleted comes back with the next attempt.
-            await self.kube.create(render.render_service(parsed), read_existing=False)
+            service = render.render_service(parsed)
+            try:
+                obj, _ = await self.kube.create(service)
+            except APIError as exc:
+                if refusals.transient(exc):
+                    raise  # a server in trouble, not a refusal: the work queue retries soon
+                return refusals.from_api_error("Service", service["metadata"]["name"], exc)
+            if obj is not None and refusals.controller_uid(obj) != uid:
+                return refusals.not_owned("Service", obj, parsed.name)
             job.service_attempt = plan.restart_count
         pods = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in plan.create]
-        # All Pods of the gang at once: one slow create must not hold back the others.
-        results = await asyncio.gather(*(self.kube.create(p) for p in pods), return_exceptions=True)
-        created = 0
-        for rendered, result in zip(pods, results):
-            if isinstance(result, BaseException):
-                continue
-            obj, fresh = result
-            created += fresh
-            seen = indexed_pod(obj or rendered)
-            if seen is not None:
-                job.expectations.created(seen[1])
+        # Slow start, like the Job controller: batches of 1, 2, 4, ... Pods at once, so a
+        # namespace that refuses Pods (quota, policy) sees one refused create per try,
+        # not one per gang member, and a gang of 1,000 still starts in ~10 round trips.
+        created, batch, refused = 0, 1, None
+        errors: list[BaseException] = []
+        while pods and refused is None and not errors:
+            chunk, pods = pods[:batch], pods[batch:]
+            batch *= 2
+            results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
+            for rendered, result in zip(chunk, results):
+                if isinstance(result, APIError) and not refusals.transient(result):
+                    refused = refused or refusals.from_api_error("Pod", rendered["metadata"]["name"], result)
+                    continue
+                if isinstance(result, BaseException):
+                    errors.append(result)
+                    continue
+                obj, fresh = result
+                if obj is not None and not fresh and refusals.controller_uid(obj) != uid:
+                    # A Pod of that name that this job does not control: never adopted.
+                    refused = refused or refusals.not_owned("Pod", obj, parsed.name)
+                    continue
+                created += fresh
+                seen = indexed_pod(obj or rendered)
+                if seen is not None:
+                    job.expectations.created(seen[1])
         if created:
             self.metrics.pods_created.inc(created)
             self.post_event(body, "Normal", "Created",
                             f"created {created} Pod(s) of attempt {plan.restart_count} "
                             f"({parsed.nodes} nodes x {parsed.nproc_per_node} processes)")
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result  # retried by the worker; what was created is remembered
+        if refused is None and errors:
+            raise errors[0]  # retried by the worker; what was created is remembered
+        return refused
+
+    async def _force_delete_lost(self, job: _Job, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]]) -> None:
+        """Force-delete Pods stuck terminating whose node is gone or NotReady: no kubelet
+        will ever confirm them (what PodGC does for a deleted Node, and what an admin does
+        with `kubectl delete --force` for an unreachable one). On a Ready node the kubelet
+        is alive and is waited for: a force delete there could run two gangs at once."""
+        ns = job.key[0]
+        uids = {p.name: p.uid for p in self._observe(job, job.uid or "")}
+        for pod_name, node_name in stuck:
+            node = await self.kube.get_node(node_name)
+            ready = next((c.get("status") for c in ((node or {}).get("status") or {}).get("conditions") or []
+                          if c.get("type") == "Ready"), None)
+            if node is not None and ready == "True":
+                continue
+            why = "is gone" if node is None else f"is not Ready (Ready={ready or 'unknown'})"
+            if await self.kube.delete(pods_path(ns, pod_name), uid=uids.get(pod_name), grace_period=0):
+                self.post_event(body, "Warning", "ForceDeleted",
+                                f"force-deleted Pod {pod_name}, stuck terminating: its node {node_name} {why}")
+
+    async def _refused_for_good(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
+                                refused: refusals.Refusal, generation: int) -> float:
+        """The API server finds a rendered object invalid: no retry can help, the job fails
+        with the server's message (its live Pods are stopped by the next pass)."""
+        message = f"the API server refused {refused.kind} {refused.name!r}: {refused.message}"
+        new = job_refusals.failed_status(previous, refused.reason, message, generation,
+                                         lifecycle.format_time(self.clock()))
+        await self._write_status(job, body, previous, new)
+        self.post_event(body, "Warning", "Failed", message)
+        job.backoff.clear()
+        return 0.0
 
     async def _invalid(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                        errors: list[str], generation: int, uid: str) -> None:

@@ -20,10 +20,11 @@ from typing import Any
 import kopf
 
 from ddpjob.operator import controller as ctl
-from ddpjob.api import names, spec
+from ddpjob.api import names, spec, template_policy
 from ddpjob.operator.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
+from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, ProgressPoller
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
 PODS = ("", "v1", "pods")
@@ -33,6 +34,10 @@ POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
 # `kopf run -m ddpjob.operator.handlers` has no option of ours: /metrics is turned on by
 # this variable (run_operator sets it from --metrics-port).
 METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
+# Seconds between two reads of one job's /progress (default 30, at least 1, at most 3600;
+# "0" turns progress polling off) and the global cap on reads per second.
+PROGRESS_INTERVAL_ENV = "DDPJOB_PROGRESS_INTERVAL_SECONDS"
+PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
@@ -113,7 +118,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     # Logs an error per enabled integration whose PodGroup API is missing; never fails the
     # start. In the background: API calls wait for the login, which follows the startup.
     memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
-    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang)
+    poller = _progress_poller(lambda key: memo.controller.trigger(*key), logger)
+    allow = template_policy.parse_allowances(os.environ.get(template_policy.ENV))
+    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
+                                poller=poller, template_allow=allow)
+    if allow:
+        logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
     port = os.environ.get(METRICS_PORT_ENV)
     if port:
         controller.metrics.serve(int(port))
@@ -121,10 +131,32 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     memo.controller = controller
 
 
+def _bounded(name: str, default: float, lo: float, hi: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise kopf.PermanentError(f"{name}={raw!r} is not a number") from None
+    if value != 0 and not lo <= value <= hi:
+        raise kopf.PermanentError(f"{name}={raw!r} must be 0 (off) or within [{lo:g}, {hi:g}]")
+    return value
+
+
+def _progress_poller(on_progress: Any, logger: logging.Logger) -> ProgressPoller | None:
+    interval = _bounded(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL, 1, 3600)
+    rate = _bounded(PROGRESS_RATE_ENV, DEFAULT_MAX_PER_SECOND, 0.1, 1000)
+    if not interval or not rate:
+        logger.info("progress polling is off")
+        return None
+    return ProgressPoller(on_progress, interval=interval, max_per_second=rate)
+
+
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     controller = getattr(memo, "controller", None)
     if controller is not None:
+        if controller.poller is not None:
+            await controller.poller.close()
         await controller.close()
         controller.metrics.stop()
     if getattr(memo, "kube", None) is not None:
@@ -180,10 +212,15 @@ async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body,
         memo.controller.trigger(namespace, name)
 
 
-@kopf.on.event(*JOBS)
-async def job_event(type: str | None, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    if type == "DELETED":
-        memo.controller.forget(namespace, name)
+def _deleted(type: str | None, **_: Any) -> bool:
+    return type == "DELETED"
+
+
+# Filtered before kopf runs (and logs) a handler: a Running job's status.progress write
+# comes back as a MODIFIED event, and would otherwise cost a handler call each time.
+@kopf.on.event(*JOBS, when=_deleted)
+async def job_event(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.forget(namespace, name)
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)

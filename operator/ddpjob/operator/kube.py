@@ -62,6 +62,7 @@ class APIError(Exception):
         super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason, self.message = status, reason, message
         self.body = dict(body or {})
+        self.details: dict[str, Any] = dict(self.body.get("details") or {})  # e.g. causes of a 422
 
     @property
     def transient(self) -> bool:
@@ -281,10 +282,21 @@ class Kube:
                 return None, False
             return await self.get(f"{url}/{obj['metadata']['name']}"), False
 
-    async def delete(self, url: str, *, uid: str | None = None, propagation: str = "Background") -> bool:
+    async def get_node(self, name: str) -> dict[str, Any] | None:
+        """The Node, or None when it is gone."""
+        try:
+            return await self.get(f"/api/v1/nodes/{name}")
+        except NotFound:
+            return None
+
+    async def delete(self, url: str, *, uid: str | None = None, propagation: str = "Background",
+                     grace_period: int | None = None) -> bool:
         """Delete; False when it was already gone. `uid` makes it a precondition, so an
-        object recreated under the same name is never deleted by mistake."""
+        object recreated under the same name is never deleted by mistake. `grace_period=0`
+        is a force delete (for a Pod whose kubelet can no longer confirm)."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
         if uid:
             options["preconditions"] = {"uid": uid}
         try:

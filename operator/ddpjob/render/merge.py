@@ -28,9 +28,27 @@ def _merge_named(user: list[dict], ours: list[dict], combine=None) -> list[dict]
     return merged + list(ours_by_name.values())
 
 
+# Fields the operator only defaults (the restricted Pod Security Standard): the user's
+# template wins, field by field; an operator-side template policy decides what is allowed.
+USER_OVERRIDABLE_POD = ("securityContext", "automountServiceAccountToken")
+
+
+def _with_defaults(ours: Any, user: Any) -> Any:
+    if isinstance(ours, dict) and isinstance(user, dict):
+        return {**ours, **user}
+    return user if user is not None else ours
+
+
+def _secure(container: dict, defaults: Mapping[str, Any]) -> dict:
+    """A container with the restricted securityContext defaults under its own settings."""
+    return {**container, "securityContext": _with_defaults(dict(defaults), container.get("securityContext"))}
+
+
 def _merge_trainer(user: dict, ours: dict) -> dict:
     # Our keys first (readable `kubectl get -o yaml`), then whatever else the user set.
     out = {**ours, **{k: v for k, v in user.items() if k not in ours}}
+    if "securityContext" in ours:
+        out["securityContext"] = _with_defaults(ours["securityContext"], user.get("securityContext"))
     # The user's extra env comes after the contract; the spec already forbids reserved names.
     out["env"] = ours.get("env", []) + [e for e in user.get("env", [])
                                         if e.get("name") not in {o["name"] for o in ours.get("env", [])}]
@@ -56,7 +74,16 @@ def merge_pod_template(pod: dict, template: Mapping[str, Any] | None) -> dict:
     user_spec = dict(template.get("spec") or {})
     ours = merged["spec"]
     spec = {**ours, **{k: v for k, v in user_spec.items() if k not in ours}}
-    spec["containers"] = _merge_named(user_spec.get("containers", []), ours["containers"], _merge_trainer)
+    for key in USER_OVERRIDABLE_POD:
+        if key in user_spec:
+            spec[key] = _with_defaults(ours.get(key), user_spec[key])
+    defaults = next((c.get("securityContext") for c in ours["containers"]
+                     if c["name"] == names.TRAINER_CONTAINER), None) or {}
+    user_containers = [c if c.get("name") == names.TRAINER_CONTAINER else _secure(c, defaults)
+                       for c in user_spec.get("containers", [])]
+    spec["containers"] = _merge_named(user_containers, ours["containers"], _merge_trainer)
+    if user_spec.get("initContainers"):
+        spec["initContainers"] = [_secure(c, defaults) for c in user_spec["initContainers"]]
     # The trainer container goes first so `kubectl logs` picks it by default.
     spec["containers"].sort(key=lambda c: c.get("name") != names.TRAINER_CONTAINER)
     spec["volumes"] = _merge_named(user_spec.get("volumes", []), ours.get("volumes", []))

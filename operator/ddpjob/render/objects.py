@@ -75,14 +75,21 @@ def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
     if job.shm_size is not None:
         shm["sizeLimit"] = job.shm_size
     # Docker's 64 MB /dev/shm default breaks DataLoader workers and NCCL.
-    volumes = [{"name": "dshm", "emptyDir": shm}]
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes = [{"name": "dshm", "emptyDir": shm}, {"name": "ddpjob-progress", "emptyDir": {}}]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
+              # The progress record's home: writable even under a read-only root filesystem.
+              {"name": "ddpjob-progress", "mountPath": contract.PROGRESS_DIR}]
     if job.checkpoint:
         source = ({"persistentVolumeClaim": {"claimName": job.checkpoint.claim_name}}
                   if job.checkpoint.claim_name else dict(job.checkpoint.volume or {}))
         volumes.append({"name": "checkpoint", **source})
         mounts.append({"name": "checkpoint", "mountPath": job.checkpoint.mount_path})
     return volumes, mounts
+
+
+# The container half of the restricted Pod Security Standard; the template's own
+# securityContext fields win (merge.py), and sidecars get the same defaults.
+CONTAINER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def render_service(job: DDPJob) -> dict:
@@ -104,7 +111,9 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
         command=list(job.command) if job.command else None, args=list(job.args),
         working_dir=job.working_dir,
         env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
-        port=job.port, resources=_resources(job), volume_mounts=mounts, volumes=volumes,
+        port=job.port, progress_port=contract.DEFAULT_PROGRESS_PORT,
+        progress_port_name=contract.PROGRESS_PORT_NAME, resources=_resources(job), volume_mounts=mounts,
+        volumes=volumes, container_security_context=CONTAINER_SECURITY_CONTEXT,
     )
     return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 

@@ -1,0 +1,126 @@
+"""Stall detection and the progress part of the status, pure.
+
+The operator (from Pod 0's /progress) and `ddpjob run` (from the files themselves) build
+the same `ProgressState`; `lifecycle.plan()` asks `check()` whether the gang has stalled:
+every Pod Running, `spec.stallTimeoutSeconds` set, and the progress record of the current
+attempt not advanced for that long. A stall is then a failure of its own (reason
+`Stalled`): the gang restarts and resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from ddpjob import progress_record
+
+STALLED = "Stalled"
+
+
+@dataclass(frozen=True)
+class ProgressState:
+    restart_count: int  # the gang attempt whose launcher answered
+    seconds_since_progress: float  # since the record last advanced, or since the launcher started
+    record: Mapping[str, Any] | None = None
+    eta_seconds: int | None = None
+    ranks: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # global rank -> heartbeat view
+
+    @classmethod
+    def from_snapshot(cls, snap: Mapping[str, Any], restart_count: int) -> "ProgressState":
+        """From a `/progress` document (progress_record.Tracker.snapshot)."""
+        record = snap.get("record")
+        return cls(restart_count=restart_count, seconds_since_progress=float(snap.get("seconds_since_progress") or 0),
+                   record=record if record and not progress_record.validate(record) else None,
+                   eta_seconds=snap.get("eta_seconds"),
+                   ranks={int(r): b for r, b in (snap.get("ranks") or {}).items()})
+
+    def with_ranks(self, ranks: Mapping[int, Mapping[str, Any]]) -> "ProgressState":
+        return ProgressState(self.restart_count, self.seconds_since_progress, self.record, self.eta_seconds,
+                             {**self.ranks, **ranks})
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            out.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ",".join(out)
+
+
+def stale_ranks(progress: ProgressState, world_size: int) -> tuple[list[int], str]:
+    """(ranks, description). A rank blocked in a collective has reached the next step; the
+    one it waits for has not: the ranks behind the furthest one are the stale ones."""
+    ranks = progress.ranks
+    missing = [r for r in range(world_size) if r not in ranks]
+    if not ranks:
+        return list(range(world_size)), "no rank reported a heartbeat"
+    top = max(b["step"] for b in ranks.values())
+    behind = sorted(r for r, b in ranks.items() if b["step"] < top)
+    if behind:
+        steps = sorted({ranks[r]["step"] for r in behind})
+        at = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+        text = f"rank(s) {_ranges(behind)} stopped at {at} while the others reached step {top}"
+    else:
+        behind = sorted(ranks)
+        text = f"all reporting ranks ({_ranges(behind)}) stopped at step {top}"
+    if missing and len(missing) < world_size:
+        text += f"; no heartbeat seen from rank(s) {_ranges(missing)}"
+    return behind, text
+
+
+def check(timeout: int | None, progress: ProgressState | None, restarts: int, world_size: int) -> str | None:
+    """The stall message, or None. Called only while every Pod of the gang runs."""
+    if not timeout or progress is None or progress.restart_count != restarts:
+        return None
+    if progress.record is None:
+        # The clock starts at the attempt's first record: start-up (image pull, data download,
+        # rendezvous) has its own timeouts and may take longer than a step ever should.
+        return None
+    if progress.seconds_since_progress < timeout:
+        return None
+    _, ranks = stale_ranks(progress, world_size)
+    where = f" (last: {progress_record.summary(progress.record)})"
+    return (f"no progress for {progress.seconds_since_progress:.0f}s (stallTimeoutSeconds={timeout}){where}; "
+            f"{ranks}")
+
+
+def conditions(built: list[dict], previous: list[Mapping] | None, stalled: str | None, advancing: bool,
+               now: str) -> list[dict]:
+    """`built` (the phase conditions) plus a `Stalled` condition: True when this step found a
+    stall, False once a later attempt advances again, otherwise as it was."""
+    old = next((dict(c) for c in previous or [] if c.get("type") == STALLED), None)
+    if stalled is not None:
+        changed = old is None or old.get("status") != "True"
+        cond = {"type": STALLED, "status": "True", "reason": STALLED, "message": stalled,
+                "lastTransitionTime": now if changed else old.get("lastTransitionTime", now)}
+    elif old is not None and advancing and old.get("status") == "True":
+        cond = {"type": STALLED, "status": "False", "reason": "Progressing",
+                "message": "the progress record advances again", "lastTransitionTime": now}
+    else:
+        cond = old
+    return built + ([cond] if cond else [])
+
+
+def _time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_progress(progress: ProgressState, now: datetime) -> dict | None:
+    """`status.progress`; stable while the record is (so an unchanged job costs no write)."""
+    record = progress.record
+    if not record:
+        return None
+    out = {"step": record["step"], "totalSteps": record.get("total_steps"), "epoch": record.get("epoch"),
+           "totalEpochs": record.get("total_epochs"), "samplesPerSecond": record.get("samples_per_s"),
+           "loss": record.get("loss"), "etaSeconds": progress.eta_seconds,
+           "eta": progress_record.format_duration(progress.eta_seconds) or None,
+           "summary": progress_record.summary(record)}
+    # The trainer's clock says when it wrote the record; without one, when it last advanced.
+    when = record.get("time")
+    out["updateTime"] = (_time(when) if isinstance(when, (int, float))
+                         else (now - timedelta(seconds=progress.seconds_since_progress)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return {k: v for k, v in out.items() if v is not None}

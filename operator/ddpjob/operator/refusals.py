@@ -1,0 +1,127 @@
+"""When the API server says no to a create: what it means, what the user is told, when to retry.
+
+Modelled on Kubernetes' Job controller (pkg/controller/job/job_controller.go manageJob,
+pkg/controller/controller_utils.go createPods): a refused create is recorded as a
+Warning Event `FailedCreate<Kind>` with the server's own message ("Error creating: pods
+"x" is forbidden: exceeded quota: ..."), the rest of the slow-start batch is skipped,
+and the job is retried with exponential backoff. Unlike the Job controller, a 422
+Invalid on a rendered Pod is permanent here: only a spec change can fix it, so the job
+fails with the server's message instead of retrying forever.
+
+A name held by an object this job does not control (no controller ownerReference with
+the job's uid) is refused by us, not by the server: it is never adopted, modified or
+deleted; the job says which object holds the name and retries with the same backoff.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from ddpjob.api import names
+from ddpjob.operator.kube import APIError
+
+# Retries of a refused create: 0.5 s, 1 s, 2 s, ... capped at 30 s, so a namespace whose
+# quota is raised gets its Pods within ~30 s without anyone touching the job, and a
+# refusing namespace sees at most a handful of creates per job in the first 10 s.
+BACKOFF_BASE, BACKOFF_CAP = 0.5, 30.0
+# Reasons that no retry can fix: the object itself is wrong.
+PERMANENT_STATUSES = frozenset({422})
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: str  # Pod | Service
+    name: str
+    reason: str  # the condition's reason: Forbidden, Invalid, NotOwned, ...
+    message: str  # what the user reads: the server's message, or which object holds the name
+    status: int = 0  # the HTTP code; 0 for a refusal of ours (NotOwned)
+    causes: tuple[str, ...] = ()  # the Status' details.causes[].reason
+
+    @property
+    def permanent(self) -> bool:
+        return self.status in PERMANENT_STATUSES
+
+    @property
+    def event_reason(self) -> str:
+        return f"FailedCreate{self.kind}"
+
+    @property
+    def event_message(self) -> str:
+        return f"Error creating: {self.message}"
+
+    @property
+    def silent(self) -> bool:
+        # The Job controller posts nothing when the namespace is being deleted: the job
+        # is about to go too.
+        return NAMESPACE_TERMINATING in self.causes
+
+
+def transient(exc: APIError) -> bool:
+    """A server in trouble (5xx, 429 throttling), not an answer about the object: retried
+    by the work queue's quick backoff, without an Event."""
+    if "admission webhook" in exc.message:
+        # A webhook's denial (kopf webhooks answer 500 by default): an answer, to report.
+        return False
+    return exc.status >= 500 or exc.status == 429
+
+
+def from_api_error(kind: str, name: str, exc: APIError) -> Refusal:
+    reason = exc.reason or ("WebhookDenied" if "admission webhook" in exc.message else None) \
+        or {403: "Forbidden", 422: "Invalid", 400: "BadRequest"}.get(exc.status, f"HTTP{exc.status}")
+    causes = tuple(str(c.get("reason") or "") for c in (exc.details.get("causes") or []) if isinstance(c, Mapping))
+    return Refusal(kind, name, reason, exc.message or f"{kind} {name!r}: HTTP {exc.status}", exc.status, causes)
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the DDPJob that controls `obj`, or None."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == names.KIND \
+                and str(ref.get("apiVersion", "")).startswith(names.GROUP + "/"):
+            return ref.get("uid")
+    return None
+
+
+def not_owned(kind: str, obj: Mapping[str, Any], job_name: str) -> Refusal:
+    """`obj` has a child's name but another controller (or none)."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    holder = "no controller"
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            holder = f"controller {ref.get('kind')} {ref.get('name')!s} (uid {ref.get('uid')})"
+    message = (f"{kind} {name!r} already exists and is not controlled by DDPJob {job_name!r} ({holder}); "
+               f"delete it or rename the job")
+    return Refusal(kind, name, "NotOwned", message)
+
+
+@dataclass
+class Backoff:
+    """One job's refused creates: how many in a row, and when the next try is due."""
+    failures: int = 0
+    retry_at: datetime | None = None
+    last: Refusal | None = None
+
+    def refused(self, refusal: Refusal, now: datetime) -> float:
+        """Record a refusal; returns the seconds until the next try."""
+        self.failures += 1
+        self.last = refusal
+        delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (self.failures - 1)) * random.uniform(1.0, 1.1)
+        self.retry_at = now + timedelta(seconds=delay)
+        return delay
+
+    def wait(self, now: datetime) -> float:
+        """Seconds until creates may be tried again (0: now)."""
+        if self.retry_at is None:
+            return 0.0
+        return max(0.0, (self.retry_at - now).total_seconds())
+
+    @property
+    def active(self) -> bool:
+        return self.last is not None
+
+    def clear(self) -> None:
+        self.failures, self.retry_at, self.last = 0, None, None

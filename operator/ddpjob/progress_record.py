@@ -1,0 +1,181 @@
+"""The progress record: a small JSON file any training process may write, and what
+ddpjob-launch, the operator and `ddpjob run` read from it.
+
+Pure and dependency-free (the trainer image imports it without kopf, jinja2 or yaml).
+
+Record (written by global rank 0 to $DDPJOB_PROGRESS_FILE, atomically):
+    {"step": 120, "total_steps": 900, "epoch": 1, "total_epochs": 3,
+     "samples_per_s": 5120.0, "loss": 0.41, "time": 1763900000.0}
+Only `step` is required. Heartbeats (written by every rank to `<file>.rank<LOCAL_RANK>`):
+    {"rank": 3, "step": 121, "time": ..., "step_time": ...}
+`step` there is the step the rank has *reached* (entered), so when one rank hangs the
+others, blocked in the next collective, are one step ahead of it: that names the culprit.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import tempfile
+import time
+from typing import Any, Mapping
+
+INTS = ("step", "total_steps", "epoch", "total_epochs")
+FLOATS = ("samples_per_s", "loss", "time")
+HEARTBEAT_SUFFIX = ".rank"
+MAX_BYTES = 64 * 1024  # a record is a few hundred bytes; refuse to parse anything huge
+
+
+def validate(record: Any) -> list[str]:
+    """Errors naming each bad field; [] for a good record. Unknown fields are kept."""
+    if not isinstance(record, Mapping):
+        return ["progress record: must be a JSON object"]
+    errors = []
+    if "step" not in record:
+        errors.append("step: required")
+    for key in INTS:
+        v = record.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            errors.append(f"{key}: must be an integer >= 0 (got {v!r})")
+    for key in FLOATS:
+        v = record.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            errors.append(f"{key}: must be a finite number (got {v!r})")
+    return errors
+
+
+def _write_json(path: str, obj: Mapping[str, Any]) -> None:
+    # Write to a temporary name in the same directory, then rename: a reader sees the old
+    # record or the new one, never half of one.
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".progress-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write(path: str, step: int, **fields: Any) -> dict:
+    """Write the record atomically; `time` defaults to now. Raises ValueError on a bad field."""
+    record = {"step": step, **{k: v for k, v in fields.items() if v is not None}}
+    record.setdefault("time", round(time.time(), 3))
+    errors = validate(record)
+    if errors:
+        raise ValueError("; ".join(errors))
+    _write_json(path, record)
+    return record
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_BYTES:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def read(path: str) -> dict | None:
+    """The record, or None when it is missing or not a valid record."""
+    record = _read_json(path)
+    return dict(record) if record is not None and not validate(record) else None
+
+
+def heartbeat_path(path: str, local_rank: int) -> str:
+    return f"{path}{HEARTBEAT_SUFFIX}{local_rank}"
+
+
+def write_heartbeat(path: str, local_rank: int, rank: int, step: int, step_time: float) -> None:
+    _write_json(heartbeat_path(path, local_rank),
+                {"rank": rank, "step": step, "time": round(time.time(), 3), "step_time": round(step_time, 3)})
+
+
+def read_heartbeats(path: str, now: float | None = None) -> dict[int, dict]:
+    """Global rank -> {"step", "heartbeat_age", "step_age"} (seconds, this machine's clock)."""
+    now = time.time() if now is None else now
+    out = {}
+    for name in glob.glob(glob.escape(path) + HEARTBEAT_SUFFIX + "*"):
+        beat = _read_json(name)
+        if not isinstance(beat, Mapping) or not all(isinstance(beat.get(k), (int, float)) for k in
+                                                    ("rank", "step", "time", "step_time")):
+            continue
+        out[int(beat["rank"])] = {"step": int(beat["step"]),
+                                  "heartbeat_age": round(max(0.0, now - beat["time"]), 3),
+                                  "step_age": round(max(0.0, now - beat["step_time"]), 3)}
+    return out
+
+
+class Tracker:
+    """What a reader (ddpjob-launch, `ddpjob run`) knows beyond the latest record: when it
+    last advanced, and the step rate since it was first seen (for the ETA)."""
+
+    def __init__(self, started_at: float | None = None):
+        self.started_at = time.time() if started_at is None else started_at
+        self.first: tuple[int, float] | None = None  # (step, time) first seen
+        self.last_step: int | None = None
+        self.advanced_at = self.started_at
+
+    def snapshot(self, path: str, now: float | None = None) -> dict:
+        """The document `/progress` serves: {"record", "seconds_since_progress", "eta_seconds", "ranks"}."""
+        now = time.time() if now is None else now
+        record = read(path)
+        if record is not None and record["step"] != self.last_step:
+            self.last_step = record["step"]
+            self.advanced_at = now
+            if self.first is None:
+                self.first = (record["step"], now)
+        return {"record": record, "seconds_since_progress": round(now - self.advanced_at, 3),
+                "eta_seconds": self.eta(record, now), "ranks": {str(r): v for r, v in
+                                                                sorted(read_heartbeats(path, now).items())}}
+
+    def eta(self, record: Mapping | None, now: float) -> int | None:
+        if not record or not record.get("total_steps") or self.first is None:
+            return None
+        step0, t0 = self.first
+        if record["step"] <= step0 or now <= t0:
+            return None
+        rate = (record["step"] - step0) / (self.advanced_at - t0) if self.advanced_at > t0 else None
+        if not rate:
+            return None
+        return max(0, int((record["total_steps"] - record["step"]) / rate))
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s >= 86400:
+        return f"{s // 86400}d{s % 86400 // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def summary(record: Mapping | None) -> str:
+    """One short line for people (kubectl's PROGRESS column, `ddpjob run`)."""
+    if not record:
+        return ""
+    parts = []
+    if record.get("epoch") is not None:
+        parts.append(f"epoch {record['epoch']}" + (f"/{record['total_epochs']}" if record.get("total_epochs") else ""))
+    step = f"step {record['step']}"
+    if record.get("total_steps"):
+        step += f"/{record['total_steps']} ({100 * record['step'] // max(1, record['total_steps'])}%)"
+    parts.append(step)
+    return " ".join(parts)

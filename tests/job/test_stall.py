@@ -1,0 +1,101 @@
+"""Stall detection in the shared job logic: a gang whose progress record stops advancing
+while every Pod runs is restarted with reason Stalled, naming the ranks that stopped."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ddpjob.api.spec import parse_job
+from ddpjob.job import lifecycle, stall
+from ddpjob.job.observe import PodState
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+RECORD = {"step": 40, "total_steps": 100, "epoch": 1, "total_epochs": 3, "samples_per_s": 900.0, "loss": 0.3,
+          "time": T0.timestamp()}
+
+
+def pods(phases, attempt=0):
+    return [PodState(name=f"demo-{i}", node_rank=i, restart_count=attempt, phase=ph) for i, ph in enumerate(phases)]
+
+
+def progress(since, attempt=0, record=RECORD, ranks=None):
+    return stall.ProgressState(restart_count=attempt, seconds_since_progress=since, record=record, eta_seconds=80,
+                               ranks=ranks if ranks is not None else {0: {"step": 41}, 1: {"step": 40}})
+
+
+@pytest.fixture
+def job(job_body):
+    def make(**spec):
+        return parse_job(job_body(**{"restartBackoffSeconds": 10, **spec}))
+    return make
+
+
+def running(j):
+    first = lifecycle.plan(j, [], None, T0)
+    return lifecycle.plan(j, pods(["Running", "Running"]), first.status, T0).status
+
+
+def test_progress_lands_in_status_and_is_stable_while_the_record_is(job):
+    j = job(stallTimeoutSeconds=60)
+    st = running(j)
+    p = lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(5))
+    assert p.status["progress"] == {
+        "step": 40, "totalSteps": 100, "epoch": 1, "totalEpochs": 3, "samplesPerSecond": 900.0, "loss": 0.3,
+        "etaSeconds": 80, "eta": "1m20s", "summary": "epoch 1/3 step 40/100 (40%)", "updateTime": "2026-01-01T12:00:00Z"}
+    later = lifecycle.plan(j, pods(["Running", "Running"]), p.status, T0 + timedelta(seconds=30), progress(35))
+    assert later.status == p.status and later.events == ()  # nothing new: nothing to write
+
+
+def test_no_advance_for_the_timeout_restarts_the_gang_as_stalled(job):
+    j = job(stallTimeoutSeconds=60, maxRestarts=2)
+    st = running(j)
+    assert lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(59)).status["phase"] == "Running"
+    p = lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(61))
+    assert p.status["phase"] == "Restarting" and p.restart_count == 1
+    assert set(p.delete) == {"demo-0", "demo-1"}
+    failure = p.status["lastFailure"]
+    assert failure["reason"] == "Stalled" and failure["retryable"] and "exitCode" not in failure
+    cond = {c["type"]: c for c in p.status["conditions"]}["Stalled"]
+    assert cond["status"] == "True" and "rank(s) 1 stopped at step 40 while the others reached step 41" in cond["message"]
+    assert [e.reason for e in p.events] == ["Stalled", "Restarting"]
+    assert "stallTimeoutSeconds=60" in p.events[0].message and "epoch 1/3 step 40/100" in p.events[0].message
+
+
+def test_stalled_condition_clears_once_the_next_attempt_advances(job):
+    j = job(stallTimeoutSeconds=60, restartBackoffSeconds=0)
+    p = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(61))
+    st = lifecycle.plan(j, [], p.status, T0).status
+    st = lifecycle.plan(j, pods(["Running", "Running"], attempt=1), st, T0).status
+    assert st["phase"] == "Running"
+    assert {c["type"]: c["status"] for c in st["conditions"]}["Stalled"] == "True"  # nothing read yet
+    st = lifecycle.plan(j, pods(["Running", "Running"], attempt=1), st, T0, progress(1, attempt=1)).status
+    assert {c["type"]: c["status"] for c in st["conditions"]}["Stalled"] == "False"
+
+
+@pytest.mark.parametrize("why, spec, observed, state", [
+    ("off by default", {}, ["Running", "Running"], progress(10_000)),
+    ("not every Pod runs", {"stallTimeoutSeconds": 60}, ["Running", "Succeeded"], progress(10_000)),
+    ("an earlier attempt's launcher", {"stallTimeoutSeconds": 60}, ["Running", "Running"], progress(10_000, attempt=7)),
+    ("nothing read", {"stallTimeoutSeconds": 60}, ["Running", "Running"], None),
+    ("no record yet: still starting", {"stallTimeoutSeconds": 60}, ["Running", "Running"], progress(10_000, record=None)),
+])
+def test_no_stall(job, why, spec, observed, state):
+    j = job(**spec)
+    p = lifecycle.plan(j, pods(observed), running(j), T0, state)
+    assert p.status["phase"] == "Running" and not p.delete, why
+
+
+def test_never_policy_fails_on_a_stall(job):
+    j = job(stallTimeoutSeconds=60, restartPolicy="Never")
+    p = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(61))
+    assert p.status["phase"] == "Failed" and p.status["lastFailure"]["reason"] == "Stalled"
+    assert [e.reason for e in p.events] == ["Stalled", "Failed"]
+
+
+@pytest.mark.parametrize("ranks, world, text", [
+    ({0: {"step": 5}, 1: {"step": 4}, 2: {"step": 5}, 3: {"step": 4}}, 4, "rank(s) 1,3 stopped at step 4"),
+    ({0: {"step": 5}, 1: {"step": 5}}, 4, "all reporting ranks (0-1) stopped at step 5; no heartbeat seen from rank(s) 2-3"),
+    ({}, 2, "no rank reported a heartbeat"),
+])
+def test_stale_ranks(ranks, world, text):
+    assert text in stall.stale_ranks(stall.ProgressState(0, 100.0, ranks=ranks), world)[1]

@@ -1,0 +1,168 @@
+"""The real operator against a development cluster that says no: ResourceQuota, a name
+held by someone else's Pod, an invalid rendered Pod. Each refusal is visible (status,
+condition, Event), bounded (backoff) and, where the cause goes away, recovered from
+without anyone touching the job."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.operator.conftest import ROOT, Cluster, ddpjob
+from ddpjob_devcluster.operator_runner import wait_for
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _pod_creates(cluster: Cluster, job: str) -> int:
+    # A create names no object in its URL: count the Pod creates of the whole test (only
+    # this job creates Pods).
+    return sum(1 for r in cluster.emulator.requests if r.verb == "create" and r.resource == "pods")
+
+
+def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str | None:
+    """kubectl's output, or None where kubectl is not installed."""
+    tool = shutil.which("kubectl", path=os.pathsep.join([str(ROOT / ".venv" / "bin"), os.environ.get("PATH", "")]))
+    if tool is None:
+        return None
+    config = cluster.emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    done = subprocess.run([tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _condition(status: dict, ctype: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
+
+
+def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(cluster: Cluster, operator,
+                                                                                tmp_path) -> None:
+    cluster.core.create_namespaced_resource_quota(cluster.ns, {"metadata": {"name": "one-pod"},
+                                                               "spec": {"hard": {"pods": "1"}}})
+    cluster.create(ddpjob("quota", nodes=2))
+    st = wait_for(lambda: (s := cluster.status("quota")) and "exceeded quota" in s.get("message", "") and s,
+                  timeout=20, message="the job never said it is over quota")
+    assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
+    assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
+        in st["message"]
+    cond = _condition(st, "PodsCreated")
+    assert cond["status"] == "False" and cond["reason"] == "Forbidden" and "exceeded quota" in cond["message"]
+    event = cluster.wait_event("quota", "FailedCreatePod")
+    assert event["type"] == "Warning" and event["message"].startswith('Error creating: pods "quota-1" is forbidden')
+    # Backoff: after several retries the creates stay few.
+    first = _pod_creates(cluster, "quota")
+    wait_for(lambda: _pod_creates(cluster, "quota") >= first + 3, timeout=20, message="no retries")
+    assert _pod_creates(cluster, "quota") <= 20
+    # What a user types: `kubectl describe` shows the message, the condition and the Event.
+    described = _kubectl(cluster, tmp_path, "describe", "ddpj", "quota")
+
+    if described is not None:
+        assert "exceeded quota" in described and "PodsCreated" in described and "FailedCreatePod" in described
+    # The quota is raised: the second Pod comes without anyone touching the job.
+    cluster.core.patch_namespaced_resource_quota("one-pod", cluster.ns, {"spec": {"hard": {"pods": "4"}}})
+    st = cluster.run_gang("quota", 2)
+    assert _condition(st, "PodsCreated")["status"] == "True"
+
+
+def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster: Cluster, operator) -> None:
+    foreign = {"metadata": {"name": "taken-0", "labels": {"app": "someone-else"}},
+               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    cluster.core.create_namespaced_pod(cluster.ns, foreign)
+    uid = cluster.core.read_namespaced_pod("taken-0", cluster.ns).metadata.uid
+    cluster.create(ddpjob("taken", nodes=1))
+    st = wait_for(lambda: (s := cluster.status("taken")) and _condition(s, "PodsCreated").get("reason") == "NotOwned"
+                  and s, timeout=20, message="the conflict was not reported")
+    assert "'taken-0' already exists and is not controlled by DDPJob 'taken'" in st["message"]
+    assert "taken-0" in cluster.wait_event("taken", "FailedCreatePod")["message"]
+    before = _pod_creates(cluster, "taken")  # the test's own foreign Pod included
+    wait_for(lambda: _pod_creates(cluster, "taken") >= before + 2, timeout=20, message="no retry")
+    assert _pod_creates(cluster, "taken") <= 20  # a hot loop made ~180 in 5 s
+    pod = cluster.core.read_namespaced_pod("taken-0", cluster.ns)
+    assert pod.metadata.uid == uid and pod.metadata.owner_references is None  # never adopted
+    assert pod.metadata.labels == {"app": "someone-else"}  # never modified
+    # Once its owner deletes it, the job creates its own and runs.
+    cluster.core.delete_namespaced_pod("taken-0", cluster.ns)
+    cluster.run_gang("taken", 1)
+
+
+def test_a_pod_the_api_server_finds_invalid_fails_the_job(cluster: Cluster, operator) -> None:
+    # A request above the limit passes the operator's checks (the template merges
+    # resources as given) but not the API server's Pod validation.
+    template = {"spec": {"containers": [{"name": "trainer", "resources": {
+        "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}}
+    cluster.create(ddpjob("bad", nodes=1, template=template))
+    st = cluster.wait_phase("bad", "Failed", timeout=20)
+    assert "must be less than or equal to cpu limit of 1" in st["message"]
+    assert _condition(st, "PodsCreated")["reason"] == "Invalid"
+    assert cluster.pods("bad") == []
+
+
+def test_a_restricted_namespace_runs_the_rendered_pods(cluster: Cluster, operator) -> None:
+    # Pod Security Admission "restricted" on the namespace: the defaults pass it.
+    cluster.core.patch_namespace(cluster.ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    cluster.start_running(ddpjob("locked", nodes=2, checkpoint={"claimName": "ckpt"}))
+    pod = cluster.pods("locked")[0]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_a_template_loosening_security_is_refused_by_pod_security_with_the_reason(cluster: Cluster,
+                                                                                   operator) -> None:
+    cluster.core.patch_namespace(cluster.ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    template = {"spec": {"securityContext": {"runAsNonRoot": False}}}
+    cluster.create(ddpjob("loose", nodes=1, template=template))
+    st = wait_for(lambda: (s := cluster.status("loose")) and "violates PodSecurity" in s.get("message", "") and s,
+                  timeout=20, message="the Pod Security refusal was not reported")
+    assert 'pod must not set securityContext.runAsNonRoot=false' in st["message"]
+    assert _condition(st, "PodsCreated")["reason"] == "Forbidden"
+
+
+def test_the_template_policy_fails_a_privileged_job(cluster: Cluster, operator) -> None:
+    template = {"spec": {"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]}}
+    cluster.create(ddpjob("priv", nodes=1, template=template))
+    st = cluster.wait_phase("priv", "Failed")
+    assert "spec.template.spec.containers[0].securityContext.privileged" in st["message"]
+    assert cluster.pods("priv") == []
+
+
+def _node(cluster: Cluster, name: str, ready: str) -> None:
+    cluster.core.create_node({"metadata": {"name": name}})
+    # What the kubelet (Ready=True/False) or the node lifecycle controller (Unknown) posts.
+    cluster.core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
+
+
+def test_a_pod_stuck_terminating_is_force_deleted_only_when_its_node_is_lost(cluster: Cluster, operator,
+                                                                             monkeypatch) -> None:
+    from datetime import timedelta
+    from ddpjob.job import lifecycle
+    from kmock._internal import references
+    monkeypatch.setattr(lifecycle, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
+    _node(cluster, "alive", "True")
+    _node(cluster, "lost", "Unknown")  # its kubelet stopped posting status
+    template = {"spec": {"terminationGracePeriodSeconds": 1}}
+    cluster.create(ddpjob("stuck", nodes=3, restartPolicy="OnFailure", template=template))
+    cluster.wait_pods("stuck", 3)
+    for rank, node in ((0, "alive"), (1, "lost"), (2, "alive")):  # the scheduler's binding
+        cluster.emulator.store.patch(references.resource("v1/pods"), cluster.ns, f"stuck-{rank}", None,
+                                     "application/merge-patch+json", {"spec": {"nodeName": node}})
+    cluster.set_phase("stuck", "Running")
+    cluster.wait_phase("stuck", "Running", readyNodes=3)
+    # stuck-2 fails: the gang restarts. A finished Pod is deleted at once (no grace).
+    cluster.set_phase("stuck", "Failed", ranks=[2], exit_code=137)
+    # The running Pods are deleted gracefully; neither kubelet confirms yet.
+    st = wait_for(lambda: (s := cluster.status("stuck")) and "stuck terminating" in s.get("message", "") and s,
+                  timeout=20, message="the stuck Pods were not reported")
+    assert "stuck-0 on node alive" in st["message"]
+    # The lost node's Pod is force-deleted; the Ready node's Pod is waited for.
+    event = cluster.wait_event("stuck", "ForceDeleted")
+    assert "stuck-1" in event["message"] and "lost" in event["message"]
+    assert cluster.core.read_namespaced_pod("stuck-0", cluster.ns).metadata.deletion_timestamp is not None
+    assert not any("stuck-0" in e.get("message", "") for e in cluster.events("stuck") if e["reason"] == "ForceDeleted")
+    # The live kubelet confirms; the next gang starts.
+    cluster.core.delete_namespaced_pod("stuck-0", cluster.ns, grace_period_seconds=0)
+    cluster.run_gang("stuck", 3, attempt=1)

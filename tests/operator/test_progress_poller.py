@@ -1,0 +1,180 @@
+"""The operator's progress poller alone (fake fetches, no HTTP) and its use by the controller:
+bounded reads, a reconcile only on change, every Pod read once when a stall is suspected,
+status.progress written only when it changed, a Stalled restart."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from ddpjob.operator import controller as ctl
+from ddpjob.operator.progress import ProgressPoller, Target, TokenBucket
+from tests.operator.test_controller import FakeKube, NOW, job_body, pod
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def snap(step: int, since: float = 0.0, ranks: dict | None = None) -> dict:
+    return {"record": {"step": step, "total_steps": 100, "epoch": 1, "total_epochs": 2, "time": 1.0e9},
+            "seconds_since_progress": since, "eta_seconds": 60, "ranks": ranks or {}}
+
+
+class Fetches:
+    def __init__(self, answers: dict[str, Any]):
+        self.answers, self.urls = answers, []
+
+    def __call__(self, url: str) -> Any:
+        self.urls.append(url)
+        answer = self.answers[url.split("//")[1].split(":")[0]]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_token_bucket_allows_a_burst_then_the_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=10, burst=3, clock=lambda: now[0])
+    assert [bucket.wait_time() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.wait_time() == pytest.approx(0.1)
+    now[0] += 0.1
+    assert bucket.wait_time() == 0.0 and bucket.wait_time() > 0
+
+
+async def poll_for(poller: ProgressPoller, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+    await poller.close()
+
+
+def test_a_reconcile_is_asked_for_only_when_the_record_changes() -> None:
+    triggered: list = []
+    fetch = Fetches({"10.0.0.1": snap(5)})
+
+    async def go():
+        poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, fetch=fetch)
+        poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), None))
+        await asyncio.sleep(0.3)
+        assert len(fetch.urls) >= 3  # polled again and again ...
+        assert triggered == [("ns", "j")]  # ... but only the first read was news
+        assert poller.take(("ns", "j")).record["step"] == 5 and poller.take(("ns", "j")) is None
+        fetch.answers["10.0.0.1"] = snap(6)
+        await asyncio.sleep(0.2)
+        assert triggered == [("ns", "j")] * 2
+        poller.unwatch(("ns", "j"))
+        before = len(fetch.urls)
+        await poll_for(poller, 0.1)
+        assert len(fetch.urls) <= before + 1  # at most the read in flight
+    asyncio.run(go())
+    assert fetch.urls[0] == "http://10.0.0.1:29510/progress"
+
+
+def test_a_suspected_stall_reads_every_pod_once_to_name_ranks() -> None:
+    triggered: list = []
+    fetch = Fetches({"10.0.0.1": snap(5, since=30, ranks={"0": {"step": 6}, "1": {"step": 6}}),
+                     "10.0.0.2": snap(0, ranks={"2": {"step": 5}, "3": {"step": 6}})})
+
+    async def go():
+        poller = ProgressPoller(triggered.append, interval=10, jitter=0.0, fetch=fetch)
+        poller.watch(("ns", "j"), Target(0, ("10.0.0.1", "10.0.0.2"), stall_timeout=20))
+        await asyncio.sleep(0)
+        poller._schedule(("ns", "j"), 0)  # now rather than somewhere in the first interval
+        await asyncio.sleep(0.2)
+        state = poller.take(("ns", "j"))
+        await poller.close()
+        return state
+    state = asyncio.run(go())
+    assert sorted(u.split("//")[1].split(":")[0] for u in fetch.urls) == ["10.0.0.1", "10.0.0.2"]
+    assert {r: b["step"] for r, b in state.ranks.items()} == {0: 6, 1: 6, 2: 5, 3: 6}
+    assert triggered == [("ns", "j")]
+
+
+def test_a_pod_that_does_not_answer_is_no_news() -> None:
+    triggered: list = []
+    fetch = Fetches({"10.0.0.1": OSError("connection refused"), "10.0.0.9": {"ranks": "garbage"}})
+
+    async def go():
+        poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, fetch=fetch)
+        poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), 10))
+        poller.watch(("ns", "k"), Target(0, (None,), 10))  # no Pod IP yet: nothing to read
+        poller.watch(("ns", "m"), Target(0, ("10.0.0.9",), 10))  # a malformed answer
+        await poll_for(poller, 0.2)
+        return poller
+    poller = asyncio.run(go())
+    assert triggered == [] and poller.failures == len(fetch.urls) > 0
+    assert {u.split("//")[1].split(":")[0] for u in fetch.urls} == {"10.0.0.1", "10.0.0.9"}
+    assert sum("10.0.0.9" in u for u in fetch.urls) > 1  # still polled after the bad answer
+
+
+def test_many_jobs_are_read_no_faster_than_the_global_cap() -> None:
+    fetch = Fetches({f"10.0.{i // 250}.{i % 250}": snap(1) for i in range(500)})
+
+    async def go():
+        poller = ProgressPoller(lambda key: None, interval=0.01, max_per_second=100, fetch=fetch)
+        start = time.monotonic()
+        for i in range(500):
+            poller.watch(("ns", f"j{i}"), Target(0, (f"10.0.{i // 250}.{i % 250}",), None))
+        await poll_for(poller, 0.5)
+        return time.monotonic() - start
+    elapsed = asyncio.run(go())
+    # A burst of 100, then 100 per second: each job alone would be read every 10 ms.
+    assert 0 < len(fetch.urls) <= 100 + 100 * elapsed + 1
+
+
+def make_controller(body: dict, pods: list, states: list) -> tuple[ctl.Controller, FakeKube, list]:
+    class StubPoller:
+        def __init__(self):
+            self.watched: dict = {}
+
+        def take(self, key):
+            return states.pop(0) if states else None
+
+        def watch(self, key, target):
+            self.watched[key] = target
+
+        def unwatch(self, key):
+            self.watched.pop(key, None)
+
+    kube, events = FakeKube(), []
+    c = ctl.Controller(kube, job_body=lambda ns, n: body, pods_of=lambda ns, n: pods,
+                       post_event=lambda b, t, r, m: events.append((t, r, m)), clock=lambda: NOW,
+                       poller=StubPoller())
+    return c, kube, events
+
+
+def test_the_controller_writes_progress_only_when_it_changed_and_restarts_a_stall() -> None:
+    from ddpjob.job.stall import ProgressState
+
+    body = job_body(nodes=2, stallTimeoutSeconds=60)
+    body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
+    states = [ProgressState.from_snapshot(snap(5), 0), ProgressState.from_snapshot(snap(5, since=30), 0),
+              ProgressState.from_snapshot(snap(5, since=61, ranks={"0": {"step": 6}, "1": {"step": 5}}), 0)]
+    c, kube, events = make_controller(body, [pod(0, ip="10.0.0.1"), pod(1, ip="10.0.0.2")], states)
+
+    async def go():
+        return [await c.reconcile(("ns", "j")) for _ in range(3)]
+    asyncio.run(go())
+    writes = [p for kind, p in kube.calls if kind == "status"]
+    assert writes[0]["progress"]["summary"] == "epoch 1/2 step 5/100 (5%)" and writes[0]["progress"]["eta"] == "1m00s"
+    assert len(writes) == 2  # the second read brought nothing new: no write
+    assert writes[1]["phase"] == "Restarting" and writes[1]["lastFailure"]["reason"] == "Stalled"
+    assert [r for _, r, _ in events] == ["Stalled", "Restarting"]
+    assert "rank(s) 1 stopped at step 5" in events[0][2]
+    assert [k for k, _ in kube.calls].count("delete") == 2
+    assert c.poller.watched == {}  # not Running any more: not polled
+
+
+def test_a_running_job_is_watched_at_its_pod_ips() -> None:
+    body = job_body(nodes=2, stallTimeoutSeconds=60)
+    c, _, _ = make_controller(body, [pod(0, ip="10.0.0.1"), pod(1, ip="10.0.0.2")], [])
+    asyncio.run(c.reconcile(("ns", "j")))
+    assert c.poller.watched[("ns", "j")] == Target(0, ("10.0.0.1", "10.0.0.2"), 60)
+
+
+def test_status_writes_do_not_run_the_job_event_handler() -> None:
+    """Every status.progress write comes back as a MODIFIED event: kopf filters it out
+    before running (and logging) a handler; only a deletion reaches `forget`."""
+    from ddpjob.operator import handlers
+
+    assert handlers._deleted(type="DELETED") and not handlers._deleted(type="MODIFIED")
+    assert not handlers._deleted(type=None)  # kopf's initial listing

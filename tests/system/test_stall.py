@@ -1,0 +1,68 @@
+"""Progress and stall detection with the real operator: it reads Pod 0's /progress (at the
+Pod's own IP, as in a cluster), writes status.progress, and restarts a gang whose rank 1
+stops making progress without exiting; the job resumes from its checkpoint and succeeds."""
+from __future__ import annotations
+
+import copy
+import pathlib
+from typing import Iterator
+
+import pytest
+
+from ddpjob_devcluster.cluster import LocalCluster, load_example, read_metrics, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def fast_progress_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path,
+                          monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
+    # The operator process inherits this: read /progress every 2 s instead of 30 s.
+    monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', '2')
+    local = LocalCluster(tmp_path / 'cluster', stop_grace=5.0).start()
+    try:
+        yield local
+    finally:
+        report = getattr(request.node, 'report_call', None)
+        if report is None or report.failed:
+            print('\n===== system diagnostics =====\n' + local.diagnostics())
+        kubelet = local.kubelet
+        local.stop()
+        assert not kubelet.live_processes(), 'processes left running after the test'
+
+
+def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_cluster: LocalCluster) -> None:
+    cluster, name = fast_progress_cluster, 'hang'
+    body = copy.deepcopy(load_example())  # 2 nodes x 2 processes
+    body['metadata']['name'] = name
+    body['spec'].update(
+        restartBackoffSeconds=0, maxRestarts=1, stallTimeoutSeconds=10, checkpoint={'claimName': 'ckpt'},
+        # 1024 samples / (16 x 4 ranks) = 16 steps an epoch; rank 1 hangs before step 20.
+        args=['ddpjob-train', '--epochs', '2', '--synthetic-size', '1024', '--batch-size', '16',
+              '--log-every', '2', '--eval-every', '0'],
+        env=[{'name': 'DDPJOB_TEST_HANG_AT_STEP', 'value': '20'}])
+    cluster.create_job(body)
+
+    # While it runs, the operator publishes the progress record it read from Pod 0.
+    progress = wait_until(lambda: (cluster.status(name).get('progress') or {}).get('step'), 120,
+                          'no status.progress', lambda: cluster.status(name))
+    assert progress > 0
+    shown = cluster.status(name)['progress']
+    assert shown['totalSteps'] == 32 and shown['totalEpochs'] == 2 and shown['summary'].startswith('epoch ')
+
+    status = cluster.wait_phase(name, 'Succeeded', timeout=240)
+    assert status['restarts'] == 1
+    failure = status['lastFailure']
+    assert failure['reason'] == 'Stalled' and 'stallTimeoutSeconds=10' in failure['message']
+    # Rank 1 (Pod 0's second process) stopped; ranks 0, 2 and 3 wait for it in step 20.
+    assert 'rank(s) 1 stopped at step 19 while the others reached step 20' in failure['message']
+    assert {c['type']: c['status'] for c in status['conditions']}['Stalled'] == 'False'  # advancing again
+    wait_until(lambda: any(e['reason'] == 'Stalled' and e['type'] == 'Warning' and 'rank(s) 1' in e['message']
+                           for e in cluster.events(name)), 15, 'no Warning event Stalled naming rank 1',
+               lambda: cluster.events(name))
+
+    records = read_metrics(cluster.kubelet.checkpoint_dir(name) / 'metrics.jsonl')
+    resumes = [r for r in records if r['event'] == 'resume']
+    assert len(resumes) == 1 and resumes[0]['restart'] == 1 and resumes[0]['step'] >= 16, resumes
+    final = [r for r in records if r['event'] == 'final']
+    assert len(final) == 1 and final[0]['restart'] == 1 and final[0]['step'] == 32, final

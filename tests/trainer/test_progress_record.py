@@ -1,0 +1,85 @@
+"""The progress record (ddpjob.progress_record): format, atomic writes, the reader's view."""
+
+import json
+import os
+
+import pytest
+
+from ddpjob import progress_record as pr
+
+
+def test_write_then_read_round_trips(tmp_path):
+    path = str(tmp_path / "p" / "progress.json")
+    written = pr.write(path, step=120, total_steps=900, epoch=1, total_epochs=3, loss=0.5, samples_per_s=10.0)
+    assert pr.read(path) == written and written["step"] == 120 and "time" in written
+    # No temporary file is left next to it.
+    assert os.listdir(tmp_path / "p") == ["progress.json"]
+
+
+@pytest.mark.parametrize("record, field", [
+    ({"total_steps": 3}, "step"), ({"step": -1}, "step"), ({"step": "3"}, "step"), ({"step": True}, "step"),
+    ({"step": 1, "loss": "nan"}, "loss"), ({"step": 1, "loss": float("nan")}, "loss"),
+    ({"step": 1, "samples_per_s": float("inf")}, "samples_per_s"), ({"step": 1, "epoch": 1.5}, "epoch"), ([1], "object"),
+])
+def test_validate_names_the_bad_field(record, field):
+    errors = pr.validate(record)
+    assert errors and field in errors[0]
+
+
+def test_bad_record_is_refused_by_write_and_ignored_by_read(tmp_path):
+    path = str(tmp_path / "progress.json")
+    with pytest.raises(ValueError, match="total_steps"):
+        pr.write(path, step=1, total_steps=-5)
+    assert not os.path.exists(path)
+    (tmp_path / "progress.json").write_text('{"step": 1')  # torn (never from write())
+    assert pr.read(path) is None
+    (tmp_path / "progress.json").write_text(json.dumps({"step": "x"}))
+    assert pr.read(path) is None
+
+
+def test_tracker_measures_advance_eta_and_heartbeats(tmp_path):
+    path = str(tmp_path / "progress.json")
+    t = pr.Tracker(started_at=1000.0)
+    snap = t.snapshot(path, now=1010.0)
+    assert snap["record"] is None and snap["seconds_since_progress"] == 10.0 and snap["eta_seconds"] is None
+    pr.write(path, step=10, total_steps=110)
+    assert t.snapshot(path, now=1020.0)["seconds_since_progress"] == 0.0
+    pr.write(path, step=20, total_steps=110)
+    snap = t.snapshot(path, now=1030.0)
+    assert snap["eta_seconds"] == 90  # 10 steps per 10 s, 90 to go
+    snap = t.snapshot(path, now=1045.0)  # no advance
+    assert snap["seconds_since_progress"] == 15.0
+    pr.write_heartbeat(path, local_rank=0, rank=2, step=21, step_time=1040.0)
+    pr.write_heartbeat(path, local_rank=1, rank=3, step=20, step_time=1030.0)
+    ranks = t.snapshot(path, now=1045.0)["ranks"]
+    assert ranks["2"]["step"] == 21 and ranks["3"]["step"] == 20 and ranks["3"]["step_age"] == 15.0
+
+
+def test_summary_and_duration():
+    assert pr.summary({"step": 45, "total_steps": 90, "epoch": 1, "total_epochs": 3}) == "epoch 1/3 step 45/90 (50%)"
+    assert pr.summary({"step": 7}) == "step 7"
+    assert [pr.format_duration(s) for s in (5, 125, 3725, 90000)] == ["5s", "2m05s", "1h02m", "1d1h"]
+
+
+def test_collective_timeout_comes_from_the_contract():
+    import datetime
+
+    from ddpjob_trainer import UsageError, distributed
+
+    assert distributed.collective_timeout({}) is None
+    assert distributed.collective_timeout({"DDPJOB_COLLECTIVE_TIMEOUT_SECONDS": "90"}) == datetime.timedelta(seconds=90)
+    for bad in ("0", "soon", "-5", "1e9"):
+        with pytest.raises(UsageError, match="DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"):
+            distributed.collective_timeout({"DDPJOB_COLLECTIVE_TIMEOUT_SECONDS": bad})
+
+
+def test_the_trainer_leaves_a_diverged_loss_out_instead_of_failing(tmp_path):
+    import torch
+
+    from ddpjob_trainer.progress import Progress
+
+    path = str(tmp_path / "progress.json")
+    p = Progress(True, None, 0, 1, 2, torch.device("cpu"), progress_file=path, total_steps=10)
+    p.publish(1, 3, loss=float("nan"), samples_per_s=100.0)
+    record = pr.read(path)
+    assert record["step"] == 3 and "loss" not in record and record["samples_per_s"] == 100.0

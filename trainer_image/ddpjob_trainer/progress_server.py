@@ -1,0 +1,101 @@
+"""ddpjob-launch's progress endpoint: `/progress` (JSON) and `/metrics` (Prometheus text).
+
+Both are read from the progress record and the ranks' heartbeats on each request
+(`ddpjob.progress_record`); nothing is pushed anywhere. The server runs in a daemon
+thread of the launcher, so it lives exactly as long as the Pod's main process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from ddpjob import progress_record
+
+# Record field -> (metric name, help).
+_GAUGES = {
+    "step": ("ddpjob_progress_step", "Optimizer steps done (the progress record's step)"),
+    "total_steps": ("ddpjob_progress_total_steps", "Optimizer steps the job will take"),
+    "epoch": ("ddpjob_progress_epoch", "Epochs done"),
+    "samples_per_s": ("ddpjob_progress_samples_per_second", "Training throughput over all ranks"),
+    "loss": ("ddpjob_progress_loss", "The last reported training loss"),
+}
+
+
+class ProgressSource:
+    """One Tracker behind a lock: requests may come in on several threads."""
+
+    def __init__(self, progress_file: str):
+        self.path = progress_file
+        self.tracker = progress_record.Tracker()
+        self.lock = threading.Lock()
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return self.tracker.snapshot(self.path)
+
+
+class _Collector:
+    def __init__(self, source: ProgressSource):
+        self.source = source
+
+    def collect(self):
+        snap = self.source.snapshot()
+        record = snap["record"] or {}
+        for key, (name, help_) in _GAUGES.items():
+            if record.get(key) is not None:
+                yield GaugeMetricFamily(name, help_, value=float(record[key]))
+        yield GaugeMetricFamily("ddpjob_progress_seconds_since_progress",
+                                "Seconds since the progress record last advanced (or since start)",
+                                value=snap["seconds_since_progress"])
+        if snap["eta_seconds"] is not None:
+            yield GaugeMetricFamily("ddpjob_progress_eta_seconds", "Estimated seconds to the last step",
+                                    value=snap["eta_seconds"])
+        age = GaugeMetricFamily("ddpjob_rank_heartbeat_age_seconds", "Seconds since a rank's last heartbeat",
+                                labels=["rank"])
+        step = GaugeMetricFamily("ddpjob_rank_step", "The step a rank has reached", labels=["rank"])
+        for rank, beat in snap["ranks"].items():
+            age.add_metric([rank], beat["heartbeat_age"])
+            step.add_metric([rank], beat["step"])
+        yield age
+        yield step
+
+
+def make_server(progress_file: str, host: str, port: int) -> ThreadingHTTPServer:
+    source = ProgressSource(progress_file)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(source))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            path = self.path.split("?", 1)[0]
+            if path == "/progress":
+                body, ctype = json.dumps(source.snapshot()).encode(), "application/json"
+            elif path == "/metrics":
+                body, ctype = generate_latest(registry), CONTENT_TYPE_LATEST
+            else:
+                self.send_error(404, "try /progress or /metrics")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_):  # one line per poll would drown the training log
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_in_thread(progress_file: str, host: str, port: int) -> ThreadingHTTPServer:
+    """Start serving; raises OSError when the address is taken."""
+    server = make_server(progress_file, host, port)
+    threading.Thread(target=server.serve_forever, name="ddpjob-progress", daemon=True).start()
+    return server
