@@ -82,6 +82,7 @@ def parse_field_selector(selector: str | None, plural: str | None = None) -> Cal
         checks.append(match.groups())
 
     def predicate(obj: Mapping[str, Any]) -> bool:
+        meta = obj.get('metadata') or {}
         for field, op, value in checks:
             if field in _SUPPORTED_FIELDS:
                 actual = meta.get(field.split('.', 1)[1]) or ''

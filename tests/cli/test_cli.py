@@ -39,15 +39,20 @@ def test_a_file_is_given_positionally_or_with_f(capsys, argv):
     assert out == f"{EXAMPLE}: DDPJob default/mnist-cpu is valid (2 node(s) x 2 process(es), gloo)\n"
 
 
+def stdin(text: str) -> io.TextIOWrapper:
+    """Standard input as a process has it: text over bytes (the loader reads the bytes)."""
+    return io.TextIOWrapper(io.BytesIO(text.encode()), encoding="utf-8")
+
+
 def test_f_dash_reads_standard_input(capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(EXAMPLE.read_text()))
+    monkeypatch.setattr("sys.stdin", stdin(EXAMPLE.read_text()))
     code, out, _ = ddpjob(capsys, "render", "-f", "-")
     assert code == 0
     assert [o["metadata"]["name"] for o in yaml.safe_load_all(out)] == ["mnist-cpu", "mnist-cpu-0", "mnist-cpu-1"]
 
 
 def test_bad_input_on_stdin_names_the_field(capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO("kind: DDPJob\nmetadata: {name: x}\nspec: {nodes: 0, image: i}\n"))
+    monkeypatch.setattr("sys.stdin", stdin("kind: DDPJob\nmetadata: {name: x}\nspec: {nodes: 0, image: i}\n"))
     code, out, err = ddpjob(capsys, "validate", "-f", "-")
     assert code == 1 and out == "" and err == "-: spec.nodes: must be >= 1 (got 0)\n"
 
