@@ -93,6 +93,7 @@ def conditions(built: list[dict], previous: list[Mapping] | None, stalled: str |
     """`built` (the phase conditions) plus a `Stalled` condition: True when this step found a
     stall, False once a later attempt advances again, otherwise as it was."""
     old = next((dict(c) for c in previous or [] if c.get("type") == STALLED), None)
+    built = [c for c in built if c.get("type") != STALLED]  # build_conditions keeps other types as they were
     if stalled is not None:
         changed = old is None or old.get("status") != "True"
         cond = {"type": STALLED, "status": "True", "reason": STALLED, "message": stalled,
