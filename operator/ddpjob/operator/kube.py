@@ -58,11 +58,12 @@ class APIError(Exception):
     """An API request failed: `status` is the HTTP code (0: no answer), `reason` the
     Status reason (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, ...)."""
 
-    def __init__(self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None):
+    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any] | None = None,
+                 body: Mapping[str, Any] | None = None):
         super().__init__(f"{status} {reason}: {message}")
-        self.status, self.reason, self.message = status, reason, message
-        self.body = dict(body or {})
-        self.details: dict[str, Any] = dict(self.body.get("details") or {})  # e.g. causes of a 422
+        self.status, self.reason, self.message = int(status), reason or "", message or ""
+        self.details: dict[str, Any] = dict(details or {})  # the Status' details (e.g. causes)
+        self.body = dict(body or {})  # the whole Status answer
 
     @property
     def transient(self) -> bool:
@@ -99,7 +100,7 @@ def error_from_response(status: int, data: bytes | str | None, http_reason: str 
         body = {}
     reason = str(body.get("reason") or http_reason or "Unknown")
     message = str(body.get("message") or (data.decode(errors="replace") if isinstance(data, bytes) else data) or reason)
-    return _BY_STATUS.get(status, APIError)(status, reason, message, body)
+    return _BY_STATUS.get(status, APIError)(status, reason, message, body.get("details") or None, body)
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:
