@@ -19,7 +19,9 @@
 #           default index, whose Linux wheels pull in the CUDA libraries; PyTorch's
 #           CPU-only index makes the image several GB smaller, which matters for kind).
 #
-# Versions here must match pyproject.toml; tests/deploy/test_dockerfile.py checks it.
+# Versions here must match constraints.txt (the exact versions within pyproject.toml's
+# ranges); tests/deploy/test_dockerfile.py checks it. Both images install with
+# `-c constraints.txt`, so a rebuild gets the same packages.
 
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 ARG CUDA_BASE_IMAGE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime
@@ -46,10 +48,11 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels .
 FROM ${PYTHON_IMAGE} AS operator-venv
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /wheels/ /wheels/
+COPY constraints.txt /wheels/
 # A venv copied whole into the final stage: no pip cache, no build leftovers.
 # Byte-code is compiled here because the running container's root FS is read-only.
 RUN python -m venv /opt/ddpjob \
- && /opt/ddpjob/bin/pip install --no-cache-dir "$(ls /wheels/ddpjob-*.whl)[operator]" \
+ && /opt/ddpjob/bin/pip install --no-cache-dir -c /wheels/constraints.txt "$(ls /wheels/ddpjob-*.whl)[operator]" \
  && /opt/ddpjob/bin/python -m compileall -q /opt/ddpjob/lib
 
 # ------------------------------------------------------------------------ operator
@@ -111,9 +114,10 @@ LABEL org.opencontainers.image.title="ddpjob-trainer" \
       org.opencontainers.image.url="${SOURCE_URL}" \
       org.opencontainers.image.vendor="ddpjob"
 COPY --from=wheel /wheels/ /wheels/
+COPY constraints.txt /wheels/
 # torch/torchvision are already there at the pinned versions, so pip only adds
 # ddpjob and tqdm; a version mismatch with the base would show up as a reinstall.
-RUN python -m pip install --no-cache-dir --root-user-action=ignore "$(ls /wheels/ddpjob-*.whl)[trainer]" \
+RUN python -m pip install --no-cache-dir --root-user-action=ignore -c /wheels/constraints.txt "$(ls /wheels/ddpjob-*.whl)[trainer]" \
  && rm -rf /wheels \
  && useradd --uid 1000 --gid 0 --create-home --home-dir /home/ddpjob ddpjob
 ENV PYTHONUNBUFFERED=1 HOME=/home/ddpjob

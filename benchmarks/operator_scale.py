@@ -11,8 +11,15 @@ shell), so its peak RSS is its own; the emulator and this script share another p
    pods/status subresource): API write requests per job over its whole life, counted at
    the emulator (goal N + 10 = 14). The kubelet's writes and the job creates are not
    the operator's and are not counted.
+4. A large gang: one DDPJob of 1,024 nodes created (HTTP), time until all its Pods exist
+   (p50 over --large-runs; goal 2 s), its write count to Succeeded (goal N + 10), and in
+   the same run the emulator's own ceiling: 1,024 Pods created by a client alone (the
+   official client, 64 requests in flight, like the operator).
 
-    .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50]
+`--client threads` runs the operator's API calls on the synchronous official client in a
+thread pool (benchmarks/kube_threads.py) instead of `kubernetes_asyncio`.
+
+    .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50] [--client asyncio|threads]
 """
 from __future__ import annotations
 
@@ -117,7 +124,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--latency-jobs", type=int, default=50)
     parser.add_argument("--latency-nodes", type=int, default=8)
+    parser.add_argument("--large-nodes", type=int, default=1024)
+    parser.add_argument("--large-runs", type=int, default=3)
+    parser.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     args = parser.parse_args()
+    install = ("import sys; sys.path.insert(0, %r); import kube_threads; kube_threads.install(); "
+               % str(ROOT / "benchmarks")) if args.client == "threads" else ""
 
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
@@ -130,7 +142,7 @@ def main() -> None:
                }
         log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
+            [sys.executable, "-c", install + "from ddpjob.operator.main import run_operator; "
              f"run_operator({NS!r}, True, None, None, None)"], env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             # Ready when a first job gets its Pods.
@@ -152,6 +164,10 @@ def main() -> None:
             p99 = latencies[min(len(latencies) - 1, int(round(0.99 * (len(latencies) - 1))))]
             print(f"creation -> all {args.latency_nodes} Pods, {args.latency_jobs} jobs one at a time: "
                   f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
+
+            print(f"API client: {args.client}")
+            if args.large_runs:
+                large_gang(emu, custom, api, track, args.large_nodes, args.large_runs)
 
             # ---- 2. a burst of jobs ----
             first_request = len(emu.requests)
@@ -204,6 +220,53 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=30)
             log.close()
+
+
+def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: int, runs: int) -> None:
+    """4. One job of `nodes` Pods, `runs` times; then the emulator's own create ceiling."""
+    from concurrent.futures import ThreadPoolExecutor
+    times, writes = [], []
+    for run in range(runs):
+        name = f"large-{run}"
+        first = len(emu.requests)
+        start = time.perf_counter()
+        custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(name, nodes))
+        done = wait(lambda: track.poll().pods[name] == nodes, timeout=120, interval=0.005)
+        times.append(done - start)
+        pods = [f"{name}-{r}" for r in range(nodes)]
+        kubelet(emu, pods, "Running")
+        wait(lambda: track.poll().phase.get(name) == "Running", timeout=120, interval=0.05)
+        kubelet(emu, pods, "Succeeded")
+        wait(lambda: track.poll().phase.get(name) == "Succeeded", timeout=120, interval=0.05)
+        time.sleep(1.0)  # Events are posted in the background
+        writes.append(sum(1 for r in emu.requests[first:] if r.verb in ("create", "update", "patch", "delete")
+                          and not (r.resource == "pods" and r.subresource == "status")
+                          and not (r.resource == "ddpjobs" and r.verb == "create")))
+        custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name)
+        wait(lambda: not emu.list_objects("v1/pods", NS) or all(
+            not p["metadata"]["name"].startswith(name + "-") for p in emu.list_objects("v1/pods", NS)),
+            timeout=120, interval=0.1)
+    times.sort()
+    print(f"{nodes}-node job: creation -> all Pods exist, {runs} runs: p50 {statistics.median(times):.2f} s "
+          f"(runs {', '.join(f'{t:.2f}' for t in times)}); goal <= 2 s")
+    print(f"{nodes}-node job: API writes to Succeeded: {', '.join(map(str, writes))} (goal <= {nodes + 10})")
+
+    # The emulator's ceiling: the same number of Pod creates from one client, 64 in flight.
+    core = kubernetes.client.CoreV1Api(api)
+    api.configuration.connection_pool_maxsize = 64
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "", "namespace": NS,
+            "labels": {"bench": "ceiling"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+    def create(i: int) -> None:
+        core.create_namespaced_pod(NS, {**body, "metadata": {**body["metadata"], "name": f"ceiling-{i}"}},
+                                   _preload_content=False)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(64) as pool:
+        list(pool.map(create, range(nodes)))
+    took = time.perf_counter() - start
+    print(f"emulator alone: {nodes} Pod creates (official client, 64 in flight) in {took:.2f} s "
+          f"({nodes / took:.0f} Pods/s)")
+    core.delete_collection_namespaced_pod(NS, label_selector="bench=ceiling")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from ddpjob.api import names
 from ddpjob_devcluster.emulator import KubeEmulator
 from ddpjob_devcluster.operator_runner import Abort, wait_for
 from ddpjob_devcluster.kubelet import ProcessKubelet
+from ddpjob_devcluster import logs as pod_logs
 from ddpjob_devcluster.scheduler import NodeSpec, Scheduler, serve_native_pod_groups
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -155,6 +156,7 @@ class LocalCluster:
                 self.scheduler.start()
             self.kubelet = ProcessKubelet(self.emulator.url, self.workdir / 'kubelet', stop_grace=self.stop_grace,
                                           bound_only=self.scheduler is not None).start()
+            pod_logs.attach(self.emulator, pod_logs.kubelet_source(self.kubelet))  # kubectl logs
             self.operator = OperatorProcess(self.kubeconfig, self.workdir / 'operator.log', self.operator_namespace)
             if operator:
                 self.operator.start()

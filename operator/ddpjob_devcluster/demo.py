@@ -16,6 +16,7 @@ failed, timed out, or a part of the cluster died.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import pathlib
 import shutil
@@ -49,6 +50,33 @@ def say(message: str) -> None:
     print(f'[demo-cluster] {message}', flush=True)
 
 
+class AlreadyRunning(SystemExit):
+    pass
+
+
+def lock_workdir(path: pathlib.Path) -> object:
+    """Hold `<workdir>.lock` for the whole run: a second demo on the same work directory
+    stops with a clear message instead of wiping the first one's kubeconfig and Pods.
+    (Another --workdir gives a second, independent cluster.) The lock is the kernel's,
+    so it goes away with the process, however it ends."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path.parent / f'{path.name}.lock', 'a+')
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or '?'
+        handle.close()
+        raise AlreadyRunning(f'a demo cluster is already running in {path} (pid {owner}); use it '
+                             f'(export KUBECONFIG={path / "kubeconfig"}), stop it with Ctrl-C, '
+                             f'or start another with --workdir DIR') from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
 def prepare_workdir(path: pathlib.Path) -> None:
     if path.exists() and (path / MARKER).exists():
         shutil.rmtree(path)  # the last demo's Pods, logs and volumes
@@ -65,17 +93,15 @@ ddpjob demo cluster is up: API emulator {cluster.emulator.url}, the operator (pi
 and a process kubelet that runs every Pod as local processes. In another terminal:
 
     export KUBECONFIG={cluster.kubeconfig}
-    kubectl apply -f {example}
-    kubectl get ddpj -w
+    ddpjob submit {example} --wait     # or: kubectl apply -f {example}
+    ddpjob get                         # or: kubectl get ddpj -w
+    ddpjob describe mnist-cpu          # or: kubectl describe ddpj mnist-cpu
+    ddpjob logs mnist-cpu --all -f     # or: kubectl logs -f mnist-cpu-0
     kubectl get ddpj -w -o custom-columns={COLUMNS}
-    kubectl get pods,events
     kubectl delete pod mnist-cpu-1     # watch the operator restart the gang
 
-The emulator has no server-side table printing, so plain `get` shows NAME and AGE;
-the custom-columns line shows the phase. `kubectl logs` is not emulated: each Pod's
-output is in {cluster.workdir / 'kubelet' / 'pods'}/<namespace>/<pod>-<uid>/trainer.log,
-the operator's in {cluster.operator.log_path}.
-Ctrl-C stops everything.
+The operator's log is {cluster.operator.log_path}.
+Ctrl-C stops everything; a second demo needs another --workdir.
 """
 
 
@@ -146,6 +172,11 @@ def run_once(cluster: LocalCluster, example: str, timeout: float) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = pathlib.Path(args.workdir).resolve()
+    try:
+        lock = lock_workdir(workdir)  # noqa: F841  (held until the process exits)
+    except AlreadyRunning as exc:
+        say(f'error: {exc}')
+        return 1
     prepare_workdir(workdir)
 
     def interrupt(signum: int, _frame: object) -> None:

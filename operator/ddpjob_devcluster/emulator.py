@@ -26,6 +26,9 @@ import kmock
 import yaml
 from kmock._internal import apps, enums, parsing, references, rendering
 
+from ddpjob_devcluster import apply as server_side_apply
+from ddpjob_devcluster import logs as pod_logs
+from ddpjob_devcluster import tables
 from ddpjob_devcluster.admission import Admission
 from ddpjob_devcluster.store import ApiError, Store, is_status_subresource
 
@@ -99,6 +102,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _stopping: asyncio.Event | None = attrs.field(default=None, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    log_sources: list[Any] = attrs.field(factory=list, init=False)  # see logs.py
+    chaos: Any = attrs.field(default=None, init=False)  # a chaos.Chaos: a struggling API server
 
     def __attrs_post_init__(self) -> None:
         # Registers kmock's discovery endpoints and list/watch/get/create/patch/delete
@@ -233,12 +238,19 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 rbac_verb(request), request.resource.group or '', request.resource.version or '',
                 request.resource.plural, request.subresource, request.namespace, request.name)
             self.requests.append(record)
+        # chaos.py: a struggling server fails any request, discovery included (logged first).
+        failure = self.chaos.fault() if self.chaos is not None else None
+        if failure is not None:
+            raise ApiError(*failure)
+        if request.resource is not None and request.resource.plural:
             fault = self._take_fault(record)
             if fault is not None:
                 await self._sleep_unless_stopping(fault.delay)
                 if fault.status is not None:
                     raise ApiError(fault.status, _REASONS.get(fault.status, 'InjectedFault'),
                                    f'injected fault for {record.verb} {record.resource}')
+            if record.resource == 'pods' and record.subresource == 'log' and record.verb == 'get':
+                return await pod_logs.serve(self, request)
         # Skip KubernetesEmulator._handle: it mutates its naive store before dispatching.
         return await self._dispatch(request)
 
@@ -304,11 +316,17 @@ class KubeEmulator(kmock.KubernetesEmulator):
             doc['groupVersion'] = doc['groupVersion'][1:]
         return doc
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping is None or self._stopping.is_set()
+
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
-        return self.store.list(request.resource, request.namespace, request.params)
+        return tables.maybe_table(self.store, request,
+                                  self.store.list(request.resource, request.namespace, request.params))
 
     async def _serve_fetch(self, request: rendering.Request) -> rendering.Payload:
-        return self.store.get(request.resource, request.namespace, request.name)
+        return tables.maybe_table(self.store, request,
+                                  self.store.get(request.resource, request.namespace, request.name))
 
     async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
         if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
@@ -333,6 +351,15 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
         _require_name(request)
         content_type = request.headers.get('Content-Type', '').split(';')[0].strip()
+        if content_type in server_side_apply.APPLY_TYPES:
+            # Admission as for any create or update (an apply is one or the other).
+            applied = server_side_apply.apply(
+                self.store, request.resource, request.namespace, request.name, request.subresource,
+                _body(request), request.params, admit=self._admit_update(request),
+                admit_create=lambda body: self.admission.create(request.resource, request.namespace, body,
+                                                                request.params))
+            self._pods_changed(request)
+            return applied
         patched = self.store.patch(request.resource, request.namespace, request.name,
                                    request.subresource, content_type, _body(request),
                                    admit=self._admit_update(request))
@@ -358,8 +385,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         yield b''  # send the headers now: a quiet watch is still a started stream
-        async for event in self.store.watch(request.resource, request.namespace, request.name, request.params):
-            yield event
+        as_table = tables.WatchTables(self.store, request)
+        events = self.store.watch(request.resource, request.namespace, request.name, request.params)
+        if self.chaos is not None:
+            events = self.chaos.limit(events)
+        async for event in events:
+            yield as_table(event)
 
     # ---- thread-safe snapshots for assertions -----------------------------------------
 

@@ -103,10 +103,12 @@ def run_operator(
     registry = kopf.OperatorRegistry()
     load_handlers(handlers, registry)
 
+    connection = kopf.ConnectionInfo(server=url, scheme='Bearer', token=EMULATOR_TOKEN, insecure=True,
+                                     default_namespace=namespace or 'default')
+
     @kopf.on.login(registry=registry)
     def login_to_emulator(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=url, scheme='Bearer', token=EMULATOR_TOKEN, insecure=True,
-                                   default_namespace=namespace or 'default')
+        return connection
 
     settings = kopf.OperatorSettings()
     default_test_settings(settings)
@@ -114,7 +116,10 @@ def run_operator(
         configure(settings)
 
     stop_flag, ready_flag, errors = threading.Event(), threading.Event(), []
+    # An operator whose own login handler builds an API client (ddpjob's does) takes the
+    # same credentials from memo.connection instead of the user's kubeconfig.
     coro = kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=clusterwide,
+                         memo=kopf.Memo(connection=connection),
                          namespaces=[namespace] if namespace else (), stop_flag=stop_flag, ready_flag=ready_flag)
     thread = threading.Thread(target=_run_loop, args=(coro, errors), name='kopf-operator', daemon=True)
     thread.start()

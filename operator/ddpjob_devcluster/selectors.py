@@ -67,34 +67,27 @@ def parse_label_selector(selector: str | None) -> Predicate:
 
 # The API server supports only a few fields per resource; these two work for every resource.
 _SUPPORTED_FIELDS = {'metadata.name', 'metadata.namespace'}
-# Events also select on what they are about (pkg/apis/core/v1/conversion.go,
-# AddFieldLabelConversionFuncForEvent): `kubectl describe` lists an object's Events so.
-_EVENT_FIELDS = {'involvedObject.kind', 'involvedObject.namespace', 'involvedObject.name', 'involvedObject.uid',
-                 'involvedObject.apiVersion', 'involvedObject.resourceVersion', 'involvedObject.fieldPath',
-                 'reason', 'reportingComponent', 'source', 'type'}
 
 
-def _field_value(obj: Mapping[str, Any], field: str) -> str:
-    node: Any = obj
-    for part in ('source.component' if field == 'source' else field).split('.'):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return '' if node is None else str(node)
-
-
-def parse_field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """Compile `?fieldSelector=` (metadata.name / metadata.namespace only) into a predicate."""
+def parse_field_selector(selector: str | None, plural: str | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    """Compile `?fieldSelector=` into a predicate: metadata.name / metadata.namespace, and
+    the resource's own selectable fields (field_selectors.py)."""
+    from ddpjob_devcluster import field_selectors
+    supported = _SUPPORTED_FIELDS | field_selectors.selectable(plural)
     checks: list[tuple[str, str, str]] = []
     for part in _split_requirements(selector or ''):
         match = _EQ_RE.match(part)
-        if not match or match.group(1) not in _SUPPORTED_FIELDS | _EVENT_FIELDS:
+        if not match or match.group(1) not in supported:
             raise SelectorError(f'field label not supported: {part!r}')
         checks.append(match.groups())
 
     def predicate(obj: Mapping[str, Any]) -> bool:
+        meta = obj.get('metadata') or {}
         for field, op, value in checks:
-            if field in _EVENT_FIELDS and obj.get('kind') not in (None, 'Event'):
-                return False  # not a field label of this resource
-            actual = _field_value(obj, field)
+            if field in _SUPPORTED_FIELDS:
+                actual = meta.get(field.split('.', 1)[1]) or ''
+            else:
+                actual = field_selectors.value(obj, field)
             if (actual == value) != (op != '!='):
                 return False
         return True

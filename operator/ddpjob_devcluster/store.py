@@ -112,7 +112,7 @@ class Store:
             return copy.deepcopy(self._select(res, namespace, {}))
 
     def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> list[dict[str, Any]]:
-        matches = _matcher(params)
+        matches = _matcher(params, res)
         return [obj.raw for (r, ns, _), obj in self.objects.items()
                 if r == res and not obj.deleted and namespace in (None, ns) and matches(obj.raw)]
 
@@ -173,7 +173,7 @@ class Store:
 
     async def watch(self, res: Resource, namespace: str | None, name: str | None,
                     params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        matches = _matcher(params)
+        matches = _matcher(params, res)
         if name:
             matches_name = matches
             matches = lambda obj: obj['metadata'].get('name') == name and matches_name(obj)
@@ -431,10 +431,10 @@ def _parse_rv(value: str) -> int:
         raise ApiError(400, 'BadRequest', f'invalid resourceVersion: {value!r}') from None
 
 
-def _matcher(params: Mapping[str, str]):
+def _matcher(params: Mapping[str, str], res: Resource | None = None):
     try:
         labels_match = parse_label_selector(params.get('labelSelector'))
-        fields_match = parse_field_selector(params.get('fieldSelector'))
+        fields_match = parse_field_selector(params.get('fieldSelector'), getattr(res, 'plural', None))
     except SelectorError as exc:
         raise ApiError(400, 'BadRequest', str(exc)) from None
     return lambda obj: labels_match(labels_of(obj)) and fields_match(obj)

@@ -109,8 +109,9 @@ def complete(line: str, shell_script: str) -> list[str]:
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 @pytest.mark.parametrize("line, offered", [
-    ("ddpjob re", ["render"]),
-    ("ddpjob ", ["validate", "render", "run", "operator", "version", "completion", "-h", "--help", "--version"]),
+    ("ddpjob re", ["render", "resume"]),
+    ("ddpjob ", ["validate", "render", "run", "operator", "version", "completion", "submit", "get", "describe",
+                 "wait", "logs", "delete", "suspend", "resume", "-h", "--help", "--version"]),
     ("ddpjob render -o ", ["yaml", "json"]),
     ("ddpjob render --out", ["--output"]),
     ("ddpjob run --f", ["--filename", "--fresh"]),

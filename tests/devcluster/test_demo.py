@@ -61,6 +61,11 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
         text = ''.join(seen)
         kubeconfig = re.search(r'export KUBECONFIG=(\S+)', text).group(1)
         assert 'kubectl apply -f manifests/examples/mnist-cpu.yaml' in text and 'kubectl get ddpj -w' in text
+        # A second demo on the same work directory refuses, and leaves the first alone.
+        second = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=demo_env,
+                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert second.returncode == 1 and 'a demo cluster is already running in' in second.stdout, second.stdout
+        assert f'pid {demo.pid}' in second.stdout
         # The printed kubeconfig works, and the CRD is there already.
         got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', 'get', 'crd', 'ddpjobs.ddpjob.io',
                               f'--cache-dir={tmp_path / "cache"}'], capture_output=True, text=True, timeout=30)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ddpjob.operator import controller as ctl
+from ddpjob.operator.kube import Conflict
 from ddpjob.job.observe import PodState
 
 pytestmark = pytest.mark.timeout(30)
@@ -22,6 +23,8 @@ class FakeKube:
         self.fail: dict[str, int] = {}
         self.fail_names: dict[str, int] = {}
         self.existing: set[str] = set()
+        self.versions: list[str | None] = []  # resourceVersion of each status patch
+        self.stored: dict | None = None  # the DDPJob as the server has it, when a test sets it
 
     def _maybe_fail(self, kind: str) -> None:
         if self.fail.get(kind, 0) > 0:
@@ -44,10 +47,22 @@ class FakeKube:
         self._maybe_fail("delete")
         return True
 
-    async def patch_status(self, ns: str, name: str, patch: dict) -> dict:
+    async def patch_status(self, ns: str, name: str, patch: dict, resource_version: str | None = None) -> dict:
         self.calls.append(("status", dict(patch)))
+        self.versions.append(resource_version)
         self._maybe_fail("status")
+        if self.stored is not None:  # optimistic concurrency, like the API server
+            if resource_version and resource_version != self.stored["metadata"]["resourceVersion"]:
+                raise Conflict(409, "Conflict", "the object has been modified")
+            status = {k: v for k, v in {**self.stored.get("status", {}), **patch}.items() if v is not None}
+            rv = str(int(self.stored["metadata"]["resourceVersion"]) + 1)
+            self.stored = {**self.stored, "metadata": {**self.stored["metadata"], "resourceVersion": rv}, "status": status}
+            return self.stored
         return {"status": {k: v for k, v in patch.items() if v is not None}}
+
+    async def get(self, url: str) -> dict:
+        self.calls.append(("get", url.rsplit("/", 1)[1]))
+        return self.stored
 
 
 def job_body(**spec: Any) -> dict:
@@ -201,3 +216,40 @@ def test_triggers_coalesce_into_one_reconcile_at_a_time() -> None:
         await c.close()
         return calls
     assert asyncio.run(go()) == 2  # one running, one more for everything that came meanwhile
+
+
+def test_status_write_carries_the_resource_version_it_was_planned_from():
+    body = job_body(nodes=2)
+    body["metadata"]["resourceVersion"] = "7"
+    c, kube, _, _ = make(body, [pod(0), pod(1)])
+    run(c)
+    assert kube.versions == ["7"]
+
+
+def test_metadata_only_change_is_written_again_onto_the_current_version():
+    # kopf patched its annotations after the index was read: the status is unchanged,
+    # so the write is made again onto the version the server has.
+    body = job_body(nodes=2)
+    body["metadata"]["resourceVersion"] = "7"
+    c, kube, _, _ = make(body, [pod(0), pod(1)])
+    kube.stored = {**body, "metadata": {**body["metadata"], "resourceVersion": "8"}, "status": {}}
+    run(c)
+    assert kube.versions == ["7", "8"]
+    assert kube.stored["status"]["phase"] == "Running"
+
+
+def test_status_changed_by_another_writer_is_never_overwritten():
+    # Another replica already counted a restart: this pass, planned from the older
+    # status, writes nothing and the next pass plans from the stored one.
+    body = job_body(nodes=2, maxRestarts=5)
+    body["metadata"]["resourceVersion"] = "7"
+    c, kube, _, index = make(body, [pod(0), pod(1, "Failed", exit_code=3)])
+    other = {"phase": "Restarting", "restarts": 1, "message": "restarting by the other replica"}
+    kube.stored = {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}, "status": other}
+    with pytest.raises(ctl.StatusChanged):
+        run(c)
+    assert kube.stored["status"] == other
+    assert not [k for k, _ in kube.calls if k == "delete"]  # nothing acted on the stale plan
+    kube.calls.clear()
+    run(c)  # the next pass starts from restarts=1, not 0
+    assert all(p.get("restarts", 1) >= 1 for k, p in kube.calls if k == "status")

@@ -51,7 +51,7 @@ class RefusingKube:
         self.deletes.append(url.rsplit("/", 1)[1])
         return True
 
-    async def patch_status(self, ns: str, name: str, patch: dict) -> dict:
+    async def patch_status(self, ns: str, name: str, patch: dict, resource_version: str | None = None) -> dict:
         self.statuses.append(dict(patch))
         return {"status": {k_: v for k_, v in patch.items() if v is not None}}
 

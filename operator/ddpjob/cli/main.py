@@ -207,8 +207,13 @@ def tool_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_completion)
 
 
+def cluster_commands(sub: argparse._SubParsersAction) -> None:
+    from ddpjob.cli import cluster  # submit/get/describe/wait/logs/delete/suspend/resume
+    cluster.register(sub)
+
+
 # Each group adds its subcommands; a new group is one function added here.
-COMMAND_GROUPS = [file_commands, operator_command, tool_commands]
+COMMAND_GROUPS = [file_commands, operator_command, tool_commands, cluster_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

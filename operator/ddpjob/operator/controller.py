@@ -27,7 +27,7 @@ from ddpjob.operator import refusals
 from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.expectations import Expectations
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
-from ddpjob.operator.kube import Kube, job_path
+from ddpjob.operator.kube import Conflict, Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.progress import ProgressPoller, Target
 from ddpjob.operator.workqueue import WorkQueue
@@ -67,6 +67,7 @@ class _Job:
     key: Key
     uid: str | None = None
     status: dict[str, Any] | None = None  # last status written (None: trust the indexed body)
+    resource_version: str | None = None  # of the object as `status` was written
     service_attempt: int | None = None  # the gang attempt whose Service was last ensured
     expectations: Expectations = field(default_factory=Expectations)
     rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
@@ -82,11 +83,17 @@ class _Job:
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
         self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
+        self.resource_version = None
         # (disrupted is kept: it may predate the first reconcile, and entries of another uid
         # are dropped when read)
         self.pod_groups, self.gang_waits = {}, 0
         self.expectations.clear()
         self.backoff.clear()
+
+
+class StatusChanged(Exception):
+    """Someone else (another operator replica) changed the status this pass was planned
+    from: nothing was written; the next pass plans again from the stored status."""
 
 
 class Controller:
@@ -152,6 +159,9 @@ class Controller:
         return self._jobs.get(key) or self._jobs.setdefault(key, _Job(key))
 
     def _reconcile_failed(self, key: Key, failures: int, delay: float, exc: BaseException) -> None:
+        if isinstance(exc, StatusChanged):
+            logger.info("%s/%s: %s; planning again in %.1fs", *key, exc, delay)
+            return
         self.metrics.reconcile_errors.inc()
         logger.warning("reconcile of %s/%s failed (attempt %d), retrying in %.1fs: %r", *key, failures, delay, exc)
 
@@ -298,20 +308,63 @@ class Controller:
 
     async def _write_status(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                             new: dict[str, Any]) -> dict[str, Any]:
-        """Write the whole status once, only when it differs from what is stored."""
+        """Write the whole status once, only when it differs from what is stored, and only
+        onto the object version whose status `new` was planned from (see `_conflict`)."""
         if new == previous:
             return previous
         ns, name = job.key
         try:
-            stored = await self.kube.patch_status(ns, name, status_patch(previous, new))
+            try:
+                stored = await self.kube.patch_status(ns, name, status_patch(previous, new),
+                                                      resource_version=self._version_of(job, body, previous))
+            except Conflict:
+                stored = await self._conflict(job, previous, new)
+        except StatusChanged:
+            raise  # job.status now holds the stored status to plan from
         except BaseException:
             job.status = None  # the write may or may not have landed: re-read from the index
             raise
         job.status = dict((stored or {}).get("status") or new)
+        job.resource_version = ((stored or {}).get("metadata") or {}).get("resourceVersion")
         self._phases[job.key] = job.status.get("phase") or lifecycle.PENDING
         if int(new.get("restarts", 0)) > int(previous.get("restarts", 0)):
             self.metrics.gang_restarts.inc(int(new.get("restarts", 0)) - int(previous.get("restarts", 0)))
         return job.status
+
+    def _version_of(self, job: _Job, body: Mapping[str, Any], previous: Mapping[str, Any]) -> str | None:
+        """The resourceVersion of an object whose status is `previous`: the newest the index
+        has (kopf's own annotation patches bump it without touching the status), else the
+        one this operator's last write returned, else the body this pass started from."""
+        latest = self.job_body(*job.key)
+        if latest is not None and str((latest.get("metadata") or {}).get("uid") or "") == job.uid \
+                and dict(latest.get("status") or {}) == previous:
+            return (latest.get("metadata") or {}).get("resourceVersion")
+        if job.status is not None and job.status == previous and job.resource_version:
+            return job.resource_version
+        return (body.get("metadata") or {}).get("resourceVersion")
+
+    async def _conflict(self, job: _Job, previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        """The object changed since `previous` was read. If only its metadata did (kopf's
+        annotations), write again onto the current version; if its status did (another
+        replica), write nothing and plan again from that status."""
+        ns, name = job.key
+        for _ in range(3):
+            current = await self.kube.get(job_path(ns, name))
+            meta = current.get("metadata") or {}
+            status = dict(current.get("status") or {})
+            if str(meta.get("uid") or "") != job.uid:
+                raise StatusChanged("the DDPJob was replaced")
+            if status == new:
+                return current  # an earlier attempt of this very write landed
+            if status != previous:
+                job.status, job.resource_version = status, meta.get("resourceVersion")
+                raise StatusChanged("the status was changed by another writer")
+            try:
+                return await self.kube.patch_status(ns, name, status_patch(previous, new),
+                                                    resource_version=meta.get("resourceVersion"))
+            except Conflict:
+                continue
+        raise StatusChanged("the DDPJob keeps changing")
 
     async def _wait_for_gang(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                              plan: lifecycle.Plan, blocked: tuple[str, str]) -> float:

@@ -21,6 +21,7 @@ import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec, template_policy
+from ddpjob.operator.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, ProgressPoller
@@ -40,6 +41,15 @@ PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
+# Liveness turns unhealthy only after the API has given no answer for this long (a
+# struggling API server is no reason to restart the operator; a wedged one may be).
+LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
+DEFAULT_LIVENESS_OUTAGE = 300.0
+# kopf retries its API calls, watches and resource discovery with these delays, forever:
+# with its default (a fixed list) it gives up and the operator exits. The cap bounds how
+# long after the server's recovery the operator notices (and one request per 5 s per
+# retrying caller is no burden to a struggling server).
+API_BACKOFF = Backoff(base=0.5, cap=5.0)
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -58,6 +68,7 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # No handler needs a finalizer (children go by owner reference), so kopf adds none
     # and deleting a DDPJob never waits for the operator. The name is ours in case.
     settings.persistence.finalizer = f"{names.GROUP}/operator"
+    settings.networking.error_backoffs = API_BACKOFF
     timeout = settings.networking.request_timeout
     if timeout is None or timeout > MAX_REQUEST_TIMEOUT:
         settings.networking.request_timeout = MAX_REQUEST_TIMEOUT
@@ -70,6 +81,24 @@ def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
 
 
 # ---- operator lifecycle ---------------------------------------------------------------
+
+def _kube(memo: kopf.Memo) -> Kube:
+    if getattr(memo, "kube", None) is None:
+        memo.kube = Kube()
+    return memo.kube
+
+
+@kopf.on.login()
+async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """One source of credentials for kopf's watches and the operator's writes: the
+    kubeconfig or the in-cluster service account, as the official client finds them
+    (`KUBECONFIG`, ~/.kube/config, the mounted token), or `memo.connection` when whoever
+    runs the operator gave one (the development cluster and tests do)."""
+    info = getattr(memo, "connection", None) or kopf.login_via_client(logger=logger, **kwargs)
+    if info is not None:
+        _kube(memo).connect(info)
+    return info
+
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
@@ -84,7 +113,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     def pods_of(namespace: str, name: str) -> Any:
         return list(ddpjob_pods.get((namespace, name), ()))
 
-    kube = Kube(settings)
+    kube = _kube(memo)
     gang = GangSupport.from_env()
     # Logs an error per enabled integration whose PodGroup API is missing; never fails the
     # start. In the background: API calls wait for the login, which follows the startup.
@@ -130,24 +159,33 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
             await controller.poller.close()
         await controller.close()
         controller.metrics.stop()
+    if getattr(memo, "kube", None) is not None:
+        await memo.kube.aclose()
 
 
 @kopf.on.probe(id="jobs")
 def probe(memo: kopf.Memo, **_: Any) -> int:
+    """kopf's /healthz answers 500 when this raises: only after a long API outage."""
+    limit = float(os.environ.get(LIVENESS_OUTAGE_ENV) or DEFAULT_LIVENESS_OUTAGE)
+    kube = getattr(memo, "kube", None)
+    if kube is not None and kube.outage_seconds() > limit:
+        raise RuntimeError(f"the API server has not answered for {kube.outage_seconds():.0f}s (limit {limit:.0f}s)")
     controller = getattr(memo, "controller", None)
     return len(controller.phases()) if controller is not None else 0
 
 
 # ---- indices: what the controller observes ---------------------------------------------
 
+# The index functions are async (they do no I/O): kopf runs a sync handler in a thread
+# pool, one hop per watch event, which a 1,024-Pod gang pays 1,024 times per phase.
 @kopf.index(*JOBS)
-def ddpjob_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
+async def ddpjob_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict:
     """(namespace, name) -> the DDPJob as last seen by the watch."""
     return {(namespace, name): copy.deepcopy(dict(body))}
 
 
 @kopf.index(*PODS, labels=POD_LABELS)
-def ddpjob_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict | None:
+async def ddpjob_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict | None:
     """(namespace, job name) -> (owner uid, PodState) of each of the job's Pods."""
     item = ctl.indexed_pod(body)
     return {(namespace, labels[names.LABEL_JOB_NAME]): item} if item is not None else None

@@ -1,77 +1,106 @@
 """The one module of the operator that talks to the Kubernetes API.
 
-It rides on kopf's own API client (kopf is pinned to 1.45.2 in pyproject.toml), so the
-operator's writes share kopf's credentials (whatever `@kopf.on.login` produced: a
-kubeconfig, the in-cluster service account, or a test's emulator), its HTTP session,
-its re-authentication on 401 and its retries: kopf retries timeouts, connection errors,
-5xx and 429 with `settings.networking.error_backoffs` before an error reaches us. What
-still fails is raised, and the caller's reconcile is retried with its own backoff.
+It rides on `kubernetes_asyncio` (the official client's generated code on aiohttp: its
+`ApiClient` gives configuration, auth headers, TLS and the connection pool), so requests
+wait on kopf's event loop. The alternative, the synchronous official client in a thread
+pool, was measured slower on the operator benchmarks (docs/benchmarks.md: 64 threads
+contending for the GIL starve the event loop that processes kopf's watch events);
+`benchmarks/kube_threads.py` keeps it for that comparison. The credentials are read
+through the official client's `Configuration` (connection.py), the same type the CLI
+uses. Responses are read as JSON dicts, not client models: the controller works on
+plain objects, and building a `V1Pod` model per Pod would cost more than the request.
 
-Every write here is idempotent: create tolerates 409 AlreadyExists (and reads what is
-there instead), delete tolerates 404, status patches are JSON merge patches without a
-resourceVersion (the operator is the status' only writer).
+Credentials are whatever kopf's login produced (`connect(info)`, see handlers.py), so
+kopf's watches and these writes share one source: a kubeconfig, the in-cluster service
+account, or a test's emulator.
+
+Errors are typed (`APIError` and its subclasses, with the HTTP `status`, the Status
+`reason` and `message`). Transient ones (no answer, 429, 5xx) are retried here a few
+times with capped, jittered exponential backoff (429's Retry-After honoured); what still
+fails is raised and the caller's reconcile is retried by its work queue, forever.
+
+Every write is idempotent: create tolerates 409 AlreadyExists (and reads what is there
+instead), delete tolerates 404, and status patches carry the resourceVersion the status
+was computed from, so a second operator (a leader hand-over) can never be overwritten.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from typing import Any, Mapping
+import time
+from typing import Any, Mapping, Protocol
 
-# kopf's client lives in a private package; this is the only import of it, and the
-# version pin keeps it stable.
-from kopf._cogs.clients import api as _api
-from kopf._cogs.clients import errors as _errors
+import aiohttp
+import kubernetes
+import kubernetes_asyncio
 
 from ddpjob.api import names
+from ddpjob.operator import connection
+from ddpjob.operator.backoff import Backoff
 from ddpjob.render.gang import POD_GROUP_KINDS
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
+# 64 requests in flight keep the API server (and the process' file descriptors)
+# comfortable and still saturate one API server.
+DEFAULT_MAX_IN_FLIGHT = 64
+# Attempts of one request before its error goes to the caller (whose reconcile retries).
+DEFAULT_ATTEMPTS = 4
+DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
+TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})
+
+_MERGE_PATCH = "application/merge-patch+json"
 
 
 class APIError(Exception):
-    """An API request the server refused: `status` (HTTP code), `reason` (the Status
-    reason: Forbidden, Invalid, AlreadyExists, ...), `message` (the server's words)."""
+    """An API request failed: `status` is the HTTP code (0: no answer), `reason` the
+    Status reason (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, ...)."""
 
-    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any] | None = None):
-        super().__init__(message)
+    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any] | None = None,
+                 body: Mapping[str, Any] | None = None):
+        super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason, self.message = int(status), reason or "", message or ""
-        self.details: dict[str, Any] = dict(details or {})
+        self.details: dict[str, Any] = dict(details or {})  # the Status' details (e.g. causes)
+        self.body = dict(body or {})  # the whole Status answer
+
+    @property
+    def transient(self) -> bool:
+        return self.status in TRANSIENT
 
 
 class NotFound(APIError):
     pass
 
 
-class Conflict(APIError):  # 409: AlreadyExists on create, Conflict on a stale write
+class Conflict(APIError):
+    """409: AlreadyExists on create, Conflict on a stale resourceVersion."""
+
+
+class Forbidden(APIError):
     pass
 
 
-class Forbidden(APIError):  # 403: RBAC, ResourceQuota, Pod Security, namespace terminating
+class Invalid(APIError):
     pass
 
 
-class Invalid(APIError):  # 422: the object fails the server's validation
-    pass
+_BY_STATUS: dict[int, type[APIError]] = {403: Forbidden, 404: NotFound, 409: Conflict, 422: Invalid}
 
 
-_BY_STATUS: dict[int, type[APIError]] = {404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid}
-
-
-def _typed(exc: _errors.APIError) -> APIError:
-    """kopf's error as ours (kopf's classes stay private to this module)."""
-    payload = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], Mapping) else {}
-    message = exc.message or (exc.args[0] if exc.args and isinstance(exc.args[0], str) else "") or repr(exc)
-    cls = _BY_STATUS.get(exc.status, APIError)
-    return cls(exc.status, str(payload.get("reason") or ""), str(message), payload.get("details") or None)
-
-# kopf's HTTP session has no connection limit; a burst of 1,000 new jobs would open
-# thousands of sockets at once. 64 requests in flight keep the API server (and the
-# process' file descriptors) comfortable and still saturate one API server.
-DEFAULT_MAX_IN_FLIGHT = 64
-
-_MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+def error_from_response(status: int, data: bytes | str | None, http_reason: str = "") -> APIError:
+    """The typed error of an API answer, from its `Status` body when it has one."""
+    body: Any = None
+    try:
+        body = json.loads(data) if data else None
+    except ValueError:
+        pass
+    if not isinstance(body, dict):
+        body = {}
+    reason = str(body.get("reason") or http_reason or "Unknown")
+    message = str(body.get("message") or (data.decode(errors="replace") if isinstance(data, bytes) else data) or reason)
+    return _BY_STATUS.get(status, APIError)(status, reason, message, body.get("details") or None, body)
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:
@@ -106,22 +135,131 @@ def collection_path(obj: Mapping[str, Any]) -> str:
     return object_path(obj.get("apiVersion", "v1"), obj["kind"], obj["metadata"]["namespace"])
 
 
+class Transport(Protocol):
+    """One HTTP request: (status, body bytes, headers); raises only when there is no answer."""
+
+    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AsyncioTransport:
+    """kubernetes_asyncio's ApiClient: the official client's generated code on aiohttp,
+    so requests wait on the event loop, not in threads (see the module docstring)."""
+
+    def __init__(self, config: kubernetes.client.Configuration, pool_size: int, timeout: float = DEFAULT_TIMEOUT[1]):
+        aconfig = kubernetes_asyncio.client.Configuration()
+        aconfig.host, aconfig.verify_ssl = config.host, config.verify_ssl
+        aconfig.ssl_ca_cert, aconfig.cert_file, aconfig.key_file = config.ssl_ca_cert, config.cert_file, config.key_file
+        aconfig.api_key, aconfig.api_key_prefix = dict(config.api_key), dict(config.api_key_prefix)
+        aconfig.username, aconfig.password, aconfig.proxy = config.username, config.password, config.proxy
+        aconfig.connection_pool_maxsize = pool_size
+        self.api = kubernetes_asyncio.client.ApiClient(aconfig)
+        self.timeout = timeout
+
+    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
+        headers = {"Accept": "application/json", **headers}
+        if body is not None:
+            headers.setdefault("Content-Type", "application/json")
+        if self.api.configuration.username and "authorization" not in self.api.configuration.api_key:
+            headers["Authorization"] = self.api.configuration.get_basic_auth_token()
+        try:
+            response = await self.api.call_api(path, method, header_params=headers, body=body,
+                                               auth_settings=["BearerToken"], _preload_content=False,
+                                               _request_timeout=self.timeout)
+        except kubernetes_asyncio.client.ApiException as exc:  # non-2xx answers
+            data = exc.body if isinstance(exc.body, (bytes, str)) else json.dumps(exc.body or {})
+            return exc.status, data.encode() if isinstance(data, str) else data, exc.headers or {}
+        response = response[0] if isinstance(response, tuple) else response
+        return response.status, await response.read(), response.headers
+
+    async def aclose(self) -> None:
+        await self.api.close()
+
+
+def _close_soon(transport: Transport) -> None:
+    asyncio.ensure_future(transport.aclose())
+
+
 class Kube:
-    """Thin async calls; `settings` are kopf's (for its timeouts and retry backoffs)."""
+    """Thin async calls. `connect(info)` (kopf's ConnectionInfo) before the first call;
+    a call made earlier waits for it."""
 
-    def __init__(self, settings: Any, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT):
-        self.settings = settings
-        self._slots = asyncio.Semaphore(max_in_flight)
+    def __init__(self, transport: Transport | None = None, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 attempts: int = DEFAULT_ATTEMPTS, backoff: Backoff = Backoff(base=0.05, cap=2.0)):
+        self.max_in_flight, self.attempts, self.backoff = max_in_flight, attempts, backoff
+        self._transport: Transport | None = None
+        self._ready: asyncio.Event | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self.failing_since: float | None = None  # monotonic time of the first failure of an outage
+        self._closing: Any = None
+        if transport is not None:
+            self.use(transport)
 
-    async def _call(self, fn: Any, url: str, **kwargs: Any) -> Any:
-        async with self._slots:
+    def connect(self, info: Any) -> None:
+        """(Re)build the client from kopf's ConnectionInfo (on the event loop)."""
+        self.use(AsyncioTransport(connection.configuration(info, pool_size=self.max_in_flight), self.max_in_flight))
+
+    def use(self, transport: Transport) -> None:
+        old, self._transport = self._transport, transport
+        self._event().set()
+        if old is not None:  # re-authentication: calls in flight finish on the old session
+            self._closing = asyncio.get_running_loop().call_later(DEFAULT_TIMEOUT[1], _close_soon, old)
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
+
+    def outage_seconds(self) -> float:
+        """How long every request has been failing for lack of an answer (0: healthy)."""
+        return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
+
+    def _event(self) -> asyncio.Event:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        return self._ready
+
+    async def _request(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> dict[str, Any]:
+        if self._transport is None:
+            await self._event().wait()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+        headers = {"Content-Type": content_type} if content_type else {}
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after = None
             try:
-                return await fn(url, settings=self.settings, logger=logger, **kwargs)
-            except _errors.APIError as exc:
-                raise _typed(exc) from exc
+                async with self._slots:
+                    assert self._transport is not None
+                    status, data, response_headers = await self._transport.request(method, path, body, dict(headers))
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                error: APIError = APIError(0, "ConnectionError", f"{method} {path}: {exc}")
+            else:
+                if 200 <= status < 300:
+                    self.failing_since = None
+                    return json.loads(data) if data else {}
+                error = error_from_response(status, data)
+                retry_after = (response_headers or {}).get("Retry-After")
+            if not error.transient:
+                self.failing_since = None  # the server answered: it is up
+                raise error
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            if attempt >= self.attempts:
+                raise error
+            delay = self.backoff.delay(attempt)
+            if retry_after:
+                try:
+                    delay = max(delay, min(float(retry_after), self.backoff.cap * 5))
+                except ValueError:
+                    pass
+            logger.debug("%s %s failed (%s), retry %d in %.2fs", method, path, error, attempt, delay)
+            await asyncio.sleep(delay)
 
     async def get(self, url: str) -> dict[str, Any]:
-        return await self._call(_api.get, url)
+        return await self._request("GET", url)
 
     async def served(self, url: str) -> bool:
         """Whether API discovery knows `url` (e.g. /apis/scheduling.volcano.sh/v1beta1)."""
@@ -139,10 +277,7 @@ class Kube:
         (it may be an older object with the same name) rather than what it asked for."""
         url = collection_path(obj)
         try:
-            # No retries inside kopf's client (it retries 403s, taking quota and policy
-            # refusals for an upgrading API server): a refused create is the controller's
-            # to report and back off (operator/refusals.py).
-            return await self._call(_api.post, url, payload=dict(obj), backoffs=()), True
+            return await self._request("POST", url, dict(obj)), True
         except Conflict:
             if not read_existing:
                 return None, False
@@ -166,14 +301,20 @@ class Kube:
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
-            await self._call(_api.delete, url, payload=options)
+            await self._request("DELETE", url, options)
             return True
         except NotFound:
             return False
         except Conflict:
             return False  # the uid precondition failed: that object is not ours to delete
 
-    async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """JSON merge patch of the DDPJob's status subresource; `None` values remove keys."""
-        return await self._call(_api.patch, f"{job_path(namespace, name)}/status",
-                                payload={"status": dict(patch)}, headers=_MERGE_PATCH)
+    async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any],
+                           resource_version: str | None = None) -> dict[str, Any]:
+        """JSON merge patch of the DDPJob's status subresource; `None` values remove keys.
+
+        With `resource_version`, the API server applies it only to that version of the
+        object (optimistic concurrency) and answers `Conflict` otherwise."""
+        body: dict[str, Any] = {"status": dict(patch)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._request("PATCH", f"{job_path(namespace, name)}/status", body, _MERGE_PATCH)

@@ -17,8 +17,9 @@ from typing import Any, Awaitable, Callable, Hashable
 
 logger = logging.getLogger("ddpjob.operator.workqueue")
 
-# Retry backoff after an error: 0.2 s, 0.4 s, ... up to a minute.
-RETRY_BASE, RETRY_CAP = 0.2, 60.0
+# Retry backoff after an error: 0.2 s, 0.4 s, ... up to 10 s, so that after an API outage
+# every job is reconciled again within seconds of the recovery.
+RETRY_BASE, RETRY_CAP = 0.2, 10.0
 # A timer fires at most this late after a due time (datetime rounding to seconds).
 TIMER_SLACK = 0.01
 

@@ -1,0 +1,102 @@
+"""The operator against a struggling API server: time from DDPJob creation to Succeeded
+when a share of all requests (0%, 30%, 60%) is answered with 500/503/429 and every watch
+stream is closed after about 3 s (ddpjob_devcluster.chaos).
+
+The operator runs in its own process (KUBECONFIG, like in a shell); the script plays the
+kubelet directly on the emulator's store (its own writes are not subject to the faults):
+as soon as a job's Pods all exist it reports them Running, and once the job says
+Running it reports them Succeeded. Per fault rate: --jobs jobs of --nodes Pods created
+together; the time until each is Succeeded; whether any Pod was created twice.
+
+    .venv/bin/python benchmarks/operator_faults.py [--jobs 5] [--nodes 4] [--rates 0,0.3,0.6]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import kubernetes  # noqa: E402
+import yaml  # noqa: E402
+
+from ddpjob_devcluster.chaos import Chaos  # noqa: E402
+from ddpjob_devcluster.emulator import KubeEmulator  # noqa: E402
+from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet  # noqa: E402
+
+
+def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: int, timeout: float) -> list[float]:
+    emu.chaos = Chaos(rate=rate, watch_lifetime=3.0, seed=1) if rate else None
+    names = [f"r{int(rate * 100)}-{i}" for i in range(jobs)]
+    start = time.perf_counter()
+    in_emulator(emu, lambda: [emu.store.create(JOBS, NS, ddpjob(n, nodes)) for n in names])
+    done: dict[str, float] = {}
+    running_sent, succeeded_sent = set(), set()
+    while len(done) < len(names):
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError(f"rate {rate}: only {len(done)} of {len(names)} jobs Succeeded in {timeout}s")
+        track.poll()
+        for n in names:
+            if n not in running_sent and track.pods[n] >= nodes:
+                kubelet(emu, [f"{n}-{r}" for r in range(nodes)], "Running")
+                running_sent.add(n)
+            if n not in succeeded_sent and track.phase.get(n) == "Running":
+                kubelet(emu, [f"{n}-{r}" for r in range(nodes)], "Succeeded")
+                succeeded_sent.add(n)
+            if n not in done and track.phase.get(n) == "Succeeded":
+                done[n] = time.perf_counter() - start
+        time.sleep(0.01)
+    failed = emu.chaos.failed if emu.chaos else 0
+    emu.chaos = None
+    duplicates = {n: track.pods[n] for n in names if track.pods[n] != nodes}
+    times = sorted(done.values())
+    print(f"faults {rate:4.0%}: {jobs} jobs x {nodes} Pods created -> Succeeded: median {statistics.median(times):.2f} s, "
+          f"max {times[-1]:.2f} s; {failed} requests failed; Pods created more than once: {duplicates or 'none'}",
+          flush=True)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--rates", default="0,0.3,0.6")
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
+        api = kubernetes.config.new_client_from_config(str(kubeconfig))
+        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
+        proc = subprocess.Popen([sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
+                                 f"run_operator({NS!r}, True, None, None, None)"],
+                                env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            track = Tracker(emu)
+            in_emulator(emu, lambda: emu.store.create(JOBS, NS, ddpjob("warmup", 1)))
+            deadline = time.monotonic() + 60
+            while track.poll().pods["warmup"] < 1:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the operator did not start")
+                time.sleep(0.05)
+            for rate in (float(r) for r in args.rates.split(",")):
+                run_rate(emu, track, rate, args.jobs, args.nodes, args.timeout)
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the operator exited ({proc.returncode})")
+            print(f"operator still running after every rate: {proc.poll() is None}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

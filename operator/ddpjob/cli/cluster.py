@@ -1,0 +1,258 @@
+"""`ddpjob submit|get|describe|wait|logs|delete|suspend|resume`: DDPJobs on a cluster.
+
+On the official `kubernetes` client and the user's kubeconfig (see kubeclient.py); no
+kopf. Every failure is one line on stderr and a non-zero exit status, never a traceback.
+
+    ddpjob submit job.yaml [--wait]      validate, then server-side apply; prints the name
+    ddpjob get [NAME] [-o yaml|json]     the server's table (the CRD's printer columns)
+    ddpjob describe NAME                 spec, status, conditions, last failure, Events, Pods
+    ddpjob wait NAME --for=Succeeded     exit 0: reached; 1: ended otherwise; 2: timed out
+    ddpjob logs NAME [--rank K | --node N | --all] [-f]
+    ddpjob delete|suspend|resume NAME
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+import yaml
+
+from ddpjob.api import names
+from ddpjob.cli import kubeclient
+from ddpjob.cli.kubeclient import ClusterError, Connection
+
+FIELD_MANAGER = "ddpjob"
+TERMINAL = ("Succeeded", "Failed")
+WAIT_TIMED_OUT = 2
+# The largest --timeout accepted (a week): every wait has a bound.
+MAX_TIMEOUT = 7 * 24 * 3600.0
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+def add_connection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context to use (default: the current context)")
+    p.add_argument("-n", "--namespace", help="namespace (default: the context's namespace, else default)")
+
+
+def register(sub: Any) -> None:
+    """Add the cluster subcommands to `ddpjob`'s subparsers (called by cli/main.py)."""
+    p = sub.add_parser("submit", help="validate a DDPJob file and apply it to the cluster")
+    p.add_argument("file", nargs="?", help="DDPJob YAML file, or - for standard input")
+    p.add_argument("-f", "--filename", help="the same as FILE (like kubectl)")
+    p.add_argument("--wait", action="store_true", help="follow phase changes; exit with the job's result")
+    p.add_argument("--timeout", type=duration, default=None, help="with --wait: give up after this long (e.g. 30m)")
+    p.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
+    cluster_command(p, cmd_submit)
+
+    p = sub.add_parser("get", help="list DDPJobs (a table like kubectl), or one")
+    p.add_argument("name", nargs="?")
+    p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
+    cluster_command(p, cmd_get)
+
+    p = sub.add_parser("describe", help="a DDPJob's spec, status, conditions, Events and Pods")
+    p.add_argument("name")
+    cluster_command(p, cmd_describe)
+
+    p = sub.add_parser("wait", help="wait until a DDPJob reaches a phase (exit 0), ends otherwise (1) or times out (2)")
+    p.add_argument("name")
+    p.add_argument("--for", dest="phase", required=True, choices=("Succeeded", "Failed", "Running", "Suspended"))
+    p.add_argument("--timeout", type=duration, default=None, help="e.g. 90s, 10m, 2h (default: no limit)")
+    cluster_command(p, cmd_wait)
+
+    p = sub.add_parser("logs", help="the trainer logs of a DDPJob's Pods, prefixed [pod]")
+    p.add_argument("name")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--rank", type=int, help="the Pod that runs this global rank")
+    which.add_argument("--node", type=int, help="the Pod of this node rank (default 0)")
+    which.add_argument("--all", action="store_true", help="every Pod")
+    p.add_argument("-f", "--follow", action="store_true", help="stream until the Pods' containers end")
+    p.add_argument("--tail", type=int, default=None, help="only the last N lines of each Pod")
+    cluster_command(p, cmd_logs)
+
+    for verb, text in (("delete", "delete a DDPJob (its Pods and Service go with it)"),
+                       ("suspend", "suspend a DDPJob: its Pods are deleted, the job stays"),
+                       ("resume", "resume a suspended DDPJob")):
+        p = sub.add_parser(verb, help=text)
+        p.add_argument("name")
+        cluster_command(p, cmd_simple)
+
+
+def cluster_command(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace, Connection], int]) -> None:
+    add_connection_args(p)
+    p.set_defaults(func=lambda args: run(args, func))
+
+
+def run(args: argparse.Namespace, func: Callable[[argparse.Namespace, Connection], int]) -> int:
+    conn = None
+    try:
+        conn = kubeclient.connect(args.kubeconfig, args.context, args.namespace)
+        return func(args, conn)
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # an API or connection failure: one line, no traceback
+        what = f"ddpjob {getattr(args, 'name', '') or ''}".strip()
+        print(f"error: {kubeclient.explain(exc, conn, what)}", file=sys.stderr)
+        return 1
+
+
+def duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 2h)") from None
+    if not 0 < value <= MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most {MAX_TIMEOUT / 3600:.0f}h (got {text})")
+    return value
+
+
+# ---- API helpers ---------------------------------------------------------------------
+
+def get_job(conn: Connection, name: str) -> dict[str, Any]:
+    return conn.custom.get_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name)
+
+
+def job_pods(conn: Connection, name: str) -> list[dict[str, Any]]:
+    response = conn.core.list_namespaced_pod(conn.namespace, label_selector=f"{names.LABEL_JOB_NAME}={name}",
+                                             _preload_content=False)
+    pods = json.loads(response.data)["items"]
+    return sorted(pods, key=lambda p: int((p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK, 0)))
+
+
+def phase_of(job: dict[str, Any]) -> str:
+    return (job.get("status") or {}).get("phase") or "Pending"
+
+
+# ---- commands ------------------------------------------------------------------------
+
+def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
+    from ddpjob.cli.main import load_jobs
+    from ddpjob.api.spec import InvalidSpec
+    try:
+        load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
+    except InvalidSpec as exc:
+        raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
+    from ddpjob.cli.main import load_documents
+    submitted = []
+    for doc in load_documents(args.file):
+        name = doc["metadata"]["name"]
+        doc = {**doc, "metadata": {**doc["metadata"], "namespace": conn.namespace}}
+        conn.custom.patch_namespaced_custom_object(
+            names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, doc,
+            field_manager=FIELD_MANAGER, force=bool(args.force_conflicts) or None,
+            _content_type="application/apply-patch+yaml")
+        print(f"ddpjob.{names.GROUP}/{name}")
+        submitted.append(name)
+    if not args.wait:
+        return 0
+    results = [follow(conn, name, TERMINAL, args.timeout, report=True) for name in submitted]
+    return max(results)
+
+
+def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float | None, report: bool) -> int:
+    """Poll the job until its phase is in `wanted` (0), it ends elsewhere (1) or time runs out (2).
+    With `report`, print each phase change; `Succeeded` is then the goal."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last, delay = None, 0.2
+    while True:
+        job = get_job(conn, name)
+        status = job.get("status") or {}
+        phase = phase_of(job)
+        if report and (phase, status.get("restarts")) != last:
+            restarts = status.get("restarts") or 0
+            print(f"{name}: {phase}" + (f" (restarts {restarts})" if restarts else "")
+                  + (f": {status['message']}" if status.get("message") else ""), flush=True)
+            last = (phase, status.get("restarts"))
+        if phase in wanted:
+            return 1 if report and phase == "Failed" else 0
+        if phase in TERMINAL:
+            return 1
+        if deadline is not None and time.monotonic() >= deadline:
+            print(f"error: timed out waiting for {name} (phase {phase})", file=sys.stderr)
+            return WAIT_TIMED_OUT
+        time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 2.0)  # polls back off to one every 2 s
+
+
+def cmd_wait(args: argparse.Namespace, conn: Connection) -> int:
+    return follow(conn, args.name, (args.phase,), args.timeout, report=False)
+
+
+def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
+    if args.output != "table":
+        if args.name:
+            obj = get_job(conn, args.name)
+        else:
+            obj = conn.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL)
+        print(json.dumps(obj, indent=2) if args.output == "json" else yaml.safe_dump(obj, sort_keys=False), end="\n" if args.output == "json" else "")
+        return 0
+    call = (conn.custom.get_namespaced_custom_object if args.name else conn.custom.list_namespaced_custom_object)
+    extra = (args.name,) if args.name else ()
+    response = call(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, *extra,
+                    _headers={"Accept": TABLE_ACCEPT}, _preload_content=False)
+    table = json.loads(response.data)
+    if table.get("kind") != "Table":
+        raise ClusterError("the API server did not answer with a Table; use -o yaml")
+    if not table.get("rows"):
+        print(f"No DDPJobs in namespace {conn.namespace}.", file=sys.stderr)
+        return 0
+    print(format_table(table))
+    return 0
+
+
+def format_table(table: dict[str, Any]) -> str:
+    """kubectl's layout: upper-case headers, columns padded with three spaces."""
+    columns = [c for c in table["columnDefinitions"] if int(c.get("priority", 0)) == 0]
+    index = [table["columnDefinitions"].index(c) for c in columns]
+    rows = [[c["name"].upper() for c in columns]]
+    for row in table["rows"]:
+        rows.append(["<none>" if row["cells"][i] in (None, "") else str(row["cells"][i]) for i in index])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
+    from ddpjob.cli.describe import describe
+    job = get_job(conn, args.name)
+    events = conn.core.list_namespaced_event(
+        conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
+    print(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace, conn: Connection) -> int:
+    from ddpjob.cli.logs import show_logs
+    return show_logs(conn, get_job(conn, args.name), job_pods(conn, args.name), args)
+
+
+def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
+    if args.command == "delete":
+        conn.custom.delete_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL,
+                                                    args.name, propagation_policy="Background")
+        print(f"ddpjob.{names.GROUP}/{args.name} deleted")
+        return 0
+    suspend = args.command == "suspend"
+    conn.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, args.name,
+                                               {"spec": {"suspend": suspend}},
+                                               _content_type="application/merge-patch+json")
+    print(f"ddpjob.{names.GROUP}/{args.name} {'suspended' if suspend else 'resumed'}")
+    return 0
+
+
+def lines_of(stream: Any) -> Iterator[str]:
+    """Lines of a streamed HTTP body, as they arrive."""
+    pending = b""
+    for chunk in stream.stream(4096, decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode(errors="replace")
+    if pending:
+        yield pending.decode(errors="replace")

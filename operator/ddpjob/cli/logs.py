@@ -1,0 +1,66 @@
+"""`ddpjob logs`: the trainer container's log of a DDPJob's Pods, each line prefixed
+`[pod]` like `ddpjob run`. Rank 0's Pod by default; `--rank K` is the Pod of node
+K // nprocPerNode; `-f` follows (one thread per Pod with `--all`)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from ddpjob.api import names, spec
+from ddpjob.cli.cluster import lines_of
+from ddpjob.cli.kubeclient import ClusterError, Connection
+
+_print_lock = threading.Lock()
+
+
+def pick(job: dict[str, Any], pods: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.all:
+        return pods
+    node = args.node or 0
+    if args.rank is not None:
+        try:
+            nproc = spec.parse_job(job).nproc_per_node
+        except spec.InvalidSpec as exc:
+            raise ClusterError(f"cannot map --rank to a Pod: the job's spec is invalid: {exc}") from None
+        world = nproc * int((job.get("spec") or {}).get("nodes", 1))
+        if not 0 <= args.rank < world:
+            raise ClusterError(f"--rank: must be in 0..{world - 1} for this job (got {args.rank})")
+        node = args.rank // nproc
+    chosen = [p for p in pods if ((p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK)) == str(node)]
+    if not chosen:
+        raise ClusterError(f"not found: no Pod of node {node} for ddpjob {job['metadata']['name']} "
+                           f"(phase {(job.get('status') or {}).get('phase') or 'Pending'})")
+    return chosen
+
+
+def _emit(prefix: str, line: str) -> None:
+    with _print_lock:
+        print(f"[{prefix}] {line}", flush=True)
+
+
+def _one(conn: Connection, pod: dict[str, Any], follow: bool, tail: int | None, errors: list[str]) -> None:
+    name = pod["metadata"]["name"]
+    try:
+        response = conn.core.read_namespaced_pod_log(name, conn.namespace, container=names.TRAINER_CONTAINER,
+                                                     follow=follow, tail_lines=tail, _preload_content=False)
+        for line in lines_of(response):
+            _emit(name, line)
+    except Exception as exc:  # one Pod's failure is reported, the others go on
+        from ddpjob.cli.kubeclient import explain
+        errors.append(f"{name}: {explain(exc, conn, f'pod {name}')}")
+
+
+def show_logs(conn: Connection, job: dict[str, Any], pods: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    chosen = pick(job, pods, args)
+    errors: list[str] = []
+    threads = [threading.Thread(target=_one, args=(conn, p, args.follow, args.tail, errors), daemon=True)
+               for p in chosen]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if errors else 0

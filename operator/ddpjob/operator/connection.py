@@ -1,0 +1,80 @@
+"""The operator's API credentials as the official client's `Configuration`.
+
+kopf's login handlers produce a `kopf.ConnectionInfo` (from a kubeconfig, the in-cluster
+service account, or a test's emulator); `configuration(info)` turns the same info into
+the `kubernetes.client.Configuration` that `kube.Kube` uses, so kopf's watches and the
+operator's writes always speak to the same server as the same user.
+
+Only attribute names of `ConnectionInfo` are read (no kopf import): server, ca_path,
+ca_data, insecure, scheme, token, username, password, certificate_path/_data,
+private_key_path/_data, proxy_url.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import os
+import tempfile
+from typing import Any
+
+import kubernetes
+
+_temp_files: list[str] = []
+
+
+def _remove_temp_files() -> None:
+    for path in _temp_files:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+atexit.register(_remove_temp_files)
+
+
+def _as_file(data: str | bytes) -> str:
+    """The official client wants a file path for certificates; kubeconfigs may inline them."""
+    raw = data.encode() if isinstance(data, str) else data
+    if b"-----BEGIN" not in raw:  # kubeconfig's *-data fields are base64 of the PEM
+        raw = base64.b64decode(raw)
+    fd, path = tempfile.mkstemp(prefix="ddpjob-cert-", suffix=".pem")
+    with os.fdopen(fd, "wb") as f:
+        f.write(raw)
+    _temp_files.append(path)
+    return path
+
+
+def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configuration:
+    """A client Configuration from a kopf ConnectionInfo (or anything with its attributes)."""
+    config = kubernetes.client.Configuration()
+    config.host = str(info.server).rstrip("/")
+    config.verify_ssl = not bool(getattr(info, "insecure", False))
+    ca_path, ca_data = getattr(info, "ca_path", None), getattr(info, "ca_data", None)
+    if ca_path:
+        config.ssl_ca_cert = os.fspath(ca_path)
+    elif ca_data:
+        config.ssl_ca_cert = _as_file(ca_data)
+    for attr, path_name, data_name in (("cert_file", "certificate_path", "certificate_data"),
+                                       ("key_file", "private_key_path", "private_key_data")):
+        path, data = getattr(info, path_name, None), getattr(info, data_name, None)
+        if path:
+            setattr(config, attr, os.fspath(path))
+        elif data:
+            setattr(config, attr, _as_file(data))
+    token = getattr(info, "token", None)
+    if token:
+        config.api_key = {"authorization": token}
+        config.api_key_prefix = {"authorization": getattr(info, "scheme", None) or "Bearer"}
+    elif getattr(info, "username", None):
+        config.username, config.password = info.username, getattr(info, "password", None) or ""
+    if getattr(info, "proxy_url", None):
+        config.proxy = info.proxy_url
+    # One pooled connection per request in flight: urllib3 otherwise opens and drops
+    # extra connections under load (and warns about a full pool).
+    config.connection_pool_maxsize = pool_size
+    # Retries are kube.Kube's (typed, with backoff); urllib3 keeps only its retry of a
+    # request whose reused keep-alive connection the server had closed.
+    config.retries = 1
+    return config

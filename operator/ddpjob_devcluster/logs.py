@@ -1,0 +1,115 @@
+"""`GET /api/v1/namespaces/{ns}/pods/{name}/log` for the emulator: the container log
+that the process kubelet writes, as `kubectl logs` and `ddpjob logs` read it.
+
+The real API server proxies this to the kubelet of the Pod's node, which serves the
+container runtime's log file (pkg/registry/core/pod/rest/log.go, LogREST.Get ->
+kubelet /containerLogs). Here a kubelet registers a `LogSource` with the emulator
+(`attach`). Modelled: `container` may be omitted only for a one-container Pod (400
+"a container name must be specified ..." otherwise), an unknown container is 400, a
+container that has not started yet is 400 "... is waiting to start", a missing Pod is
+404; `tailLines` and `follow` (the stream ends when the container has exited and its
+output is read) as in PodLogOptions. Not modelled: previous, sinceSeconds, timestamps,
+limitBytes.
+"""
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp.web
+from kmock._internal import references
+
+from ddpjob_devcluster.store import ApiError
+
+# (namespace, pod, pod uid, container) -> (log file, is the container still running?) or None
+LogSource = Callable[[str, str, str, str], 'tuple[pathlib.Path, Callable[[], bool]] | None']
+PODS = references.resource(group='', version='v1', plural='pods')
+FOLLOW_POLL = 0.1
+
+
+def attach(emulator: Any, source: LogSource) -> None:
+    emulator.log_sources.append(source)
+
+
+def kubelet_source(kubelet: Any) -> LogSource:
+    """The process kubelet's containers: it writes each one's output to `log_path`, each
+    line prefixed `[pod] ` (the local runner's format); `serve` gives the lines back as
+    the container wrote them, like a runtime's log file."""
+    def find(namespace: str, pod: str, uid: str, container: str) -> Any:
+        for c in reversed(kubelet.snapshot()):
+            if c.namespace == namespace and c.pod == pod and c.uid == uid and container == 'trainer':
+                return c.log_path, (lambda c=c: c.running)
+        return None
+    return find
+
+
+def _tail(data: bytes, lines: int) -> bytes:
+    if lines <= 0:
+        return b''
+    parts = data.splitlines(keepends=True)
+    return b''.join(parts[-lines:])
+
+
+async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
+    namespace, name = request.namespace, request.name
+    pod = emulator.store.get(PODS, namespace, name)  # 404 NotFound when missing
+    names = [c.get('name') for c in (pod.get('spec') or {}).get('containers') or []]
+    container = request.params.get('container')
+    if not container:
+        if len(names) != 1:
+            raise ApiError(400, 'BadRequest', f'a container name must be specified for pod {name}, '
+                           f'choose one of: [{" ".join(names)}]')
+        container = names[0]
+    elif container not in names:
+        raise ApiError(400, 'BadRequest', f'container {container} is not valid for pod {name}')
+    found = None
+    for source in emulator.log_sources:
+        found = source(namespace, name, pod['metadata'].get('uid', ''), container)
+        if found:
+            break
+    if not found:
+        raise ApiError(400, 'BadRequest', f'container "{container}" in pod "{name}" is waiting to start: '
+                       'ContainerCreating')
+    path, running = found
+    try:
+        tail = int(request.params['tailLines']) if request.params.get('tailLines') else None
+    except ValueError:
+        raise ApiError(400, 'BadRequest', f'invalid tailLines: {request.params["tailLines"]!r}') from None
+    follow = request.params.get('follow') in ('true', '1')
+
+    prefix = f'[{name}] '.encode()
+
+    def unprefixed(lines: bytes) -> bytes:
+        return b''.join(line[len(prefix):] if line.startswith(prefix) else line
+                        for line in lines.splitlines(keepends=True))
+
+    response = aiohttp.web.StreamResponse(status=200, headers={'Content-Type': 'text/plain'})
+    await response.prepare(request._raw_request)
+    data = path.read_bytes() if path.exists() else b''
+    # Only whole lines are sent while following; the rest waits for its newline.
+    complete = data if not follow else data[:data.rfind(b'\n') + 1]
+    await response.write(unprefixed(_tail(complete, tail) if tail is not None else complete))
+    offset = len(complete)
+    while follow and not emulator.stopping:
+        was_running = running()
+        fresh = b''
+        if path.exists():
+            with open(path, 'rb') as f:
+                f.seek(offset)
+                fresh = f.read()
+        if fresh and (b'\n' in fresh or not was_running):
+            if was_running:
+                fresh = fresh[:fresh.rfind(b'\n') + 1]
+            offset += len(fresh)
+            try:
+                await response.write(unprefixed(fresh))
+            except (ConnectionError, RuntimeError):
+                return response  # the client went away
+        elif not was_running and not fresh:
+            break  # exited, and everything it wrote has been sent
+        else:
+            await asyncio.sleep(FOLLOW_POLL)
+    await response.write_eof()
+    return response

@@ -1,0 +1,171 @@
+"""Server-side printing (`meta.k8s.io/v1` Table) of custom resources, for `kubectl get`.
+
+kubectl asks with `Accept: application/json;as=Table;v=v1;g=meta.k8s.io, ...`; the API
+server answers custom resources with the columns of the CRD version's
+`additionalPrinterColumns`, as apiextensions-apiserver's table convertor does
+(staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor/
+tableconvertor.go): a first `Name` column (format `name`), then each printer column
+with its type, format, description and priority; each cell is the column's JSONPath
+evaluated on the object (nil when absent), `date` columns shown as the age of the
+timestamp (k8s.io/apimachinery/pkg/util/duration.HumanDuration). A CRD version without
+printer columns gets `Name` and `Age` (metadata.creationTimestamp), the convertor's
+default. Each row carries the object as `includeObject` asks: PartialObjectMetadata
+(the default), the whole Object, or None. In a watch, only the first event's Table has
+the column definitions (handlers/response.go sets NoHeaders after it).
+Built-in kinds (pods, events, ...) are not converted: kubectl prints them itself.
+"""
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping
+from typing import Any
+
+TABLE_ACCEPT = re.compile(r'as=Table\s*;\s*v=v1\s*;\s*g=meta\.k8s\.io')
+_STEP = re.compile(r'\.([A-Za-z0-9_-]+)|\[(\d+)\]')
+
+
+def wants_table(headers: Mapping[str, str]) -> bool:
+    accept = next((v for k, v in headers.items() if k.lower() == 'accept'), '')
+    return bool(TABLE_ACCEPT.search(accept))
+
+
+def crd_version(store: Any, res: Any) -> dict[str, Any] | None:
+    """The CRD version that serves `res`, or None for a built-in resource."""
+    for crd in store.peek_all(_crds(), None):
+        spec = crd.get('spec') or {}
+        if spec.get('group') == res.group and (spec.get('names') or {}).get('plural') == res.plural:
+            for version in spec.get('versions') or []:
+                if version.get('name') == res.version:
+                    return version
+    return None
+
+
+def _crds() -> Any:
+    from kmock._internal import references
+    return references.resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
+
+
+def columns(version: Mapping[str, Any]) -> list[dict[str, Any]]:
+    name = {'name': 'Name', 'type': 'string', 'format': 'name', 'priority': 0,
+            'description': 'Name must be unique within a namespace.'}
+    printer = version.get('additionalPrinterColumns')
+    if not printer:
+        printer = [{'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'}]
+    return [name] + [{'name': c['name'], 'type': c.get('type', 'string'), 'format': c.get('format', ''),
+                      'description': c.get('description', ''), 'priority': int(c.get('priority', 0)),
+                      'jsonPath': c['jsonPath']} for c in printer]
+
+
+def evaluate(obj: Any, path: str) -> Any:
+    """A simple JSONPath (`.a.b`, `.a[0].b`), as printer columns use them; None when absent."""
+    current = obj
+    for key, index in _STEP.findall(path):
+        if key:
+            current = current.get(key) if isinstance(current, Mapping) else None
+        else:
+            current = current[int(index)] if isinstance(current, list) and int(index) < len(current) else None
+        if current is None:
+            return None
+    return current
+
+
+def human_duration(seconds: float) -> str:
+    """k8s.io/apimachinery/pkg/util/duration.HumanDuration."""
+    if seconds < -1:
+        return '<invalid>'
+    if seconds < 0:
+        return '0s'
+    s = int(seconds)
+    if s < 60 * 2:
+        return f'{s}s'
+    minutes = s // 60
+    if minutes < 10:
+        return f'{minutes}m{s % 60}s' if s % 60 else f'{minutes}m'
+    if minutes < 60 * 3:
+        return f'{minutes}m'
+    hours = minutes // 60
+    if hours < 8:
+        return f'{hours}h{minutes % 60}m' if minutes % 60 else f'{hours}h'
+    if hours < 48:
+        return f'{hours}h'
+    if hours < 24 * 8:
+        return f'{hours // 24}d{hours % 24}h' if hours % 24 else f'{hours // 24}d'
+    if hours < 24 * 365 * 2:
+        return f'{hours // 24}d'
+    if hours < 24 * 365 * 8:
+        days = hours // 24
+        return f'{days // 365}y{days % 365}d' if days % 365 else f'{days // 365}y'
+    return f'{hours // 24 // 365}y'
+
+
+def _cell(column: Mapping[str, Any], obj: Mapping[str, Any]) -> Any:
+    value = evaluate(obj, column['jsonPath'])
+    if value is None:
+        return None
+    if column['type'] == 'date':
+        try:
+            then = datetime.datetime.fromisoformat(str(value).replace('Z', '+00:00'))
+        except ValueError:
+            return str(value)
+        return human_duration((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds())
+    if isinstance(value, (dict, list)):
+        import json
+        return json.dumps(value, separators=(',', ':'))
+    return value
+
+
+def _row_object(obj: Mapping[str, Any], include: str) -> Any:
+    if include == 'None':
+        return None
+    if include == 'Object':
+        return obj
+    return {'kind': 'PartialObjectMetadata', 'apiVersion': 'meta.k8s.io/v1', 'metadata': obj.get('metadata') or {}}
+
+
+def to_table(version: Mapping[str, Any], items: list[Mapping[str, Any]], params: Mapping[str, str],
+             resource_version: str | None = None, headers: bool = True) -> dict[str, Any]:
+    cols = columns(version)
+    include = params.get('includeObject') or 'Metadata'
+    rows = []
+    for obj in items:
+        cells = [(obj.get('metadata') or {}).get('name')] + [_cell(c, obj) for c in cols[1:]]
+        row: dict[str, Any] = {'cells': cells}
+        if include != 'None':
+            row['object'] = _row_object(obj, include)
+        rows.append(row)
+    table: dict[str, Any] = {'kind': 'Table', 'apiVersion': 'meta.k8s.io/v1',
+                             'metadata': {'resourceVersion': resource_version or ''}, 'rows': rows,
+                             'columnDefinitions': [{k: v for k, v in c.items() if k != 'jsonPath'} for c in cols]
+                             if headers else []}
+    return table
+
+
+def maybe_table(store: Any, request: Any, result: Any) -> Any:
+    """A list or object answer as a Table when the request asked for one (custom resources)."""
+    if request.resource is None or not wants_table(request.headers):
+        return result
+    version = crd_version(store, request.resource)
+    if version is None or not isinstance(result, Mapping):
+        return result
+    if 'items' in result:
+        return to_table(version, result['items'], request.params, (result.get('metadata') or {}).get('resourceVersion'))
+    return to_table(version, [result], request.params, (result.get('metadata') or {}).get('resourceVersion'))
+
+
+class WatchTables:
+    """Turns each watch event's object into a one-row Table (headers on the first only)."""
+
+    def __init__(self, store: Any, request: Any):
+        self.version = crd_version(store, request.resource) if request.resource is not None and wants_table(request.headers) else None
+        self.params, self.first = request.params, True
+
+    def __call__(self, event: Any) -> Any:
+        if self.version is None or not isinstance(event, Mapping) or not isinstance(event.get('object'), Mapping) \
+                or event.get('type') in ('ERROR', 'BOOKMARK'):
+            return event
+        obj = event['object']
+        table = to_table(self.version, [obj], self.params, (obj.get('metadata') or {}).get('resourceVersion'),
+                         headers=self.first)
+        self.first = False
+        return {**event, 'object': table}

@@ -1,0 +1,143 @@
+"""`ddpjob submit|get|describe|wait|delete|suspend|resume` against the API emulator
+(in-process `main()`, the user's kubeconfig via KUBECONFIG), and their one-line errors."""
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from ddpjob.cli.main import main
+from ddpjob_devcluster.emulator import KubeEmulator
+
+pytestmark = pytest.mark.timeout(60)
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CRD = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "hello"},
+       "spec": {"nodes": 2, "image": "ddpjob/trainer:test"}}
+
+
+@pytest.fixture
+def emulator() -> Any:
+    with KubeEmulator() as emu:
+        yield emu
+
+
+@pytest.fixture
+def kubeconfig(emulator: KubeEmulator, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    path = emulator.write_kubeconfig(tmp_path / "kubeconfig", namespace="team-a")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    return path
+
+
+@pytest.fixture
+def with_crd(emulator: KubeEmulator, kubeconfig: pathlib.Path) -> KubeEmulator:
+    api = kubernetes.config.new_client_from_config(str(kubeconfig))
+    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
+    return emulator
+
+
+def ddpjob(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def job_file(tmp_path: pathlib.Path, **spec: Any) -> str:
+    body = {**JOB, "spec": {**JOB["spec"], **spec}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return str(path)
+
+
+def test_submit_applies_in_the_contexts_namespace_and_is_idempotent(capsys, with_crd, tmp_path) -> None:
+    code, out, err = ddpjob(capsys, "submit", job_file(tmp_path))
+    assert (code, out.strip(), err) == (0, "ddpjob.ddpjob.io/hello", "")
+    stored = with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")
+    assert stored["spec"]["nodes"] == 2
+    assert [m["manager"] for m in stored["metadata"]["managedFields"]] == ["ddpjob"]
+    # Applying a changed file updates the object (server-side apply, same field manager).
+    code, _, _ = ddpjob(capsys, "submit", job_file(tmp_path, maxRestarts=7))
+    assert code == 0
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")["spec"]["maxRestarts"] == 7
+
+
+def test_submit_validates_first_and_sends_nothing(capsys, with_crd, tmp_path) -> None:
+    before = with_crd.writes()
+    code, out, err = ddpjob(capsys, "submit", job_file(tmp_path, nodes=0))
+    assert code == 1 and out == ""
+    assert "spec.nodes" in err and "Traceback" not in err
+    assert with_crd.writes() == before
+
+
+def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) -> None:
+    ddpjob(capsys, "submit", job_file(tmp_path))
+    code, out, _ = ddpjob(capsys, "get")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"]
+    assert lines[0].split()[-1] == "AGE"  # the CRD's printer columns, in its order
+    assert lines[1].split()[:2] == ["hello", "2"] and "<none>" in lines[1]  # no phase yet
+    code, out, _ = ddpjob(capsys, "get", "hello", "-o", "json")
+    assert code == 0 and json.loads(out)["metadata"]["name"] == "hello"
+    code, out, _ = ddpjob(capsys, "get", "-o", "yaml")
+    assert code == 0 and yaml.safe_load(out)["items"][0]["spec"]["nodes"] == 2
+
+
+def test_wait_exit_codes(capsys, with_crd, kubeconfig, tmp_path) -> None:
+    ddpjob(capsys, "submit", job_file(tmp_path))
+    api = kubernetes.config.new_client_from_config(str(kubeconfig))
+    custom = kubernetes.client.CustomObjectsApi(api)
+    code, _, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=0.3s")
+    assert code == 2 and "timed out" in err
+    custom.patch_namespaced_custom_object_status("ddpjob.io", "v1alpha1", "team-a", "ddpjobs", "hello",
+                                                 {"status": {"phase": "Failed"}})
+    assert ddpjob(capsys, "wait", "hello", "--for=Failed")[0] == 0
+    assert ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")[0] == 1  # ended otherwise
+
+
+def test_suspend_resume_delete(capsys, with_crd, tmp_path) -> None:
+    ddpjob(capsys, "submit", job_file(tmp_path))
+    assert ddpjob(capsys, "suspend", "hello")[0] == 0
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")["spec"]["suspend"] is True
+    assert ddpjob(capsys, "resume", "hello")[0] == 0
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")["spec"]["suspend"] is False
+    assert ddpjob(capsys, "delete", "hello")[0] == 0
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello") is None
+
+
+def test_namespace_flag_overrides_the_context(capsys, with_crd, tmp_path) -> None:
+    assert ddpjob(capsys, "submit", job_file(tmp_path), "-n", "other")[0] == 0
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "other", "hello") is not None
+    code, _, err = ddpjob(capsys, "describe", "hello")  # the context's namespace: team-a
+    assert code == 1 and err.strip() == "error: not found: ddpjob hello in namespace team-a"
+
+
+def test_unknown_context_is_one_line(capsys, kubeconfig) -> None:
+    code, _, err = ddpjob(capsys, "get", "--context", "nope")
+    assert code == 1 and err.startswith("error: no cluster:") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("case", ["no-kubeconfig", "unreachable", "no-crd", "forbidden"])
+def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monkeypatch) -> None:
+    if case == "no-kubeconfig":
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+        expected = "error: no cluster: no kubeconfig at"
+    elif case == "unreachable":
+        config = yaml.safe_load(kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:9"  # nothing listens there
+        kubeconfig.write_text(yaml.safe_dump(config))
+        expected = "error: cannot reach the cluster at http://127.0.0.1:9"
+    elif case == "no-crd":
+        expected = "error: the DDPJob CRD (ddpjobs.ddpjob.io) is not installed in this cluster"
+    else:
+        api = kubernetes.config.new_client_from_config(str(kubeconfig))
+        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
+        emulator.inject_fault(verb="list", resource="ddpjobs", status=403)
+        expected = "error: forbidden:"
+    code, out, err = ddpjob(capsys, "get")
+    assert code == 1 and out == ""
+    assert err.startswith(expected), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

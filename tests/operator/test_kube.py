@@ -1,0 +1,89 @@
+"""kube.Kube on the official client against the emulator: typed errors, idempotent
+writes, resourceVersion-guarded status patches, retries of transient errors."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ddpjob.operator import kube
+from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
+from tests.operator.conftest import NS, Cluster, ddpjob
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def call(cluster: Cluster, fn, **kw: Any) -> Any:
+    async def go():
+        k = kube.Kube(attempts=kw.pop("attempts", kube.DEFAULT_ATTEMPTS))
+        k.connect(SimpleNamespace(server=cluster.emulator.url, token=EMULATOR_TOKEN, insecure=True))
+        try:
+            return await fn(k)
+        finally:
+            await k.aclose()
+    return asyncio.run(go())
+
+
+def pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+def test_create_is_idempotent_and_reads_back_what_exists(cluster: Cluster) -> None:
+    first = call(cluster, lambda k: k.create(pod("p")))
+    again = call(cluster, lambda k: k.create(pod("p")))
+    assert first[1] is True and again[1] is False
+    assert again[0]["metadata"]["uid"] == first[0]["metadata"]["uid"]
+
+
+def test_errors_are_typed_with_status_reason_and_message(cluster: Cluster) -> None:
+    with pytest.raises(kube.NotFound) as info:
+        call(cluster, lambda k: k.get(kube.pods_path(NS, "missing")))
+    assert (info.value.status, info.value.reason) == (404, "NotFound") and "missing" in info.value.message
+    cluster.emulator.inject_fault(verb="get", resource="pods", status=403)
+    with pytest.raises(kube.Forbidden) as info:
+        call(cluster, lambda k: k.get(kube.pods_path(NS, "x")))
+    assert info.value.status == 403 and isinstance(info.value, kube.APIError)
+    assert call(cluster, lambda k: k.delete(kube.pods_path(NS, "missing"))) is False
+
+
+def test_422_is_invalid_and_keeps_the_status_details(cluster: Cluster) -> None:
+    # The emulator's 422s come from admission (helper modules); the mapping is the point here.
+    cluster.emulator.inject_fault(verb="create", resource="pods", status=422)
+    with pytest.raises(kube.Invalid) as info:
+        call(cluster, lambda k: k.create(pod("bad")))
+    assert info.value.status == 422 and not info.value.transient
+
+
+def test_status_patch_with_a_stale_resource_version_conflicts_and_changes_nothing(cluster: Cluster, crd: dict) -> None:
+    created = cluster.create(ddpjob("rv", nodes=1))
+    old = created["metadata"]["resourceVersion"]
+    call(cluster, lambda k: k.patch_status(NS, "rv", {"phase": "Running", "restarts": 1}, resource_version=old))
+    with pytest.raises(kube.Conflict) as info:
+        call(cluster, lambda k: k.patch_status(NS, "rv", {"phase": "Pending", "restarts": 0}, resource_version=old))
+    assert info.value.reason == "Conflict"
+    assert cluster.status("rv") == {"phase": "Running", "restarts": 1}
+
+
+def test_transient_errors_are_retried_then_raised(cluster: Cluster) -> None:
+    call(cluster, lambda k: k.create(pod("q")))
+    cluster.emulator.inject_fault(verb="get", resource="pods", status=503, count=2)
+    assert call(cluster, lambda k: k.get(kube.pods_path(NS, "q")))["metadata"]["name"] == "q"
+    cluster.emulator.inject_fault(verb="get", resource="pods", status=500, count=5)
+    with pytest.raises(kube.APIError) as info:
+        call(cluster, lambda k: k.get(kube.pods_path(NS, "q")), attempts=2)
+    assert info.value.status == 500 and info.value.transient
+
+
+def test_outage_is_measured_until_the_server_answers() -> None:
+    async def go():
+        k = kube.Kube(attempts=1)
+        k.connect(SimpleNamespace(server="http://127.0.0.1:9", token="t", insecure=True))  # nothing listens
+        with pytest.raises(kube.APIError) as info:
+            await k.get("/api/v1/namespaces/x/pods/y")
+        assert info.value.status == 0
+        assert k.outage_seconds() >= 0 and k.failing_since is not None
+        await k.aclose()
+    asyncio.run(go())
