@@ -21,13 +21,13 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import kubernetes  # noqa: E402
-import yaml  # noqa: E402
+import kubernetes
+import yaml
 
-from ddpjob_devcluster.chaos import Chaos  # noqa: E402
-from ddpjob_devcluster.emulator import KubeEmulator  # noqa: E402
-from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet  # noqa: E402
+from ddpjob_devcluster.chaos import Chaos
+from ddpjob_devcluster.emulator import KubeEmulator
+# A benchmark run as a script has its own folder first on the import path.
+from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet
 
 
 def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: int, timeout: float) -> list[float]:

@@ -128,8 +128,8 @@ def main() -> None:
     parser.add_argument("--large-runs", type=int, default=3)
     parser.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     args = parser.parse_args()
-    install = ("import sys; sys.path.insert(0, %r); import kube_threads; kube_threads.install(); "
-               % str(ROOT / "benchmarks")) if args.client == "threads" else ""
+    # The operator process finds kube_threads.py through PYTHONPATH (set below).
+    install = "import kube_threads; kube_threads.install(); " if args.client == "threads" else ""
 
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
@@ -139,6 +139,7 @@ def main() -> None:
         custom = kubernetes.client.CustomObjectsApi(api)
 
         env = {**os.environ, "KUBECONFIG": str(kubeconfig),
+               **({"PYTHONPATH": str(ROOT / "benchmarks")} if install else {}),
                }
         log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
         proc = subprocess.Popen(

@@ -159,3 +159,11 @@ def test_ddpjob_run_never_loads_kopf() -> None:
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_nothing_edits_the_import_path() -> None:
+    """Packages are imported as packages: no script, benchmark or test edits sys.path."""
+    needles = ("sys.path." + "insert", "sys.path." + "append")
+    offenders = [str(p.relative_to(ROOT)) for folder in ("operator", "trainer_image", "tests", "benchmarks", "hack")
+                 for p in (ROOT / folder).rglob("*.py") if any(n in p.read_text() for n in needles)]
+    assert offenders == []

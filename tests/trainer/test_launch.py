@@ -1,4 +1,3 @@
-import os
 import signal
 import socket
 import subprocess
@@ -84,7 +83,7 @@ def test_torchrun_rendezvous_timeout_is_retryable(tmp_path):
         [sys.executable, "-m", "ddpjob_trainer._torchrun", "--nnodes", "2", "--node-rank", "1",
          "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
          "--rdzv-backend", "static", "--rdzv-conf", "read_timeout=2,timeout=2", "--max-restarts", "0", str(script)],
-        capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)})
+        capture_output=True, text=True, timeout=120)
     assert r.returncode == EXIT_RENDEZVOUS_TIMEOUT, r.stderr[-2000:]
     assert "rendezvous failed before the gang was complete" in r.stderr
 

@@ -67,7 +67,7 @@ class Watchdog:
 
     def __init__(self, tag_prefix: str):
         read_end, self._write_end = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = dict(os.environ)  # the watchdog imports ddpjob as this process did
         env.pop(CONTAINER_TAG_ENV, None)  # never a target of its own sweep
         self.proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, CONTAINER_TAG_ENV, tag_prefix],
                                      stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
