@@ -3,6 +3,7 @@ operator process, the process kubelet) that always leaves no process behind, and
 prints the job statuses, events, operator log and container logs when a test fails."""
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from collections.abc import Iterator
 
@@ -18,9 +19,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     setattr(item, f'report_{report.when}', report)
 
 
-@pytest.fixture
-def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path / 'cluster', stop_grace=5.0)
+@contextlib.contextmanager
+def running_cluster(request: pytest.FixtureRequest, workdir: pathlib.Path) -> Iterator[LocalCluster]:
+    """A started LocalCluster that always leaves no process behind, and that prints the
+    diagnostics when the test failed."""
+    local = LocalCluster(workdir, stop_grace=5.0)
     local.start()
     try:
         yield local
@@ -33,3 +36,9 @@ def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[
         leftovers = kubelet.live_processes() if kubelet is not None else []
         assert not leftovers, f'processes left running after the test: {leftovers}'
         assert not (kubelet.errors if kubelet is not None else []), f'kubelet errors: {kubelet.errors}'
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[LocalCluster]:
+    with running_cluster(request, tmp_path / 'cluster') as local:
+        yield local

@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 
 from ddpjob_devcluster.cluster import LocalCluster, load_example, read_metrics, wait_until
+from tests.system.conftest import running_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -19,16 +20,8 @@ def fast_progress_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path
                           monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
     # The operator process inherits this: read /progress every 2 s instead of 30 s.
     monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', '2')
-    local = LocalCluster(tmp_path / 'cluster', stop_grace=5.0).start()
-    try:
+    with running_cluster(request, tmp_path / 'cluster') as local:
         yield local
-    finally:
-        report = getattr(request.node, 'report_call', None)
-        if report is None or report.failed:
-            print('\n===== system diagnostics =====\n' + local.diagnostics())
-        kubelet = local.kubelet
-        local.stop()
-        assert not kubelet.live_processes(), 'processes left running after the test'
 
 
 def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_cluster: LocalCluster) -> None:
