@@ -175,8 +175,8 @@ class Scheduler:
     # ---- one scheduling pass ----
 
     def schedule_once(self) -> int:
-        nodes = sorted(self.store.peek_all(NODES, None), key=lambda n: n['metadata']['name'])
-        pods = self.store.peek_all(PODS, None)
+        nodes = sorted(self.store.view_all(NODES, None), key=lambda n: n['metadata']['name'])
+        pods = self.store.view_all(PODS, None)
         free = {n['metadata']['name']: self._allocatable(n) for n in nodes}
         for pod in pods:
             node = (pod.get('spec') or {}).get('nodeName')
@@ -244,7 +244,7 @@ class Scheduler:
     def _protect_pod_groups(self, pods: list[dict]) -> None:
         if POD_GROUPS not in self.store.resources:
             return
-        for group in self.store.peek_all(POD_GROUPS, None):
+        for group in self.store.view_all(POD_GROUPS, None):
             meta = group['metadata']
             finalizers = list(meta.get('finalizers') or [])
             users = [p for p in pods if p['metadata'].get('namespace') == meta.get('namespace')

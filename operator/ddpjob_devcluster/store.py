@@ -111,6 +111,14 @@ class Store:
         with self._lock:
             return copy.deepcopy(self._select(res, namespace, {}))
 
+    def view_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
+        """The stored objects themselves, for readers inside the dev cluster (admission,
+        scheduler): no copy, because a write stores a new dict and never changes a stored
+        one. Callers must not mutate them. Copying every Pod on every Pod create made
+        admission O(Pods) deep copies per request."""
+        with self._lock:
+            return self._select(res, namespace, {})
+
     def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> list[dict[str, Any]]:
         matches = _matcher(params, res)
         return [obj.raw for (r, ns, _), obj in self.objects.items()

@@ -32,7 +32,7 @@ def wants_table(headers: Mapping[str, str]) -> bool:
 
 def crd_version(store: Any, res: Any) -> dict[str, Any] | None:
     """The CRD version that serves `res`, or None for a built-in resource."""
-    for crd in store.peek_all(_crds(), None):
+    for crd in store.view_all(_crds(), None):
         spec = crd.get('spec') or {}
         if spec.get('group') == res.group and (spec.get('names') or {}).get('plural') == res.plural:
             for version in spec.get('versions') or []:

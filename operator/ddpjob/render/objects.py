@@ -14,6 +14,7 @@ import jinja2
 import yaml
 
 from ddpjob import contract
+from ddpjob.render import skeleton
 from ddpjob.api import names
 from ddpjob.render import gang
 from ddpjob.render.merge import merge_pod_template
@@ -22,16 +23,18 @@ from ddpjob.api.spec import DDPJob
 
 @functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("ddpjob.render", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
     )
+    skeleton.install(env)
+    return env
 
 
 def _render(template: str, **values: Any) -> dict:
-    return yaml.safe_load(_env().get_template(template).render(**values))
+    return skeleton.render(_env(), template, **values)
 
 
 def job_labels(job: DDPJob) -> dict[str, str]:

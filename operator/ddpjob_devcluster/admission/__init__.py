@@ -50,7 +50,9 @@ class Admission:
             ns = namespace or (pod.get('metadata') or {}).get('namespace') or 'default'
             podvalidation.validate(pod)
             podsecurity.admit(self.store.peek(NAMESPACES, None, ns), pod)
-            quota.admit(self.store.peek_all(QUOTAS, ns), self.store.peek_all(PODS, ns), pod)
+            quotas = self.store.view_all(QUOTAS, ns)
+            if quotas:  # resourcequota/controller.go checkRequest: no quotas, nothing to check
+                quota.admit(quotas, self.store.view_all(PODS, ns), pod)
             return body
         validator = self._validator(res)
         if validator is not None:
@@ -73,8 +75,9 @@ class Admission:
         `kubectl describe quota`. Admission itself counts the live Pods."""
         if not namespace:
             return
-        pods = self.store.peek_all(PODS, namespace)
-        for q in self.store.peek_all(QUOTAS, namespace):
+        quotas = self.store.view_all(QUOTAS, namespace)
+        pods = self.store.view_all(PODS, namespace) if quotas else []
+        for q in quotas:
             status = quota.status(q, pods)
             if q.get('status') != status:
                 self.store.patch(QUOTAS, namespace, q['metadata']['name'], 'status',
@@ -83,7 +86,7 @@ class Admission:
     def _validator(self, res: Resource) -> CRDValidator | None:
         if not res.group or res.group in ('apiextensions.k8s.io',):
             return None
-        for crd in self.store.peek_all(CRDS, None):
+        for crd in self.store.view_all(CRDS, None):
             spec = crd.get('spec') or {}
             if spec.get('group') == res.group and (spec.get('names') or {}).get('plural') == res.plural:
                 key = (crd['metadata']['uid'], crd['metadata'].get('resourceVersion', ''), str(res.version))
