@@ -79,6 +79,9 @@ class Store:
     def __init__(self, resources: ResourcesArray, objects: ObjectsArray | None = None):
         self.resources = resources
         self.objects = objects if objects is not None else ObjectsArray()
+        # Keys by resource, in creation order: selecting one kind must not scan every
+        # object of every kind (quota admission lists a namespace's quotas per Pod create).
+        self._keys: dict[Resource, dict[Key, None]] = {}
         self._rv = 0
         self._log: list[tuple[int, Resource, dict[str, Any]]] = []  # (rv, resource, watch event)
         self._lock = threading.RLock()  # tests peek from their own thread
@@ -121,8 +124,9 @@ class Store:
 
     def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> list[dict[str, Any]]:
         matches = _matcher(params, res)
-        return [obj.raw for (r, ns, _), obj in self.objects.items()
-                if r == res and not obj.deleted and namespace in (None, ns) and matches(obj.raw)]
+        objects = self.objects
+        return [obj.raw for key in self._keys.get(res, ()) if namespace in (None, key[1])
+                and not (obj := objects[key]).deleted and matches(obj.raw)]
 
     # ---- writes ----
 
@@ -300,6 +304,7 @@ class Store:
             self.objects[key].create(obj)  # recreated: kmock keeps the old history before it
         else:
             self.objects[key] = obj
+            self._keys.setdefault(res, {})[key] = None
         self._record(res, 'ADDED', obj)
         return copy.deepcopy(obj)
 
