@@ -5,8 +5,9 @@ this script plays the kubelet (every job's one Pod reported Running with a Pod I
 Pods' launchers: one HTTP server at that Pod IP answers every `/progress` with a record
 whose step has advanced since the last read, the worst case (every read is news, so every
 read may cost a status write). For each N it runs the operator twice, with polling at its
-defaults (every 30 s per job, jittered, 50 reads/s cap) and with polling off
-(DDPJOB_PROGRESS_INTERVAL_SECONDS=0), and measures over a window after a warm-up:
+defaults (every 30 s per job, jittered, 50 reads/s cap, 5 progress writes/s cap) and with
+polling off (DDPJOB_PROGRESS_INTERVAL_SECONDS=0), and measures over a window after a
+warm-up long enough for the writes to reach their steady state (`warmup`):
 
 - status writes per job per 30 s (goal <= 1), counted at the emulator;
 - the operator's CPU seconds per minute (utime + stime of its process), on vs off
@@ -35,6 +36,7 @@ import yaml
 from kmock import resource
 
 from ddpjob import contract
+from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_WRITES_PER_SECOND
 from ddpjob_devcluster.emulator import KubeEmulator
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -42,6 +44,13 @@ JOBS, PODS = resource("ddpjob.io/v1alpha1/ddpjobs"), resource("v1/pods")
 NS = "default"
 POD_IP = "127.250.0.1"  # every Pod's IP: one fake launcher answers for all of them
 WARMUP = 35.0  # the first reads are spread over one 30 s interval
+
+
+def warmup(jobs: int) -> float:
+    """Until writes are in their steady state: every job's first record is written at its
+    first read; its next one waits the write interval (progress.py), which the operator's
+    write cap stretches beyond 30 s past 150 jobs."""
+    return WARMUP + max(DEFAULT_INTERVAL, jobs / DEFAULT_MAX_WRITES_PER_SECOND)
 
 
 class FakeLaunchers:
@@ -134,7 +143,7 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
                                       for p in pods])
             wait(lambda: all(((get(emu, JOBS, n) or {}).get("status") or {}).get("phase") == "Running"
                              for n in names), 300)
-            time.sleep(WARMUP)
+            time.sleep(warmup(jobs) if polling else WARMUP)
             first, reads0, cpu0, t0 = len(emu.requests), launchers.reads, cpu_seconds(proc.pid), time.monotonic()
             time.sleep(window)
             elapsed = time.monotonic() - t0

@@ -24,7 +24,7 @@ import aiohttp.web
 import attrs
 import kmock
 import yaml
-from kmock._internal import apps, enums, parsing, references, rendering
+from kmock._internal import apps, enums, filtering, parsing, references, rendering
 
 from ddpjob_devcluster import apply as server_side_apply
 from ddpjob_devcluster import logs as pod_logs
@@ -104,6 +104,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     log_sources: list[Any] = attrs.field(factory=list, init=False)  # see logs.py
     chaos: Any = attrs.field(default=None, init=False)  # a chaos.Chaos: a struggling API server
+    _stock: tuple[int, ...] = attrs.field(default=(), init=False)  # the reactions registered below
+    _by_action: dict[Any, Any] = attrs.field(factory=dict, init=False)
+    _ordered: tuple[tuple[int, ...], list[Any]] = attrs.field(default=((), []), init=False)
 
     def __attrs_post_init__(self) -> None:
         # Registers kmock's discovery endpoints and list/watch/get/create/patch/delete
@@ -115,6 +118,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         # kmock recognises no action for PUT or for DELETE on a collection.
         self.fallback[enums.method.PUT] << self._serve_replace
         self.fallback[enums.method.DELETE] << self._serve_delete_collection
+        # With only these reactions, a Kubernetes request is served by the one for its
+        # action (list, watch, get, create, patch, delete): see _candidates.
+        self._stock = tuple(map(id, self._payloads))
+        for payload in self._payloads:
+            criteria = getattr(payload._source, 'criteria', None)
+            if isinstance(criteria, filtering.K8sCriteria) and criteria == filtering.K8sCriteria(action=criteria.action):
+                self._by_action[criteria.action] = payload
 
     # ---- lifecycle: a thread with its own event loop --------------------------------
 
@@ -265,12 +275,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         and its tests use no history-slicing reactions), so for the synchronous check the
         root's history is swapped for just this request; the full history is kept.
         """
-        priorities = [payload.priorities for payload in self._payloads]
-        max_length = max((len(priority) for priority in priorities), default=0)
-        priorities = [tuple(-p for p in priority) for priority in priorities]
-        priorities = [priority + (0,) * (max_length - len(priority)) for priority in priorities]
-        payloads = [self._payloads[index] for index in sorted(range(len(priorities)), key=priorities.__getitem__)]
-        for payload in payloads:
+        candidates = self._candidates(request)
+        for payload in candidates + [p for p in self._in_order() if all(p is not c for c in candidates)]:
             if self._sees(payload, request) and not payload._disabled.is_set():
                 try:
                     return await payload(request)
@@ -279,6 +285,29 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 except NotImplementedError:  # matched, but nothing to respond with
                     pass
         raise NotImplementedError('no reaction matches the request')
+
+    def _in_order(self) -> list[Any]:
+        """The reactions in kmock's order (highest priority first), sorted once per set
+        of reactions rather than per request."""
+        ids = tuple(map(id, self._payloads))
+        if self._ordered[0] != ids:
+            priorities = [payload.priorities for payload in self._payloads]
+            width = max((len(priority) for priority in priorities), default=0)
+            keys = [tuple(-p for p in priority) + (0,) * (width - len(priority)) for priority in priorities]
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            self._ordered = (ids, [self._payloads[index] for index in order])
+        return self._ordered[1]
+
+    def _candidates(self, request: rendering.Request) -> list[Any]:
+        """The reaction to try first. While only the emulator's own reactions exist, a
+        request for a resource is answered by its action's (the discovery reactions
+        before it match paths of one or two segments under /api or /apis, which name no
+        resource): one filter check instead of up to a dozen, which was a third of the
+        emulator's time per Pod create. Tests that add reactions get kmock's full order."""
+        if request.resource is None or not request.resource.plural or tuple(map(id, self._payloads)) != self._stock:
+            return []
+        payload = self._by_action.get(request.action)
+        return [payload] if payload is not None else []
 
     def _sees(self, payload: Any, request: rendering.Request) -> bool:
         history = self._requests

@@ -81,3 +81,50 @@ def test_core_group_discovery_says_v1(core, emulator: KubeEmulator):
     resources = core.get_api_resources()
     assert resources.group_version == 'v1'
     assert 'pods' in {r.name for r in resources.resources}
+
+
+def test_each_request_goes_to_the_reaction_kmocks_order_would_pick(core, custom, widgets, emulator: KubeEmulator,
+                                                                   monkeypatch):
+    """The shortcut to the action's reaction (`_candidates`) picks what trying every
+    reaction in kmock's priority order picks, for each kind of request."""
+    picks: list = []
+    candidates = KubeEmulator._candidates
+
+    def checked(self, request):
+        chosen = candidates(self, request)
+        first = next((p for p in emulator._in_order() if emulator._sees(p, request)), None)
+        picks.append((request.method, str(request.url.path), chosen, first))
+        return chosen
+    monkeypatch.setattr(KubeEmulator, '_candidates', checked)
+    import kubernetes
+    kubernetes.client.CoreApi(core.api_client).get_api_versions()
+    kubernetes.client.ApisApi(core.api_client).get_api_versions()
+    kubernetes.client.VersionApi(core.api_client).get_code()
+    core.create_namespaced_config_map('ns1', {'metadata': {'name': 'a'}})
+    core.read_namespaced_config_map('a', 'ns1')
+    core.list_config_map_for_all_namespaces()
+    assert collect_events(core.list_namespaced_config_map, 1, 'ns1') == [('ADDED', 'a')]
+    core.patch_namespaced_config_map('a', 'ns1', {'data': {'k': 'v'}})
+    core.replace_namespaced_config_map('a', 'ns1', {'metadata': {'name': 'a'}})
+    core.create_namespaced_pod('ns1', {'metadata': {'name': 'p'}, 'spec': {'containers': [{'name': 'c', 'image': 'i'}]}})
+    core.patch_namespaced_pod_status('p', 'ns1', {'status': {'phase': 'Running'}})
+    core.read_namespace('ns1')
+    custom.create_namespaced_custom_object('example.com', 'v1', 'ns1', 'widgets',
+                                           {'apiVersion': 'example.com/v1', 'kind': 'Widget', 'metadata': {'name': 'w'},
+                                            'spec': {'size': 1}})
+    custom.list_cluster_custom_object('example.com', 'v1', 'widgets')
+    core.delete_namespaced_config_map('a', 'ns1')
+    core.delete_collection_namespaced_pod('ns1')
+    with pytest.raises(ApiException):
+        core.read_namespaced_config_map('gone', 'ns1')
+
+    assert len(picks) >= 15
+    shortcuts = [(m, path) for m, path, chosen, _ in picks if chosen]
+    assert len(shortcuts) >= 10  # the shortcut is taken for resource requests ...
+    wrong = [(m, path) for m, path, chosen, first in picks if chosen and chosen[0] is not first]
+    assert wrong == []  # ... and always agrees with the full order
+
+
+def test_a_reaction_added_by_a_test_is_seen_before_the_shortcut(core, emulator: KubeEmulator):
+    emulator['get', '/api/v1/namespaces/ns1/configmaps/a'] << {'metadata': {'name': 'from-a-reaction'}}
+    assert core.read_namespaced_config_map('a', 'ns1').metadata.name == 'from-a-reaction'

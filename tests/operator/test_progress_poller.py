@@ -121,6 +121,79 @@ def test_many_jobs_are_read_no_faster_than_the_global_cap() -> None:
     assert 0 < len(fetch.urls) <= 100 + 100 * elapsed + 1
 
 
+class Advancing:
+    """Every read finds a record that moved on (the worst case for status writes)."""
+
+    def __init__(self, since: float = 0.0):
+        self.reads, self.since = 0, since
+
+    def __call__(self, url: str) -> Any:
+        self.reads += 1
+        return snap(self.reads, since=self.since)
+
+
+@pytest.mark.parametrize("writes_per_second, at_most", [(1000, None), (100, 0.1)])
+def test_changed_records_are_handed_over_at_most_once_per_write_interval(writes_per_second, at_most) -> None:
+    triggered: list = []
+    fetch = Advancing()
+    jobs = [("ns", f"j{i}") for i in range(10)]
+
+    async def go():
+        poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, max_per_second=1000,
+                                max_writes_per_second=writes_per_second, fetch=fetch)
+        for i, key in enumerate(jobs):
+            poller.watch(key, Target(0, (f"10.0.0.{i}",), None))
+        # 10 jobs at 100 writes/s: each job's record at most every 0.1 s, read every 0.02 s.
+        assert poller.write_interval() == pytest.approx(at_most or 0.02)
+        start = time.monotonic()
+        await poll_for(poller, 0.6)
+        return time.monotonic() - start
+    elapsed = asyncio.run(go())
+    per_job = [triggered.count(key) for key in jobs]
+    reads_per_job = fetch.reads / len(jobs)
+    assert reads_per_job > 10
+    if at_most is None:
+        assert min(per_job) >= reads_per_job / 2  # every read is news and is handed over
+    else:
+        assert 1 <= max(per_job) <= elapsed / at_most + 1  # the first record, then the cap
+        assert min(per_job) >= 2
+        # All jobs together: their first records, then no more than the rate (and its burst).
+        assert len(triggered) <= len(jobs) + writes_per_second * (elapsed + 1)
+
+
+def test_hand_overs_never_exceed_the_write_rate_even_when_many_are_due_at_once() -> None:
+    triggered: list = []
+    fetch = Advancing()
+    jobs = [("ns", f"j{i}") for i in range(50)]
+
+    async def go():
+        # 50 jobs, 1 write/s: write interval 50 s, but after the first records no job is
+        # due before 50 s, so none is handed over again within this test ...
+        poller = ProgressPoller(triggered.append, interval=0.01, jitter=0.0, max_per_second=10000,
+                                max_writes_per_second=1, fetch=fetch)
+        for i, key in enumerate(jobs):
+            poller.watch(key, Target(0, (f"10.0.1.{i}",), None))
+        await asyncio.sleep(0.3)
+        assert sorted(triggered) == sorted(jobs)
+        # ... and when all are due at once, the bucket lets one through per second.
+        poller._delivered_at.clear()
+        await poll_for(poller, 0.5)
+    asyncio.run(go())
+    assert len(triggered) - len(jobs) <= 2
+
+
+def test_a_suspected_stall_is_handed_over_whatever_the_write_cap() -> None:
+    triggered: list = []
+    fetch = Advancing(since=60)
+
+    async def go():
+        poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, max_writes_per_second=0.1, fetch=fetch)
+        poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), stall_timeout=30))
+        await poll_for(poller, 0.3)
+    asyncio.run(go())
+    assert len(triggered) >= 3 and len(triggered) >= fetch.reads - 1  # every read (but one in flight)
+
+
 def make_controller(body: dict, pods: list, states: list) -> tuple[ctl.Controller, FakeKube, list]:
     class StubPoller:
         def __init__(self):
@@ -178,3 +251,21 @@ def test_status_writes_do_not_run_the_job_event_handler() -> None:
 
     assert handlers._deleted(type="DELETED") and not handlers._deleted(type="MODIFIED")
     assert not handlers._deleted(type=None)  # kopf's initial listing
+
+
+def test_the_operators_progress_settings_come_from_its_env_within_bounds(monkeypatch) -> None:
+    import logging
+    import kopf
+    from ddpjob.operator import handlers
+    log = logging.getLogger("test")
+    poller = handlers._progress_poller(lambda key: None, log)
+    assert (poller.interval, poller.max_writes_per_second) == (30.0, 5.0)
+    monkeypatch.setenv(handlers.PROGRESS_WRITES_ENV, "0.5")
+    assert handlers._progress_poller(lambda key: None, log).max_writes_per_second == 0.5
+    for bad, says in (("5000", "within [0.1, 1000]"), ("fast", "is not a number"), ("0", "cannot be turned off")):
+        monkeypatch.setenv(handlers.PROGRESS_WRITES_ENV, bad)
+        with pytest.raises(kopf.PermanentError, match=handlers.PROGRESS_WRITES_ENV) as err:
+            handlers._progress_poller(lambda key: None, log)
+        assert says in str(err.value)
+    monkeypatch.setenv(handlers.PROGRESS_INTERVAL_ENV, "0")
+    assert handlers._progress_poller(lambda key: None, log) is None  # polling off: no write cap to check

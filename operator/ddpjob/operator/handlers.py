@@ -24,7 +24,8 @@ from ddpjob.api import names, spec, template_policy
 from ddpjob.operator.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
-from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, ProgressPoller
+from ddpjob.operator.progress import (DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND,
+                                     ProgressPoller)
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
 PODS = ("", "v1", "pods")
@@ -38,6 +39,8 @@ METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
 # "0" turns progress polling off) and the global cap on reads per second.
 PROGRESS_INTERVAL_ENV = "DDPJOB_PROGRESS_INTERVAL_SECONDS"
 PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
+# The cap on progress-only status writes per second, all jobs together (progress.py).
+PROGRESS_WRITES_ENV = "DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND"
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
@@ -145,10 +148,14 @@ def _bounded(name: str, default: float, lo: float, hi: float) -> float:
 def _progress_poller(on_progress: Any, logger: logging.Logger) -> ProgressPoller | None:
     interval = _bounded(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL, 1, 3600)
     rate = _bounded(PROGRESS_RATE_ENV, DEFAULT_MAX_PER_SECOND, 0.1, 1000)
+    writes = _bounded(PROGRESS_WRITES_ENV, DEFAULT_MAX_WRITES_PER_SECOND, 0.1, 1000)
     if not interval or not rate:
         logger.info("progress polling is off")
         return None
-    return ProgressPoller(on_progress, interval=interval, max_per_second=rate)
+    if not writes:
+        raise kopf.PermanentError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
+                                  f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
+    return ProgressPoller(on_progress, interval=interval, max_per_second=rate, max_writes_per_second=writes)
 
 
 @kopf.on.cleanup()

@@ -8,7 +8,16 @@ Bounds, so that 1,000 jobs do not flood anything:
   most `max_in_flight` run at once; when more are due, they wait (every job's interval
   stretches evenly rather than some jobs starving);
 - a reconcile is asked for only when the record changed or a stall is suspected, and
-  the reconcile writes `status.progress` only when it differs from what is stored.
+  the reconcile writes `status.progress` only when it differs from what is stored;
+- status writes: a changed record is handed over at most once per `write_interval()`
+  per job (the read interval, stretched so that all watched jobs together could write
+  `max_writes_per_second`), and only while a token bucket of that rate has a token, so
+  the writes stay at most `max_writes_per_second` (default 5) at any moment, not just on
+  average; a read that finds no token leaves its record to a later read. At 1,000 jobs
+  each job's progress is written about every 200 s while it is still read every 30 s.
+  A write costs the operator several times a read (the patch, and kopf processing the
+  MODIFIED event it comes back as), so at scale the writes, not the reads, would cost
+  the CPU. A suspected stall, and the first record of a gang attempt, go through at once.
 
 How the Pod is reached: directly, at `status.podIP` and the contract's progress port.
 Not through the API server's pod proxy: that would put every fetch through the API
@@ -40,6 +49,7 @@ DEFAULT_INTERVAL = 30.0
 DEFAULT_JITTER = 0.2
 DEFAULT_MAX_PER_SECOND = 50.0
 DEFAULT_MAX_IN_FLIGHT = 32
+DEFAULT_MAX_WRITES_PER_SECOND = 5.0
 FETCH_TIMEOUT = 5.0
 MAX_BODY = 256 * 1024
 
@@ -82,8 +92,11 @@ class ProgressPoller:
     def __init__(self, on_progress: Callable[[Key], None], interval: float = DEFAULT_INTERVAL,
                  jitter: float = DEFAULT_JITTER, max_per_second: float = DEFAULT_MAX_PER_SECOND,
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 max_writes_per_second: float = DEFAULT_MAX_WRITES_PER_SECOND,
                  fetch: Callable[[str], Any] = fetch_json, clock: Callable[[], float] = time.monotonic):
         self.on_progress, self.interval, self.jitter = on_progress, interval, jitter
+        self.max_writes_per_second = max_writes_per_second
+        self.write_bucket = TokenBucket(max_writes_per_second, max(1.0, max_writes_per_second), clock)
         self.fetch, self.clock = fetch, clock
         self.bucket = TokenBucket(max_per_second, max(1.0, max_per_second), clock)
         self.in_flight = asyncio.Semaphore(max_in_flight)
@@ -93,8 +106,10 @@ class ProgressPoller:
         self._scheduled: dict[Key, int] = {}
         self._latest: dict[Key, ProgressState] = {}  # not yet taken by a reconcile
         self._delivered: dict[Key, tuple[int, Any]] = {}  # (attempt, record) last handed over
+        self._delivered_at: dict[Key, float] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._closed = False
         self._tasks: set[asyncio.Task] = set()
         self.fetches = self.failures = 0
 
@@ -117,6 +132,11 @@ class ProgressPoller:
         self._scheduled.pop(key, None)
         self._latest.pop(key, None)
         self._delivered.pop(key, None)
+        self._delivered_at.pop(key, None)
+
+    def write_interval(self) -> float:
+        """The least time between two hand-overs of one job's changed record."""
+        return max(self.interval, len(self.targets) / self.max_writes_per_second)
 
     def take(self, key: Key) -> ProgressState | None:
         return self._latest.pop(key, None)
@@ -126,6 +146,10 @@ class ProgressPoller:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="ddpjob-progress-poller")
 
     async def close(self) -> None:
+        # The flag as well as the cancel: Python 3.11's wait_for can swallow a cancel that
+        # races with its timeout, and the loop would then run on and close() never return.
+        self._closed = True
+        self._wake.set()
         for task in [self._task, *self._tasks]:
             if task is not None:
                 task.cancel()
@@ -145,7 +169,7 @@ class ProgressPoller:
         return self.interval * (1 + random.uniform(0, self.jitter))
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             if not self._due:
                 self._wake.clear()
                 await self._wake.wait()
@@ -188,10 +212,15 @@ class ProgressPoller:
         self._schedule(key, self._next_delay())
         if state is None:
             return
-        delivered = (target.attempt, state.record)
+        delivered, last = (target.attempt, state.record), self._delivered.get(key)
         suspect = bool(current.stall_timeout and state.record and state.seconds_since_progress >= current.stall_timeout)
-        if delivered != self._delivered.get(key) or suspect:
-            self._delivered[key] = delivered
+        now = self.clock()
+        # Reads come every interval x (1 + jitter): a hand-over due within this read's
+        # jitter is not put off to the next read.
+        first = last is None or last[0] != target.attempt
+        due = now - self._delivered_at.get(key, -float("inf")) >= self.write_interval() - self.interval * self.jitter
+        if suspect or (delivered != last and (first or (due and self.write_bucket.wait_time() == 0.0))):
+            self._delivered[key], self._delivered_at[key] = delivered, now
             self._latest[key] = state
             self.on_progress(key)
 
