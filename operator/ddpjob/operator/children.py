@@ -134,14 +134,17 @@ class Children:
             if obj is not None and refusals.controller_uid(obj) != uid:
                 return refusals.not_owned("Service", obj, parsed.name)
             job.service_attempt = plan.restart_count
-        pods = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in plan.create]
+        ranks = list(plan.create)
         # Slow start, like the Job controller: batches of 1, 2, 4, ... Pods at once, so a
         # namespace that refuses Pods (quota, policy) sees one refused create per try,
         # not one per gang member, and a gang of 1,000 still starts in ~10 round trips.
+        # Each batch is rendered when it goes out: the first Pod is not held up by
+        # rendering the whole gang.
         created, batch, refused = 0, 1, None
         errors: list[BaseException] = []
-        while pods and refused is None and not errors:
-            chunk, pods = pods[:batch], pods[batch:]
+        while ranks and refused is None and not errors:
+            chunk = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in ranks[:batch]]
+            ranks = ranks[batch:]
             batch *= 2
             results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
             for rendered, result in zip(chunk, results):

@@ -154,7 +154,7 @@ class AsyncioTransport:
         aconfig.api_key, aconfig.api_key_prefix = dict(config.api_key), dict(config.api_key_prefix)
         aconfig.username, aconfig.password, aconfig.proxy = config.username, config.password, config.proxy
         aconfig.connection_pool_maxsize = pool_size
-        self.api = kubernetes_asyncio.client.ApiClient(aconfig)
+        self.api = _PlainJSONApiClient(aconfig)
         self.timeout = timeout
 
     async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
@@ -175,6 +175,17 @@ class AsyncioTransport:
 
     async def aclose(self) -> None:
         await self.api.close()
+
+
+class _PlainJSONApiClient(kubernetes_asyncio.client.ApiClient):
+    """The operator sends plain JSON data (rendered objects and patches), never client
+    models: the generated client's recursive walk that turns models into dicts cost
+    about 0.4 ms per Pod create, and json.dumps would reject anything it was needed for."""
+
+    def sanitize_for_serialization(self, obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return obj
+        return super().sanitize_for_serialization(obj)
 
 
 def _close_soon(transport: Transport) -> None:

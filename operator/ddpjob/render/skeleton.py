@@ -85,8 +85,11 @@ def _fill(node: Any, values: dict[str, Any]) -> Any:
     if isinstance(node, list):
         return [_fill(v, values) for v in node]
     if isinstance(node, str) and node.startswith(_MARK):
+        value = values[node[len(_MARK):]]
+        if value is None or type(value) in (str, int, bool):
+            return value  # immutable, and what `tojson` + YAML give back
         # A JSON round trip: fresh objects, and the same types `tojson` + YAML give.
-        return json.loads(json.dumps(values[node[len(_MARK):]]))
+        return json.loads(json.dumps(value))
     return node
 
 
