@@ -34,7 +34,7 @@ def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: i
     emu.chaos = Chaos(rate=rate, watch_lifetime=3.0, seed=1) if rate else None
     names = [f"r{int(rate * 100)}-{i}" for i in range(jobs)]
     start = time.perf_counter()
-    in_emulator(emu, lambda: [emu.store.create(JOBS, NS, ddpjob(n, nodes)) for n in names])
+    in_emulator(emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob(n, nodes), {})) for n in names])
     done: dict[str, float] = {}
     running_sent, succeeded_sent = set(), set()
     while len(done) < len(names):
@@ -80,7 +80,7 @@ def main() -> None:
                                 env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=log, stderr=subprocess.STDOUT)
         try:
             track = Tracker(emu)
-            in_emulator(emu, lambda: emu.store.create(JOBS, NS, ddpjob("warmup", 1)))
+            in_emulator(emu, lambda: emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob("warmup", 1), {})))
             deadline = time.monotonic() + 60
             while track.poll().pods["warmup"] < 1:
                 if time.monotonic() > deadline:

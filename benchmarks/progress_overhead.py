@@ -125,7 +125,7 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
         crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         names = [f"p-{i}" for i in range(jobs)]
-        in_emulator(emu, lambda: [emu.store.create(JOBS, NS, job(n)) for n in names])
+        in_emulator(emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, job(n), {})) for n in names])
         env = {**os.environ, "KUBECONFIG": str(kubeconfig),
                "DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0"}
         log = open(pathlib.Path(tmp) / "operator.log", "w")
