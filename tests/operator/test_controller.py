@@ -253,3 +253,25 @@ def test_status_changed_by_another_writer_is_never_overwritten():
     kube.calls.clear()
     run(c)  # the next pass starts from restarts=1, not 0
     assert all(p.get("restarts", 1) >= 1 for k, p in kube.calls if k == "status")
+
+
+def test_counts_alone_are_batched_but_a_phase_change_is_written_at_once() -> None:
+    body = job_body(nodes=4)
+    clock = [100.0]
+    c, kube, _, index = make(body, [pod(0, "Pending"), pod(1, "Pending"), pod(2, "Pending"), pod(3, "Pending")])
+    c.monotonic = lambda: clock[0]
+    run(c)
+    index["pods"] = [pod(0), pod(1), pod(2, "Pending"), pod(3, "Pending")]
+    clock[0] += 0.05
+    [again] = run(c)  # 2/4 running, 0.05 s after the last write: held, and a look again later
+    statuses = [p for kind, p in kube.calls if kind == "status"]
+    assert len(statuses) == 1 and again == pytest.approx(0.15)
+    clock[0] += 0.2
+    run(c)  # the interval has passed: the count is written
+    statuses = [p for kind, p in kube.calls if kind == "status"]
+    assert len(statuses) == 2 and statuses[-1]["readyNodes"] == 2
+    index["pods"] = [pod(0), pod(1), pod(2), pod(3)]
+    clock[0] += 0.01
+    run(c)  # Running: a phase change goes out at once
+    statuses = [p for kind, p in kube.calls if kind == "status"]
+    assert len(statuses) == 3 and statuses[-1]["phase"] == "Running"

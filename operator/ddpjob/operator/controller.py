@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob.api import spec, template_policy
-from ddpjob.job import lifecycle, refusals as job_refusals, scheduling
+from ddpjob.job import count_writes, lifecycle, refusals as job_refusals, scheduling
 from ddpjob.job.observe import PodState
 from ddpjob.operator import refusals
 from ddpjob.operator.children import Children, indexed_pod
@@ -79,6 +80,7 @@ class _Job:
     # at once leaves the index with its mark before any reconcile has looked.
     disrupted: dict[str, IndexedPod] = field(default_factory=dict)
     gang_waits: int = 0  # consecutive reconciles that found the gang's PodGroup unavailable
+    status_written_at: float | None = None  # monotonic time of this operator's last status write
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
@@ -109,6 +111,7 @@ class Controller:
         poller: ProgressPoller | None = None,
         gang: GangSupport | None = None,
         template_allow: frozenset[str] = frozenset(),
+        monotonic: Callable[[], float] = time.monotonic,
     ):
         self.kube = kube
         self.gang = gang or GangSupport()
@@ -117,6 +120,7 @@ class Controller:
         self.pods_of = pods_of
         self.post_event = post_event
         self.clock = clock
+        self.monotonic = monotonic  # for the batching of count-only status writes
         self.poller = poller  # reads Pod 0's /progress of Running jobs (None: no progress)
         self._jobs: dict[Key, _Job] = {}
         self._phases: dict[Key, str] = {}
@@ -280,6 +284,10 @@ class Controller:
                 self._post(body, events, plan.status)
                 self.forget(ns, name)
                 return None
+        held = count_writes.wait(previous, plan.status, parsed.nodes, job.status_written_at, self.monotonic())
+        if held:  # only counts moved, and the last write was just now: batch them
+            plan = dataclasses.replace(plan, status=previous, requeue_after=held if plan.requeue_after is None
+                                       else min(held, plan.requeue_after))
         await self._write_status(job, body, previous, plan.status)
         await self.children.delete_pod_groups(job, ns, plan.status)
         self._post(body, events, plan.status)
@@ -325,6 +333,7 @@ class Controller:
             job.status = None  # the write may or may not have landed: re-read from the index
             raise
         job.status = dict((stored or {}).get("status") or new)
+        job.status_written_at = self.monotonic()
         job.resource_version = ((stored or {}).get("metadata") or {}).get("resourceVersion")
         self._phases[job.key] = job.status.get("phase") or lifecycle.PENDING
         if int(new.get("restarts", 0)) > int(previous.get("restarts", 0)):
