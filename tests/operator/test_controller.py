@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ddpjob.operator import controller as ctl
+from ddpjob.operator import controller as ctl, status_writes
 from ddpjob.operator.kube import Conflict
 from ddpjob.job.observe import PodState
 
@@ -184,7 +184,7 @@ def test_finished_job_asks_to_be_looked_at_again_for_its_ttl() -> None:
 
 
 def test_status_patch_removes_dropped_keys() -> None:
-    assert ctl.status_patch({"a": 1, "startTime": "t"}, {"a": 2}) == {"a": 2, "startTime": None}
+    assert status_writes.status_patch({"a": 1, "startTime": "t"}, {"a": 2}) == {"a": 2, "startTime": None}
 
 
 def test_indexed_pod_reads_the_controller_owner() -> None:

@@ -28,9 +28,10 @@ from ddpjob.operator import refusals
 from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.expectations import Expectations
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
-from ddpjob.operator.kube import Conflict, Kube, job_path
+from ddpjob.operator.kube import Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.progress import ProgressPoller, Target
+from ddpjob.operator.status_writes import StatusChanged, StatusWriter
 from ddpjob.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("ddpjob.operator.controller")
@@ -51,15 +52,6 @@ DEFAULT_MAX_CONCURRENT = 64
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """A merge patch that turns `previous` into `new`: keys the plan dropped become null."""
-    patch = dict(new)
-    for key in previous:
-        if key not in new:
-            patch[key] = None
-    return patch
 
 
 @dataclass
@@ -93,11 +85,6 @@ class _Job:
         self.backoff.clear()
 
 
-class StatusChanged(Exception):
-    """Someone else (another operator replica) changed the status this pass was planned
-    from: nothing was written; the next pass plans again from the stored status."""
-
-
 class Controller:
     def __init__(
         self,
@@ -126,6 +113,7 @@ class Controller:
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
         self.children = Children(self)
+        self.status_writer = StatusWriter(self)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
                                on_done=self.metrics.reconcile_seconds.observe)
 
@@ -316,64 +304,12 @@ class Controller:
 
     async def _write_status(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                             new: dict[str, Any]) -> dict[str, Any]:
-        """Write the whole status once, only when it differs from what is stored, and only
-        onto the object version whose status `new` was planned from (see `_conflict`)."""
-        if new == previous:
-            return previous
-        ns, name = job.key
-        try:
-            try:
-                stored = await self.kube.patch_status(ns, name, status_patch(previous, new),
-                                                      resource_version=self._version_of(job, body, previous))
-            except Conflict:
-                stored = await self._conflict(job, previous, new)
-        except StatusChanged:
-            raise  # job.status now holds the stored status to plan from
-        except BaseException:
-            job.status = None  # the write may or may not have landed: re-read from the index
-            raise
-        job.status = dict((stored or {}).get("status") or new)
-        job.status_written_at = self.monotonic()
-        job.resource_version = ((stored or {}).get("metadata") or {}).get("resourceVersion")
-        self._phases[job.key] = job.status.get("phase") or lifecycle.PENDING
-        if int(new.get("restarts", 0)) > int(previous.get("restarts", 0)):
-            self.metrics.gang_restarts.inc(int(new.get("restarts", 0)) - int(previous.get("restarts", 0)))
-        return job.status
-
-    def _version_of(self, job: _Job, body: Mapping[str, Any], previous: Mapping[str, Any]) -> str | None:
-        """The resourceVersion of an object whose status is `previous`: the newest the index
-        has (kopf's own annotation patches bump it without touching the status), else the
-        one this operator's last write returned, else the body this pass started from."""
-        latest = self.job_body(*job.key)
-        if latest is not None and str((latest.get("metadata") or {}).get("uid") or "") == job.uid \
-                and dict(latest.get("status") or {}) == previous:
-            return (latest.get("metadata") or {}).get("resourceVersion")
-        if job.status is not None and job.status == previous and job.resource_version:
-            return job.resource_version
-        return (body.get("metadata") or {}).get("resourceVersion")
-
-    async def _conflict(self, job: _Job, previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        """The object changed since `previous` was read. If only its metadata did (kopf's
-        annotations), write again onto the current version; if its status did (another
-        replica), write nothing and plan again from that status."""
-        ns, name = job.key
-        for _ in range(3):
-            current = await self.kube.get(job_path(ns, name))
-            meta = current.get("metadata") or {}
-            status = dict(current.get("status") or {})
-            if str(meta.get("uid") or "") != job.uid:
-                raise StatusChanged("the DDPJob was replaced")
-            if status == new:
-                return current  # an earlier attempt of this very write landed
-            if status != previous:
-                job.status, job.resource_version = status, meta.get("resourceVersion")
-                raise StatusChanged("the status was changed by another writer")
-            try:
-                return await self.kube.patch_status(ns, name, status_patch(previous, new),
-                                                    resource_version=meta.get("resourceVersion"))
-            except Conflict:
-                continue
-        raise StatusChanged("the DDPJob keeps changing")
+        stored = await self.status_writer.write(job, body, previous, new)
+        if stored is not previous:
+            self._phases[job.key] = stored.get("phase") or lifecycle.PENDING
+            if int(new.get("restarts", 0)) > int(previous.get("restarts", 0)):
+                self.metrics.gang_restarts.inc(int(new.get("restarts", 0)) - int(previous.get("restarts", 0)))
+        return stored
 
     async def _wait_for_gang(self, job: _Job, body: Mapping[str, Any], previous: dict[str, Any],
                              plan: lifecycle.Plan, blocked: tuple[str, str]) -> float:
