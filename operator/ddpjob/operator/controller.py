@@ -44,7 +44,7 @@ EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 # Pod events of one gang arrive together (the gang is scheduled and finishes together):
 # one reconcile per burst instead of one per Pod saves status writes (N Pods turning
 # Running one by one would otherwise be N status writes). Kubernetes' Job controller
-# batches Pod updates the same way (its podUpdateBatchPeriod, 1 s).
+# batches Pod updates the same way (pkg/controller/job: syncJobBatchPeriod, 1 s).
 POD_EVENT_DEBOUNCE = 0.2
 # Reconciles running at once across all jobs; the rest wait their turn.
 DEFAULT_MAX_CONCURRENT = 64
