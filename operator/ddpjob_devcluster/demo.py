@@ -16,7 +16,6 @@ failed, timed out, or a part of the cluster died.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import pathlib
 import shutil
@@ -27,6 +26,7 @@ import time
 
 import yaml
 
+from ddpjob.local import pidlock
 from ddpjob_devcluster.cluster import EXAMPLE, JOBS, LocalCluster
 
 ONCE_ENV = 'DDPJOB_DEMO_ONCE'
@@ -59,22 +59,12 @@ def lock_workdir(path: pathlib.Path) -> object:
     stops with a clear message instead of wiping the first one's kubeconfig and Pods.
     (Another --workdir gives a second, independent cluster.) The lock is the kernel's,
     so it goes away with the process, however it ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path.parent / f'{path.name}.lock', 'a+')
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        owner = handle.read().strip() or '?'
-        handle.close()
-        raise AlreadyRunning(f'a demo cluster is already running in {path} (pid {owner}); use it '
+        return pidlock.acquire(path.parent / f'{path.name}.lock')
+    except pidlock.LockHeld as held:
+        raise AlreadyRunning(f'a demo cluster is already running in {path} (pid {held.holder}); use it '
                              f'(export KUBECONFIG={path / "kubeconfig"}), stop it with Ctrl-C, '
                              f'or start another with --workdir DIR') from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    return handle
 
 
 def prepare_workdir(path: pathlib.Path) -> None:

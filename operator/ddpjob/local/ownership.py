@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import fcntl
 import os
 import signal
 import subprocess
@@ -27,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from ddpjob.local import pidlock
 from ddpjob.local.container import CONTAINER_TAG_ENV, LocalRunError
 
 PR_SET_PDEATHSIG = 1
@@ -95,24 +95,13 @@ class JobLock:
         self._file: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+", encoding="utf-8")
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "another process"
-            f.close()
-            raise LocalRunError(f"job {self.job_name!r} is already running here (pid {holder}, lock "
+            self._file = pidlock.acquire(self.path)
+        except pidlock.LockHeld as held:
+            raise LocalRunError(f"job {self.job_name!r} is already running here (pid {held.holder}, lock "
                                 f"{self.path}); wait for it, or give this run another --workdir") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        self._file = f
 
     def release(self) -> None:
         if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
+            pidlock.release(self._file)
             self._file = None
