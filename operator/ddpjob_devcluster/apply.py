@@ -15,10 +15,10 @@ create/update/patch requests, so those writers never cause an apply conflict her
 """
 from __future__ import annotations
 
-import copy
 import datetime
 from typing import Any, Mapping
 
+from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.store import ApiError
 
 APPLY_TYPES = ('application/apply-patch+yaml', 'application/apply-patch+json')
@@ -68,7 +68,7 @@ def _get(obj: Any, path: Path) -> Any:
 def _set(obj: dict[str, Any], path: Path, value: Any) -> None:
     for part in path[:-1]:
         obj = obj.setdefault(part, {})
-    obj[path[-1]] = copy.deepcopy(value)
+    obj[path[-1]] = fresh(value)
 
 
 def _remove(obj: dict[str, Any], path: Path) -> None:
@@ -109,12 +109,12 @@ def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | Non
     with store._lock:
         key = store._key(res, namespace, name)
         if store.peek(res, namespace, name) is None:
-            fresh = copy.deepcopy(body)
-            fresh.setdefault('metadata', {})['name'] = name
-            fresh['metadata']['managedFields'] = [_entry(manager, list(applied), body['apiVersion'])]
+            new = fresh(body)
+            new.setdefault('metadata', {})['name'] = name
+            new['metadata']['managedFields'] = [_entry(manager, list(applied), body['apiVersion'])]
             if admit_create is not None:
-                fresh = admit_create(fresh)
-            return store._create(res, namespace, fresh)
+                new = admit_create(new)
+            return store._create(res, namespace, new)
         current = store._live(key)
         entries = [e for e in current['metadata'].get('managedFields') or [] if e.get('operation') == 'Apply']
         owned = {e['manager']: set(_paths(e.get('fieldsV1') or {})) for e in entries}
@@ -123,7 +123,7 @@ def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | Non
         if conflicts and not force:
             detail = '; '.join(f'conflict with "{m}": .{".".join(p)}' for p, m in conflicts)
             raise ApiError(409, 'Conflict', f'Apply failed with {len(conflicts)} conflict(s): {detail}')
-        new = copy.deepcopy(current)
+        new = fresh(current)
         for path, value in applied.items():
             _set(new, path, value)
         others = set().union(*(paths for m, paths in owned.items() if m != manager)) if owned else set()

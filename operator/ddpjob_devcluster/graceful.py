@@ -1,11 +1,12 @@
 """Graceful deletion of Pods, as the API server does it (used by `store.Store`)."""
 from __future__ import annotations
 
-import copy
 import datetime
 from typing import Any
 
 from kmock import resource as Resource
+
+from ddpjob_devcluster.plaindata import fresh
 
 PODS = Resource(group='', version='v1', plural='pods')
 DEFAULT_GRACE_SECONDS = 30  # spec.terminationGracePeriodSeconds' default
@@ -34,13 +35,13 @@ def graceful_delete(pod: dict[str, Any], requested: int | None) -> dict[str, Any
             return None
         if period >= old:
             return pod  # never lengthened
-        new = copy.deepcopy(pod)
+        new = fresh(pod)
         stamp = _parse_time(meta['deletionTimestamp']) - datetime.timedelta(seconds=old - period)
         new['metadata'].update(deletionTimestamp=_format_time(stamp), deletionGracePeriodSeconds=period)
         return new
     if period == 0:
         return None
-    new = copy.deepcopy(pod)
+    new = fresh(pod)
     stamp = datetime.datetime.now(tz=datetime.timezone.utc) + datetime.timedelta(seconds=period)
     new['metadata'].update(deletionTimestamp=_format_time(stamp), deletionGracePeriodSeconds=period)
     if new['metadata'].get('generation'):

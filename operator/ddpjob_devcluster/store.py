@@ -9,7 +9,6 @@ a resourceVersion-ordered event log that watches replay from.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime
 import secrets
 import threading
@@ -21,6 +20,7 @@ import jsonpatch
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
 from ddpjob_devcluster.graceful import PODS, graceful_delete
+from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.selectors import SelectorError, labels_of, parse_field_selector, parse_label_selector
 
 Key = tuple[Resource, str | None, str]
@@ -65,7 +65,7 @@ def _spec_part(obj: Mapping[str, Any]) -> dict[str, Any]:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch (also used for strategic merge patch, see the module quirks)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return fresh(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -95,24 +95,24 @@ class Store:
     def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
         with self._lock:
             self._info(res)
-            return copy.deepcopy(self._live(self._key(res, namespace, name)))
+            return fresh(self._live(self._key(res, namespace, name)))
 
     def list(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> dict[str, Any]:
         with self._lock:
             info = self._info(res)
             items = self._select(res, namespace, params)
             return {'apiVersion': _api_version(res), 'kind': f'{info.kind}List',
-                    'metadata': {'resourceVersion': str(self._rv)}, 'items': copy.deepcopy(items)}
+                    'metadata': {'resourceVersion': str(self._rv)}, 'items': fresh(items)}
 
     def peek(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         with self._lock:
             key = (res, namespace, name)
             live = key in self.objects and not self.objects[key].deleted
-            return copy.deepcopy(self.objects[key].raw) if live else None
+            return fresh(self.objects[key].raw) if live else None
 
     def peek_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
         with self._lock:
-            return copy.deepcopy(self._select(res, namespace, {}))
+            return fresh(self._select(res, namespace, {}))
 
     def view_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
         """The stored objects themselves, for readers inside the dev cluster (admission,
@@ -195,7 +195,7 @@ class Store:
         with self._lock:
             self._info(res)
             if since == '0':  # "any version": the current state as synthetic ADDED events first
-                backlog = [{'type': 'ADDED', 'object': copy.deepcopy(obj)}
+                backlog = [{'type': 'ADDED', 'object': fresh(obj)}
                            for obj in self._select(res, namespace, params) if matches(obj)]
                 position, since_rv = len(self._log), self._rv
             else:
@@ -206,8 +206,8 @@ class Store:
         while not self._closed:
             changed = self._changed
             with self._lock:
-                fresh, position = self._log[position:], len(self._log)
-            for _, event_res, event in fresh:
+                new_events, position = self._log[position:], len(self._log)
+            for _, event_res, event in new_events:
                 obj = event['object']
                 if event_res == res and namespace in (None, obj['metadata'].get('namespace')) and matches(obj):
                     yield event
@@ -255,7 +255,7 @@ class Store:
         return str(self._rv)
 
     def _record(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
-        self._log.append((int(obj['metadata']['resourceVersion']), res, {'type': kind, 'object': copy.deepcopy(obj)}))
+        self._log.append((int(obj['metadata']['resourceVersion']), res, {'type': kind, 'object': fresh(obj)}))
         self._wake()
 
     @staticmethod
@@ -270,7 +270,7 @@ class Store:
     def _create(self, res: Resource, namespace: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
         info = self._info(res)
         _require_object(body)
-        obj = copy.deepcopy(body)
+        obj = fresh(body)
         meta = obj.setdefault('metadata', {})
         if info.namespaced:
             if namespace and meta.get('namespace') not in (None, namespace):
@@ -306,7 +306,7 @@ class Store:
             self.objects[key] = obj
             self._keys.setdefault(res, {})[key] = None
         self._record(res, 'ADDED', obj)
-        return copy.deepcopy(obj)
+        return fresh(obj)
 
     def _ensure_namespace(self, namespace: str) -> None:
         if self.peek(NAMESPACES, None, namespace) is None:
@@ -316,14 +316,14 @@ class Store:
                      sub: str | None) -> dict[str, Any]:
         """The object after a write: status-only via /status, everything-but-status otherwise."""
         if sub == 'status':
-            new = copy.deepcopy(current)
-            new['status'] = copy.deepcopy(candidate.get('status'))
+            new = fresh(current)
+            new['status'] = fresh(candidate.get('status'))
             if new['status'] is None:
                 del new['status']
             return new
         if sub:
             raise ApiError(404, 'NotFound', f'subresource {sub} is not emulated')
-        new = copy.deepcopy(candidate)
+        new = fresh(candidate)
         meta = new.setdefault('metadata', {})
         for field in SERVER_OWNED_META:
             meta.pop(field, None)
@@ -333,7 +333,7 @@ class Store:
         if is_status_subresource(self._info(res)):
             new.pop('status', None)
             if 'status' in current:
-                new['status'] = copy.deepcopy(current['status'])
+                new['status'] = fresh(current['status'])
         if _spec_part(new) != _spec_part(current):
             meta['generation'] = current['metadata'].get('generation', 1) + 1
         return new
@@ -341,7 +341,7 @@ class Store:
     def _commit(self, key: Key, current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         res = key[0]
         if new == current:  # a no-op write changes nothing and notifies nobody
-            return copy.deepcopy(current)
+            return fresh(current)
         meta = new['metadata']
         if meta.get('deletionTimestamp') and not meta.get('finalizers') and not meta.get('deletionGracePeriodSeconds'):
             return self._remove(key, new, propagation=None)  # the last finalizer is gone
@@ -350,7 +350,7 @@ class Store:
         meta['resourceVersion'] = self._next_rv()
         self.objects[key].history.append(new)
         self._record(res, 'MODIFIED', new)
-        return copy.deepcopy(new)
+        return fresh(new)
 
     def _delete(self, key: Key, propagation: str | None, grace_period: int | None = None) -> dict[str, Any]:
         current = self._live(key)
@@ -360,15 +360,15 @@ class Store:
                 return current if graceful is current else self._commit(key, current, graceful)
         if current['metadata'].get('finalizers'):
             if current['metadata'].get('deletionTimestamp'):
-                return copy.deepcopy(current)  # already terminating
-            new = copy.deepcopy(current)
+                return fresh(current)  # already terminating
+            new = fresh(current)
             new['metadata'].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
             return self._commit(key, current, new)
         return self._remove(key, current, propagation)
 
     def _remove(self, key: Key, obj: dict[str, Any], propagation: str | None) -> dict[str, Any]:
         res, namespace, name = key
-        obj = copy.deepcopy(obj)
+        obj = fresh(obj)
         obj['metadata']['resourceVersion'] = self._next_rv()
         self.objects[key].delete()
         self._record(res, 'DELETED', obj)
@@ -390,7 +390,7 @@ class Store:
             if not any(ref.get('uid') == uid for ref in refs):
                 continue
             if propagation == 'Orphan':
-                orphan = copy.deepcopy(obj.raw)
+                orphan = fresh(obj.raw)
                 orphan['metadata']['ownerReferences'] = [r for r in refs if r.get('uid') != uid] or None
                 if orphan['metadata']['ownerReferences'] is None:
                     del orphan['metadata']['ownerReferences']

@@ -87,3 +87,40 @@ def test_outage_is_measured_until_the_server_answers() -> None:
         assert k.outage_seconds() >= 0 and k.failing_since is not None
         await k.aclose()
     asyncio.run(go())
+
+
+def test_proxy_variables_are_honoured_and_no_proxy_exempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment's proxy is read once at connect (no per-request lookups), and a
+    request to the API server goes through it, as with kubectl; NO_PROXY bypasses it."""
+    seen: list[str] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        seen.append(head.split("\r\n")[0])
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n"
+                     b"Connection: close\r\n\r\n{\"kind\":\"proxy\"}\n")
+        await writer.drain()
+        writer.close()
+
+    async def go(no_proxy: str, proxy_url: bool = False) -> Any:
+        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9" if proxy_url else url)
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        k = kube.Kube(attempts=1)
+        k.connect(SimpleNamespace(server="http://kube.invalid:8080", token="t", insecure=True,
+                                  proxy_url=url if proxy_url else None))
+        assert not k._transport.api.rest_client.pool_manager.trust_env  # no per-request env lookups
+        try:
+            return await k.get("/api/v1/namespaces/x/pods/y")
+        finally:
+            await k.aclose()
+            server.close()
+
+    assert asyncio.run(go("other.invalid")) == {"kind": "proxy"}
+    assert seen == ["GET http://kube.invalid:8080/api/v1/namespaces/x/pods/y HTTP/1.1"]
+    with pytest.raises(kube.APIError) as info:  # exempt: straight to kube.invalid, which does not resolve
+        asyncio.run(go("kube.invalid"))
+    assert info.value.status == 0 and len(seen) == 1
+    # The kubeconfig's proxy-url is used whatever NO_PROXY says (client-go's rule).
+    assert asyncio.run(go("kube.invalid", proxy_url=True)) == {"kind": "proxy"} and len(seen) == 2

@@ -70,7 +70,8 @@ def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configurati
     elif getattr(info, "username", None):
         config.username, config.password = info.username, getattr(info, "password", None) or ""
     if getattr(info, "proxy_url", None):
-        config.proxy = info.proxy_url
+        # The kubeconfig's proxy-url is used for its server whatever NO_PROXY says (client-go).
+        config.proxy, config.no_proxy = info.proxy_url, None
     # One pooled connection per request in flight: urllib3 otherwise opens and drops
     # extra connections under load (and warns about a full pool).
     config.connection_pool_maxsize = pool_size

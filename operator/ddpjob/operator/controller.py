@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob.api import spec, template_policy
-from ddpjob.job import count_writes, lifecycle, refusals as job_refusals, scheduling
+from ddpjob.job import count_writes, lifecycle, observe, refusals as job_refusals, scheduling
 from ddpjob.job.observe import PodState
 from ddpjob.operator import refusals
 from ddpjob.operator.children import Children, indexed_pod
@@ -189,6 +189,8 @@ class Controller:
 
     def pod_changed(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         """Every event of a job's Pod: remember one marked for a disruption."""
+        if not observe.is_disrupted(body.get("status") or {}):
+            return  # nearly every event: no second pod_state (the index made one)
         item = indexed_pod(body)
         if item is not None and item[1].disruption:
             self._job((namespace, name)).disrupted[item[1].name] = item

@@ -28,6 +28,9 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
+        # The templates ship in the package and never change under a running process:
+        # no stat of the file per render.
+        auto_reload=False,
     )
     skeleton.install(env)
     return env

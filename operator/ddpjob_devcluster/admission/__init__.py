@@ -11,13 +11,13 @@ straight into etcd would; everything arriving over HTTP goes through it.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any, Mapping
 
 from kmock import resource as Resource
 
 from ddpjob_devcluster.admission import crdvalidation, podsecurity, podvalidation, quota
 from ddpjob_devcluster.crd_validator import CRDValidator
+from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.store import CRDS, NAMESPACES, ApiError, Store
 
 PODS = Resource(group='', version='v1', plural='pods')
@@ -46,7 +46,7 @@ class Admission:
         if not isinstance(body, dict):
             return body  # the store answers 400
         if res == PODS:
-            pod = copy.deepcopy(body)
+            pod = fresh(body)
             ns = namespace or (pod.get('metadata') or {}).get('namespace') or 'default'
             podvalidation.validate(pod)
             podsecurity.admit(self.store.peek(NAMESPACES, None, ns), pod)

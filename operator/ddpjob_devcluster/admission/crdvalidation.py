@@ -17,11 +17,11 @@ request path:
 """
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any, Mapping
 
 from ddpjob_devcluster.crd_validator import CRDError, CRDValidator
+from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.store import ApiError
 
 _SEGMENT = re.compile(r'([^.\[\]]+)|\[(\d+)\]')
@@ -73,7 +73,7 @@ def admit(validator: CRDValidator, body: Mapping[str, Any], old: Mapping[str, An
     if _unknown(errors):
         if params.get('fieldValidation') == 'Strict':
             raise ApiError(400, 'BadRequest', 'strict decoding error: ' + ', '.join(e.message for e in errors))
-        obj = copy.deepcopy(obj)
+        obj = fresh(obj)
         for e in errors:
             _drop(obj, e.path)
         errors = validator.validate(obj, old)
