@@ -110,6 +110,12 @@ class Store:
             live = key in self.objects and not self.objects[key].deleted
             return fresh(self.objects[key].raw) if live else None
 
+    def view(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The stored object itself (see `view_all`), or None."""
+        with self._lock:
+            key = (res, namespace, name)
+            return self.objects[key].raw if key in self.objects and not self.objects[key].deleted else None
+
     def peek_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
         with self._lock:
             return fresh(self._select(res, namespace, {}))
@@ -309,7 +315,7 @@ class Store:
         return fresh(obj)
 
     def _ensure_namespace(self, namespace: str) -> None:
-        if self.peek(NAMESPACES, None, namespace) is None:
+        if self.view(NAMESPACES, None, namespace) is None:
             self._create(NAMESPACES, None, {'metadata': {'name': namespace}, 'status': {'phase': 'Active'}})
 
     def _apply_write(self, res: Resource, current: dict[str, Any], candidate: dict[str, Any],

@@ -229,3 +229,29 @@ def test_a_gang_restart_brings_back_a_service_deleted_by_hand(cluster: Cluster, 
     cluster.wait_pods("svc", 2, restart_count=1)
     service = wait_for(lambda: cluster.service("svc"), timeout=15, message="Service recreated")
     assert service["spec"]["clusterIP"] == "None"
+
+
+def test_pod_events_leave_no_success_line_per_pod_in_the_log(cluster: Cluster, operator) -> None:
+    import logging
+
+    class Collect(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    collect, log = Collect(), logging.getLogger("kopf.objects")
+    level = log.level
+    log.setLevel(logging.INFO)  # as `ddpjob operator` runs it (kopf.configure)
+    log.addHandler(collect)
+    try:
+        cluster.create(ddpjob("quiet", nodes=2))
+        cluster.wait_pods("quiet", 2)
+        cluster.set_phase("quiet", "Running", ranks=[0, 1])
+        cluster.wait_phase("quiet", "Running", readyNodes=2)
+    finally:
+        logging.getLogger("kopf.objects").removeHandler(collect)
+    assert "Handler 'job_created' succeeded." in collect.messages  # the job's own lines stay
+    assert not [m for m in collect.messages if "pod_event" in m]

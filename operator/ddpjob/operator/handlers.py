@@ -71,9 +71,24 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # and deleting a DDPJob never waits for the operator. The name is ours in case.
     settings.persistence.finalizer = f"{names.GROUP}/operator"
     settings.networking.error_backoffs = API_BACKOFF
+    objects_log = logging.getLogger("kopf.objects")
+    if not any(getattr(f, "quiets_pod_events", False) for f in objects_log.filters):  # once a process
+        objects_log.addFilter(_QuietPodEvents())
     timeout = settings.networking.request_timeout
     if timeout is None or timeout > MAX_REQUEST_TIMEOUT:
         settings.networking.request_timeout = MAX_REQUEST_TIMEOUT
+
+
+class _QuietPodEvents(logging.Filter):
+    """kopf logs "Handler 'pod_event' succeeded." at INFO for every event of every Pod:
+    1,024 lines per phase of a 1,024-node gang, saying nothing the job's own log lines
+    and status do not, at about 0.1 ms each. Its failures are still logged."""
+
+    quiets_pod_events = True
+    _SUCCEEDED = "Handler 'pod_event' succeeded."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and record.msg == self._SUCCEEDED)
 
 
 class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):

@@ -17,7 +17,6 @@ from kmock import resource as Resource
 
 from ddpjob_devcluster.admission import crdvalidation, podsecurity, podvalidation, quota
 from ddpjob_devcluster.crd_validator import CRDValidator
-from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.store import CRDS, NAMESPACES, ApiError, Store
 
 PODS = Resource(group='', version='v1', plural='pods')
@@ -46,10 +45,10 @@ class Admission:
         if not isinstance(body, dict):
             return body  # the store answers 400
         if res == PODS:
-            pod = fresh(body)
+            pod = body  # the validating plugins only read it
             ns = namespace or (pod.get('metadata') or {}).get('namespace') or 'default'
             podvalidation.validate(pod)
-            podsecurity.admit(self.store.peek(NAMESPACES, None, ns), pod)
+            podsecurity.admit(self.store.view(NAMESPACES, None, ns), pod)
             quotas = self.store.view_all(QUOTAS, ns)
             if quotas:  # resourcequota/controller.go checkRequest: no quotas, nothing to check
                 quota.admit(quotas, self.store.view_all(PODS, ns), pod)
