@@ -12,9 +12,11 @@ shell), so its peak RSS is its own; the emulator and this script share another p
    the emulator (goal N + 10 = 14). The kubelet's writes and the job creates are not
    the operator's and are not counted.
 4. A large gang: one DDPJob of 1,024 nodes created (HTTP), time until all its Pods exist
-   (p50 over --large-runs; goal 2 s), its write count to Succeeded (goal N + 10), and in
-   the same run the emulator's own ceiling: 1,024 Pods created by a client alone, in a
-   process of its own (kubernetes_asyncio, 64 requests in flight, like the operator).
+   (p50 over --large-runs, each started on an idle operator; goal 2 s), its write count
+   to Succeeded (goal N + 10), and in the same run the emulator's own ceiling: 1,024
+   Pods of the operator's rendering (the same size) created by a client alone, in a
+   process of its own (kubernetes_asyncio, 64 requests in flight, like the operator),
+   in a namespace the operator does not watch.
 
 `--client threads` runs the operator's API calls on the synchronous official client in a
 thread pool (benchmarks/kube_threads.py) instead of `kubernetes_asyncio`.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
 import os
 import pathlib
 import statistics
@@ -41,12 +44,16 @@ import kubernetes
 import yaml
 from kmock import resource
 
+from ddpjob import gc_tuning
+from ddpjob.api import spec
+from ddpjob.render import objects
 from ddpjob_devcluster.emulator import KubeEmulator
 
 JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
 PODS = resource("v1/pods")
 EVENTS = resource("v1/events")
 NS = "default"
+CEILING_NS = "bench-ceiling"  # not watched by the operator (it serves NS only)
 
 
 def ddpjob(name: str, nodes: int) -> dict[str, Any]:
@@ -128,6 +135,8 @@ def main() -> None:
     parser.add_argument("--large-runs", type=int, default=3)
     parser.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     args = parser.parse_args()
+    # This process is the emulator's: tuned as the dev cluster's own process is (demo.py).
+    gc_tuning.tune_for_long_running_server()
     # The operator process finds kube_threads.py through PYTHONPATH (set below).
     install = "import kube_threads; kube_threads.install(); " if args.client == "threads" else ""
 
@@ -168,7 +177,7 @@ def main() -> None:
 
             print(f"API client: {args.client}")
             if args.large_runs:
-                large_gang(emu, custom, api, track, args.large_nodes, args.large_runs)
+                large_gang(emu, custom, api, track, args.large_nodes, args.large_runs, proc.pid)
 
             # ---- 2. a burst of jobs ----
             first_request = len(emu.requests)
@@ -226,11 +235,32 @@ def main() -> None:
             log.close()
 
 
-def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: int, runs: int) -> None:
-    """4. One job of `nodes` Pods, `runs` times; then the emulator's own create ceiling."""
+def cpu_seconds(pid: int) -> float:
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pid: int, timeout: float = 60.0) -> float:
+    """Until the process has used under 5% of a core for a second (the operator digests
+    the previous run's 2,048 Pod deletion events for seconds after the Pods are gone);
+    returns the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        before = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - before < 0.05:
+            break
+    return time.perf_counter() - start
+
+
+def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: int, runs: int,
+               operator_pid: int) -> None:
+    """4. One job of `nodes` Pods, `runs` times, each on an idle operator; then the
+    emulator's own create ceiling."""
     times, writes = [], []
     for run in range(runs):
         name = f"large-{run}"
+        wait_idle(operator_pid)
         first = len(emu.requests)
         start = time.perf_counter()
         custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(name, nodes))
@@ -255,31 +285,49 @@ def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: 
     print(f"{nodes}-node job: API writes to Succeeded: {', '.join(map(str, writes))} (goal <= {nodes + 10})")
 
     # The emulator's ceiling: the same number of Pod creates from a client process of its
-    # own (kubernetes_asyncio, 64 in flight, the operator's client and limit), so the
-    # emulator's process does nothing but serve, as it does for the operator.
-    out = subprocess.run([sys.executable, "-c", CEILING_CLIENT, api.configuration.host, NS, str(nodes)],
-                         check=True, capture_output=True, text=True).stdout
+    # own (kubernetes_asyncio, 64 in flight, the operator's client and limit), in a
+    # namespace the operator does not watch (kopf filters labels client-side, so it would
+    # take every Pod event of its own namespace), so the emulator's process does nothing
+    # but serve.
+    out = subprocess.run([sys.executable, "-c", CEILING_CLIENT, api.configuration.host, CEILING_NS, str(nodes)],
+                         input=json.dumps(ceiling_pod(nodes)), check=True, capture_output=True, text=True).stdout
     took = float(out.split()[-1])  # timed by the client: its imports and start excluded
     print(f"emulator alone: {nodes} Pod creates (kubernetes_asyncio in its own process, 64 in flight) in "
           f"{took:.2f} s ({nodes / took:.0f} Pods/s)")
-    kubernetes.client.CoreV1Api(api).delete_collection_namespaced_pod(NS, label_selector="bench=ceiling")
+    kubernetes.client.CoreV1Api(api).delete_collection_namespaced_pod(CEILING_NS, label_selector="bench=ceiling")
+
+
+def ceiling_pod(nodes: int) -> dict[str, Any]:
+    """A Pod as the operator renders it for a job of `nodes` (same size and fields, so the
+    emulator does the same work per create), without the job's label and owner: the
+    operator must not take these Pods for a job's."""
+    body = {**ddpjob("ceiling", nodes), "metadata": {"name": "ceiling", "namespace": NS, "uid": "ceiling"}}
+    pod = objects.render_pod(spec.parse_job(body), 0)
+    pod["metadata"]["labels"] = {"bench": "ceiling"}
+    pod["metadata"].pop("ownerReferences", None)
+    return pod
 
 
 CEILING_CLIENT = """
-import asyncio, sys, time
+import asyncio, json, sys, time
 import kubernetes_asyncio.client as k
+
+pod = json.load(sys.stdin)
 
 async def main(host, ns, count):
     config = k.Configuration(host=host)
     config.connection_pool_maxsize = 64
     config.api_key = {"authorization": "emulator-token"}
     config.api_key_prefix = {"authorization": "Bearer"}
-    async with k.ApiClient(config) as api:
+    class PlainJSON(k.ApiClient):  # plain dict bodies, as the operator sends (kube.py)
+        def sanitize_for_serialization(self, obj):
+            return obj if isinstance(obj, dict) else super().sanitize_for_serialization(obj)
+
+    async with PlainJSON(config) as api:
         core, slots = k.CoreV1Api(api), asyncio.Semaphore(64)
 
         async def create(i):
-            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"ceiling-{i}", "labels": {"bench": "ceiling"}},
-                    "spec": {"containers": [{"name": "c", "image": "i"}]}}
+            body = {**pod, "metadata": {**pod["metadata"], "name": f"ceiling-{i}"}}
             async with slots:
                 await core.create_namespaced_pod(ns, body, _preload_content=False)
         await create(count)  # the connection and the first request, not timed

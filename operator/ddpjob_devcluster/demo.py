@@ -26,6 +26,7 @@ import time
 
 import yaml
 
+from ddpjob import gc_tuning
 from ddpjob.local import pidlock
 from ddpjob_devcluster.cluster import EXAMPLE, JOBS, LocalCluster
 
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
     cluster = LocalCluster(workdir, stop_grace=10.0)
+    gc_tuning.tune_for_long_running_server()  # this process serves the API until stopped
     try:
         say(f'starting in {workdir}')
         cluster.start()

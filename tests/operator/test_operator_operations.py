@@ -151,8 +151,8 @@ def test_lifecycle_request_log_for_rbac(lifecycle_request_log) -> None:
 
 def test_the_operator_process_freezes_what_it_loaded_and_collects_less_often() -> None:
     out = subprocess.run([sys.executable, "-c",
-                          "import gc; from ddpjob.operator import main; main.tune_gc(); "
+                          "import gc; from ddpjob import gc_tuning; gc_tuning.tune_for_long_running_server(); "
                           "print(gc.get_freeze_count(), gc.get_threshold()[0])"],
                          capture_output=True, text=True, check=True).stdout.split()
-    from ddpjob.operator.main import GC_YOUNG_THRESHOLD
-    assert int(out[0]) > 1000 and int(out[1]) == GC_YOUNG_THRESHOLD
+    from ddpjob.gc_tuning import YOUNG_THRESHOLD
+    assert int(out[0]) > 1000 and int(out[1]) == YOUNG_THRESHOLD

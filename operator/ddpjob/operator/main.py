@@ -6,27 +6,10 @@ Equivalent to `kopf run -m ddpjob.operator.handlers [--standalone] [--liveness=U
 
 from __future__ import annotations
 
-import gc
 import os
 import random
 
-# Collections of the youngest generation, in allocations: 20 times Python's default. The
-# operator allocates thousands of objects per watch event and API call, nearly all freed
-# by reference counting; at the default the cyclic collector ran every few events, with
-# full collections over kopf's per-Pod memories: 0.25-0.34 s of CPU in a 1,024-Pod create
-# burst, 0.14-0.18 s with this and the freeze below (docs/benchmarks.md).
-GC_YOUNG_THRESHOLD = 14_000
-
-
-def tune_gc() -> None:
-    """For the operator's own process, before kopf starts: everything loaded by now
-    (modules, kopf's registry) lives as long as the process, so it is frozen out of
-    every later collection, which also runs less often. (Not in the handlers' startup:
-    tests run operators inside the test process, whose objects must stay collectable.)"""
-    gc.collect()
-    gc.freeze()
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+from ddpjob import gc_tuning
 
 
 def run_operator(namespace: str | None, standalone: bool, liveness: str | None,
@@ -50,7 +33,7 @@ def run_operator(namespace: str | None, standalone: bool, liveness: str | None,
     if not standalone and priority is None:
         priority = random.randint(1, 2**31 - 1)
     kopf.configure(verbose=False)
-    tune_gc()
+    gc_tuning.tune_for_long_running_server()
     kopf.run(
         standalone=standalone,
         peering_name=None if standalone else peering,
