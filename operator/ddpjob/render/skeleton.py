@@ -62,7 +62,7 @@ def _load(text: str) -> Any:
 
 class _Skeleton:
     """A parsed template with placeholders: its pickled copy (unpickling is a deep copy
-    in C, 5 to 10 times faster than walking the document in Python) and the path of each
+    in C, several times faster than walking the document in Python) and the path of each
     placeholder node, so a fill touches only the values."""
 
     __slots__ = ("frozen", "slots")
