@@ -82,6 +82,9 @@ class Store:
         # Keys by resource, in creation order: selecting one kind must not scan every
         # object of every kind (quota admission lists a namespace's quotas per Pod create).
         self._keys: dict[Resource, dict[Key, None]] = {}
+        # (apiVersion, kind) -> resource: found ones only, cleared when a CRD is (un)served
+        # (resources are otherwise only added, at start).
+        self._by_kind: dict[tuple[str, str], Resource] = {}
         self._rv = 0
         self._log: list[tuple[int, Resource, dict[str, Any]]] = []  # (rv, resource, watch event)
         self._lock = threading.RLock()  # tests peek from their own thread
@@ -312,7 +315,38 @@ class Store:
             self.objects[key] = obj
             self._keys.setdefault(res, {})[key] = None
         self._record(res, 'ADDED', obj)
+        if self._owners_absent(obj):
+            # The garbage collector deletes a dependent whose every owner is absent (gone,
+            # or recreated with another uid): garbagecollector.go attemptToDeleteItem, on the
+            # graph builder's notice of the new object. A create that lost a race with its
+            # owner's deletion leaves nothing behind.
+            self._delete(key, 'Background')
         return fresh(obj)
+
+    def _owners_absent(self, obj: dict[str, Any]) -> bool:
+        refs = obj['metadata'].get('ownerReferences') or []
+        if not refs:
+            return False
+        for ref in refs:
+            res = self._resource_of(ref.get('apiVersion', ''), ref.get('kind', ''))
+            if res is None:
+                return False  # an owner kind it cannot resolve: the collector leaves it (and retries)
+            namespace = obj['metadata'].get('namespace') if self.resources[res].namespaced else None
+            owner = self.view(res, namespace, ref.get('name', ''))
+            if owner is not None and owner['metadata'].get('uid') == ref.get('uid'):
+                return False
+        return True
+
+    def _resource_of(self, api_version: str, kind: str) -> Resource | None:
+        known = self._by_kind.get((api_version, kind))
+        if known is not None:
+            return known
+        group, _, version = api_version.rpartition('/')
+        for res, info in self.resources.items():
+            if info.kind == kind and res.version == version and (res.group or '') == group:
+                self._by_kind[api_version, kind] = res
+                return res
+        return None
 
     def _ensure_namespace(self, namespace: str) -> None:
         if self.view(NAMESPACES, None, namespace) is None:
@@ -406,6 +440,7 @@ class Store:
 
     def _serve_crd(self, crd: dict[str, Any]) -> None:
         """Make a CustomResourceDefinition's resources discoverable, and mark it Established."""
+        self._by_kind.clear()
         spec, names = crd.get('spec') or {}, (crd.get('spec') or {}).get('names') or {}
         for version in spec.get('versions') or []:
             if not version.get('served', True):
@@ -424,6 +459,7 @@ class Store:
         }
 
     def _unserve_crd(self, crd: dict[str, Any]) -> None:
+        self._by_kind.clear()
         spec = crd.get('spec') or {}
         for version in spec.get('versions') or []:
             res = Resource(group=spec['group'], version=version['name'], plural=spec['names']['plural'])

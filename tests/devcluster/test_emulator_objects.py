@@ -136,13 +136,29 @@ def test_deleting_owner_collects_dependents(core, emulator: KubeEmulator):
     core.create_namespaced_pod('ns1', _owned_by(owner, 'child-0'))
     core.create_namespaced_pod('ns1', _owned_by(owner, 'child-1'))
     core.create_namespaced_pod('ns1', pod('bystander'))
-    core.create_namespaced_pod('ns2', _owned_by(owner, 'other-namespace'))  # GC is per namespace
 
     core.delete_namespaced_config_map('owner', 'ns1')
 
     assert [p.metadata.name for p in core.list_namespaced_pod('ns1').items] == ['bystander']
-    assert [p.metadata.name for p in core.list_namespaced_pod('ns2').items] == ['other-namespace']
     assert emulator.get_object('v1/pods', 'ns1', 'child-0') is None
+
+
+def test_a_dependent_whose_owners_are_all_absent_is_collected(core, emulator: KubeEmulator):
+    """garbagecollector.go attemptToDeleteItem: a dependent is deleted once every owner is
+    verified absent: gone, recreated with another uid, or (docs, "Owners and dependents")
+    a namespaced owner in another namespace. The create itself succeeds."""
+    owner = core.create_namespaced_config_map('ns1', {'metadata': {'name': 'owner'}})
+    core.create_namespaced_pod('ns1', _owned_by(owner, 'child'))
+    core.create_namespaced_pod('ns2', _owned_by(owner, 'other-namespace'))
+    core.delete_namespaced_config_map('owner', 'ns1')
+    created = core.create_namespaced_pod('ns1', _owned_by(owner, 'too-late'))  # lost the race
+    assert created.metadata.name == 'too-late'
+    core.create_namespaced_config_map('ns1', {'metadata': {'name': 'owner'}})  # same name, new uid
+    core.create_namespaced_pod('ns1', _owned_by(owner, 'stale-uid'))
+    assert core.list_namespaced_pod('ns1').items == [] and core.list_namespaced_pod('ns2').items == []
+    again = core.read_namespaced_config_map('owner', 'ns1')
+    core.create_namespaced_pod('ns1', _owned_by(again, 'current'))
+    assert [p.metadata.name for p in core.list_namespaced_pod('ns1').items] == ['current']
 
 
 def test_orphan_propagation_keeps_dependents_and_drops_the_reference(core):
