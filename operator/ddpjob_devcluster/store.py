@@ -19,6 +19,7 @@ from typing import Any
 import jsonpatch
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
+from ddpjob_devcluster import garbage_collector
 from ddpjob_devcluster.graceful import PODS, graceful_delete
 from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.selectors import SelectorError, labels_of, parse_field_selector, parse_label_selector
@@ -315,29 +316,12 @@ class Store:
             self.objects[key] = obj
             self._keys.setdefault(res, {})[key] = None
         self._record(res, 'ADDED', obj)
-        if self._owners_absent(obj):
-            # The garbage collector deletes a dependent whose every owner is absent (gone,
-            # or recreated with another uid): garbagecollector.go attemptToDeleteItem, on the
-            # graph builder's notice of the new object. A create that lost a race with its
-            # owner's deletion leaves nothing behind.
+        if garbage_collector.owners_absent(self, obj):  # the collector's notice of a new dependent
             self._delete(key, 'Background')
         return fresh(obj)
 
-    def _owners_absent(self, obj: dict[str, Any]) -> bool:
-        refs = obj['metadata'].get('ownerReferences') or []
-        if not refs:
-            return False
-        for ref in refs:
-            res = self._resource_of(ref.get('apiVersion', ''), ref.get('kind', ''))
-            if res is None:
-                return False  # an owner kind it cannot resolve: the collector leaves it (and retries)
-            namespace = obj['metadata'].get('namespace') if self.resources[res].namespaced else None
-            owner = self.view(res, namespace, ref.get('name', ''))
-            if owner is not None and owner['metadata'].get('uid') == ref.get('uid'):
-                return False
-        return True
-
-    def _resource_of(self, api_version: str, kind: str) -> Resource | None:
+    def resource_of(self, api_version: str, kind: str) -> Resource | None:
+        """The served resource of an apiVersion and kind (an owner reference's), or None."""
         known = self._by_kind.get((api_version, kind))
         if known is not None:
             return known
@@ -417,26 +401,8 @@ class Store:
         if res == NAMESPACES:
             for dep_key in [k for k, o in self.objects.items() if k[1] == name and not o.deleted]:
                 self._delete(dep_key, propagation)
-        self._collect_dependents(obj, namespace, propagation)
+        garbage_collector.collect_dependents(self, obj, namespace, propagation)
         return obj
-
-    def _collect_dependents(self, owner: dict[str, Any], namespace: str | None, propagation: str | None) -> None:
-        """The garbage collector, run synchronously: dependents go (or are orphaned) at once."""
-        uid = owner['metadata']['uid']
-        for key, obj in list(self.objects.items()):
-            if obj.deleted or (namespace is not None and key[1] != namespace):
-                continue
-            refs = obj.raw['metadata'].get('ownerReferences') or []
-            if not any(ref.get('uid') == uid for ref in refs):
-                continue
-            if propagation == 'Orphan':
-                orphan = fresh(obj.raw)
-                orphan['metadata']['ownerReferences'] = [r for r in refs if r.get('uid') != uid] or None
-                if orphan['metadata']['ownerReferences'] is None:
-                    del orphan['metadata']['ownerReferences']
-                self._commit(key, obj.raw, orphan)
-            else:
-                self._delete(key, propagation)
 
     def _serve_crd(self, crd: dict[str, Any]) -> None:
         """Make a CustomResourceDefinition's resources discoverable, and mark it Established."""

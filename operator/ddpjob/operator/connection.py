@@ -16,6 +16,8 @@ import atexit
 import base64
 import os
 import tempfile
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import kubernetes
@@ -79,3 +81,16 @@ def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configurati
     # request whose reused keep-alive connection the server had closed.
     config.retries = 1
     return config
+
+
+def direct_or_proxy(config: kubernetes.client.Configuration) -> str | None:
+    """The proxy for the API server: the kubeconfig's proxy-url, else HTTPS_PROXY /
+    HTTP_PROXY (read by the official client's Configuration), unless NO_PROXY exempts
+    the server's host (urllib's rules, as the official client applies them)."""
+    if not config.proxy:
+        return None
+    host = urllib.parse.urlsplit(config.host).hostname or ""
+    no_proxy = getattr(config, "no_proxy", None)
+    if no_proxy and urllib.request.proxy_bypass_environment(host, {"no": no_proxy}):
+        return None
+    return config.proxy

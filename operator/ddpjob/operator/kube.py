@@ -30,8 +30,6 @@ import asyncio
 import json
 import logging
 import time
-import urllib.parse
-import urllib.request
 from typing import Any, Mapping, Protocol
 
 import aiohttp
@@ -155,7 +153,7 @@ class AsyncioTransport:
         aconfig.ssl_ca_cert, aconfig.cert_file, aconfig.key_file = config.ssl_ca_cert, config.cert_file, config.key_file
         aconfig.api_key, aconfig.api_key_prefix = dict(config.api_key), dict(config.api_key_prefix)
         aconfig.username, aconfig.password = config.username, config.password
-        aconfig.proxy = direct_or_proxy(config)
+        aconfig.proxy = connection.direct_or_proxy(config)
         aconfig.connection_pool_maxsize = pool_size
         self.api = _PlainJSONApiClient(aconfig)
         self.timeout = timeout
@@ -163,7 +161,7 @@ class AsyncioTransport:
         # The generated client's session has trust_env=True: aiohttp then looks up the
         # proxy variables and ~/.netrc in a worker thread on every request (two thread
         # hops per Pod create). The official client's Configuration has already read the
-        # proxy variables once (direct_or_proxy), so the session does without.
+        # proxy variables once (connection.direct_or_proxy), so the session does without.
         session, rest.pool_manager = rest.pool_manager, aiohttp.ClientSession(
             connector=rest.pool_manager.connector, trust_env=False, read_bufsize=2**21)
         session.detach()  # the connector now belongs to the new session
@@ -186,19 +184,6 @@ class AsyncioTransport:
 
     async def aclose(self) -> None:
         await self.api.close()
-
-
-def direct_or_proxy(config: kubernetes.client.Configuration) -> str | None:
-    """The proxy for the API server: the kubeconfig's proxy-url, else HTTPS_PROXY /
-    HTTP_PROXY (read by the official client's Configuration), unless NO_PROXY exempts
-    the server's host (urllib's rules, as the official client applies them)."""
-    if not config.proxy:
-        return None
-    host = urllib.parse.urlsplit(config.host).hostname or ""
-    no_proxy = getattr(config, "no_proxy", None)
-    if no_proxy and urllib.request.proxy_bypass_environment(host, {"no": no_proxy}):
-        return None
-    return config.proxy
 
 
 class _PlainJSONApiClient(kubernetes_asyncio.client.ApiClient):
