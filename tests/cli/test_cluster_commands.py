@@ -73,6 +73,17 @@ def test_submit_validates_first_and_sends_nothing(capsys, with_crd, tmp_path) ->
     assert with_crd.writes() == before
 
 
+def test_submit_applies_the_operators_template_policy_and_sends_nothing(capsys, with_crd, tmp_path) -> None:
+    before = with_crd.writes()
+    path = job_file(tmp_path, checkpoint={"volume": {"hostPath": {"path": "/"}}, "mountPath": "/host"})
+    code, out, err = ddpjob(capsys, "submit", path)
+    assert code == 1 and out == "" and with_crd.writes() == before
+    assert err.strip() == (f"{path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's "
+                           "template policy (an admin can allow it: templatePolicy.allow: [hostPath])")
+    code, out, _ = ddpjob(capsys, "submit", "--template-allow", "hostPath", path)
+    assert code == 0 and out.strip() == "ddpjob.ddpjob.io/hello"
+
+
 def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
     code, out, _ = ddpjob(capsys, "get")

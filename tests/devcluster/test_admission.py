@@ -114,7 +114,7 @@ def test_unlabelled_namespace_is_privileged(core) -> None:
 
 def test_the_operators_rendered_pod_passes_restricted() -> None:
     job = spec.parse_job({**JOB, "spec": {**JOB["spec"], "checkpoint": {"claimName": "ckpt"}}})
-    assert podsecurity.violations("restricted", render.render_pod(job, 0)["spec"]) == []
+    assert podsecurity.violations("restricted", render.render_pod(job, 0)) == []
 
 
 # ---- ResourceQuota -------------------------------------------------------------------

@@ -20,6 +20,8 @@ LABEL_RESTART_COUNT = f"{GROUP}/restart-count"
 
 # The container the environment contract is written into; users' sidecars keep theirs.
 TRAINER_CONTAINER = "trainer"
+# The Pod volume that holds spec.checkpoint (a template volume of this name is replaced).
+CHECKPOINT_VOLUME = "checkpoint"
 
 DEFAULT_PORT = contract.DEFAULT_PORT
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"

@@ -40,12 +40,14 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add the cluster subcommands to `ddpjob`'s subparsers (called by cli/main.py)."""
+    from ddpjob.cli.main import template_allow_flag
     p = sub.add_parser("submit", help="validate a DDPJob file and apply it to the cluster")
     p.add_argument("file", nargs="?", help="DDPJob YAML file, or - for standard input")
     p.add_argument("-f", "--filename", help="the same as FILE (like kubectl)")
     p.add_argument("--wait", action="store_true", help="follow phase changes; exit with the job's result")
     p.add_argument("--timeout", type=duration, default=None, help="with --wait: give up after this long (e.g. 30m)")
     p.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
+    template_allow_flag(p)
     cluster_command(p, cmd_submit)
 
     p = sub.add_parser("get", help="list DDPJobs (a table like kubectl), or one")
@@ -133,10 +135,10 @@ def phase_of(job: dict[str, Any]) -> str:
 # ---- commands ------------------------------------------------------------------------
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
-    from ddpjob.cli.main import load_jobs
+    from ddpjob.cli.main import load_allowed_jobs
     from ddpjob.api.spec import InvalidSpec
     try:
-        load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
+        load_allowed_jobs(args, conn.namespace)  # every field and the template policy, before anything is sent
     except InvalidSpec as exc:
         raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
     from ddpjob.cli.main import load_documents

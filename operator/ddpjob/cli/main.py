@@ -47,14 +47,22 @@ def _template_allow(args: argparse.Namespace) -> frozenset[str]:
         raise FileError(f"--template-allow: {exc}") from None
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def load_allowed_jobs(args: argparse.Namespace, namespace: str | None = None) -> list[DDPJob]:
+    """`load_jobs`, then the operator's template policy on each job's rendered Pod
+    (`--template-allow` as the operator's templatePolicy.allow): what `validate` and
+    `submit` check, the same function as the operator."""
     from ddpjob.api import template_policy
 
-    jobs = load_jobs(args.file)
+    jobs = load_jobs(args.file, namespace)
     allow = _template_allow(args)
-    errors = [e for job in jobs for e in template_policy.check(job.template, allow)]
+    errors = [e for job in jobs for e in template_policy.check(job, render.render_pod(job, 0), allow)]
     if errors:
         raise InvalidSpec(errors)
+    return jobs
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    jobs = load_allowed_jobs(args)
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
               f"({job.nodes} node(s) x {job.nproc_per_node} process(es), {job.backend})")
@@ -135,6 +143,12 @@ def add_file(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--filename", metavar="FILE", help="the same as FILE, as kubectl spells it")
 
 
+def template_allow_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--template-allow", metavar="LIST",
+                   help="what the job may ask of its Pods, as the operator's templatePolicy.allow "
+                        "(comma-separated, e.g. hostPath,capabilities; docs/threat-model.md lists them)")
+
+
 def file_commands(sub: argparse._SubParsersAction) -> None:
     """The commands that read a DDPJob file and need no cluster."""
     p = sub.add_parser("validate", help="check a DDPJob file; one line per field error",
@@ -143,9 +157,7 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
                        epilog="example: ddpjob validate -f manifests/examples/mnist-cpu.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_file(p)
-    p.add_argument("--template-allow", metavar="LIST",
-                   help="what the template may ask for, as the operator's templatePolicy.allow "
-                        "(comma-separated: privileged,hostPath,hostNamespaces,capabilities)")
+    template_allow_flag(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="print the Service and Pods the operator would create",
@@ -188,8 +200,8 @@ def operator_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
     p.add_argument("--template-allow", metavar="LIST",
-                   help="what job templates may ask for (default: none of privileged,hostPath,"
-                        "hostNamespaces,capabilities); also DDPJOB_TEMPLATE_ALLOW")
+                   help="what job templates may ask for beyond the default policy (comma-separated, "
+                        "docs/threat-model.md lists them); also DDPJOB_TEMPLATE_ALLOW")
     p.set_defaults(func=cmd_operator)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
+from ddpjob import render
 from ddpjob.api import spec, template_policy
 from ddpjob.job import count_writes, lifecycle, observe, refusals as job_refusals, scheduling
 from ddpjob.job.observe import PodState
@@ -213,7 +214,8 @@ class Controller:
 
         try:
             parsed = spec.parse_job(body)
-            errors = [str(e) for e in template_policy.check(parsed.template, self.template_allow)] or None
+            pod = render.render_pod(parsed, 0)  # the policy reads the whole Pod the job would get
+            errors = [str(e) for e in template_policy.check(parsed, pod, self.template_allow)] or None
         except spec.InvalidSpec as exc:
             parsed, errors = None, [str(e) for e in exc.errors]
         if errors is None and job.rejected and job.rejected[0] == generation:
