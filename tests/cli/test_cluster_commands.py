@@ -78,7 +78,7 @@ def test_submit_applies_the_operators_template_policy_and_sends_nothing(capsys, 
     path = job_file(tmp_path, checkpoint={"volume": {"hostPath": {"path": "/"}}, "mountPath": "/host"})
     code, out, err = ddpjob(capsys, "submit", path)
     assert code == 1 and out == "" and with_crd.writes() == before
-    assert err.strip() == (f"{path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's "
+    assert err.strip() == (f"error: {path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's "
                            "template policy (an admin can allow it: templatePolicy.allow: [hostPath])")
     code, out, _ = ddpjob(capsys, "submit", "--template-allow", "hostPath", path)
     assert code == 0 and out.strip() == "ddpjob.ddpjob.io/hello"

@@ -1,16 +1,11 @@
 """The Pod Security Standards (baseline and restricted), checked on a Pod.
 
 Upstream: staging/src/k8s.io/pod-security-admission (policy/check_*.go, policy/registry.go)
-and https://kubernetes.io/docs/concepts/security/pod-security-standards/, at "latest".
-Each check gives upstream's reason and detail (what Pod Security Admission says when it
-refuses a Pod) and the path of every offending field in the Pod, so that the operator's
-template policy (`template_policy`) can name the field of the job that asked for it.
-
-Two users, one set of checks: the operator's template policy refuses by default what the
-baseline standard forbids, and the development cluster's Pod Security Admission
-(`ddpjob_devcluster.admission.podsecurity`) refuses what a namespace's level forbids.
-Pure; reads any mapping and never raises on odd types (an odd value is what the API's own
-validation reports, not this).
+at "latest". Each check gives upstream's reason and detail (what Pod Security Admission
+says) and the path of every offending field, so that the operator's template policy
+(`template_policy`, which refuses what baseline forbids) names the job's field. The dev
+cluster's Pod Security Admission (`ddpjob_devcluster.admission.podsecurity`) uses the same
+checks. Pure; odd types are the API's own validation's to report, never an exception here.
 """
 from __future__ import annotations
 
@@ -71,7 +66,7 @@ def _sc(c: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _pod_sc(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return as_map(pod_spec(pod).get('securityContext'))
+    return _sc(pod_spec(pod))
 
 
 def _quote(xs: list[str]) -> str:
@@ -180,17 +175,16 @@ def _seccomp(pod: Mapping[str, Any]) -> tuple[Any, list[tuple[str, str, Any]]]:
 def seccomp_baseline(pod: Mapping[str, Any]) -> Found | None:
     kind, per = _seccomp(pod)
     bad = [(p, n) for p, n, t in per if t == 'Unconfined']
-    parts = (['pod must not set securityContext.seccompProfile.type to "Unconfined"'] if kind == 'Unconfined' else []) \
-        + ([f'{_named("container", [n for _, n in bad])} must not set securityContext.seccompProfile.type to '
-            f'"Unconfined"'] if bad else [])
-    paths = (['spec.securityContext.seccompProfile.type'] if kind == 'Unconfined' else []) \
-        + [f'{p}.securityContext.seccompProfile.type' for p, _ in bad]
-    return _found('seccompProfile', parts, paths)
+    who = (['pod'] if kind == 'Unconfined' else []) + ([_named('container', [n for _, n in bad])] if bad else [])
+    return _found('seccompProfile', [f'{w} must not set securityContext.seccompProfile.type to "Unconfined"'
+                                     for w in who],
+                  (['spec.securityContext.seccompProfile.type'] if kind == 'Unconfined' else [])
+                  + [f'{p}.securityContext.seccompProfile.type' for p, _ in bad])
 
 
 def sysctls(pod: Mapping[str, Any]) -> Found | None:
-    items = [(i, as_map(s).get('name')) for i, s in enumerate(as_list(_pod_sc(pod).get('sysctls')))]
-    bad = [(i, n) for i, n in items if n not in SAFE_SYSCTLS]
+    bad = [(i, as_map(s).get('name')) for i, s in enumerate(as_list(_pod_sc(pod).get('sysctls')))
+           if as_map(s).get('name') not in SAFE_SYSCTLS]
     return _found('forbidden sysctls', [', '.join(str(n) for _, n in bad)],
                   [f'spec.securityContext.sysctls[{i}].name' for i, _ in bad])
 
@@ -247,25 +241,21 @@ def run_as_non_root(pod: Mapping[str, Any]) -> Found | None:
         return Found('runAsNonRoot != true', 'pod must not set securityContext.runAsNonRoot=false',
                      ('spec.securityContext.runAsNonRoot',))
     explicit = [(p, n) for p, n, c in _containers(pod) if _sc(c).get('runAsNonRoot') is False]
-    if explicit:
-        return Found('runAsNonRoot != true', f'{_named("container", [n for _, n in explicit])} must not set '
-                                             f'securityContext.runAsNonRoot=false',
-                     tuple(f'{p}.securityContext.runAsNonRoot' for p, _ in explicit))
     implicit = [(p, n) for p, n, c in _containers(pod) if _sc(c).get('runAsNonRoot') is None and pod_value is not True]
-    return _found('runAsNonRoot != true', [f'pod or {_named("container", [n for _, n in implicit])} must set '
-                                           f'securityContext.runAsNonRoot=true'],
-                  [f'{p}.securityContext.runAsNonRoot' for p, _ in implicit])
+    bad, text = (explicit, 'must not set securityContext.runAsNonRoot=false') if explicit else \
+        (implicit, 'must set securityContext.runAsNonRoot=true')
+    who = _named("container", [n for _, n in bad])
+    return _found('runAsNonRoot != true', [f'{who if explicit else "pod or " + who} {text}'],
+                  [f'{p}.securityContext.runAsNonRoot' for p, _ in bad])
 
 
 def run_as_user(pod: Mapping[str, Any]) -> Found | None:
-    parts, paths = [], []
-    if _pod_sc(pod).get('runAsUser') == 0:
-        parts, paths = ['pod must not set runAsUser=0'], ['spec.securityContext.runAsUser']
+    on_pod = _pod_sc(pod).get('runAsUser') == 0
     bad = [(p, n) for p, n, c in _containers(pod) if _sc(c).get('runAsUser') == 0]
-    if bad:
-        parts.append(f'{_named("container", [n for _, n in bad])} must not set runAsUser=0')
-        paths += [f'{p}.securityContext.runAsUser' for p, _ in bad]
-    return _found('runAsUser=0', parts, paths)
+    return _found('runAsUser=0', (['pod must not set runAsUser=0'] if on_pod else [])
+                  + ([f'{_named("container", [n for _, n in bad])} must not set runAsUser=0'] if bad else []),
+                  (['spec.securityContext.runAsUser'] if on_pod else [])
+                  + [f'{p}.securityContext.runAsUser' for p, _ in bad])
 
 
 def seccomp_restricted(pod: Mapping[str, Any]) -> Found | None:
@@ -294,19 +284,12 @@ RESTRICTED: list[tuple[Check, Check | None]] = [
     (seccomp_restricted, seccomp_baseline)]
 
 
-def checks(level: str) -> list[Check]:
-    """The checks of a level, in the order Pod Security Admission runs them."""
-    if level not in ('baseline', 'restricted'):
-        return []
-    found = list(BASELINE)
-    if level == 'restricted':
-        overridden = {o for _, o in RESTRICTED if o is not None}
-        found = [c for c in found if c not in overridden] + [c for c, _ in RESTRICTED]
-    return found
-
-
 def findings(level: str, pod: Mapping[str, Any]) -> list[tuple[Check, Found]]:
-    return [(check, f) for check in checks(level) if (f := check(pod)) is not None]
+    """(check, what it found) of a level's failed checks, in Pod Security Admission's order."""
+    overridden = {o for _, o in RESTRICTED if o is not None}
+    checks = {'baseline': BASELINE, 'restricted': [c for c in BASELINE if c not in overridden]
+              + [c for c, _ in RESTRICTED]}.get(level, [])
+    return [(check, f) for check in checks if (f := check(pod)) is not None]
 
 
 def violations(level: str, pod: Mapping[str, Any]) -> list[str]:
