@@ -65,6 +65,19 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o['kind'] == kind]
 
 
+AGGREGATE_LABEL = 'rbac.authorization.k8s.io/aggregate-to-'
+
+
+def is_aggregated(obj: dict[str, Any]) -> bool:
+    """A ClusterRole for the cluster's users (aggregated into admin/edit/view), not the operator's."""
+    return any(k.startswith(AGGREGATE_LABEL) for k in (obj['metadata'].get('labels') or {}))
+
+
+def operator_rbac(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rendered objects without the users' aggregated ClusterRoles: the operator's own RBAC."""
+    return [o for o in objects if not is_aggregated(o)]
+
+
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = by_kind(objects, kind)
     assert len(found) == 1, f'expected one {kind}, got {len(found)}'
