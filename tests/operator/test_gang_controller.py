@@ -160,3 +160,58 @@ def test_a_preempted_member_that_vanished_is_still_a_disruption():
     status = last_status(kube)
     assert status["phase"] == "Restarting", status["message"]
     assert status["disruptions"] == 1 and "not counted against maxRestarts=0" in status["message"]
+
+
+def test_a_pod_group_this_job_does_not_control_is_neither_adopted_nor_deleted():
+    # Someone made j-attempt-0 first (to steer the gang): the job waits, NotOwned, and the
+    # operator never deletes that object, not even when the job is suspended.
+    body = job_body(nodes=2, scheduling={"gang": "kubernetes"})
+    c, _, events, index = make(body)
+    kube = with_gang_kube(c)
+    planted = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+               "metadata": {"name": "j-attempt-0", "namespace": "ns", "uid": "other"}}
+    original = kube.create
+
+    async def create(obj: dict, read_existing: bool = True):
+        if obj["metadata"]["name"] == "j-attempt-0":
+            kube.calls.append(("create", "j-attempt-0"))
+            return planted, False
+        return await original(obj, read_existing)
+
+    kube.create = create
+    delay = run(c)[0]
+    assert [name for kind, name in kube.calls if kind == "create"] == ["j-attempt-0"]  # no Pods
+    cond = conditions(last_status(kube))["GangScheduled"]
+    assert cond["status"] == "False" and cond["reason"] == "NotOwned" and "no controller" in cond["message"]
+    assert delay and delay > 0
+    index["body"] = {**body, "spec": {**body["spec"], "suspend": True}, "status": last_status(kube)}
+    c._jobs[("ns", "j")].status = None
+    run(c)
+    assert not [u for u in kube.urls if u.endswith("/j-attempt-0")]
+
+
+def test_the_pod_group_is_deleted_with_its_uid_as_a_precondition():
+    # A PodGroup deleted by someone else and made anew under the name is not the operator's.
+    body = job_body(nodes=2, scheduling={"gang": "kubernetes"})
+    c, _, _, index = make(body)
+    kube = with_gang_kube(c)
+    deletes: list[dict] = []
+    create, delete = kube.create, kube.delete
+
+    async def create_with_uid(obj: dict, read_existing: bool = True):
+        got, fresh = await create(obj, read_existing)
+        if obj["kind"] == "PodGroup":  # the server's answer carries the uid it gave
+            got = {**got, "metadata": {**got["metadata"], "uid": "pg-uid"}}
+        return got, fresh
+
+    async def recorded_delete(url: str, **kw: Any) -> bool:
+        deletes.append({"url": url, **kw})
+        return await delete(url, **kw)
+
+    kube.create, kube.delete = create_with_uid, recorded_delete
+    run(c)
+    index["body"] = {**body, "spec": {**body["spec"], "suspend": True}, "status": last_status(kube)}
+    c._jobs[("ns", "j")].status = None
+    run(c)
+    (group,) = [d for d in deletes if d["url"].endswith("/j-attempt-0")]
+    assert group["uid"] == "pg-uid"

@@ -78,7 +78,12 @@ class Children:
             # The API went away after startup (a CRD deleted): report it, re-check later.
             self.gang.missing[gang] = f"{group['apiVersion']} PodGroup is not served by this cluster"
             return UNAVAILABLE, f"spec.scheduling.gang={gang}: {self.gang.missing[gang]}"
-        job.pod_groups[name] = (group["apiVersion"], group["kind"])
+        if obj is not None and refusals.controller_uid(obj) != (job.uid or ""):
+            # A PodGroup of this name that this job does not control (someone made it
+            # first): never adopted, never deleted; the job waits with NotOwned.
+            refused = refusals.not_owned("PodGroup", obj, parsed.name)
+            return refused.reason, refused.message
+        job.pod_groups[name] = (group["apiVersion"], group["kind"], (obj or {}).get("metadata", {}).get("uid"))
         if ((obj or {}).get("metadata") or {}).get("deletionTimestamp"):
             # The same attempt's PodGroup (suspend, then resume) still waits on its
             # protection finalizer for the old Pods to end: Pods made now would point at
@@ -95,9 +100,9 @@ class Children:
         current = names.pod_group_name(job.key[1], int(status.get("restarts", 0)))
         keep = {current} if live else set()
         for name in [n for n in job.pod_groups if n not in keep]:
-            api_version, kind = job.pod_groups[name]
-            try:
-                await self.kube.delete(object_path(api_version, kind, ns, name))
+            api_version, kind, uid = job.pod_groups[name]
+            try:  # the uid precondition: a PodGroup made anew under this name is not ours
+                await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
             except Conflict:
                 pass
             job.pod_groups.pop(name, None)
