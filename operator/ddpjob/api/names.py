@@ -31,6 +31,9 @@ DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 # are both at most 63 characters.
 MAX_LABEL = 63
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A Service name is a DNS-1035 label: it also starts with a letter (the API server's
+# ValidateServiceName). The job's Service takes the job's name, so the job name is one too.
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def service_name(job: str) -> str:
@@ -53,6 +56,10 @@ def max_job_name_length(nodes: int) -> int:
 
 def is_dns1123_label(value: str) -> bool:
     return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))
+
+
+def is_dns1035_label(value: str) -> bool:
+    return len(value) <= MAX_LABEL and bool(_DNS1035_LABEL.fullmatch(value))
 
 
 def pod_group_name(job: str, attempt: int) -> str:
