@@ -381,6 +381,25 @@ def validate(body: Mapping[str, Any]) -> list[FieldError]:
     return []
 
 
+def immutable_record(job: DDPJob) -> dict[str, Any]:
+    """The immutable fields as the gang is made ('auto' resolved): the operator keeps them
+    in `status.immutableSpec` and compares every later spec with them. Not kopf's
+    last-handled-configuration annotation: whoever may patch the job may rewrite that."""
+    record: dict[str, Any] = {"nodes": job.nodes, "nprocPerNode": job.nproc_per_node, "backend": job.backend,
+                              "image": job.image, "args": list(job.args), "gpusPerNode": job.gpus_per_node}
+    if job.command is not None:
+        record["command"] = list(job.command)
+    return record
+
+
+def immutable_changes(recorded: Any, job: DDPJob) -> list[FieldError]:
+    """An error per immutable field whose value differs from the record (none without one)."""
+    if not isinstance(recorded, Mapping):
+        return []
+    now = immutable_record(job)
+    return [ImmutableFieldError(f"spec.{key}") for key in IMMUTABLE_FIELDS if recorded.get(key) != now.get(key)]
+
+
 def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """Errors of `new`, plus changes to fields that cannot change under a running gang."""
     errors = validate(new)

@@ -15,7 +15,7 @@ from ddpjob.job.observe import PodState
 from ddpjob.job.refusals import refused_status
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
 from ddpjob.api.launchers import world_warning
-from ddpjob.api.spec import DDPJob
+from ddpjob.api.spec import DDPJob, immutable_record
 
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
 SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
@@ -67,7 +67,8 @@ def parse_time(value: str | None) -> datetime | None:
 
 def resolved(job: DDPJob) -> dict[str, Any]:
     """What 'auto' became, for `kubectl get` (the PROCS column) and for people."""
-    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size}
+    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size,
+            "immutableSpec": immutable_record(job)}
 
 
 def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:

@@ -64,7 +64,6 @@ class _Job:
     resource_version: str | None = None  # of the object as `status` was written
     service_attempt: int | None = None  # the gang attempt whose Service was last ensured
     expectations: Expectations = field(default_factory=Expectations)
-    rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
     backoff: refusals.Backoff = field(default_factory=refusals.Backoff)  # refused creates
     # PodGroups this job controls, by name -> (apiVersion, kind, uid); deleted when their attempt ends.
     pod_groups: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
@@ -77,7 +76,7 @@ class _Job:
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
-        self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
+        self.uid, self.status, self.service_attempt = uid, None, None
         self.resource_version = None
         # (disrupted is kept: it may predate the first reconcile, and entries of another uid
         # are dropped when read)
@@ -126,11 +125,6 @@ class Controller:
     def trigger(self, namespace: str, name: str, delay: float = 0.0) -> None:
         """Ask for a reconcile of one job, now or after `delay` (coalescing the ones between)."""
         self.queue.trigger((namespace, name), delay)
-
-    def reject_update(self, namespace: str, name: str, generation: int, errors: list[str]) -> None:
-        """A spec update the job logic refuses (an immutable field changed): fail the job."""
-        self._job((namespace, name)).rejected = (generation, list(errors))
-        self.trigger(namespace, name)
 
     def forget(self, namespace: str, name: str) -> None:
         """The DDPJob is gone: drop timers and memory (its children go by owner reference)."""
@@ -215,11 +209,10 @@ class Controller:
         try:
             parsed = spec.parse_job(body)
             pod = render.render_pod(parsed, 0)  # the policy reads the whole Pod the job would get
-            errors = [str(e) for e in template_policy.check(parsed, pod, self.template_allow)] or None
+            errors = [str(e) for e in spec.immutable_changes(previous.get("immutableSpec"), parsed)
+                      + template_policy.check(parsed, pod, self.template_allow)] or None
         except spec.InvalidSpec as exc:
             parsed, errors = None, [str(e) for e in exc.errors]
-        if errors is None and job.rejected and job.rejected[0] == generation:
-            errors = job.rejected[1]
         if errors is not None:
             return await self._invalid(job, body, previous, errors, generation, uid)
 

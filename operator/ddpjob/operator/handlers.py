@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from ddpjob.operator import controller as ctl
-from ddpjob.api import names, spec, template_policy
+from ddpjob.api import names, template_policy
 from ddpjob.operator.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
@@ -233,16 +233,11 @@ async def job_created(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> N
 
 
 @kopf.on.update(*JOBS, field="spec")
-async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body, meta: kopf.Meta,
-                           memo: kopf.Memo, **_: Any) -> None:
-    # The validity of the new spec alone is checked by every reconcile; what only an
-    # update can show is a change to a field a running gang cannot take.
-    errors = spec.validate_update({"spec": old or {}}, body)
-    if any(isinstance(e, spec.ImmutableFieldError) for e in errors):
-        memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0),
-                                      [str(e) for e in errors])
-    else:
-        memo.controller.trigger(namespace, name)
+async def job_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    # Only a trigger: kopf's `old` comes from its last-handled-configuration annotation,
+    # which whoever may patch the job can rewrite. The reconcile checks the immutable
+    # fields against status.immutableSpec, which only the operator writes.
+    memo.controller.trigger(namespace, name)
 
 
 def _deleted(type: str | None, **_: Any) -> bool:
