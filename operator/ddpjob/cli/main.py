@@ -83,7 +83,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ddpjob.local import gpus  # keeps `validate`/`render` free of process machinery
+    from ddpjob.local import gpus, trust  # keeps `validate`/`render` free of process machinery
     from ddpjob.local.runner import run_job
 
     jobs = load_jobs(args.file)
@@ -91,6 +91,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise FileError(f"{args.file}: `ddpjob run` takes exactly one DDPJob (found {len(jobs)})")
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
     warn(args, job)
+    loading = trust.code_loading_env(job)
+    if loading and not args.allow_env:
+        path, name = loading[0]
+        raise FileError(f"{args.file}: {path}: {name} changes how local processes load code; `ddpjob run` passes "
+                        "it only with --allow-env")
+    for path, name in loading:
+        print(f"{args.file}: warning: {path}: {name} changes how local processes load code (--allow-env)",
+              file=sys.stderr)
     available = gpus.visible_gpus()
     problem = gpus.gpu_error(job, available)
     if problem:
@@ -186,6 +194,8 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
                    help="run a GPU job on CPU: no GPUs, gloo, the same world size")
     p.add_argument("--fresh", action="store_true",
                    help="delete the checkpoints and status of an earlier run of this job first")
+    p.add_argument("--allow-env", action="store_true",
+                   help="pass job env that changes how local processes load code (PATH, PYTHONPATH, LD_PRELOAD, ...)")
     p.set_defaults(func=cmd_run)
 
 
