@@ -299,8 +299,9 @@ class ProcessKubelet:
             return
         c.confirm_deletion = False
         with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
-            core.delete_namespaced_pod(c.pod, c.namespace, grace_period_seconds=0,
-                                       body={'preconditions': {'uid': c.uid}}, _request_timeout=10)
+            # gracePeriodSeconds in the body: with a body, the API server ignores the query.
+            core.delete_namespaced_pod(c.pod, c.namespace, body={'gracePeriodSeconds': 0,
+                                                                 'preconditions': {'uid': c.uid}}, _request_timeout=10)
 
     def _close_log(self, c: Container) -> None:
         if c.log_file is None:
