@@ -140,9 +140,9 @@ def _node(cluster: Cluster, name: str, ready: str) -> None:
 def test_a_pod_stuck_terminating_is_force_deleted_only_when_its_node_is_lost(cluster: Cluster, operator,
                                                                              monkeypatch) -> None:
     from datetime import timedelta
-    from ddpjob.job import lifecycle
+    from ddpjob.job import creation
     from kmock._internal import references
-    monkeypatch.setattr(lifecycle, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
+    monkeypatch.setattr(creation, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
     _node(cluster, "alive", "True")
     _node(cluster, "lost", "Unknown")  # its kubelet stopped posting status
     template = {"spec": {"terminationGracePeriodSeconds": 1}}

@@ -12,7 +12,10 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.errors import FieldError, ImmutableFieldError, InvalidSpec
 from ddpjob.api.scheduling import Scheduling, check_scheduling
+
+__all__ = ["FieldError", "ImmutableFieldError", "InvalidSpec", "DDPJob", "parse_job"]
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
@@ -39,29 +42,6 @@ SPEC_FIELDS = frozenset({
 
 
 MAX_DURATION_SECONDS = 365 * 24 * 3600  # one year
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-@dataclass(frozen=True)
-class ImmutableFieldError(FieldError):
-    """A change to a field a running gang cannot take (the CRD marks these too)."""
-    message: str = "is immutable"
-
-
-class InvalidSpec(ValueError):
-    """Raised with every field error at once, so a user fixes a file in one pass."""
-
-    def __init__(self, errors: list[FieldError]):
-        self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import yaml
 
@@ -133,13 +133,13 @@ def phase_of(job: dict[str, Any]) -> str:
 # ---- commands ------------------------------------------------------------------------
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
-    from ddpjob.cli.main import load_jobs
+    from ddpjob.cli.files import load_jobs
     from ddpjob.api.spec import InvalidSpec
     try:
         load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
     except InvalidSpec as exc:
         raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
-    from ddpjob.cli.main import load_documents
+    from ddpjob.cli.files import load_documents
     submitted = []
     for doc in load_documents(args.file):
         name = doc["metadata"]["name"]
@@ -244,15 +244,3 @@ def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
                                                _content_type="application/merge-patch+json")
     print(f"ddpjob.{names.GROUP}/{args.name} {'suspended' if suspend else 'resumed'}")
     return 0
-
-
-def lines_of(stream: Any) -> Iterator[str]:
-    """Lines of a streamed HTTP body, as they arrive."""
-    pending = b""
-    for chunk in stream.stream(4096, decode_content=True):
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line.decode(errors="replace")
-    if pending:
-        yield pending.decode(errors="replace")

@@ -11,25 +11,8 @@ from pathlib import Path
 from ddpjob import render
 from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
-from ddpjob.cli.files import FileError, load_documents
+from ddpjob.cli.files import FileError, load_documents, load_jobs
 from ddpjob.version import __version__, image_tags
-
-
-def load_jobs(path: str, namespace: str | None = None) -> list[DDPJob]:
-    """Every DDPJob in the file, or InvalidSpec naming each bad field of each document."""
-    jobs, errors = [], []
-    docs = load_documents(path)
-    for i, doc in enumerate(docs):
-        if namespace and isinstance(doc, dict):
-            doc = {**doc, "metadata": {**(doc.get("metadata") or {}), "namespace": namespace}}
-        try:
-            jobs.append(parse_job(doc))
-        except InvalidSpec as exc:
-            prefix = f"document {i + 1}: " if len(docs) > 1 else ""
-            errors += [type(e)(prefix + e.path, e.message) for e in exc.errors]
-    if errors:
-        raise InvalidSpec(errors)
-    return jobs
 
 
 def warn(args: argparse.Namespace, job: DDPJob) -> None:

@@ -21,7 +21,7 @@ import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob.api import names, spec, template_policy
-from ddpjob.operator.backoff import Backoff
+from ddpjob.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.progress import (DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND,

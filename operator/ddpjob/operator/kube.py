@@ -38,7 +38,7 @@ import kubernetes_asyncio
 
 from ddpjob.api import names
 from ddpjob.operator import connection
-from ddpjob.operator.backoff import Backoff
+from ddpjob.backoff import Backoff
 from ddpjob.render.gang import POD_GROUP_KINDS
 
 logger = logging.getLogger("ddpjob.operator.kube")
