@@ -186,3 +186,49 @@ def test_the_charts_rbac_grants_the_operator_what_it_uses_and_nothing_more(clust
     for verb, resource in (("get", "secrets"), ("create", "pods/exec"), ("update", "pods"), ("delete", "services"),
                            ("create", "ddpjobs.ddpjob.io"), ("patch", "nodes")):
         assert not can(verb, resource), f"the chart's Role grants {verb} {resource}"
+
+
+FAIL_TWICE = ("import os, sys; attempt = int(os.environ['DDPJOB_RESTART_COUNT']); "
+              "sys.exit(137 if attempt < 2 and os.environ['NODE_RANK'] == '1' else 0)")
+
+
+def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: RealCluster) -> None:
+    """A leader hand-over where both run for a while: status writes carry the
+    resourceVersion they were planned from, so on a real server neither overwrites the
+    other and the job's history never goes backwards."""
+    import copy
+    import threading
+    from ddpjob_devcluster.cluster_api import OperatorProcess
+
+    second = OperatorProcess(cluster.operator.kubeconfig, cluster.workdir / 'operator-2.log',
+                             command=list(cluster.operator.command), env=dict(cluster.operator.env)).start()
+    seen: list[tuple[str | None, int]] = []
+    done = threading.Event()
+
+    def record() -> None:
+        while not done.is_set():
+            status = cluster.status("pair")
+            seen.append((status.get("phase"), status.get("restarts", 0)))
+            done.wait(0.05)
+
+    watcher = threading.Thread(target=record, daemon=True)
+    try:
+        body = job("pair", nodes=3, maxRestarts=5)
+        body["spec"]["command"] = [sys.executable, "-c", FAIL_TWICE]
+        watcher.start()
+        cluster.create_job(copy.deepcopy(body))
+        final = cluster.wait_phase("pair", "Succeeded", timeout=120)
+    finally:
+        done.set()
+        second.stop()
+    watcher.join(timeout=5)
+    seen.append((final["phase"], final["restarts"]))  # the poller may stop just before it
+    assert final["restarts"] == 2 and final["lastFailure"]["nodeRank"] == 1
+    restarts = [r for _, r in seen]
+    assert restarts == sorted(restarts), restarts  # never overwritten by a stale plan
+    phases = [p for p, _ in seen if p]
+    first = phases.index("Succeeded")
+    assert set(phases[first:]) == {"Succeeded"}, phases
+    pods = cluster.pods("pair")
+    assert sorted(p["metadata"]["name"] for p in pods) == ["pair-0", "pair-1", "pair-2"]
+    assert {p["metadata"]["labels"]["ddpjob.io/restart-count"] for p in pods} == {"2"}

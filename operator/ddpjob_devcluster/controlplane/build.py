@@ -44,10 +44,11 @@ class Component:
     # Stamped into the binaries as upstream's release build does (hack/lib/version.sh),
     # so `kubectl version` and discovery report the release, not v0.0.0-master.
     version_package: str | None = None
+    modules: pathlib.Path = MODULES  # where the component's Go module folder lives
 
     @property
     def folder(self) -> pathlib.Path:
-        return MODULES / self.name
+        return self.modules / self.name
 
     def version(self) -> str:
         """The pinned release, read from go.mod's require of `module`."""
