@@ -37,12 +37,14 @@ class ControlPlane:
 
     def __init__(self, workdir: str | pathlib.Path, *, feature_gates: dict[str, bool] | None = None,
                  runtime_config: list[str] | None = None, scheduler_config: pathlib.Path | None = None,
-                 verbosity: int = 1):
+                 verbosity: int = 1, api_server_args: list[str] | None = None):
+        """api_server_args: more kube-apiserver flags (e.g. an audit log for a benchmark)."""
         self.workdir = pathlib.Path(workdir)
         self.feature_gates = dict(feature_gates or {})
         self.runtime_config = list(runtime_config or [])
         self.scheduler_config = scheduler_config
         self.verbosity = verbosity
+        self.api_server_args = list(api_server_args or [])
         self.components: list[Component] = []
         self.pki_dir = self.workdir / 'pki'
         self.logs = self.workdir / 'logs'
@@ -158,6 +160,7 @@ class ControlPlane:
             args.append('--feature-gates=' + ','.join(f'{k}={str(v).lower()}' for k, v in sorted(self.feature_gates.items())))
         if self.runtime_config:
             args.append('--runtime-config=' + ','.join(self.runtime_config))
+        args += self.api_server_args
         api = Component('kube-apiserver', args, self.logs / 'kube-apiserver.log', ports=(self.port,))
         self.components.append(api)
         pki.write_kubeconfig(self.admin_kubeconfig, self.server, self.ca, user='ddpjob-admin',
