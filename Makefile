@@ -38,8 +38,8 @@ test: $(STAMP) tools control-plane
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
 
-bench: $(STAMP)
-	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
+bench: $(STAMP) tools control-plane
+	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
 
 e2e-kind: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" hack/e2e-kind.sh
