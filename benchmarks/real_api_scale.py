@@ -144,8 +144,10 @@ def real_backend(tmp: pathlib.Path):
                     if entry.get('stage') != 'ResponseComplete' or entry['user'].get('username') != user:
                         continue
                     if entry['verb'] in WRITES and ref.get('resource'):
+                        code = (entry.get('responseStatus') or {}).get('code', 200)
                         out.append(f'{entry["verb"]} {ref["resource"]}'
-                                   f'{"/" + ref["subresource"] if ref.get("subresource") else ""}')
+                                   f'{"/" + ref["subresource"] if ref.get("subresource") else ""}'
+                                   f'{f" ({code})" if code >= 300 else ""}')
             return out
 
         def mark() -> None:

@@ -141,3 +141,30 @@ def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monke
     assert code == 1 and out == ""
     assert err.startswith(expected), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+HOSTILE = {"checkpoint": {"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"},
+           "template": {"spec": {"securityContext": {"runAsUser": 0, "runAsNonRoot": False},
+                                 "nodeName": "node-1", "tolerations": [{"operator": "Exists"}]}}}
+
+
+def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_field(capsys, with_crd, tmp_path) -> None:
+    only = job_file(tmp_path, checkpoint=HOSTILE["checkpoint"])
+    code, out, err = ddpjob(capsys, "validate", "-f", only)
+    assert code != 0 and err.strip().splitlines() == [
+        f"{only}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's template policy "
+        "(an admin can allow it: templatePolicy.allow: [hostPath])"]
+    path = job_file(tmp_path, **HOSTILE)
+    code, out, err = ddpjob(capsys, "validate", "-f", path)
+    lines = err.strip().splitlines()
+    assert code != 0 and out == "" and f"{path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused" in lines[0]
+    assert any("spec.template.spec.nodeName" in line for line in lines)
+    assert any("spec.template.spec.tolerations[0]" in line for line in lines)
+    code, out, err = ddpjob(capsys, "submit", path)
+    assert code != 0 and "spec.checkpoint.volume.hostPath" in err and out == ""
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello") is None  # nothing was sent
+    # An admin whose operator allows it says so, or skips the check.
+    code, out, err = ddpjob(capsys, "submit", path, "--template-allow", "hostPath,nodeName,tolerateAll")
+    assert (code, out.strip()) == (0, "ddpjob.ddpjob.io/hello"), err
+    code, _, err = ddpjob(capsys, "submit", path, "--template-allow", "root")
+    assert code != 0 and "--template-allow: unknown template allowance 'root'" in err

@@ -46,6 +46,11 @@ def register(sub: Any) -> None:
     p.add_argument("--wait", action="store_true", help="follow phase changes; exit with the job's result")
     p.add_argument("--timeout", type=duration, default=None, help="with --wait: give up after this long (e.g. 30m)")
     p.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
+    p.add_argument("--template-allow", default=None, metavar="ITEMS",
+                   help="check the template as an operator with these templatePolicy.allow items would "
+                        "(comma-separated; default: none, as the chart's default)")
+    p.add_argument("--skip-policy-check", action="store_true",
+                   help="send without the template policy check (for an admin whose operator allows more)")
     cluster_command(p, cmd_submit)
 
     p = sub.add_parser("get", help="list DDPJobs (a table like kubectl), or one")
@@ -134,11 +139,20 @@ def phase_of(job: dict[str, Any]) -> str:
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.cli.files import load_jobs
+    from ddpjob.api import template_policy
     from ddpjob.api.spec import InvalidSpec
     try:
-        load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
-    except InvalidSpec as exc:
-        raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
+        jobs = load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
+        # The same policy as `ddpjob validate` and the operator: a job the operator would
+        # refuse is refused here, before it is stored and fails.
+        allow = template_policy.parse_allowances(args.template_allow)
+        errors = [] if args.skip_policy_check else [e for job in jobs for e in template_policy.check_job(job, allow)]
+        if errors:
+            raise InvalidSpec(errors)
+    except ValueError as exc:
+        if isinstance(exc, InvalidSpec):
+            raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
+        raise ClusterError(f"--template-allow: {exc}") from None
     from ddpjob.cli.files import load_documents
     submitted = []
     for doc in load_documents(args.file):

@@ -35,7 +35,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     jobs = load_jobs(args.file)
     allow = _template_allow(args)
-    errors = [e for job in jobs for e in template_policy.check(job.template, allow)]
+    errors = [e for job in jobs for e in template_policy.check_job(job, allow)]
     if errors:
         raise InvalidSpec(errors)
     for job in jobs:

@@ -91,7 +91,7 @@ def parse(job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str
     generation = int((body.get("metadata") or {}).get("generation") or 0)
     try:
         parsed = spec.parse_job(body)
-        errors = [str(e) for e in template_policy.check(parsed.template, template_allow)]
+        errors = [str(e) for e in template_policy.check_job(parsed, template_allow)]
     except spec.InvalidSpec as exc:
         parsed, errors = None, [str(e) for e in exc.errors]
     if not errors and job.rejected and job.rejected[0] == generation:
