@@ -232,3 +232,13 @@ def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: Real
     pods = cluster.pods("pair")
     assert sorted(p["metadata"]["name"] for p in pods) == ["pair-0", "pair-1", "pair-2"]
     assert {p["metadata"]["labels"]["ddpjob.io/restart-count"] for p in pods} == {"2"}
+
+
+def test_the_operator_refuses_a_checkpoint_hostpath_job_and_creates_nothing(cluster: RealCluster) -> None:
+    body = job("host", nodes=1, checkpoint={"volume": {"hostPath": {"path": "/", "type": "Directory"}},
+                                            "mountPath": "/host"},
+               template={"spec": {"nodeName": "anywhere", "tolerations": [{"operator": "Exists"}]}})
+    cluster.create_job(body)
+    st = cluster.wait_phase("host", "Failed", timeout=30)
+    assert "spec.checkpoint.volume.hostPath" in st["message"] and "spec.template.spec.nodeName" in st["message"]
+    assert cluster.pods("host") == []
