@@ -293,7 +293,9 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         if isinstance(nproc_raw, str):
             c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {nproc_raw!r})")
     backend_raw = c.choice(spec, "backend", "auto", BACKENDS)
-    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus else "gloo")
+    # auto: nccl only when every process of a node has a GPU of its own (two ranks on
+    # one GPU crash inside NCCL), else gloo.
+    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus and gpus >= (nproc or 1) else "gloo")
     if backend_raw == "nccl" and gpus == 0:
         c.err("spec.backend", "nccl needs gpusPerNode > 0 (use gloo or auto on CPU)")
     if backend_raw == "nccl" and gpus is not None and isinstance(nproc_raw, int) and nproc and nproc > gpus:
