@@ -65,6 +65,15 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o['kind'] == kind]
 
 
+def operator_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chart's objects less the ClusterRoles it aggregates into the default
+    admin/edit/view roles: those are users' grants, not the operator's."""
+    def aggregated(o: dict[str, Any]) -> bool:
+        labels = (o.get('metadata') or {}).get('labels') or {}
+        return o['kind'] == 'ClusterRole' and any(k.startswith('rbac.authorization.k8s.io/aggregate-to-') for k in labels)
+    return [o for o in objects if not aggregated(o)]
+
+
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = by_kind(objects, kind)
     assert len(found) == 1, f'expected one {kind}, got {len(found)}'

@@ -14,7 +14,7 @@ import yaml
 from ddpjob import version
 from ddpjob.api.spec import parse_job, validate
 
-from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE, RELEASE_NS, by_kind,
+from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE, RELEASE_NS, by_kind, operator_objects,
                                          crd_copy_differences, helm_template, one, require_tool, rule_triples,
                                          run)
 
@@ -212,7 +212,7 @@ def test_scope_flags(helm: str, tmp_path: pathlib.Path) -> None:
 def test_cluster_scope_grants_one_clusterrole(helm: str, tmp_path: pathlib.Path) -> None:
     objects = helm_template(helm, tmp_path)
     assert not by_kind(objects, 'Role') and not by_kind(objects, 'RoleBinding')
-    role, binding = one(objects, 'ClusterRole'), one(objects, 'ClusterRoleBinding')
+    role, binding = one(operator_objects(objects), 'ClusterRole'), one(objects, 'ClusterRoleBinding')
     sa = one(objects, 'ServiceAccount')
     assert binding['roleRef']['name'] == role['metadata']['name']
     assert binding['subjects'] == [{'kind': 'ServiceAccount', 'name': sa['metadata']['name'], 'namespace': RELEASE_NS}]
@@ -227,7 +227,7 @@ def test_namespace_scope_grants_a_role_in_that_namespace_only(helm: str, tmp_pat
     assert binding['subjects'][0]['namespace'] == RELEASE_NS
     assert ('', 'pods', 'create') in rule_triples(role['rules'])
     # The ClusterRole keeps only cluster-scoped reads: nothing about pods, jobs or writes.
-    cluster = rule_triples(one(objects, 'ClusterRole')['rules'])
+    cluster = rule_triples(one(operator_objects(objects), 'ClusterRole')['rules'])
     assert {g for g, _, _ in cluster} <= {'', 'apiextensions.k8s.io'}
     assert {r for _, r, _ in cluster} == {'customresourcedefinitions', 'namespaces', 'nodes'}
     assert {v for _, _, v in cluster} == {'list', 'watch', 'get'}
@@ -374,3 +374,34 @@ def test_every_value_the_e2e_script_sets_exists() -> None:
             assert part in node.get('properties', {}), f'hack/e2e-kind.sh sets {key}, which the chart has no value for'
             node = node['properties'][part]
             node = schema['definitions'][node['$ref'].rsplit('/', 1)[1]] if '$ref' in node else node
+
+
+def test_the_network_policy_lets_the_operator_reach_the_api_server_and_progress_ports_only(helm: str,
+                                                                                         tmp_path: pathlib.Path) -> None:
+    policy = one(helm_template(helm, tmp_path, {}), 'NetworkPolicy')
+    assert policy['spec']['policyTypes'] == ['Ingress', 'Egress']
+    egress = policy['spec']['egress']
+    ports = sorted((p['port'], p['protocol']) for rule in egress for p in rule['ports'])
+    assert ports == [(53, 'TCP'), (53, 'UDP'), (443, 'TCP'), (6443, 'TCP'), (29510, 'TCP')]
+    progress = next(r for r in egress if r['ports'][0]['port'] == 29510)
+    assert progress['to'][0]['podSelector']['matchExpressions'] == [{'key': 'ddpjob.io/job-name', 'operator': 'Exists'}]
+    pinned = one(helm_template(helm, tmp_path, {'networkPolicy': {'apiServer': {'cidrs': ['10.0.0.10/32']},
+                                                                   'dns': False}}), 'NetworkPolicy')
+    api = next(r for r in pinned['spec']['egress'] if r['ports'][0]['port'] == 443)
+    assert api['to'] == [{'ipBlock': {'cidr': '10.0.0.10/32'}}] and len(pinned['spec']['egress']) == 2
+    assert by_kind(helm_template(helm, tmp_path, {'networkPolicy': {'enabled': False}}), 'NetworkPolicy') == []
+
+
+def test_ddpjobs_are_aggregated_into_the_default_user_roles(helm: str, tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path, {})
+    aggregated = [o for o in by_kind(objects, 'ClusterRole') if o not in operator_objects(objects)]
+    labels = {o['metadata']['name']: {k for k, v in o['metadata']['labels'].items() if 'aggregate-to' in k}
+              for o in aggregated}
+    assert labels == {'ddpjob-ddpjob-operator-edit': {'rbac.authorization.k8s.io/aggregate-to-admin',
+                                                      'rbac.authorization.k8s.io/aggregate-to-edit'},
+                      'ddpjob-ddpjob-operator-view': {'rbac.authorization.k8s.io/aggregate-to-view'}}
+    view = next(o for o in aggregated if o['metadata']['name'].endswith('-view'))
+    assert {v for rule in view['rules'] for v in rule['verbs']} == {'get', 'list', 'watch'}
+    assert by_kind(operator_objects(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}})),
+                   'ClusterRole') == by_kind(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}}),
+                                             'ClusterRole')

@@ -242,3 +242,20 @@ def test_the_operator_refuses_a_checkpoint_hostpath_job_and_creates_nothing(clus
     st = cluster.wait_phase("host", "Failed", timeout=30)
     assert "spec.checkpoint.volume.hostPath" in st["message"] and "spec.template.spec.nodeName" in st["message"]
     assert cluster.pods("host") == []
+
+
+def test_a_user_with_the_default_edit_role_may_run_jobs_and_a_viewer_only_read_them(cluster: RealCluster) -> None:
+    # The chart's aggregated ClusterRoles, folded into edit/view by the real controller manager.
+    rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.api)
+    for user, role in (("alice", "edit"), ("bob", "view")):
+        rbac.create_namespaced_role_binding(cluster.namespace, {
+            "metadata": {"name": f"{user}-{role}"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                               "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]})
+
+    def can(user: str, verb: str) -> bool:
+        done = cluster.kubectl("auth", "can-i", verb, "ddpjobs.ddpjob.io", f"--as={user}", "-n", cluster.namespace,
+                               check=False)
+        return done.stdout.strip() == "yes"
+    wait_until(lambda: can("alice", "create"), 30, "edit did not come to include DDPJobs")
+    assert can("alice", "delete") and can("bob", "list") and not can("bob", "create")
