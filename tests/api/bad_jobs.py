@@ -160,6 +160,7 @@ BAD: list[Case] = [
     Case("name-too-long-for-ten-nodes", "metadata.name", named("a" * 62, nodes=10)),
     Case("name-too-long-for-1000-nodes", "metadata.name", named("a" * 60, nodes=1000)),
     Case("name-upper-case", "metadata.name", named("Bad-Job")),
+    Case("name-starts-with-a-digit", "metadata.name", named("1abc")),  # its Service name would be invalid
     Case("name-with-dots", "metadata.name", named("bad.job")),
     Case("name-with-underscore", "metadata.name", named("bad_job")),
     Case("name-leading-dash", "metadata.name", named("-bad")),

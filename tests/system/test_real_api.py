@@ -98,6 +98,8 @@ def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(cluster: R
                                                                        tmp_path: pathlib.Path) -> None:
     refused = apply(cluster, tmp_path, job("zero", nodes=0), check=False)
     assert refused.returncode != 0 and "spec.nodes" in refused.stderr, refused.stderr
+    digit = apply(cluster, tmp_path, job("1abc"), check=False)  # its Service name would be invalid
+    assert digit.returncode != 0 and "must be a DNS-1035 label" in digit.stderr, digit.stderr
     bad_backend = job("nccl", backend="nccl")
     refused = apply(cluster, tmp_path, bad_backend, check=False)
     assert "spec.backend: nccl needs gpusPerNode > 0" in refused.stderr, refused.stderr

@@ -49,6 +49,14 @@ def max_job_name_length(nodes: int) -> int:
     return MAX_LABEL - len(f"-{max(nodes - 1, 0)}")
 
 
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def is_dns1035_label(value: str) -> bool:
+    """A Service name: a DNS-1123 label that starts with a letter (validation.IsDNS1035Label)."""
+    return len(value) <= MAX_LABEL and bool(_DNS1035_LABEL.fullmatch(value))
+
+
 def is_dns1123_label(value: str) -> bool:
     return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))
 

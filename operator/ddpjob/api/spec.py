@@ -248,9 +248,11 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
         c.err("metadata.name", f"must be a string (got {name!r})")
         return ""
     limit = names.max_job_name_length(nodes)
-    if not names.is_dns1123_label(name[:names.MAX_LABEL]) or "\n" in name:
-        c.err("metadata.name", f"{_show(name)} must be a DNS-1123 label: lower case letters, digits and '-', "
-                               "starting and ending with a letter or digit")
+    # The job's headless Service is named after it: a DNS-1035 label (a real API server
+    # refuses the Service of a job named `1abc`, which a DNS-1123 label would allow).
+    if not names.is_dns1035_label(name[:names.MAX_LABEL]) or "\n" in name:
+        c.err("metadata.name", f"{_show(name)} must be a DNS-1035 label: lower case letters, digits and '-', "
+                               "starting with a letter and ending with a letter or digit (it names the job's Service)")
     elif len(name) > limit:
         c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
                                f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}")
