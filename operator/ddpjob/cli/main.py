@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if problem:
         raise FileError(f"{args.file}: {problem}")
     return run_job(job, Path(args.workdir) if args.workdir else None, fresh=args.fresh, gpus=available,
-                   hide_gpus=args.cpu)
+                   hide_gpus=args.cpu, allow_env=args.allow_env)
 
 
 def cmd_version(args: argparse.Namespace) -> int:
@@ -157,6 +157,9 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
                    help="run a GPU job on CPU: no GPUs, gloo, the same world size")
     p.add_argument("--fresh", action="store_true",
                    help="delete the checkpoints and status of an earlier run of this job first")
+    p.add_argument("--allow-env", action="store_true",
+                   help="let the job's env set PATH, PYTHONPATH, LD_PRELOAD and the like for processes on this "
+                        "machine (refused by default: in a Pod they change only the container)")
     p.set_defaults(func=cmd_run)
 
 
