@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
+from ddpjob import text
 from ddpjob.api import names
 from ddpjob.cli import kubeclient
 from ddpjob.cli.kubeclient import ClusterError, Connection
@@ -78,10 +79,10 @@ def register(sub: Any) -> None:
     p.add_argument("--tail", type=int, default=None, help="only the last N lines of each Pod")
     cluster_command(p, cmd_logs)
 
-    for verb, text in (("delete", "delete a DDPJob (its Pods and Service go with it)"),
+    for verb, summary in (("delete", "delete a DDPJob (its Pods and Service go with it)"),
                        ("suspend", "suspend a DDPJob: its Pods are deleted, the job stays"),
                        ("resume", "resume a suspended DDPJob")):
-        p = sub.add_parser(verb, help=text)
+        p = sub.add_parser(verb, help=summary)
         p.add_argument("name")
         cluster_command(p, cmd_simple)
 
@@ -237,7 +238,8 @@ def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
     job = get_job(conn, args.name)
     events = conn.core.list_namespaced_event(
         conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
-    print(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]))
+    # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
+    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]), limit=1 << 20))
     return 0
 
 

@@ -23,11 +23,14 @@ for another step at once (`plan_again`), and Events name the failed Pod.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Mapping
 
 from ddpjob.api.spec import DDPJob
+from ddpjob import text
 from ddpjob.job import count_writes, creation, deadline, failure, invalid_spec, scheduling, stall, success, suspend
 from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING, SUCCEEDED, SUSPENDED, Event,
                                  Observed, Plan)
@@ -43,12 +46,30 @@ __all__ = ["PENDING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "SUSPENDED
 def decide(observed: Observed) -> Plan:
     """The whole next step of one job."""
     if observed.errors or observed.job is None:
-        return invalid_spec.plan(observed)
+        return _bounded(invalid_spec.plan(observed))
     step = Step(observed)
     decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or failure.plan(step)
                or success.plan(step) or creation.held(step) or failure.backing_off(step)
                or creation.running(step) or scheduling.timed_out(step) or creation.start(step))
-    return _settle(step, decided)
+    return _bounded(_settle(step, decided))
+
+
+def _bounded(plan: Plan) -> Plan:
+    """Every message in the status and the Events escaped and bounded (text.clean): they
+    carry words from outside (termination messages, API errors, progress), and the CRD
+    refuses a status whose messages are longer (its maxLength), which would stop every
+    later write of the job. Idempotent, so a stored status plans to itself."""
+    st = dict(plan.status)
+    if isinstance(st.get("message"), str):
+        st["message"] = text.clean(st["message"])
+    if isinstance(st.get("conditions"), list):
+        st["conditions"] = [{**c, "message": text.clean(c["message"])} if isinstance(c, dict)
+                            and isinstance(c.get("message"), str) else c for c in st["conditions"]]
+    failure = st.get("lastFailure")
+    if isinstance(failure, dict) and isinstance(failure.get("message"), str):
+        st["lastFailure"] = {**failure, "message": text.clean(failure["message"])}
+    events = tuple(dataclasses.replace(e, message=text.clean(e.message, 1024)) for e in plan.events)
+    return dataclasses.replace(plan, status=st, events=events)
 
 
 def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime,

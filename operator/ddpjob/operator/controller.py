@@ -231,7 +231,7 @@ class Controller:
         ips = {p.node_rank: p.ip for p in indexed_pods(job, self.pods_of(*job.key), job.uid or "")
                if p.restart_count == plan.restart_count and not p.leftover}
         self.poller.watch(job.key, Target(plan.restart_count, tuple(ips.get(r) for r in range(parsed.nodes)),
-                                          parsed.stall_timeout_seconds))
+                                          parsed.stall_timeout_seconds, world_size=parsed.world_size))
 
     # ---- acts ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any
 import kopf
 
 from ddpjob.operator import controller as ctl
+from ddpjob import text
 from ddpjob.api import names, spec, template_policy
 from ddpjob.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
@@ -106,7 +107,7 @@ class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
 def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
     # kopf queues it and posts it in the background (with its own retries), so a
     # reconcile never waits on an Event.
-    kopf.event(body, type=type_, reason=reason, message=message[:1024])
+    kopf.event(body, type=type_, reason=reason, message=text.clean(message, 1024))
 
 
 # ---- operator lifecycle ---------------------------------------------------------------
