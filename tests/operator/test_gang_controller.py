@@ -160,3 +160,68 @@ def test_a_preempted_member_that_vanished_is_still_a_disruption():
     status = last_status(kube)
     assert status["phase"] == "Restarting", status["message"]
     assert status["disruptions"] == 1 and "not counted against maxRestarts=0" in status["message"]
+
+
+class ForeignGroupKube(GangKube):
+    """A PodGroup named as the job's next attempt, made beforehand by someone else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.foreign = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                        "metadata": {"name": "j-attempt-0", "namespace": "ns", "uid": "not-the-job",
+                                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                                                          "uid": "other", "controller": True}]}}
+        self.delete_kwargs: list[dict] = []
+
+    async def create(self, obj: dict, read_existing: bool = True):
+        if obj["kind"] == "PodGroup":
+            self.calls.append(("create", obj["metadata"]["name"]))
+            return self.foreign, False  # a 409, read back
+        return await super().create(obj, read_existing)
+
+    async def delete(self, url: str, **kw: Any) -> bool:
+        self.delete_kwargs.append(kw)
+        return await super().delete(url, **kw)
+
+
+def test_a_pod_group_held_by_another_controller_is_never_adopted_or_deleted():
+    body = job_body(nodes=2, scheduling={"gang": "volcano"})
+    c, _, _, index = make(body)
+    c.kube = kube = ForeignGroupKube()
+    run(c)
+    assert [name for kind, name in kube.calls if kind == "create"] == ["j-attempt-0"]  # no Pods
+    cond = conditions(last_status(kube))["GangScheduled"]
+    assert cond["status"] == "False" and cond["reason"] == "NotOwned"
+    assert "'j-attempt-0' already exists and is not controlled by DDPJob 'j'" in cond["message"]
+    assert c._jobs[("ns", "j")].pod_groups == {}  # not the job's: it never deletes it
+    index["body"] = {**body, "status": {**last_status(kube), "phase": "Failed"}}
+    c._jobs[("ns", "j")].status = None
+    run(c)
+    assert not any("podgroups" in u for u in kube.urls)
+
+
+def test_the_jobs_own_pod_group_is_deleted_with_its_uid_as_precondition():
+    body = job_body(nodes=2, restartPolicy="OnFailure", scheduling={"gang": "volcano"})
+    c, _, _, index = make(body)
+    kube = with_gang_kube(c)
+    deletes: list[dict] = []
+    original, create = kube.delete, kube.create
+
+    async def created_with_uid(obj: dict, read_existing: bool = True):
+        stored, made = await create(obj, read_existing)  # the server gives every object a uid
+        return ({**stored, "metadata": {**stored["metadata"], "uid": f"uid-of-{obj['metadata']['name']}"}}
+                if stored else stored), made
+    kube.create = created_with_uid
+
+    async def delete(url: str, **kw: Any) -> bool:
+        deletes.append({"url": url, **kw})
+        return await original(url, **kw)
+    kube.delete = delete
+    run(c)
+    uid = c._jobs[("ns", "j")].pod_groups["j-attempt-0"][2]
+    index["body"] = {**body, "status": {**last_status(kube), "phase": "Running"}}
+    c._jobs[("ns", "j")].status = None
+    index["pods"] = [pod(0), pod(1, "Failed", exit_code=3)]
+    run(c)
+    group = [d for d in deletes if d["url"].endswith("/podgroups/j-attempt-0")]
+    assert uid == "uid-of-j-attempt-0" and group and group[0].get("uid") == uid

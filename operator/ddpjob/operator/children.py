@@ -58,8 +58,13 @@ class Children:
             # The API went away after startup (a CRD deleted): report it, re-check later.
             self.gang.missing[gang] = f"{group['apiVersion']} PodGroup is not served by this cluster"
             return UNAVAILABLE, f"spec.scheduling.gang={gang}: {self.gang.missing[gang]}"
-        job.pod_groups[name] = (group["apiVersion"], group["kind"])
-        if ((obj or {}).get("metadata") or {}).get("deletionTimestamp"):
+        meta = (obj or {}).get("metadata") or {}
+        if obj is not None and refusals.controller_uid(obj) != job.uid:
+            # A PodGroup of this name that another (or no) controller holds: never adopted,
+            # never deleted; the gang waits and says why, as for a Pod or Service.
+            return "NotOwned", refusals.not_owned("PodGroup", obj, job.key[1]).message
+        job.pod_groups[name] = (group["apiVersion"], group["kind"], meta.get("uid"))
+        if meta.get("deletionTimestamp"):
             # The same attempt's PodGroup (suspend, then resume) still waits on its
             # protection finalizer for the old Pods to end: Pods made now would point at
             # an object about to vanish and never be placed.
@@ -75,9 +80,9 @@ class Children:
         current = names.pod_group_name(job.key[1], int(status.get("restarts", 0)))
         keep = {current} if live else set()
         for name in [n for n in job.pod_groups if n not in keep]:
-            api_version, kind = job.pod_groups[name]
+            api_version, kind, uid = job.pod_groups[name]
             try:
-                await self.kube.delete(object_path(api_version, kind, ns, name))
+                await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
             except Conflict:
                 pass
             job.pod_groups.pop(name, None)

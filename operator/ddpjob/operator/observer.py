@@ -40,8 +40,9 @@ class JobMemory:
     expectations: Expectations = field(default_factory=Expectations)
     rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
     backoff: refusals.Backoff = field(default_factory=refusals.Backoff)  # refused creates
-    # PodGroups this operator made, by name -> (apiVersion, kind); deleted when their attempt ends.
-    pod_groups: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # PodGroups this job controls, by name -> (apiVersion, kind, uid); deleted, with the uid
+    # as a precondition, when their attempt ends.
+    pod_groups: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     # Pods seen marked for a disruption (preemption, eviction), by name, with their owner's
     # uid: the mark and the deletion often arrive in one burst, and a Pod the API removes
     # at once leaves the index with its mark before any reconcile has looked.
