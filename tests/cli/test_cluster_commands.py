@@ -6,6 +6,7 @@ import json
 import pathlib
 from typing import Any
 
+import kmock
 import kubernetes
 import pytest
 import yaml
@@ -168,3 +169,15 @@ def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_fiel
     assert (code, out.strip()) == (0, "ddpjob.ddpjob.io/hello"), err
     code, _, err = ddpjob(capsys, "submit", path, "--template-allow", "root")
     assert code != 0 and "--template-allow: unknown template allowance 'root'" in err
+
+
+def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, tmp_path) -> None:
+    assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
+    with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
+                         "application/merge-patch+json", {"status": {
+                             "phase": "Failed", "message": "node 1 exited with code 2\x1b[2J",
+                             "lastFailure": {"reason": "Error", "pod": "hello-1"}}})
+    code, out, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")
+    assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
+    code, out, err = ddpjob(capsys, "wait", "hello", "--for=Failed", "--timeout=5s")
+    assert code == 0 and out.strip() == "hello Failed"

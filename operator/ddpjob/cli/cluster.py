@@ -186,8 +186,15 @@ def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float 
                   + (f": {status['message']}" if status.get("message") else ""), flush=True)
             last = (phase, status.get("restarts"))
         if phase in wanted:
+            if not report:
+                print(f"{name} {phase}", flush=True)
             return 1 if report and phase == "Failed" else 0
         if phase in TERMINAL:
+            if not report:  # `ddpjob wait` always says what happened
+                failure = status.get("lastFailure") or {}
+                why = ": ".join(text.clean(x, 500) for x in (failure.get("reason") or status.get("phase"),
+                                                             status.get("message")) if x)
+                print(f"{name} {phase}: {why}" if why else f"{name} {phase}", file=sys.stderr, flush=True)
             return 1
         if deadline is not None and time.monotonic() >= deadline:
             print(f"error: timed out waiting for {name} (phase {phase})", file=sys.stderr)
