@@ -255,3 +255,22 @@ def test_pod_events_leave_no_success_line_per_pod_in_the_log(cluster: Cluster, o
         logging.getLogger("kopf.objects").removeHandler(collect)
     assert "Handler 'job_created' succeeded." in collect.messages  # the job's own lines stay
     assert not [m for m in collect.messages if "pod_event" in m]
+
+
+def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster: Cluster, operator) -> None:
+    """kopf keeps the last spec it handled in an annotation anyone who may edit the job can
+    rewrite; an "old" spec with other immutable values there must not fail the job."""
+    import json
+    import time
+    cluster.start_running(ddpjob("kept", nodes=2))
+    key = "ddpjob.io/last-handled-configuration"
+    stored = json.loads(cluster.job("kept")["metadata"]["annotations"][key])
+    forged = json.dumps({**stored, "spec": {**stored["spec"], "nodes": 7, "image": "evil/image"}})
+    cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.ns, "ddpjobs", "kept",
+                                                  {"metadata": {"annotations": {key: forged}}})
+    # kopf sees a spec "change" against the forged annotation and re-writes it once handled.
+    wait_for(lambda: json.loads(cluster.job("kept")["metadata"]["annotations"][key])["spec"]["nodes"] == 2,
+             message="kopf did not handle the rewritten annotation")
+    time.sleep(0.5)
+    st = cluster.status("kept")
+    assert st["phase"] == "Running" and "immutable" not in st.get("message", ""), st
