@@ -101,7 +101,15 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
     try:
         node = core.read_node('gpu-node')
         assert node.status.allocatable['nvidia.com/gpu'] == '2'
-        assert kubernetes.client.CoordinationV1Api(api).read_namespaced_lease('gpu-node', 'kube-node-lease')
+        leases = kubernetes.client.CoordinationV1Api(api)
+
+        def lease() -> object:
+            try:
+                return leases.read_namespaced_lease('gpu-node', 'kube-node-lease')
+            except kubernetes.client.ApiException:
+                return None
+        renewed = wait_until(lease, 30, 'the node did not take its Lease')  # its heartbeat thread makes it
+        assert renewed.spec.holder_identity == 'gpu-node' and renewed.spec.lease_duration_seconds == 40
         wait_until(lambda: not (core.read_node('gpu-node').spec.taints or []), 30,
                    'the node lifecycle controller did not lift the not-ready taint')
 
