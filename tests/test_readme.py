@@ -34,3 +34,37 @@ def test_the_first_steps_say_how_to_get_ddpjob_on_path() -> None:
     assert "source .venv/bin/activate" in first
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^demo:", make, re.M) and re.search(r"^test:", make, re.M)
+
+
+def _layout_rows() -> dict[str, str]:
+    """The Layout table: each row's folder (its first path, up to the last /) -> the row."""
+    section = README.split("## Layout: where each concept lives", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, str] = {}
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 3 or "`" not in cells[1]:
+            continue
+        first = cells[1].split("`")[1]
+        folder = first if first.endswith("/") else first.rsplit("/", 1)[0] + "/"
+        rows[folder] = rows.get(folder, "") + line
+    return rows
+
+
+def test_the_layout_map_names_every_module() -> None:
+    """Every module of the three packages is named in the row of its folder (the nearest
+    folder that has a row: a subpackage may be described in its parent's row)."""
+    rows = _layout_rows()
+    missing = []
+    for base in (ROOT / "operator", ROOT / "trainer_image"):
+        for module in sorted(base.glob("ddpjob*/**/*.py")):
+            if module.name == "__init__.py":
+                continue
+            rel = module.relative_to(ROOT).as_posix()
+            folders = [f for f in rows if rel.startswith(f)]
+            if not folders:
+                missing.append(f"{rel} (no row for its folder)")
+                continue
+            row = rows[max(folders, key=len)]
+            if f"`{module.name}`" not in row and f" {module.name}" not in row and f"/{module.name}" not in row:
+                missing.append(rel)
+    assert not missing, "modules missing from the README's Layout map: " + ", ".join(missing)

@@ -28,6 +28,18 @@ HEARTBEAT_SUFFIX = ".rank"
 MAX_BYTES = 64 * 1024  # a record is a few hundred bytes; refuse to parse anything huge
 
 
+# JSON's safe integers: a bigger number is no step count, and one with thousands of digits
+# written to status breaks clients that parse it as a float or an int64.
+MAX_INT = 2**53
+
+
+def _finite(v: int | float) -> bool:
+    try:
+        return math.isfinite(float(v)) and abs(v) <= MAX_INT
+    except OverflowError:
+        return False
+
+
 def validate(record: Any) -> list[str]:
     """Errors naming each bad field; [] for a good record. Unknown fields are kept."""
     if not isinstance(record, Mapping):
@@ -37,12 +49,12 @@ def validate(record: Any) -> list[str]:
         errors.append("step: required")
     for key in INTS:
         v = record.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            errors.append(f"{key}: must be an integer >= 0 (got {v!r})")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_INT):
+            errors.append(f"{key}: must be an integer from 0 to {MAX_INT} (got {str(v)[:40]!r})")
     for key in FLOATS:
         v = record.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-            errors.append(f"{key}: must be a finite number (got {v!r})")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v)):
+            errors.append(f"{key}: must be a finite number of at most {MAX_INT} in size (got {str(v)[:40]!r})")
     return errors
 
 

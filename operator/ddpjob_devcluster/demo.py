@@ -4,11 +4,14 @@
     python -m ddpjob_devcluster.demo --once   # apply the example with kubectl, wait for
                                               # Succeeded, exit 0 (DDPJOB_DEMO_ONCE=1 too)
 
-What runs: the Kubernetes API emulator (`ddpjob_devcluster.emulator`) with the DDPJob CRD
-applied, the real operator as its own process (`ddpjob operator --standalone`, watching
-every namespace), and the process kubelet (`ddpjob_devcluster.kubelet`), which runs
-each Pod the operator creates as local processes and reports their phases back. A
-kubeconfig for kubectl is written to the work directory.
+What runs, by default (`--backend real`): a real Kubernetes control plane built from
+pinned upstream modules (etcd, kube-apiserver, kube-controller-manager, kube-scheduler;
+`make control-plane`), process kubelets registered as Nodes (`--nodes`, `--gpu-nodes`
+with `nvidia.com/gpu` capacity), and the operator installed from the Helm chart
+(cluster-wide) and running with the chart's ServiceAccount token. With `--backend
+emulator`: the project's fast API emulator instead, with the same operator and kubelet.
+Each Pod the operator creates runs as local processes. A kubeconfig for kubectl is
+written to the work directory.
 
 Exit codes: 0 after Ctrl-C, or in --once mode when the job Succeeded; 1 when the job
 failed, timed out, or a part of the cluster died.
@@ -28,9 +31,13 @@ import yaml
 
 from ddpjob import gc_tuning
 from ddpjob.local import pidlock
-from ddpjob_devcluster.cluster import EXAMPLE, JOBS, LocalCluster
+from ddpjob.api import names
+from ddpjob_devcluster.cluster import EXAMPLE, LocalCluster
+from ddpjob_devcluster.controlplane.node import NodeShape
+from ddpjob_devcluster.real_cluster import RealCluster
 
 ONCE_ENV = 'DDPJOB_DEMO_ONCE'
+BACKEND_ENV = 'DDPJOB_DEMO_BACKEND'
 MARKER = '.ddpjob-demo-cluster'  # only a directory carrying it is wiped on start
 COLUMNS = ('NAME:.metadata.name,PHASE:.status.phase,READY:.status.readyNodes,'
            'RESTARTS:.status.restarts,MESSAGE:.status.message')
@@ -44,7 +51,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f'apply --example with kubectl, wait for Succeeded, exit (or set {ONCE_ENV}=1)')
     p.add_argument('--example', default=str(EXAMPLE), help='the DDPJob --once applies (default: %(default)s)')
     p.add_argument('--timeout', type=float, default=600, help='--once: seconds to wait for the job')
-    return p.parse_args(argv)
+    p.add_argument('--backend', choices=('real', 'emulator'), default=os.environ.get(BACKEND_ENV) or 'real',
+                   help=f'real: upstream Kubernetes built from Go modules; emulator: the fast API emulator '
+                        f'(default: %(default)s; or set {BACKEND_ENV})')
+    p.add_argument('--nodes', type=int, default=1, help='real backend: CPU nodes (default: %(default)s)')
+    p.add_argument('--gpu-nodes', type=int, default=0,
+                   help='real backend: nodes that advertise nvidia.com/gpu (their Pods still run on this CPU)')
+    p.add_argument('--gpus-per-node', type=int, default=8, help='nvidia.com/gpu of each --gpu-nodes node')
+    args = p.parse_args(argv)
+    for flag in ('nodes', 'gpu_nodes', 'gpus_per_node'):
+        if not 0 <= getattr(args, flag) <= 64:
+            p.error(f'--{flag.replace("_", "-")} must be from 0 to 64 (got {getattr(args, flag)})')
+    if args.backend == 'real' and args.nodes + args.gpu_nodes == 0:
+        p.error('--nodes and --gpu-nodes are both 0: the cluster would have no node to run a Pod')
+    return args
+
+
+def make_cluster(args: argparse.Namespace, workdir: pathlib.Path) -> LocalCluster | RealCluster:
+    if args.backend == 'emulator':
+        return LocalCluster(workdir, stop_grace=10.0)
+    shapes = [NodeShape(f'cpu-{i}', cpu='64', memory='256Gi') for i in range(args.nodes)]
+    shapes += [NodeShape(f'gpu-{i}', cpu='64', memory='256Gi', gpus=args.gpus_per_node,
+                         labels=(('nvidia.com/gpu.present', 'true'),)) for i in range(args.gpu_nodes)]
+    return RealCluster(workdir, namespace='default', nodes=shapes, scope='cluster', stop_grace=10.0)
+
+
+def backend_line(cluster: LocalCluster | RealCluster) -> str:
+    if isinstance(cluster, RealCluster):
+        nodes = ', '.join(a.name for a in cluster.agents)
+        return (f'kube-apiserver {cluster.plane.server} (upstream Kubernetes, with etcd, controller manager and '
+                f'scheduler; nodes: {nodes})')
+    return f'API emulator {cluster.emulator.url} (the fast backend, not a real API server)'
+
 
 
 def say(message: str) -> None:
@@ -77,11 +115,12 @@ def prepare_workdir(path: pathlib.Path) -> None:
     (path / MARKER).touch()
 
 
-def instructions(cluster: LocalCluster) -> str:
+def instructions(cluster: LocalCluster | RealCluster) -> str:
     example = os.path.relpath(EXAMPLE, os.getcwd())
     return f"""
-ddpjob demo cluster is up: API emulator {cluster.emulator.url}, the operator (pid {cluster.operator.popen.pid})
-and a process kubelet that runs every Pod as local processes. In another terminal:
+ddpjob demo cluster is up: {backend_line(cluster)},
+the operator (pid {cluster.operator.popen.pid}) and process kubelets that run every Pod as local
+processes. In another terminal:
 
     export KUBECONFIG={cluster.kubeconfig}
     ddpjob submit {example} --wait     # or: kubectl apply -f {example}
@@ -103,7 +142,8 @@ class PhaseReporter:
         self.cluster, self.seen = cluster, {}
 
     def poll(self) -> None:
-        for job in self.cluster.emulator.list_objects(JOBS):
+        listing = self.cluster.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL)
+        for job in listing['items']:
             meta, status = job['metadata'], job.get('status') or {}
             key = (meta.get('namespace'), meta['name'])
             state = (status.get('phase'), status.get('restarts'))
@@ -119,6 +159,8 @@ def check_alive(cluster: LocalCluster) -> None:
                            f'see {cluster.operator.log_path}:\n{cluster.operator.log_tail(20)}')
     if cluster.kubelet.errors:
         raise RuntimeError(f'the kubelet failed: {cluster.kubelet.errors[0]!r}')
+    if isinstance(cluster, RealCluster):
+        cluster.plane.check_alive()  # one line naming the component and its log
 
 
 def run_forever(cluster: LocalCluster) -> int:
@@ -177,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     # background job with SIGINT ignored, and Python then leaves it ignored.
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
-    cluster = LocalCluster(workdir, stop_grace=10.0)
+    cluster = make_cluster(args, workdir)
     gc_tuning.tune_for_long_running_server()  # this process serves the API until stopped
     try:
         say(f'starting in {workdir}')
@@ -186,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say('stopping')
         return 0
-    except RuntimeError as exc:
+    except (RuntimeError, OSError) as exc:  # StartFailure and BuildError are RuntimeErrors
         say(f'error: {exc}')
         return 1
     finally:

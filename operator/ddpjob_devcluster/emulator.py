@@ -467,18 +467,26 @@ def _dry_run(request: rendering.Request) -> bool:
     return bool(request.params.get('dryRun'))
 
 
+def _delete_options(request: rendering.Request) -> dict:
+    """DeleteOptions come from the body when there is one, and then the query is ignored;
+    from the query only without a body (apiserver handlers/delete.go: the body is decoded,
+    else the query parameters). A client that sends gracePeriodSeconds=0 as a query
+    parameter beside a body gets the default grace on a real server."""
+    if isinstance(request.data, dict) and request.data:
+        return request.data
+    return dict(request.params)
+
+
 def _grace_and_uid(request: rendering.Request) -> tuple[int | None, str | None]:
-    """DeleteOptions' gracePeriodSeconds and preconditions.uid (body or query)."""
-    body = request.data if isinstance(request.data, dict) else {}
-    grace = body.get('gracePeriodSeconds', request.params.get('gracePeriodSeconds'))
-    uid = (body.get('preconditions') or {}).get('uid')
+    """DeleteOptions' gracePeriodSeconds and preconditions.uid."""
+    options = _delete_options(request)
+    grace = options.get('gracePeriodSeconds')
+    uid = (options.get('preconditions') or {}).get('uid') if isinstance(options.get('preconditions'), dict) else None
     return (int(grace) if grace is not None else None), uid
 
 
 def _propagation(request: rendering.Request) -> str | None:
-    # DeleteOptions arrive in the body (the official client, kubectl) or as a query parameter.
-    body = request.data if isinstance(request.data, dict) else {}
-    return body.get('propagationPolicy') or request.params.get('propagationPolicy')
+    return _delete_options(request).get('propagationPolicy')
 
 
 __all__ = ['KubeEmulator', 'RecordedRequest', 'Fault', 'ApiError', 'is_status_subresource', 'rbac_verb']

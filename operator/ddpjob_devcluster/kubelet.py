@@ -33,8 +33,6 @@ images (the command must be installed here), Pods with a nodeName of another nod
 from __future__ import annotations
 
 import contextlib
-import datetime
-import json
 import pathlib
 import queue
 import signal
@@ -42,60 +40,25 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import kubernetes
 import urllib3
 
 from ddpjob.api import names
-from ddpjob.local.container import (ContainerProcess, LocalRunError, StartError, kill_tagged, start_container, tagged_pids,
+from ddpjob.local.container import (LocalRunError, StartError, kill_tagged, start_container, tagged_pids,
                                       trainer_container)
 from ddpjob.contract import local_overrides
 from ddpjob.local.ports import free_port
 from ddpjob.local.progress_view import loopback_address
+from ddpjob_devcluster.kubelet_status import Container, pod_status
+from ddpjob_devcluster.pod_watch import PodWatch, api_client
 from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
 
 # A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
 # want gang restarts to be quick; the trainer saves within a step of SIGTERM.
 DEFAULT_STOP_GRACE = 5.0
 POLL_SECONDS = 0.05
-WATCH_TIMEOUT_SECONDS = 5  # server-side: the watch ends and is re-listed this often
-
-
-def _now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-def _iso(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-@dataclass
-class Container:
-    """One Pod's trainer container on this kubelet."""
-    namespace: str
-    pod: str
-    uid: str
-    job: str
-    attempt: int
-    tag: str
-    log_path: pathlib.Path
-    proc: ContainerProcess | None = None
-    log_file: IO[str] | None = None
-    deleted: bool = False  # the Pod is gone (or going): stop, report nothing more
-    reported: str | None = None  # the last phase written to pods/status
-    unsent: dict[str, Any] | None = None  # a status write that failed; retried every tick
-    exit_code: int | None = None
-    ip: str = '127.0.0.1'
-    times: dict[str, float] = field(default_factory=dict)  # seen, started, running_reported, exited
-    # The API server keeps the Pod (graceful deletion) until this kubelet confirms that
-    # its containers stopped, with a delete of grace 0 (pkg/kubelet/status/status_manager.go).
-    confirm_deletion: bool = False
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 class ProcessKubelet:
@@ -103,11 +66,17 @@ class ProcessKubelet:
 
     def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
                  stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN,
-                 bound_only: bool = False):
+                 bound_only: bool = False, kubeconfig: pathlib.Path | None = None, node_name: str | None = None):
+        """kubeconfig: the node's own identity on a real API server (else `server` and
+        `token`, as the emulator takes them). node_name: run only the Pods bound to this
+        Node (`spec.nodeName`), listed and watched with that field selector as a kubelet
+        does; several kubelets are several nodes."""
         self.server = server
+        self.kubeconfig = kubeconfig
+        self.node_name = node_name
         # With a scheduler (ddpjob_devcluster.scheduler), run only Pods bound to a node,
         # as a kubelet runs only the Pods whose spec.nodeName is its own.
-        self.bound_only = bound_only
+        self.bound_only = bound_only or node_name is not None
         self.workdir = pathlib.Path(workdir)
         self.namespace = namespace
         self.stop_grace = stop_grace
@@ -120,13 +89,13 @@ class ProcessKubelet:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._watch_response: Any = None
+        self._watch = PodWatch(self._api, self._events, self._stopping, namespace=namespace, node_name=node_name)
 
     # ---- public: lifecycle ------------------------------------------------------------
 
     def start(self) -> ProcessKubelet:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        for target, name in ((self._watch_loop, 'kubelet-watch'), (self._work_loop, 'kubelet-work')):
+        for target, name in ((self._watch.run, 'kubelet-watch'), (self._work_loop, 'kubelet-work')):
             thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -136,10 +105,7 @@ class ProcessKubelet:
         """Stop watching, stop every container (SIGTERM, SIGKILL after the grace), and
         make sure no process this kubelet started survives, whatever happened before."""
         self._stopping.set()
-        response = self._watch_response
-        if response is not None:
-            with contextlib.suppress(Exception):
-                response.shutdown()  # unblocks the watch thread's read
+        self._watch.interrupt()
         for thread in self._threads:
             thread.join(timeout=self.stop_grace + 15)
         self._threads = []
@@ -195,52 +161,8 @@ class ProcessKubelet:
                              f'exit {c.exit_code}) ---\n' + '\n'.join(lines))
         return '\n'.join(parts)
 
-    # ---- the watch: list, then watch from the list's version; re-list on any error ------
-
     def _api(self) -> kubernetes.client.CoreV1Api:
-        config = kubernetes.client.Configuration()
-        config.host = self.server
-        config.api_key = {'authorization': f'Bearer {self.token}'}
-        config.verify_ssl = False
-        return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
-
-    def _list_pods(self, core: kubernetes.client.CoreV1Api, **kwargs: Any) -> Any:
-        if self.namespace:
-            return core.list_namespaced_pod(self.namespace, **kwargs)
-        return core.list_pod_for_all_namespaces(**kwargs)
-
-    def _watch_loop(self) -> None:
-        core = self._api()
-        try:
-            while not self._stopping.is_set():
-                try:
-                    listing = core.api_client.sanitize_for_serialization(self._list_pods(core, _request_timeout=10))
-                    self._events.put(('SYNC', listing))
-                    self._watch(core, listing['metadata'].get('resourceVersion'))
-                except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError,
-                        AttributeError):  # AttributeError: the stream was shut down under its reader
-                    if self._stopping.wait(0.2):  # the server may be restarting; list again soon
-                        return
-        finally:
-            core.api_client.close()
-
-    def _watch(self, core: kubernetes.client.CoreV1Api, resource_version: str | None) -> None:
-        """One watch request, read line by line; `stop()` shuts its socket to end it at once."""
-        response = self._list_pods(core, watch=True, resource_version=resource_version,
-                                   timeout_seconds=WATCH_TIMEOUT_SECONDS, _preload_content=False,
-                                   _request_timeout=WATCH_TIMEOUT_SECONDS + 10)
-        self._watch_response = response
-        try:
-            if self._stopping.is_set():
-                return
-            for line in kubernetes.watch.watch.iter_resp_lines(response):
-                event = json.loads(line)
-                if event.get('type') == 'ERROR':  # e.g. 410 Gone: the version is too old; re-list
-                    return
-                self._events.put((event['type'], event['object']))
-        finally:
-            self._watch_response = None
-            response.release_conn()
+        return api_client(self.server, self.token, self.kubeconfig)
 
     # ---- the work loop: one thread owns every container ---------------------------------
 
@@ -295,8 +217,9 @@ class ProcessKubelet:
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
-        if self.bound_only and not (pod.get('spec') or {}).get('nodeName'):
-            return  # not scheduled yet: the binding arrives as a MODIFIED event
+        bound = (pod.get('spec') or {}).get('nodeName')
+        if self.bound_only and not bound or self.node_name not in (None, bound):
+            return  # not scheduled (here) yet: the binding arrives as a MODIFIED event
         self._run_pod(core, pod)
 
     def _run_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
@@ -310,6 +233,8 @@ class ProcessKubelet:
         c = Container(namespace=namespace, pod=name, uid=uid, job=job, attempt=attempt,
                       tag=f'{self.id}/{uid}', log_path=pod_dir / 'trainer.log')
         c.times['seen'] = time.time()
+        with contextlib.suppress(LocalRunError):
+            c.image = trainer_container(pod).get('image') or ''
         with self._lock:
             self.containers[uid] = c
         key = (namespace, job, attempt)
@@ -374,8 +299,9 @@ class ProcessKubelet:
             return
         c.confirm_deletion = False
         with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
-            core.delete_namespaced_pod(c.pod, c.namespace, grace_period_seconds=0,
-                                       body={'preconditions': {'uid': c.uid}}, _request_timeout=10)
+            # gracePeriodSeconds in the body: with a body, the API server ignores the query.
+            core.delete_namespaced_pod(c.pod, c.namespace, body={'gracePeriodSeconds': 0,
+                                                                 'preconditions': {'uid': c.uid}}, _request_timeout=10)
 
     def _close_log(self, c: Container) -> None:
         if c.log_file is None:
@@ -403,23 +329,7 @@ class ProcessKubelet:
 
     def _report(self, core: kubernetes.client.CoreV1Api, c: Container, phase: str, *,
                 exit_code: int | None = None, reason: str | None = None, message: str | None = None) -> None:
-        started = _iso(c.times.get('started', c.times['seen']))
-        running = phase == 'Running'
-        if running:
-            state: dict[str, Any] = {'running': {'startedAt': started}}
-        else:
-            state = {'terminated': {'exitCode': exit_code, 'reason': reason, 'startedAt': started,
-                                    'finishedAt': _iso(c.times.get('exited', time.time()))}}
-            if message:
-                state['terminated']['message'] = message
-        status = {
-            'phase': phase, 'hostIP': '127.0.0.1', 'podIP': c.ip, 'podIPs': [{'ip': c.ip}], 'startTime': _iso(c.times['seen']),
-            'conditions': [{'type': 'Ready', 'status': 'True' if running else 'False',
-                            'lastTransitionTime': _now_iso()}],
-            'containerStatuses': [{'name': names.TRAINER_CONTAINER, 'ready': running, 'started': running,
-                                   'restartCount': 0, 'image': '', 'imageID': '', 'state': state}],
-        }
-        self._send(core, c, status)
+        self._send(core, c, pod_status(c, phase, exit_code=exit_code, reason=reason, message=message))
 
     def _send(self, core: kubernetes.client.CoreV1Api, c: Container, status: dict[str, Any]) -> None:
         try:

@@ -52,6 +52,18 @@ def _tail(data: bytes, lines: int) -> bytes:
     return b''.join(parts[-lines:])
 
 
+def whole_lines_tail(data: bytes, lines: int | None) -> bytes:
+    return data if lines is None else _tail(data, lines)
+
+
+def unprefixed(pod: str, data: bytes) -> bytes:
+    """The lines as the container wrote them: the kubelet's log file prefixes each with
+    `[pod] ` (the local runner's format), a runtime's log file does not."""
+    prefix = f'[{pod}] '.encode()
+    return b''.join(line[len(prefix):] if line.startswith(prefix) else line
+                    for line in data.splitlines(keepends=True))
+
+
 async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
     namespace, name = request.namespace, request.name
     pod = emulator.store.get(PODS, namespace, name)  # 404 NotFound when missing
@@ -79,18 +91,12 @@ async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
         raise ApiError(400, 'BadRequest', f'invalid tailLines: {request.params["tailLines"]!r}') from None
     follow = request.params.get('follow') in ('true', '1')
 
-    prefix = f'[{name}] '.encode()
-
-    def unprefixed(lines: bytes) -> bytes:
-        return b''.join(line[len(prefix):] if line.startswith(prefix) else line
-                        for line in lines.splitlines(keepends=True))
-
     response = aiohttp.web.StreamResponse(status=200, headers={'Content-Type': 'text/plain'})
     await response.prepare(request._raw_request)
     data = path.read_bytes() if path.exists() else b''
     # Only whole lines are sent while following; the rest waits for its newline.
     complete = data if not follow else data[:data.rfind(b'\n') + 1]
-    await response.write(unprefixed(_tail(complete, tail) if tail is not None else complete))
+    await response.write(unprefixed(name, whole_lines_tail(complete, tail)))
     offset = len(complete)
     while follow and not emulator.stopping:
         was_running = running()
@@ -104,7 +110,7 @@ async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
                 fresh = fresh[:fresh.rfind(b'\n') + 1]
             offset += len(fresh)
             try:
-                await response.write(unprefixed(fresh))
+                await response.write(unprefixed(name, fresh))
             except (ConnectionError, RuntimeError):
                 return response  # the client went away
         elif not was_running and not fresh:

@@ -19,7 +19,7 @@ from typing import Any
 import jsonpatch
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
-from ddpjob_devcluster import garbage_collector
+from ddpjob_devcluster import garbage_collector, object_meta
 from ddpjob_devcluster.graceful import PODS, graceful_delete
 from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.selectors import SelectorError, labels_of, parse_field_selector, parse_label_selector
@@ -44,6 +44,13 @@ class ApiError(Exception):
     def status_body(self) -> dict[str, Any]:
         return {'apiVersion': 'v1', 'kind': 'Status', 'metadata': {}, 'status': 'Failure',
                 'code': self.code, 'reason': self.reason, 'message': self.message, 'details': self.details}
+
+
+def _decodable(body: Any) -> None:
+    try:
+        object_meta.check(body)
+    except object_meta.DecodeError as exc:
+        raise ApiError(400, 'BadRequest', str(exc)) from None
 
 
 def is_status_subresource(info: ResourceInfo) -> bool:
@@ -151,6 +158,7 @@ class Store:
             key = self._key(res, namespace, name)
             current = self._live(key)
             _require_object(body)
+            _decodable(body)
             if (body.get('metadata') or {}).get('name', name) != name:
                 raise ApiError(400, 'BadRequest', 'the name of the object does not match the URL')
             self._check_resource_version(body, current)
@@ -280,6 +288,7 @@ class Store:
     def _create(self, res: Resource, namespace: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
         info = self._info(res)
         _require_object(body)
+        _decodable(body)
         obj = fresh(body)
         meta = obj.setdefault('metadata', {})
         if info.namespaced:

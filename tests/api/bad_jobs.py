@@ -155,15 +155,15 @@ BAD: list[Case] = [
     Case("nccl-without-gpus", "spec.backend", job({"backend": "nccl", "nprocPerNode": "auto"})),
     Case("nccl-without-gpus-two-procs", "spec.backend", job({"backend": "nccl", "nprocPerNode": 2})),
     Case("nccl-more-procs-than-gpus", "spec.nprocPerNode", job({"backend": "nccl", "gpusPerNode": 2, "nprocPerNode": 4})),
-    # names: DNS-1035 labels (they name the Service) that leave room for '-<rank>'
+    # names: DNS-1123 labels that leave room for '-<rank>'
     Case("name-too-long-for-one-node", "metadata.name", named("a" * 62)),
     Case("name-too-long-for-ten-nodes", "metadata.name", named("a" * 62, nodes=10)),
     Case("name-too-long-for-1000-nodes", "metadata.name", named("a" * 60, nodes=1000)),
     Case("name-upper-case", "metadata.name", named("Bad-Job")),
+    Case("name-starts-with-a-digit", "metadata.name", named("1abc")),  # its Service name would be invalid
     Case("name-with-dots", "metadata.name", named("bad.job")),
     Case("name-with-underscore", "metadata.name", named("bad_job")),
     Case("name-leading-dash", "metadata.name", named("-bad")),
-    Case("name-leading-digit", "metadata.name", named("1abc")),  # cannot name its Service
     Case("name-trailing-dash", "metadata.name", named("bad-")),
     Case("name-yaml-mapping", "metadata.name", named("a: b")),
     Case("name-yaml-flow-mapping", "metadata.name", named("{x}")),

@@ -6,6 +6,7 @@ import json
 import pathlib
 from typing import Any
 
+import kmock
 import kubernetes
 import pytest
 import yaml
@@ -71,17 +72,6 @@ def test_submit_validates_first_and_sends_nothing(capsys, with_crd, tmp_path) ->
     assert code == 1 and out == ""
     assert "spec.nodes" in err and "Traceback" not in err
     assert with_crd.writes() == before
-
-
-def test_submit_applies_the_operators_template_policy_and_sends_nothing(capsys, with_crd, tmp_path) -> None:
-    before = with_crd.writes()
-    path = job_file(tmp_path, checkpoint={"volume": {"hostPath": {"path": "/"}}, "mountPath": "/host"})
-    code, out, err = ddpjob(capsys, "submit", path)
-    assert code == 1 and out == "" and with_crd.writes() == before
-    assert err.strip() == (f"error: {path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's "
-                           "template policy (an admin can allow it: templatePolicy.allow: [hostPath])")
-    code, out, _ = ddpjob(capsys, "submit", "--template-allow", "hostPath", path)
-    assert code == 0 and out.strip() == "ddpjob.ddpjob.io/hello"
 
 
 def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) -> None:
@@ -152,3 +142,42 @@ def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monke
     assert code == 1 and out == ""
     assert err.startswith(expected), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+HOSTILE = {"checkpoint": {"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"},
+           "template": {"spec": {"securityContext": {"runAsUser": 0, "runAsNonRoot": False},
+                                 "nodeName": "node-1", "tolerations": [{"operator": "Exists"}]}}}
+
+
+def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_field(capsys, with_crd, tmp_path) -> None:
+    only = job_file(tmp_path, checkpoint=HOSTILE["checkpoint"])
+    code, out, err = ddpjob(capsys, "validate", "-f", only)
+    assert code != 0 and err.strip().splitlines() == [
+        f"{only}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's template policy "
+        "(an admin can allow it: templatePolicy.allow: [hostPath])"]
+    path = job_file(tmp_path, **HOSTILE)
+    code, out, err = ddpjob(capsys, "validate", "-f", path)
+    lines = err.strip().splitlines()
+    assert code != 0 and out == "" and f"{path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused" in lines[0]
+    assert any("spec.template.spec.nodeName" in line for line in lines)
+    assert any("spec.template.spec.tolerations[0]" in line for line in lines)
+    code, out, err = ddpjob(capsys, "submit", path)
+    assert code != 0 and "spec.checkpoint.volume.hostPath" in err and out == ""
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello") is None  # nothing was sent
+    # An admin whose operator allows it says so, or skips the check.
+    code, out, err = ddpjob(capsys, "submit", path, "--template-allow", "hostPath,nodeName,tolerateAll")
+    assert (code, out.strip()) == (0, "ddpjob.ddpjob.io/hello"), err
+    code, _, err = ddpjob(capsys, "submit", path, "--template-allow", "root")
+    assert code != 0 and "--template-allow: unknown template allowance 'root'" in err
+
+
+def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, tmp_path) -> None:
+    assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
+    with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
+                         "application/merge-patch+json", {"status": {
+                             "phase": "Failed", "message": "node 1 exited with code 2\x1b[2J",
+                             "lastFailure": {"reason": "Error", "pod": "hello-1"}}})
+    code, out, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")
+    assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
+    code, out, err = ddpjob(capsys, "wait", "hello", "--for=Failed", "--timeout=5s")
+    assert code == 0 and out.strip() == "hello Failed"

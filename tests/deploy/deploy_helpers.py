@@ -65,17 +65,13 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o['kind'] == kind]
 
 
-AGGREGATE_LABEL = 'rbac.authorization.k8s.io/aggregate-to-'
-
-
-def is_aggregated(obj: dict[str, Any]) -> bool:
-    """A ClusterRole for the cluster's users (aggregated into admin/edit/view), not the operator's."""
-    return any(k.startswith(AGGREGATE_LABEL) for k in (obj['metadata'].get('labels') or {}))
-
-
-def operator_rbac(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rendered objects without the users' aggregated ClusterRoles: the operator's own RBAC."""
-    return [o for o in objects if not is_aggregated(o)]
+def operator_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chart's objects less the ClusterRoles it aggregates into the default
+    admin/edit/view roles: those are users' grants, not the operator's."""
+    def aggregated(o: dict[str, Any]) -> bool:
+        labels = (o.get('metadata') or {}).get('labels') or {}
+        return o['kind'] == 'ClusterRole' and any(k.startswith('rbac.authorization.k8s.io/aggregate-to-') for k in labels)
+    return [o for o in objects if not aggregated(o)]
 
 
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:

@@ -11,13 +11,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ddpjob import contract, version
-from ddpjob.api import names
+from ddpjob import version
 from ddpjob.api.spec import parse_job, validate
 
-from tests.deploy.deploy_helpers import (AGGREGATE_LABEL, CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE, RELEASE_NS,
-                                         by_kind, crd_copy_differences, helm_template, is_aggregated, one,
-                                         operator_rbac, require_tool, rule_triples, run)
+from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEASE, RELEASE_NS, by_kind, operator_objects,
+                                         crd_copy_differences, helm_template, one, require_tool, rule_triples,
+                                         run)
 
 K8S_VERSION = '1.37.0'  # kubernetes-validate's newest schemas; the chart's kubeVersion is >=1.29
 # Kinds from CRDs that kubernetes-validate has no schema for; checked by hand below.
@@ -211,9 +210,9 @@ def test_scope_flags(helm: str, tmp_path: pathlib.Path) -> None:
 # ---- RBAC shape (what the operator actually calls: test_rbac.py) ------------------
 
 def test_cluster_scope_grants_one_clusterrole(helm: str, tmp_path: pathlib.Path) -> None:
-    objects = operator_rbac(helm_template(helm, tmp_path))
+    objects = helm_template(helm, tmp_path)
     assert not by_kind(objects, 'Role') and not by_kind(objects, 'RoleBinding')
-    role, binding = one(objects, 'ClusterRole'), one(objects, 'ClusterRoleBinding')
+    role, binding = one(operator_objects(objects), 'ClusterRole'), one(objects, 'ClusterRoleBinding')
     sa = one(objects, 'ServiceAccount')
     assert binding['roleRef']['name'] == role['metadata']['name']
     assert binding['subjects'] == [{'kind': 'ServiceAccount', 'name': sa['metadata']['name'], 'namespace': RELEASE_NS}]
@@ -228,7 +227,7 @@ def test_namespace_scope_grants_a_role_in_that_namespace_only(helm: str, tmp_pat
     assert binding['subjects'][0]['namespace'] == RELEASE_NS
     assert ('', 'pods', 'create') in rule_triples(role['rules'])
     # The ClusterRole keeps only cluster-scoped reads: nothing about pods, jobs or writes.
-    cluster = rule_triples(one(operator_rbac(objects), 'ClusterRole')['rules'])
+    cluster = rule_triples(one(operator_objects(objects), 'ClusterRole')['rules'])
     assert {g for g, _, _ in cluster} <= {'', 'apiextensions.k8s.io'}
     assert {r for _, r, _ in cluster} == {'customresourcedefinitions', 'namespaces', 'nodes'}
     assert {v for _, _, v in cluster} == {'list', 'watch', 'get'}
@@ -244,65 +243,6 @@ def test_every_rbac_rule_says_why() -> None:
             if above.startswith('{{'):  # a rule inside an `if`: the comment is above the if
                 above = lines[i - 2].strip()
             assert above.startswith('#'), f'rbac.yaml line {i + 1}: a rule without a reason'
-
-
-# ---- what the chart grants users, and the operator's network -----------------------
-
-def test_users_get_ddpjobs_through_the_built_in_roles_but_no_status_writes_or_pods(helm: str,
-                                                                                  tmp_path: pathlib.Path) -> None:
-    roles = {r['metadata']['name']: r for r in by_kind(helm_template(helm, tmp_path), 'ClusterRole') if is_aggregated(r)}
-    edit, view = roles['ddpjob-ddpjob-operator-edit'], roles['ddpjob-ddpjob-operator-view']
-    assert {k for k, v in edit['metadata']['labels'].items() if k.startswith(AGGREGATE_LABEL) and v == 'true'} == {
-        AGGREGATE_LABEL + 'admin', AGGREGATE_LABEL + 'edit'}
-    assert view['metadata']['labels'][AGGREGATE_LABEL + 'view'] == 'true'
-    edit_grants, view_grants = rule_triples(edit['rules']), rule_triples(view['rules'])
-    assert ('ddpjob.io', 'ddpjobs', 'create') in edit_grants and ('ddpjob.io', 'ddpjobs', 'delete') in edit_grants
-    assert {(r, v) for g, r, v in edit_grants if r == 'ddpjobs/status'} == {('ddpjobs/status', 'get')}
-    assert {g for g, _, _ in edit_grants | view_grants} == {'ddpjob.io'}  # no Pods, nothing else
-    assert {v for _, _, v in view_grants} == {'get', 'list', 'watch'}
-    # Not bound to anyone by the chart: the built-in roles carry them.
-    names = {b['roleRef']['name'] for b in by_kind(helm_template(helm, tmp_path), 'ClusterRoleBinding')}
-    assert not names & set(roles)
-    assert not [r for r in by_kind(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}}),
-                                   'ClusterRole') if is_aggregated(r)]
-
-
-def _egress(policy: dict) -> dict[str, dict]:
-    """The egress rules keyed by what they reach: apiserver, progress, dns."""
-    out = {}
-    for rule in policy['spec']['egress']:
-        ports = {(p['protocol'], p['port']) for p in rule['ports']}
-        key = 'dns' if ('UDP', 53) in ports else 'progress' if ('TCP', contract.DEFAULT_PROGRESS_PORT) in ports \
-            else 'apiserver'
-        out[key] = {**rule, 'ports': ports}
-    return out
-
-
-def test_the_operator_may_reach_only_the_api_server_the_progress_port_and_dns(helm: str,
-                                                                              tmp_path: pathlib.Path) -> None:
-    objects = helm_template(helm, tmp_path)
-    policy = one(objects, 'NetworkPolicy')
-    pod_labels = one(objects, 'Deployment')['spec']['template']['metadata']['labels']
-    assert policy['spec']['podSelector']['matchLabels'].items() <= pod_labels.items()
-    assert policy['spec']['policyTypes'] == ['Egress']
-    rules = _egress(policy)
-    assert set(rules) == {'apiserver', 'progress', 'dns'} and len(policy['spec']['egress']) == 3
-    assert rules['apiserver']['ports'] == {('TCP', 443), ('TCP', 6443)}
-    assert rules['progress']['ports'] == {('TCP', contract.DEFAULT_PROGRESS_PORT)}
-    (peer,) = rules['progress']['to']
-    assert peer['namespaceSelector'] == {}  # every namespace, as the operator watches them all
-    assert peer['podSelector'] == {'matchExpressions': [{'key': names.LABEL_JOB_NAME, 'operator': 'Exists'}]}
-    assert rules['dns']['ports'] == {('UDP', 53), ('TCP', 53)}
-    # The API server's addresses and ports are the admin's to narrow; one namespace narrows the Pods.
-    values = {**NAMESPACE_VALUES, 'networkPolicy': {'apiServer': {'cidrs': ['10.0.0.10/32'], 'ports': [6443]}}}
-    rules = _egress(one(helm_template(helm, tmp_path, values), 'NetworkPolicy'))
-    assert rules['apiserver']['to'] == [{'ipBlock': {'cidr': '10.0.0.10/32'}}]
-    assert rules['apiserver']['ports'] == {('TCP', 6443)}
-    assert rules['progress']['to'][0]['namespaceSelector'] == {
-        'matchLabels': {'kubernetes.io/metadata.name': 'team-a'}}
-    assert not by_kind(helm_template(helm, tmp_path, {'networkPolicy': {'enabled': False}}), 'NetworkPolicy')
-    done = helm_template(helm, tmp_path, {'networkPolicy': {'apiServer': {'cidrs': ['not-a-cidr']}}}, check=False)
-    assert done.returncode != 0 and 'cidrs' in done.stderr
 
 
 # ---- names, NOTES, optional objects ----------------------------------------------
@@ -434,3 +374,34 @@ def test_every_value_the_e2e_script_sets_exists() -> None:
             assert part in node.get('properties', {}), f'hack/e2e-kind.sh sets {key}, which the chart has no value for'
             node = node['properties'][part]
             node = schema['definitions'][node['$ref'].rsplit('/', 1)[1]] if '$ref' in node else node
+
+
+def test_the_network_policy_lets_the_operator_reach_the_api_server_and_progress_ports_only(helm: str,
+                                                                                         tmp_path: pathlib.Path) -> None:
+    policy = one(helm_template(helm, tmp_path, {}), 'NetworkPolicy')
+    assert policy['spec']['policyTypes'] == ['Ingress', 'Egress']
+    egress = policy['spec']['egress']
+    ports = sorted((p['port'], p['protocol']) for rule in egress for p in rule['ports'])
+    assert ports == [(53, 'TCP'), (53, 'UDP'), (443, 'TCP'), (6443, 'TCP'), (29510, 'TCP')]
+    progress = next(r for r in egress if r['ports'][0]['port'] == 29510)
+    assert progress['to'][0]['podSelector']['matchExpressions'] == [{'key': 'ddpjob.io/job-name', 'operator': 'Exists'}]
+    pinned = one(helm_template(helm, tmp_path, {'networkPolicy': {'apiServer': {'cidrs': ['10.0.0.10/32']},
+                                                                   'dns': False}}), 'NetworkPolicy')
+    api = next(r for r in pinned['spec']['egress'] if r['ports'][0]['port'] == 443)
+    assert api['to'] == [{'ipBlock': {'cidr': '10.0.0.10/32'}}] and len(pinned['spec']['egress']) == 2
+    assert by_kind(helm_template(helm, tmp_path, {'networkPolicy': {'enabled': False}}), 'NetworkPolicy') == []
+
+
+def test_ddpjobs_are_aggregated_into_the_default_user_roles(helm: str, tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path, {})
+    aggregated = [o for o in by_kind(objects, 'ClusterRole') if o not in operator_objects(objects)]
+    labels = {o['metadata']['name']: {k for k, v in o['metadata']['labels'].items() if 'aggregate-to' in k}
+              for o in aggregated}
+    assert labels == {'ddpjob-ddpjob-operator-edit': {'rbac.authorization.k8s.io/aggregate-to-admin',
+                                                      'rbac.authorization.k8s.io/aggregate-to-edit'},
+                      'ddpjob-ddpjob-operator-view': {'rbac.authorization.k8s.io/aggregate-to-view'}}
+    view = next(o for o in aggregated if o['metadata']['name'].endswith('-view'))
+    assert {v for rule in view['rules'] for v in rule['verbs']} == {'get', 'list', 'watch'}
+    assert by_kind(operator_objects(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}})),
+                   'ClusterRole') == by_kind(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}}),
+                                             'ClusterRole')

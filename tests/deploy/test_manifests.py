@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.deploy_helpers import (BASE, CHART, CRD_DIR, ROOT, crd_copy_differences, helm_template, one,
-                                         operator_rbac, require_tool, rule_triples, run)
+from tests.deploy.deploy_helpers import (BASE, CHART, CRD_DIR, ROOT, crd_copy_differences, helm_template, one, operator_objects,
+                                         require_tool, rule_triples, run)
 
 NAMESPACE = 'ddpjob-system'
 PART_OF = {'app.kubernetes.io/part-of': 'ddpjob'}
@@ -110,8 +110,8 @@ def chart_objects(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, An
 
 def test_base_rbac_equals_the_charts_default_rbac(chart_objects: list[dict[str, Any]]) -> None:
     base = {o['kind']: o for o in load_all(BASE / 'rbac.yaml')}
-    assert base['ClusterRole']['rules'] == one(operator_rbac(chart_objects), 'ClusterRole')['rules']
-    assert rule_triples(base['ClusterRole']['rules']) == rule_triples(one(operator_rbac(chart_objects), 'ClusterRole')['rules'])
+    assert base['ClusterRole']['rules'] == one(operator_objects(chart_objects), 'ClusterRole')['rules']
+    assert rule_triples(base['ClusterRole']['rules']) == rule_triples(one(operator_objects(chart_objects), 'ClusterRole')['rules'])
 
 
 def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:

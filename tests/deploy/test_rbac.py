@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.deploy_helpers import (RELEASE_NS, by_kind, helm_template, one, operator_rbac, require_tool,
-                                         rule_triples)
+from tests.deploy.deploy_helpers import RELEASE_NS, by_kind, helm_template, one, operator_objects, require_tool, rule_triples
 # The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
 from tests.operator.conftest import (cluster, crd, kubeconfig,  # noqa: F401
                                      lifecycle_request_log, start_operator)
@@ -70,7 +69,7 @@ class Grants:
     """What a rendered chart allows: ClusterRole rules everywhere, Role rules in one namespace."""
 
     def __init__(self, objects: list[dict[str, Any]]):
-        objects = operator_rbac(objects)
+        objects = operator_objects(objects)
         self.cluster = set().union(*(rule_triples(r['rules']) for r in by_kind(objects, 'ClusterRole')))
         self.namespaced = {r['metadata']['namespace']: rule_triples(r['rules']) for r in by_kind(objects, 'Role')}
         bindings = by_kind(objects, 'ClusterRoleBinding') + by_kind(objects, 'RoleBinding')
@@ -113,7 +112,7 @@ def test_rbac_is_exactly_what_the_operator_uses(lifecycle_request_log: list[Reco
 def test_the_check_catches_a_missing_and_an_extra_grant(tmp_path: pathlib.Path) -> None:
     helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
     objects = helm_template(helm, tmp_path, SCOPES['cluster'])
-    rules = one(operator_rbac(objects), 'ClusterRole')['rules']
+    rules = one(operator_objects(objects), 'ClusterRole')['rules']
     pods = next(r for r in rules if r['resources'] == ['pods'])
     pods['verbs'] = [v for v in pods['verbs'] if v != 'delete'] + ['patch']
     grants = Grants(objects)

@@ -37,8 +37,10 @@ def demo_env() -> Iterator[dict[str, str]]:
     assert not leftovers, f'the demo left processes running: {leftovers}'
 
 
-def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_path: pathlib.Path) -> None:
-    env = dict(demo_env, DDPJOB_DEMO_ONCE='1')  # what `DDPJOB_DEMO_ONCE=1 make demo-cluster` sets
+@pytest.mark.parametrize('backend', ['real', 'emulator'])
+def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_path: pathlib.Path, backend) -> None:
+    # What `DDPJOB_DEMO_ONCE=1 make demo-cluster` sets; the real control plane is the default.
+    env = dict(demo_env, DDPJOB_DEMO_ONCE='1', **({'DDPJOB_DEMO_BACKEND': backend} if backend != 'real' else {}))
     done = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=env,
                           capture_output=True, text=True, timeout=170, cwd=ROOT)
     out = done.stdout + done.stderr

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import datetime
+import json
+import urllib.error
+import urllib.request
 
 import kubernetes
 import pytest
@@ -183,3 +186,17 @@ def test_kmock_objects_keep_the_history(core, emulator: KubeEmulator):
     core.patch_namespaced_config_map('a', 'ns1', {'data': {'k': '2'}})
     history = emulator.objects['v1/configmaps', 'ns1', 'a'].history
     assert [version['data'] for version in history] == [{'k': '1'}, {'k': '2'}]
+
+
+@pytest.mark.parametrize("meta", [{"generation": "abc"}, {"labels": {"a": 1}}, {"annotations": []},
+                                  {"finalizers": "x"}, {"name": 5}])
+def test_metadata_of_a_type_a_real_server_cannot_decode_is_a_400(emulator, meta) -> None:
+    # kube-apiserver decodes the body into ObjectMeta first: wrong types are 400 BadRequest.
+    # (Raw HTTP: the Python client would refuse to send these.)
+    body = json.dumps({"metadata": {"name": "typed", **meta}, "data": {}}).encode()
+    request = urllib.request.Request(f"{emulator.url}/api/v1/namespaces/default/configmaps", data=body,
+                                     method="POST", headers={"Content-Type": "application/json",
+                                                             "Authorization": "Bearer emulator-token"})
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request, timeout=10)
+    assert raised.value.code == 400 and "cannot unmarshal" in raised.value.read().decode()

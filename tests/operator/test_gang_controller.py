@@ -162,56 +162,66 @@ def test_a_preempted_member_that_vanished_is_still_a_disruption():
     assert status["disruptions"] == 1 and "not counted against maxRestarts=0" in status["message"]
 
 
-def test_a_pod_group_this_job_does_not_control_is_neither_adopted_nor_deleted():
-    # Someone made j-attempt-0 first (to steer the gang): the job waits, NotOwned, and the
-    # operator never deletes that object, not even when the job is suspended.
-    body = job_body(nodes=2, scheduling={"gang": "kubernetes"})
-    c, _, events, index = make(body)
-    kube = with_gang_kube(c)
-    planted = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-               "metadata": {"name": "j-attempt-0", "namespace": "ns", "uid": "other"}}
-    original = kube.create
+class ForeignGroupKube(GangKube):
+    """A PodGroup named as the job's next attempt, made beforehand by someone else."""
 
-    async def create(obj: dict, read_existing: bool = True):
-        if obj["metadata"]["name"] == "j-attempt-0":
-            kube.calls.append(("create", "j-attempt-0"))
-            return planted, False
-        return await original(obj, read_existing)
+    def __init__(self) -> None:
+        super().__init__()
+        self.foreign = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                        "metadata": {"name": "j-attempt-0", "namespace": "ns", "uid": "not-the-job",
+                                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                                                          "uid": "other", "controller": True}]}}
+        self.delete_kwargs: list[dict] = []
 
-    kube.create = create
-    delay = run(c)[0]
+    async def create(self, obj: dict, read_existing: bool = True):
+        if obj["kind"] == "PodGroup":
+            self.calls.append(("create", obj["metadata"]["name"]))
+            return self.foreign, False  # a 409, read back
+        return await super().create(obj, read_existing)
+
+    async def delete(self, url: str, **kw: Any) -> bool:
+        self.delete_kwargs.append(kw)
+        return await super().delete(url, **kw)
+
+
+def test_a_pod_group_held_by_another_controller_is_never_adopted_or_deleted():
+    body = job_body(nodes=2, scheduling={"gang": "volcano"})
+    c, _, _, index = make(body)
+    c.kube = kube = ForeignGroupKube()
+    run(c)
     assert [name for kind, name in kube.calls if kind == "create"] == ["j-attempt-0"]  # no Pods
     cond = conditions(last_status(kube))["GangScheduled"]
-    assert cond["status"] == "False" and cond["reason"] == "NotOwned" and "no controller" in cond["message"]
-    assert delay and delay > 0
-    index["body"] = {**body, "spec": {**body["spec"], "suspend": True}, "status": last_status(kube)}
+    assert cond["status"] == "False" and cond["reason"] == "NotOwned"
+    assert "'j-attempt-0' already exists and is not controlled by DDPJob 'j'" in cond["message"]
+    assert c._jobs[("ns", "j")].pod_groups == {}  # not the job's: it never deletes it
+    index["body"] = {**body, "status": {**last_status(kube), "phase": "Failed"}}
     c._jobs[("ns", "j")].status = None
     run(c)
-    assert not [u for u in kube.urls if u.endswith("/j-attempt-0")]
+    assert not any("podgroups" in u for u in kube.urls)
 
 
-def test_the_pod_group_is_deleted_with_its_uid_as_a_precondition():
-    # A PodGroup deleted by someone else and made anew under the name is not the operator's.
-    body = job_body(nodes=2, scheduling={"gang": "kubernetes"})
+def test_the_jobs_own_pod_group_is_deleted_with_its_uid_as_precondition():
+    body = job_body(nodes=2, restartPolicy="OnFailure", scheduling={"gang": "volcano"})
     c, _, _, index = make(body)
     kube = with_gang_kube(c)
     deletes: list[dict] = []
-    create, delete = kube.create, kube.delete
+    original, create = kube.delete, kube.create
 
-    async def create_with_uid(obj: dict, read_existing: bool = True):
-        got, fresh = await create(obj, read_existing)
-        if obj["kind"] == "PodGroup":  # the server's answer carries the uid it gave
-            got = {**got, "metadata": {**got["metadata"], "uid": "pg-uid"}}
-        return got, fresh
+    async def created_with_uid(obj: dict, read_existing: bool = True):
+        stored, made = await create(obj, read_existing)  # the server gives every object a uid
+        return ({**stored, "metadata": {**stored["metadata"], "uid": f"uid-of-{obj['metadata']['name']}"}}
+                if stored else stored), made
+    kube.create = created_with_uid
 
-    async def recorded_delete(url: str, **kw: Any) -> bool:
+    async def delete(url: str, **kw: Any) -> bool:
         deletes.append({"url": url, **kw})
-        return await delete(url, **kw)
-
-    kube.create, kube.delete = create_with_uid, recorded_delete
+        return await original(url, **kw)
+    kube.delete = delete
     run(c)
-    index["body"] = {**body, "spec": {**body["spec"], "suspend": True}, "status": last_status(kube)}
+    uid = c._jobs[("ns", "j")].pod_groups["j-attempt-0"][2]
+    index["body"] = {**body, "status": {**last_status(kube), "phase": "Running"}}
     c._jobs[("ns", "j")].status = None
+    index["pods"] = [pod(0), pod(1, "Failed", exit_code=3)]
     run(c)
-    (group,) = [d for d in deletes if d["url"].endswith("/j-attempt-0")]
-    assert group["uid"] == "pg-uid"
+    group = [d for d in deletes if d["url"].endswith("/podgroups/j-attempt-0")]
+    assert uid == "uid-of-j-attempt-0" and group and group[0].get("uid") == uid

@@ -241,7 +241,7 @@ def test_a_running_job_is_watched_at_its_pod_ips() -> None:
     body = job_body(nodes=2, stallTimeoutSeconds=60)
     c, _, _ = make_controller(body, [pod(0, ip="10.0.0.1"), pod(1, ip="10.0.0.2")], [])
     asyncio.run(c.reconcile(("ns", "j")))
-    assert c.poller.watched[("ns", "j")] == Target(0, ("10.0.0.1", "10.0.0.2"), 60)
+    assert c.poller.watched[("ns", "j")] == Target(0, ("10.0.0.1", "10.0.0.2"), 60, world_size=2)
 
 
 def test_status_writes_do_not_run_the_job_event_handler() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ddpjob_devcluster.cluster import LocalCluster
+from ddpjob_devcluster.real_cluster import RealCluster as LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 

@@ -1,5 +1,6 @@
-"""The whole system, no cluster and no docker: a DDPJob applied to the API emulator is
-reconciled by the real operator process, whose Pods the process kubelet runs as real
+"""The whole system, no docker: a DDPJob applied to a real kube-apiserver (the test
+worker's control plane) is reconciled by the real operator process, installed from the
+chart and acting with its RBAC, whose Pods the process kubelet runs as real
 `ddpjob-launch` -> torchrun -> `ddpjob-train` processes (gloo, CPU). Training really
 happens; the assertions read the job's status, the Pods, the events and the trainer's
 JSON-lines metrics.
@@ -17,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ddpjob_devcluster.cluster import LocalCluster, load_example, read_metrics, wait_until
+from ddpjob_devcluster.cluster import load_example, read_metrics, wait_until
+from ddpjob_devcluster.real_cluster import RealCluster as LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
@@ -89,10 +91,10 @@ def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pa
     assert [p['metadata']['name'] for p in pods] == ['mnist-cpu-0', 'mnist-cpu-1']
     for pod in pods:  # the Pod keeps the cluster contract; only the kubelet resolved it
         env = {e['name']: e.get('value') for e in pod['spec']['containers'][0]['env']}
-        assert env['MASTER_ADDR'] == 'mnist-cpu-0.mnist-cpu.default.svc' and env['WORLD_SIZE'] == '4'
+        assert env['MASTER_ADDR'] == f'mnist-cpu-0.mnist-cpu.{cluster.namespace}.svc' and env['WORLD_SIZE'] == '4'
         assert pod['status']['phase'] == 'Succeeded'
         assert terminated(pod)['exitCode'] == 0 and terminated(pod)['reason'] == 'Completed'
-    assert cluster.emulator.get_object('v1/services', 'default', EXAMPLE)['spec']['clusterIP'] == 'None'
+    assert cluster.core.read_namespaced_service(EXAMPLE, cluster.namespace).spec.cluster_ip == 'None'
     # kopf posts events in the background: the status may be written first.
     wait_until(lambda: {'Running', 'Succeeded'} <= {e['reason'] for e in cluster.events(EXAMPLE)
                                                      if e['type'] == 'Normal'},
@@ -132,7 +134,7 @@ def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: LocalCluster) -> None:
     wait_epoch(cluster, name, metrics, 1)
     doomed = cluster.kubelet.container(f'{name}-0')
 
-    cluster.core.delete_namespaced_pod(f'{name}-0', 'default')  # as `kubectl delete pod` does
+    cluster.core.delete_namespaced_pod(f'{name}-0', cluster.namespace)  # as `kubectl delete pod` does
 
     status = cluster.wait_phase(name, 'Succeeded', timeout=120)
     assert status['restarts'] == 1

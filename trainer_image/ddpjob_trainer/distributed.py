@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -13,6 +14,7 @@ import torch.distributed as dist
 from ddpjob import contract
 
 from . import UsageError
+from . import backend as backend_choice
 from .env import ProcessEnv, threads_per_process
 
 
@@ -36,13 +38,22 @@ class Dist:
         return self.env.rank == 0
 
 
+def pick(env: ProcessEnv) -> tuple[torch.device, str]:
+    """The device and backend (`backend.choose`): LOCAL_RANK indexes this node's GPUs."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    # A single process has no collectives: its device is all that matters.
+    requested = env.backend if env.distributed else None
+    choice = backend_choice.choose(requested, env.local_rank, env.local_world_size, gpus)
+    if choice.notice and env.local_rank == 0 and env.distributed:
+        print(f"ddpjob-train: {choice.notice}", file=sys.stderr, flush=True)
+    if choice.device_index is None:
+        return torch.device("cpu"), choice.backend
+    torch.cuda.set_device(choice.device_index)
+    return torch.device("cuda", choice.device_index), choice.backend
+
+
 def pick_device(env: ProcessEnv) -> torch.device:
-    if torch.cuda.is_available():
-        # One GPU per process; LOCAL_RANK indexes this node's GPUs.
-        index = env.local_rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device("cpu")
+    return pick(env)[0]
 
 
 def set_cpu_threads(env: ProcessEnv) -> None:
@@ -70,12 +81,9 @@ def collective_timeout(environ=None) -> datetime.timedelta | None:
 
 def setup(env: ProcessEnv) -> Dist:
     set_cpu_threads(env)
-    device = pick_device(env)
     if not env.distributed:
-        return Dist(env, device, None)
-    backend = env.backend or ("nccl" if device.type == "cuda" else "gloo")
-    if backend == "nccl" and device.type != "cuda":
-        raise UsageError("DDPJOB_BACKEND=nccl but this process has no CUDA device")
+        return Dist(env, pick_device(env), None)
+    device, backend = pick(env)
     kwargs = {"device_id": device} if device.type == "cuda" else {}
     timeout = collective_timeout()
     if timeout is not None:

@@ -20,6 +20,7 @@ import time
 from ddpjob import contract
 
 from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
+from .backend import refuse_short_nccl
 from .env import LaunchEnv, read_launch_env, threads_per_process
 
 TRAIN_CMD = "ddpjob-train"
@@ -28,6 +29,15 @@ TRAIN_CMD = "ddpjob-train"
 DEFAULT_DNS_TIMEOUT = 300.0
 DNS_LOG_EVERY = 5.0
 USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] [--version] CMD [ARGS...]"
+
+
+def visible_gpus() -> int:
+    """GPUs this container sees (NVML through torch; no CUDA context is made)."""
+    try:
+        import torch
+    except ImportError:  # a launcher without torch runs the user's own program
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def log(msg: str) -> None:
@@ -179,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         dns_timeout, cmd = parse_argv(argv)
         launch = read_launch_env()
         command, uses_torchrun = build_command(launch, cmd)
+        if (os.environ.get("DDPJOB_BACKEND") or "").strip().lower() == "nccl":
+            refuse_short_nccl(launch.nproc_per_node, visible_gpus())  # before any process starts
         log(
             f"node {launch.node_rank}/{launch.nnodes}, {launch.nproc_per_node} process(es), "
             f"master {launch.master_addr}:{launch.master_port}"

@@ -20,8 +20,6 @@ LABEL_RESTART_COUNT = f"{GROUP}/restart-count"
 
 # The container the environment contract is written into; users' sidecars keep theirs.
 TRAINER_CONTAINER = "trainer"
-# The Pod volume that holds spec.checkpoint (a template volume of this name is replaced).
-CHECKPOINT_VOLUME = "checkpoint"
 
 DEFAULT_PORT = contract.DEFAULT_PORT
 DEFAULT_CHECKPOINT_MOUNT = "/checkpoints"
@@ -31,9 +29,6 @@ DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 # are both at most 63 characters.
 MAX_LABEL = 63
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# A Service name is a DNS-1035 label: it also starts with a letter (the API server's
-# ValidateServiceName). The job's Service takes the job's name, so the job name is one too.
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def service_name(job: str) -> str:
@@ -54,12 +49,16 @@ def max_job_name_length(nodes: int) -> int:
     return MAX_LABEL - len(f"-{max(nodes - 1, 0)}")
 
 
-def is_dns1123_label(value: str) -> bool:
-    return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def is_dns1035_label(value: str) -> bool:
+    """A Service name: a DNS-1123 label that starts with a letter (validation.IsDNS1035Label)."""
     return len(value) <= MAX_LABEL and bool(_DNS1035_LABEL.fullmatch(value))
+
+
+def is_dns1123_label(value: str) -> bool:
+    return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))
 
 
 def pod_group_name(job: str, attempt: int) -> str:

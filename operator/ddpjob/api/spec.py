@@ -12,7 +12,10 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.errors import FieldError, ImmutableFieldError, InvalidSpec
 from ddpjob.api.scheduling import Scheduling, check_scheduling
+
+__all__ = ["FieldError", "ImmutableFieldError", "InvalidSpec", "DDPJob", "parse_job"]
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
@@ -39,29 +42,6 @@ SPEC_FIELDS = frozenset({
 
 
 MAX_DURATION_SECONDS = 365 * 24 * 3600  # one year
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-@dataclass(frozen=True)
-class ImmutableFieldError(FieldError):
-    """A change to a field a running gang cannot take (the CRD marks these too)."""
-    message: str = "is immutable"
-
-
-class InvalidSpec(ValueError):
-    """Raised with every field error at once, so a user fixes a file in one pass."""
-
-    def __init__(self, errors: list[FieldError]):
-        self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))
 
 
 @dataclass(frozen=True)
@@ -268,10 +248,11 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
         c.err("metadata.name", f"must be a string (got {name!r})")
         return ""
     limit = names.max_job_name_length(nodes)
+    # The job's headless Service is named after it: a DNS-1035 label (a real API server
+    # refuses the Service of a job named `1abc`, which a DNS-1123 label would allow).
     if not names.is_dns1035_label(name[:names.MAX_LABEL]) or "\n" in name:
-        # It names the job's Service, so a DNS-1035 label: "1abc" is refused by the API server.
         c.err("metadata.name", f"{_show(name)} must be a DNS-1035 label: lower case letters, digits and '-', "
-                               "starting with a letter and ending with a letter or digit")
+                               "starting with a letter and ending with a letter or digit (it names the job's Service)")
     elif len(name) > limit:
         c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
                                f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}")
@@ -314,7 +295,9 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         if isinstance(nproc_raw, str):
             c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {nproc_raw!r})")
     backend_raw = c.choice(spec, "backend", "auto", BACKENDS)
-    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus else "gloo")
+    # auto: nccl only when every process of a node has a GPU of its own (two ranks on
+    # one GPU crash inside NCCL), else gloo.
+    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus and gpus >= (nproc or 1) else "gloo")
     if backend_raw == "nccl" and gpus == 0:
         c.err("spec.backend", "nccl needs gpusPerNode > 0 (use gloo or auto on CPU)")
     if backend_raw == "nccl" and gpus is not None and isinstance(nproc_raw, int) and nproc and nproc > gpus:
@@ -379,25 +362,6 @@ def validate(body: Mapping[str, Any]) -> list[FieldError]:
     except InvalidSpec as exc:
         return exc.errors
     return []
-
-
-def immutable_record(job: DDPJob) -> dict[str, Any]:
-    """The immutable fields as the gang is made ('auto' resolved): the operator keeps them
-    in `status.immutableSpec` and compares every later spec with them. Not kopf's
-    last-handled-configuration annotation: whoever may patch the job may rewrite that."""
-    record: dict[str, Any] = {"nodes": job.nodes, "nprocPerNode": job.nproc_per_node, "backend": job.backend,
-                              "image": job.image, "args": list(job.args), "gpusPerNode": job.gpus_per_node}
-    if job.command is not None:
-        record["command"] = list(job.command)
-    return record
-
-
-def immutable_changes(recorded: Any, job: DDPJob) -> list[FieldError]:
-    """An error per immutable field whose value differs from the record (none without one)."""
-    if not isinstance(recorded, Mapping):
-        return []
-    now = immutable_record(job)
-    return [ImmutableFieldError(f"spec.{key}") for key in IMMUTABLE_FIELDS if recorded.get(key) != now.get(key)]
 
 
 def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ddpjob.api.spec import FieldError
+from ddpjob.api.errors import FieldError
 
 BASE = "spec.template"
 MAX_ERRORS = 20  # a file that is wrong everywhere gets the first ones, not thousands

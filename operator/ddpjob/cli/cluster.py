@@ -16,10 +16,11 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import yaml
 
+from ddpjob import text
 from ddpjob.api import names
 from ddpjob.cli import kubeclient
 from ddpjob.cli.kubeclient import ClusterError, Connection
@@ -40,14 +41,17 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add the cluster subcommands to `ddpjob`'s subparsers (called by cli/main.py)."""
-    from ddpjob.cli.main import template_allow_flag
     p = sub.add_parser("submit", help="validate a DDPJob file and apply it to the cluster")
     p.add_argument("file", nargs="?", help="DDPJob YAML file, or - for standard input")
     p.add_argument("-f", "--filename", help="the same as FILE (like kubectl)")
     p.add_argument("--wait", action="store_true", help="follow phase changes; exit with the job's result")
     p.add_argument("--timeout", type=duration, default=None, help="with --wait: give up after this long (e.g. 30m)")
     p.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
-    template_allow_flag(p)
+    p.add_argument("--template-allow", default=None, metavar="ITEMS",
+                   help="check the template as an operator with these templatePolicy.allow items would "
+                        "(comma-separated; default: none, as the chart's default)")
+    p.add_argument("--skip-policy-check", action="store_true",
+                   help="send without the template policy check (for an admin whose operator allows more)")
     cluster_command(p, cmd_submit)
 
     p = sub.add_parser("get", help="list DDPJobs (a table like kubectl), or one")
@@ -75,10 +79,10 @@ def register(sub: Any) -> None:
     p.add_argument("--tail", type=int, default=None, help="only the last N lines of each Pod")
     cluster_command(p, cmd_logs)
 
-    for verb, text in (("delete", "delete a DDPJob (its Pods and Service go with it)"),
+    for verb, summary in (("delete", "delete a DDPJob (its Pods and Service go with it)"),
                        ("suspend", "suspend a DDPJob: its Pods are deleted, the job stays"),
                        ("resume", "resume a suspended DDPJob")):
-        p = sub.add_parser(verb, help=text)
+        p = sub.add_parser(verb, help=summary)
         p.add_argument("name")
         cluster_command(p, cmd_simple)
 
@@ -135,13 +139,22 @@ def phase_of(job: dict[str, Any]) -> str:
 # ---- commands ------------------------------------------------------------------------
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
-    from ddpjob.cli.main import load_allowed_jobs
+    from ddpjob.cli.files import load_jobs
+    from ddpjob.api import template_policy
     from ddpjob.api.spec import InvalidSpec
     try:
-        load_allowed_jobs(args, conn.namespace)  # every field and the template policy, before anything is sent
-    except InvalidSpec as exc:
-        raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
-    from ddpjob.cli.main import load_documents
+        jobs = load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
+        # The same policy as `ddpjob validate` and the operator: a job the operator would
+        # refuse is refused here, before it is stored and fails.
+        allow = template_policy.parse_allowances(args.template_allow)
+        errors = [] if args.skip_policy_check else [e for job in jobs for e in template_policy.check_job(job, allow)]
+        if errors:
+            raise InvalidSpec(errors)
+    except ValueError as exc:
+        if isinstance(exc, InvalidSpec):
+            raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
+        raise ClusterError(f"--template-allow: {exc}") from None
+    from ddpjob.cli.files import load_documents
     submitted = []
     for doc in load_documents(args.file):
         name = doc["metadata"]["name"]
@@ -173,8 +186,15 @@ def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float 
                   + (f": {status['message']}" if status.get("message") else ""), flush=True)
             last = (phase, status.get("restarts"))
         if phase in wanted:
+            if not report:
+                print(f"{name} {phase}", flush=True)
             return 1 if report and phase == "Failed" else 0
         if phase in TERMINAL:
+            if not report:  # `ddpjob wait` always says what happened
+                failure = status.get("lastFailure") or {}
+                why = ": ".join(text.clean(x, 500) for x in (failure.get("reason") or status.get("phase"),
+                                                             status.get("message")) if x)
+                print(f"{name} {phase}: {why}" if why else f"{name} {phase}", file=sys.stderr, flush=True)
             return 1
         if deadline is not None and time.monotonic() >= deadline:
             print(f"error: timed out waiting for {name} (phase {phase})", file=sys.stderr)
@@ -225,7 +245,8 @@ def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
     job = get_job(conn, args.name)
     events = conn.core.list_namespaced_event(
         conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
-    print(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]))
+    # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
+    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]), limit=1 << 20))
     return 0
 
 
@@ -246,15 +267,3 @@ def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
                                                _content_type="application/merge-patch+json")
     print(f"ddpjob.{names.GROUP}/{args.name} {'suspended' if suspend else 'resumed'}")
     return 0
-
-
-def lines_of(stream: Any) -> Iterator[str]:
-    """Lines of a streamed HTTP body, as they arrive."""
-    pending = b""
-    for chunk in stream.stream(4096, decode_content=True):
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line.decode(errors="replace")
-    if pending:
-        yield pending.decode(errors="replace")

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_NODES = 100_000
@@ -143,3 +145,20 @@ def load_documents(path: str) -> list[Any]:
     if not docs:
         raise FileError(f"{path}: holds no DDPJob")
     return docs
+
+
+def load_jobs(path: str, namespace: str | None = None) -> list[DDPJob]:
+    """Every DDPJob in the file, or InvalidSpec naming each bad field of each document."""
+    jobs, errors = [], []
+    docs = load_documents(path)
+    for i, doc in enumerate(docs):
+        if namespace and isinstance(doc, dict):
+            doc = {**doc, "metadata": {**(doc.get("metadata") or {}), "namespace": namespace}}
+        try:
+            jobs.append(parse_job(doc))
+        except InvalidSpec as exc:
+            prefix = f"document {i + 1}: " if len(docs) > 1 else ""
+            errors += [type(e)(prefix + e.path, e.message) for e in exc.errors]
+    if errors:
+        raise InvalidSpec(errors)
+    return jobs

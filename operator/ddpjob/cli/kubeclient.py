@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from ddpjob.api import names
 
@@ -115,3 +115,15 @@ def explain(exc: BaseException, conn: Connection | None, what: str = "") -> Clus
         return ClusterError(f"cannot reach the cluster at {conn.server if conn else '?'}: "
                             f"{' '.join(str(reason).split())[:200]}")
     return ClusterError(str(exc))
+
+
+def lines_of(stream: Any) -> Iterator[str]:
+    """Lines of a streamed HTTP body, as they arrive."""
+    pending = b""
+    for chunk in stream.stream(4096, decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode(errors="replace")
+    if pending:
+        yield pending.decode(errors="replace")

@@ -9,8 +9,7 @@ import threading
 from typing import Any
 
 from ddpjob.api import names, spec
-from ddpjob.cli.cluster import lines_of
-from ddpjob.cli.kubeclient import ClusterError, Connection
+from ddpjob.cli.kubeclient import ClusterError, Connection, lines_of
 
 _print_lock = threading.Lock()
 

@@ -11,25 +11,8 @@ from pathlib import Path
 from ddpjob import render
 from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
-from ddpjob.cli.files import FileError, load_documents
+from ddpjob.cli.files import FileError, load_documents, load_jobs
 from ddpjob.version import __version__, image_tags
-
-
-def load_jobs(path: str, namespace: str | None = None) -> list[DDPJob]:
-    """Every DDPJob in the file, or InvalidSpec naming each bad field of each document."""
-    jobs, errors = [], []
-    docs = load_documents(path)
-    for i, doc in enumerate(docs):
-        if namespace and isinstance(doc, dict):
-            doc = {**doc, "metadata": {**(doc.get("metadata") or {}), "namespace": namespace}}
-        try:
-            jobs.append(parse_job(doc))
-        except InvalidSpec as exc:
-            prefix = f"document {i + 1}: " if len(docs) > 1 else ""
-            errors += [type(e)(prefix + e.path, e.message) for e in exc.errors]
-    if errors:
-        raise InvalidSpec(errors)
-    return jobs
 
 
 def warn(args: argparse.Namespace, job: DDPJob) -> None:
@@ -47,22 +30,14 @@ def _template_allow(args: argparse.Namespace) -> frozenset[str]:
         raise FileError(f"--template-allow: {exc}") from None
 
 
-def load_allowed_jobs(args: argparse.Namespace, namespace: str | None = None) -> list[DDPJob]:
-    """`load_jobs`, then the operator's template policy on each job's rendered Pod
-    (`--template-allow` as the operator's templatePolicy.allow): what `validate` and
-    `submit` check, the same function as the operator."""
+def cmd_validate(args: argparse.Namespace) -> int:
     from ddpjob.api import template_policy
 
-    jobs = load_jobs(args.file, namespace)
+    jobs = load_jobs(args.file)
     allow = _template_allow(args)
-    errors = [e for job in jobs for e in template_policy.check(job, render.render_pod(job, 0), allow)]
+    errors = [e for job in jobs for e in template_policy.check_job(job, allow)]
     if errors:
         raise InvalidSpec(errors)
-    return jobs
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    jobs = load_allowed_jobs(args)
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
               f"({job.nodes} node(s) x {job.nproc_per_node} process(es), {job.backend})")
@@ -83,7 +58,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ddpjob.local import gpus, trust  # keeps `validate`/`render` free of process machinery
+    from ddpjob.local import gpus  # keeps `validate`/`render` free of process machinery
     from ddpjob.local.runner import run_job
 
     jobs = load_jobs(args.file)
@@ -91,20 +66,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise FileError(f"{args.file}: `ddpjob run` takes exactly one DDPJob (found {len(jobs)})")
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
     warn(args, job)
-    loading = trust.code_loading_env(job)
-    if loading and not args.allow_env:
-        path, name = loading[0]
-        raise FileError(f"{args.file}: {path}: {name} changes how local processes load code; `ddpjob run` passes "
-                        "it only with --allow-env")
-    for path, name in loading:
-        print(f"{args.file}: warning: {path}: {name} changes how local processes load code (--allow-env)",
-              file=sys.stderr)
     available = gpus.visible_gpus()
     problem = gpus.gpu_error(job, available)
     if problem:
         raise FileError(f"{args.file}: {problem}")
     return run_job(job, Path(args.workdir) if args.workdir else None, fresh=args.fresh, gpus=available,
-                   hide_gpus=args.cpu)
+                   hide_gpus=args.cpu, allow_env=args.allow_env)
 
 
 def cmd_version(args: argparse.Namespace) -> int:
@@ -151,12 +118,6 @@ def add_file(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--filename", metavar="FILE", help="the same as FILE, as kubectl spells it")
 
 
-def template_allow_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--template-allow", metavar="LIST",
-                   help="what the job may ask of its Pods, as the operator's templatePolicy.allow "
-                        "(comma-separated, e.g. hostPath,capabilities; docs/threat-model.md lists them)")
-
-
 def file_commands(sub: argparse._SubParsersAction) -> None:
     """The commands that read a DDPJob file and need no cluster."""
     p = sub.add_parser("validate", help="check a DDPJob file; one line per field error",
@@ -165,7 +126,9 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
                        epilog="example: ddpjob validate -f manifests/examples/mnist-cpu.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_file(p)
-    template_allow_flag(p)
+    p.add_argument("--template-allow", metavar="LIST",
+                   help="what the template may ask for, as the operator's templatePolicy.allow "
+                        "(comma-separated: privileged,hostPath,hostNamespaces,capabilities)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="print the Service and Pods the operator would create",
@@ -195,7 +158,8 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="delete the checkpoints and status of an earlier run of this job first")
     p.add_argument("--allow-env", action="store_true",
-                   help="pass job env that changes how local processes load code (PATH, PYTHONPATH, LD_PRELOAD, ...)")
+                   help="let the job's env set PATH, PYTHONPATH, LD_PRELOAD and the like for processes on this "
+                        "machine (refused by default: in a Pod they change only the container)")
     p.set_defaults(func=cmd_run)
 
 
@@ -210,8 +174,8 @@ def operator_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
     p.add_argument("--template-allow", metavar="LIST",
-                   help="what job templates may ask for beyond the default policy (comma-separated, "
-                        "docs/threat-model.md lists them); also DDPJOB_TEMPLATE_ALLOW")
+                   help="what job templates may ask for (default: none of privileged,hostPath,"
+                        "hostNamespaces,capabilities); also DDPJOB_TEMPLATE_ALLOW")
     p.set_defaults(func=cmd_operator)
 
 

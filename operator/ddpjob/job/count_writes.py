@@ -31,6 +31,11 @@ def interval(nodes: int) -> float:
 def wait(previous: Mapping[str, Any], new: Mapping[str, Any], nodes: int, last_write: float | None,
          now: float) -> float:
     """Seconds the write of `new` over `previous` should wait (0: write now)."""
-    if last_write is None or not counts_only(previous, new):
+    return held(previous, new, nodes, None if last_write is None else now - last_write)
+
+
+def held(previous: Mapping[str, Any], new: Mapping[str, Any], nodes: int, since_last_write: float | None) -> float:
+    """The same, from the seconds since the last write (None: none yet)."""
+    if since_last_write is None or not counts_only(previous, new):
         return 0.0
-    return max(0.0, last_write + interval(nodes) - now)
+    return max(0.0, interval(nodes) - since_last_write)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ddpjob import text
 from ddpjob.api import names
 
 
@@ -64,7 +65,9 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
     exit_code = terminated.get("exitCode")
     # A Pod-level reason (Evicted, Preempted, NodeLost) says more than the container's.
     reason = status.get("reason") or terminated.get("reason")
+    # The Pod's own words (its termination message): untrusted, escaped and bounded.
     message = status.get("message") or terminated.get("message")
+    message = text.clean(message) if message else message
     scheduled, sched_reason, sched_message = _scheduling(pod.get("spec") or {}, status, phase)
     disruption = _disruption(status)
     if disruption and not message:

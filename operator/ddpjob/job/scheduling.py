@@ -15,13 +15,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpjob.api.spec import DDPJob
+from ddpjob.backoff import Backoff
+from ddpjob.job.decision import FAILED, Event, Plan
 from ddpjob.job.observe import PodState
+from ddpjob.times import parse_time
+
+if TYPE_CHECKING:
+    from ddpjob.job.step import Step
 
 CONDITION = "GangScheduled"
 TIMEOUT_REASON = "ScheduleTimeout"
+# The gang's integration is off in this operator, or its PodGroup API is not served.
+UNAVAILABLE = "GangIntegrationUnavailable"
+# A blocked gang is looked at again after 2 s, 4 s, ... at most 5 minutes; the PodGroup
+# API is asked for again on the 1st, 5th, 9th ... wait (installing the CRD is enough).
+BLOCKED_BACKOFF = Backoff(base=2.0, cap=300.0)
+RECHECK_EVERY = 4
 # Not yet placed, but no scheduler has said why (the moments before a binding).
 _NO_VERDICT = ("Pending", "PodsNotCreated")
 
@@ -41,10 +53,6 @@ class GangWait:
     @property
     def message(self) -> str:
         return (self.condition or {}).get("message", "")
-
-
-def _parse(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
 def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping[str, Any]] | None,
@@ -69,7 +77,7 @@ def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping
     timed_out = newly = False
     timeout_in = None
     if status == "False" and timeout:
-        waited = (now - (_parse(since) or now)).total_seconds()
+        waited = (now - (parse_time(since) or now)).total_seconds()
         if waited >= timeout:
             timed_out = True
             newly = (old or {}).get("reason") != TIMEOUT_REASON or changed
@@ -94,11 +102,33 @@ def with_condition(conditions: list[dict[str, Any]], previous: list[Mapping[str,
     return others + ([cond] if cond else [])
 
 
-def blocked(status: Mapping[str, Any], reason: str, message: str, now_s: str) -> dict[str, Any]:
-    """The status of a job whose Pods cannot be made yet (its gang integration is off or
-    not installed, or its PodGroup is still going away): waiting, with the reason."""
+def timed_out(step: "Step") -> Plan | None:
+    """`onScheduleTimeout: Fail` and the gang was not placed in time: the job fails."""
+    wait = step.gang_wait
+    if not (wait.timed_out and step.job.scheduling.on_schedule_timeout == "Fail"):
+        return None
+    return Plan(status=step.status(FAILED, TIMEOUT_REASON, wait.message, completionTime=step.now_s),
+                delete=step.live, requeue_after=step.ttl_in,
+                events=step.on_entry(FAILED, "Warning", "Failed", wait.message))
+
+
+def blocked_status(status: Mapping[str, Any], reason: str, message: str, now_s: str) -> dict[str, Any]:
+    """The status of a job whose Pods cannot be made yet: waiting, with the reason."""
     old = next((c for c in status.get("conditions", []) if c.get("type") == CONDITION), None)
     since = old["lastTransitionTime"] if old and old.get("status") == "False" else now_s
     cond = {"type": CONDITION, "status": "False", "reason": reason, "message": message, "lastTransitionTime": since}
     others = [c for c in status.get("conditions", []) if c.get("type") != CONDITION]
     return {**status, "message": message, "conditions": others + [cond]}
+
+
+def blocked(step: "Step", starting: Plan) -> Plan:
+    """The gang's Pods must not be created yet (its integration is off or not installed, or
+    its PodGroup is still going away): wait with backoff, say why once (and as an Event)."""
+    observed = step.observed
+    reason, message = observed.gang_blocked or ("", "")
+    waits = observed.gang_waits + 1
+    status = blocked_status(starting.status, reason, message, step.now_s)
+    events = (Event("Warning", reason, message),) if step.prev.get("message") != status["message"] else ()
+    return Plan(status=status, events=events, gang_blocked=True,
+                requeue_after=BLOCKED_BACKOFF.delay(waits, observed.jitter),
+                check_gang_apis=reason == UNAVAILABLE and waits % RECHECK_EVERY == 1)

@@ -9,6 +9,7 @@ attempt not advanced for that long. A stall is then a failure of its own (reason
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
@@ -16,6 +17,40 @@ from typing import Any, Mapping
 from ddpjob import progress_record
 
 STALLED = "Stalled"
+MAX_SECONDS = 10 * 365 * 86400  # a number of seconds past this is a lie, not a job
+MAX_RANKS = 1024 * 256  # spec.nodes x spec.nprocPerNode at most
+
+
+def _number(value: Any) -> float | None:
+    """A finite number of seconds in range, else None (NaN, Infinity, strings, 4,000 digits)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and 0 <= number <= MAX_SECONDS else None
+
+
+def _ranks(value: Any, world_size: int) -> dict[int, dict[str, int]]:
+    """rank -> {"step"}: only ranks of this job, only a bounded integer step; a map of any
+    other shape or size costs at most one pass over its first `world_size` entries."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("ranks must be a JSON object")
+    out: dict[int, dict[str, int]] = {}
+    for key, view in value.items():
+        if len(out) >= world_size:
+            break
+        if not isinstance(key, str) or not key.isdigit() or len(key) > 7 or not isinstance(view, Mapping):
+            continue
+        step = view.get("step")
+        if isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= progress_record.MAX_INT:
+            rank = int(key)
+            if rank < world_size:
+                out[rank] = {"step": step}
+    return out
 
 
 @dataclass(frozen=True)
@@ -27,13 +62,21 @@ class ProgressState:
     ranks: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # global rank -> heartbeat view
 
     @classmethod
-    def from_snapshot(cls, snap: Mapping[str, Any], restart_count: int) -> "ProgressState":
-        """From a `/progress` document (progress_record.Tracker.snapshot)."""
+    def from_snapshot(cls, snap: Any, restart_count: int, world_size: int = MAX_RANKS) -> "ProgressState":
+        """From a `/progress` document (progress_record.Tracker.snapshot), which a training
+        Pod wrote and so is untrusted: ValueError unless it is an object with a finite
+        `seconds_since_progress` in range; a bad record or ETA is dropped; at most
+        `world_size` ranks kept, each only as its bounded step."""
+        if not isinstance(snap, Mapping):
+            raise ValueError("a /progress answer must be a JSON object")
+        seconds = _number(snap.get("seconds_since_progress") or 0)
+        if seconds is None:
+            raise ValueError(f"seconds_since_progress must be a number from 0 to {MAX_SECONDS}")
         record = snap.get("record")
-        return cls(restart_count=restart_count, seconds_since_progress=float(snap.get("seconds_since_progress") or 0),
+        eta = _number(snap.get("eta_seconds"))
+        return cls(restart_count=restart_count, seconds_since_progress=seconds,
                    record=record if record and not progress_record.validate(record) else None,
-                   eta_seconds=snap.get("eta_seconds"),
-                   ranks={int(r): b for r, b in (snap.get("ranks") or {}).items()})
+                   eta_seconds=int(eta) if eta is not None else None, ranks=_ranks(snap.get("ranks"), world_size))
 
     def with_ranks(self, ranks: Mapping[int, Mapping[str, Any]]) -> "ProgressState":
         return ProgressState(self.restart_count, self.seconds_since_progress, self.record, self.eta_seconds,

@@ -24,9 +24,7 @@ def acquire(path: Path) -> IO[str]:
     """Take the lock at `path` (made if missing) and write this pid into it; keep the
     returned file open for as long as the lock is held. Raises `LockHeld`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Never through a link planted at `path`: the file is truncated below.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    f = os.fdopen(fd, "r+", encoding="utf-8")
+    f = open(path, "a+", encoding="utf-8")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

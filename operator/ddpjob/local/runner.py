@@ -23,7 +23,7 @@ import yaml
 from ddpjob import contract, render
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
-from ddpjob.local import ownership, ports, trust
+from ddpjob.local import ownership, ports, safety
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
 from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
@@ -194,29 +194,26 @@ def previous_run(workdir: Path) -> dict | None:
 
 
 def start_fresh(workdir: Path) -> None:
-    """`--fresh`: forget an earlier run (its checkpoints and final status)."""
+    """`--fresh`: forget an earlier run (its checkpoints and final status). The job
+    directory holds no links (`safety.refuse_links`), so nothing outside it is deleted."""
     shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
     (workdir / STATUS_FILE).unlink(missing_ok=True)
 
 
 def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None, fresh: bool = False,
-            gpus: list[str] | None = None, hide_gpus: bool = False) -> int:
+            gpus: list[str] | None = None, hide_gpus: bool = False, allow_env: bool = False) -> int:
     """Run to completion; print the final status; exit code 0 only for Succeeded."""
     if not job.generation:
         # A file has no metadata.generation; the API server gives a new object 1.
         job = dataclasses.replace(job, generation=1)
-    root = None if workdir else Path(os.getcwd())  # ./.ddpjob/<name> is checked from here down
     workdir = workdir or Path(os.getcwd()) / ".ddpjob" / job.name
     runner = LocalRunner(job, workdir, out=out, gpus=gpus, hide_gpus=hide_gpus)
-    link = trust.first_link(workdir, root)
-    if link is not None:
-        runner.log(f"error: {link} is a symbolic link; `ddpjob run` follows no links in the job's directory "
-                   "(remove it, or give another --workdir)")
-        return 1
     # Before anything in the job's directory is touched (--fresh included): a second run
     # of the same job would share and overwrite its checkpoints.
     lock = ownership.JobLock(workdir, job.name)
     try:
+        safety.refuse_code_loading_env(job.env, allow_env)
+        safety.refuse_links(workdir)
         lock.acquire()
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
@@ -244,9 +241,10 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
     runner.out.flush()
     try:
-        trust.write_file(workdir / STATUS_FILE, yaml.safe_dump({"status": status}, sort_keys=False))
-    except OSError as exc:  # a link planted while it ran: not followed
-        runner.log(f"error: cannot write {workdir / STATUS_FILE}: {exc.strerror}")
+        safety.write_no_follow(workdir / STATUS_FILE, yaml.safe_dump({"status": status}, sort_keys=False))
+    except LocalRunError as exc:
+        runner.log(f"error: {exc}")
+        return 1
     if status.get("phase") == lifecycle.SUCCEEDED:
         return 0
     return 130 if status.get("message") == "interrupted by the user" else 1

@@ -11,7 +11,7 @@ Every create and delete is recorded in the job's expectations until the watch sh
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob import render
 from ddpjob.api import names, spec
@@ -37,37 +37,17 @@ def indexed_pod(body: Mapping[str, Any]) -> tuple[str | None, PodState] | None:
     return owner, state
 
 
-class Owner(Protocol):
-    """The controller's side: its API, gang support, metrics, Events and observations."""
-    kube: Kube
-    gang: GangSupport
-    metrics: OperatorMetrics
-    post_event: EventPoster
-
-    def observe_job(self, job: Any) -> list[PodState]: ...
-
-
 class Children:
-    def __init__(self, owner: Owner):
-        # Read through the owner, so what the controller is configured with (or a test
-        # swaps in) is what acts.
-        self._owner = owner
+    """Acts on one job's children with the API, gang settings, metrics and Event poster it
+    is given (the controller hands its own in, and again when one is replaced)."""
 
-    kube = property(lambda self: self._owner.kube)
-    gang = property(lambda self: self._owner.gang)
-    metrics = property(lambda self: self._owner.metrics)
-    post_event = property(lambda self: self._owner.post_event)
-
-    def observe(self, job: Any) -> list[PodState]:
-        return self._owner.observe_job(job)
+    def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster):
+        self.kube, self.gang, self.metrics, self.post_event = kube, gang, metrics, post_event
 
     async def ensure_pod_group(self, job: Any, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
         """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
         (reason, message) when the Pods must not be created yet."""
         gang = parsed.scheduling.gang
-        why = self.gang.unavailable(gang)
-        if why:
-            return UNAVAILABLE, why
         group = render.render_pod_group(parsed, attempt)
         if group is None:
             return None
@@ -78,13 +58,13 @@ class Children:
             # The API went away after startup (a CRD deleted): report it, re-check later.
             self.gang.missing[gang] = f"{group['apiVersion']} PodGroup is not served by this cluster"
             return UNAVAILABLE, f"spec.scheduling.gang={gang}: {self.gang.missing[gang]}"
-        if obj is not None and refusals.controller_uid(obj) != (job.uid or ""):
-            # A PodGroup of this name that this job does not control (someone made it
-            # first): never adopted, never deleted; the job waits with NotOwned.
-            refused = refusals.not_owned("PodGroup", obj, parsed.name)
-            return refused.reason, refused.message
-        job.pod_groups[name] = (group["apiVersion"], group["kind"], (obj or {}).get("metadata", {}).get("uid"))
-        if ((obj or {}).get("metadata") or {}).get("deletionTimestamp"):
+        meta = (obj or {}).get("metadata") or {}
+        if obj is not None and refusals.controller_uid(obj) != job.uid:
+            # A PodGroup of this name that another (or no) controller holds: never adopted,
+            # never deleted; the gang waits and says why, as for a Pod or Service.
+            return "NotOwned", refusals.not_owned("PodGroup", obj, job.key[1]).message
+        job.pod_groups[name] = (group["apiVersion"], group["kind"], meta.get("uid"))
+        if meta.get("deletionTimestamp"):
             # The same attempt's PodGroup (suspend, then resume) still waits on its
             # protection finalizer for the old Pods to end: Pods made now would point at
             # an object about to vanish and never be placed.
@@ -101,17 +81,18 @@ class Children:
         keep = {current} if live else set()
         for name in [n for n in job.pod_groups if n not in keep]:
             api_version, kind, uid = job.pod_groups[name]
-            try:  # the uid precondition: a PodGroup made anew under this name is not ours
+            try:
                 await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
             except Conflict:
                 pass
             job.pod_groups.pop(name, None)
 
-    async def delete_pods(self, job: Any, ns: str, pod_names: Iterable[str]) -> None:
+    async def delete_pods(self, job: Any, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
+        """Delete Pods (`observed`: the job's Pods as this pass saw them)."""
         pod_names = list(pod_names)
         if not pod_names:
             return
-        restart_counts = {p.name: p.restart_count for p in self.observe(job)}
+        restart_counts = {p.name: p.restart_count for p in observed}
         results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n)) for n in pod_names),
                                        return_exceptions=True)
         for pod_name, result in zip(pod_names, results):
@@ -177,13 +158,14 @@ class Children:
             raise errors[0]  # retried by the worker; what was created is remembered
         return refused
 
-    async def force_delete_lost(self, job: Any, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]]) -> None:
+    async def force_delete_lost(self, job: Any, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]],
+                                observed: Iterable[PodState]) -> None:
         """Force-delete Pods stuck terminating whose node is gone or NotReady: no kubelet
         will ever confirm them (what PodGC does for a deleted Node, and what an admin does
         with `kubectl delete --force` for an unreachable one). On a Ready node the kubelet
         is alive and is waited for: a force delete there could run two gangs at once."""
         ns = job.key[0]
-        uids = {p.name: p.uid for p in self.observe(job)}
+        uids = {p.name: p.uid for p in observed}
         for pod_name, node_name in stuck:
             node = await self.kube.get_node(node_name)
             ready = next((c.get("status") for c in ((node or {}).get("status") or {}).get("conditions") or []

@@ -67,8 +67,11 @@ def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configurati
             setattr(config, attr, _as_file(data))
     token = getattr(info, "token", None)
     if token:
-        config.api_key = {"authorization": token}
-        config.api_key_prefix = {"authorization": getattr(info, "scheme", None) or "Bearer"}
+        # "BearerToken" is the auth setting's own name: kubernetes_asyncio's Configuration
+        # reads only that key, the official client also its "authorization" alias. (A
+        # token under the alias alone reached a real API server as system:anonymous.)
+        config.api_key = {"BearerToken": token}
+        config.api_key_prefix = {"BearerToken": getattr(info, "scheme", None) or "Bearer"}
     elif getattr(info, "username", None):
         config.username, config.password = info.username, getattr(info, "password", None) or ""
     if getattr(info, "proxy_url", None):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping
 
 from ddpjob.api.scheduling import GANGS
+from ddpjob.job.scheduling import UNAVAILABLE
 from ddpjob.render import gang as render_gang
 
 logger = logging.getLogger("ddpjob.operator.gang")
@@ -32,7 +33,7 @@ ENV_INTEGRATIONS = "DDPJOB_GANG_INTEGRATIONS"
 ENV_COSCHEDULING_SCHEDULER = "DDPJOB_COSCHEDULING_SCHEDULER"
 ENV_VOLCANO_SCHEDULER = "DDPJOB_VOLCANO_SCHEDULER"
 INTEGRATIONS = tuple(g for g in GANGS if g != "none")
-UNAVAILABLE = "GangIntegrationUnavailable"
+__all__ = ["UNAVAILABLE", "GangSupport", "INTEGRATIONS", "api_group_path"]
 
 _WHAT = {
     "kubernetes": "the scheduling.k8s.io/v1beta1 PodGroup API (Kubernetes 1.37 with the GenericWorkload "

@@ -20,8 +20,9 @@ from typing import Any
 import kopf
 
 from ddpjob.operator import controller as ctl
-from ddpjob.api import names, template_policy
-from ddpjob.operator.backoff import Backoff
+from ddpjob import text
+from ddpjob.api import names, spec, template_policy
+from ddpjob.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.progress import (DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND,
@@ -106,7 +107,7 @@ class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
 def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
     # kopf queues it and posts it in the background (with its own retries), so a
     # reconcile never waits on an Event.
-    kopf.event(body, type=type_, reason=reason, message=message[:1024])
+    kopf.event(body, type=type_, reason=reason, message=text.clean(message, 1024))
 
 
 # ---- operator lifecycle ---------------------------------------------------------------
@@ -233,11 +234,26 @@ async def job_created(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> N
 
 
 @kopf.on.update(*JOBS, field="spec")
-async def job_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    # Only a trigger: kopf's `old` comes from its last-handled-configuration annotation,
-    # which whoever may patch the job can rewrite. The reconcile checks the immutable
-    # fields against status.immutableSpec, which only the operator writes.
-    memo.controller.trigger(namespace, name)
+async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body, meta: kopf.Meta,
+                           memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    # The validity of the new spec alone is checked by every reconcile; what only an
+    # update can show is a change to a field a running gang cannot take.
+    errors = spec.validate_update({"spec": old or {}}, body)
+    generation = int(meta.get("generation") or 0)
+    observed = (body.get("status") or {}).get("observedGeneration")
+    if errors and observed == generation:
+        # kopf's `old` comes from an annotation anyone who may edit the job can rewrite.
+        # The spec did not change since the operator last saw it (same generation), so a
+        # "change" to an immutable field is a rewritten annotation, not a new spec; the
+        # API server's own rules (the CRD's transition rules) guard real changes.
+        logger.warning("%s/%s: ignoring kopf's last-handled-configuration annotation: it differs from the "
+                       "spec of generation %s, which the operator already observed", namespace, name, generation)
+        errors = []
+    if any(isinstance(e, spec.ImmutableFieldError) for e in errors):
+        memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0),
+                                      [str(e) for e in errors])
+    else:
+        memo.controller.trigger(namespace, name)
 
 
 def _deleted(type: str | None, **_: Any) -> bool:

@@ -38,7 +38,7 @@ import kubernetes_asyncio
 
 from ddpjob.api import names
 from ddpjob.operator import connection
-from ddpjob.operator.backoff import Backoff
+from ddpjob.backoff import Backoff
 from ddpjob.render.gang import POD_GROUP_KINDS
 
 logger = logging.getLogger("ddpjob.operator.kube")
@@ -170,7 +170,7 @@ class AsyncioTransport:
         headers = {"Accept": "application/json", **headers}
         if body is not None:
             headers.setdefault("Content-Type", "application/json")
-        if self.api.configuration.username and "authorization" not in self.api.configuration.api_key:
+        if self.api.configuration.username and "BearerToken" not in self.api.configuration.api_key:
             headers["Authorization"] = self.api.configuration.get_basic_auth_token()
         try:
             response = await self.api.call_api(path, method, header_params=headers, body=body,

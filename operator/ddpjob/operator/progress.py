@@ -19,6 +19,14 @@ Bounds, so that 1,000 jobs do not flood anything:
   MODIFIED event it comes back as), so at scale the writes, not the reads, would cost
   the CPU. A suspected stall, and the first record of a gang attempt, go through at once.
 
+Every answer is untrusted (the code in the Pod wrote it): no redirect is followed (an
+answer cannot make the operator fetch another address), one deadline covers the whole
+response (a Pod that drips a byte every few seconds is cut off, not waited on per read),
+the body is capped, and `ProgressState.from_snapshot` bounds every number and the ranks.
+Fetches run on a thread pool of their own (`max_in_flight` threads), and a job has at
+most one fetch at a time (the extra reads of a suspected stall go one after another,
+within one deadline), so a slow or hostile job holds one thread and delays only itself.
+
 How the Pod is reached: directly, at `status.podIP` and the contract's progress port.
 Not through the API server's pod proxy: that would put every fetch through the API
 server (33 requests/s at 1,000 jobs) and needs RBAC `pods/proxy`, which lets its holder
@@ -30,17 +38,20 @@ When a stall is suspected, every Pod of the gang is read once, to name the stale
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import heapq
+import http.client
 import json
 import logging
 import random
+import socket
+import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ddpjob import contract
-from ddpjob.job.stall import ProgressState
+from ddpjob.job.stall import MAX_RANKS, ProgressState
 
 logger = logging.getLogger("ddpjob.operator.progress")
 
@@ -50,7 +61,8 @@ DEFAULT_JITTER = 0.2
 DEFAULT_MAX_PER_SECOND = 50.0
 DEFAULT_MAX_IN_FLIGHT = 32
 DEFAULT_MAX_WRITES_PER_SECOND = 5.0
-FETCH_TIMEOUT = 5.0
+FETCH_TIMEOUT = 5.0  # for the whole response, headers and body
+STALL_READS_TIMEOUT = 10.0  # for the other Pods' reads of one suspected stall, together
 MAX_BODY = 256 * 1024
 
 
@@ -60,11 +72,49 @@ class Target:
     addresses: tuple[str | None, ...]  # Pod IP by node rank
     stall_timeout: int | None
     port: int = contract.DEFAULT_PROGRESS_PORT
+    world_size: int = MAX_RANKS  # ranks beyond it in an answer are not this job's
 
 
 def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http to a Pod IP)
-        return json.loads(response.read(MAX_BODY))
+    """GET `url` (http://ip:port/progress): 200 and JSON, or an exception. http.client
+    follows no redirect; a timer closes the socket when `timeout` has passed for the whole
+    exchange, whatever the peer sends meanwhile."""
+    hostport, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = hostport.rpartition(":")
+    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
+    expired = threading.Event()
+    held: list[socket.socket] = []  # the connection drops its reference once the answer says "close"
+
+    def cut() -> None:
+        expired.set()
+        for sock in held:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+    timer = threading.Timer(timeout, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.connect()
+        held.append(conn.sock)
+        conn.request("GET", "/" + path, headers={"Accept": "application/json"})
+        response = conn.getresponse()
+        if response.status != 200:
+            raise ValueError(f"HTTP {response.status} (redirects are not followed)")
+        body = response.read(MAX_BODY + 1)
+        if len(body) > MAX_BODY:
+            raise ValueError(f"answer larger than {MAX_BODY} bytes")
+        if expired.is_set():
+            raise TimeoutError(f"no whole answer within {timeout:g}s")
+        return json.loads(body)
+    except OSError as exc:
+        if expired.is_set():
+            raise TimeoutError(f"no whole answer within {timeout:g}s") from None
+        raise exc
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 def _url(ip: str, port: int) -> str:
@@ -100,6 +150,9 @@ class ProgressPoller:
         self.fetch, self.clock = fetch, clock
         self.bucket = TokenBucket(max_per_second, max(1.0, max_per_second), clock)
         self.in_flight = asyncio.Semaphore(max_in_flight)
+        # Threads of its own: the loop's default pool (min(32, cores + 4)) is shared with
+        # kopf and would be the limit a handful of slow Pods could fill.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_in_flight, thread_name_prefix="ddpjob-progress")
         self.targets: dict[Key, Target] = {}
         self._due: list[tuple[float, int, Key]] = []
         self._seq = 0
@@ -155,6 +208,10 @@ class ProgressPoller:
                 task.cancel()
         await asyncio.gather(*[t for t in [self._task, *self._tasks] if t is not None], return_exceptions=True)
         self._task = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _fetch(self, url: str) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.fetch, url)
 
     # ---- the loop --------------------------------------------------------------------------
 
@@ -230,21 +287,24 @@ class ProgressPoller:
             return None
         self.fetches += 1
         try:
-            snap = await asyncio.to_thread(self.fetch, _url(ip, target.port))
-            state = ProgressState.from_snapshot(snap, target.attempt)
+            snap = await self._fetch(_url(ip, target.port))
+            state = ProgressState.from_snapshot(snap, target.attempt, target.world_size)
         except Exception as exc:  # noqa: BLE001 (a Pod that does not answer is no error of ours)
             self.failures += 1
             logger.debug("progress of %s/%s from %s: %r", *key, ip, exc)
             return None
         if target.stall_timeout and state.record and state.seconds_since_progress >= target.stall_timeout:
             # Looks stalled: read every Pod once, so the Event can name the stale ranks.
-            others = [a for a in target.addresses[1:] if a]
-            results = await asyncio.gather(*(asyncio.to_thread(self.fetch, _url(a, target.port)) for a in others),
-                                           return_exceptions=True)
-            self.fetches += len(others)
-            for result in results:
-                if isinstance(result, BaseException):
+            # One after another, within one deadline: this job holds one thread at a time.
+            deadline = self.clock() + STALL_READS_TIMEOUT
+            for address in (a for a in target.addresses[1:] if a):
+                if self.clock() > deadline:
+                    break
+                self.fetches += 1
+                try:
+                    answer = await self._fetch(_url(address, target.port))
+                    state = state.with_ranks(ProgressState.from_snapshot(answer, target.attempt,
+                                                                         target.world_size).ranks)
+                except Exception:  # noqa: BLE001 (an unreadable rank is reported as missing)
                     self.failures += 1
-                    continue
-                state = state.with_ranks(ProgressState.from_snapshot(result, target.attempt).ranks)
         return state

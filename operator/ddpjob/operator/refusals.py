@@ -15,49 +15,22 @@ deleted; the job says which object holds the name and retries with the same back
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from ddpjob import backoff
 from ddpjob.api import names
+from ddpjob.job.decision import Refusal
 from ddpjob.operator.kube import APIError
+
+__all__ = ["Refusal", "Backoff", "transient", "from_api_error", "controller_uid", "not_owned"]
 
 # Retries of a refused create: 0.5 s, 1 s, 2 s, ... capped at 30 s, so a namespace whose
 # quota is raised gets its Pods within ~30 s without anyone touching the job, and a
 # refusing namespace sees at most a handful of creates per job in the first 10 s.
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 30.0
-# Reasons that no retry can fix: the object itself is wrong.
-PERMANENT_STATUSES = frozenset({422})
 NAMESPACE_TERMINATING = "NamespaceTerminating"
-
-
-@dataclass(frozen=True)
-class Refusal:
-    kind: str  # Pod | Service
-    name: str
-    reason: str  # the condition's reason: Forbidden, Invalid, NotOwned, ...
-    message: str  # what the user reads: the server's message, or which object holds the name
-    status: int = 0  # the HTTP code; 0 for a refusal of ours (NotOwned)
-    causes: tuple[str, ...] = ()  # the Status' details.causes[].reason
-
-    @property
-    def permanent(self) -> bool:
-        return self.status in PERMANENT_STATUSES
-
-    @property
-    def event_reason(self) -> str:
-        return f"FailedCreate{self.kind}"
-
-    @property
-    def event_message(self) -> str:
-        return f"Error creating: {self.message}"
-
-    @property
-    def silent(self) -> bool:
-        # The Job controller posts nothing when the namespace is being deleted: the job
-        # is about to go too.
-        return NAMESPACE_TERMINATING in self.causes
 
 
 def transient(exc: APIError) -> bool:
@@ -104,12 +77,13 @@ class Backoff:
     failures: int = 0
     retry_at: datetime | None = None
     last: Refusal | None = None
+    fresh: bool = False  # not yet seen by a step of the job logic (which reports it once)
 
     def refused(self, refusal: Refusal, now: datetime) -> float:
         """Record a refusal; returns the seconds until the next try."""
         self.failures += 1
-        self.last = refusal
-        delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (self.failures - 1)) * random.uniform(1.0, 1.1)
+        self.last, self.fresh = refusal, True
+        delay = backoff.Backoff(BACKOFF_BASE, BACKOFF_CAP, jitter=0.1).delay(self.failures)
         self.retry_at = now + timedelta(seconds=delay)
         return delay
 
@@ -123,5 +97,9 @@ class Backoff:
     def active(self) -> bool:
         return self.last is not None
 
+    def take_fresh(self) -> bool:
+        fresh, self.fresh = self.fresh, False
+        return fresh
+
     def clear(self) -> None:
-        self.failures, self.retry_at, self.last = 0, None, None
+        self.failures, self.retry_at, self.last, self.fresh = 0, None, None, False

@@ -10,7 +10,7 @@ stored status. So two replicas can never overwrite each other.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 from ddpjob.operator.kube import Conflict, Kube, job_path
 
@@ -29,25 +29,19 @@ class StatusChanged(Exception):
     from: nothing was written; the next pass plans again from the stored status."""
 
 
-class Owner(Protocol):
-    """The controller's side: its API, its index of DDPJobs, its clock for write times."""
-    kube: Kube
-    job_body: Callable[[str, str], Mapping[str, Any] | None]
-    monotonic: Callable[[], float]
-
-
 class StatusWriter:
-    def __init__(self, owner: Owner):
-        self._owner = owner  # read through it: what a test swaps in is what acts
+    def __init__(self, kube: Kube, job_body: Callable[[str, str], Mapping[str, Any] | None]):
+        self.kube = kube  # the controller hands in a replacement too
+        self.job_body = job_body  # the index of DDPJobs: the newest resourceVersion known
 
     async def write(self, job: Any, body: Mapping[str, Any], previous: dict[str, Any],
                     new: dict[str, Any]) -> dict[str, Any]:
         """Write `new` over `previous` (nothing when equal); returns the stored status and
-        keeps it, its resourceVersion and the time of the write in `job`."""
+        keeps it and its resourceVersion in `job`."""
         if new == previous:
             return previous
         ns, name = job.key
-        kube = self._owner.kube
+        kube = self.kube
         try:
             try:
                 stored = await kube.patch_status(ns, name, status_patch(previous, new),
@@ -60,7 +54,6 @@ class StatusWriter:
             job.status = None  # the write may or may not have landed: re-read from the index
             raise
         job.status = dict((stored or {}).get("status") or new)
-        job.status_written_at = self._owner.monotonic()
         job.resource_version = ((stored or {}).get("metadata") or {}).get("resourceVersion")
         return job.status
 
@@ -68,7 +61,7 @@ class StatusWriter:
         """The resourceVersion of an object whose status is `previous`: the newest the index
         has (kopf's own annotation patches bump it without touching the status), else the
         one this operator's last write returned, else the body this pass started from."""
-        latest = self._owner.job_body(*job.key)
+        latest = self.job_body(*job.key)
         if latest is not None and str((latest.get("metadata") or {}).get("uid") or "") == job.uid \
                 and dict(latest.get("status") or {}) == previous:
             return (latest.get("metadata") or {}).get("resourceVersion")
@@ -81,7 +74,7 @@ class StatusWriter:
         annotations), write again onto the current version; if its status did (another
         replica), write nothing and plan again from that status."""
         ns, name = job.key
-        kube = self._owner.kube
+        kube = self.kube
         for _ in range(3):
             current = await kube.get(job_path(ns, name))
             meta = current.get("metadata") or {}

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Hashable
+
+from ddpjob.backoff import Backoff
 
 logger = logging.getLogger("ddpjob.operator.workqueue")
 
@@ -29,7 +30,7 @@ Handler = Callable[[Any], Awaitable[float | None]]
 
 def retry_delay(failures: int) -> float:
     """Capped exponential backoff with jitter, so many failing keys do not retry in step."""
-    return min(RETRY_CAP, RETRY_BASE * 2 ** (max(failures, 1) - 1)) * random.uniform(1.0, 1.25)
+    return Backoff(RETRY_BASE, RETRY_CAP, jitter=0.25).delay(failures)
 
 
 @dataclass

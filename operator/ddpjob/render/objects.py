@@ -88,8 +88,8 @@ def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
     if job.checkpoint:
         source = ({"persistentVolumeClaim": {"claimName": job.checkpoint.claim_name}}
                   if job.checkpoint.claim_name else dict(job.checkpoint.volume or {}))
-        volumes.append({"name": names.CHECKPOINT_VOLUME, **source})
-        mounts.append({"name": names.CHECKPOINT_VOLUME, "mountPath": job.checkpoint.mount_path})
+        volumes.append({"name": "checkpoint", **source})
+        mounts.append({"name": "checkpoint", "mountPath": job.checkpoint.mount_path})
     return volumes, mounts
 
 

@@ -1,0 +1,174 @@
+"""What a hostile job costs the operator through the progress channel (issue: trust
+boundaries). One 128-node job whose every Pod answers `/progress` with a fake stall and
+256 KB of `ranks` (and six of them drip their answer a byte at a time), beside healthy
+4-node jobs. Measured in one run, against the API emulator with the operator in its own
+process (this script plays the kubelet: Pods Running at once, each at a Pod IP of its
+own where its fake launcher listens on the contract's port):
+
+- the operator's RSS before the hostile job and at its peak during it (goal: < 50 MB more);
+- the operator's CPU over the window (goal: < 5% of one core for the hostile job's reads:
+  the window's CPU minus the same window's without the hostile job);
+- a healthy job's creation -> Running (p50 of 10), without and with the hostile job
+  (goal: within 2x).
+
+    .venv/bin/python benchmarks/hostile_progress.py [--window 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import kubernetes
+import yaml
+
+from ddpjob import contract
+from ddpjob_devcluster.emulator import KubeEmulator
+from operator_scale import cpu_seconds  # a script: its folder is on the path
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NS = "default"
+NODES = 128
+RANKS = {str(i): {"step": i, "pad": "x" * 8} for i in range(12_000)}  # about 256 KB of JSON
+HOSTILE = json.dumps({"record": {"step": 5, "total_steps": 100}, "seconds_since_progress": 9999,
+                      "eta_seconds": 1, "ranks": RANKS}).encode()
+
+
+class Launcher(BaseHTTPRequestHandler):
+    drip = False
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(HOSTILE)))
+        self.end_headers()
+        if self.drip:
+            for _ in range(120):  # a byte every 2 s: each read well inside any per-read timeout
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(2)
+        self.wfile.write(HOSTILE)
+
+    def log_message(self, *_):
+        pass
+
+
+def serve(ip: str, drip: bool) -> ThreadingHTTPServer:
+    handler = type("Drip" if drip else "Hostile", (Launcher,), {"drip": drip})
+    server = ThreadingHTTPServer((ip, contract.DEFAULT_PROGRESS_PORT), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def rss_mb(pid: int) -> float:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def job(name: str, nodes: int, **spec) -> dict:
+    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0, **spec}}
+
+
+class Kubelet(threading.Thread):
+    """Every Pod Running as soon as it exists; the hostile job's at its launchers' IPs."""
+
+    def __init__(self, core: kubernetes.client.CoreV1Api):
+        super().__init__(daemon=True)
+        self.core, self.stop = core, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for pod in self.core.list_namespaced_pod(NS).items:
+                if pod.status and pod.status.phase == "Running" or pod.metadata.deletion_timestamp:
+                    continue
+                rank = int(pod.metadata.name.rsplit("-", 1)[1])
+                ip = f"127.251.0.{rank + 1}" if pod.metadata.name.startswith("hostile-") else "127.252.0.1"
+                status = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "containerStatuses": [
+                    {"name": "trainer", "ready": True, "restartCount": 0, "image": "x", "imageID": "",
+                     "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+                try:
+                    self.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
+                except kubernetes.client.ApiException:
+                    pass
+            self.stop.wait(0.05)
+
+
+def latency(custom, prefix: str, runs: int = 10) -> float:
+    times = []
+    for i in range(runs):
+        name, start = f"{prefix}-{i}", time.perf_counter()
+        custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", job(name, 4))
+        while (custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name)
+               .get("status") or {}).get("phase") != "Running":
+            if time.perf_counter() - start > 60:
+                raise TimeoutError(f"{name} did not run")
+            time.sleep(0.01)
+        times.append(time.perf_counter() - start)
+        custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--window", type=float, default=60.0)
+    parser.add_argument("--interval", type=float, default=5.0, help="the operator's progress read interval")
+    args = parser.parse_args()
+    servers = [serve(f"127.251.0.{i + 1}", drip=i < 6) for i in range(NODES)]
+    with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
+        api = kubernetes.config.new_client_from_config(str(kubeconfig))
+        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
+        log = open(pathlib.Path(tmp) / "operator.log", "w")
+        proc = subprocess.Popen([sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
+                                 f"run_operator({NS!r}, True, None, None, None)"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        kubelet = Kubelet(core)
+        kubelet.start()
+        try:
+            quiet = latency(custom, "warm", 3) and latency(custom, "quiet")
+            cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
+            time.sleep(args.window)
+            idle_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
+            rss_before = rss_mb(proc.pid)
+            custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs",
+                                                   job("hostile", NODES, stallTimeoutSeconds=3600, maxRestarts=1000))
+            time.sleep(args.interval * 2)
+            cpu0, t0, peak = cpu_seconds(proc.pid), time.perf_counter(), rss_before
+            loaded = latency(custom, "loaded")
+            while time.perf_counter() - t0 < args.window:
+                peak = max(peak, rss_mb(proc.pid))
+                time.sleep(0.5)
+            busy_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
+            restarts = (custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", "hostile")
+                        .get("status") or {}).get("restarts")
+        finally:
+            kubelet.stop.set()
+            proc.terminate()
+            proc.wait(30)
+            for server in servers:
+                server.shutdown()
+    print(f"load average {os.getloadavg()}; read interval {args.interval:g} s; window {args.window:g} s")
+    print(f"operator RSS: {rss_before:.0f} MB before the hostile job, peak {peak:.0f} MB during "
+          f"(+{peak - rss_before:.0f} MB; goal < 50)")
+    print(f"operator CPU: {idle_cpu * 100:.1f}% of a core without it, {busy_cpu * 100:.1f}% with it "
+          f"(+{(busy_cpu - idle_cpu) * 100:.1f}%; goal < 5%); the hostile job's gang restarts: {restarts}")
+    print(f"healthy 4-node job, creation -> Running p50: {quiet * 1000:.0f} ms without, {loaded * 1000:.0f} ms with "
+          f"({loaded / quiet:.2f}x; goal <= 2x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Creation and refusals policy: which of the gang's Pods to create, what holds them back,
+and how a refused create shows in the status.
+
+Pods are created only when no Pod of an earlier attempt (or of an earlier DDPJob of the
+same name) holds a name the gang needs; a Pod stuck terminating on a node past its grace
+period is listed for a force delete (the operator does it only when the node is lost).
+
+The `PodsCreated` condition says whether the operator could create what was asked for:
+`False` with the API server's reason (`Forbidden` for a quota or Pod Security denial,
+`NotOwned` for a name held by an object this job does not control, ...) and its message
+while it cannot, `True` again once it could. The status message, which `kubectl get ddpj`
+shows, says the same, so a waiting job always says why it waits. A refused create is
+retried with backoff; a 422 Invalid is permanent (only a spec change can fix the rendered
+object) and fails the job with the server's message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ddpjob.api.launchers import world_warning
+from ddpjob.job import scheduling
+from ddpjob.job.conditions import build_conditions
+from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, Observed, Plan
+from ddpjob.job.observe import PodState
+from ddpjob.times import parse_time
+
+if TYPE_CHECKING:
+    from ddpjob.job.step import Step
+
+PODS_CREATED = "PodsCreated"
+# A kubelet confirms a deletion shortly after the grace period; past this margin it is lost or stuck.
+STUCK_MARGIN = timedelta(seconds=30)
+ROUNDING = timedelta(seconds=1)  # status times have whole seconds (step.ROUNDING)
+
+
+def _set_condition(conditions: list[Mapping[str, Any]] | None, status: str, reason: str, message: str,
+                   now: str) -> list[dict[str, Any]]:
+    out, found = [], False
+    for c in conditions or []:
+        c = dict(c)
+        if c.get("type") == PODS_CREATED:
+            found = True
+            if c.get("status") != status:
+                c["lastTransitionTime"] = now
+            c.update(status=status, reason=reason, message=message)
+        out.append(c)
+    if not found:
+        out.append({"type": PODS_CREATED, "status": status, "reason": reason, "message": message,
+                    "lastTransitionTime": now})
+    return out
+
+
+def refused_status(status: Mapping[str, Any], reason: str, message: str, created: int, wanted: int,
+                   now: str) -> dict[str, Any]:
+    """The status of a job whose creates are refused: it waits, and says why."""
+    waiting = f"{created}/{wanted} Pods created; waiting: {message}"
+    return {**status, "message": waiting,
+            "conditions": _set_condition(status.get("conditions"), "False", reason, message, now)}
+
+
+def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """After a refusal, the creates went through: the condition flips back (never added otherwise)."""
+    conditions = status.get("conditions") or []
+    # A refusal that this very status still reports (the job logic's own, e.g. Pods of an
+    # earlier incarnation) is current, not past.
+    if not any(c.get("type") == PODS_CREATED and c.get("status") == "False"
+               and str(c.get("message")) not in str(status.get("message")) for c in conditions):
+        return dict(status)
+    return {**status, "conditions": _set_condition(conditions, "True", "Created", "all Pods created", now)}
+
+
+def failed_status(previous: Mapping[str, Any], reason: str, message: str, generation: int,
+                  now: str) -> dict[str, Any]:
+    """A permanent refusal (the API server finds the rendered Pod invalid): the job fails,
+    because no retry can change the answer; the user fixes the spec."""
+    st = {**dict(previous), "phase": FAILED, "message": message, "readyNodes": 0,
+          "observedGeneration": generation, "restarts": int(previous.get("restarts", 0)), "completionTime": now}
+    conditions = build_conditions(previous.get("conditions"), FAILED, "PodInvalid", message, now)
+    st["conditions"] = _set_condition(conditions, "False", reason, message, now)
+    return st
+
+
+def _waiting_phase(step: "Step") -> str:
+    return RESTARTING if step.restarts and step.prev_phase == RESTARTING else PENDING
+
+
+def _stuck(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, str], ...], float | None]:
+    """Terminating Pods past grace + margin on a node, and seconds until the next one is."""
+    stuck, wake = [], None
+    for p in pods:
+        ends = parse_time(p.deletion_time) if p.deleting and p.node_name else None
+        if ends is None:
+            continue
+        due = ends + ROUNDING + STUCK_MARGIN
+        if now >= due:
+            stuck.append((p.name, str(p.node_name)))
+            # Look again later: a node Ready now may be lost by then.
+            wait = STUCK_MARGIN.total_seconds()
+        else:
+            wait = (due - now).total_seconds()
+        wake = wait if wake is None else min(wake, wait)
+    return tuple(sorted(stuck)), wake
+
+
+def held(step: "Step") -> Plan | None:
+    """Names the gang needs are held: by an earlier DDPJob's Pods (never touched, the
+    garbage collector's), or by an earlier attempt's (deleted, and waited for)."""
+    job, waiting = step.job, _waiting_phase(step)
+    if step.foreign:
+        names = ", ".join(sorted(p.name for p in step.foreign))
+        msg = (f"Pod(s) {names} belong to an earlier DDPJob named {job.name!r} (another uid) and are "
+               f"not this job's to delete; waiting for the garbage collector to remove them")
+        st = refused_status(step.status(waiting, "NotOwned", msg), "NotOwned", msg, len(step.current),
+                            job.nodes, step.now_s)
+        news = (Event("Warning", "FailedCreatePod", msg),) if step.prev.get("message") != st["message"] else ()
+        return Plan(status=st, delete=tuple(p.name for p in step.leftover if not p.deleting and not p.leftover),
+                    requeue_after=step.deadline_in, events=news)
+    if not step.leftover:
+        return None
+    msg = f"waiting for {len(step.leftover)} Pod(s) of an earlier attempt to go away"
+    stuck, wake = _stuck(step.leftover, step.now)
+    if stuck:
+        msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
+               " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
+    return Plan(status=step.status(waiting, "Terminating", msg), stuck=stuck,
+                delete=tuple(p.name for p in step.leftover if not p.deleting),
+                requeue_after=step.earliest(step.deadline_in, wake))
+
+
+def running(step: "Step") -> Plan | None:
+    """Every node runs (or has finished): the job is Running."""
+    job, current = step.job, step.current
+    if len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
+        return None
+    msg = f"all {job.nodes} nodes running ({job.world_size} processes)"
+    return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
+                requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
+
+
+def start(step: "Step") -> Plan:
+    """The gang is starting: create its missing Pods, unless creates must wait (the gang
+    integration, a refused create's backoff)."""
+    job, gang_wait, observed = step.job, step.gang_wait, step.observed
+    missing = tuple(r for r in range(job.nodes) if r not in step.current)
+    running_ = sum(1 for p in step.current.values() if p.phase in ("Running", "Succeeded"))
+    msg = (f"creating {len(missing)} Pod(s)" if missing
+           else gang_wait.message if gang_wait.waiting
+           else f"{running_}/{job.nodes} nodes running")
+    # Waiting is reported, never failed: a Warning once when the timeout passes.
+    timeout_event = ((Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),)
+                     if gang_wait.newly_timed_out else ())
+    # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
+    # Event, when the job first starts: `kubectl apply` shows no CLI warning.
+    world = world_warning(job)
+    world_event = step.on_entry(PENDING, "Warning", "NotALauncher", world) if world else ()
+    plan = Plan(status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime")
+                                   or step.now_s),
+                create=missing, requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),
+                events=world_event + timeout_event, write_status=not missing)
+    if not missing:
+        return plan
+    if observed.gang_blocked is not None:
+        return scheduling.blocked(step, plan)
+    if observed.refused is not None:
+        return refused(step, plan, observed)
+    return plan
+
+
+def refused(step: "Step", plan: Plan, observed: Observed) -> Plan:
+    """Creates the API server refused: fail for good (422), or wait out the backoff."""
+    refusal, events = observed.refused.refusal, ()
+    if observed.refused.fresh and not refusal.silent:
+        events = (Event("Warning", refusal.event_reason, refusal.event_message),)
+    if refusal.permanent:
+        message = f"the API server refused {refusal.kind} {refusal.name!r}: {refusal.message}"
+        # Its live Pods are stopped by the next step (a finished job's).
+        return Plan(status=failed_status(step.prev, refusal.reason, message, step.job.generation, step.now_s),
+                    events=events + (Event("Warning", "Failed", message),))
+    if observed.refused.retry_in <= 0:
+        return replace(plan, keep_refusal=True)  # due: try again
+    status = refused_status(plan.status, refusal.reason, refusal.message, step.job.nodes - len(plan.create),
+                            step.job.nodes, step.now_s)
+    return Plan(status=status, requeue_after=step.earliest(observed.refused.retry_in, plan.requeue_after),
+                events=events + plan.events, keep_refusal=True)
+

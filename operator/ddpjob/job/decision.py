@@ -1,0 +1,113 @@
+"""The job logic's input and output: what one step observes (`Observed`) and what it
+decides (`Plan`, `Event`). Plain frozen data, so every decision is testable as a function
+of one value, and a new policy (a file under job/) adds a field here, not a call-back.
+
+The operator fills every field from its indices and its memory of the job; `ddpjob run`
+fills the first five (its processes never meet a quota, a gang scheduler or a write
+batch) and leaves the rest at their defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from ddpjob.api.spec import DDPJob
+from ddpjob.job.observe import PodState
+from ddpjob.job.stall import ProgressState
+
+PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
+SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
+FINISHED = (SUCCEEDED, FAILED)
+LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The API server's (or our own) no to one create."""
+    kind: str  # Pod | Service
+    name: str
+    reason: str  # the condition's reason: Forbidden, Invalid, NotOwned, ...
+    message: str  # what the user reads: the server's message, or which object holds the name
+    status: int = 0  # the HTTP code; 0 for a refusal of ours (NotOwned)
+    causes: tuple[str, ...] = ()  # the Status' details.causes[].reason
+
+    @property
+    def permanent(self) -> bool:
+        # 422 Invalid: the rendered object itself is wrong; only a spec change can help.
+        return self.status == 422
+
+    @property
+    def event_reason(self) -> str:
+        return f"FailedCreate{self.kind}"
+
+    @property
+    def event_message(self) -> str:
+        return f"Error creating: {self.message}"
+
+    @property
+    def silent(self) -> bool:
+        # The Job controller posts nothing when the namespace is being deleted: the job
+        # is about to go too.
+        return "NamespaceTerminating" in self.causes
+
+
+@dataclass(frozen=True)
+class RefusedCreates:
+    """The job's last refused create, while its retry backoff runs."""
+    refusal: Refusal
+    retry_in: float  # seconds until creates may be tried again (0: now)
+    fresh: bool = False  # refused by the act just before this step: this step reports it
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one step of the job logic may look at."""
+    job: DDPJob | None  # None: the spec does not parse (see errors)
+    pods: tuple[PodState, ...]
+    previous: Mapping[str, Any]  # the status this step starts from
+    now: datetime
+    progress: ProgressState | None = None  # Pod 0's progress, when just read (stall.py)
+    errors: tuple[str, ...] = ()  # the spec is refused: parse errors, template policy, immutable fields
+    generation: int = 0  # metadata.generation (when job is None)
+    refused: RefusedCreates | None = None
+    # (reason, message) when the gang's Pods must not be created yet: its integration is
+    # off or not installed, or its PodGroup is still going away.
+    gang_blocked: tuple[str, str] | None = None
+    gang_waits: int = 0  # consecutive steps that found the gang blocked
+    since_last_write: float | None = None  # seconds since this writer's last status write
+    jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
+
+
+@dataclass(frozen=True)
+class Plan:
+    status: dict[str, Any]
+    create: tuple[int, ...] = ()  # node ranks to create, with restart count status["restarts"]
+    delete: tuple[str, ...] = ()  # Pod names to delete
+    delete_job: bool = False  # ttlSecondsAfterFinished has passed
+    requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
+    events: tuple[Event, ...] = field(default_factory=tuple)
+    # Pods past their grace period plus STUCK_MARGIN, still terminating: (pod, node). The
+    # operator force-deletes one only when its node is gone or NotReady (its kubelet can
+    # no longer confirm); on a Ready node it waits for the kubelet.
+    stuck: tuple[tuple[str, str], ...] = ()
+    # False when the plan creates: the status that holds is the next step's, which sees
+    # the new Pods. A writer that pays per write (the operator) writes that one instead,
+    # with this step's events; `ddpjob run` may keep this one.
+    write_status: bool = True
+    keep_refusal: bool = False  # a refused create is still being retried: keep its backoff
+    gang_blocked: bool = False  # waiting on the gang integration (counts gang_waits up)
+    check_gang_apis: bool = False  # ask API discovery again whether the PodGroup API is served
+    plan_again: bool = False  # the phase changed: take another step now (before any timer)
+
+    @property
+    def restart_count(self) -> int:
+        return int(self.status.get("restarts", 0))

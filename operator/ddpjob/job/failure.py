@@ -1,0 +1,114 @@
+"""Failure and restart policy: a failed member fails the gang; the gang restarts (after
+`restartBackoffSeconds`, doubling) until `maxRestarts`, or fails when `restartPolicy`
+does not retry the failure. A preempted or evicted member is a disruption: the gang
+restarts without using up `maxRestarts`. A gang that hangs (stall.py) is a failure too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ddpjob.job import stall
+from ddpjob.job.decision import FAILED, RESTARTING, RUNNING, Event, Plan
+from ddpjob.job.observe import PodState
+from ddpjob.job.restart_policy import backoff_seconds, is_retryable
+from ddpjob.times import format_time, parse_time
+
+if TYPE_CHECKING:
+    from ddpjob.job.step import Step
+
+
+def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
+    """`status.lastFailure` for the Pod that caused the failure."""
+    reason = pod.reason or pod.disruption or ("PodDeleted" if pod.phase != "Failed" else "Error")
+    exit_text = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
+    out = {
+        "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,
+        "message": pod.message or f"Pod {pod.name} failed ({exit_text}, {reason})",
+        "time": format_time(now), "retryable": is_retryable(policy, pod.exit_code),
+    }
+    if pod.exit_code is not None:
+        out["exitCode"] = pod.exit_code
+    return out
+
+
+def root_cause(failed: list[PodState]) -> PodState:
+    # When one member dies its peers fail too (broken rendezvous, exit 1). The first to
+    # finish is the cause; on a tie a signal or eviction explains the others better.
+    return sorted(failed, key=lambda p: (p.finished_at or "9999", not is_retryable("ExitCode", p.exit_code),
+                                         p.node_rank))[0]
+
+
+def failed_members(step: "Step") -> list[PodState]:
+    """The current attempt's failed members (and, while Running, its vanished ones and a
+    hang); sets `step.stalled` when the gang has stalled."""
+    job, current, restarts = step.job, step.current, step.restarts
+    failed = [p for p in current.values() if p.phase == "Failed"]
+    if step.prev_phase != RUNNING:
+        return failed
+    # Once the whole gang ran, a member that vanishes or is being deleted was removed by
+    # someone else (a person, an eviction): the gang is broken.
+    failed += [p for p in current.values() if p.deleting and p.phase != "Failed"]
+    failed += [PodState(name=f"{job.name}-{r}", node_rank=r, restart_count=restarts, phase="Deleted",
+                        reason="PodDeleted", message=f"Pod {job.name}-{r} was deleted")
+               for r in range(job.nodes) if r not in current]
+    if not failed and all(p.phase == "Running" and not p.deleting for p in current.values()):
+        step.stalled = stall.check(job.stall_timeout_seconds, step.progress, restarts, job.world_size)
+        if step.stalled:
+            # A hang is a failure of its own: no exit code, so every retrying policy retries it.
+            failed = [PodState(name=f"{job.name}-0", node_rank=0, restart_count=restarts, phase="Running",
+                               reason=stall.STALLED, message=step.stalled)]
+    return failed
+
+
+def plan(step: "Step") -> Plan | None:
+    """Restart the gang or fail the job, when a member failed."""
+    failed = failed_members(step)
+    if not failed:
+        return None
+    job, prev = step.job, step.prev
+    stall_events = (Event("Warning", stall.STALLED, step.stalled),) if step.stalled else ()
+    disrupted = [p for p in failed if p.disruption]
+    cause = root_cause(disrupted or failed)
+    failure = failure_record(cause, job.restart_policy, step.now)
+    disruptions = int(prev.get("disruptions", 0))
+    if cause.disruption:
+        failure["retryable"] = job.restart_policy != "Never"
+    charged = step.restarts - disruptions
+    if not failure["retryable"] or (not cause.disruption and charged >= job.max_restarts):
+        why = ("restartPolicy does not retry it" if not failure["retryable"]
+               else f"maxRestarts={job.max_restarts} reached")
+        msg = f"{failure['message']}; {why}"
+        return Plan(status=step.status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
+                                       msg, completionTime=step.now_s, lastFailure=failure),
+                    delete=step.live, requeue_after=step.ttl_in,
+                    events=stall_events + step.on_entry(FAILED, "Warning", "Failed", msg))
+    restarts = step.restarts + 1
+    wait = backoff_seconds(job.restart_backoff_seconds, restarts)
+    if cause.disruption:
+        disruptions += 1
+        msg = (f"{failure['message']}; restarting the gang ({cause.disruption}: not counted against "
+               f"maxRestarts={job.max_restarts}) in {wait:g}s")
+    else:
+        msg = f"{failure['message']}; restarting the gang ({charged + 1}/{job.max_restarts}) in {wait:g}s"
+    return Plan(status=step.status(RESTARTING, "GangRestart", msg, lastFailure=failure, restarts=restarts,
+                                   **({"disruptions": disruptions} if disruptions else {})),
+                delete=tuple(p.name for p in step.pods if not p.deleting),
+                requeue_after=wait, events=stall_events + (Event("Warning", "Restarting", msg),))
+
+
+def backing_off(step: "Step") -> Plan | None:
+    """Between a failure and the next attempt's Pods: wait out the restart backoff."""
+    job, prev, restarts = step.job, step.prev, step.restarts
+    missing = any(r not in step.current for r in range(job.nodes))
+    if not (missing and restarts and step.prev_phase == RESTARTING):
+        return None
+    failed_at = parse_time((prev.get("lastFailure") or {}).get("time")) or step.now
+    ready_at = failed_at + timedelta(seconds=backoff_seconds(job.restart_backoff_seconds, restarts))
+    if step.now >= ready_at:
+        return None
+    counted = restarts - int(prev.get("disruptions", 0))  # disruptions are not counted
+    msg = (f"backing off before restart {restarts}/{job.max_restarts}" if counted == restarts
+           else f"backing off before restart {restarts} ({counted}/{job.max_restarts} counted)")
+    return Plan(status=step.status(RESTARTING, "BackOff", msg), requeue_after=(ready_at - step.now).total_seconds())

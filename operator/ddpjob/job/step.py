@@ -1,0 +1,91 @@
+"""One step of the job logic, as every policy reads it: the observation sorted once (the
+current attempt's Pods, leftovers, live ones), the timers, and `status()`, which builds a
+whole new status (counts, resolved values, conditions, progress) for a phase.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from ddpjob.api.spec import DDPJob
+from ddpjob.job import scheduling, stall
+from ddpjob.job.conditions import build_conditions
+from ddpjob.job.decision import LIVE_POD_PHASES, RUNNING, Event, Observed
+from ddpjob.times import format_time, parse_time
+
+# Status times have whole seconds (format_time drops the fraction), so a time read back
+# may be up to a second before the event. Deadlines and TTLs count from the end of that
+# second: they fire no earlier than asked (and at most a second later).
+ROUNDING = timedelta(seconds=1)
+
+
+def resolved(job: DDPJob) -> dict[str, Any]:
+    """What 'auto' became, for `kubectl get` (the PROCS column) and for people."""
+    return {"nprocPerNode": job.nproc_per_node, "backend": job.backend, "worldSize": job.world_size}
+
+
+class Step:
+    def __init__(self, observed: Observed):
+        job = observed.job
+        assert job is not None  # an unparsed spec is invalid_spec's, before any Step
+        self.observed, self.job = observed, job
+        self.prev = dict(observed.previous or {})
+        self.prev_phase = self.prev.get("phase")
+        self.restarts = int(self.prev.get("restarts", 0))
+        self.now: datetime = observed.now
+        self.now_s = format_time(observed.now)
+        pods = list(observed.pods)
+        self.current = {p.node_rank: p for p in pods
+                        if not p.leftover and p.restart_count == self.restarts and p.node_rank < job.nodes}
+        self.leftover = [p for p in pods if p.leftover or p.restart_count != self.restarts
+                         or p.node_rank >= job.nodes]
+        # Pods of an earlier DDPJob of this name (another uid) are never touched: the garbage
+        # collector removes them once their owner is gone; this job only waits for them.
+        self.foreign = [p for p in pods if p.leftover]
+        self.pods = [p for p in pods if not p.leftover]
+        self.live = tuple(p.name for p in self.pods if p.phase in LIVE_POD_PHASES and not p.deleting)
+        progress = observed.progress
+        self.progress = progress if progress is not None and progress.restart_count == self.restarts else None
+        self.stalled: str | None = None  # set by the failure policy when the gang hangs
+        self.gang_wait = scheduling.observe(job, self.current, self.prev.get("conditions"), self.now, self.now_s)
+        # The step that finishes a job must also wake it when its TTL is due.
+        self.ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
+
+    @property
+    def deadline(self) -> datetime | None:
+        started = parse_time(self.prev.get("startTime"))
+        if not (self.job.active_deadline_seconds and started):
+            return None
+        return started + ROUNDING + timedelta(seconds=self.job.active_deadline_seconds)
+
+    @property
+    def deadline_in(self) -> float | None:
+        deadline = self.deadline
+        return (deadline - self.now).total_seconds() if deadline is not None else None
+
+    def status(self, phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
+        """The whole status for `phase`; `changes` set (or with None drop) fields."""
+        job, prev, progress = self.job, self.prev, self.progress
+        ready = sum(1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+        st = {**prev, "phase": phase, "message": message, "restarts": self.restarts,
+              "readyNodes": ready, "scheduledNodes": self.gang_wait.scheduled,
+              "observedGeneration": job.generation, **resolved(job), **changes}
+        st["conditions"] = stall.conditions(
+            scheduling.with_condition(build_conditions(prev.get("conditions"), phase, reason, message, self.now_s),
+                                      prev.get("conditions"), self.gang_wait),
+            prev.get("conditions"), self.stalled,
+            phase == RUNNING and progress is not None and progress.record is not None
+            and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
+        if progress is not None:
+            st["progress"] = stall.status_progress(progress, self.now) or prev.get("progress")
+        return {k: v for k, v in st.items() if v is not None}
+
+    def on_entry(self, phase: str, kind: str, reason: str, message: str) -> tuple[Event, ...]:
+        """An Event said once, by the step that enters `phase`."""
+        return (Event(kind, reason, message),) if phase != self.prev_phase else ()
+
+    @staticmethod
+    def earliest(*timers: float | None) -> float | None:
+        due = [t for t in timers if t is not None]
+        return min(due) if due else None

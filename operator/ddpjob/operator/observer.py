@@ -1,0 +1,125 @@
+"""What the controller observes of one job, as one `decision.Observed`, and what it
+remembers of the job between reconciles (`JobMemory`).
+
+The Pods come from kopf's in-memory index (nothing here lists the API), corrected by the
+`Expectations` of this operator's own recent writes; a disrupted member of the running
+gang that vanished with its mark is added back (the job logic must learn it was a
+preemption, not a deletion by hand). What the acts of earlier passes learned (a refused
+create and its backoff, a PodGroup still going away) is part of the observation too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable, Mapping
+
+from ddpjob.api import spec, template_policy
+from ddpjob.job import scheduling
+from ddpjob.job.decision import RUNNING, Observed, RefusedCreates
+from ddpjob.job.observe import PodState
+from ddpjob.operator import refusals
+from ddpjob.operator.expectations import Expectations
+from ddpjob.operator.gang import GangSupport
+
+Key = tuple[str, str]
+# (uid of the Pod's DDPJob controller owner or None, the Pod as the job logic sees it)
+IndexedPod = tuple[str | None, PodState]
+
+
+@dataclass
+class JobMemory:
+    """What the controller remembers of one job between reconciles."""
+    key: Key
+    uid: str | None = None
+    status: dict[str, Any] | None = None  # last status written (None: trust the indexed body)
+    resource_version: str | None = None  # of the object as `status` was written
+    service_attempt: int | None = None  # the gang attempt whose Service was last ensured
+    expectations: Expectations = field(default_factory=Expectations)
+    rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
+    backoff: refusals.Backoff = field(default_factory=refusals.Backoff)  # refused creates
+    # PodGroups this job controls, by name -> (apiVersion, kind, uid); deleted, with the uid
+    # as a precondition, when their attempt ends.
+    pod_groups: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
+    # Pods seen marked for a disruption (preemption, eviction), by name, with their owner's
+    # uid: the mark and the deletion often arrive in one burst, and a Pod the API removes
+    # at once leaves the index with its mark before any reconcile has looked.
+    disrupted: dict[str, IndexedPod] = field(default_factory=dict)
+    gang_waits: int = 0  # consecutive steps that found the gang blocked
+    gang_block: tuple[str, str] | None = None  # the last act's PodGroup answer, for the next step
+    status_written_at: float | None = None  # monotonic time of this operator's last status write
+
+    def reset(self, uid: str | None) -> None:
+        """A job deleted and recreated under the same name starts from nothing."""
+        self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
+        self.resource_version = None
+        # (disrupted is kept: it may predate the first reconcile, and entries of another uid
+        # are dropped when read)
+        self.pod_groups, self.gang_waits, self.gang_block = {}, 0, None
+        self.expectations.clear()
+        self.backoff.clear()
+
+
+def indexed_pods(job: JobMemory, pods: Iterable[IndexedPod], uid: str) -> list[PodState]:
+    """The job's Pods: the index, corrected by what this operator just did."""
+    seen: dict[str, PodState] = {}
+    for owner, pod in pods:
+        if owner is None:
+            continue  # carries the label but no DDPJob controls it: not ours to judge
+        if owner != uid:
+            # Left by an earlier DDPJob of the same name, awaiting garbage collection:
+            # it holds a name this job needs.
+            pod = dataclasses.replace(pod, leftover=True)
+        seen[pod.name] = pod
+    return job.expectations.apply(seen)
+
+
+def with_disrupted(job: JobMemory, pods: list[PodState], uid: str, previous: Mapping[str, Any]) -> list[PodState]:
+    """`pods`, plus a disrupted member of the running gang that vanished with its mark."""
+    seen = {p.name for p in pods}
+    attempt = int(previous.get("restarts", 0))
+    running = previous.get("phase") == RUNNING
+    job.disrupted = {n: (owner, p) for n, (owner, p) in job.disrupted.items()
+                     if owner == uid and p.restart_count == attempt and (n in seen or running)}
+    return pods + [dataclasses.replace(p, deleting=True) for n, (_, p) in job.disrupted.items() if n not in seen]
+
+
+def parse(job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str]
+          ) -> tuple[spec.DDPJob | None, tuple[str, ...]]:
+    """The spec, or why it is refused (parse errors, template policy, an immutable change)."""
+    generation = int((body.get("metadata") or {}).get("generation") or 0)
+    try:
+        parsed = spec.parse_job(body)
+        errors = [str(e) for e in template_policy.check_job(parsed, template_allow)]
+    except spec.InvalidSpec as exc:
+        parsed, errors = None, [str(e) for e in exc.errors]
+    if not errors and job.rejected and job.rejected[0] == generation:
+        errors = job.rejected[1]
+    return parsed, tuple(errors)
+
+
+def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod], now: datetime,
+            template_allow: frozenset[str], gang: GangSupport, progress: Any, monotonic: float) -> Observed:
+    """One observation of the job. Consumes what the last act learned (it is said once)."""
+    uid = job.uid or ""
+    previous = job.status if job.status is not None else dict(body.get("status") or {})
+    generation = int((body.get("metadata") or {}).get("generation") or 0)
+    parsed, errors = parse(job, body, template_allow)
+    current = indexed_pods(job, pods, uid)
+    if errors or parsed is None:
+        return Observed(job=parsed, pods=tuple(current), previous=previous, now=now, errors=errors,
+                        generation=generation)
+    refused = None
+    if job.backoff.active and job.backoff.last is not None:
+        refused = RefusedCreates(job.backoff.last, job.backoff.wait(now), fresh=job.backoff.take_fresh())
+    why = gang.unavailable(parsed.scheduling.gang)
+    blocked = (scheduling.UNAVAILABLE, why) if why else job.gang_block
+    job.gang_block = None
+    since = monotonic - job.status_written_at if job.status_written_at is not None else None
+    return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
+                    now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
+                    gang_waits=job.gang_waits, since_last_write=since, jitter=random.random())
+
+

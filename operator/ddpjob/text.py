@@ -1,0 +1,20 @@
+"""Text from outside (a Pod's termination message, a `/progress` answer, a status read
+back) made safe for status, Events and terminals: control characters escaped, length
+bounded. Newlines and tabs stay (messages have lines); ESC, BEL, backspace, carriage
+return and the C1 range become `\\xNN`, so nothing reaching `kubectl describe`, `ddpjob
+describe` or a log can move a terminal's cursor or rewrite what it shows.
+"""
+from __future__ import annotations
+
+import re
+
+# The CRD bounds condition and failure messages to this; Events are cut at 1,024.
+MESSAGE_LIMIT = 4096
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(value: object, limit: int = MESSAGE_LIMIT) -> str:
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return text

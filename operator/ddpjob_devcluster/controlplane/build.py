@@ -1,0 +1,216 @@
+"""Builds the upstream binaries the real dev cluster runs, from pinned Go modules.
+
+Each component is a small Go module of ours under `hack/upstream/<name>/` whose go.mod
+pins one upstream release and lists its commands as `tool` directives; go.sum makes the
+download checksum-verified. `go build` fetches the modules from the module proxy and
+builds the commands, exactly as `go install` builds any Go tool: no upstream source is
+kept in this repository.
+
+Binaries land in a cache keyed by the component, its version and a hash of the
+module's go.mod/go.sum (`$DDPJOB_UPSTREAM_CACHE`, default
+`~/.cache/ddpjob/upstream/`), so a second build of the same pins costs nothing. A file
+lock makes concurrent builders (parallel test workers) wait for one build.
+
+`python -m ddpjob_devcluster.controlplane.build [component ...]` is `make control-plane`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+MODULES = ROOT / 'hack' / 'upstream'
+# A first build of Kubernetes on 2 cores takes about 15 minutes; past an hour
+# something is wrong (a hung download), and the caller hears so.
+BUILD_DEADLINE_SECONDS = 3600
+
+
+class BuildError(RuntimeError):
+    """One line: what failed and where its log is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    name: str  # the folder under hack/upstream/
+    module: str  # the upstream module whose version the go.mod pins
+    # Stamped into the binaries as upstream's release build does (hack/lib/version.sh),
+    # so `kubectl version` and discovery report the release, not v0.0.0-master.
+    version_package: str | None = None
+    modules: pathlib.Path = MODULES  # where the component's Go module folder lives
+
+    @property
+    def folder(self) -> pathlib.Path:
+        return self.modules / self.name
+
+    def version(self) -> str:
+        """The pinned release, read from go.mod's require of `module`."""
+        text = (self.folder / 'go.mod').read_text()
+        found = re.search(rf'^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)', text, re.M)
+        if not found:
+            raise BuildError(f'{self.folder / "go.mod"}: no require of {self.module}')
+        return found.group(1)
+
+    def tools(self) -> list[str]:
+        """The commands to build: go.mod's `tool` directives."""
+        text = (self.folder / 'go.mod').read_text()
+        block = re.search(r'^tool\s*\((.*?)^\)', text, re.M | re.S)
+        lines = block.group(1).split() if block else re.findall(r'^tool\s+(\S+)', text, re.M)
+        return [line for line in lines if not line.startswith('//')]
+
+    def binary_names(self) -> list[str]:
+        return [binary_name(tool) for tool in self.tools()]
+
+    def ldflags(self) -> str:
+        flags = ['-s', '-w']
+        if self.version_package:
+            version = self.version()
+            major, minor = version.lstrip('v').split('.')[:2]
+            flags += [f'-X {self.version_package}.gitVersion={version}',
+                      f'-X {self.version_package}.gitMajor={major}',
+                      f'-X {self.version_package}.gitMinor={minor}',
+                      f'-X {self.version_package}.gitTreeState=clean']
+        return ' '.join(flags)
+
+    def key(self) -> str:
+        digest = hashlib.sha256()
+        for name in ('go.mod', 'go.sum'):
+            digest.update((self.folder / name).read_bytes())
+        digest.update(self.ldflags().encode())
+        return f'{self.name}-{self.version()}-{digest.hexdigest()[:12]}'
+
+
+KUBERNETES = Component('kubernetes', 'k8s.io/kubernetes', version_package='k8s.io/component-base/version')
+ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD)}
+
+
+def binary_name(tool: str) -> str:
+    """`go build` names a command after its package path's last element, skipping a
+    major-version suffix (go.etcd.io/etcd/server/v3 builds `server`): ours are named as
+    upstream ships them."""
+    if tool == 'go.etcd.io/etcd/server/v3':
+        return 'etcd'
+    return tool.rstrip('/').rsplit('/', 1)[-1]
+
+
+def cache_root() -> pathlib.Path:
+    configured = os.environ.get('DDPJOB_UPSTREAM_CACHE')
+    if configured:
+        return pathlib.Path(configured)
+    base = os.environ.get('XDG_CACHE_HOME') or str(pathlib.Path.home() / '.cache')
+    return pathlib.Path(base) / 'ddpjob' / 'upstream'
+
+
+def bin_dir(component: Component) -> pathlib.Path:
+    return cache_root() / component.key() / 'bin'
+
+
+def cached(component: Component) -> pathlib.Path | None:
+    folder = bin_dir(component)
+    if all((folder / name).is_file() for name in component.binary_names()):
+        return folder
+    return None
+
+
+def go_toolchain() -> str:
+    go = shutil.which('go')
+    if go is None:
+        raise BuildError('the real control plane is built from Go modules, and no `go` command is on PATH '
+                         '(install Go 1.26 or newer, or use the emulator backend)')
+    return go
+
+
+def build(component: Component, *, quiet: bool = False) -> pathlib.Path:
+    """The folder holding the component's binaries, built first if not cached."""
+    found = cached(component)
+    if found is not None:
+        return found
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f'{component.name}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others find its result
+        found = cached(component)
+        if found is not None:
+            return found
+        return _build_locked(component, quiet=quiet)
+
+
+def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
+    go = go_toolchain()
+    final = bin_dir(component)
+    staging = final.parent / 'bin.partial'
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log_path = final.parent / 'build.log'
+    tools = component.tools()
+    command = [go, 'build', '-trimpath', '-ldflags', component.ldflags(), '-o', str(staging) + os.sep, *tools]
+    if not quiet:
+        print(f'building {component.name} {component.version()} ({", ".join(component.binary_names())}) '
+              f'into {final} (log: {log_path})', file=sys.stderr, flush=True)
+    started = time.monotonic()
+    # GOFLAGS=-mod=readonly: go.sum must already cover every module (checksums are
+    # verified, never added behind the reviewer's back); GOTOOLCHAIN=auto lets a module
+    # that needs a newer Go fetch that toolchain from the proxy.
+    env = dict(os.environ, GOFLAGS='-mod=readonly', GOTOOLCHAIN=os.environ.get('GOTOOLCHAIN', 'auto'))
+    with open(log_path, 'w') as log:
+        try:
+            done = subprocess.run(command, cwd=component.folder, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                  stdin=subprocess.DEVNULL, timeout=BUILD_DEADLINE_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f'building {component.name} took over {BUILD_DEADLINE_SECONDS} s and was stopped; '
+                             f'see {log_path}') from None
+    if done.returncode != 0:
+        raise BuildError(f'building {component.name} {component.version()} failed (exit {done.returncode}); '
+                         f'see {log_path}: {_last_line(log_path)}')
+    for name in component.binary_names():
+        built = staging / _built_name(name, tools)
+        if not built.is_file():
+            raise BuildError(f'building {component.name}: {built.name} was not produced; see {log_path}')
+        if built.name != name:
+            built.rename(staging / name)
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+    if not quiet:
+        print(f'built {component.name} in {time.monotonic() - started:.0f} s', file=sys.stderr, flush=True)
+    return final
+
+
+def _built_name(name: str, tools: list[str]) -> str:
+    for tool in tools:
+        if binary_name(tool) == name:
+            base = tool.rstrip('/').rsplit('/', 1)[-1]
+            return base if not re.fullmatch(r'v\d+', base) else tool.rstrip('/').rsplit('/', 2)[-2]
+    return name
+
+
+def _last_line(path: pathlib.Path) -> str:
+    lines = [line for line in path.read_text(errors='replace').splitlines() if line.strip()]
+    return lines[-1][:300] if lines else '(empty log)'
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = (argv if argv is not None else sys.argv[1:]) or list(COMPONENTS)
+    unknown = [n for n in names if n not in COMPONENTS]
+    if unknown:
+        print(f'unknown component {unknown[0]!r}: choose from {", ".join(COMPONENTS)}', file=sys.stderr)
+        return 2
+    try:
+        for name in names:
+            folder = build(COMPONENTS[name])
+            print(f'{name} {COMPONENTS[name].version()}: {folder}')
+    except BuildError as exc:
+        print(f'make control-plane: {exc}', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler, built from pinned upstream modules
+(`build.py`), each a child process with its own log, all stopped with their parent.
+
+The flags follow kubeadm's control-plane manifests, on 127.0.0.1 with free ports:
+x509 client certificates for every component (`pki.py`), Node and RBAC authorization,
+NodeRestriction on top of the default admission plugins (PodSecurity, ResourceQuota,
+LimitRanger, ServiceAccount, ... are on by default in kube-apiserver), ServiceAccount
+token signing, and the controller manager's default controllers (garbage collector,
+namespace, ResourceQuota, ServiceAccount, token, node lifecycle, Job, EndpointSlice...).
+What a test cluster does not need is off: leader election, the controllers' and the
+scheduler's own serving ports, etcd's fsync (its data dies with the cluster).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import ssl
+import time
+import urllib.request
+from typing import Any
+
+from ddpjob.local.ports import free_port
+from ddpjob_devcluster.controlplane import build, pki
+from ddpjob_devcluster.controlplane.process import Component, StartFailure
+
+# On 2 busy cores a cold kube-apiserver needs 10-20 s for its post-start hooks
+# (bootstrap RBAC, priority classes, the kubernetes Service); a minute is a fault.
+API_SERVER_READY_SECONDS = 90
+ETCD_READY_SECONDS = 30
+CONTROLLERS_READY_SECONDS = 60
+
+
+class ControlPlane:
+    """`start()` (or `with`); `stop()` stops every process, scheduler first, etcd last."""
+
+    def __init__(self, workdir: str | pathlib.Path, *, feature_gates: dict[str, bool] | None = None,
+                 runtime_config: list[str] | None = None, scheduler_config: pathlib.Path | None = None,
+                 verbosity: int = 1, api_server_args: list[str] | None = None):
+        """api_server_args: more kube-apiserver flags (e.g. an audit log for a benchmark)."""
+        self.workdir = pathlib.Path(workdir)
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = list(runtime_config or [])
+        self.scheduler_config = scheduler_config
+        self.verbosity = verbosity
+        self.api_server_args = list(api_server_args or [])
+        self.components: list[Component] = []
+        self.pki_dir = self.workdir / 'pki'
+        self.logs = self.workdir / 'logs'
+        self.authority: pki.Authority | None = None
+        self.port = 0
+        self.admin_kubeconfig = self.workdir / 'admin.kubeconfig'
+
+    @property
+    def server(self) -> str:
+        return f'https://127.0.0.1:{self.port}'
+
+    @property
+    def ca(self) -> pathlib.Path:
+        return self.pki_dir / 'ca.crt'
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> ControlPlane:
+        kube, etcd_bin = build.build(build.KUBERNETES), build.build(build.ETCD)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._pki()
+            self._start_etcd(etcd_bin)
+            self._start_api_server(kube)
+            self._start_controllers(kube)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for component in reversed(self.components):
+            component.stop()
+        self.components = []
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def check_alive(self) -> None:
+        """One line for the first component that has died."""
+        for component in self.components:
+            if not component.alive:
+                raise StartFailure(f'{component.name} exited with code {component.popen.returncode} '
+                                   f'({component.last_line()}); log: {component.log_path}')
+
+    # ---- identities ------------------------------------------------------------------
+
+    def client_kubeconfig(self, name: str, common: str, org: str | None = None,
+                          namespace: str = 'default') -> pathlib.Path:
+        """A kubeconfig for a client certificate issued by the cluster's CA."""
+        assert self.authority is not None, 'start() first'
+        pair = self.authority.issue(name, common, org=org)
+        return pki.write_kubeconfig(self.workdir / f'{name}.kubeconfig', self.server, self.ca, user=common,
+                                    client=pair, namespace=namespace)
+
+    def node_kubeconfig(self, node: str) -> pathlib.Path:
+        """A kubelet's identity: `system:node:<node>` in `system:nodes`."""
+        return self.client_kubeconfig(f'node-{node}', f'system:node:{node}', 'system:nodes')
+
+    def token_kubeconfig(self, path: pathlib.Path, token: str, user: str, namespace: str = 'default') -> pathlib.Path:
+        return pki.write_kubeconfig(path, self.server, self.ca, user=user, token=token, namespace=namespace)
+
+    def _pki(self) -> None:
+        shutil.rmtree(self.pki_dir, ignore_errors=True)
+        self.authority = pki.Authority(self.pki_dir)
+        self.serving = self.authority.issue('apiserver', 'kube-apiserver', server=True, hosts=pki.api_server_hosts())
+        self.kubelet_client = self.authority.issue('apiserver-kubelet-client', 'kube-apiserver-kubelet-client',
+                                                   org='system:masters')
+        self.service_accounts = self.authority.service_account_keys()
+
+    # ---- the processes -----------------------------------------------------------------
+
+    def _start_etcd(self, folder: pathlib.Path) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f'http://127.0.0.1:{client}'
+        data = self.workdir / 'etcd'
+        shutil.rmtree(data, ignore_errors=True)
+        etcd = Component('etcd', [
+            str(folder / 'etcd'), '--name=default', f'--data-dir={data}',
+            f'--listen-client-urls={self.etcd_url}', f'--advertise-client-urls={self.etcd_url}',
+            f'--listen-peer-urls=http://127.0.0.1:{peer}', f'--initial-advertise-peer-urls=http://127.0.0.1:{peer}',
+            f'--initial-cluster=default=http://127.0.0.1:{peer}', '--unsafe-no-fsync', '--log-level=warn',
+        ], self.logs / 'etcd.log', ports=(client, peer))
+        self.components.append(etcd)
+        etcd.wait_ready(lambda: json.load(urllib.request.urlopen(f'{self.etcd_url}/health', timeout=2))
+                        .get('health') == 'true', ETCD_READY_SECONDS, 'healthy')
+
+    def _start_api_server(self, folder: pathlib.Path) -> None:
+        self.port = free_port()
+        args = [
+            str(folder / 'kube-apiserver'), f'--etcd-servers={self.etcd_url}',
+            '--bind-address=127.0.0.1', f'--secure-port={self.port}', '--advertise-address=127.0.0.1',
+            # Endpoints may not name a loopback address (ValidateNonSpecialIP), so the
+            # `kubernetes` Service gets no endpoints, as in envtest: every client here
+            # reaches the server through a kubeconfig, none through that Service.
+            '--endpoint-reconciler-type=none',
+            f'--tls-cert-file={self.serving.cert}', f'--tls-private-key-file={self.serving.key}',
+            f'--client-ca-file={self.ca}',
+            f'--kubelet-client-certificate={self.kubelet_client.cert}',
+            f'--kubelet-client-key={self.kubelet_client.key}',
+            '--kubelet-preferred-address-types=InternalIP',
+            '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+            f'--service-account-key-file={self.service_accounts.cert}',
+            f'--service-account-signing-key-file={self.service_accounts.key}',
+            f'--service-cluster-ip-range={pki.SERVICE_CIDR}',
+            '--authorization-mode=Node,RBAC', '--enable-admission-plugins=NodeRestriction',
+            '--allow-privileged=true', '--profiling=false', f'--v={self.verbosity}',
+        ]
+        if self.feature_gates:
+            args.append('--feature-gates=' + ','.join(f'{k}={str(v).lower()}' for k, v in sorted(self.feature_gates.items())))
+        if self.runtime_config:
+            args.append('--runtime-config=' + ','.join(self.runtime_config))
+        args += self.api_server_args
+        api = Component('kube-apiserver', args, self.logs / 'kube-apiserver.log', ports=(self.port,))
+        self.components.append(api)
+        pki.write_kubeconfig(self.admin_kubeconfig, self.server, self.ca, user='ddpjob-admin',
+                             client=self.authority.issue('admin', 'ddpjob-admin', org='system:masters'))
+        api.wait_ready(lambda: self._get('/readyz') == 'ok', API_SERVER_READY_SECONDS, 'ready (/readyz)')
+
+    def _start_controllers(self, folder: pathlib.Path) -> None:
+        kcm_config = self.client_kubeconfig('controller-manager', 'system:kube-controller-manager')
+        gates = ([('--feature-gates=' + ','.join(f'{k}={str(v).lower()}' for k, v in sorted(self.feature_gates.items())))]
+                 if self.feature_gates else [])
+        kcm = Component('kube-controller-manager', [
+            str(folder / 'kube-controller-manager'), f'--kubeconfig={kcm_config}',
+            f'--authentication-kubeconfig={kcm_config}', f'--authorization-kubeconfig={kcm_config}',
+            '--leader-elect=false', '--secure-port=0', '--use-service-account-credentials=true',
+            f'--service-account-private-key-file={self.service_accounts.key}', f'--root-ca-file={self.ca}',
+            f'--cluster-signing-cert-file={self.ca}', f'--cluster-signing-key-file={self.pki_dir / "ca.key"}',
+            '--controllers=*,bootstrapsigner,tokencleaner', '--profiling=false', f'--v={self.verbosity}', *gates,
+        ], self.logs / 'kube-controller-manager.log')
+        self.components.append(kcm)
+        scheduler_config = self.client_kubeconfig('scheduler', 'system:kube-scheduler')
+        scheduler_args = [str(folder / 'kube-scheduler'), f'--kubeconfig={scheduler_config}',
+                          f'--authentication-kubeconfig={scheduler_config}',
+                          f'--authorization-kubeconfig={scheduler_config}',
+                          '--leader-elect=false', '--secure-port=0', '--profiling=false', f'--v={self.verbosity}', *gates]
+        if self.scheduler_config is not None:
+            scheduler_args.append(f'--config={self.scheduler_config}')
+        scheduler = Component('kube-scheduler', scheduler_args, self.logs / 'kube-scheduler.log')
+        self.components.append(scheduler)
+        # Ready for Pods once the ServiceAccount controller has made `default`'s account:
+        # the ServiceAccount admission plugin refuses Pods until then.
+        kcm.wait_ready(lambda: self._get('/api/v1/namespaces/default/serviceaccounts/default') is not None,
+                       CONTROLLERS_READY_SECONDS, "running (no 'default' ServiceAccount made)")
+
+    # ---- plain HTTPS as the admin -------------------------------------------------------
+
+    def _context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        admin = self.pki_dir
+        context.load_cert_chain(str(admin / 'admin.crt'), str(admin / 'admin.key'))
+        return context
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(f'{self.server}{path}', context=self._context(), timeout=5) as response:
+            body = response.read().decode()
+        return body if not body.startswith('{') else json.loads(body)
+
+
+def wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline, delay = time.monotonic() + timeout, 0.05
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f'{what} within {timeout:.0f} s')
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)

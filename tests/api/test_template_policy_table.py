@@ -1,0 +1,90 @@
+"""Every field a DDPJob's author could use to get more than a Pod of their own, refused by
+default with one error naming the field and the allowance that would let it through,
+and let through when (and only when) that allowance is given."""
+from __future__ import annotations
+
+import pytest
+
+from ddpjob.api import spec, template_policy
+
+# (what the template adds, the error's field path, the allowance)
+CASES = [
+    ({"spec": {"hostNetwork": True}}, "spec.template.spec.hostNetwork", "hostNamespaces"),
+    ({"spec": {"hostPID": True}}, "spec.template.spec.hostPID", "hostNamespaces"),
+    ({"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}}, "spec.template.spec.volumes[0].hostPath",
+     "hostPath"),
+    ({"spec": {"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]}},
+     "spec.template.spec.containers[0].securityContext.privileged", "privileged"),
+    ({"spec": {"initContainers": [{"name": "i", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}},
+     "spec.template.spec.initContainers[0].securityContext.capabilities.add", "capabilities"),
+    ({"spec": {"containers": [{"name": "sidecar", "ports": [{"containerPort": 80, "hostPort": 80}]}]}},
+     "spec.template.spec.containers[0].ports[0].hostPort", "hostPorts"),
+    ({"spec": {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}},
+     "spec.template.spec.securityContext.seLinuxOptions.type", "seLinux"),
+    ({"spec": {"containers": [{"name": "trainer", "securityContext": {"windowsOptions": {"hostProcess": True}}}]}},
+     "spec.template.spec.containers[0].securityContext.windowsOptions.hostProcess", "hostProcess"),
+    ({"spec": {"ephemeralContainers": [{"name": "e", "securityContext": {"procMount": "Unmasked"}}]}},
+     "spec.template.spec.ephemeralContainers[0].securityContext.procMount", "procMount"),
+    ({"spec": {"securityContext": {"seccompProfile": {"type": "Unconfined"}}}},
+     "spec.template.spec.securityContext.seccompProfile.type", "unconfinedProfiles"),
+    ({"spec": {"containers": [{"name": "trainer", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}]}},
+     "spec.template.spec.containers[0].securityContext.appArmorProfile.type", "unconfinedProfiles"),
+    ({"metadata": {"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}},
+     "spec.template.metadata.annotations[seccomp.security.alpha.kubernetes.io/pod]", "unconfinedProfiles"),
+    ({"spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}},
+     "spec.template.spec.securityContext.sysctls[0]", "sysctls"),
+    ({"spec": {"serviceAccountName": "admin"}}, "spec.template.spec.serviceAccountName", "serviceAccount"),
+    ({"spec": {"automountServiceAccountToken": True}}, "spec.template.spec.automountServiceAccountToken",
+     "serviceAccount"),
+    ({"spec": {"volumes": [{"name": "t", "projected": {"sources": [{"serviceAccountToken": {"audience": "vault"}}]}}]}},
+     "spec.template.spec.volumes[0].projected.sources[0].serviceAccountToken", "serviceAccount"),
+    ({"spec": {"nodeName": "node-7"}}, "spec.template.spec.nodeName", "nodeName"),
+    ({"spec": {"tolerations": [{"operator": "Exists"}]}}, "spec.template.spec.tolerations[0]", "tolerateAll"),
+    ({"spec": {"hostAliases": [{"ip": "10.0.0.9", "hostnames": ["kubernetes.default.svc"]}]}},
+     "spec.template.spec.hostAliases", "hostAliases"),
+    ({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "someone-elses"}}},
+     "spec.template.metadata.labels[kueue.x-k8s.io/queue-name]", "controllerLabels"),
+]
+
+
+def job(template=None, **extra) -> spec.DDPJob:
+    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "j"},
+            "spec": {"nodes": 1, "image": "img", **({"template": template} if template else {}), **extra}}
+    return spec.parse_job(body)
+
+
+@pytest.mark.parametrize("template,path,allowance", CASES, ids=[c[1].rsplit(".", 1)[-1] + "-" + c[2] for c in CASES])
+def test_each_item_is_refused_by_default_and_allowed_only_by_its_allowance(template, path, allowance) -> None:
+    errors = template_policy.check_job(job(template))
+    assert [e.path for e in errors] == [path], [str(e) for e in errors]
+    assert f"templatePolicy.allow: [{allowance}]" in errors[0].message
+    others = frozenset(template_policy.ALLOWANCES) - {allowance}
+    assert [e.path for e in template_policy.check_job(job(template), others)] == [path]
+    assert template_policy.check_job(job(template), frozenset({allowance})) == []
+
+
+def test_the_checkpoint_volume_is_held_to_the_same_policy() -> None:
+    hostile = job(checkpoint={"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"})
+    errors = template_policy.check_job(hostile)
+    assert [e.path for e in errors] == ["spec.checkpoint.volume.hostPath"]
+    assert template_policy.check_job(hostile, frozenset({"hostPath"})) == []
+    nfs = job(checkpoint={"volume": {"nfs": {"server": "nfs", "path": "/ckpt"}}, "mountPath": "/ckpt"})
+    assert template_policy.check_job(nfs) == []
+
+
+def test_what_a_training_job_needs_is_not_refused() -> None:
+    fine = {"metadata": {"labels": {"team": "vision"}, "annotations": {"note": "x"}},
+            "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "automountServiceAccountToken": False, "securityContext": {"seLinuxOptions": {"type": "container_t"},
+                                                                               "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]},
+                     "containers": [{"name": "trainer", "ports": [{"containerPort": 6006}],
+                                     "securityContext": {"procMount": "Default",
+                                                         "seccompProfile": {"type": "RuntimeDefault"}}}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}]}}
+    assert template_policy.check_job(job(fine)) == []
+
+
+def test_an_unknown_allowance_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown template allowance 'root'"):
+        template_policy.parse_allowances("hostPath, root")
+    assert template_policy.parse_allowances("hostPath,nodeName") == {"hostPath", "nodeName"}

@@ -1,0 +1,66 @@
+"""`ddpjob run` treats the job file and its own directory as input: no link under the job
+directory is followed (a planted link cannot make --fresh delete, or the status write
+overwrite, a file elsewhere), and job env that changes how this machine's processes load
+code is refused without --allow-env."""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from ddpjob.api import spec
+from ddpjob.local import safety
+from ddpjob.local.container import LocalRunError
+from ddpjob.local.runner import run_job
+
+
+def job(**extra) -> spec.DDPJob:
+    return spec.parse_job({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "safe"},
+                           "spec": {"image": "img", "command": ["true"], **extra}})
+
+
+def test_a_link_in_the_job_directory_is_refused_before_anything_is_touched(tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "data.bin").write_text("keep me")
+    workdir = tmp_path / ".ddpjob" / "safe"
+    workdir.mkdir(parents=True)
+    (workdir / "checkpoints").symlink_to(precious)
+    out = io.StringIO()
+    assert run_job(job(), workdir, out=out, fresh=True) == 1
+    assert f"{workdir / 'checkpoints'} is a symbolic link" in out.getvalue()
+    assert (precious / "data.bin").read_text() == "keep me"  # --fresh deleted nothing through it
+
+
+def test_a_linked_status_file_or_job_directory_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("untouched")
+    workdir = tmp_path / ".ddpjob" / "safe"
+    workdir.mkdir(parents=True)
+    (workdir / "status.yaml").symlink_to(elsewhere)
+    with pytest.raises(LocalRunError, match="status.yaml is a symbolic link"):
+        safety.refuse_links(workdir)
+    with pytest.raises(LocalRunError, match="cannot write"):
+        safety.write_no_follow(workdir / "status.yaml", "x")
+    assert elsewhere.read_text() == "untouched"
+    linked = tmp_path / "linked"
+    linked.symlink_to(tmp_path / "target", target_is_directory=True)
+    with pytest.raises(LocalRunError, match="linked is a symbolic link"):
+        safety.refuse_links(linked)
+    os.makedirs(tmp_path / "other" / ".ddpjob-real")
+    (tmp_path / "other" / ".ddpjob").symlink_to(tmp_path / "other" / ".ddpjob-real")
+    with pytest.raises(LocalRunError, match=r"\.ddpjob is a symbolic link"):
+        safety.refuse_links(tmp_path / "other" / ".ddpjob" / "safe")
+
+
+@pytest.mark.parametrize("name", ["PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH"])
+def test_env_that_changes_how_code_loads_needs_allow_env(tmp_path: Path, name: str) -> None:
+    hostile = job(env=[{"name": "FINE", "value": "1"}, {"name": name, "value": "/tmp/evil"}])
+    out = io.StringIO()
+    assert run_job(hostile, tmp_path / "w", out=out) == 1
+    assert f"spec.env[1].name={name}: changes how processes on this machine load code" in out.getvalue()
+    assert "--allow-env" in out.getvalue()
+    assert safety.code_loading_env(job(env=[{"name": "OMP_NUM_THREADS", "value": "2"}]).env) == []
+    safety.refuse_code_loading_env(hostile.env, allowed=True)  # --allow-env: no refusal

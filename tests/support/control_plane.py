@@ -1,0 +1,61 @@
+"""The real control plane for the tests (a pytest plugin): one per test worker, started
+once and shared by that worker's tests in turn; each test gets a `RealCluster` of its
+own on it (its namespace, Nodes and chart-installed operator), which leaves no process
+behind and prints the diagnostics when the test failed.
+
+`make test` builds the binaries first (`make control-plane`); run alone, the first
+start builds them. Without a Go toolchain and no cached binaries, the tests that need
+the control plane are skipped, saying so.
+"""
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Imported when a test asks for the control plane: the trainer's tests run where the
+# operator's dependencies (kubernetes, cryptography) are not installed.
+ControlPlane = RealCluster = Any
+
+
+@pytest.fixture(scope='session')
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    from ddpjob_devcluster.controlplane import build
+    from ddpjob_devcluster.controlplane.controlplane import ControlPlane
+
+    if shutil.which('go') is None and not all(build.cached(c) for c in build.COMPONENTS.values()):
+        pytest.skip('the real control plane is built with Go, and no `go` is on PATH (nor cached binaries)')
+    with ControlPlane(tmp_path_factory.mktemp('control-plane')) as plane:
+        yield plane
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f'report_{report.when}', report)
+
+
+@contextlib.contextmanager
+def real_cluster(request: pytest.FixtureRequest, workdir: pathlib.Path, **kwargs: Any) -> Iterator[RealCluster]:
+    from ddpjob_devcluster.real_cluster import RealCluster
+
+    plane: ControlPlane = request.getfixturevalue('control_plane')
+    plane.check_alive()
+    cluster = RealCluster(workdir, plane=plane, **kwargs).start()
+    try:
+        yield cluster
+    finally:
+        report = getattr(request.node, 'report_call', None)
+        if report is None or report.failed:
+            print('\n===== system diagnostics =====\n' + cluster.diagnostics())
+        kubelet = cluster.kubelet
+        cluster.stop()
+        leftovers = kubelet.live_processes() if kubelet is not None else []
+        assert not leftovers, f'processes left running after the test: {leftovers}'
+        assert not (kubelet.errors if kubelet is not None else []), f'kubelet errors: {kubelet.errors}'
+        plane.check_alive()
