@@ -64,3 +64,20 @@ def test_env_that_changes_how_code_loads_needs_allow_env(tmp_path: Path, name: s
     assert "--allow-env" in out.getvalue()
     assert safety.code_loading_env(job(env=[{"name": "OMP_NUM_THREADS", "value": "2"}]).env) == []
     safety.refuse_code_loading_env(hostile.env, allowed=True)  # --allow-env: no refusal
+
+
+def test_the_template_trainer_env_and_every_linker_variable_count_too(tmp_path: Path) -> None:
+    # The template's trainer env is merged into the same local process: LD_PRELOAD there
+    # loads a library into it as surely as in spec.env. A sidecar's env never runs here.
+    template = {"spec": {"containers": [{"name": "side", "image": "s", "env": [{"name": "LD_PRELOAD", "value": "x"}]},
+                                        {"name": "trainer", "env": [{"name": "LD_AUDIT", "value": "/tmp/a.so"},
+                                                                    {"name": "BASH_ENV", "value": "/tmp/rc"}]}]}}
+    hostile = job(template=template)
+    assert safety.code_loading_env(hostile.env, hostile.template) == [
+        "spec.template.spec.containers[1].env[0].name=LD_AUDIT", "spec.template.spec.containers[1].env[1].name=BASH_ENV"]
+    out = io.StringIO()
+    assert run_job(hostile, tmp_path / "w", out=out) == 1
+    assert "spec.template.spec.containers[1].env[0].name=LD_AUDIT" in out.getvalue()
+    assert not (tmp_path / "w").exists()  # refused before anything was made
+    assert safety.code_loading_env([{"name": "LD_BIND_NOW", "value": "1"}, {"name": "MY_PATH", "value": "x"}]) == [
+        "spec.env[0].name=LD_BIND_NOW"]

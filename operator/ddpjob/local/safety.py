@@ -15,10 +15,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpjob.api import names
 from ddpjob.local.container import LocalRunError
 
 CODE_LOADING_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE",
-                    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH")
+                    "PYTHONPLATLIBDIR", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "BASH_ENV", "ENV", "GCONV_PATH",
+                    "NODE_OPTIONS", "PERL5LIB", "PERL5OPT", "RUBYOPT")
+# Every variable of the dynamic linkers (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, DYLD_*):
+# each decides which libraries a process loads, or how.
+CODE_LOADING_PREFIXES = ("LD_", "DYLD_")
 
 
 def refuse_links(workdir: Path) -> None:
@@ -50,14 +55,27 @@ def write_no_follow(path: Path, text: str) -> None:
         f.write(text)
 
 
-def code_loading_env(env: Iterable[Mapping[str, Any]]) -> list[str]:
-    """`spec.env[i].name` paths of the entries that change how processes load code."""
-    return [f"spec.env[{i}].name={e.get('name')}" for i, e in enumerate(env)
-            if isinstance(e, Mapping) and e.get("name") in CODE_LOADING_ENV]
+def loads_code(name: Any) -> bool:
+    return isinstance(name, str) and (name in CODE_LOADING_ENV or name.startswith(CODE_LOADING_PREFIXES))
 
 
-def refuse_code_loading_env(env: Iterable[Mapping[str, Any]], allowed: bool) -> None:
-    found = code_loading_env(env)
+def code_loading_env(env: Iterable[Mapping[str, Any]], template: Mapping[str, Any] | None = None) -> list[str]:
+    """Field paths (`spec.env[i].name=NAME`) of the entries that change how processes load
+    code: `spec.env`, and the env of the template's `trainer` container, which is merged
+    into the same container."""
+    found = [(f"spec.env[{i}].name", e.get("name")) for i, e in enumerate(env) if isinstance(e, Mapping)]
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for i, c in enumerate(containers if isinstance(containers, list) else []):
+        if isinstance(c, Mapping) and c.get("name") == names.TRAINER_CONTAINER and isinstance(c.get("env"), list):
+            found += [(f"spec.template.spec.containers[{i}].env[{j}].name", e.get("name"))
+                      for j, e in enumerate(c["env"]) if isinstance(e, Mapping)]
+    return [f"{path}={name}" for path, name in found if loads_code(name)]
+
+
+def refuse_code_loading_env(env: Iterable[Mapping[str, Any]], allowed: bool,
+                            template: Mapping[str, Any] | None = None) -> None:
+    found = code_loading_env(env, template)
     if found and not allowed:
         raise LocalRunError(f"{', '.join(found)}: changes how processes on this machine load code; "
                             "ddpjob run refuses it unless --allow-env is given")
