@@ -44,6 +44,10 @@ CASES = [
      "spec.template.spec.hostAliases", "hostAliases"),
     ({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "someone-elses"}}},
      "spec.template.metadata.labels[kueue.x-k8s.io/queue-name]", "controllerLabels"),
+    # Volcano's group annotation: with schedulerName volcano, the Pods would join that gang.
+    ({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "other-job-attempt-0"}},
+      "spec": {"schedulerName": "volcano"}},
+     "spec.template.metadata.annotations[scheduling.k8s.io/group-name]", "controllerLabels"),
 ]
 
 

@@ -70,11 +70,17 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
             yield TOLERATE_ALL, f"{sbase}.tolerations[{i}]", "tolerating every taint"
     if spec.get("hostAliases"):
         yield HOST_ALIASES, f"{sbase}.hostAliases", "hostAliases"
-    labels = (template.get("metadata") or {}).get("labels") if isinstance(template.get("metadata"), Mapping) else None
-    for key in labels or {}:
-        if isinstance(key, str) and key.startswith(CONTROLLER_PREFIXES):
-            yield (CONTROLLER_LABELS, f"{base}.metadata.labels[{key}]",
-                   "a label another controller acts on (spec.scheduling sets these)")
+    metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    # Annotations too: Volcano reads the group from `scheduling.k8s.io/group-name` and Kueue
+    # the group size from `kueue.x-k8s.io/pod-group-total-count`; with the template's
+    # schedulerName, such an annotation would put the Pods in another job's gang.
+    for kind in ("labels", "annotations"):
+        keys = metadata.get(kind) if isinstance(metadata.get(kind), Mapping) else {}
+        for key in keys:
+            if isinstance(key, str) and key.startswith(CONTROLLER_PREFIXES):
+                yield (CONTROLLER_LABELS, f"{base}.metadata.{kind}[{key}]",
+                       f"a{'n annotation' if kind == 'annotations' else ' label'} another controller acts on "
+                       "(spec.scheduling sets these)")
 
 
 def _errors(found: Iterable[Finding], allow: frozenset[str]) -> list[FieldError]:
