@@ -37,7 +37,7 @@ from operator_scale import cpu_seconds  # a script: its folder is on the path
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NS = "default"
 NODES = 128
-RANKS = {str(i): {"step": i, "pad": "x" * 8} for i in range(12_000)}  # about 256 KB of JSON
+RANKS = {str(i): {"step": i, "pad": "x" * 8} for i in range(6_000)}  # about 250 KB of JSON (the cap is 256 KiB)
 HOSTILE = json.dumps({"record": {"step": 5, "total_steps": 100}, "seconds_since_progress": 9999,
                       "eta_seconds": 1, "ranks": RANKS}).encode()
 
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=5.0, help="the operator's progress read interval")
     args = parser.parse_args()
-    servers = [serve(f"127.251.0.{i + 1}", drip=i < 6) for i in range(NODES)]
+    servers = [serve(f"127.251.0.{i + 1}", drip=i >= NODES - 6) for i in range(NODES)]  # Pod 0 answers
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
         kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
         api = kubernetes.config.new_client_from_config(str(kubeconfig))
