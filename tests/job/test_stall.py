@@ -99,3 +99,15 @@ def test_never_policy_fails_on_a_stall(job):
 ])
 def test_stale_ranks(ranks, world, text):
     assert text in stall.stale_ranks(stall.ProgressState(0, 100.0, ranks=ranks), world)[1]
+
+
+def test_a_job_that_is_not_running_shows_where_it_got_to_but_no_eta(job):
+    j = job(stallTimeoutSeconds=60)
+    st = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(5)).status
+    assert st["progress"]["eta"] == "1m20s"
+    done = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), st, T0 + timedelta(seconds=5)).status
+    assert done["phase"] == "Succeeded" and done["progress"]["step"] == 40
+    assert "eta" not in done["progress"] and "etaSeconds" not in done["progress"]
+    paused = lifecycle.plan(job(stallTimeoutSeconds=60, suspend=True), pods(["Running", "Running"]), st,
+                            T0 + timedelta(seconds=5)).status
+    assert paused["phase"] == "Suspended" and paused["progress"]["step"] == 40 and "eta" not in paused["progress"]

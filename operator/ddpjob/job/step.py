@@ -79,6 +79,10 @@ class Step:
             and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
         if progress is not None:
             st["progress"] = stall.status_progress(progress, self.now) or prev.get("progress")
+        if phase != RUNNING and isinstance(st.get("progress"), dict):
+            # A job that is not running has no time left to estimate: the last record stays
+            # (where training got to), its ETA goes, and the ETA column is empty.
+            st["progress"] = {k: v for k, v in st["progress"].items() if k not in ("eta", "etaSeconds")}
         return {k: v for k, v in st.items() if v is not None}
 
     def on_entry(self, phase: str, kind: str, reason: str, message: str) -> tuple[Event, ...]:
