@@ -10,7 +10,7 @@ TOOLS := .tools
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv test demo bench e2e-kind demo-cluster tools control-plane clean
+.PHONY: venv test test-gpu demo bench e2e-kind demo-cluster tools control-plane clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,11 @@ control-plane: $(STAMP)
 
 test: $(STAMP) tools control-plane
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS)
+
+# The GPU tier (tests/gpu) and the trainer's tests, on a machine with a CUDA GPU; the
+# operator's dependencies are not needed there. Elsewhere the GPU tests skip, saying why.
+test-gpu: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -p no:cacheprovider tests/gpu tests/trainer
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 import pathlib
+from typing import Any
 
-import kubernetes
 import pytest
 
-from ddpjob_devcluster.emulator import KubeEmulator
+# kubernetes and the emulator are imported when a test asks for them: the trainer's and
+# the GPU tier's tests run where only the trainer's dependencies are installed.
 
 
 @pytest.fixture
-def emulator() -> Iterator[KubeEmulator]:
+def emulator() -> Iterator[Any]:
     """A fresh emulator per test: one starts in about 10 ms."""
+    from ddpjob_devcluster.emulator import KubeEmulator
+
     with KubeEmulator() as emu:
         yield emu
 
 
 @pytest.fixture
-def api(kubeconfig: pathlib.Path) -> Iterator[kubernetes.client.ApiClient]:
+def api(kubeconfig: pathlib.Path) -> Iterator[Any]:
+    import kubernetes
+
     client = kubernetes.config.new_client_from_config(str(kubeconfig))
     yield client
     client.close()

@@ -1,0 +1,145 @@
+"""The GPU tier: the paths that only a CUDA GPU exercises (issue: a GPU test tier).
+
+Run on a GPU machine with `make test-gpu` (this directory plus the trainer's tests; the
+operator's dependencies need not be installed). Without a GPU every test here is skipped,
+saying why. Each test asserts what the run produced (status, metrics, checkpoints), not
+only that it exited 0.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gpu.gpu_helpers import GPUS, ddpjob_run, needs_gpu, needs_triton, needs_two_gpus, train, write_job
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow, needs_gpu, pytest.mark.timeout(600)]
+
+# A script that reports what each process saw: its rank, its CUDA_VISIBLE_DEVICES, the backend.
+PROBE = ("import os, json, torch, torch.distributed as dist; dist.init_process_group(os.environ['DDPJOB_BACKEND']); "
+         "t = torch.ones(1, device='cuda'); dist.all_reduce(t); "
+         "print('PROBE ' + json.dumps({'rank': dist.get_rank(), 'world': dist.get_world_size(), "
+         "'visible': os.environ.get('CUDA_VISIBLE_DEVICES'), 'sum': t.item(), 'backend': dist.get_backend()}), "
+         "flush=True); dist.destroy_process_group()")
+
+
+def probes(output: str) -> list[dict]:
+    return sorted((json.loads(line.split("PROBE ", 1)[1]) for line in output.splitlines() if "PROBE " in line),
+                  key=lambda r: r["rank"])
+
+
+def metrics(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def losses(tmp_path: Path) -> tuple[float, float]:
+    """The first and the last logged training loss."""
+    seen = [m["loss"] for m in metrics(tmp_path) if m.get("event") == "step" and "loss" in m]
+    assert seen, "the trainer logged no step loss"
+    return seen[0], seen[-1]
+
+
+# ---- ddpjob run on a GPU machine ----------------------------------------------------------
+
+def test_a_one_gpu_job_runs_with_nccl(tmp_path: Path) -> None:
+    job = write_job(tmp_path, "gpu-one", ["ddpjob-launch", "ddpjob-train", "--epochs", "1",
+                                          "--synthetic-size", "1024"])
+    code, output, status = ddpjob_run(tmp_path, str(job))
+    assert code == 0, output[-3000:]
+    assert status["phase"] == "Succeeded" and status["backend"] == "nccl" and status["worldSize"] == 1, status
+
+
+@needs_two_gpus
+def test_each_node_gets_its_own_gpu_slice(tmp_path: Path) -> None:
+    job = write_job(tmp_path, "gpu-slices", [sys.executable, "-c", PROBE], nodes=2, backend="nccl")
+    code, output, status = ddpjob_run(tmp_path, str(job))
+    assert code == 0, output[-3000:]
+    seen = probes(output)
+    assert [r["rank"] for r in seen] == [0, 1] and all(r["sum"] == 2 and r["backend"] == "nccl" for r in seen)
+    assert len({r["visible"] for r in seen}) == 2, f"two nodes shared a GPU: {seen}"
+
+
+def test_a_job_asking_for_more_gpus_than_here_is_refused_in_one_line(tmp_path: Path) -> None:
+    job = write_job(tmp_path, "gpu-short", ["ddpjob-launch", "ddpjob-train"], nodes=GPUS + 1)
+    code, output, _ = ddpjob_run(tmp_path, str(job), timeout=60)
+    assert code != 0 and "spec.gpusPerNode" in output and f"this machine has {GPUS}" in output, output[-2000:]
+    assert "Traceback" not in output
+
+
+def test_cpu_flag_runs_a_gpu_job_with_gloo(tmp_path: Path) -> None:
+    job = write_job(tmp_path, "gpu-on-cpu", ["ddpjob-launch", "ddpjob-train", "--epochs", "1",
+                                             "--synthetic-size", "512"], nodes=GPUS + 1)
+    code, output, status = ddpjob_run(tmp_path, "--cpu", str(job))
+    assert code == 0, output[-3000:]
+    assert status["phase"] == "Succeeded" and status["backend"] == "gloo", status
+
+
+def test_two_processes_on_one_gpu_use_gloo_instead_of_crashing_in_nccl(tmp_path: Path) -> None:
+    """Two local processes and one visible GPU: backend auto picks gloo with one notice line."""
+    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "512", nproc=2, CUDA_VISIBLE_DEVICES="0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "using gloo" in r.stdout + r.stderr and "Duplicate GPU" not in r.stderr
+
+
+# ---- the trainer's GPU options ------------------------------------------------------------
+
+@pytest.mark.parametrize("flags", [
+    ["--amp", "bf16"],
+    ["--amp", "fp16"],  # with a GradScaler (its state is in the checkpoint)
+    ["--model", "cnn", "--channels-last"],
+    ["--model", "cnn", "--sync-bn"],
+    ["--strategy", "dp"],
+], ids=lambda f: "-".join(a.lstrip("-") for a in f))
+def test_trainer_option_trains_on_the_gpu(tmp_path: Path, flags: list[str]) -> None:
+    r = train(tmp_path, "--epochs", "3", "--synthetic-size", "4096", "--log-every", "5", *flags)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, last = losses(tmp_path)
+    assert math.isfinite(last) and last < first, f"{flags}: did not learn (loss {first} -> {last})"
+
+
+@needs_triton
+def test_compile_trains_on_the_gpu(tmp_path: Path) -> None:
+    r = train(tmp_path, "--epochs", "3", "--synthetic-size", "4096", "--log-every", "5", "--compile")
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, last = losses(tmp_path)
+    assert math.isfinite(last) and last < first
+
+
+def test_a_checkpoint_saved_on_the_gpu_resumes_and_loads_on_cpu(tmp_path: Path) -> None:
+    import torch
+    from ddpjob_trainer import checkpoint
+
+    ckpt = tmp_path / "ckpt"
+    first = train(tmp_path, "--epochs", "1", "--synthetic-size", "1024", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
+    assert first.returncode == 0, first.stderr[-3000:]
+    path, payload = checkpoint.newest(str(ckpt))  # map_location="cpu": a CPU-only reader can open it
+    tensors = [v for v in payload["model"].values() if isinstance(v, torch.Tensor)]
+    assert tensors and all(t.device.type == "cpu" for t in tensors) and payload["scaler"], path
+    second = train(tmp_path, "--epochs", "2", "--synthetic-size", "1024", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout + second.stderr and "continuing at epoch 2" in second.stdout + second.stderr
+    assert checkpoint.newest(str(ckpt))[1]["epoch"] == 2
+
+
+def test_the_launcher_sets_nccl_defaults_for_its_workers(tmp_path: Path) -> None:
+    script = tmp_path / "env_probe.py"
+    script.write_text("import os; print('NCCL_ENV', os.environ.get('TORCH_NCCL_ASYNC_ERROR_HANDLING'))\n")
+    job = write_job(tmp_path, "gpu-env", ["ddpjob-launch", str(script)], nproc=1)
+    code, output, _ = ddpjob_run(tmp_path, str(job))
+    assert code == 0, output[-3000:]
+    assert "NCCL_ENV 1" in output
+
+
+def test_the_cuda_images_python_dependencies_import() -> None:
+    """What the trainer image's CUDA variant adds to its base (pyproject's `trainer` extra)."""
+    import prometheus_client  # noqa: F401  ddpjob-launch's /metrics
+    import torch
+    import torchvision
+    import tqdm  # noqa: F401
+
+    assert torch.version.cuda, "this torch has no CUDA build"
+    assert torch.backends.cudnn.is_available() and torch.distributed.is_nccl_available()
+    assert torchvision.io.decode_jpeg is not None
