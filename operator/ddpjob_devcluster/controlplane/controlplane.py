@@ -30,6 +30,12 @@ from ddpjob_devcluster.controlplane.process import Component, StartFailure
 API_SERVER_READY_SECONDS = 90
 ETCD_READY_SECONDS = 30
 CONTROLLERS_READY_SECONDS = 60
+# Native gang scheduling (the Workload/PodGroup API, KEP-4671) is beta and off by default
+# in 1.37: the dev cluster turns it on, in kube-apiserver, the controller manager and the
+# scheduler alike, so `spec.scheduling.gang: kubernetes` runs on the real kube-scheduler's
+# GangScheduling plugin. A caller's gates and API settings are added to these.
+DEFAULT_FEATURE_GATES = {'GenericWorkload': True}
+DEFAULT_RUNTIME_CONFIG = ('scheduling.k8s.io/v1beta1=true',)
 
 
 class ControlPlane:
@@ -40,8 +46,8 @@ class ControlPlane:
                  verbosity: int = 1, api_server_args: list[str] | None = None):
         """api_server_args: more kube-apiserver flags (e.g. an audit log for a benchmark)."""
         self.workdir = pathlib.Path(workdir)
-        self.feature_gates = dict(feature_gates or {})
-        self.runtime_config = list(runtime_config or [])
+        self.feature_gates = {**DEFAULT_FEATURE_GATES, **(feature_gates or {})}
+        self.runtime_config = [*DEFAULT_RUNTIME_CONFIG, *(runtime_config or [])]
         self.scheduler_config = scheduler_config
         self.verbosity = verbosity
         self.api_server_args = list(api_server_args or [])
