@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,3 +21,15 @@ __all__ = ['running_cluster']
 def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[RealCluster]:
     with running_cluster(request, tmp_path / 'cluster') as real:
         yield real
+
+
+@pytest.fixture(scope='session')
+def coscheduling_scheduler(control_plane: Any) -> Any:
+    """scheduler-plugins' coscheduling scheduler beside the worker's control plane, started
+    once (its PodGroup CRD and RBAC installed); it stops with the plane."""
+    from ddpjob_devcluster.cluster_api import ClusterClient
+    from ddpjob_devcluster.controlplane import coscheduling, install
+
+    kubectl = ClusterClient.kubectl_path()
+    return coscheduling.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
+                                                                           kubectl=kubectl))

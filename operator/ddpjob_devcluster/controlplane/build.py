@@ -89,7 +89,11 @@ class Component:
 
 KUBERNETES = Component('kubernetes', 'k8s.io/kubernetes', version_package='k8s.io/component-base/version')
 ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
-COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD)}
+# The coscheduling gang plugin's scheduler (`gang: coscheduling`), a second scheduler.
+# Not stamped: its release number is not a Kubernetes one, and component-base's version
+# decides which feature gates exist.
+SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugins')
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS)}
 
 
 def binary_name(tool: str) -> str:
@@ -98,6 +102,9 @@ def binary_name(tool: str) -> str:
     upstream ships them."""
     if tool == 'go.etcd.io/etcd/server/v3':
         return 'etcd'
+    if tool.startswith('sigs.k8s.io/scheduler-plugins/cmd/'):
+        # Its images' names (kube-scheduler and controller): `scheduler` alone says little.
+        return 'scheduler-plugins-' + tool.rsplit('/', 1)[-1]
     return tool.rstrip('/').rsplit('/', 1)[-1]
 
 
