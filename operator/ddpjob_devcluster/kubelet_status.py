@@ -6,7 +6,6 @@ list, so it carries PodScheduled too).
 """
 from __future__ import annotations
 
-import datetime
 import pathlib
 import time
 from dataclasses import dataclass, field
@@ -14,14 +13,8 @@ from typing import IO, Any
 
 from ddpjob.api import names
 from ddpjob.local.container import ContainerProcess
+from ddpjob.times import format_timestamp as _iso, now as _now_iso
 
-
-def _now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-def _iso(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 @dataclass

@@ -40,7 +40,6 @@ Not modelled: taints, affinity beyond nodeSelector, scoring beyond "most free GP
 from __future__ import annotations
 
 import copy
-import datetime
 import itertools
 import threading
 import time
@@ -51,7 +50,8 @@ from typing import Any, Mapping
 
 from kmock import ResourceInfo, resource as Resource
 
-from ddpjob.render.gang import parse_quantity
+from ddpjob.api.quantity import parse_quantity
+from ddpjob.times import now as _now
 from ddpjob_devcluster.store import ALL_VERBS, ApiError, Store
 
 PODS = Resource(group='', version='v1', plural='pods')
@@ -61,10 +61,6 @@ DEFAULT_SCHEDULER = 'default-scheduler'
 MERGE = 'application/merge-patch+json'
 GATED_MESSAGE = 'Scheduling is blocked due to non-empty scheduling gates'
 PROTECTION_FINALIZER = 'scheduling.k8s.io/podgroup-protection'
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ a resourceVersion-ordered event log that watches replay from.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import secrets
 import threading
 import uuid
@@ -19,6 +18,7 @@ from typing import Any
 import jsonpatch
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
+from ddpjob.times import now as _now
 from ddpjob_devcluster import garbage_collector, object_meta
 from ddpjob_devcluster.graceful import PODS, graceful_delete
 from ddpjob_devcluster.plaindata import fresh
@@ -55,10 +55,6 @@ def _decodable(body: Any) -> None:
 
 def is_status_subresource(info: ResourceInfo) -> bool:
     return 'status' in info.subresources
-
-
-def _now() -> str:
-    return datetime.datetime.now(tz=datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 def _api_version(res: Resource) -> str:

@@ -140,12 +140,6 @@ def test_pod_group_names_fit_a_label_value():
     assert names.pod_group_name(longest, 1) != names.pod_group_name(longest[:-1] + "b", 1)
 
 
-@pytest.mark.parametrize("value, expected", [("500m", "0.5"), ("4Gi", str(4 * 2**30)), (2, "2"), ("1.5", "1.5"),
-                                             ("1e3", "1000"), ("128Mi", str(128 * 2**20))])
-def test_parse_quantity(value, expected):
-    assert gang.parse_quantity(value) == gang.Decimal(expected)
-
-
 def test_sum_requests_counts_limits_where_no_request_is_given():
     pods = [{"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
                                                     "requests": {"cpu": "250m"}}},

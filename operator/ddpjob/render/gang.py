@@ -38,12 +38,12 @@ DDPJob; the operator deletes the one of an attempt that ended.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ddpjob.api import names
+from ddpjob.api.quantity import format_quantity, is_bytes, parse_quantity
 from ddpjob.api.spec import DDPJob
 
 NATIVE_API = "scheduling.k8s.io/v1beta1"
@@ -137,33 +137,6 @@ def apply_to_pod(pod: dict, job: DDPJob, attempt: int, options: GangOptions = DE
     return pod
 
 
-# ---- quantities (Volcano's minResources) ------------------------------------------------
-
-_SUFFIX = {"": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-           "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-
-def parse_quantity(value: str | int | float) -> Decimal:
-    """A Kubernetes quantity ('500m', '4Gi', 2) as a number (resource.Quantity's suffixes)."""
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise ValueError(f"not a quantity: {value!r}")
-    return Decimal(match.group(1)) * Decimal(_SUFFIX[match.group(2) or ""])
-
-
-def format_quantity(value: Decimal, binary: bool = False) -> str:
-    """Whole numbers as they are (bytes in the largest binary unit that divides them),
-    fractions in milli-units."""
-    if value == value.to_integral_value():
-        whole = int(value)
-        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki") if binary and whole else ():
-            if whole % _SUFFIX[suffix] == 0:
-                return f"{whole // _SUFFIX[suffix]}{suffix}"
-        return str(whole)
-    return f"{int((value * 1000).to_integral_value())}m"
-
-
 def sum_requests(pods: list[dict]) -> dict[str, str]:
     """The Pods' requests added up, as the scheduler counts them: a container's limit is
     its request where no request is given (the API server defaults it so)."""
@@ -174,8 +147,4 @@ def sum_requests(pods: list[dict]) -> dict[str, str]:
             requests = {**(res.get("limits") or {}), **(res.get("requests") or {})}
             for key, qty in requests.items():
                 total[key] = total.get(key, Decimal(0)) + parse_quantity(qty)
-    return {key: format_quantity(v, binary=key in _BYTES or key.startswith("hugepages-"))
-            for key, v in sorted(total.items())}
-
-
-_BYTES = ("memory", "ephemeral-storage")
+    return {key: format_quantity(v, binary=is_bytes(key)) for key, v in sorted(total.items())}
