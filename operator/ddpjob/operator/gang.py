@@ -1,12 +1,8 @@
 """Which gang-scheduling integrations this operator serves, and whether their APIs exist.
 
 The chart enables integrations (values `gang.*.enabled`) and grants RBAC for exactly
-those PodGroup APIs; it tells the operator through the environment:
-
-    DDPJOB_GANG_INTEGRATIONS=kubernetes,volcano   enabled integrations (unset: all, for
-                                                 development clusters; empty: none)
-    DDPJOB_COSCHEDULING_SCHEDULER=<name>          scheduler-plugins' scheduler name
-    DDPJOB_VOLCANO_SCHEDULER=<name>               Volcano's scheduler name
+those PodGroup APIs; it tells the operator through the environment (`settings.py`:
+DDPJOB_GANG_INTEGRATIONS, unset: all, for development clusters; the schedulers' names).
 
 At startup the operator asks API discovery for each enabled PodGroup API and logs an
 error for each that is missing (the Volcano or scheduler-plugins CRD not installed, or
@@ -19,20 +15,16 @@ later is enough.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping
 
-from ddpjob.api.scheduling import GANGS
 from ddpjob.job.scheduling import UNAVAILABLE
+from ddpjob.operator import settings as operator_settings
 from ddpjob.render import gang as render_gang
 
 logger = logging.getLogger("ddpjob.operator.gang")
 
-ENV_INTEGRATIONS = "DDPJOB_GANG_INTEGRATIONS"
-ENV_COSCHEDULING_SCHEDULER = "DDPJOB_COSCHEDULING_SCHEDULER"
-ENV_VOLCANO_SCHEDULER = "DDPJOB_VOLCANO_SCHEDULER"
-INTEGRATIONS = tuple(g for g in GANGS if g != "none")
+INTEGRATIONS = operator_settings.GANG_INTEGRATIONS
 __all__ = ["UNAVAILABLE", "GangSupport", "INTEGRATIONS", "api_group_path"]
 
 _WHAT = {
@@ -57,19 +49,13 @@ class GangSupport:
     explicit: bool = False  # enabled by the chart (an error when missing), not by default
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> "GangSupport":
-        raw = environ.get(ENV_INTEGRATIONS)
-        enabled = frozenset(INTEGRATIONS) if raw is None else frozenset(
-            g.strip() for g in raw.split(",") if g.strip())
-        unknown = sorted(enabled - set(INTEGRATIONS))
-        if unknown:
-            logger.error("%s names unknown gang integration(s) %s; known: %s",
-                         ENV_INTEGRATIONS, ", ".join(unknown), ", ".join(INTEGRATIONS))
-        defaults = render_gang.DEFAULT_OPTIONS
-        options = render_gang.GangOptions(
-            volcano_scheduler=environ.get(ENV_VOLCANO_SCHEDULER) or defaults.volcano_scheduler,
-            coscheduling_scheduler=environ.get(ENV_COSCHEDULING_SCHEDULER) or defaults.coscheduling_scheduler)
-        return cls(enabled=enabled & set(INTEGRATIONS), options=options, explicit=raw is not None)
+    def from_settings(cls, config: operator_settings.Settings) -> "GangSupport":
+        return cls(enabled=config.gang_integrations, options=config.gang_options, explicit=config.gang_explicit)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> "GangSupport":
+        """From an environment alone (tests, the dev cluster); SettingsError for a bad value."""
+        return cls.from_settings(operator_settings.from_env(environ))
 
     async def check_apis(self, exists: Callable[[str], Awaitable[bool]]) -> None:
         """Ask discovery for each enabled integration's API; log clearly what is missing."""
