@@ -110,7 +110,7 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
             ready.set()
 
     async def _serve(self, ready: threading.Event) -> None:
-        self._loop = self.store.loop = asyncio.get_running_loop()
+        self._loop = self.store.events.loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         # Not kmock.Server: it patches aiohttp's DNS resolver process-wide, which would also
         # touch kopf's client in this process and breaks when emulators stop out of order.

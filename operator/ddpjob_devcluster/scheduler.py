@@ -52,7 +52,8 @@ from kmock import ResourceInfo, resource as Resource
 
 from ddpjob.api.quantity import parse_quantity
 from ddpjob.times import now as _now
-from ddpjob_devcluster.store import ALL_VERBS, ApiError, Store
+from ddpjob_devcluster.served_resources import ALL_VERBS
+from ddpjob_devcluster.store import ApiError, Store
 
 PODS = Resource(group='', version='v1', plural='pods')
 NODES = Resource(group='', version='v1', plural='nodes')
