@@ -20,31 +20,25 @@ from typing import Awaitable, Callable, Mapping
 
 from ddpjob.job.scheduling import UNAVAILABLE
 from ddpjob.operator import settings as operator_settings
-from ddpjob.render import gang as render_gang
+from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS as REGISTRY, GangOptions
 
 logger = logging.getLogger("ddpjob.operator.gang")
 
 INTEGRATIONS = operator_settings.GANG_INTEGRATIONS
 __all__ = ["UNAVAILABLE", "GangSupport", "INTEGRATIONS", "api_group_path"]
 
-_WHAT = {
-    "kubernetes": "the scheduling.k8s.io/v1beta1 PodGroup API (Kubernetes 1.37 with the GenericWorkload "
-                  "feature gate and the scheduling.k8s.io/v1beta1 API turned on)",
-    "volcano": "Volcano's scheduling.volcano.sh/v1beta1 PodGroup CRD (install Volcano)",
-    "coscheduling": "scheduler-plugins' scheduling.x-k8s.io/v1alpha1 PodGroup CRD (install scheduler-plugins)",
-}
 
 
 def api_group_path(gang: str) -> str | None:
     """The discovery path of an integration's PodGroup API (None: kueue has no object of ours)."""
-    kind = render_gang.POD_GROUP_KINDS.get(gang)
+    kind = REGISTRY[gang].pod_group if gang in REGISTRY else None
     return f"/apis/{kind[0]}" if kind else None
 
 
 @dataclass
 class GangSupport:
     enabled: frozenset[str] = frozenset(INTEGRATIONS)
-    options: render_gang.GangOptions = render_gang.DEFAULT_OPTIONS
+    options: GangOptions = DEFAULT_OPTIONS
     missing: dict[str, str] = field(default_factory=dict)  # gang -> why its API is not there
     explicit: bool = False  # enabled by the chart (an error when missing), not by default
 
@@ -67,7 +61,7 @@ class GangSupport:
                 self.missing.pop(gang, None)
                 logger.info("gang integration %s: %s is served", gang, path)
             else:
-                self.missing[gang] = f"{_WHAT[gang]} is not served by this cluster ({path} not found)"
+                self.missing[gang] = f"{REGISTRY[gang].needs} is not served by this cluster ({path} not found)"
                 # Enabled by the chart: an error. Unset (development clusters, every
                 # integration on by default): a note.
                 logger.log(logging.ERROR if self.explicit else logging.INFO,

@@ -41,7 +41,7 @@ from ddpjob.api import names
 from ddpjob.operator import connection
 from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
 from ddpjob.backoff import Backoff
-from ddpjob.render.gang import POD_GROUP_KINDS
+from ddpjob.render.gangs import POD_GROUP_PLURALS
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -120,7 +120,7 @@ def job_path(namespace: str, name: str) -> str:
 
 # What the operator creates, by (apiVersion, kind): the plural of its collection.
 CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services",
-                 **{api_kind: "podgroups" for api_kind in POD_GROUP_KINDS.values()}}
+                 **POD_GROUP_PLURALS}
 
 
 def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:

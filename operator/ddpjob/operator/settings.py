@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ddpjob.api import names, template_policy
-from ddpjob.api.scheduling import GANGS
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND
-from ddpjob.render import gang as render_gang
+from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS, GangOptions
 
 TEMPLATE_ALLOW_ENV = template_policy.ENV
 METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
@@ -37,7 +36,7 @@ VOLCANO_SCHEDULER_ENV = "DDPJOB_VOLCANO_SCHEDULER"
 COSCHEDULING_SCHEDULER_ENV = "DDPJOB_COSCHEDULING_SCHEDULER"
 
 DEFAULT_LIVENESS_OUTAGE = 300.0
-GANG_INTEGRATIONS = tuple(g for g in GANGS if g != "none")
+GANG_INTEGRATIONS = tuple(INTEGRATIONS)
 # Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
 _MAX_SHOWN = 80
 
@@ -56,7 +55,7 @@ class Settings:
     liveness_outage_seconds: float = DEFAULT_LIVENESS_OUTAGE
     gang_integrations: frozenset[str] = frozenset(GANG_INTEGRATIONS)
     gang_explicit: bool = False  # the chart named the integrations (a missing API is an error)
-    gang_options: render_gang.GangOptions = render_gang.DEFAULT_OPTIONS
+    gang_options: GangOptions = DEFAULT_OPTIONS
 
     @property
     def progress_polling(self) -> bool:
@@ -126,8 +125,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
                             f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
     enabled, explicit = _gangs(env)
-    defaults = render_gang.DEFAULT_OPTIONS
-    options = render_gang.GangOptions(
+    defaults = DEFAULT_OPTIONS
+    options = GangOptions(
         volcano_scheduler=_scheduler(env, VOLCANO_SCHEDULER_ENV, defaults.volcano_scheduler),
         coscheduling_scheduler=_scheduler(env, COSCHEDULING_SCHEDULER_ENV, defaults.coscheduling_scheduler))
     return Settings(
