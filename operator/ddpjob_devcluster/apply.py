@@ -15,9 +15,9 @@ create/update/patch requests, so those writers never cause an apply conflict her
 """
 from __future__ import annotations
 
-import datetime
 from typing import Any, Mapping
 
+from ddpjob import times
 from ddpjob_devcluster.plaindata import fresh
 from ddpjob_devcluster.store import ApiError
 
@@ -88,7 +88,7 @@ _MISSING = object()
 
 
 def _entry(manager: str, paths: list[Path], api_version: str) -> dict[str, Any]:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+    now = times.now()
     return {'manager': manager, 'operation': 'Apply', 'apiVersion': api_version, 'time': now,
             'fieldsType': 'FieldsV1', 'fieldsV1': _fields_v1(paths)}
 

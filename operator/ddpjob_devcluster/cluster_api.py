@@ -20,7 +20,7 @@ import kubernetes
 import yaml
 
 from ddpjob.api import names
-from ddpjob_devcluster.controlplane.process import die_with_parent
+from ddpjob.local.ownership import stop_with_parent
 from ddpjob_devcluster.operator_runner import Abort, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ class OperatorProcess:
         log.flush()
         with log:
             self.popen = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+                                          stdin=subprocess.DEVNULL, preexec_fn=stop_with_parent)
         return self
 
     @property

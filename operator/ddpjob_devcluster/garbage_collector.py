@@ -43,7 +43,7 @@ def owners_absent(store: Store, obj: dict[str, Any]) -> bool:
     if not refs:
         return False
     for ref in refs:
-        res = store.resource_of(ref.get('apiVersion', ''), ref.get('kind', ''))
+        res = store.served.resource_of(ref.get('apiVersion', ''), ref.get('kind', ''))
         if res is None:
             return False  # an owner kind it cannot resolve: the collector leaves it (and retries)
         namespace = obj['metadata'].get('namespace') if store.resources[res].namespaced else None

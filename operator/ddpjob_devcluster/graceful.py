@@ -6,6 +6,7 @@ from typing import Any
 
 from kmock import resource as Resource
 
+from ddpjob.times import format_time, parse_time
 from ddpjob_devcluster.plaindata import fresh
 
 PODS = Resource(group='', version='v1', plural='pods')
@@ -36,22 +37,14 @@ def graceful_delete(pod: dict[str, Any], requested: int | None) -> dict[str, Any
         if period >= old:
             return pod  # never lengthened
         new = fresh(pod)
-        stamp = _parse_time(meta['deletionTimestamp']) - datetime.timedelta(seconds=old - period)
-        new['metadata'].update(deletionTimestamp=_format_time(stamp), deletionGracePeriodSeconds=period)
+        stamp = parse_time(meta['deletionTimestamp']) - datetime.timedelta(seconds=old - period)
+        new['metadata'].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
         return new
     if period == 0:
         return None
     new = fresh(pod)
     stamp = datetime.datetime.now(tz=datetime.timezone.utc) + datetime.timedelta(seconds=period)
-    new['metadata'].update(deletionTimestamp=_format_time(stamp), deletionGracePeriodSeconds=period)
+    new['metadata'].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
     if new['metadata'].get('generation'):
         new['metadata']['generation'] += 1
     return new
-
-
-def _parse_time(value: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(value.replace('Z', '+00:00'))
-
-
-def _format_time(value: datetime.datetime) -> str:
-    return value.strftime('%Y-%m-%dT%H:%M:%SZ')

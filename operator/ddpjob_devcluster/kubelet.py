@@ -1,8 +1,9 @@
 """A kubelet for tests that runs Pods as local processes.
 
 It watches Pods on an API server (the emulator), starts each Pod's `trainer` container
-with the process executor of `ddpjob run` (same argv, same env resolution, same process
-group handling), and reports what happens back through `pods/status`, as a kubelet does:
+with the node executor of `ddpjob run` (`ddpjob.local.node`: same argv, same env
+resolution, same process group handling), and reports what happens back through
+`pods/status`, as a kubelet does:
 `Running` once the process is up, then `Succeeded`/`Failed` with the container's
 `state.terminated` exit code (128+N for a signal) and reason.
 
@@ -43,15 +44,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import kubernetes
-import urllib3
 
 from ddpjob.api import names
-from ddpjob.local.container import (LocalRunError, StartError, kill_tagged, start_container, tagged_pids,
-                                      trainer_container)
-from ddpjob.contract import local_overrides
-from ddpjob.local.ports import free_port
-from ddpjob.local.progress_view import loopback_address
-from ddpjob_devcluster.kubelet_status import Container, pod_status
+from ddpjob.local import ownership
+from ddpjob.local.container import LocalRunError, StartError, trainer_container
+from ddpjob.local.node import LocalNode
+from ddpjob_devcluster.kubelet_status import Container, confirm_deletion, report, send
 from ddpjob_devcluster.pod_watch import PodWatch, api_client
 from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
 
@@ -78,12 +76,13 @@ class ProcessKubelet:
         # as a kubelet runs only the Pods whose spec.nodeName is its own.
         self.bound_only = bound_only or node_name is not None
         self.workdir = pathlib.Path(workdir)
-        self.namespace = namespace
-        self.stop_grace = stop_grace
-        self.token = token
-        self.id = uuid.uuid4().hex[:12]
+        self.namespace, self.stop_grace = namespace, stop_grace
+        self.token, self.id = token, uuid.uuid4().hex[:12]
         self.containers: dict[str, Container] = {}  # by Pod uid; finished ones stay for inspection
-        self.ports: dict[tuple[str, str, int], int] = {}  # (namespace, job, attempt) -> port
+        # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
+        # stops them with the grace, as a kubelet shutting down does.
+        self.node = LocalNode(f'{self.id}/', stop_grace, preexec=ownership.stop_with_parent)
+        self.ports = self.node.ports  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self._stopping = threading.Event()
@@ -109,10 +108,10 @@ class ProcessKubelet:
         for thread in self._threads:
             thread.join(timeout=self.stop_grace + 15)
         self._threads = []
-        self._stop_all()
-        kill_tagged(f'{self.id}/')
+        self.node.stop_all(c.proc for c in self.containers.values() if c.running)
+        self.node.sweep()
         for c in list(self.containers.values()):
-            self._close_log(c)
+            c.close_log()
 
     def __enter__(self) -> ProcessKubelet:
         return self.start()
@@ -147,7 +146,7 @@ class ProcessKubelet:
         return self.workdir / 'volumes' / namespace / job / 'checkpoint'
 
     def live_processes(self) -> list[int]:
-        return tagged_pids(f'{self.id}/')
+        return self.node.live_pids()
 
     def logs(self, pod: str | None = None, tail: int = 40) -> str:
         """The last lines of each container's output (all containers, or one Pod's)."""
@@ -213,7 +212,7 @@ class ProcessKubelet:
                 c.confirm_deletion = bool(meta.get('deletionGracePeriodSeconds'))
                 self._delete(c)
                 if not c.running:
-                    self._confirm_deletion(core, c)
+                    confirm_deletion(core, c)
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
@@ -237,27 +236,25 @@ class ProcessKubelet:
             c.image = trainer_container(pod).get('image') or ''
         with self._lock:
             self.containers[uid] = c
-        key = (namespace, job, attempt)
-        if key not in self.ports:
-            self.ports[key] = free_port()
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        c.ip = loopback_address()
-        overrides = local_overrides(self.ports[key], str(checkpoint) if checkpoint else None,
-                                    str(pod_dir / 'progress.json'), c.ip)
         c.log_file = open(c.log_path, 'a', encoding='utf-8')
         try:
-            c.proc = start_container(pod, overrides, out=c.log_file, cwd=str(pod_dir), tag=c.tag)
+            started = self.node.start(pod, port=self.node.port_for((namespace, job, attempt)),
+                                      checkpoint_dir=str(checkpoint) if checkpoint else None,
+                                      progress_file=str(pod_dir / 'progress.json'), out=c.log_file,
+                                      cwd=str(pod_dir), tag=uid)
+            c.proc, c.ip = started.proc, started.ip
         except (LocalRunError, OSError) as exc:
             # containerd reports a command that cannot start as exit code 128, StartError.
             c.log_file.write(f'[{name}] {StartError.reason}: {exc}\n')
             c.exit_code = StartError.exit_code
             c.times['exited'] = time.time()
-            self._report(core, c, 'Failed', exit_code=StartError.exit_code, reason=StartError.reason,
+            report(core, c, 'Failed', exit_code=StartError.exit_code, reason=StartError.reason,
                          message=str(exc))
-            self._close_log(c)
+            c.close_log()
             return
         c.times['started'] = c.proc.started_at
-        self._report(core, c, 'Running')
+        report(core, c, 'Running')
         c.times['running_reported'] = time.time()
 
     def _checkpoint_volume(self, pod: dict[str, Any], namespace: str, job: str) -> pathlib.Path | None:
@@ -279,7 +276,7 @@ class ProcessKubelet:
     def _tick(self, core: kubernetes.client.CoreV1Api) -> None:
         for c in list(self.containers.values()):
             if c.unsent is not None and not c.deleted:
-                self._send(core, c, c.unsent)
+                send(core, c, c.unsent)
             if c.proc is None or 'exited' in c.times:
                 continue
             end = c.proc.terminated()  # a container ends with its main process, tree and all
@@ -290,60 +287,9 @@ class ProcessKubelet:
             c.exit_code = end.exit_code
             c.times['exited'] = end.finished_at
             if not c.deleted:
-                self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
-            self._close_log(c)
-            self._confirm_deletion(core, c)
-
-    def _confirm_deletion(self, core: kubernetes.client.CoreV1Api, c: Container) -> None:
-        if not c.confirm_deletion:
-            return
-        c.confirm_deletion = False
-        with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
-            # gracePeriodSeconds in the body: with a body, the API server ignores the query.
-            core.delete_namespaced_pod(c.pod, c.namespace, body={'gracePeriodSeconds': 0,
-                                                                 'preconditions': {'uid': c.uid}}, _request_timeout=10)
-
-    def _close_log(self, c: Container) -> None:
-        if c.log_file is None:
-            return
-        if c.proc is not None and c.proc._reader is not None:
-            c.proc._reader.join(timeout=1)  # the output pump ends once every writer is gone
-            if c.proc._reader.is_alive():
-                return  # try again later (stop() calls this once more)
-        c.log_file.close()
-        c.log_file = None
-
-    def _stop_all(self) -> None:
-        live = [c for c in self.containers.values() if c.running]
-        for c in live:
-            c.proc.stop(self.stop_grace)
-        deadline = time.time() + self.stop_grace
-        while any(c.running for c in live) and time.time() < deadline:
-            time.sleep(POLL_SECONDS)
-        for c in live:
-            kill_tagged(c.tag)
-            with contextlib.suppress(Exception):
-                c.proc.wait(5)
-
-    # ---- pods/status, as a kubelet writes it -------------------------------------------------
-
-    def _report(self, core: kubernetes.client.CoreV1Api, c: Container, phase: str, *,
-                exit_code: int | None = None, reason: str | None = None, message: str | None = None) -> None:
-        self._send(core, c, pod_status(c, phase, exit_code=exit_code, reason=reason, message=message))
-
-    def _send(self, core: kubernetes.client.CoreV1Api, c: Container, status: dict[str, Any]) -> None:
-        try:
-            core.patch_namespaced_pod_status(c.pod, c.namespace, {'status': status}, _request_timeout=10)
-        except kubernetes.client.ApiException as exc:
-            # 404: deleted meanwhile, nothing to report to. Anything else (an injected
-            # 500, a slow server): keep it and retry on the next tick, as a kubelet does.
-            c.unsent = None if exc.status == 404 else status
-        except (urllib3.exceptions.HTTPError, OSError):
-            c.unsent = status
-        else:
-            c.unsent = None
-            c.reported = status['phase']
-
+                report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
+            c.close_log()
+            confirm_deletion(core, c)
 
 @contextlib.contextmanager
 def process_kubelet(server: str, workdir: str | pathlib.Path, **kwargs: Any) -> Iterator[ProcessKubelet]:

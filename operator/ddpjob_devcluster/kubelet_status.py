@@ -2,26 +2,24 @@
 it, as a kubelet's status manager does (pkg/kubelet/status/generate.go): the phase, the
 trainer container's state (running, or terminated with its exit code and reason), the
 Pod's IP, and the Pod conditions in the kubelet's set (a status patch replaces the
-list, so it carries PodScheduled too).
+list, so it carries PodScheduled too). A write that fails is kept and retried on the next
+tick; a gracefully deleted Pod is confirmed gone once its container stopped.
 """
 from __future__ import annotations
 
-import datetime
+import contextlib
 import pathlib
 import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import kubernetes
+import urllib3
+
 from ddpjob.api import names
 from ddpjob.local.container import ContainerProcess
+from ddpjob.times import format_timestamp as _iso, now as _now_iso
 
-
-def _now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-def _iso(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 @dataclass
@@ -51,6 +49,17 @@ class Container:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def close_log(self) -> None:
+        """Close the log once the output pump has written everything (else: later)."""
+        if self.log_file is None:
+            return
+        if self.proc is not None and self.proc._reader is not None:
+            self.proc._reader.join(timeout=1)  # the output pump ends once every writer is gone
+            if self.proc._reader.is_alive():
+                return  # try again later (stop() calls this once more)
+        self.log_file.close()
+        self.log_file = None
+
 
 def pod_status(c: Container, phase: str, *, exit_code: int | None = None, reason: str | None = None,
                message: str | None = None, host_ip: str = '127.0.0.1') -> dict[str, Any]:
@@ -74,3 +83,32 @@ def pod_status(c: Container, phase: str, *, exit_code: int | None = None, reason
         'containerStatuses': [{'name': names.TRAINER_CONTAINER, 'ready': running, 'started': running,
                                'restartCount': 0, 'image': c.image, 'imageID': '', 'state': state}],
     }
+
+
+def report(core: kubernetes.client.CoreV1Api, c: Container, phase: str, *,
+            exit_code: int | None = None, reason: str | None = None, message: str | None = None) -> None:
+    send(core, c, pod_status(c, phase, exit_code=exit_code, reason=reason, message=message))
+
+def send(core: kubernetes.client.CoreV1Api, c: Container, status: dict[str, Any]) -> None:
+    try:
+        core.patch_namespaced_pod_status(c.pod, c.namespace, {'status': status}, _request_timeout=10)
+    except kubernetes.client.ApiException as exc:
+        # 404: deleted meanwhile, nothing to report to. Anything else (an injected
+        # 500, a slow server): keep it and retry on the next tick, as a kubelet does.
+        c.unsent = None if exc.status == 404 else status
+    except (urllib3.exceptions.HTTPError, OSError):
+        c.unsent = status
+    else:
+        c.unsent = None
+        c.reported = status['phase']
+
+
+def confirm_deletion(core: kubernetes.client.CoreV1Api, c: Container) -> None:
+    """Tell the API server the Pod's containers stopped (a delete of grace 0), once."""
+    if not c.confirm_deletion:
+        return
+    c.confirm_deletion = False
+    with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
+        # gracePeriodSeconds in the body: with a body, the API server ignores the query.
+        core.delete_namespaced_pod(c.pod, c.namespace, body={'gracePeriodSeconds': 0,
+                                                             'preconditions': {'uid': c.uid}}, _request_timeout=10)

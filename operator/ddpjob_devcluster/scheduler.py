@@ -11,7 +11,7 @@ each as the upstream scheduler does it:
   scheduler first saw them (the PrioritySort plugin orders by priority, then queue time).
   One Pod at a time: a Pod is bound as soon as it fits, whatever its peers do, so a gang
   can be placed in part (pkg/scheduler/schedule_one.go schedules one Pod per cycle).
-- Filtering (NodeResourcesFit, NodeName/NodeSelector): a Node fits when its
+- Filtering (NodeResourcesFit, NodeName/NodeSelector; `node_fit.py`): a Node fits when its
   `status.allocatable` minus the requests of the Pods bound to it and not finished covers
   the Pod's requests (a container's limit stands for a missing request), and one more
   Pod fits under `allocatable.pods`. A Pod that fits nowhere gets
@@ -40,19 +40,19 @@ Not modelled: taints, affinity beyond nodeSelector, scoring beyond "most free GP
 from __future__ import annotations
 
 import copy
-import datetime
 import itertools
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Mapping
 
 from kmock import ResourceInfo, resource as Resource
 
-from ddpjob.render.gang import parse_quantity
-from ddpjob_devcluster.store import ALL_VERBS, ApiError, Store
+from ddpjob.times import now as _now
+from ddpjob_devcluster.node_fit import allocatable, find_node, holds_resources, pod_requests, take
+from ddpjob_devcluster.served_resources import ALL_VERBS
+from ddpjob_devcluster.store import ApiError, Store
 
 PODS = Resource(group='', version='v1', plural='pods')
 NODES = Resource(group='', version='v1', plural='nodes')
@@ -61,10 +61,6 @@ DEFAULT_SCHEDULER = 'default-scheduler'
 MERGE = 'application/merge-patch+json'
 GATED_MESSAGE = 'Scheduling is blocked due to non-empty scheduling gates'
 PROTECTION_FINALIZER = 'scheduling.k8s.io/podgroup-protection'
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 @dataclass(frozen=True)
@@ -100,21 +96,6 @@ def serve_native_pod_groups(store: Store) -> None:
     store.resources[POD_GROUPS] = ResourceInfo(
         namespaced=True, kind='PodGroup', singular='podgroup', verbs=ALL_VERBS, shortnames=(),
         categories=(), subresources={'status'})
-
-
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    total: dict[str, Decimal] = {}
-    for container in (pod.get('spec') or {}).get('containers') or []:
-        res = container.get('resources') or {}
-        for key, qty in {**(res.get('limits') or {}), **(res.get('requests') or {})}.items():
-            total[key] = total.get(key, Decimal(0)) + parse_quantity(qty)
-    return total
-
-
-def fit_error(total_nodes: int, reasons: Counter) -> str:
-    """pkg/scheduler/framework/types.go FitError.Error(): reasons counted, as sorted strings."""
-    parts = sorted(f'{count} {reason}' for reason, count in reasons.items())
-    return f'0/{total_nodes} nodes are available: ' + ', '.join(parts) + '.'
 
 
 @dataclass
@@ -177,11 +158,11 @@ class Scheduler:
     def schedule_once(self) -> int:
         nodes = sorted(self.store.view_all(NODES, None), key=lambda n: n['metadata']['name'])
         pods = self.store.view_all(PODS, None)
-        free = {n['metadata']['name']: self._allocatable(n) for n in nodes}
+        free = {n['metadata']['name']: allocatable(n) for n in nodes}
         for pod in pods:
             node = (pod.get('spec') or {}).get('nodeName')
-            if node in free and self._holds_resources(pod):
-                self._take(free[node], pod_requests(pod))
+            if node in free and holds_resources(pod):
+                take(free[node], pod_requests(pod))
         self._protect_pod_groups(pods)
         queue = [p for p in pods if self._queued(p)]
         for p in queue:
@@ -201,11 +182,11 @@ class Scheduler:
                     done_groups.add(key)
                     bound += self._schedule_group(key, pods, nodes, free)
                 continue
-            node, message = self._find_node(pod, nodes, free)
+            node, message = find_node(pod, nodes, free)
             if node is None:
                 self._condition(pod, 'False', 'Unschedulable', message)
             else:
-                self._take(free[node], pod_requests(pod))
+                take(free[node], pod_requests(pod))
                 self._bind(pod, node)
                 bound += 1
         return bound
@@ -216,7 +197,7 @@ class Scheduler:
         group = self.store.peek(POD_GROUPS, ns, name) if POD_GROUPS in self.store.resources else None
         members = [p for p in pods if p['metadata'].get('namespace') == ns
                    and ((p.get('spec') or {}).get('schedulingGroup') or {}).get('podGroupName') == name
-                   and self._holds_resources(p)]
+                   and holds_resources(p)]
         if group is None:
             return 0  # PreEnqueue: "The referenced PodGroup object exists"
         min_count = int((((group.get('spec') or {}).get('schedulingPolicy') or {}).get('gang') or {}).get('minCount') or 1)
@@ -229,15 +210,15 @@ class Scheduler:
         for pod in waiting:
             if (pod.get('spec') or {}).get('schedulingGates'):
                 return 0
-            node, message = self._find_node(pod, nodes, trial)
+            node, message = find_node(pod, nodes, trial)
             if node is None:
                 for member in waiting:  # all or nothing
                     self._condition(member, 'False', 'Unschedulable', message)
                 return 0
-            self._take(trial[node], pod_requests(pod))
+            take(trial[node], pod_requests(pod))
             placement.append((pod, node))
         for pod, node in placement:
-            self._take(free[node], pod_requests(pod))
+            take(free[node], pod_requests(pod))
             self._bind(pod, node)
         return len(placement)
 
@@ -249,7 +230,7 @@ class Scheduler:
             finalizers = list(meta.get('finalizers') or [])
             users = [p for p in pods if p['metadata'].get('namespace') == meta.get('namespace')
                      and ((p.get('spec') or {}).get('schedulingGroup') or {}).get('podGroupName') == meta['name']
-                     and self._holds_resources(p)]
+                     and holds_resources(p)]
             if meta.get('deletionTimestamp'):
                 if PROTECTION_FINALIZER in finalizers and not users:
                     finalizers.remove(PROTECTION_FINALIZER)
@@ -270,50 +251,6 @@ class Scheduler:
         return (not spec.get('nodeName') and not meta.get('deletionTimestamp')
                 and spec.get('schedulerName') in (None, '', DEFAULT_SCHEDULER)
                 and (pod.get('status') or {}).get('phase', 'Pending') == 'Pending')
-
-    @staticmethod
-    def _holds_resources(pod: Mapping[str, Any]) -> bool:
-        # A finished Pod no longer holds its node's resources; a terminating one still does.
-        return (pod.get('status') or {}).get('phase') not in ('Succeeded', 'Failed')
-
-    @staticmethod
-    def _allocatable(node: Mapping[str, Any]) -> dict[str, Decimal]:
-        alloc = (node.get('status') or {}).get('allocatable') or {}
-        return {k: parse_quantity(v) for k, v in alloc.items()}
-
-    @staticmethod
-    def _take(free: dict[str, Decimal], requests: Mapping[str, Decimal]) -> None:
-        for key, qty in requests.items():
-            free[key] = free.get(key, Decimal(0)) - qty
-        free['pods'] = free.get('pods', Decimal(0)) - 1
-
-    @staticmethod
-    def _find_node(pod: Mapping[str, Any], nodes: list[dict], free: dict[str, dict[str, Decimal]]
-                   ) -> tuple[str | None, str]:
-        requests = pod_requests(pod)
-        selector = (pod.get('spec') or {}).get('nodeSelector') or {}
-        reasons: Counter = Counter()
-        fits: list[str] = []
-        for node in nodes:
-            name = node['metadata']['name']
-            labels = node['metadata'].get('labels') or {}
-            if any(labels.get(k) != v for k, v in selector.items()):
-                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
-                continue
-            avail = free[name]
-            short = [key for key, qty in requests.items() if qty > 0 and avail.get(key, Decimal(0)) < qty]
-            if avail.get('pods', Decimal(0)) < 1:
-                short.append('pods')
-            if short:
-                for key in short:
-                    reasons['Too many pods' if key == 'pods' else f'Insufficient {key}'] += 1
-                continue
-            fits.append(name)
-        if not fits:
-            return None, fit_error(len(nodes), reasons)
-        gpu = next((k for k in requests if k.endswith('/gpu')), 'pods')
-        # The node with the most of the scarcest resource left (ties: by name).
-        return max(fits, key=lambda n: (free[n].get(gpu, Decimal(0)), [-ord(c) for c in n])), ''
 
     def _bind(self, pod: Mapping[str, Any], node: str) -> None:
         meta = pod['metadata']

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ddpjob.times import parse_time
+
 TABLE_ACCEPT = re.compile(r'as=Table\s*;\s*v=v1\s*;\s*g=meta\.k8s\.io')
 _STEP = re.compile(r'\.([A-Za-z0-9_-]+)|\[(\d+)\]')
 
@@ -105,7 +107,7 @@ def _cell(column: Mapping[str, Any], obj: Mapping[str, Any]) -> Any:
         return None
     if column['type'] == 'date':
         try:
-            then = datetime.datetime.fromisoformat(str(value).replace('Z', '+00:00'))
+            then = parse_time(str(value))
         except ValueError:
             return str(value)
         return human_duration((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds())

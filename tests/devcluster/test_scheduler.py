@@ -5,8 +5,9 @@ Pods left alone, and the native PodGroup placed all or nothing."""
 import pytest
 
 from ddpjob_devcluster.emulator import KubeEmulator
-from ddpjob_devcluster.scheduler import (NODES, POD_GROUPS, PODS, PROTECTION_FINALIZER, NodeSpec, Scheduler,
-                                         fit_error, gpu_nodes, serve_native_pod_groups)
+from ddpjob_devcluster.node_fit import fit_error
+from ddpjob_devcluster.scheduler import (NODES, POD_GROUPS, PODS, PROTECTION_FINALIZER, NodeSpec, Scheduler, gpu_nodes,
+                                         serve_native_pod_groups)
 
 INSUFFICIENT_GPU = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
 

@@ -85,3 +85,34 @@ def test_a_second_run_of_the_same_job_is_refused(tmp_path: Path) -> None:
     again, pids = _start(tmp_path)
     again.send_signal(signal.SIGTERM)
     assert again.wait(60) == 130
+
+
+# A parent that starts a child with one of ownership's pre-exec hooks, says the child's
+# pid once it is ready, and exits: the child gets the hook's signal from the kernel.
+PARENT = """
+import subprocess, sys
+from ddpjob.local import ownership
+child = subprocess.Popen([sys.executable, "-c", sys.argv[2]], preexec_fn=getattr(ownership, sys.argv[1]),
+                         stdout=subprocess.PIPE)
+child.stdout.readline()  # its handler is in place
+print(child.pid, flush=True)
+"""
+CHILD = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: (open(sys.argv[0] + ".term", "w").close(), sys.exit(0)))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("hook, signalled", [("die_with_parent", False), ("stop_with_parent", True)])
+def test_a_child_dies_with_its_parent(tmp_path: Path, hook: str, signalled: bool) -> None:
+    """die_with_parent kills outright (ddpjob run's containers); stop_with_parent sends
+    SIGTERM (the control plane's servers clean up)."""
+    marker = tmp_path / "child"
+    child = CHILD.replace("sys.argv[0]", repr(str(marker)))
+    done = subprocess.run([sys.executable, "-c", PARENT, hook, child], capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout.split()[0])
+    wait_for(lambda: not _alive(pid), timeout=30, message=f"the child of {hook} outlived its parent")
+    assert (tmp_path / "child.term").exists() == signalled

@@ -14,7 +14,8 @@ import pytest
 
 from ddpjob import text
 from ddpjob.job.stall import ProgressState
-from ddpjob.operator.progress import ProgressPoller, Target, fetch_json
+from ddpjob.operator.progress import ProgressPoller, Target
+from ddpjob.operator.progress_fetch import fetch_json
 
 GOOD = {"record": {"step": 5, "total_steps": 10}, "seconds_since_progress": 1, "ranks": {"0": {"step": 5}}}
 

@@ -255,17 +255,16 @@ def test_status_writes_do_not_run_the_job_event_handler() -> None:
 
 def test_the_operators_progress_settings_come_from_its_env_within_bounds(monkeypatch) -> None:
     import logging
-    import kopf
-    from ddpjob.operator import handlers
+    from ddpjob.operator import handlers, settings
     log = logging.getLogger("test")
-    poller = handlers._progress_poller(lambda key: None, log)
-    assert (poller.interval, poller.max_writes_per_second) == (30.0, 5.0)
-    monkeypatch.setenv(handlers.PROGRESS_WRITES_ENV, "0.5")
-    assert handlers._progress_poller(lambda key: None, log).max_writes_per_second == 0.5
+
+    def poller(env):
+        return handlers._progress_poller(settings.from_env(env), lambda key: None, log)
+    assert (poller({}).interval, poller({}).max_writes_per_second) == (30.0, 5.0)
+    assert poller({settings.PROGRESS_WRITES_ENV: "0.5"}).max_writes_per_second == 0.5
     for bad, says in (("5000", "within [0.1, 1000]"), ("fast", "is not a number"), ("0", "cannot be turned off")):
-        monkeypatch.setenv(handlers.PROGRESS_WRITES_ENV, bad)
-        with pytest.raises(kopf.PermanentError, match=handlers.PROGRESS_WRITES_ENV) as err:
-            handlers._progress_poller(lambda key: None, log)
+        with pytest.raises(settings.SettingsError, match=settings.PROGRESS_WRITES_ENV) as err:
+            poller({settings.PROGRESS_WRITES_ENV: bad})
         assert says in str(err.value)
-    monkeypatch.setenv(handlers.PROGRESS_INTERVAL_ENV, "0")
-    assert handlers._progress_poller(lambda key: None, log) is None  # polling off: no write cap to check
+    # polling off: no write cap to check
+    assert poller({settings.PROGRESS_INTERVAL_ENV: "0", settings.PROGRESS_WRITES_ENV: "0"}) is None

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 from kmock import resource
 
-from ddpjob.operator import handlers
+from ddpjob.operator import handlers, settings
 from ddpjob_devcluster.chaos import Chaos
 from ddpjob_devcluster.emulator import KubeEmulator
 from ddpjob_devcluster.operator_runner import wait_for
@@ -86,11 +86,11 @@ def test_a_total_outage_does_not_stop_the_operator(emulator: KubeEmulator, crd: 
     wait_for(lambda: len(pods_of(emulator, "after")) == 1, timeout=30, message="no Pod after the recovery")
 
 
-def test_liveness_fails_only_after_a_long_outage(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_liveness_fails_only_after_a_long_outage() -> None:
     kube = types.SimpleNamespace(outage=0.0)
     kube.outage_seconds = lambda: kube.outage
-    memo = types.SimpleNamespace(kube=kube, controller=None)
-    monkeypatch.setenv(handlers.LIVENESS_OUTAGE_ENV, "120")
+    memo = types.SimpleNamespace(kube=kube, controller=None,
+                                 settings=settings.from_env({settings.LIVENESS_OUTAGE_ENV: "120"}))
     kube.outage = 100.0
     assert handlers.probe(memo=memo) == 0
     kube.outage = 121.0

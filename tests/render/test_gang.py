@@ -9,8 +9,10 @@ import pytest
 
 from ddpjob import cli, render
 from ddpjob.api import names
+from ddpjob.api.scheduling import GANGS
 from ddpjob.api.spec import parse_job
-from ddpjob.render import gang
+from ddpjob.render import gang, gangs
+from ddpjob.render.gangs import coscheduling, kueue, volcano
 from ddpjob_devcluster.crd_validator import CRDValidator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +91,7 @@ def test_volcano_pod_group_matches_the_upstream_crd(job_body):
                              "minResources": {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": "8"}}
     for pod in objects[2:]:
         assert pod["spec"]["schedulerName"] == "volcano"
-        assert pod["metadata"]["annotations"][gang.VOLCANO_GROUP_ANNOTATION] == group["metadata"]["name"]
+        assert pod["metadata"]["annotations"][volcano.GROUP_ANNOTATION] == group["metadata"]["name"]
         kubernetes_validate.validate(pod, K8S_137, strict=True)
     group["spec"]["minMember"] = -1
     assert crd.validate(group), "the upstream CRD check must be able to fail"
@@ -110,7 +112,7 @@ def test_coscheduling_pod_group_matches_the_upstream_crd(job_body):
     assert crd.validate(group) == []
     for pod in objects[2:]:
         assert pod["spec"]["schedulerName"] == "my-coscheduler"
-        assert pod["metadata"]["labels"][gang.COSCHEDULING_GROUP_LABEL] == group["metadata"]["name"]
+        assert pod["metadata"]["labels"][coscheduling.GROUP_LABEL] == group["metadata"]["name"]
         kubernetes_validate.validate(pod, K8S_137, strict=True)
     group["spec"]["minMember"] = 0
     assert crd.validate(group), "the upstream CRD check must be able to fail"
@@ -123,10 +125,10 @@ def test_kueue_pod_group_labels(job_body):
         assert kinds(objects)[0] == ("v1", "Service")  # Kueue makes the Workload itself
         for pod in objects[1:]:
             labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
-            assert labels[gang.KUEUE_QUEUE_LABEL] == "user-queue"
+            assert labels[kueue.QUEUE_LABEL] == "user-queue"
             # the same group for every attempt: replacement Pods rejoin the admitted Workload
-            assert labels[gang.KUEUE_GROUP_LABEL] == "demo"
-            assert annotations[gang.KUEUE_TOTAL_ANNOTATION] == "4"
+            assert labels[kueue.GROUP_LABEL] == "demo"
+            assert annotations[kueue.TOTAL_ANNOTATION] == "4"
             assert "schedulingGates" not in pod["spec"]  # Kueue's webhook adds its own gate
             kubernetes_validate.validate(pod, K8S_137, strict=True)
 
@@ -140,17 +142,36 @@ def test_pod_group_names_fit_a_label_value():
     assert names.pod_group_name(longest, 1) != names.pod_group_name(longest[:-1] + "b", 1)
 
 
-@pytest.mark.parametrize("value, expected", [("500m", "0.5"), ("4Gi", str(4 * 2**30)), (2, "2"), ("1.5", "1.5"),
-                                             ("1e3", "1000"), ("128Mi", str(128 * 2**20))])
-def test_parse_quantity(value, expected):
-    assert gang.parse_quantity(value) == gang.Decimal(expected)
+def test_gang_requests_count_limits_where_no_request_is_given():
+    pod = {"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
+                                                  "requests": {"cpu": "250m"}}},
+                                   {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}}]}}
+    assert volcano.gang_requests(pod, 3) == {"cpu": "1050m", "memory": "3Gi"}
 
 
-def test_sum_requests_counts_limits_where_no_request_is_given():
-    pods = [{"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
-                                                    "requests": {"cpu": "250m"}}},
-                                     {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}}]}}] * 3
-    assert gang.sum_requests(pods) == {"cpu": "1050m", "memory": "3Gi"}
+def test_one_pod_times_the_nodes_is_the_sum_of_every_pod(job_body):
+    """The PodGroup's resources come from one rendered Pod: the same as adding up all of them."""
+    job = gang_job(job_body, "volcano", queue="q")
+    template = {"spec": {"containers": [{"name": "trainer", "resources": {"limits": {"example.com/fpga": 1}}}]}}
+    for candidate in (job, parse_job(job_body(nodes=3, gpusPerNode=1, template=template,
+                                              scheduling={"gang": "volcano", "queue": "q"}))):
+        pods = [render.render_pod(candidate, i) for i in range(candidate.nodes)]
+        summed: dict = {}
+        for pod in pods:
+            for key, qty in volcano.pod_requests(pod).items():
+                summed[key] = summed.get(key, 0) + qty
+        expected = {k: volcano.format_quantity(v, binary=volcano.is_bytes(k)) for k, v in sorted(summed.items())}
+        assert render.render_pod_group(candidate)["spec"]["minResources"] == expected
+
+
+def test_the_registry_serves_every_gang_of_the_api():
+    assert set(gangs.INTEGRATIONS) == set(GANGS) - {"none"}
+    for name, integration in gangs.INTEGRATIONS.items():
+        assert integration.name == name and integration.needs
+        assert (integration.pod_group is None) == (integration.plural is None) == (integration.pod_group_spec is None)
+    assert gangs.POD_GROUP_KINDS == {"kubernetes": ("scheduling.k8s.io/v1beta1", "PodGroup"),
+                                     "volcano": ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+                                     "coscheduling": ("scheduling.x-k8s.io/v1alpha1", "PodGroup")}
 
 
 @pytest.mark.parametrize("gang_name, first_kind", [("none", "Service"), ("kubernetes", "PodGroup"),

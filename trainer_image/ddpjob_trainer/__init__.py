@@ -2,15 +2,16 @@
 DDP trainer (`ddpjob-train`). Reads the environment contract in docs/design.md and nothing
 else about the cluster."""
 
-# Exit codes the operator's `ExitCode` restart policy understands: 1-127 permanent,
-# 128-255 retryable. Bad input can never fix itself on a retry, so it is permanent.
-EXIT_BAD_INPUT = 2
+from ddpjob import exit_codes
+
+# Exit codes the operator's `ExitCode` restart policy understands (ddpjob.exit_codes):
+# 1-127 permanent, 128-255 retryable. Bad input can never fix itself on a retry.
+EXIT_BAD_INPUT = exit_codes.BAD_INPUT
 # 128 + SIGTERM: "I was asked to stop, saved a checkpoint, run me again".
-EXIT_PREEMPTED = 143
+EXIT_PREEMPTED = exit_codes.PREEMPTED
 # 128 + SIGALRM: the gang did not come together in time (MASTER_ADDR never resolved, or
-# the rendezvous store timed out waiting for peers). On a shared cluster that is peers
-# still waiting to be scheduled, not a fault of the job: retryable, like a preemption.
-EXIT_RENDEZVOUS_TIMEOUT = 142
+# the rendezvous store timed out waiting for peers): retryable, like a preemption.
+EXIT_RENDEZVOUS_TIMEOUT = exit_codes.RENDEZVOUS_TIMEOUT
 
 
 class RendezvousTimeout(Exception):

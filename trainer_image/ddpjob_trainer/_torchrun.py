@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 
+from ddpjob import exit_codes
 from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT
 
 
 def _code(exitcode: int) -> int:
-    return 128 - exitcode if exitcode < 0 else (exitcode or 1)
+    return exit_codes.of_returncode(exitcode) or 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RENDEZVOUS_TIMEOUT
     except SignalException as e:
         # torchrun already forwarded the signal to the workers and waited for them.
-        return 128 + int(e.sigval)
+        return exit_codes.of_signal(e.sigval)
     return 0
 
 

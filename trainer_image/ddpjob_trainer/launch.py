@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from ddpjob import contract
+from ddpjob import contract, exit_codes
 
 from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
 from .backend import refuse_short_nccl
@@ -126,11 +126,10 @@ def run_forwarding_signals(argv: list[str]) -> int:
     if received:
         child.send_signal(received[0])
     code = child.wait()
-    if code < 0:
-        return 128 - code
-    if received and code != 0:
+    code = exit_codes.of_returncode(code)
+    if received and code != 0 and not exit_codes.is_signal(code):
         # Asked to stop and did not finish: keep it retryable whatever the child said.
-        return code if code >= 128 else 128 + received[0]
+        return exit_codes.of_signal(received[0])
     return code
 
 

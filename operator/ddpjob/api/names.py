@@ -61,6 +61,15 @@ def is_dns1123_label(value: str) -> bool:
     return len(value) <= MAX_LABEL and bool(_DNS1123_LABEL.fullmatch(value))
 
 
+MAX_SUBDOMAIN = 253
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_dns1123_subdomain(value: str, limit: int = MAX_SUBDOMAIN) -> bool:
+    """An object name (validation.IsDNS1123Subdomain), at most `limit` characters."""
+    return len(value) <= limit and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
+
+
 def pod_group_name(job: str, attempt: int) -> str:
     """The PodGroup of one gang attempt. Each attempt gets its own: a native PodGroup
     waits on a protection finalizer until its old Pods are gone, so a new one of the

@@ -12,9 +12,10 @@ The CRD carries the same rules as CEL (manifests/crd); tests/api/test_crd_parity
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from ddpjob.api import names
 
 GANGS = ("none", "kubernetes", "volcano", "coscheduling", "kueue")
 QUEUED_GANGS = ("volcano", "kueue")
@@ -26,7 +27,6 @@ MAX_SCHEDULE_TIMEOUT_SECONDS = 86400
 # Queue and PriorityClass names are object names: DNS subdomains (Kueue LocalQueue, Volcano Queue,
 # scheduling.k8s.io PriorityClass). Kueue puts the queue in a label value, so 63 at most.
 MAX_QUEUE_NAME = 63
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
     if not isinstance(value, str) or not value:
         c.err(path, f"must be a non-empty string (got {value!r})")
         return None
-    if len(value) > limit or not _DNS1123_SUBDOMAIN.fullmatch(value):
+    if not names.is_dns1123_subdomain(value, limit):
         c.err(path, f"{value!r} must be a DNS-1123 subdomain of at most {limit} characters")
     return value
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ddpjob import exit_codes
+
 BACKOFF_CAP_SECONDS = 300  # same ceiling as the kubelet's CrashLoopBackOff
 
 
@@ -13,7 +15,7 @@ def is_retryable(policy: str, exit_code: int | None) -> bool:
         return True
     if policy == "Never":
         return False
-    return exit_code is None or exit_code == 0 or exit_code >= 128 or exit_code < 0
+    return exit_code is None or exit_code == 0 or exit_codes.is_signal(exit_code) or exit_code < 0
 
 
 def backoff_seconds(base: int, restarts: int) -> float:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from ddpjob import progress_record
+from ddpjob import progress_record, times
 
 STALLED = "Stalled"
 MAX_SECONDS = 10 * 365 * 86400  # a number of seconds past this is a lie, not a job
@@ -150,7 +150,7 @@ def conditions(built: list[dict], previous: list[Mapping] | None, stalled: str |
 
 
 def _time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return times.format_timestamp(seconds)
 
 
 def status_progress(progress: ProgressState, now: datetime) -> dict | None:
@@ -166,5 +166,5 @@ def status_progress(progress: ProgressState, now: datetime) -> dict | None:
     # The trainer's clock says when it wrote the record; without one, when it last advanced.
     when = record.get("time")
     out["updateTime"] = (_time(when) if isinstance(when, (int, float))
-                         else (now - timedelta(seconds=progress.seconds_since_progress)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                         else (now - timedelta(seconds=progress.seconds_since_progress)).strftime(times.FORMAT))
     return {k: v for k, v in out.items() if v is not None}

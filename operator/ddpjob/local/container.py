@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import IO, Callable, Mapping
 
+from ddpjob import exit_codes
 from ddpjob.api import names
 from ddpjob.local.progress_view import write_line
 
@@ -38,7 +39,7 @@ class StartError(LocalRunError):
     """The container's command cannot be started. containerd reports such a container as
     terminated with exit code 128 and reason StartError; so do `ddpjob run` and the kubelet."""
 
-    exit_code = 128
+    exit_code = exit_codes.START_ERROR
     reason = "StartError"
 
 
@@ -155,11 +156,6 @@ def kill_tagged(prefix: str) -> int:
     return kill_with_env(CONTAINER_TAG_ENV, prefix)
 
 
-def exit_code_of(returncode: int) -> int:
-    """Popen gives -N for a signal; a container runtime reports 128+N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 @dataclass
 class ContainerProcess:
     pod_name: str
@@ -178,7 +174,7 @@ class ContainerProcess:
             self.finished_at = time.time()
             # The main process ended: so does the container, with whatever it left behind.
             self.kill_tree()
-        return exit_code_of(code)
+        return exit_codes.of_returncode(code)
 
     def terminated(self) -> Terminated | None:
         """None while the main process runs; then how the container ended."""

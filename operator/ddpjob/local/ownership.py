@@ -62,6 +62,13 @@ def die_with_parent() -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def stop_with_parent() -> None:
+    """In a child before exec: SIGTERM it when the thread that started it ends, for a
+    server that cleans up given the chance (etcd, kube-apiserver, the dev cluster's operator)."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 class Watchdog:
     """Kills every process tagged `tag_prefix` once this process is gone."""
 

@@ -23,10 +23,11 @@ import yaml
 from ddpjob import contract, render
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
-from ddpjob.local import ownership, ports, safety
+from ddpjob.local import ownership, safety
 from ddpjob.local.gpus import devices_for_node
-from ddpjob.local.container import ContainerProcess, LocalRunError, start_container
-from ddpjob.local.progress_view import AttemptProgress, Display, loopback_address, write_line
+from ddpjob.local.container import ContainerProcess, LocalRunError
+from ddpjob.local.node import LocalNode
+from ddpjob.local.progress_view import AttemptProgress, Display, write_line
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
@@ -55,6 +56,7 @@ class LocalRunner:
         self._progress_read_at = 0.0
         # Every container of this run carries a tag under this prefix (see ownership.py).
         self.run_tag = f"ddpjob-run-{os.getpid()}-{uuid.uuid4().hex[:8]}/"
+        self.node = LocalNode(self.run_tag, stop_grace, preexec=ownership.die_with_parent)
 
     def log(self, message: str) -> None:
         write_line(self.out, f"[ddpjob] {message}\n")  # above the live progress line, if any
@@ -81,9 +83,8 @@ class LocalRunner:
                 else:
                     del self.procs[name]
         if plan.create:
-            if not self.procs:
-                # A fresh port per attempt: the last attempt's store may still hold the old one.
-                self.port = ports.free_port()
+            # A fresh port per attempt: the last attempt's store may still hold the old one.
+            self.port = self.node.port_for(plan.restart_count)
             checkpoint = str(self.checkpoint_dir) if self.checkpoint_dir else None
             if self.attempt_progress is None or self.attempt_progress.attempt != plan.restart_count:
                 self.attempt_progress = AttemptProgress(plan.restart_count, {})
@@ -92,13 +93,10 @@ class LocalRunner:
                 name = pod["metadata"]["name"]
                 # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
                 progress_file = str(self.workdir / "pods" / f"{name}-a{plan.restart_count}" / "progress.json")
-                host = loopback_address()
-                overrides = contract.local_overrides(self.port, checkpoint, progress_file, host)
-                if self.hide_gpus:
-                    overrides["CUDA_VISIBLE_DEVICES"] = ""
-                proc = start_container(pod, {**overrides, **devices_for_node(self.job, rank, self.gpus)},
-                                       out=self.out, tag=self.run_tag + uuid.uuid4().hex,
-                                       preexec=ownership.die_with_parent)
+                gpus = {"CUDA_VISIBLE_DEVICES": ""} if self.hide_gpus else {}
+                started = self.node.start(pod, port=self.port, checkpoint_dir=checkpoint, progress_file=progress_file,
+                                          out=self.out, extra_env={**gpus, **devices_for_node(self.job, rank, self.gpus)})
+                proc, host = started.proc, started.ip
                 self.procs[name] = (rank, plan.restart_count, proc)
                 self.attempt_progress.files[rank] = progress_file
                 if rank == 0:
@@ -159,15 +157,7 @@ class LocalRunner:
         self._interrupted = True
 
     def _stop_all(self) -> None:
-        deadline = time.time() + self.stop_grace
-        for _, _, proc in self.procs.values():
-            proc.stop(self.stop_grace)
-        while any(p.poll() is None for _, _, p in self.procs.values()) and time.time() < deadline:
-            time.sleep(POLL_SECONDS)
-        for _, _, proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill_tree()
-                proc.wait(5)
+        self.node.stop_all(proc for _, _, proc in self.procs.values())
 
     def _shutdown(self) -> dict:
         self.log("interrupted: stopping every process")

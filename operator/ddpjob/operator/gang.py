@@ -1,12 +1,8 @@
 """Which gang-scheduling integrations this operator serves, and whether their APIs exist.
 
 The chart enables integrations (values `gang.*.enabled`) and grants RBAC for exactly
-those PodGroup APIs; it tells the operator through the environment:
-
-    DDPJOB_GANG_INTEGRATIONS=kubernetes,volcano   enabled integrations (unset: all, for
-                                                 development clusters; empty: none)
-    DDPJOB_COSCHEDULING_SCHEDULER=<name>          scheduler-plugins' scheduler name
-    DDPJOB_VOLCANO_SCHEDULER=<name>               Volcano's scheduler name
+those PodGroup APIs; it tells the operator through the environment (`settings.py`:
+DDPJOB_GANG_INTEGRATIONS, unset: all, for development clusters; the schedulers' names).
 
 At startup the operator asks API discovery for each enabled PodGroup API and logs an
 error for each that is missing (the Volcano or scheduler-plugins CRD not installed, or
@@ -19,57 +15,41 @@ later is enough.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping
 
-from ddpjob.api.scheduling import GANGS
 from ddpjob.job.scheduling import UNAVAILABLE
-from ddpjob.render import gang as render_gang
+from ddpjob.operator import settings as operator_settings
+from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS as REGISTRY, GangOptions
 
 logger = logging.getLogger("ddpjob.operator.gang")
 
-ENV_INTEGRATIONS = "DDPJOB_GANG_INTEGRATIONS"
-ENV_COSCHEDULING_SCHEDULER = "DDPJOB_COSCHEDULING_SCHEDULER"
-ENV_VOLCANO_SCHEDULER = "DDPJOB_VOLCANO_SCHEDULER"
-INTEGRATIONS = tuple(g for g in GANGS if g != "none")
+INTEGRATIONS = operator_settings.GANG_INTEGRATIONS
 __all__ = ["UNAVAILABLE", "GangSupport", "INTEGRATIONS", "api_group_path"]
 
-_WHAT = {
-    "kubernetes": "the scheduling.k8s.io/v1beta1 PodGroup API (Kubernetes 1.37 with the GenericWorkload "
-                  "feature gate and the scheduling.k8s.io/v1beta1 API turned on)",
-    "volcano": "Volcano's scheduling.volcano.sh/v1beta1 PodGroup CRD (install Volcano)",
-    "coscheduling": "scheduler-plugins' scheduling.x-k8s.io/v1alpha1 PodGroup CRD (install scheduler-plugins)",
-}
 
 
 def api_group_path(gang: str) -> str | None:
     """The discovery path of an integration's PodGroup API (None: kueue has no object of ours)."""
-    kind = render_gang.POD_GROUP_KINDS.get(gang)
+    kind = REGISTRY[gang].pod_group if gang in REGISTRY else None
     return f"/apis/{kind[0]}" if kind else None
 
 
 @dataclass
 class GangSupport:
     enabled: frozenset[str] = frozenset(INTEGRATIONS)
-    options: render_gang.GangOptions = render_gang.DEFAULT_OPTIONS
+    options: GangOptions = DEFAULT_OPTIONS
     missing: dict[str, str] = field(default_factory=dict)  # gang -> why its API is not there
     explicit: bool = False  # enabled by the chart (an error when missing), not by default
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> "GangSupport":
-        raw = environ.get(ENV_INTEGRATIONS)
-        enabled = frozenset(INTEGRATIONS) if raw is None else frozenset(
-            g.strip() for g in raw.split(",") if g.strip())
-        unknown = sorted(enabled - set(INTEGRATIONS))
-        if unknown:
-            logger.error("%s names unknown gang integration(s) %s; known: %s",
-                         ENV_INTEGRATIONS, ", ".join(unknown), ", ".join(INTEGRATIONS))
-        defaults = render_gang.DEFAULT_OPTIONS
-        options = render_gang.GangOptions(
-            volcano_scheduler=environ.get(ENV_VOLCANO_SCHEDULER) or defaults.volcano_scheduler,
-            coscheduling_scheduler=environ.get(ENV_COSCHEDULING_SCHEDULER) or defaults.coscheduling_scheduler)
-        return cls(enabled=enabled & set(INTEGRATIONS), options=options, explicit=raw is not None)
+    def from_settings(cls, config: operator_settings.Settings) -> "GangSupport":
+        return cls(enabled=config.gang_integrations, options=config.gang_options, explicit=config.gang_explicit)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> "GangSupport":
+        """From an environment alone (tests, the dev cluster); SettingsError for a bad value."""
+        return cls.from_settings(operator_settings.from_env(environ))
 
     async def check_apis(self, exists: Callable[[str], Awaitable[bool]]) -> None:
         """Ask discovery for each enabled integration's API; log clearly what is missing."""
@@ -81,7 +61,7 @@ class GangSupport:
                 self.missing.pop(gang, None)
                 logger.info("gang integration %s: %s is served", gang, path)
             else:
-                self.missing[gang] = f"{_WHAT[gang]} is not served by this cluster ({path} not found)"
+                self.missing[gang] = f"{REGISTRY[gang].needs} is not served by this cluster ({path} not found)"
                 # Enabled by the chart: an error. Unset (development clusters, every
                 # integration on by default): a note.
                 logger.log(logging.ERROR if self.explicit else logging.INFO,

@@ -14,41 +14,30 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import os
 from typing import Any
 
 import kopf
 
 from ddpjob.operator import controller as ctl
 from ddpjob import text
-from ddpjob.api import names, spec, template_policy
+from ddpjob.api import names, spec
 from ddpjob.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
+from ddpjob.operator import settings as operator_settings
 from ddpjob.operator.kube import Kube
-from ddpjob.operator.progress import (DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND,
-                                     ProgressPoller)
+from ddpjob.operator.progress import ProgressPoller
+from ddpjob.operator.settings import Settings
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
 PODS = ("", "v1", "pods")
 # kopf filters on labels client-side; only the operator's own Pods reach the handlers.
 POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
 
-# `kopf run -m ddpjob.operator.handlers` has no option of ours: /metrics is turned on by
-# this variable (run_operator sets it from --metrics-port).
-METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
-# Seconds between two reads of one job's /progress (default 30, at least 1, at most 3600;
-# "0" turns progress polling off) and the global cap on reads per second.
-PROGRESS_INTERVAL_ENV = "DDPJOB_PROGRESS_INTERVAL_SECONDS"
-PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
-# The cap on progress-only status writes per second, all jobs together (progress.py).
-PROGRESS_WRITES_ENV = "DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND"
+# The operator's environment (/metrics, progress polling, liveness, gang integrations,
+# template allowances) is read once, at start, by `settings.from_env`.
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
-# Liveness turns unhealthy only after the API has given no answer for this long (a
-# struggling API server is no reason to restart the operator; a wedged one may be).
-LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
-DEFAULT_LIVENESS_OUTAGE = 300.0
 # kopf retries its API calls, watches and resource discovery with these delays, forever:
 # with its default (a fixed list) it gives up and the operator exits. The cap bounds how
 # long after the server's recovery the operator notices (and one request per 5 s per
@@ -134,6 +123,11 @@ async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
                 ddpjob_pods: kopf.Index, logger: logging.Logger, **_: Any) -> None:
     configure(settings)
+    try:
+        config = operator_settings.from_env()
+    except operator_settings.SettingsError as e:
+        raise kopf.PermanentError(str(e)) from None
+    memo.settings = config
 
     def job_body(namespace: str, name: str) -> Any:
         for body in ddpjob_jobs.get((namespace, name), ()):
@@ -144,45 +138,29 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
         return list(ddpjob_pods.get((namespace, name), ()))
 
     kube = _kube(memo)
-    gang = GangSupport.from_env()
+    gang = GangSupport.from_settings(config)
     # Logs an error per enabled integration whose PodGroup API is missing; never fails the
     # start. In the background: API calls wait for the login, which follows the startup.
     memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
-    poller = _progress_poller(lambda key: memo.controller.trigger(*key), logger)
-    allow = template_policy.parse_allowances(os.environ.get(template_policy.ENV))
+    poller = _progress_poller(config, lambda key: memo.controller.trigger(*key), logger)
+    allow = config.template_allow
     controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
                                 poller=poller, template_allow=allow)
     if allow:
         logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
-    port = os.environ.get(METRICS_PORT_ENV)
-    if port:
-        controller.metrics.serve(int(port))
-        logger.info("serving Prometheus metrics on :%s/metrics", port)
+    if config.metrics_port:
+        controller.metrics.serve(config.metrics_port)
+        logger.info("serving Prometheus metrics on :%s/metrics", config.metrics_port)
     memo.controller = controller
 
 
-def _bounded(name: str, default: float, lo: float, hi: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise kopf.PermanentError(f"{name}={raw!r} is not a number") from None
-    if value != 0 and not lo <= value <= hi:
-        raise kopf.PermanentError(f"{name}={raw!r} must be 0 (off) or within [{lo:g}, {hi:g}]")
-    return value
-
-
-def _progress_poller(on_progress: Any, logger: logging.Logger) -> ProgressPoller | None:
-    interval = _bounded(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL, 1, 3600)
-    rate = _bounded(PROGRESS_RATE_ENV, DEFAULT_MAX_PER_SECOND, 0.1, 1000)
-    writes = _bounded(PROGRESS_WRITES_ENV, DEFAULT_MAX_WRITES_PER_SECOND, 0.1, 1000)
-    if not interval or not rate:
+def _progress_poller(config: Settings, on_progress: Any, logger: logging.Logger) -> ProgressPoller | None:
+    if not config.progress_polling:
         logger.info("progress polling is off")
         return None
-    if not writes:
-        raise kopf.PermanentError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
-                                  f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
-    return ProgressPoller(on_progress, interval=interval, max_per_second=rate, max_writes_per_second=writes)
+    return ProgressPoller(on_progress, interval=config.progress_interval,
+                          max_per_second=config.progress_max_per_second,
+                          max_writes_per_second=config.progress_max_writes_per_second)
 
 
 @kopf.on.cleanup()
@@ -200,7 +178,9 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.probe(id="jobs")
 def probe(memo: kopf.Memo, **_: Any) -> int:
     """kopf's /healthz answers 500 when this raises: only after a long API outage."""
-    limit = float(os.environ.get(LIVENESS_OUTAGE_ENV) or DEFAULT_LIVENESS_OUTAGE)
+    # Liveness turns unhealthy only after the API has given no answer for this long (a
+    # struggling API server is no reason to restart the operator; a wedged one may be).
+    limit = (getattr(memo, "settings", None) or operator_settings.DEFAULTS).liveness_outage_seconds
     kube = getattr(memo, "kube", None)
     if kube is not None and kube.outage_seconds() > limit:
         raise RuntimeError(f"the API server has not answered for {kube.outage_seconds():.0f}s (limit {limit:.0f}s)")

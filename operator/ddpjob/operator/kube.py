@@ -10,6 +10,9 @@ through the official client's `Configuration` (connection.py), the same type the
 uses. Responses are read as JSON dicts, not client models: the controller works on
 plain objects, and building a `V1Pod` model per Pod would cost more than the request.
 
+One request travels through `transport.py` (the official async client), which this
+module wraps with retries, typed errors and a cap on requests in flight.
+
 Credentials are whatever kopf's login produced (`connect(info)`, see handlers.py), so
 kopf's watches and these writes share one source: a kubeconfig, the in-cluster service
 account, or a test's emulator.
@@ -30,16 +33,15 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 import aiohttp
-import kubernetes
-import kubernetes_asyncio
 
 from ddpjob.api import names
 from ddpjob.operator import connection
+from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
 from ddpjob.backoff import Backoff
-from ddpjob.render.gang import POD_GROUP_KINDS
+from ddpjob.render.gangs import POD_GROUP_PLURALS
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -48,7 +50,6 @@ logger = logging.getLogger("ddpjob.operator.kube")
 DEFAULT_MAX_IN_FLIGHT = 64
 # Attempts of one request before its error goes to the caller (whose reconcile retries).
 DEFAULT_ATTEMPTS = 4
-DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
 TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})
 
 _MERGE_PATCH = "application/merge-patch+json"
@@ -119,7 +120,7 @@ def job_path(namespace: str, name: str) -> str:
 
 # What the operator creates, by (apiVersion, kind): the plural of its collection.
 CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services",
-                 **{api_kind: "podgroups" for api_kind in POD_GROUP_KINDS.values()}}
+                 **POD_GROUP_PLURALS}
 
 
 def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
@@ -133,68 +134,6 @@ def object_path(api_version: str, kind: str, namespace: str, name: str | None = 
 
 def collection_path(obj: Mapping[str, Any]) -> str:
     return object_path(obj.get("apiVersion", "v1"), obj["kind"], obj["metadata"]["namespace"])
-
-
-class Transport(Protocol):
-    """One HTTP request: (status, body bytes, headers); raises only when there is no answer."""
-
-    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]: ...
-
-    async def aclose(self) -> None: ...
-
-
-class AsyncioTransport:
-    """kubernetes_asyncio's ApiClient: the official client's generated code on aiohttp,
-    so requests wait on the event loop, not in threads (see the module docstring)."""
-
-    def __init__(self, config: kubernetes.client.Configuration, pool_size: int, timeout: float = DEFAULT_TIMEOUT[1]):
-        aconfig = kubernetes_asyncio.client.Configuration()
-        aconfig.host, aconfig.verify_ssl = config.host, config.verify_ssl
-        aconfig.ssl_ca_cert, aconfig.cert_file, aconfig.key_file = config.ssl_ca_cert, config.cert_file, config.key_file
-        aconfig.api_key, aconfig.api_key_prefix = dict(config.api_key), dict(config.api_key_prefix)
-        aconfig.username, aconfig.password = config.username, config.password
-        aconfig.proxy = connection.direct_or_proxy(config)
-        aconfig.connection_pool_maxsize = pool_size
-        self.api = _PlainJSONApiClient(aconfig)
-        self.timeout = timeout
-        rest = self.api.rest_client
-        # The generated client's session has trust_env=True: aiohttp then looks up the
-        # proxy variables and ~/.netrc in a worker thread on every request (two thread
-        # hops per Pod create). The official client's Configuration has already read the
-        # proxy variables once (connection.direct_or_proxy), so the session does without.
-        session, rest.pool_manager = rest.pool_manager, aiohttp.ClientSession(
-            connector=rest.pool_manager.connector, trust_env=False, read_bufsize=2**21)
-        session.detach()  # the connector now belongs to the new session
-
-    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
-        headers = {"Accept": "application/json", **headers}
-        if body is not None:
-            headers.setdefault("Content-Type", "application/json")
-        if self.api.configuration.username and "BearerToken" not in self.api.configuration.api_key:
-            headers["Authorization"] = self.api.configuration.get_basic_auth_token()
-        try:
-            response = await self.api.call_api(path, method, header_params=headers, body=body,
-                                               auth_settings=["BearerToken"], _preload_content=False,
-                                               _request_timeout=self.timeout)
-        except kubernetes_asyncio.client.ApiException as exc:  # non-2xx answers
-            data = exc.body if isinstance(exc.body, (bytes, str)) else json.dumps(exc.body or {})
-            return exc.status, data.encode() if isinstance(data, str) else data, exc.headers or {}
-        response = response[0] if isinstance(response, tuple) else response
-        return response.status, await response.read(), response.headers
-
-    async def aclose(self) -> None:
-        await self.api.close()
-
-
-class _PlainJSONApiClient(kubernetes_asyncio.client.ApiClient):
-    """The operator sends plain JSON data (rendered objects and patches), never client
-    models: the generated client's recursive walk that turns models into dicts cost
-    about 0.4 ms per Pod create, and json.dumps would reject anything it was needed for."""
-
-    def sanitize_for_serialization(self, obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return obj
-        return super().sanitize_for_serialization(obj)
 
 
 def _close_soon(transport: Transport) -> None:

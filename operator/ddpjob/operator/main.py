@@ -27,9 +27,10 @@ def run_operator(namespace: str | None, standalone: bool, liveness: str | None,
     import kopf
 
     from ddpjob.operator import handlers  # noqa: F401  (registers the handlers with kopf)
+    from ddpjob.operator.settings import METRICS_PORT_ENV
 
     if metrics_port:
-        os.environ[handlers.METRICS_PORT_ENV] = str(metrics_port)
+        os.environ[METRICS_PORT_ENV] = str(metrics_port)
     if not standalone and priority is None:
         priority = random.randint(1, 2**31 - 1)
     kopf.configure(verbose=False)

@@ -22,7 +22,8 @@ Bounds, so that 1,000 jobs do not flood anything:
 Every answer is untrusted (the code in the Pod wrote it): no redirect is followed (an
 answer cannot make the operator fetch another address), one deadline covers the whole
 response (a Pod that drips a byte every few seconds is cut off, not waited on per read),
-the body is capped, and `ProgressState.from_snapshot` bounds every number and the ranks.
+the body is capped (`progress_fetch.py`), and `ProgressState.from_snapshot` bounds every
+number and the ranks.
 Fetches run on a thread pool of their own (`max_in_flight` threads), and a job has at
 most one fetch at a time (the extra reads of a suspected stall go one after another,
 within one deadline), so a slow or hostile job holds one thread and delays only itself.
@@ -40,18 +41,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import heapq
-import http.client
-import json
 import logging
 import random
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ddpjob import contract
 from ddpjob.job.stall import MAX_RANKS, ProgressState
+from ddpjob.operator.progress_fetch import fetch_json, progress_url
 
 logger = logging.getLogger("ddpjob.operator.progress")
 
@@ -61,9 +59,7 @@ DEFAULT_JITTER = 0.2
 DEFAULT_MAX_PER_SECOND = 50.0
 DEFAULT_MAX_IN_FLIGHT = 32
 DEFAULT_MAX_WRITES_PER_SECOND = 5.0
-FETCH_TIMEOUT = 5.0  # for the whole response, headers and body
 STALL_READS_TIMEOUT = 10.0  # for the other Pods' reads of one suspected stall, together
-MAX_BODY = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -73,53 +69,6 @@ class Target:
     stall_timeout: int | None
     port: int = contract.DEFAULT_PROGRESS_PORT
     world_size: int = MAX_RANKS  # ranks beyond it in an answer are not this job's
-
-
-def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> Any:
-    """GET `url` (http://ip:port/progress): 200 and JSON, or an exception. http.client
-    follows no redirect; a timer closes the socket when `timeout` has passed for the whole
-    exchange, whatever the peer sends meanwhile."""
-    hostport, _, path = url.removeprefix("http://").partition("/")
-    host, _, port = hostport.rpartition(":")
-    conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
-    expired = threading.Event()
-    held: list[socket.socket] = []  # the connection drops its reference once the answer says "close"
-
-    def cut() -> None:
-        expired.set()
-        for sock in held:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-    timer = threading.Timer(timeout, cut)
-    timer.daemon = True
-    timer.start()
-    try:
-        conn.connect()
-        held.append(conn.sock)
-        conn.request("GET", "/" + path, headers={"Accept": "application/json"})
-        response = conn.getresponse()
-        if response.status != 200:
-            raise ValueError(f"HTTP {response.status} (redirects are not followed)")
-        body = response.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
-            raise ValueError(f"answer larger than {MAX_BODY} bytes")
-        if expired.is_set():
-            raise TimeoutError(f"no whole answer within {timeout:g}s")
-        return json.loads(body)
-    except OSError as exc:
-        if expired.is_set():
-            raise TimeoutError(f"no whole answer within {timeout:g}s") from None
-        raise exc
-    finally:
-        timer.cancel()
-        conn.close()
-
-
-def _url(ip: str, port: int) -> str:
-    host = f"[{ip}]" if ":" in ip else ip  # an IPv6 Pod IP
-    return f"http://{host}:{port}/progress"
 
 
 class TokenBucket:
@@ -287,7 +236,7 @@ class ProgressPoller:
             return None
         self.fetches += 1
         try:
-            snap = await self._fetch(_url(ip, target.port))
+            snap = await self._fetch(progress_url(ip, target.port))
             state = ProgressState.from_snapshot(snap, target.attempt, target.world_size)
         except Exception as exc:  # noqa: BLE001 (a Pod that does not answer is no error of ours)
             self.failures += 1
@@ -302,7 +251,7 @@ class ProgressPoller:
                     break
                 self.fetches += 1
                 try:
-                    answer = await self._fetch(_url(address, target.port))
+                    answer = await self._fetch(progress_url(address, target.port))
                     state = state.with_ranks(ProgressState.from_snapshot(answer, target.attempt,
                                                                          target.world_size).ranks)
                 except Exception:  # noqa: BLE001 (an unreadable rank is reported as missing)

@@ -128,8 +128,9 @@ def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
     """The PodGroup of one gang attempt (spec.scheduling.gang), or None."""
     if job.scheduling.gang not in gang.POD_GROUP_KINDS:
         return None
-    pods = [render_pod(job, i, restart_count) for i in range(job.nodes)]
-    return gang.render_pod_group(job, restart_count, pods, owner_references(job), job_labels(job))
+    # One Pod stands for all: the Pods of a gang differ only in names and env.
+    return gang.render_pod_group(job, restart_count, render_pod(job, 0, restart_count), owner_references(job),
+                                 job_labels(job))
 
 
 def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> list[dict]:

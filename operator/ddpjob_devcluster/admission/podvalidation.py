@@ -17,8 +17,7 @@ import re
 from decimal import Decimal
 from typing import Any, Mapping
 
-from kubernetes.utils.quantity import parse_quantity
-
+from ddpjob.api.quantity import parse_quantity
 from ddpjob_devcluster.store import ApiError
 
 _LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')

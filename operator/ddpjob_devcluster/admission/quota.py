@@ -23,8 +23,8 @@ import datetime
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
-from kubernetes.utils.quantity import parse_quantity
-
+from ddpjob.api.quantity import format_quantity, parse_quantity
+from ddpjob.times import parse_time
 from ddpjob_devcluster.store import ApiError
 
 # pkg/quota/v1/evaluator/core/pods.go: requests.cpu and cpu are the same resource.
@@ -42,13 +42,9 @@ def _q(value: Any) -> Decimal:
 
 
 def fmt(q: Decimal) -> str:
-    if q == q.to_integral_value():
-        n = int(q)
-        for suffix, size in (('Gi', 2 ** 30), ('Mi', 2 ** 20), ('Ki', 2 ** 10)):
-            if n >= size and n % size == 0:
-                return f'{n // size}{suffix}'
-        return str(n)
-    return f'{int(q * 1000)}m'
+    """A quota's quantities print in binary units where they divide (the API server's
+    canonical form for the byte quantities a quota mostly holds)."""
+    return format_quantity(q, binary=True)
 
 
 def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -84,7 +80,7 @@ def counts(pod: Mapping[str, Any], now: datetime.datetime) -> bool:
         return False
     meta = pod.get('metadata') or {}
     if meta.get('deletionTimestamp') and meta.get('deletionGracePeriodSeconds') is not None:
-        deleting = datetime.datetime.fromisoformat(meta['deletionTimestamp'].replace('Z', '+00:00'))
+        deleting = parse_time(meta['deletionTimestamp'])
         if now > deleting + datetime.timedelta(seconds=int(meta['deletionGracePeriodSeconds'])):
             return False
     return True

@@ -8,7 +8,6 @@ ready by its deadline, is reported in one line naming its log.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import pathlib
 import signal
@@ -17,16 +16,11 @@ import subprocess
 import time
 from collections.abc import Callable
 
-PR_SET_PDEATHSIG = 1
+from ddpjob.local.ownership import stop_with_parent
 
 
 class StartFailure(RuntimeError):
     """One line: which component, what happened, where its log is."""
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def port_in_use(port: int, host: str = '127.0.0.1') -> bool:
@@ -53,7 +47,7 @@ class Component:
         with open(log_path, 'ab') as log:
             try:
                 self.popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              env=env, start_new_session=True, preexec_fn=die_with_parent)
+                                              env=env, start_new_session=True, preexec_fn=stop_with_parent)
             except OSError as exc:
                 raise StartFailure(f'{name}: cannot start {argv[0]}: {exc.strerror}') from None
 

@@ -1,0 +1,88 @@
+"""One machine standing in for the cluster's nodes: the executor that `ddpjob run` and the
+dev cluster's process kubelet share.
+
+It starts a Pod's `trainer` container (`container.start_container`) with what only a
+cluster provides substituted, the same way for both:
+
+- a rendezvous port per gang attempt (`port_for`): two attempts may overlap while the old
+  one terminates, and a fresh port keeps the new rendezvous away from the old one's store;
+- a loopback IP per Pod, as a CNI plugin gives one: a random 127/8 address, on which the
+  Pod's launcher binds the contract's progress port (so Pods never collide on it);
+- the checkpoint directory and the progress file in local directories
+  (`contract.local_overrides`);
+- die-with-parent: every container gets `preexec` before exec (ownership.py), so none
+  outlives the thread that started it;
+- every container carries a tag under `tag_prefix`, which its descendants inherit, so
+  `stop_all` and `sweep` reach processes that left the container's session.
+
+A container's end and exit code (128+N for a signal) are `ContainerProcess.terminated()`'s.
+"""
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import IO, Callable, Hashable, Iterable, Mapping
+
+from ddpjob import contract
+from ddpjob.local import ownership, ports
+from ddpjob.local.container import ContainerProcess, kill_tagged, start_container, tagged_pids
+from ddpjob.local.progress_view import loopback_address
+
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Started:
+    proc: ContainerProcess
+    ip: str  # the Pod's loopback address ("Pod IP"), where its progress port is served
+
+
+@dataclass
+class LocalNode:
+    tag_prefix: str  # every container's tag starts with it (the sweep's target)
+    stop_grace: float = 10.0  # SIGTERM, then SIGKILL after this many seconds
+    preexec: Callable[[], None] = ownership.die_with_parent
+    ports: dict[Hashable, int] = field(default_factory=dict)  # attempt key -> rendezvous port
+
+    def port_for(self, attempt: Hashable) -> int:
+        """The rendezvous port of one gang attempt (a key such as (namespace, job, attempt))."""
+        if attempt not in self.ports:
+            self.ports[attempt] = ports.free_port()
+        return self.ports[attempt]
+
+    def start(self, pod: Mapping, *, port: int, checkpoint_dir: str | None, progress_file: str,
+              out: IO[str] | None = None, cwd: str | None = None, tag: str | None = None,
+              extra_env: Mapping[str, str] | None = None) -> Started:
+        """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
+        ip = loopback_address()
+        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip), **(extra_env or {})}
+        proc = start_container(pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex),
+                               preexec=self.preexec)
+        return Started(proc, ip)
+
+    def stop_all(self, procs: Iterable[ContainerProcess]) -> None:
+        """SIGTERM to every container now (the trainer saves a checkpoint on it); after the
+        grace, SIGKILL to whatever is left of each, descendants included."""
+        procs = list(procs)
+        deadline = time.monotonic() + self.stop_grace
+        for proc in procs:
+            proc.stop(self.stop_grace)
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill_tree()
+            elif proc.tag:
+                kill_tagged(proc.tag)  # a container is everything it started, like a cgroup
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+
+    def sweep(self) -> int:
+        """Kill every process any container of this node left; how many were found."""
+        return kill_tagged(self.tag_prefix)
+
+    def live_pids(self) -> list[int]:
+        return tagged_pids(self.tag_prefix)

@@ -1,0 +1,136 @@
+"""The operator's settings: every environment variable it reads, parsed and checked once, at start.
+
+The chart sets them (templates/deployment.yaml); `kopf run -m ddpjob.operator.handlers`
+has no options of ours, so the environment is the one channel. A bad value stops the
+start with one line naming the variable; nothing reads the environment later.
+
+    DDPJOB_TEMPLATE_ALLOW                    what job templates may ask for (template_policy)
+    DDPJOB_METRICS_PORT                      serve Prometheus /metrics on this port (unset: off)
+    DDPJOB_PROGRESS_INTERVAL_SECONDS         seconds between two reads of one job's /progress
+                                             (default 30, 1..3600; 0 turns polling off)
+    DDPJOB_PROGRESS_MAX_PER_SECOND           reads per second, all jobs (default 50, 0.1..1000; 0: off)
+    DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND    progress-only status writes per second (default 5, 0.1..1000)
+    DDPJOB_LIVENESS_OUTAGE_SECONDS           liveness fails after the API gave no answer this long
+                                             (default 300, 1..86400)
+    DDPJOB_GANG_INTEGRATIONS                 enabled gang integrations (unset: all; empty: none)
+    DDPJOB_VOLCANO_SCHEDULER, DDPJOB_COSCHEDULING_SCHEDULER   their schedulers' names
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from ddpjob.api import names, template_policy
+from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND
+from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS, GangOptions
+
+TEMPLATE_ALLOW_ENV = template_policy.ENV
+METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
+PROGRESS_INTERVAL_ENV = "DDPJOB_PROGRESS_INTERVAL_SECONDS"
+PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
+PROGRESS_WRITES_ENV = "DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND"
+LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
+GANG_INTEGRATIONS_ENV = "DDPJOB_GANG_INTEGRATIONS"
+VOLCANO_SCHEDULER_ENV = "DDPJOB_VOLCANO_SCHEDULER"
+COSCHEDULING_SCHEDULER_ENV = "DDPJOB_COSCHEDULING_SCHEDULER"
+
+DEFAULT_LIVENESS_OUTAGE = 300.0
+GANG_INTEGRATIONS = tuple(INTEGRATIONS)
+# Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
+_MAX_SHOWN = 80
+
+
+class SettingsError(ValueError):
+    """A setting with a bad value: one line naming the variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    template_allow: frozenset[str] = frozenset()
+    metrics_port: int | None = None
+    progress_interval: float = DEFAULT_INTERVAL  # 0: polling off
+    progress_max_per_second: float = DEFAULT_MAX_PER_SECOND  # 0: polling off
+    progress_max_writes_per_second: float = DEFAULT_MAX_WRITES_PER_SECOND
+    liveness_outage_seconds: float = DEFAULT_LIVENESS_OUTAGE
+    gang_integrations: frozenset[str] = frozenset(GANG_INTEGRATIONS)
+    gang_explicit: bool = False  # the chart named the integrations (a missing API is an error)
+    gang_options: GangOptions = DEFAULT_OPTIONS
+
+    @property
+    def progress_polling(self) -> bool:
+        return bool(self.progress_interval and self.progress_max_per_second)
+
+
+DEFAULTS = Settings()
+
+
+def _shown(raw: str) -> str:
+    return repr(raw if len(raw) <= _MAX_SHOWN else raw[:_MAX_SHOWN] + "...")
+
+
+def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: float, off: bool) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={_shown(raw)} is not a number") from None
+    if (value == 0 and off) or lo <= value <= hi:
+        return value
+    range_ = f"within [{lo:g}, {hi:g}]"
+    raise SettingsError(f"{name}={_shown(raw)} must be {'0 (off) or ' if off else ''}{range_}")
+
+
+def _port(env: Mapping[str, str], name: str) -> int | None:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 5 and 1 <= int(raw) <= 65535):
+        raise SettingsError(f"{name}={_shown(raw)} must be a port number (1-65535)")
+    return int(raw)
+
+
+def _scheduler(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = (env.get(name) or "").strip()
+    if raw and not names.is_dns1123_subdomain(raw):
+        raise SettingsError(f"{name}={_shown(raw)} must be a scheduler name (a DNS-1123 subdomain)")
+    return raw or default
+
+
+def _gangs(env: Mapping[str, str]) -> tuple[frozenset[str], bool]:
+    raw = env.get(GANG_INTEGRATIONS_ENV)
+    if raw is None:
+        return frozenset(GANG_INTEGRATIONS), False
+    enabled = frozenset(g.strip() for g in raw.split(",") if g.strip())
+    unknown = sorted(enabled - set(GANG_INTEGRATIONS))
+    if unknown:
+        raise SettingsError(f"{GANG_INTEGRATIONS_ENV} names unknown gang integration(s) "
+                            f"{_shown(', '.join(unknown))}; known: {', '.join(GANG_INTEGRATIONS)}")
+    return enabled, True
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings from `env` (the process environment by default); SettingsError for a bad one."""
+    env = os.environ if env is None else env
+    try:
+        allow = template_policy.parse_allowances(env.get(TEMPLATE_ALLOW_ENV))
+    except ValueError as e:
+        raise SettingsError(f"{TEMPLATE_ALLOW_ENV}: {e}") from None
+    interval = _number(env, PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL, 1, 3600, off=True)
+    rate = _number(env, PROGRESS_RATE_ENV, DEFAULT_MAX_PER_SECOND, 0.1, 1000, off=True)
+    writes = _number(env, PROGRESS_WRITES_ENV, DEFAULT_MAX_WRITES_PER_SECOND, 0.1, 1000, off=True)
+    if interval and rate and not writes:
+        raise SettingsError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
+                            f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
+    enabled, explicit = _gangs(env)
+    defaults = DEFAULT_OPTIONS
+    options = GangOptions(
+        volcano_scheduler=_scheduler(env, VOLCANO_SCHEDULER_ENV, defaults.volcano_scheduler),
+        coscheduling_scheduler=_scheduler(env, COSCHEDULING_SCHEDULER_ENV, defaults.coscheduling_scheduler))
+    return Settings(
+        template_allow=allow, metrics_port=_port(env, METRICS_PORT_ENV), progress_interval=interval,
+        progress_max_per_second=rate, progress_max_writes_per_second=writes,
+        liveness_outage_seconds=_number(env, LIVENESS_OUTAGE_ENV, DEFAULT_LIVENESS_OUTAGE, 1, 86400, off=False),
+        gang_integrations=enabled, gang_explicit=explicit, gang_options=options)

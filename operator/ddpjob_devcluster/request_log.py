@@ -1,0 +1,108 @@
+"""The emulator's request log, as RBAC sees each request, and the faults a test injects into it.
+
+`KubeEmulator.requests` records every resource request with its authorization verb (what
+the RBAC tests compare with the chart's Roles); `KubeEmulator.inject_fault` makes the next
+matching requests slow or failing.
+"""
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+import attrs
+from kmock._internal import rendering
+
+
+class RecordedRequest(NamedTuple):
+    """One request as RBAC sees it: `verb` is the Kubernetes authorization verb."""
+    verb: str
+    group: str
+    version: str
+    resource: str
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+
+
+WRITE_VERBS = frozenset({'create', 'update', 'patch', 'delete', 'deletecollection'})
+
+
+@attrs.define
+class Fault:
+    """The next `count` requests matching verb/resource fail with `status` after `delay`."""
+    verb: str | None
+    resource: str | None
+    subresource: str | None
+    status: int | None
+    count: int
+    delay: float
+    skip: int = 0  # matching requests to let through untouched first
+
+    def matches(self, record: RecordedRequest) -> bool:
+        hit = (
+            self.count > 0
+            and self.verb in (None, record.verb)
+            and self.resource in (None, record.resource)
+            and self.subresource in (None, record.subresource)
+        )
+        if hit and self.skip > 0:
+            self.skip -= 1
+            return False
+        return hit
+
+
+# The reason of an injected failure's Status, as the API server names these codes.
+REASONS = {409: 'Conflict', 500: 'InternalError', 503: 'ServiceUnavailable', 429: 'TooManyRequests'}
+
+
+def rbac_verb(request: rendering.Request) -> str:
+    """The authorization verb of a request, as the API server's RequestInfo resolves it."""
+    method = str(request.method.value).upper()
+    if method == 'GET':
+        watch = request.params.get('watch') in ('true', '1')
+        return 'watch' if watch else 'get' if request.name else 'list'
+    if method == 'DELETE' and not request.name:
+        return 'deletecollection'
+    return {'POST': 'create', 'PUT': 'update', 'PATCH': 'patch', 'DELETE': 'delete'}.get(method, method.lower())
+
+
+class RequestLog:
+    """A mixin of `KubeEmulator` (whose attrs fields `requests`, `_faults` and `_lock` it uses)."""
+    __slots__ = ()
+    requests: list[RecordedRequest]
+    _faults: list[Fault]
+    _lock: threading.Lock
+
+    def _record(self, request: rendering.Request) -> RecordedRequest | None:
+        """Log a request for a resource (None: discovery and the like, not logged)."""
+        if request.resource is None or not request.resource.plural:
+            return None
+        record = RecordedRequest(
+            rbac_verb(request), request.resource.group or '', request.resource.version or '',
+            request.resource.plural, request.subresource, request.namespace, request.name)
+        self.requests.append(record)
+        return record
+
+    def writes(self, resource: str | None = None) -> int:
+        """How many create/update/patch/delete requests were made (optionally for one plural)."""
+        return sum(1 for r in list(self.requests)
+                   if r.verb in WRITE_VERBS and resource in (None, r.resource))
+
+    def inject_fault(self, *, verb: str | None = None, resource: str | None = None,
+                     subresource: str | None = None, status: int | None = 500,
+                     count: int = 1, delay: float = 0.0, skip: int = 0) -> Fault:
+        """Make the next `count` matching requests (after `skip` of them) wait `delay`
+        seconds, then fail with `status` (or, with status=None, proceed normally: a slow
+        API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay, skip)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def _take_fault(self, record: RecordedRequest) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(record):
+                    fault.count -= 1
+                    return fault
+        return None
