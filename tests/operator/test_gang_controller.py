@@ -10,7 +10,7 @@ import pytest
 
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import NotFound, object_path
-from tests.operator.test_controller import FakeKube, job_body, make, pod, run
+from tests.operator.test_controller import FakeKube, job_body, make, once, pod, run
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -156,7 +156,7 @@ def test_a_preempted_member_that_vanished_is_still_a_disruption():
                                                              "reason": "PreemptionByScheduler"}]}}
     c.pod_changed("ns", "j", marked)  # the watch saw the mark ...
     index["pods"] = [pod(0)]  # ... and the deletion, before any reconcile looked
-    run(c)
+    once(c)
     status = last_status(kube)
     assert status["phase"] == "Restarting", status["message"]
     assert status["disruptions"] == 1 and "not counted against maxRestarts=0" in status["message"]

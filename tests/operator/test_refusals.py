@@ -11,7 +11,7 @@ import pytest
 
 from ddpjob.operator import controller as ctl, kube as k
 from ddpjob.operator.refusals import BACKOFF_CAP, Backoff, Refusal
-from tests.operator.test_controller import job_body
+from tests.operator.test_controller import job_body, settle
 
 pytestmark = pytest.mark.timeout(30)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -65,7 +65,7 @@ def make(nodes: int = 2):
 
 
 def reconcile(c: ctl.Controller) -> float | None:
-    return asyncio.run(c.reconcile(("ns", "j")))
+    return asyncio.run(settle(c))
 
 
 def pods_created(status: dict) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpjob import exit_codes
+from ddpjob import backoff, exit_codes
 
 BACKOFF_CAP_SECONDS = 300  # same ceiling as the kubelet's CrashLoopBackOff
 
@@ -19,7 +19,8 @@ def is_retryable(policy: str, exit_code: int | None) -> bool:
 
 
 def backoff_seconds(base: int, restarts: int) -> float:
-    """Delay before starting attempt `restarts` (1 = the first restart): base, 2*base, ..."""
+    """Delay before starting attempt `restarts` (1 = the first restart): base, 2*base, ...
+    No jitter: one job's gang restarts are not a crowd, and the status shows the time."""
     if restarts <= 0 or base <= 0:
         return 0.0
-    return float(min(base * 2 ** (restarts - 1), BACKOFF_CAP_SECONDS))
+    return float(backoff.Backoff(base, BACKOFF_CAP_SECONDS, jitter=0.0).delay(restarts))

@@ -162,14 +162,10 @@ class Controller:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if job.uid != uid:
             job.reset(uid)
-        wake: float | None = 0.0
-        for _ in range(2):  # a step, and the step that sees what its creates did
-            observed = self._observe(job, body)
-            plan = lifecycle.decide(observed)
-            wake = await self._act(job, body, observed, plan)
-            if not plan.create:
-                return wake
-        return wake
+        # One observe -> plan -> act. A pass that created Pods asks to run again at once
+        # (`_act` returns 0): the next pass observes what its creates did.
+        observed = self._observe(job, body)
+        return await self._act(job, body, observed, lifecycle.decide(observed))
 
     def _observe(self, job: JobMemory, body: Mapping[str, Any]) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
