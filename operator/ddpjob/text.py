@@ -18,3 +18,8 @@ def clean(value: object, limit: int = MESSAGE_LIMIT) -> str:
     if len(text) > limit:
         text = text[:limit - 1] + "…"
     return text
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 node", "2 nodes", "1 process", "2 processes": what users read says it right."""
+    return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("s") else "s")

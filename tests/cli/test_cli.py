@@ -36,7 +36,7 @@ def ddpjob(capsys, *argv: str) -> tuple[int, str, str]:
 def test_a_file_is_given_positionally_or_with_f(capsys, argv):
     code, out, err = ddpjob(capsys, *argv)
     assert (code, err) == (0, "")
-    assert out == f"{EXAMPLE}: DDPJob default/mnist-cpu is valid (2 node(s) x 2 process(es), gloo)\n"
+    assert out == f"{EXAMPLE}: DDPJob default/mnist-cpu is valid (2 nodes x 2 processes, gloo)\n"
 
 
 def stdin(text: str) -> io.TextIOWrapper:

@@ -31,6 +31,7 @@ from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
+PODS_DIR = "pods"  # under the job's directory: each Pod attempt's progress record and heartbeats
 PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a second
 
 
@@ -91,7 +92,12 @@ class LocalRunner:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
                 name = pod["metadata"]["name"]
                 # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
-                progress_file = str(self.workdir / "pods" / f"{name}-a{plan.restart_count}" / "progress.json")
+                progress_dir = self.workdir / PODS_DIR / f"{name}-a{plan.restart_count}"
+                # In a Pod the record's directory is an emptyDir that exists before the
+                # container starts; a script that writes a temporary file beside the record
+                # and renames it (the README's recipe) needs it here too.
+                progress_dir.mkdir(parents=True, exist_ok=True)
+                progress_file = str(progress_dir / "progress.json")
                 host = loopback_address()
                 overrides = contract.local_overrides(self.port, checkpoint, progress_file, host)
                 if self.hide_gpus:
@@ -227,6 +233,9 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
 def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if fresh:
         start_fresh(workdir)
+    # An earlier run's progress records are not this run's: its attempt 0 would show the
+    # last run's `step 48/48 (100%)` until the trainer writes its first record.
+    shutil.rmtree(workdir / PODS_DIR, ignore_errors=True)
     earlier = previous_run(workdir)
     if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
             and any(runner.checkpoint_dir.glob("*")):
