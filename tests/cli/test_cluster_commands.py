@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from typing import Any
 
@@ -181,3 +182,44 @@ def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, t
     assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Failed", "--timeout=5s")
     assert code == 0 and out.strip() == "hello Failed"
+
+
+def test_describe_a_stored_job(capsys, with_crd, tmp_path) -> None:
+    assert ddpjob(capsys, "submit", job_file(tmp_path, suspend=False))[0] == 0
+    code, out, err = ddpjob(capsys, "describe", "hello")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == "Name:       hello" and lines[1] == "Namespace:  team-a"
+    assert lines[2].startswith("Created:    ") and lines[2].endswith(" ago)")  # its age, from the server's time
+    assert [line.split() for line in lines if line.startswith("  suspend:")] == [["suspend:", "false"]]
+    assert "Events:  <none>" in lines
+
+
+def test_wait_golden(capsys, with_crd, tmp_path) -> None:
+    """What `ddpjob wait` prints and exits with in each case (tests/cli/golden/wait.txt;
+    DDPJOB_UPDATE_GOLDEN=1 rewrites it)."""
+    assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
+    transcript = []
+
+    def wait(*argv: str) -> None:
+        code, out, err = ddpjob(capsys, "wait", "hello", *argv)
+        transcript.append(f"$ ddpjob wait hello {' '.join(argv)}\n{out}{err}[exit {code}]")
+
+    def status(**fields: Any) -> None:
+        with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
+                             "application/merge-patch+json", {"status": fields})
+
+    wait("--for=Running", "--timeout=0.2s")
+    status(phase="Running", message="2/2 nodes running")
+    wait("--for=Running")
+    status(phase="Failed", message="Pod hello-1 failed (exit code 2, Error); maxRestarts=3 reached",
+           lastFailure={"reason": "Error", "pod": "hello-1", "exitCode": 2})
+    wait("--for=Succeeded", "--timeout=5s")
+    wait("--for=Failed")
+    status(phase="Succeeded", message="every node finished", lastFailure=None)
+    wait("--for=Succeeded")
+    text = "\n".join(transcript) + "\n"
+    golden = ROOT / "tests" / "cli" / "golden" / "wait.txt"
+    if os.environ.get("DDPJOB_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()

@@ -241,12 +241,15 @@ def format_table(table: dict[str, Any]) -> str:
 
 
 def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
+    from datetime import datetime, timezone
+
     from ddpjob.cli.describe import describe
     job = get_job(conn, args.name)
     events = conn.core.list_namespaced_event(
         conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
     # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
-    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]), limit=1 << 20))
+    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"],
+                              datetime.now(timezone.utc)), limit=1 << 20))
     return 0
 
 
