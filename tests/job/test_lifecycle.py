@@ -262,6 +262,19 @@ def test_a_condition_that_turns_false_says_why(job):
     assert kept == conds["Running"]
 
 
+def test_a_resumed_job_says_it_was_resumed_not_what_its_first_moment_was(job):
+    st = running_status(job())
+    paused = step(job(suspend=True), [], step(job(suspend=True), pods(["Running", "Running"]), st).status).status
+    resumed = step(job(), [], paused, T0 + timedelta(seconds=5)).status
+    assert resumed["phase"] == "Pending"
+    done = step(job(), pods(["Succeeded", "Succeeded"]), step(job(), pods(["Running", "Running"]), resumed).status,
+                T0 + timedelta(seconds=60)).status
+    suspended = {c["type"]: c for c in done["conditions"]}["Suspended"]
+    assert (suspended["status"], suspended["reason"], suspended["message"]) == (
+        "False", "Resumed", "resumed: spec.suspend is false")
+    assert suspended["lastTransitionTime"] == "2026-01-01T12:00:05Z"
+
+
 def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     j = job(command=["python", "train.py"], args=[])
     first = step(j, [], None)

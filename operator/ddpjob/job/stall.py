@@ -162,7 +162,7 @@ def status_progress(progress: ProgressState, now: datetime) -> dict | None:
            "totalEpochs": record.get("total_epochs"), "samplesPerSecond": record.get("samples_per_s"),
            "loss": record.get("loss"), "etaSeconds": progress.eta_seconds,
            "eta": progress_record.format_duration(progress.eta_seconds) or None,
-           "summary": progress_record.summary(record)}
+           "summary": progress_record.summary(record), "attempt": progress.restart_count}
     # The trainer's clock says when it wrote the record; without one, when it last advanced.
     when = record.get("time")
     out["updateTime"] = (_time(when) if isinstance(when, (int, float))
