@@ -100,6 +100,34 @@ def test_wait_exit_codes(capsys, with_crd, kubeconfig, tmp_path) -> None:
     assert ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")[0] == 1  # ended otherwise
 
 
+def test_get_wide_adds_the_wide_columns_and_yaml_hides_managed_fields(capsys, with_crd, tmp_path) -> None:
+    ddpjob(capsys, "submit", job_file(tmp_path))
+    code, out, _ = ddpjob(capsys, "get", "-o", "wide")
+    headers = out.splitlines()[0].split()
+    # Every column in the CRD's order, the priority-1 ones (WORLD, BACKEND) included, as kubectl -o wide.
+    assert code == 0 and headers[:3] == ["NAME", "NODES", "PROCS"] and {"WORLD", "BACKEND", "PHASE"} <= set(headers)
+    assert not {"WORLD", "BACKEND"} & set(ddpjob(capsys, "get")[1].splitlines()[0].split())
+    for argv in (("get", "hello", "-o", "yaml"), ("get", "-o", "json")):
+        code, out, _ = ddpjob(capsys, *argv)
+        assert code == 0 and "managedFields" not in out and "hello" in out
+    code, out, _ = ddpjob(capsys, "get", "hello", "-o", "yaml", "--show-managed-fields")
+    assert code == 0 and yaml.safe_load(out)["metadata"]["managedFields"][0]["manager"] == "ddpjob"
+
+
+def test_delete_takes_several_names_and_goes_on_past_a_missing_one(capsys, with_crd, tmp_path) -> None:
+    for name in ("a", "b"):
+        body = {**JOB, "metadata": {"name": name}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(body))
+        assert ddpjob(capsys, "submit", str(tmp_path / f"{name}.yaml"))[0] == 0
+    code, out, err = ddpjob(capsys, "suspend", "a", "b")
+    assert code == 0 and out.splitlines() == ["ddpjob.ddpjob.io/a suspended", "ddpjob.ddpjob.io/b suspended"]
+    code, out, err = ddpjob(capsys, "delete", "a", "nope", "b")
+    assert code == 1
+    assert out.splitlines() == ["ddpjob.ddpjob.io/a deleted", "ddpjob.ddpjob.io/b deleted"]
+    assert err.strip() == "error: not found: ddpjob nope in namespace team-a"
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "b") is None
+
+
 def test_suspend_resume_delete(capsys, with_crd, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
     assert ddpjob(capsys, "suspend", "hello")[0] == 0
