@@ -84,6 +84,15 @@ def test_describe_is_aligned_and_says_values_as_yaml_does() -> None:
     assert "6m (x2 over 8m)" in text  # an Event seen twice
 
 
+def test_describe_shows_the_jobs_own_events_not_its_services() -> None:
+    job = {**JOB, "metadata": {**JOB["metadata"], "uid": "job-uid"}}
+    service_event = {"type": "Warning", "reason": "FailedToUpdateEndpointSlices", "message": "loopback",
+                     "lastTimestamp": "2026-11-24T07:25:00Z", "involvedObject": {"kind": "Service", "uid": "svc-uid"}}
+    own = {**EVENTS[0], "involvedObject": {"kind": "DDPJob", "uid": "job-uid"}}
+    text = describe(job, [], [service_event, own], NOW)
+    assert "FailedToUpdateEndpointSlices" not in text and "Created" in text
+
+
 @pytest.mark.parametrize("seconds,expected", [
     (-5, "<invalid>"), (-0.5, "0s"), (0, "0s"), (119, "119s"), (120, "2m"), (200, "3m20s"), (600, "10m"),
     (179 * 60, "179m"), (3 * 3600, "3h"), (3 * 3600 + 600, "3h10m"), (47 * 3600, "47h"), (50 * 3600, "2d2h"),

@@ -262,6 +262,16 @@ def test_a_condition_that_turns_false_says_why(job):
     assert kept == conds["Running"]
 
 
+def test_messages_count_in_english(job):
+    one = job(nodes=1, nprocPerNode=1)
+    first = step(one, [], None).status
+    up = step(one, pods(["Running"]), first).status
+    assert up["message"] == "1 node running (1 process)"
+    assert step(one, pods(["Succeeded"]), up).status["message"] == "1 node finished successfully"
+    assert step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status["message"] == \
+        "all 2 nodes running (4 processes)"
+
+
 def test_a_resumed_job_says_it_was_resumed_not_what_its_first_moment_was(job):
     st = running_status(job())
     paused = step(job(suspend=True), [], step(job(suspend=True), pods(["Running", "Running"]), st).status).status

@@ -128,7 +128,9 @@ def describe(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: 
             (cell(p["metadata"].get("name")), cell(labels.get(names.LABEL_NODE_RANK)),
              cell(labels.get(names.LABEL_RESTART_COUNT)), times.since(p["metadata"].get("creationTimestamp"), now)
              or NONE, pod_state(p)) for p in pods for labels in [(p.get("metadata") or {}).get("labels") or {}]))
-    recent = sorted(events, key=_event_time)[-MAX_EVENTS:]
+    # The job's own Events, as kubectl describe picks them (by uid): its Service has the same name.
+    own = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, meta.get("uid"))]
+    recent = sorted(own, key=_event_time)[-MAX_EVENTS:]
     out.append("Events:" + ("" if recent else f"  {NONE}"))
     if recent:
         out += table(("Type", "Reason", "Age", "From", "Message"), (
