@@ -33,7 +33,8 @@ def parse_time(value: str | None) -> datetime | None:
 
 def age(seconds: float) -> str:
     """A duration as kubectl's AGE column and `kubectl describe` say it (5s, 3m20s, 5m,
-    2h10m, 3d4h, 400d, 2y30d): precise while short, coarser as it grows."""
+    2h10m, 3d4h, 400d, 2y30d): precise while short, coarser as it grows. The API server's
+    rule (apimachinery's duration.HumanDuration), so both say the same."""
     s = int(seconds)
     if s < -1:
         return "<invalid>"
@@ -55,9 +56,9 @@ def age(seconds: float) -> str:
         return f"{h // 24}d{h % 24}h" if h % 24 else f"{h // 24}d"
     if h < 24 * 365 * 2:
         return f"{h // 24}d"
-    y = h // (24 * 365)
-    if y < 8:
-        return f"{y}y{h // 24 % 365}d"
+    y, d = h // 24 // 365, h // 24 % 365
+    if h < 24 * 365 * 8 and d:
+        return f"{y}y{d}d"
     return f"{y}y"
 
 

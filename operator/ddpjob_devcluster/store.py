@@ -221,6 +221,9 @@ class Store:
                 position = next((i for i, (rv, _, _) in enumerate(self._log) if rv > since_rv), len(self._log))
         for event in backlog:
             yield event
+        if params.get('sendInitialEvents') == 'true':  # a watch-list (kubectl 1.37): say where the state ends
+            yield {'type': 'BOOKMARK', 'object': {'apiVersion': _api_version(res), 'kind': self._info(res).kind,
+                   'metadata': {'resourceVersion': str(since_rv), 'annotations': {'k8s.io/initial-events-end': 'true'}}}}
         while not self._closed:
             changed = self._changed
             with self._lock:

@@ -96,6 +96,6 @@ def test_describe_shows_the_jobs_own_events_not_its_services() -> None:
 @pytest.mark.parametrize("seconds,expected", [
     (-5, "<invalid>"), (-0.5, "0s"), (0, "0s"), (119, "119s"), (120, "2m"), (200, "3m20s"), (600, "10m"),
     (179 * 60, "179m"), (3 * 3600, "3h"), (3 * 3600 + 600, "3h10m"), (47 * 3600, "47h"), (50 * 3600, "2d2h"),
-    (400 * 86400, "400d"), (3 * 365 * 86400 + 5 * 86400, "3y5d"), (9 * 365 * 86400, "9y")])
+    (400 * 86400, "400d"), (3 * 365 * 86400 + 5 * 86400, "3y5d"), (3 * 365 * 86400, "3y"), (9 * 365 * 86400 + 86400, "9y")])
 def test_ages_as_kubectl_says_them(seconds: float, expected: str) -> None:
     assert times.age(seconds) == expected
