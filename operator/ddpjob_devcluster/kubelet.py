@@ -290,7 +290,7 @@ class ProcessKubelet:
             c.exit_code = end.exit_code
             c.times['exited'] = end.finished_at
             if not c.deleted:
-                self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
+                self._report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
             self._close_log(c)
             self._confirm_deletion(core, c)
 

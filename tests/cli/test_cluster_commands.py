@@ -225,7 +225,7 @@ def test_describe_a_stored_job(capsys, with_crd, tmp_path) -> None:
 
 def test_wait_golden(capsys, with_crd, tmp_path) -> None:
     """What `ddpjob wait` prints and exits with in each case (tests/cli/golden/wait.txt;
-    DDPJOB_UPDATE_GOLDEN=1 rewrites it)."""
+    UPDATE_GOLDEN=1 rewrites it)."""
     assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
     transcript = []
 
@@ -248,6 +248,6 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
     wait("--for=Succeeded")
     text = "\n".join(transcript) + "\n"
     golden = ROOT / "tests" / "cli" / "golden" / "wait.txt"
-    if os.environ.get("DDPJOB_UPDATE_GOLDEN"):
+    if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text()

@@ -1,5 +1,5 @@
 """`ddpjob describe` laid out as `kubectl describe` lays out an object: a golden output
-(tests/cli/golden/describe-*.txt; set DDPJOB_UPDATE_GOLDEN=1 to rewrite them after a
+(tests/cli/golden/describe-*.txt; set UPDATE_GOLDEN=1 to rewrite them after a
 deliberate change, then read the diff)."""
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ EVENTS = [
 
 def check_golden(name: str, text: str) -> None:
     path = GOLDEN / name
-    if os.environ.get("DDPJOB_UPDATE_GOLDEN"):
+    if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(text + "\n")
     assert text + "\n" == path.read_text()
 

@@ -20,7 +20,7 @@ from typing import IO
 
 import yaml
 
-from ddpjob import contract, render
+from ddpjob import contract, render, text
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ownership, ports, safety
@@ -70,6 +70,7 @@ class LocalRunner:
                                    phase=end.phase if end else "Running",
                                    exit_code=end.exit_code if end and end.exit_code else None,
                                    reason=end.reason if end and end.exit_code else None, finished_at=finished,
+                                   message=text.clean(end.message) if end and end.exit_code and end.message else None,
                                    deleting=proc.stop_requested_at is not None and end is None))
         return states
 
