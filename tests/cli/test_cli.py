@@ -94,6 +94,18 @@ def test_help_shows_examples(capsys, argv):
         assert "-f FILE, --filename FILE" in out
 
 
+def test_the_top_level_examples_parse_and_show_the_cluster_commands():
+    import re
+    import shlex
+
+    from ddpjob.cli.main import EXAMPLES, build_parser
+    lines = [re.split(r"\s{2,}", line.strip())[0] for line in EXAMPLES.splitlines() if line.startswith("  ddpjob ")]
+    assert {shlex.split(line)[1] for line in lines} >= {"validate", "render", "run", "submit", "get", "describe",
+                                                        "wait", "logs", "delete", "operator"}
+    for line in lines:
+        build_parser().parse_args(shlex.split(line)[1:])  # exits 2 on an example that no longer parses
+
+
 # ---- shell completion --------------------------------------------------------------
 
 def complete(line: str, shell_script: str) -> list[str]:

@@ -112,6 +112,15 @@ EXAMPLES = """examples:
   ddpjob render -f job.yaml -o json     the Service and Pods the operator would create
   ddpjob run -f job.yaml                run the job on this machine, no cluster
   cat job.yaml | ddpjob validate -f -   read standard input
+
+  on a cluster (your kubeconfig, like kubectl):
+  ddpjob submit job.yaml --wait         check, send, and follow the job to its end
+  ddpjob get -o wide                    the jobs: phase, restarts, progress, ETA
+  ddpjob describe mnist-cpu             status, progress, last failure, Pods, Events
+  ddpjob wait mnist-cpu --for=Succeeded --timeout=30m
+  ddpjob logs mnist-cpu --all -f        every Pod's log, prefixed [pod]
+  ddpjob delete mnist-cpu
+
   ddpjob operator --all-namespaces      run the operator (the `operator` extra)
   source <(ddpjob completion bash)      shell completion
 """
