@@ -28,6 +28,7 @@ JOB = {
                      "updateTime": "2026-11-24T07:29:48Z"},
         "lastFailure": {"pod": "mnist-cpu-1", "nodeRank": 1, "exitCode": 137, "reason": "OOMKilled",
                         "message": "the container used more memory\nthan its limit", "retryable": True,
+                        "errorLine": "RuntimeError: out of memory", "sameOnAttempts": 1,
                         "time": "2026-11-24T07:24:00Z"},
         "conditions": [
             {"type": "Running", "status": "True", "reason": "Running", "message": "2/2 nodes running",

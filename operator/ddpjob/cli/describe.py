@@ -21,7 +21,8 @@ SPEC_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "gpusPerNode", "rest
 STATUS_FIELDS = ("phase", "message", "readyNodes", "scheduledNodes", "restarts", "disruptions", "worldSize",
                  "startTime", "completionTime")
 PROGRESS_FIELDS = ("summary", "attempt", "samplesPerSecond", "loss", "eta", "updateTime")
-FAILURE_FIELDS = ("pod", "nodeRank", "exitCode", "reason", "message", "retryable", "time")
+FAILURE_FIELDS = ("pod", "nodeRank", "exitCode", "reason", "errorLine", "sameOnAttempts", "message", "retryable",
+                  "time")
 MAX_EVENTS = 20
 
 
