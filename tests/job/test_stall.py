@@ -109,9 +109,19 @@ def test_a_job_that_is_not_running_shows_where_it_got_to_but_no_eta(job):
     done = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), st, T0 + timedelta(seconds=5)).status
     assert done["phase"] == "Succeeded" and done["progress"]["step"] == 40
     assert "eta" not in done["progress"] and "etaSeconds" not in done["progress"]
+    # Marked final, and the PROGRESS column says it is the last record read, not where it ended.
+    assert done["progress"]["final"] is True
+    assert done["progress"]["summary"] == "done (last read: epoch 1/3 step 40/100 (40%))"
+    again = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=9)).status
+    assert again["progress"] == done["progress"]  # stable: nothing more to write
+    whole = {"step": 100, "totalSteps": 100, "summary": "step 100/100 (100%)", "attempt": 0}
+    complete = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), {**st, "progress": whole}, T0).status
+    assert complete["progress"]["summary"] == "step 100/100 (100%)"  # read at the end: nothing to qualify
     paused = lifecycle.plan(job(stallTimeoutSeconds=60, suspend=True), pods(["Running", "Running"]), st,
                             T0 + timedelta(seconds=5)).status
     assert paused["phase"] == "Suspended" and paused["progress"]["step"] == 40 and "eta" not in paused["progress"]
+    assert paused["progress"]["summary"] == "last read: epoch 1/3 step 40/100 (40%)"
+    assert "final" not in st["progress"]  # a running job's record is not final
 
 
 def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_empty(job):

@@ -98,7 +98,7 @@ def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts
     # The record's directory exists before the script starts, as the Pod's emptyDir does.
     assert first.returncode == 0, first.stdout + first.stderr
     assert "FileNotFoundError" not in first.stdout
-    assert "summary: epoch 3/3 step 48/48 (100%)" in first.stdout  # the final status's progress
+    assert "summary: epoch 3/3 step 48/48 (100%)" in first.stdout  # the final status's progress, complete
     # The same job again, --fresh or not, writing no record: the last run's 48/48 is not its progress.
     path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "PROGRESS_STEPS", "value": "0"}])
     for flags in ((), ("--fresh",)):

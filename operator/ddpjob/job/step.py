@@ -83,8 +83,8 @@ class Step:
             or self.kept_progress(phase, attempt)
         if phase != RUNNING and isinstance(st.get("progress"), dict):
             # A job that is not running has no time left to estimate: the last record stays
-            # (where training got to), its ETA goes, and the ETA column is empty.
-            st["progress"] = {k: v for k, v in st["progress"].items() if k not in ("eta", "etaSeconds")}
+            # (where training got to), marked final, its ETA goes and the ETA column is empty.
+            st["progress"] = stall.final_progress(st["progress"], phase)
         return {k: v for k, v in st.items() if v is not None}
 
     def kept_progress(self, phase: str, attempt: int) -> dict[str, Any] | None:
