@@ -50,7 +50,7 @@ e2e-kind: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" hack/e2e-kind.sh
 
 demo-cluster: $(STAMP) tools control-plane
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) build *.egg-info

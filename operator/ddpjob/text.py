@@ -18,3 +18,13 @@ def clean(value: object, limit: int = MESSAGE_LIMIT) -> str:
     if len(text) > limit:
         text = text[:limit - 1] + "…"
     return text
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 node", "2 nodes", "1 process", "2 processes": what users read says it right."""
+    return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("s") else "s")
+
+
+def all_of(count: int, noun: str) -> str:
+    """"all 4 nodes", but "1 node" (never "all 1 nodes")."""
+    return f"all {plural(count, noun)}" if count != 1 else plural(count, noun)

@@ -16,6 +16,8 @@ from ddpjob_devcluster.emulator import KubeEmulator
 # Re-exported: the system tests, the demo and the benchmarks import these from here.
 from ddpjob_devcluster.cluster_api import (BIN, EXAMPLE, JOBS, ROOT, Abort, ClusterClient,  # noqa: F401
                                            OperatorProcess, elapsed, load_example, read_metrics, wait_until)
+from ddpjob_devcluster import openapi
+from ddpjob_devcluster.controlplane.build import KUBERNETES
 from ddpjob_devcluster.kubelet import ProcessKubelet
 from ddpjob_devcluster import logs as pod_logs
 from ddpjob_devcluster.scheduler import NodeSpec, Scheduler, serve_native_pod_groups
@@ -39,6 +41,14 @@ class ClusterEmulator(KubeEmulator):
 
     def _serve_watch(self, request: Any) -> Any:
         return rendering.Response(payload=super()._serve_watch(request), headers={'Content-Type': 'application/json'})
+
+    async def _serve_server_version(self, request: Any) -> Any:
+        """The Kubernetes release the real backend builds (hack/upstream), not kmock's
+        k3s: kubectl compares it with its own for the supported version skew."""
+        version = KUBERNETES.version()
+        major, minor = version.lstrip('v').split('.')[:2]
+        return {**await super()._serve_server_version(request), 'major': major, 'minor': minor,
+                'gitVersion': version, 'gitCommit': '', 'buildDate': '1970-01-01T00:00:00Z'}
 
 
 def serve_empty_openapi(emulator: KubeEmulator) -> None:
@@ -76,6 +86,7 @@ class LocalCluster(ClusterClient):
         try:
             self.emulator.start()
             serve_empty_openapi(self.emulator)
+            openapi.serve(self.emulator)  # kubectl explain
             self.emulator.write_kubeconfig(self.kubeconfig, namespace=self.namespace)
             self.api = kubernetes.config.new_client_from_config(str(self.kubeconfig))
             self.apply_crd()

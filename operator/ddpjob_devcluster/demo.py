@@ -9,7 +9,8 @@ pinned upstream modules (etcd, kube-apiserver, kube-controller-manager, kube-sch
 `make control-plane`), process kubelets registered as Nodes (`--nodes`, `--gpu-nodes`
 with `nvidia.com/gpu` capacity), and the operator installed from the Helm chart
 (cluster-wide) and running with the chart's ServiceAccount token. With `--backend
-emulator`: the project's fast API emulator instead, with the same operator and kubelet.
+emulator`: the project's fast API emulator instead, with the same operator and kubelet and
+the same Nodes, placed by the development scheduler.
 Each Pod the operator creates runs as local processes. A kubeconfig for kubectl is
 written to the work directory.
 
@@ -35,6 +36,7 @@ from ddpjob.api import names
 from ddpjob_devcluster.cluster import EXAMPLE, LocalCluster
 from ddpjob_devcluster.controlplane.node import NodeShape
 from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.scheduler import NodeSpec
 
 ONCE_ENV = 'DDPJOB_DEMO_ONCE'
 BACKEND_ENV = 'DDPJOB_DEMO_BACKEND'
@@ -54,22 +56,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--backend', choices=('real', 'emulator'), default=os.environ.get(BACKEND_ENV) or 'real',
                    help=f'real: upstream Kubernetes built from Go modules; emulator: the fast API emulator '
                         f'(default: %(default)s; or set {BACKEND_ENV})')
-    p.add_argument('--nodes', type=int, default=1, help='real backend: CPU nodes (default: %(default)s)')
+    p.add_argument('--nodes', type=int, default=1, help='CPU nodes (default: %(default)s)')
     p.add_argument('--gpu-nodes', type=int, default=0,
-                   help='real backend: nodes that advertise nvidia.com/gpu (their Pods still run on this CPU)')
+                   help='nodes that advertise nvidia.com/gpu (their Pods still run on this CPU)')
     p.add_argument('--gpus-per-node', type=int, default=8, help='nvidia.com/gpu of each --gpu-nodes node')
     args = p.parse_args(argv)
     for flag in ('nodes', 'gpu_nodes', 'gpus_per_node'):
         if not 0 <= getattr(args, flag) <= 64:
             p.error(f'--{flag.replace("_", "-")} must be from 0 to 64 (got {getattr(args, flag)})')
-    if args.backend == 'real' and args.nodes + args.gpu_nodes == 0:
+    if args.nodes + args.gpu_nodes == 0:
         p.error('--nodes and --gpu-nodes are both 0: the cluster would have no node to run a Pod')
     return args
 
 
 def make_cluster(args: argparse.Namespace, workdir: pathlib.Path) -> LocalCluster | RealCluster:
     if args.backend == 'emulator':
-        return LocalCluster(workdir, stop_grace=10.0)
+        # The same Nodes, placed by the development scheduler: a GPU job that fits no Node
+        # waits Pending with the scheduler's reason, as on the real backend.
+        nodes = [NodeSpec(f'cpu-{i}', cpu='64', memory='256Gi') for i in range(args.nodes)]
+        nodes += [NodeSpec(f'gpu-{i}', gpus=args.gpus_per_node, cpu='64', memory='256Gi',
+                           labels={'nvidia.com/gpu.present': 'true'}) for i in range(args.gpu_nodes)]
+        return LocalCluster(workdir, stop_grace=10.0, nodes=nodes)
     shapes = [NodeShape(f'cpu-{i}', cpu='64', memory='256Gi') for i in range(args.nodes)]
     shapes += [NodeShape(f'gpu-{i}', cpu='64', memory='256Gi', gpus=args.gpus_per_node,
                          labels=(('nvidia.com/gpu.present', 'true'),)) for i in range(args.gpu_nodes)]

@@ -76,3 +76,10 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
+
+
+def initial_events_end(api_version: str, kind: str, resource_version: int) -> dict[str, Any]:
+    """The bookmark that ends a watch-list's initial events (`sendInitialEvents=true`, what
+    kubectl 1.37's watches ask for): the API server's `k8s.io/initial-events-end`."""
+    return {'type': 'BOOKMARK', 'object': {'apiVersion': api_version, 'kind': kind, 'metadata': {
+        'resourceVersion': str(resource_version), 'annotations': {'k8s.io/initial-events-end': 'true'}}}}

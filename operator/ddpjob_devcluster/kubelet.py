@@ -287,7 +287,7 @@ class ProcessKubelet:
             c.exit_code = end.exit_code
             c.times['exited'] = end.finished_at
             if not c.deleted:
-                report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason)
+                report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
             c.close_log()
             confirm_deletion(core, c)
 

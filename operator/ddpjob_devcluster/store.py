@@ -22,7 +22,7 @@ from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resour
 from ddpjob.times import now as _now
 from ddpjob_devcluster import garbage_collector, write_rules
 from ddpjob_devcluster.api_errors import ApiError, decodable, parse_rv, require_object
-from ddpjob_devcluster.event_log import EventLog
+from ddpjob_devcluster.event_log import EventLog, initial_events_end
 from ddpjob_devcluster.graceful import PODS, graceful_delete
 from ddpjob_devcluster.patches import apply_patch
 from ddpjob_devcluster.plaindata import fresh
@@ -158,13 +158,15 @@ class Store:
         deadline = asyncio.get_running_loop().time() + timeout if timeout else None
         since = params.get('resourceVersion') or '0'
         with self._lock:
-            self._info(res)
+            kind = self._info(res).kind
             if since == '0':  # "any version": the current state as synthetic ADDED events first
                 backlog = [{'type': 'ADDED', 'object': fresh(obj)}
                            for obj in self._select(res, namespace, params) if matches(obj)]
-                position = self.events.end()
+                position, end_rv = self.events.end(), self._rv
             else:
-                backlog, position = [], self.events.after(parse_rv(since))
+                backlog, position, end_rv = [], self.events.after(parse_rv(since)), parse_rv(since)
+        if params.get('sendInitialEvents') == 'true':  # a watch-list (kubectl 1.37): say where the state ends
+            backlog.append(initial_events_end(api_version(res), kind, end_rv))
         for event in backlog:
             yield event
         async for event in self.events.follow(position, res, namespace, matches, deadline):

@@ -12,7 +12,8 @@ printer columns gets `Name` and `Age` (metadata.creationTimestamp), the converto
 default. Each row carries the object as `includeObject` asks: PartialObjectMetadata
 (the default), the whole Object, or None. In a watch, only the first event's Table has
 the column definitions (handlers/response.go sets NoHeaders after it).
-Built-in kinds (pods, events, ...) are not converted: kubectl prints them itself.
+Built-in kinds (pods, nodes, services, events, namespaces) get the API server's own
+columns (builtin_tables.py): kubectl 1.37 prints no kind itself.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob.times import parse_time
+from ddpjob.times import age, parse_time
+from ddpjob_devcluster import builtin_tables
 
 TABLE_ACCEPT = re.compile(r'as=Table\s*;\s*v=v1\s*;\s*g=meta\.k8s\.io')
 _STEP = re.compile(r'\.([A-Za-z0-9_-]+)|\[(\d+)\]')
@@ -72,33 +74,8 @@ def evaluate(obj: Any, path: str) -> Any:
     return current
 
 
-def human_duration(seconds: float) -> str:
-    """k8s.io/apimachinery/pkg/util/duration.HumanDuration."""
-    if seconds < -1:
-        return '<invalid>'
-    if seconds < 0:
-        return '0s'
-    s = int(seconds)
-    if s < 60 * 2:
-        return f'{s}s'
-    minutes = s // 60
-    if minutes < 10:
-        return f'{minutes}m{s % 60}s' if s % 60 else f'{minutes}m'
-    if minutes < 60 * 3:
-        return f'{minutes}m'
-    hours = minutes // 60
-    if hours < 8:
-        return f'{hours}h{minutes % 60}m' if minutes % 60 else f'{hours}h'
-    if hours < 48:
-        return f'{hours}h'
-    if hours < 24 * 8:
-        return f'{hours // 24}d{hours % 24}h' if hours % 24 else f'{hours // 24}d'
-    if hours < 24 * 365 * 2:
-        return f'{hours // 24}d'
-    if hours < 24 * 365 * 8:
-        days = hours // 24
-        return f'{days // 365}y{days % 365}d' if days % 365 else f'{days // 365}y'
-    return f'{hours // 24 // 365}y'
+# apimachinery's duration.HumanDuration: one home, shared with `ddpjob describe`.
+human_duration = age
 
 
 def _cell(column: Mapping[str, Any], obj: Mapping[str, Any]) -> Any:
@@ -125,14 +102,28 @@ def _row_object(obj: Mapping[str, Any], include: str) -> Any:
     return {'kind': 'PartialObjectMetadata', 'apiVersion': 'meta.k8s.io/v1', 'metadata': obj.get('metadata') or {}}
 
 
-def to_table(version: Mapping[str, Any], items: list[Mapping[str, Any]], params: Mapping[str, str],
-             resource_version: str | None = None, headers: bool = True) -> dict[str, Any]:
+def crd_printer(version: Mapping[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     cols = columns(version)
+    return cols, lambda obj, now: [(obj.get('metadata') or {}).get('name')] + [_cell(c, obj) for c in cols[1:]]
+
+
+def printer(store: Any, res: Any) -> tuple[list[dict[str, Any]], Any] | None:
+    """The columns and row function for `res`: its CRD version's printer columns, or the
+    API server's printer of a built-in kind (builtin_tables.py); None: no Table."""
+    if res is None:
+        return None
+    version = crd_version(store, res)
+    return crd_printer(version) if version is not None else builtin_tables.printer(res)
+
+
+def to_table(printer_: tuple[list[dict[str, Any]], Any], items: list[Mapping[str, Any]], params: Mapping[str, str],
+             resource_version: str | None = None, headers: bool = True) -> dict[str, Any]:
+    cols, row_of = printer_
     include = params.get('includeObject') or 'Metadata'
+    now = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     for obj in items:
-        cells = [(obj.get('metadata') or {}).get('name')] + [_cell(c, obj) for c in cols[1:]]
-        row: dict[str, Any] = {'cells': cells}
+        row: dict[str, Any] = {'cells': row_of(obj, now)}
         if include != 'None':
             row['object'] = _row_object(obj, include)
         rows.append(row)
@@ -144,30 +135,30 @@ def to_table(version: Mapping[str, Any], items: list[Mapping[str, Any]], params:
 
 
 def maybe_table(store: Any, request: Any, result: Any) -> Any:
-    """A list or object answer as a Table when the request asked for one (custom resources)."""
+    """A list or object answer as a Table when the request asked for one."""
     if request.resource is None or not wants_table(request.headers):
         return result
-    version = crd_version(store, request.resource)
-    if version is None or not isinstance(result, Mapping):
+    found = printer(store, request.resource)
+    if found is None or not isinstance(result, Mapping):
         return result
     if 'items' in result:
-        return to_table(version, result['items'], request.params, (result.get('metadata') or {}).get('resourceVersion'))
-    return to_table(version, [result], request.params, (result.get('metadata') or {}).get('resourceVersion'))
+        return to_table(found, result['items'], request.params, (result.get('metadata') or {}).get('resourceVersion'))
+    return to_table(found, [result], request.params, (result.get('metadata') or {}).get('resourceVersion'))
 
 
 class WatchTables:
     """Turns each watch event's object into a one-row Table (headers on the first only)."""
 
     def __init__(self, store: Any, request: Any):
-        self.version = crd_version(store, request.resource) if request.resource is not None and wants_table(request.headers) else None
+        self.printer = printer(store, request.resource) if wants_table(request.headers) else None
         self.params, self.first = request.params, True
 
     def __call__(self, event: Any) -> Any:
-        if self.version is None or not isinstance(event, Mapping) or not isinstance(event.get('object'), Mapping) \
+        if self.printer is None or not isinstance(event, Mapping) or not isinstance(event.get('object'), Mapping) \
                 or event.get('type') in ('ERROR', 'BOOKMARK'):
             return event
         obj = event['object']
-        table = to_table(self.version, [obj], self.params, (obj.get('metadata') or {}).get('resourceVersion'),
+        table = to_table(self.printer, [obj], self.params, (obj.get('metadata') or {}).get('resourceVersion'),
                          headers=self.first)
         self.first = False
         return {**event, 'object': table}

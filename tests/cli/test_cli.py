@@ -36,7 +36,7 @@ def ddpjob(capsys, *argv: str) -> tuple[int, str, str]:
 def test_a_file_is_given_positionally_or_with_f(capsys, argv):
     code, out, err = ddpjob(capsys, *argv)
     assert (code, err) == (0, "")
-    assert out == f"{EXAMPLE}: DDPJob default/mnist-cpu is valid (2 node(s) x 2 process(es), gloo)\n"
+    assert out == f"{EXAMPLE}: DDPJob default/mnist-cpu is valid (2 nodes x 2 processes, gloo)\n"
 
 
 def stdin(text: str) -> io.TextIOWrapper:
@@ -92,6 +92,18 @@ def test_help_shows_examples(capsys, argv):
     assert code == 0 and "example" in out
     if argv in (["validate"], ["render"], ["run"]):
         assert "-f FILE, --filename FILE" in out
+
+
+def test_the_top_level_examples_parse_and_show_the_cluster_commands():
+    import re
+    import shlex
+
+    from ddpjob.cli.main import EXAMPLES, build_parser
+    lines = [re.split(r"\s{2,}", line.strip())[0] for line in EXAMPLES.splitlines() if line.startswith("  ddpjob ")]
+    assert {shlex.split(line)[1] for line in lines} >= {"validate", "render", "run", "submit", "get", "describe",
+                                                        "wait", "logs", "delete", "operator"}
+    for line in lines:
+        build_parser().parse_args(shlex.split(line)[1:])  # exits 2 on an example that no longer parses
 
 
 # ---- shell completion --------------------------------------------------------------

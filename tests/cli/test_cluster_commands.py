@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from typing import Any
 
@@ -99,6 +100,34 @@ def test_wait_exit_codes(capsys, with_crd, kubeconfig, tmp_path) -> None:
     assert ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")[0] == 1  # ended otherwise
 
 
+def test_get_wide_adds_the_wide_columns_and_yaml_hides_managed_fields(capsys, with_crd, tmp_path) -> None:
+    ddpjob(capsys, "submit", job_file(tmp_path))
+    code, out, _ = ddpjob(capsys, "get", "-o", "wide")
+    headers = out.splitlines()[0].split()
+    # Every column in the CRD's order, the priority-1 ones (WORLD, BACKEND) included, as kubectl -o wide.
+    assert code == 0 and headers[:3] == ["NAME", "NODES", "PROCS"] and {"WORLD", "BACKEND", "PHASE"} <= set(headers)
+    assert not {"WORLD", "BACKEND"} & set(ddpjob(capsys, "get")[1].splitlines()[0].split())
+    for argv in (("get", "hello", "-o", "yaml"), ("get", "-o", "json")):
+        code, out, _ = ddpjob(capsys, *argv)
+        assert code == 0 and "managedFields" not in out and "hello" in out
+    code, out, _ = ddpjob(capsys, "get", "hello", "-o", "yaml", "--show-managed-fields")
+    assert code == 0 and yaml.safe_load(out)["metadata"]["managedFields"][0]["manager"] == "ddpjob"
+
+
+def test_delete_takes_several_names_and_goes_on_past_a_missing_one(capsys, with_crd, tmp_path) -> None:
+    for name in ("a", "b"):
+        body = {**JOB, "metadata": {"name": name}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(body))
+        assert ddpjob(capsys, "submit", str(tmp_path / f"{name}.yaml"))[0] == 0
+    code, out, err = ddpjob(capsys, "suspend", "a", "b")
+    assert code == 0 and out.splitlines() == ["ddpjob.ddpjob.io/a suspended", "ddpjob.ddpjob.io/b suspended"]
+    code, out, err = ddpjob(capsys, "delete", "a", "nope", "b")
+    assert code == 1
+    assert out.splitlines() == ["ddpjob.ddpjob.io/a deleted", "ddpjob.ddpjob.io/b deleted"]
+    assert err.strip() == "error: not found: ddpjob nope in namespace team-a"
+    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "b") is None
+
+
 def test_suspend_resume_delete(capsys, with_crd, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
     assert ddpjob(capsys, "suspend", "hello")[0] == 0
@@ -181,3 +210,44 @@ def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, t
     assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Failed", "--timeout=5s")
     assert code == 0 and out.strip() == "hello Failed"
+
+
+def test_describe_a_stored_job(capsys, with_crd, tmp_path) -> None:
+    assert ddpjob(capsys, "submit", job_file(tmp_path, suspend=False))[0] == 0
+    code, out, err = ddpjob(capsys, "describe", "hello")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == "Name:       hello" and lines[1] == "Namespace:  team-a"
+    assert lines[2].startswith("Created:    ") and lines[2].endswith(" ago)")  # its age, from the server's time
+    assert [line.split() for line in lines if line.startswith("  suspend:")] == [["suspend:", "false"]]
+    assert "Events:  <none>" in lines
+
+
+def test_wait_golden(capsys, with_crd, tmp_path) -> None:
+    """What `ddpjob wait` prints and exits with in each case (tests/cli/golden/wait.txt;
+    UPDATE_GOLDEN=1 rewrites it)."""
+    assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
+    transcript = []
+
+    def wait(*argv: str) -> None:
+        code, out, err = ddpjob(capsys, "wait", "hello", *argv)
+        transcript.append(f"$ ddpjob wait hello {' '.join(argv)}\n{out}{err}[exit {code}]")
+
+    def status(**fields: Any) -> None:
+        with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
+                             "application/merge-patch+json", {"status": fields})
+
+    wait("--for=Running", "--timeout=0.2s")
+    status(phase="Running", message="2/2 nodes running")
+    wait("--for=Running")
+    status(phase="Failed", message="Pod hello-1 failed (exit code 2, Error); maxRestarts=3 reached",
+           lastFailure={"reason": "Error", "pod": "hello-1", "exitCode": 2})
+    wait("--for=Succeeded", "--timeout=5s")
+    wait("--for=Failed")
+    status(phase="Succeeded", message="every node finished", lastFailure=None)
+    wait("--for=Succeeded")
+    text = "\n".join(transcript) + "\n"
+    golden = ROOT / "tests" / "cli" / "golden" / "wait.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from ddpjob.local.container import kill_with_env, pids_with_env
-from ddpjob_devcluster.cluster import BIN, ROOT
+from ddpjob_devcluster.cluster import BIN, ROOT, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -79,3 +79,20 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
         if demo.poll() is None:
             demo.kill()
             demo.wait(10)
+
+
+def test_a_gpu_job_on_the_default_emulator_demo_waits_pending_with_the_schedulers_reason(tmp_path: pathlib.Path) -> None:
+    """No GPU Node (the default): the job's Pods are not placed, so nothing runs and
+    crash-loops (`DDPJOB_BACKEND=nccl but this process has no CUDA device`)."""
+    from ddpjob_devcluster import demo
+
+    with demo.make_cluster(demo.parse_args(['--backend', 'emulator']), tmp_path / 'demo') as cluster:
+        cluster.create_job({'apiVersion': 'ddpjob.io/v1alpha1', 'kind': 'DDPJob', 'metadata': {'name': 'gpu'},
+                            'spec': {'nodes': 2, 'gpusPerNode': 4, 'image': 'x', 'command': ['sleep'],
+                                     'args': ['60']}})
+        status = wait_until(lambda: (st := cluster.status('gpu')).get('scheduledNodes') == 0
+                            and 'Insufficient nvidia.com/gpu' in st.get('message', '') and st, 60,
+                            'the GPU job was not reported unschedulable', lambda: cluster.status('gpu'))
+        assert status['phase'] == 'Pending' and status.get('restarts', 0) == 0
+        assert status['message'].startswith('Scheduled 0/2: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu')
+        assert 'Running' not in {p.get('status', {}).get('phase') for p in cluster.pods('gpu')}

@@ -172,3 +172,29 @@ def test_a_command_that_cannot_start_fails_the_pod(emulator, core, kubelet):
     status = wait_phase(emulator, 'probe-0', 'Failed')
     assert terminated(status)['exitCode'] == 128 and terminated(status)['reason'] == 'StartError'
     assert 'no-such-program-here' in terminated(status)['message']
+
+
+def test_a_failed_container_s_last_log_lines_are_its_termination_message(emulator, core, kubelet):
+    # terminationMessagePolicy FallbackToLogsOnError (the rendered trainer's): the kubelet's
+    # last 80 lines (2 KiB at most) of a container that failed; none for one that succeeded.
+    create_pods(core, job("""
+        import os, sys
+        for i in range(100):
+            print(f'line {i}')
+        print('error: no CUDA device', file=sys.stderr)
+        sys.exit(0 if os.environ['NODE_RANK'] == '1' else 2)
+    """))
+    failed = terminated(wait_phase(emulator, 'probe-0', 'Failed'))
+    lines = failed['message'].splitlines()
+    assert failed['exitCode'] == 2 and lines[-1] == 'error: no CUDA device' and len(lines) == 80
+    assert lines[0] == 'line 21' and len(failed['message'].encode()) <= 2048
+    assert 'message' not in terminated(wait_phase(emulator, 'probe-1', 'Succeeded'))
+
+
+def test_the_readme_progress_recipe_without_the_package_works_in_a_pod(emulator, core, kubelet):
+    # The record's directory exists before the container starts, as a Pod's emptyDir does.
+    recipe = pathlib.Path(__file__).resolve().parents[1] / 'local' / 'scripts' / 'progress_by_hand.py'
+    create_pods(core, job(recipe.read_text(), env=[{'name': 'PROGRESS_LINGER', 'value': '0'}]), ranks=(0,))
+    wait_phase(emulator, 'probe-0', 'Succeeded')
+    log_dir = pathlib.Path(kubelet.container('probe-0', NS, running=False).log_path).parent
+    assert json.loads((log_dir / 'progress.json').read_text())['step'] == 48

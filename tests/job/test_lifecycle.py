@@ -262,6 +262,29 @@ def test_a_condition_that_turns_false_says_why(job):
     assert kept == conds["Running"]
 
 
+def test_messages_count_in_english(job):
+    one = job(nodes=1, nprocPerNode=1)
+    first = step(one, [], None).status
+    up = step(one, pods(["Running"]), first).status
+    assert up["message"] == "1 node running (1 process)"
+    assert step(one, pods(["Succeeded"]), up).status["message"] == "1 node finished successfully"
+    assert step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status["message"] == \
+        "all 2 nodes running (4 processes)"
+
+
+def test_a_resumed_job_says_it_was_resumed_not_what_its_first_moment_was(job):
+    st = running_status(job())
+    paused = step(job(suspend=True), [], step(job(suspend=True), pods(["Running", "Running"]), st).status).status
+    resumed = step(job(), [], paused, T0 + timedelta(seconds=5)).status
+    assert resumed["phase"] == "Pending"
+    done = step(job(), pods(["Succeeded", "Succeeded"]), step(job(), pods(["Running", "Running"]), resumed).status,
+                T0 + timedelta(seconds=60)).status
+    suspended = {c["type"]: c for c in done["conditions"]}["Suspended"]
+    assert (suspended["status"], suspended["reason"], suspended["message"]) == (
+        "False", "Resumed", "resumed: spec.suspend is false")
+    assert suspended["lastTransitionTime"] == "2026-01-01T12:00:05Z"
+
+
 def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     j = job(command=["python", "train.py"], args=[])
     first = step(j, [], None)
@@ -269,3 +292,61 @@ def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     assert "spec.nprocPerNode: 2 processes per node" in first.events[0].message
     assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
     assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say
+
+
+CUDA_LOG = ("[rank0]: starting\nTraceback (most recent call last):\n  File \"/app/errors.py\", line 3, in <module>\n"
+            "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device\n")
+
+
+def attempts(j, logs, progress_on=()):
+    """Run the gang through one failed attempt per log (node 0 exits 2 with that log);
+    yields each failure's plan."""
+    st, at = step(j, [], None).status, T0
+    for attempt, log in enumerate(logs):
+        up = step(j, pods(["Running", "Running"], attempt), st, at)
+        st = up.status
+        if attempt in progress_on:  # the trainer wrote a record in this attempt
+            st = {**st, "progress": {"step": 5, "summary": "step 5", "attempt": attempt}}
+        failed = step(j, pods(["Failed", "Running"], attempt, extra={0: {"exit_code": 2, "reason": "Error",
+                                                                          "message": log}}), st, at)
+        yield failed
+        st, at = failed.status, at + timedelta(minutes=10)
+        st = step(j, [], st, at).status  # the old Pods gone, the backoff over
+
+
+def test_a_failure_says_its_first_error_line():
+    from ddpjob.job.failure import error_line
+    assert error_line(CUDA_LOG) == ("ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no "
+                                    "CUDA device")
+    assert error_line("loading\nddpjob-launch: error: MASTER_ADDR did not resolve\nbye") == \
+        "ddpjob-launch: error: MASTER_ADDR did not resolve"
+    assert error_line("just\nthe last line\n\n") == "the last line" and error_line("") is None
+
+
+def test_the_same_failure_on_every_attempt_is_reported_with_its_line_and_the_way_out(job):
+    j = job(restartPolicy="OnFailure", maxRestarts=2)
+    first, second, third = attempts(j, [CUDA_LOG] * 3)
+    line = "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device"
+    assert first.status["lastFailure"]["errorLine"] == line and first.status["lastFailure"]["sameOnAttempts"] == 1
+    assert first.status["message"].startswith(f"Pod demo-0 failed (exit code 2, Error): {line}; restarting")
+    assert "same failure" not in first.status["message"]
+    assert second.status["lastFailure"]["sameOnAttempts"] == 2
+    assert "the same failure on all 2 attempts, before any training progress; set restartPolicy: ExitCode " \
+           "to fail at once on exit codes 1-127; restarting the gang (2/2)" in second.status["message"]
+    assert [e.reason for e in second.events] == ["RepeatedFailure", "Restarting"]
+    assert second.events[0].message.startswith(f"{line} (exit code 2): the same failure on all 2 attempts")
+    assert third.status["phase"] == "Failed" and "RepeatedFailure" not in [e.reason for e in third.events]
+    assert third.status["message"].endswith("the same failure on all 3 attempts, before any training progress; "
+                                            "set restartPolicy: ExitCode to fail at once on exit codes 1-127; "
+                                            "maxRestarts=2 reached")
+
+
+def test_a_failure_after_training_progress_or_a_different_one_is_not_called_repeated(job):
+    j = job(restartPolicy="OnFailure", maxRestarts=3)
+    plans = list(attempts(j, [CUDA_LOG, CUDA_LOG, CUDA_LOG], progress_on=(1,)))
+    assert all("same failure" not in p.status["message"] for p in plans)
+    plans = list(attempts(j, [CUDA_LOG, "RuntimeError: out of memory\n", CUDA_LOG]))
+    assert all("same failure" not in p.status["message"] for p in plans)
+    # ExitCode already fails 1-127 at once: the advice is only for the policy that retries them.
+    (only,) = attempts(job(restartPolicy="ExitCode"), [CUDA_LOG])
+    assert only.status["phase"] == "Failed" and "restartPolicy: ExitCode" not in only.status["message"]

@@ -41,7 +41,8 @@ def test_progress_lands_in_status_and_is_stable_while_the_record_is(job):
     p = lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(5))
     assert p.status["progress"] == {
         "step": 40, "totalSteps": 100, "epoch": 1, "totalEpochs": 3, "samplesPerSecond": 900.0, "loss": 0.3,
-        "etaSeconds": 80, "eta": "1m20s", "summary": "epoch 1/3 step 40/100 (40%)", "updateTime": "2026-01-01T12:00:00Z"}
+        "etaSeconds": 80, "eta": "1m20s", "summary": "epoch 1/3 step 40/100 (40%)", "attempt": 0,
+        "updateTime": "2026-01-01T12:00:00Z"}
     later = lifecycle.plan(j, pods(["Running", "Running"]), p.status, T0 + timedelta(seconds=30), progress(35))
     assert later.status == p.status and later.events == ()  # nothing new: nothing to write
 
@@ -108,6 +109,42 @@ def test_a_job_that_is_not_running_shows_where_it_got_to_but_no_eta(job):
     done = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), st, T0 + timedelta(seconds=5)).status
     assert done["phase"] == "Succeeded" and done["progress"]["step"] == 40
     assert "eta" not in done["progress"] and "etaSeconds" not in done["progress"]
+    # Marked final, and the PROGRESS column says it is the last record read, not where it ended.
+    assert done["progress"]["final"] is True
+    assert done["progress"]["summary"] == "done (last read: epoch 1/3 step 40/100 (40%))"
+    again = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), done, T0 + timedelta(seconds=9)).status
+    assert again["progress"] == done["progress"]  # stable: nothing more to write
+    whole = {"step": 100, "totalSteps": 100, "summary": "step 100/100 (100%)", "attempt": 0}
+    complete = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), {**st, "progress": whole}, T0).status
+    assert complete["progress"]["summary"] == "step 100/100 (100%)"  # read at the end: nothing to qualify
     paused = lifecycle.plan(job(stallTimeoutSeconds=60, suspend=True), pods(["Running", "Running"]), st,
                             T0 + timedelta(seconds=5)).status
     assert paused["phase"] == "Suspended" and paused["progress"]["step"] == 40 and "eta" not in paused["progress"]
+    assert paused["progress"]["summary"] == "last read: epoch 1/3 step 40/100 (40%)"
+    assert "final" not in st["progress"]  # a running job's record is not final
+
+
+def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_empty(job):
+    j = job(stallTimeoutSeconds=60)
+    st = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(5)).status
+    assert st["progress"]["attempt"] == 0
+    # A gang restart: attempt 0's record is not the new attempt's progress.
+    failed = [PodState(name="demo-0", node_rank=0, restart_count=0, phase="Running"),
+              PodState(name="demo-1", node_rank=1, restart_count=0, phase="Failed", exit_code=1, reason="Error")]
+    restarting = lifecycle.plan(j, failed, st, T0 + timedelta(seconds=10), progress(5)).status
+    assert restarting["phase"] == "Restarting" and restarting["restarts"] == 1
+    assert "progress" not in restarting
+    # Attempt 0's Pod 0 still answering (a late poll) changes nothing.
+    late = lifecycle.plan(j, failed, restarting, T0 + timedelta(seconds=11), progress(1, attempt=0)).status
+    assert "progress" not in late
+    up = lifecycle.plan(j, pods(["Running", "Running"], attempt=1), late, T0 + timedelta(seconds=30)).status
+    assert up["phase"] == "Running" and "progress" not in up
+    mine = lifecycle.plan(j, pods(["Running", "Running"], attempt=1), up, T0 + timedelta(seconds=31),
+                          progress(1, attempt=1)).status
+    assert mine["progress"]["attempt"] == 1 and mine["progress"]["eta"] == "1m20s"
+    # Suspended keeps where it got to (no ETA); the resume starts without it.
+    suspended = job(stallTimeoutSeconds=60, suspend=True)
+    paused = lifecycle.plan(suspended, pods(["Running", "Running"], attempt=1), mine, T0 + timedelta(seconds=40)).status
+    assert paused["progress"]["step"] == 40 and "eta" not in paused["progress"]
+    resumed = lifecycle.plan(j, [], paused, T0 + timedelta(seconds=50)).status
+    assert resumed["phase"] == "Pending" and "progress" not in resumed

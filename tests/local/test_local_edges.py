@@ -66,7 +66,7 @@ def test_each_node_gets_its_own_gpus():
     assert gpus.gpu_error(job, available) is None
     assert [gpus.devices_for_node(job, r, available) for r in (0, 1)] == [
         {"CUDA_VISIBLE_DEVICES": "3,2"}, {"CUDA_VISIBLE_DEVICES": "1,0"}]
-    assert "asks for 2 GPU(s) on each of 2 node(s) (4 in all) and this machine has 3" in gpus.gpu_error(job, ["0"] * 3)
+    assert "asks for 2 GPUs on each of 2 nodes (4 in all) and this machine has 3" in gpus.gpu_error(job, ["0"] * 3)
     cpu = gpus.on_cpu(job)
     assert (cpu.gpus_per_node, cpu.backend, cpu.world_size) == (0, "gloo", job.world_size)
     assert gpus.devices_for_node(cpu, 1, available) == {}
@@ -77,8 +77,8 @@ def test_a_gpu_job_without_gpus_fails_in_one_line_before_starting_anything(tmp_p
     path = write(tmp_path, "gpu", ["sh", "-c", f"touch {marker}"], nodes=2, gpusPerNode=1, backend="nccl")
     done = run(tmp_path, "run", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (f"error: {path}: spec.gpusPerNode: the job asks for 1 GPU(s) on each of 2 node(s) (2 in all) "
-                           "and this machine has 0; run it on CPU with `ddpjob run --cpu` (gloo, 1 process(es) per "
+    assert done.stderr == (f"error: {path}: spec.gpusPerNode: the job asks for 1 GPU on each of 2 nodes (2 in all) "
+                           "and this machine has 0; run it on CPU with `ddpjob run --cpu` (gloo, 1 process per "
                            "node)\n")
     assert not marker.exists()
 
@@ -91,6 +91,45 @@ def test_cpu_runs_a_gpu_job_on_cpu_with_gloo_and_no_gpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert out.read_text() == "gloo [] 1\n"
     assert final_status(done.stdout)["backend"] == "gloo"
+
+
+def test_cpu_refuses_up_front_what_needs_cuda_naming_the_argument(tmp_path):
+    marker = tmp_path / "started"
+    path = write(tmp_path, "gpu", ["sh", "-c", f"touch {marker}", "--sync-bn", "--amp=fp16", "--backend", "nccl"],
+                 gpusPerNode=1, env=[{"name": "MY_BACKEND", "value": "NCCL"}])
+    done = run(tmp_path, "run", "--cpu", "-f", str(path), env=NO_GPUS)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"{path}: spec.command[3]: --sync-bn needs CUDA devices (SyncBatchNorm); remove it to run on CPU (ddpjob run --cpu)",
+        f"{path}: spec.command[4]: --amp fp16 needs a CUDA device; use --amp bf16 on CPU (ddpjob run --cpu)",
+        f"{path}: spec.command[6]: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)",
+        f"{path}: spec.env[0].value: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)"]
+    assert not marker.exists()
+
+
+def test_the_resnet_example_is_not_sent_to_cpu_which_cannot_run_it(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "resnet-gpu.yaml"
+    done = run(tmp_path, "run", "-f", str(example), env=NO_GPUS)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "this machine has 0; `ddpjob run --cpu` cannot run it as written: spec.args[" in done.stderr
+    assert "--sync-bn needs CUDA devices" in done.stderr and "run it on CPU with" not in done.stderr
+    # And --cpu itself says why at once, not 32 ranks a minute later.
+    cpu = run(tmp_path, "run", "--cpu", "-f", str(example), env=NO_GPUS)
+    assert cpu.returncode == 1 and "spec.args[12]: --sync-bn needs CUDA devices" in cpu.stderr
+    assert len(cpu.stderr.splitlines()) == 1
+
+
+def test_the_same_failure_on_every_attempt_is_said_with_its_error_line(tmp_path):
+    path = write(tmp_path, "same", ["sh", "-c", "echo starting; echo 'error: no CUDA device' >&2; exit 2"],
+                 maxRestarts=1, restartBackoffSeconds=0)
+    done = run(tmp_path, "run", "-f", str(path), env=NO_GPUS)
+    assert done.returncode == 1
+    status = final_status(done.stdout)
+    assert status["lastFailure"]["errorLine"] == "error: no CUDA device"
+    assert status["lastFailure"]["sameOnAttempts"] == 2
+    assert status["message"] == ("Pod same-0 failed (exit code 2, Error): error: no CUDA device; the same failure "
+                                 "on all 2 attempts, before any training progress; set restartPolicy: ExitCode to "
+                                 "fail at once on exit codes 1-127; maxRestarts=1 reached")
 
 
 # ---- a rerun, --fresh, the final status -------------------------------------------------

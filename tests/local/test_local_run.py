@@ -91,6 +91,22 @@ def test_plain_env_script_runs_unchanged_one_process_per_pod(tmp_path):
     assert [(r["rank"], r["world"], r["sum"]) for r in recs] == [(0, 2, 3.0), (1, 2, 3.0)]
 
 
+def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts_empty(tmp_path):
+    command = [sys.executable, str(SCRIPTS / "progress_by_hand.py")]
+    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command)
+    first = ddpjob("run", str(path), cwd=tmp_path)
+    # The record's directory exists before the script starts, as the Pod's emptyDir does.
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "FileNotFoundError" not in first.stdout
+    assert "summary: epoch 3/3 step 48/48 (100%)" in first.stdout  # the final status's progress, complete
+    # The same job again, --fresh or not, writing no record: the last run's 48/48 is not its progress.
+    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "PROGRESS_STEPS", "value": "0"}])
+    for flags in ((), ("--fresh",)):
+        again = ddpjob("run", *flags, str(path), cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "step 48/48" not in again.stdout, flags  # neither a progress line nor the status
+
+
 def test_missing_program_is_a_clear_error(tmp_path):
     path, _ = write_job(tmp_path, command=["no-such-trainer-binary"])
     result = ddpjob("run", str(path), cwd=tmp_path)

@@ -197,6 +197,12 @@ def test_finished_job_asks_to_be_looked_at_again_for_its_ttl() -> None:
 
 def test_status_patch_removes_dropped_keys() -> None:
     assert status_writes.status_patch({"a": 1, "startTime": "t"}, {"a": 2}) == {"a": 2, "startTime": None}
+    # At every depth: a merge patch merges objects, so an ETA the plan dropped must be nulled.
+    before = {"progress": {"step": 5, "eta": "1m", "etaSeconds": 60}, "lastFailure": {"errorLine": "x", "pod": "p"}}
+    after = {"progress": {"step": 6}, "lastFailure": {"pod": "q"}}
+    patch = status_writes.status_patch(before, after)
+    assert patch == {"progress": {"step": 6, "eta": None, "etaSeconds": None},
+                     "lastFailure": {"pod": "q", "errorLine": None}}
 
 
 def test_indexed_pod_reads_the_controller_owner() -> None:

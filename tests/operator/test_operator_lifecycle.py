@@ -52,7 +52,10 @@ def test_service_and_pods_with_the_env_contract(cluster: Cluster, operator) -> N
         # Exactly what the shared renderer makes: the operator adds nothing of its own.
         expected = render.render_pod(spec.parse_job(cluster.job("mnist")), rank, 0)
         assert pod["spec"] == expected["spec"]
-    assert cluster.wait_event("mnist", "Created")["type"] == "Normal"
+    created = cluster.wait_event("mnist", "Created")
+    assert created["type"] == "Normal"
+    # `kubectl describe`'s From column names the operator, not the framework under it.
+    assert created["source"]["component"] == created["reportingComponent"] == "ddpjob-operator"
 
 
 def test_pod_phases_drive_the_job_to_succeeded(cluster: Cluster, operator) -> None:

@@ -50,4 +50,4 @@ def test_kubectl_get_shows_progress_and_eta_from_fields_the_status_schema_has():
     assert columns["Progress"] == ".status.progress.summary" and columns["ETA"] == ".status.progress.eta"
     progress = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["progress"]["properties"]
     assert {"summary", "eta", "step", "totalSteps", "epoch", "totalEpochs", "samplesPerSecond", "loss",
-            "etaSeconds", "updateTime"} == set(progress)
+            "etaSeconds", "updateTime", "attempt", "final"} == set(progress)

@@ -137,7 +137,7 @@ def test_env_values_cannot_change_structure(job_body, value):
     assert trainer["args"] == [value]
     assert set(pod) == {"apiVersion", "kind", "metadata", "spec"}
     assert set(trainer) == {"name", "image", "command", "args", "env", "ports", "resources", "volumeMounts",
-                            "securityContext"}
+                            "securityContext", "terminationMessagePolicy"}
     # Through the YAML stream and back: still the same objects.
     assert list(yaml.safe_load_all(render.to_yaml_stream([pod]))) == [pod]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -57,7 +58,7 @@ def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: 
     described = ddpjob(cluster, "describe", "hello")
     assert described.returncode == 0, described.stderr
     text = described.stdout
-    assert "phase:              Succeeded" in text and "Events: <none>" not in text
+    assert re.search(r"^  phase:\s+Succeeded$", text, re.M) and "Events:  <none>" not in text
     assert "Created" in text and "hello-1" in text and "exit code 0" in text
 
     table = ddpjob(cluster, "get")
@@ -83,5 +84,5 @@ def test_submit_wait_reports_a_failure_and_describe_shows_it(cluster: LocalClust
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert done.stdout.splitlines()[-1].startswith("broken: Failed"), done.stdout
     text = ddpjob(cluster, "describe", "broken").stdout
-    failure = text[text.index("Last failure:"):text.index("Pods:")]
-    assert "pod:                broken-1" in failure and "exitCode:           3" in failure, failure
+    failure = text[text.index("Last Failure:"):text.index("Conditions:")]
+    assert re.search(r"^  pod:\s+broken-1$", failure, re.M) and re.search(r"^  exitCode:\s+3$", failure, re.M), failure

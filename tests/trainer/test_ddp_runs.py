@@ -54,17 +54,24 @@ def test_killed_after_epoch_resumes_at_next_epoch_with_same_weights(tmp_path, un
     assert same_weights(tmp_path, uninterrupted[0])
 
 
-def test_sigterm_saves_exits_143_and_resumes_exactly(tmp_path, uninterrupted):
-    m = tmp_path / "metrics.jsonl"
-    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), *JOB], env=contract(nproc=2, DDPJOB_CHECKPOINT_DIR=tmp_path),
+def sigterm_after_first_step(metrics, env, *extra):
+    """Start the job, SIGTERM it once rank 0 has logged a step; (exit code, output)."""
+    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), *JOB, *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
-    while not (m.exists() and events(m, "step")):
+    while not (metrics.exists() and events(metrics, "step")):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0][-3000:]
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=120)[0]
-    assert proc.returncode == 143, out[-3000:]
+    return proc.returncode, out
+
+
+def test_sigterm_saves_exits_143_and_resumes_exactly(tmp_path, uninterrupted):
+    m = tmp_path / "metrics.jsonl"
+    code, out = sigterm_after_first_step(m, contract(nproc=2, DDPJOB_CHECKPOINT_DIR=tmp_path))
+    assert code == 143, out[-3000:]
+    assert "stop requested (signal 15): saving a checkpoint" in out and "without a checkpoint" not in out
     stopped = events(m, "preempted")
     assert len(stopped) == 1 and stopped[0]["exit_code"] == 143
     again = launch(JOB, contract(nproc=2, DDPJOB_CHECKPOINT_DIR=tmp_path, DDPJOB_RESTART_COUNT=1))
@@ -73,6 +80,14 @@ def test_sigterm_saves_exits_143_and_resumes_exactly(tmp_path, uninterrupted):
     assert (resume["step"], resume["batch"]) == (stopped[0]["step"], stopped[0]["batch"])
     assert [e["epoch"] for e in events(m, "epoch")] == [1, 2, 3]  # nothing lost, nothing twice
     assert same_weights(tmp_path, uninterrupted[0])
+
+
+def test_sigterm_without_a_checkpoint_dir_says_so_once_and_never_saving(tmp_path):
+    m = tmp_path / "metrics.jsonl"
+    code, out = sigterm_after_first_step(m, contract(nproc=1), "--metrics-file", str(m))
+    assert code == 143, out[-3000:]
+    assert "stop requested (signal 15): stopping without a checkpoint" in out, out[-3000:]
+    assert "saving" not in out and out.count("without a checkpoint") == 1
 
 
 def test_launcher_runs_two_nodes_of_two_processes(tmp_path):

@@ -172,7 +172,10 @@ class Trainer:
             self.pos.batch = i + 1
             p.tick()
             if vote.result():
-                self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): saving")
+                # Say what will happen: "saving" only when there is somewhere to save to.
+                self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): " + (
+                    "saving a checkpoint" if self.args.checkpoint_dir else
+                    "stopping without a checkpoint (no --checkpoint-dir / DDPJOB_CHECKPOINT_DIR)"))
                 return None
             if self.pos.step % args.log_every == 0 or i + 1 == n:
                 totals += window
@@ -228,8 +231,6 @@ class Trainer:
     def preempted(self, summary: dict) -> int:
         if self.args.checkpoint_dir:
             self.save(summary)
-        else:
-            log("warning: stopping without a checkpoint (no --checkpoint-dir / DDPJOB_CHECKPOINT_DIR)")
         self.progress.record("preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step,
                              exit_code=EXIT_PREEMPTED)
         return EXIT_PREEMPTED

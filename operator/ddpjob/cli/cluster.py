@@ -4,11 +4,11 @@ On the official `kubernetes` client and the user's kubeconfig (see kubeclient.py
 kopf. Every failure is one line on stderr and a non-zero exit status, never a traceback.
 
     ddpjob submit job.yaml [--wait]      validate, then server-side apply; prints the name
-    ddpjob get [NAME] [-o yaml|json]     the server's table (the CRD's printer columns)
+    ddpjob get [NAME] [-o wide|yaml|json] the server's table (the CRD's printer columns)
     ddpjob describe NAME                 spec, status, conditions, last failure, Events, Pods
     ddpjob wait NAME --for=Succeeded     exit 0: reached; 1: ended otherwise; 2: timed out
     ddpjob logs NAME [--rank K | --node N | --all] [-f]
-    ddpjob delete|suspend|resume NAME
+    ddpjob delete|suspend|resume NAME...
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import yaml
 
 from ddpjob import text
 from ddpjob.api import names
-from ddpjob.cli import kubeclient
+from ddpjob.cli import kubeclient, output
 from ddpjob.cli.kubeclient import ClusterError, Connection
 
 FIELD_MANAGER = "ddpjob"
@@ -56,7 +56,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("get", help="list DDPJobs (a table like kubectl), or one")
     p.add_argument("name", nargs="?")
-    p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
+    p.add_argument("-o", "--output", choices=("table", "wide", "yaml", "json"), default="table",
+                   help="table (default), wide (every column), yaml or json (without managedFields, as kubectl)")
+    p.add_argument("--show-managed-fields", action="store_true", help="with -o yaml|json: keep metadata.managedFields")
     cluster_command(p, cmd_get)
 
     p = sub.add_parser("describe", help="a DDPJob's spec, status, conditions, Events and Pods")
@@ -79,11 +81,11 @@ def register(sub: Any) -> None:
     p.add_argument("--tail", type=int, default=None, help="only the last N lines of each Pod")
     cluster_command(p, cmd_logs)
 
-    for verb, summary in (("delete", "delete a DDPJob (its Pods and Service go with it)"),
-                       ("suspend", "suspend a DDPJob: its Pods are deleted, the job stays"),
-                       ("resume", "resume a suspended DDPJob")):
+    for verb, summary in (("delete", "delete DDPJobs (their Pods and Services go with them)"),
+                          ("suspend", "suspend DDPJobs: their Pods are deleted, the jobs stay"),
+                          ("resume", "resume suspended DDPJobs")):
         p = sub.add_parser(verb, help=summary)
-        p.add_argument("name")
+        p.add_argument("names", nargs="+", metavar="NAME", help="one or more DDPJobs, as kubectl takes them")
         cluster_command(p, cmd_simple)
 
 
@@ -208,12 +210,15 @@ def cmd_wait(args: argparse.Namespace, conn: Connection) -> int:
 
 
 def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
-    if args.output != "table":
+    if args.output in ("yaml", "json"):
         if args.name:
             obj = get_job(conn, args.name)
         else:
             obj = conn.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL)
-        print(json.dumps(obj, indent=2) if args.output == "json" else yaml.safe_dump(obj, sort_keys=False), end="\n" if args.output == "json" else "")
+        if not args.show_managed_fields:
+            obj = output.without_managed_fields(obj)
+        print(json.dumps(obj, indent=2) if args.output == "json" else yaml.safe_dump(obj, sort_keys=False),
+              end="\n" if args.output == "json" else "")
         return 0
     call = (conn.custom.get_namespaced_custom_object if args.name else conn.custom.list_namespaced_custom_object)
     extra = (args.name,) if args.name else ()
@@ -225,28 +230,20 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
     if not table.get("rows"):
         print(f"No DDPJobs in namespace {conn.namespace}.", file=sys.stderr)
         return 0
-    print(format_table(table))
+    print(output.format_table(table, wide=args.output == "wide"))
     return 0
 
 
-def format_table(table: dict[str, Any]) -> str:
-    """kubectl's layout: upper-case headers, columns padded with three spaces."""
-    columns = [c for c in table["columnDefinitions"] if int(c.get("priority", 0)) == 0]
-    index = [table["columnDefinitions"].index(c) for c in columns]
-    rows = [[c["name"].upper() for c in columns]]
-    for row in table["rows"]:
-        rows.append(["<none>" if row["cells"][i] in (None, "") else str(row["cells"][i]) for i in index])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
-
-
 def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
+    from datetime import datetime, timezone
+
     from ddpjob.cli.describe import describe
     job = get_job(conn, args.name)
     events = conn.core.list_namespaced_event(
         conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
     # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
-    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"]), limit=1 << 20))
+    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"],
+                              datetime.now(timezone.utc)), limit=1 << 20))
     return 0
 
 
@@ -256,14 +253,28 @@ def cmd_logs(args: argparse.Namespace, conn: Connection) -> int:
 
 
 def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
-    if args.command == "delete":
+    """delete, suspend, resume: each name in turn; one that fails is one line, and the
+    others are still done (as kubectl does); exit 1 if any failed."""
+    code = 0
+    for name in args.names:
+        try:
+            print(f"ddpjob.{names.GROUP}/{name} {simple_verb(args.command, conn, name)}", flush=True)
+        except ClusterError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = 1
+        except Exception as exc:  # an API failure for this name: one line, then the next name
+            print(f"error: {kubeclient.explain(exc, conn, f'ddpjob {name}')}", file=sys.stderr)
+            code = 1
+    return code
+
+
+def simple_verb(command: str, conn: Connection, name: str) -> str:
+    if command == "delete":
         conn.custom.delete_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL,
-                                                    args.name, propagation_policy="Background")
-        print(f"ddpjob.{names.GROUP}/{args.name} deleted")
-        return 0
-    suspend = args.command == "suspend"
-    conn.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, args.name,
+                                                    name, propagation_policy="Background")
+        return "deleted"
+    suspend = command == "suspend"
+    conn.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name,
                                                {"spec": {"suspend": suspend}},
                                                _content_type="application/merge-patch+json")
-    print(f"ddpjob.{names.GROUP}/{args.name} {'suspended' if suspend else 'resumed'}")
-    return 0
+    return "suspended" if suspend else "resumed"

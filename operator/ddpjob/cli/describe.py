@@ -1,16 +1,79 @@
-"""`ddpjob describe`: one DDPJob as text (pure: objects in, text out)."""
+"""`ddpjob describe`: one DDPJob as text, laid out as `kubectl describe` lays out an
+object (pure: objects and the time in, text out).
+
+Fields are aligned per section, times are given with their age, tables (conditions, Pods,
+Events) have headers and underlines, values are written as YAML writes them (`false`,
+not Python's `False`), and a table cell is one line: a multi-line message would break the
+columns (`ddpjob get -o yaml` has it whole).
+"""
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
 
+from ddpjob import times
 from ddpjob.api import names
 
+NONE = "<none>"
+SPEC_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "gpusPerNode", "restartPolicy", "maxRestarts",
+               "restartBackoffSeconds", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "stallTimeoutSeconds",
+               "suspend")
+STATUS_FIELDS = ("phase", "message", "readyNodes", "scheduledNodes", "restarts", "disruptions", "worldSize",
+                 "startTime", "completionTime")
+PROGRESS_FIELDS = ("summary", "attempt", "samplesPerSecond", "loss", "eta", "updateTime")
+FAILURE_FIELDS = ("pod", "nodeRank", "exitCode", "reason", "errorLine", "sameOnAttempts", "message", "retryable",
+                  "time")
+MAX_EVENTS = 20
 
-def _line(label: str, value: Any, indent: int = 0) -> str:
-    return f"{' ' * indent}{label + ':':<20}{'<none>' if value in (None, '', []) else value}"
+
+def value(v: Any) -> str:
+    """As YAML (and kubectl) write a scalar: true/false, <none> for nothing."""
+    if v is None or v == "" or v == [] or v == {}:
+        return NONE
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
 
 
-def pod_state(pod: dict[str, Any]) -> str:
+def cell(v: Any) -> str:
+    return " ".join(value(v).split()) or NONE
+
+
+def fields(rows: Sequence[tuple[str, str]], indent: int) -> list[str]:
+    """`label:` then the value, every value of the section starting in the same column.
+    A value of several lines continues under its first line."""
+    if not rows:
+        return []
+    width = max(len(label) for label, _ in rows) + 3  # the colon, then two spaces
+    out = []
+    for label, text in rows:
+        first, *rest = text.split("\n")
+        out.append(f"{' ' * indent}{label + ':':<{width}}{first}".rstrip())
+        out += [f"{' ' * (indent + width)}{line}".rstrip() for line in rest]
+    return out
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], indent: int = 2) -> list[str]:
+    """kubectl describe's tables: a header, an underline, columns two spaces apart."""
+    body = [list(headers), ["-" * len(h) for h in headers], *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in body) for i in range(len(headers) - 1)]
+    return [(" " * indent + "  ".join([c.ljust(w) for c, w in zip(r, widths)] + [r[-1]])).rstrip() for r in body]
+
+
+def timed(v: Any, now: datetime) -> str:
+    ago = times.since(v, now) if isinstance(v, str) else None
+    return f"{v} ({ago} ago)" if ago else value(v)
+
+
+def section(title: str, source: Mapping[str, Any], keys: Iterable[str], now: datetime,
+            time_keys: tuple[str, ...] = ()) -> list[str]:
+    rows = [(k, timed(source[k], now) if k in time_keys else value(source[k])) for k in keys if k in source]
+    return [f"{title}:" + ("" if rows else f"  {NONE}"), *fields(rows, 2)]
+
+
+def pod_state(pod: Mapping[str, Any]) -> str:
     """Phase, then the trainer container's state (Running / Terminated: exit code, reason / Waiting: reason)."""
     status = pod.get("status") or {}
     text = status.get("phase") or "Pending"
@@ -19,7 +82,7 @@ def pod_state(pod: dict[str, Any]) -> str:
             continue
         state = cs.get("state") or {}
         if "terminated" in state:
-            t = state["terminated"]
+            t = state["terminated"] or {}
             text += f", exit code {t.get('exitCode')}" + (f" ({t['reason']})" if t.get("reason") else "")
         elif "waiting" in state:
             text += f", waiting: {(state['waiting'] or {}).get('reason') or '?'}"
@@ -30,38 +93,49 @@ def pod_state(pod: dict[str, Any]) -> str:
     return text
 
 
-def describe(job: dict[str, Any], pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
+def _event_time(e: Mapping[str, Any]) -> str:
+    return e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
+
+
+def event_age(e: Mapping[str, Any], now: datetime) -> str:
+    """`5m`, or kubectl's `5m (x3 over 20m)` for an Event seen several times."""
+    last = times.since(_event_time(e), now) or "<unknown>"
+    count = e.get("count") or (e.get("series") or {}).get("count") or 1
+    first = times.since(e.get("firstTimestamp"), now)
+    return f"{last} (x{count} over {first})" if isinstance(count, int) and count > 1 and first else last
+
+
+def describe(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]],
+             now: datetime) -> str:
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
-    out = [_line("Name", meta.get("name")), _line("Namespace", meta.get("namespace")),
-           _line("Created", meta.get("creationTimestamp")), "Spec:"]
-    for key in ("nodes", "nprocPerNode", "backend", "image", "gpusPerNode", "restartPolicy", "maxRestarts",
-                "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend"):
-        if key in spec:
-            out.append(_line(key, spec[key], 2))
-    if spec.get("command") or spec.get("args"):
-        out.append(_line("command", " ".join(map(str, (spec.get("command") or []) + (spec.get("args") or []))), 2))
-    out.append("Status:")
-    for key in ("phase", "message", "readyNodes", "restarts", "startTime", "completionTime"):
-        out.append(_line(key, status.get(key), 2))
+    command = " ".join(map(str, (spec.get("command") or []) + (spec.get("args") or [])))
+    spec_view = {**{k: spec[k] for k in SPEC_FIELDS if k in spec}, **({"command": command} if command else {})}
+    out = fields([("Name", value(meta.get("name"))), ("Namespace", value(meta.get("namespace"))),
+                  ("Created", timed(meta.get("creationTimestamp"), now))], 0)
+    out += section("Spec", spec_view, (*SPEC_FIELDS, "command"), now)
+    out += section("Status", status, STATUS_FIELDS, now, ("startTime", "completionTime"))
+    # The progress record of the attempt that wrote it; a job that is not running has no ETA.
+    out += section("Progress", status.get("progress") or {}, PROGRESS_FIELDS, now, ("updateTime",))
+    out += section("Last Failure", status.get("lastFailure") or {}, FAILURE_FIELDS, now, ("time",))
     conditions = status.get("conditions") or []
-    out.append("Conditions:" + ("" if conditions else " <none>"))
-    for c in conditions:
-        out.append(f"  {c.get('type', ''):<12}{c.get('status', ''):<8}{c.get('reason', ''):<22}{c.get('message', '')}")
-    failure = status.get("lastFailure")
-    out.append("Last failure:" + ("" if failure else " <none>"))
-    if failure:
-        for key in ("pod", "nodeRank", "exitCode", "reason", "message", "time", "retryable"):
-            if key in failure:
-                out.append(_line(key, failure[key], 2))
-    out.append("Pods:" + ("" if pods else " <none>"))
-    for pod in pods:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        out.append(f"  {pod['metadata']['name']:<24}node {labels.get(names.LABEL_NODE_RANK, '?'):<5}"
-                   f"attempt {labels.get(names.LABEL_RESTART_COUNT, '?'):<4}{pod_state(pod)}")
-    ordered = sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime")
-                     or (e.get("metadata") or {}).get("creationTimestamp") or "")
-    out.append("Events:" + ("" if ordered else " <none>"))
-    for e in ordered[-20:]:
-        when = e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
-        out.append(f"  {when:<22}{e.get('type', ''):<9}{e.get('reason', ''):<14}{e.get('message', '')}")
+    out.append("Conditions:" + ("" if conditions else f"  {NONE}"))
+    if conditions:
+        out += table(("Type", "Status", "Reason", "Age", "Message"), (
+            (cell(c.get("type")), cell(c.get("status")), cell(c.get("reason")),
+             times.since(c.get("lastTransitionTime"), now) or NONE, cell(c.get("message"))) for c in conditions))
+    out.append("Pods:" + ("" if pods else f"  {NONE}"))
+    if pods:
+        out += table(("Name", "Node", "Attempt", "Age", "State"), (
+            (cell(p["metadata"].get("name")), cell(labels.get(names.LABEL_NODE_RANK)),
+             cell(labels.get(names.LABEL_RESTART_COUNT)), times.since(p["metadata"].get("creationTimestamp"), now)
+             or NONE, pod_state(p)) for p in pods for labels in [(p.get("metadata") or {}).get("labels") or {}]))
+    # The job's own Events, as kubectl describe picks them (by uid): its Service has the same name.
+    own = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, meta.get("uid"))]
+    recent = sorted(own, key=_event_time)[-MAX_EVENTS:]
+    out.append("Events:" + ("" if recent else f"  {NONE}"))
+    if recent:
+        out += table(("Type", "Reason", "Age", "From", "Message"), (
+            (cell(e.get("type")), cell(e.get("reason")), event_age(e, now),
+             cell((e.get("source") or {}).get("component") or e.get("reportingComponent")), cell(e.get("message")))
+            for e in recent))
     return "\n".join(out)

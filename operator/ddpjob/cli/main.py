@@ -12,6 +12,7 @@ from ddpjob import render
 from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
 from ddpjob.cli.files import FileError, load_documents, load_jobs
+from ddpjob.text import plural
 from ddpjob.version import __version__, image_tags
 
 
@@ -40,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise InvalidSpec(errors)
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
-              f"({job.nodes} node(s) x {job.nproc_per_node} process(es), {job.backend})")
+              f"({plural(job.nodes, 'node')} x {plural(job.nproc_per_node, 'process')}, {job.backend})")
         warn(args, job)
     return 0
 
@@ -64,6 +65,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     jobs = load_jobs(args.file)
     if len(jobs) != 1:
         raise FileError(f"{args.file}: `ddpjob run` takes exactly one DDPJob (found {len(jobs)})")
+    if args.cpu:
+        blockers = gpus.cpu_blockers(jobs[0])
+        if blockers:  # before anything starts: each rank would fail with the same line
+            raise InvalidSpec([f"{b} (ddpjob run --cpu)" for b in blockers])
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
     warn(args, job)
     available = gpus.visible_gpus()
@@ -107,6 +112,15 @@ EXAMPLES = """examples:
   ddpjob render -f job.yaml -o json     the Service and Pods the operator would create
   ddpjob run -f job.yaml                run the job on this machine, no cluster
   cat job.yaml | ddpjob validate -f -   read standard input
+
+  on a cluster (your kubeconfig, like kubectl):
+  ddpjob submit job.yaml --wait         check, send, and follow the job to its end
+  ddpjob get -o wide                    the jobs: phase, restarts, progress, ETA
+  ddpjob describe mnist-cpu             status, progress, last failure, Pods, Events
+  ddpjob wait mnist-cpu --for=Succeeded --timeout=30m
+  ddpjob logs mnist-cpu --all -f        every Pod's log, prefixed [pod]
+  ddpjob delete mnist-cpu
+
   ddpjob operator --all-namespaces      run the operator (the `operator` extra)
   source <(ddpjob completion bash)      shell completion
 """

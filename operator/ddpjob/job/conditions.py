@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 CONDITION_TYPES = ("Running", "Restarting", "Suspended", "Succeeded", "Failed")
+# What ends a condition, when that says more than the phase that follows it: a resumed
+# job's Suspended=False would otherwise keep the first moment's "Starting: creating 2
+# Pods" for the rest of its life.
+ENDED_BY = {"Suspended": ("Resumed", "resumed: spec.suspend is false")}
 
 
 def build_conditions(
@@ -24,11 +28,12 @@ def build_conditions(
         # A condition says why it has its status: one that turns False takes the reason and
         # message of what replaced it (Running=False, reason Succeeded), and keeps them
         # while it stays False.
+        why = (reason, message) if active or ctype not in ENDED_BY else ENDED_BY[ctype]
         out.append({
             "type": ctype,
             "status": status,
-            "reason": reason if active or changed else old.get("reason", ""),
-            "message": message if active or changed else old.get("message", ""),
+            "reason": why[0] if active or changed else old.get("reason", ""),
+            "message": why[1] if active or changed else old.get("message", ""),
             "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
         })
     # Conditions of other types (PodsCreated, ...) are set by their own logic: kept as they are.

@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ddpjob import text
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions
@@ -135,7 +136,7 @@ def running(step: "Step") -> Plan | None:
     job, current = step.job, step.current
     if len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
-    msg = f"all {job.nodes} nodes running ({job.world_size} processes)"
+    msg = f"{text.all_of(job.nodes, 'node')} running ({text.plural(job.world_size, 'process')})"
     return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
                 requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
 

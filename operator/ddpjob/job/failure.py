@@ -6,6 +6,7 @@ restarts without using up `maxRestarts`. A gang that hangs (stall.py) is a failu
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,18 +20,61 @@ if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 
+# The line of a failed container's log (its termination message, FallbackToLogsOnError)
+# that says what went wrong: a Python exception (`ValueError: ...`,
+# `torch.distributed.DistBackendError: ...`), or a program's `error:`/`fatal:`/`panic:`.
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b(:|$)|\b(error|fatal|panic)\b\s*[:!]", re.IGNORECASE)
+ERROR_LINE_LIMIT = 300
+
+
+def error_line(message: str | None) -> str | None:
+    """The first error line of a log tail, else its last line; None without one."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    if not lines:
+        return None
+    found = next((line for line in lines if _ERROR_LINE.search(line)), lines[-1])
+    return found[:ERROR_LINE_LIMIT]
+
+
 def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
-    """`status.lastFailure` for the Pod that caused the failure."""
+    """`status.lastFailure` for the Pod that caused the failure. A container that exited
+    says so with the first error line of its log; other ends (deleted, evicted, a hang)
+    with their own message."""
     reason = pod.reason or pod.disruption or ("PodDeleted" if pod.phase != "Failed" else "Error")
     exit_text = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
+    line = error_line(pod.message) if pod.exit_code is not None and not pod.disruption else None
+    default = f"Pod {pod.name} failed ({exit_text}, {reason})"
     out = {
         "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,
-        "message": pod.message or f"Pod {pod.name} failed ({exit_text}, {reason})",
+        "message": f"{default}: {line}" if line else pod.message or default,
         "time": format_time(now), "retryable": is_retryable(policy, pod.exit_code),
     }
     if pod.exit_code is not None:
         out["exitCode"] = pod.exit_code
+    if line:
+        out["errorLine"] = line
     return out
+
+
+def same_every_attempt(step: "Step", failure: dict[str, Any]) -> int:
+    """How many attempts in a row, every one so far, ended with this very failure (the
+    same exit code and error line) before the trainer wrote any progress; 0 when not."""
+    if failure.get("exitCode") is None or not failure.get("errorLine"):
+        return 0
+    progress = step.prev.get("progress")
+    if isinstance(progress, dict) and progress.get("attempt", step.restarts) == step.restarts:
+        return 0  # it trained a while: a later failure, not a job that cannot start
+    last = step.prev.get("lastFailure") or {}
+    same = (last.get("exitCode"), last.get("errorLine")) == (failure["exitCode"], failure["errorLine"])
+    count = int(last.get("sameOnAttempts") or 1) + 1 if same and step.restarts else 1
+    return count if count == step.restarts + 1 else 0
+
+
+def repeated(count: int, failure: dict[str, Any], policy: str) -> str:
+    """What a repeated failure costs, and how to stop paying for it."""
+    advice = ("; set restartPolicy: ExitCode to fail at once on exit codes 1-127"
+              if policy == "OnFailure" and 1 <= failure["exitCode"] <= 127 else "")
+    return f"the same failure on all {count} attempts, before any training progress{advice}"
 
 
 def root_cause(failed: list[PodState]) -> PodState:
@@ -76,14 +120,21 @@ def plan(step: "Step") -> Plan | None:
     if cause.disruption:
         failure["retryable"] = job.restart_policy != "Never"
     charged = step.restarts - disruptions
+    same = 0 if cause.disruption else same_every_attempt(step, failure)
+    if same:
+        failure["sameOnAttempts"] = same
+    said = repeated(same, failure, job.restart_policy) if same > 1 else ""
+    # Said once, when the second attempt fails as the first did.
+    repeat_events = (Event("Warning", "RepeatedFailure", f"{failure['errorLine']} (exit code {failure['exitCode']}): "
+                           f"{said}"),) if same == 2 else ()
     if not failure["retryable"] or (not cause.disruption and charged >= job.max_restarts):
         why = ("restartPolicy does not retry it" if not failure["retryable"]
                else f"maxRestarts={job.max_restarts} reached")
-        msg = f"{failure['message']}; {why}"
+        msg = f"{failure['message']}; {said + '; ' if said else ''}{why}"
         return Plan(status=step.status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
                                        msg, completionTime=step.now_s, lastFailure=failure),
                     delete=step.live, requeue_after=step.ttl_in,
-                    events=stall_events + step.on_entry(FAILED, "Warning", "Failed", msg))
+                    events=stall_events + repeat_events + step.on_entry(FAILED, "Warning", "Failed", msg))
     restarts = step.restarts + 1
     wait = backoff_seconds(job.restart_backoff_seconds, restarts)
     if cause.disruption:
@@ -91,11 +142,12 @@ def plan(step: "Step") -> Plan | None:
         msg = (f"{failure['message']}; restarting the gang ({cause.disruption}: not counted against "
                f"maxRestarts={job.max_restarts}) in {wait:g}s")
     else:
-        msg = f"{failure['message']}; restarting the gang ({charged + 1}/{job.max_restarts}) in {wait:g}s"
+        msg = (f"{failure['message']}; {said + '; ' if said else ''}"
+               f"restarting the gang ({charged + 1}/{job.max_restarts}) in {wait:g}s")
     return Plan(status=step.status(RESTARTING, "GangRestart", msg, lastFailure=failure, restarts=restarts,
                                    **({"disruptions": disruptions} if disruptions else {})),
                 delete=tuple(p.name for p in step.pods if not p.deleting),
-                requeue_after=wait, events=stall_events + (Event("Warning", "Restarting", msg),))
+                requeue_after=wait, events=stall_events + repeat_events + (Event("Warning", "Restarting", msg),))
 
 
 def backing_off(step: "Step") -> Plan | None:

@@ -162,9 +162,22 @@ def status_progress(progress: ProgressState, now: datetime) -> dict | None:
            "totalEpochs": record.get("total_epochs"), "samplesPerSecond": record.get("samples_per_s"),
            "loss": record.get("loss"), "etaSeconds": progress.eta_seconds,
            "eta": progress_record.format_duration(progress.eta_seconds) or None,
-           "summary": progress_record.summary(record)}
+           "summary": progress_record.summary(record), "attempt": progress.restart_count}
     # The trainer's clock says when it wrote the record; without one, when it last advanced.
     when = record.get("time")
     out["updateTime"] = (_time(when) if isinstance(when, (int, float))
                          else (now - timedelta(seconds=progress.seconds_since_progress)).strftime(times.FORMAT))
     return {k: v for k, v in out.items() if v is not None}
+
+
+def final_progress(progress: Mapping[str, Any], phase: str) -> dict[str, Any]:
+    """The last record of a job that stopped (Succeeded, Failed, Suspended), marked final:
+    no ETA, and a summary that says it is the last one read (records are read every 30 s,
+    so a job that succeeded may have been read last at 93%), unless it is complete."""
+    record = {"step": progress.get("step", 0), "total_steps": progress.get("totalSteps"),
+              "epoch": progress.get("epoch"), "total_epochs": progress.get("totalEpochs")}
+    last = progress_record.summary(record)
+    complete = bool(record["total_steps"]) and record["step"] >= record["total_steps"]
+    summary = (last if complete else f"done (last read: {last})") if phase == "Succeeded" else f"last read: {last}"
+    return {**{k: v for k, v in progress.items() if k not in ("eta", "etaSeconds")}, "final": True,
+            "summary": summary}

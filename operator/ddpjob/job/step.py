@@ -11,7 +11,7 @@ from typing import Any
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import scheduling, stall
 from ddpjob.job.conditions import build_conditions
-from ddpjob.job.decision import LIVE_POD_PHASES, RUNNING, Event, Observed
+from ddpjob.job.decision import LIVE_POD_PHASES, PENDING, RUNNING, Event, Observed
 from ddpjob.times import format_time, parse_time
 
 # Status times have whole seconds (format_time drops the fraction), so a time read back
@@ -77,13 +77,24 @@ class Step:
             prev.get("conditions"), self.stalled,
             phase == RUNNING and progress is not None and progress.record is not None
             and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
-        if progress is not None:
-            st["progress"] = stall.status_progress(progress, self.now) or prev.get("progress")
+        attempt = int(st.get("restarts") or 0)  # the attempt this status is about (a restart moves it on)
+        fresh = progress is not None and progress.restart_count == attempt
+        st["progress"] = (stall.status_progress(progress, self.now) if fresh else None) \
+            or self.kept_progress(phase, attempt)
         if phase != RUNNING and isinstance(st.get("progress"), dict):
             # A job that is not running has no time left to estimate: the last record stays
-            # (where training got to), its ETA goes, and the ETA column is empty.
-            st["progress"] = {k: v for k, v in st["progress"].items() if k not in ("eta", "etaSeconds")}
+            # (where training got to), marked final, its ETA goes and the ETA column is empty.
+            st["progress"] = stall.final_progress(st["progress"], phase)
         return {k: v for k, v in st.items() if v is not None}
+
+    def kept_progress(self, phase: str, attempt: int) -> dict[str, Any] | None:
+        """The last record, while it is still this attempt's: a gang restart (a new attempt)
+        or a start after a resume (phase Pending: the Pods that wrote it are gone) begins
+        with none, so the last attempt's progress is never shown as the current one's."""
+        kept = self.prev.get("progress")
+        if not isinstance(kept, dict) or phase == PENDING or kept.get("attempt", attempt) != attempt:
+            return None
+        return kept
 
     def on_entry(self, phase: str, kind: str, reason: str, message: str) -> tuple[Event, ...]:
         """An Event said once, by the step that enters `phase`."""

@@ -7,6 +7,7 @@ to the whole group (torchrun's workers included).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
@@ -29,6 +30,9 @@ DEFAULT_ENTRYPOINT = ("ddpjob-launch",)
 # their children in sessions of their own, so a process-group kill would miss them; the
 # tag finds the whole tree, as a container's cgroup would.
 CONTAINER_TAG_ENV = "DDPJOB_CONTAINER"
+# The kubelet's bounds on a termination message taken from the log
+# (kubecontainer.MaxContainerTerminationMessageLogLines and ...LogLength).
+LOG_TAIL_LINES, LOG_TAIL_BYTES = 80, 2048
 
 
 class LocalRunError(RuntimeError):
@@ -164,6 +168,10 @@ class ContainerProcess:
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     stop_requested_at: float | None = None
+    # terminationMessagePolicy FallbackToLogsOnError: a failed container's last log lines
+    # are its termination message, as the kubelet makes it (80 lines, 2 KiB at most).
+    fallback_to_logs: bool = False
+    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LOG_TAIL_LINES))
     _reader: threading.Thread | None = None
 
     def poll(self) -> int | None:
@@ -181,7 +189,12 @@ class ContainerProcess:
         code = self.poll()
         if code is None:
             return None
-        return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time())
+        message = None
+        if code != 0 and self.fallback_to_logs and self.tail:
+            if self._reader:
+                self._reader.join(timeout=1)  # the last lines may still be on their way
+            message = "\n".join(self.tail).encode()[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+        return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time(), message)
 
     def signal(self, sig: int) -> None:
         try:
@@ -211,9 +224,10 @@ class ContainerProcess:
         return self.poll()
 
 
-def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) -> None:
+def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock, tail: collections.deque) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
+        tail.append(line)
         with lock:
             write_line(out, f"{prefix} {line}\n")  # above `ddpjob run`'s live progress line
     stream.close()
@@ -242,8 +256,9 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
         start_new_session=True,  # a group of its own: Ctrl-C reaches us, and we stop the group
         preexec_fn=preexec,  # e.g. ownership.die_with_parent
     )
-    proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag)
+    proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag,
+                            fallback_to_logs=container.get("terminationMessagePolicy") == "FallbackToLogsOnError")
     proc._reader = threading.Thread(target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout,
-                                                        _OUTPUT_LOCK), daemon=True)
+                                                        _OUTPUT_LOCK, proc.tail), daemon=True)
     proc._reader.start()
     return proc

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ddpjob.api.spec import DDPJob
+from ddpjob.text import plural
 
 
 def visible_gpus(dev: Path = Path("/dev"), env: Mapping[str, str] | None = None) -> list[str]:
@@ -61,9 +62,42 @@ def gpu_error(job: DDPJob, available: list[str]) -> str | None:
     wanted = job.nodes * job.gpus_per_node
     if wanted <= len(available):
         return None
-    return (f"spec.gpusPerNode: the job asks for {job.gpus_per_node} GPU(s) on each of {job.nodes} node(s) "
-            f"({wanted} in all) and this machine has {len(available)}; run it on CPU with "
-            f"`ddpjob run --cpu` (gloo, {job.nproc_per_node} process(es) per node)")
+    blockers = cpu_blockers(job)
+    # Suggest --cpu only where it would run: the ResNet example's --sync-bn would fail on
+    # every rank a minute later.
+    hint = (f"`ddpjob run --cpu` cannot run it as written: {blockers[0]}" if blockers else
+            f"run it on CPU with `ddpjob run --cpu` (gloo, {plural(job.nproc_per_node, 'process')} per node)")
+    return (f"spec.gpusPerNode: the job asks for {plural(job.gpus_per_node, 'GPU')} on each of "
+            f"{plural(job.nodes, 'node')} ({wanted} in all) and this machine has {len(available)}; {hint}")
+
+
+# What the built-in trainer (or any program) is asked for that needs CUDA: the argument,
+# and the fix. `--cpu` refuses these before anything starts, naming where each is.
+_CUDA_ONLY = (
+    (("--sync-bn",), "--sync-bn needs CUDA devices (SyncBatchNorm); remove it to run on CPU"),
+    (("--amp", "fp16"), "--amp fp16 needs a CUDA device; use --amp bf16 on CPU"),
+    (("nccl",), "nccl needs GPUs; use gloo on CPU"),
+)
+
+
+def cpu_blockers(job: DDPJob) -> list[str]:
+    """One message per argument or env value of the job that cannot run on CPU, each
+    naming its field (spec.args[3]: ...)."""
+    found = []
+    for field, words in (("spec.command", job.command or ()), ("spec.args", job.args)):
+        words = [str(w) for w in words]
+        for i, word in enumerate(words):
+            # `--amp fp16` and `--amp=fp16` alike; `--backend nccl` and `--backend=nccl`.
+            parts = tuple(word.split("=", 1)) if word.startswith("--") and "=" in word else (word,)
+            for pattern, message in _CUDA_ONLY:
+                if parts == pattern or (len(pattern) == 2 and parts == pattern[:1]
+                                        and i + 1 < len(words) and words[i + 1] == pattern[1]) \
+                        or (pattern == ("nccl",) and parts[-1].lower() == "nccl"):
+                    found.append(f"{field}[{i}]: {message}")
+    for i, entry in enumerate(job.env):
+        if str(entry.get("value", "")).strip().lower() == "nccl":
+            found.append(f"spec.env[{i}].value: {_CUDA_ONLY[2][1]}")
+    return found
 
 
 def on_cpu(job: DDPJob) -> DDPJob:

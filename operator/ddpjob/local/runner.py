@@ -20,7 +20,7 @@ from typing import IO
 
 import yaml
 
-from ddpjob import contract, render
+from ddpjob import contract, render, text
 from ddpjob.job import lifecycle
 from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ownership, safety
@@ -32,6 +32,7 @@ from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
+PODS_DIR = "pods"  # under the job's directory: each Pod attempt's progress record and heartbeats
 PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a second
 
 
@@ -71,6 +72,7 @@ class LocalRunner:
                                    phase=end.phase if end else "Running",
                                    exit_code=end.exit_code if end and end.exit_code else None,
                                    reason=end.reason if end and end.exit_code else None, finished_at=finished,
+                                   message=text.clean(end.message) if end and end.exit_code and end.message else None,
                                    deleting=proc.stop_requested_at is not None and end is None))
         return states
 
@@ -92,7 +94,12 @@ class LocalRunner:
                 pod = render.render_pod(self.job, rank, plan.restart_count)
                 name = pod["metadata"]["name"]
                 # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
-                progress_file = str(self.workdir / "pods" / f"{name}-a{plan.restart_count}" / "progress.json")
+                progress_dir = self.workdir / PODS_DIR / f"{name}-a{plan.restart_count}"
+                # In a Pod the record's directory is an emptyDir that exists before the
+                # container starts; a script that writes a temporary file beside the record
+                # and renames it (the README's recipe) needs it here too.
+                progress_dir.mkdir(parents=True, exist_ok=True)
+                progress_file = str(progress_dir / "progress.json")
                 gpus = {"CUDA_VISIBLE_DEVICES": ""} if self.hide_gpus else {}
                 started = self.node.start(pod, port=self.port, checkpoint_dir=checkpoint, progress_file=progress_file,
                                           out=self.out, extra_env={**gpus, **devices_for_node(self.job, rank, self.gpus)})
@@ -217,6 +224,9 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
 def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if fresh:
         start_fresh(workdir)
+    # An earlier run's progress records are not this run's: its attempt 0 would show the
+    # last run's `step 48/48 (100%)` until the trainer writes its first record.
+    shutil.rmtree(workdir / PODS_DIR, ignore_errors=True)
     earlier = previous_run(workdir)
     if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
             and any(runner.checkpoint_dir.glob("*")):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Iterable, Mapping
 
-from ddpjob import render
+from ddpjob import render, text
 from ddpjob.api import names, spec
 from ddpjob.job import lifecycle
 from ddpjob.job.observe import PodState, pod_state
@@ -152,8 +152,8 @@ class Children:
         if created:
             self.metrics.pods_created.inc(created)
             self.post_event(body, "Normal", "Created",
-                            f"created {created} Pod(s) of attempt {plan.restart_count} "
-                            f"({parsed.nodes} nodes x {parsed.nproc_per_node} processes)")
+                            f"created {text.plural(created, 'Pod')} of attempt {plan.restart_count} "
+                            f"({text.plural(parsed.nodes, 'node')} x {text.plural(parsed.nproc_per_node, 'process')})")
         if refused is None and errors:
             raise errors[0]  # retried by the worker; what was created is remembered
         return refused

@@ -43,6 +43,7 @@ MAX_REQUEST_TIMEOUT = 60.0
 # long after the server's recovery the operator notices (and one request per 5 s per
 # retrying caller is no burden to a struggling server).
 API_BACKOFF = Backoff(base=0.5, cap=5.0)
+REPORTING_COMPONENT = "ddpjob-operator"
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -52,6 +53,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # per line.
     settings.posting.enabled = True
     settings.posting.loggers = False
+    # `kubectl describe` shows this in its From column: the operator, not its framework.
+    settings.posting.reporting_component = REPORTING_COMPONENT
     # kopf's bookkeeping (the last handled spec, handler progress) goes into annotations
     # under our group, never into .status: the status is computed in full by the job
     # logic and is ours alone.

@@ -16,8 +16,12 @@ from ddpjob.operator.kube import Conflict, Kube, job_path
 
 
 def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """A merge patch that turns `previous` into `new`: keys the plan dropped become null."""
-    patch = dict(new)
+    """A merge patch that turns `previous` into `new`: keys the plan dropped become null,
+    at every depth (a merge patch merges objects, so a `progress` without its `eta`, or a
+    `lastFailure` without the last one's `errorLine`, would otherwise keep the old key)."""
+    patch = {key: status_patch(previous[key], value)
+             if isinstance(value, Mapping) and isinstance(previous.get(key), Mapping) else value
+             for key, value in new.items()}
     for key in previous:
         if key not in new:
             patch[key] = None

@@ -82,7 +82,7 @@ def admit(validator: CRDValidator, body: Mapping[str, Any], old: Mapping[str, An
     if errors:
         name = (obj.get('metadata') or {}).get('name', '')
         kind = f'{validator.kind}.{validator.group}'
-        # CEL messages of this project's CRD already start with their field path.
+        # A root-level CEL rule's message names its field itself (a real server writes the path first).
         texts = [e.message if e.message.startswith(e.path + ':') else str(e) for e in errors]
         agg = texts[0] if len(texts) == 1 else '[' + ', '.join(texts) + ']'
         raise ApiError(422, 'Invalid', f'{kind} "{name}" is invalid: {agg}', {

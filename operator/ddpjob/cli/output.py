@@ -1,0 +1,27 @@
+"""How `ddpjob get` prints what the API server answers, as kubectl prints it: the
+server's Table (the CRD's printer columns), and objects without managedFields."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """As `kubectl get -o yaml` shows an object: server-side apply's bookkeeping left out."""
+    if isinstance(obj.get("items"), list):
+        return {**obj, "items": [without_managed_fields(i) for i in obj["items"] if isinstance(i, dict)]}
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
+
+
+def format_table(table: dict[str, Any], wide: bool = False) -> str:
+    """kubectl's layout: upper-case headers, columns padded with three spaces; `wide`
+    adds the columns of a higher priority (-o wide)."""
+    columns = [c for c in table["columnDefinitions"] if wide or int(c.get("priority", 0)) == 0]
+    index = [table["columnDefinitions"].index(c) for c in columns]
+    rows = [[c["name"].upper() for c in columns]]
+    for row in table["rows"]:
+        rows.append(["<none>" if row["cells"][i] in (None, "") else str(row["cells"][i]) for i in index])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)

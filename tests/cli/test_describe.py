@@ -1,0 +1,102 @@
+"""`ddpjob describe` laid out as `kubectl describe` lays out an object: a golden output
+(tests/cli/golden/describe-*.txt; set UPDATE_GOLDEN=1 to rewrite them after a
+deliberate change, then read the diff)."""
+from __future__ import annotations
+
+import os
+import pathlib
+from datetime import datetime, timezone
+
+import pytest
+
+from ddpjob import times
+from ddpjob.cli.describe import describe
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+NOW = datetime(2026, 11, 24, 7, 30, 0, tzinfo=timezone.utc)
+
+JOB = {
+    "metadata": {"name": "mnist-cpu", "namespace": "team-a", "creationTimestamp": "2026-11-24T07:20:00Z"},
+    "spec": {"nodes": 2, "nprocPerNode": "auto", "backend": "auto", "image": "ddpjob/trainer:0.2.0-cpu",
+             "gpusPerNode": 0, "restartPolicy": "OnFailure", "maxRestarts": 3, "activeDeadlineSeconds": 1800,
+             "suspend": False, "command": ["ddpjob-launch"], "args": ["ddpjob-train", "--epochs", "3"]},
+    "status": {
+        "phase": "Running", "message": "2/2 nodes running", "readyNodes": 2, "scheduledNodes": 2, "restarts": 1,
+        "worldSize": 2, "startTime": "2026-11-24T07:20:02Z",
+        "progress": {"summary": "epoch 2/3 step 120/300 (40%)", "attempt": 1, "step": 120, "totalSteps": 300,
+                     "samplesPerSecond": 5120.5, "loss": 0.41, "eta": "1m30s", "etaSeconds": 90,
+                     "updateTime": "2026-11-24T07:29:48Z"},
+        "lastFailure": {"pod": "mnist-cpu-1", "nodeRank": 1, "exitCode": 137, "reason": "OOMKilled",
+                        "message": "the container used more memory\nthan its limit", "retryable": True,
+                        "errorLine": "RuntimeError: out of memory", "sameOnAttempts": 1,
+                        "time": "2026-11-24T07:24:00Z"},
+        "conditions": [
+            {"type": "Running", "status": "True", "reason": "Running", "message": "2/2 nodes running",
+             "lastTransitionTime": "2026-11-24T07:25:10Z"},
+            {"type": "Restarting", "status": "False", "reason": "Running", "message": "2/2 nodes running",
+             "lastTransitionTime": "2026-11-24T07:25:10Z"},
+            {"type": "GangScheduled", "status": "False", "reason": "GangIntegrationUnavailable",
+             "message": "spec.scheduling.gang: volcano is not enabled", "lastTransitionTime": "2026-11-24T07:20:01Z"},
+        ]},
+}
+PODS = [{"metadata": {"name": f"mnist-cpu-{i}", "creationTimestamp": "2026-11-24T07:25:00Z",
+                      "labels": {"ddpjob.io/node-rank": str(i), "ddpjob.io/restart-count": "1"}},
+         "status": {"phase": "Running", "containerStatuses": [{"name": "trainer", "state": {"running": {}}}]}}
+        for i in range(2)]
+EVENTS = [
+    {"type": "Normal", "reason": "Created", "message": "created 2 Pods of attempt 0 (2 nodes x 1 process)",
+     "lastTimestamp": "2026-11-24T07:20:01.788360+00:00", "source": {"component": "ddpjob-operator"}},
+    {"type": "Warning", "reason": "Restarting", "message": "Pod mnist-cpu-1 failed (exit code 137, OOMKilled)",
+     "firstTimestamp": "2026-11-24T07:22:00Z", "lastTimestamp": "2026-11-24T07:24:00Z", "count": 2,
+     "source": {"component": "ddpjob-operator"}},
+    {"type": "Normal", "reason": "Running", "message": "2/2 nodes running", "eventTime": "2026-11-24T07:25:10.000000Z",
+     "reportingComponent": "ddpjob-operator"},
+]
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text + "\n")
+    assert text + "\n" == path.read_text()
+
+
+def test_describe_a_running_job_golden() -> None:
+    check_golden("describe-running.txt", describe(JOB, PODS, EVENTS, NOW))
+
+
+def test_describe_a_new_job_golden() -> None:
+    job = {"metadata": {"name": "hello", "namespace": "default", "creationTimestamp": "2026-11-24T07:29:55Z"},
+           "spec": {"nodes": 1, "image": "x", "suspend": True}}
+    check_golden("describe-new.txt", describe(job, [], [], NOW))
+
+
+def test_describe_is_aligned_and_says_values_as_yaml_does() -> None:
+    text = describe(JOB, PODS, EVENTS, NOW)
+    assert "False" not in text.replace("Status  ", "").split("Conditions:")[0]  # suspend: false, not Python's
+    assert "  suspend:                false" in text.splitlines()  # two spaces after the longest label
+    assert "  activeDeadlineSeconds:  1800" in text.splitlines()
+    # Every value of a section starts in one column; table cells never run together.
+    conditions = text.split("Conditions:\n")[1].split("\nPods:")[0].splitlines()
+    starts = {line.index("Reason") for line in conditions[:1]} | {
+        line.index("GangIntegrationUnavailable") for line in conditions if "Gang" in line}
+    assert len(starts) == 1
+    assert "ddpjob-operator" in text and "kopf" not in text
+    assert "6m (x2 over 8m)" in text  # an Event seen twice
+
+
+def test_describe_shows_the_jobs_own_events_not_its_services() -> None:
+    job = {**JOB, "metadata": {**JOB["metadata"], "uid": "job-uid"}}
+    service_event = {"type": "Warning", "reason": "FailedToUpdateEndpointSlices", "message": "loopback",
+                     "lastTimestamp": "2026-11-24T07:25:00Z", "involvedObject": {"kind": "Service", "uid": "svc-uid"}}
+    own = {**EVENTS[0], "involvedObject": {"kind": "DDPJob", "uid": "job-uid"}}
+    text = describe(job, [], [service_event, own], NOW)
+    assert "FailedToUpdateEndpointSlices" not in text and "Created" in text
+
+
+@pytest.mark.parametrize("seconds,expected", [
+    (-5, "<invalid>"), (-0.5, "0s"), (0, "0s"), (119, "119s"), (120, "2m"), (200, "3m20s"), (600, "10m"),
+    (179 * 60, "179m"), (3 * 3600, "3h"), (3 * 3600 + 600, "3h10m"), (47 * 3600, "47h"), (50 * 3600, "2d2h"),
+    (400 * 86400, "400d"), (3 * 365 * 86400 + 5 * 86400, "3y5d"), (3 * 365 * 86400, "3y"), (9 * 365 * 86400 + 86400, "9y")])
+def test_ages_as_kubectl_says_them(seconds: float, expected: str) -> None:
+    assert times.age(seconds) == expected

