@@ -27,7 +27,10 @@ each as the upstream scheduler does it:
   a Pod whose `spec.schedulingGroup.podGroupName` names a PodGroup waits (PreEnqueue, no
   condition) until the PodGroup exists and at least `minCount` of its Pods exist; then the
   group's unbound Pods are placed all at once if they all fit, else none is, and each
-  gets `PodScheduled=False, Unschedulable`.
+  gets `PodScheduled=False, Unschedulable`: the Pod that did not fit its FitError, the
+  others kube-scheduler 1.37's `pod group is unschedulable, minCount (N) cannot be
+  satisfied: S scheduled, R remaining` (gangscheduling.go PlacementFeasible; its
+  preemption tail is not modelled).
 
 - The PodGroup protection finalizer `scheduling.k8s.io/podgroup-protection`: stamped on every
   PodGroup (the PodGroupProtection admission plugin does it at creation; here on the next
@@ -207,13 +210,18 @@ class Scheduler:
         waiting.sort(key=lambda p: self._seen.get(p['metadata']['uid'], 0))
         trial = copy.deepcopy(free)
         placement: list[tuple[dict, str]] = []
-        for pod in waiting:
+        bound = len(members) - len(waiting)
+        for i, pod in enumerate(waiting):
             if (pod.get('spec') or {}).get('schedulingGates'):
                 return 0
             node, message = find_node(pod, nodes, trial)
-            if node is None:
-                for member in waiting:  # all or nothing
-                    self._condition(member, 'False', 'Unschedulable', message)
+            if node is None:  # all or nothing: the Pod that did not fit says why, the others
+                # what the GangScheduling plugin's PlacementFeasible says (no preemption tail)
+                scheduled, remaining = bound + len(placement), len(waiting) - i - 1
+                group_message = (f'pod group is unschedulable, minCount ({min_count}) cannot be satisfied: '
+                                 f'{scheduled} scheduled, {remaining} remaining')
+                for member in waiting:
+                    self._condition(member, 'False', 'Unschedulable', message if member is pod else group_message)
                 return 0
             take(trial[node], pod_requests(pod))
             placement.append((pod, node))
