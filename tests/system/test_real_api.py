@@ -61,7 +61,7 @@ def apply(cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *a
 def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: RealCluster) -> None:
     cluster.core.create_namespaced_resource_quota(cluster.namespace, {"metadata": {"name": "one-pod"},
                                                                       "spec": {"hard": {"pods": "1"}}})
-    cluster.create_job(job("quota"))
+    cluster.create_job(job("quota", sleep=8))  # Pod 0 holds the quota while the test looks
     st = waiting_for(cluster, "quota", "exceeded quota")
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
     assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
