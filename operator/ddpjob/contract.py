@@ -37,14 +37,23 @@ TORCHRUN_PREFIX = "PET_"
 # Set under both spellings (plain and PET_).
 NODE_LEVEL = (MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE)
 
+# An elastic job's rendezvous, as torchrun's own flags (PET_<FLAG>), so that `torchrun
+# train.py` in a Pod is elastic with no flags: c10d, its store hosted by Pod 0's torchrun
+# (`is_host` says which one, also where every Pod shares 127.0.0.1 under `ddpjob run`).
+RDZV_BACKEND, RDZV_ENDPOINT, RDZV_ID = "PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID"
+RDZV_CONF, MAX_RESTARTS = "PET_RDZV_CONF", "PET_MAX_RESTARTS"
+# Each lost Pod costs every survivor's torchrun one restart of its workers (a Pod that
+# joins costs none): a budget of this many per node of the range.
+ELASTIC_RESTARTS_PER_NODE = 4
+
 # name -> meaning; docs/design.md's table is checked against it.
 MEANING: dict[str, str] = {
     MASTER_ADDR: "DNS name of Pod 0 (`J-0.J.NS.svc`); 127.0.0.1 under `ddpjob run`",
     MASTER_PORT: "rendezvous port, `spec.port`; a free port under `ddpjob run`",
-    NNODES: "number of Pods in the gang, `spec.nodes`",
-    NODE_RANK: "this Pod's index, 0..nodes-1",
+    NNODES: "number of Pods in the gang, `spec.nodes`; `MIN:MAX` for an elastic job (torchrun's syntax)",
+    NODE_RANK: "this Pod's index, 0..nodes-1 (an elastic job's node ranks are torchrun's rendezvous')",
     NPROC_PER_NODE: "processes in this Pod (resolved `spec.nprocPerNode`)",
-    WORLD_SIZE: "nodes x processes per node",
+    WORLD_SIZE: "nodes x processes per node; not set for an elastic job (torchrun sets it per group)",
     RANK: "global rank; set only when one process runs per Pod (torchrun sets it otherwise)",
     LOCAL_RANK: "0; set only when one process runs per Pod",
     LOCAL_WORLD_SIZE: "1; set only when one process runs per Pod",
@@ -56,6 +65,12 @@ MEANING: dict[str, str] = {
     PROGRESS_FILE: f"where a process may write the progress record (`{PROGRESS_PATH}`, an emptyDir)",
     PROGRESS_PORT: f"port of ddpjob-launch's /progress and /metrics ({DEFAULT_PROGRESS_PORT}, containerPort "
                    f"`{PROGRESS_PORT_NAME}`)",
+    RDZV_BACKEND: "elastic jobs only: `c10d`",
+    RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
+    RDZV_ID: "elastic jobs only: the job's name",
+    RDZV_CONF: "elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere",
+    MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
+                  "of worker restarts (each lost Pod costs each survivor one)",
 }
 
 # Defaults, not reserved: a user's `spec.env` entry of the same name replaces them.
@@ -75,15 +90,26 @@ DEFAULT_MEANING: dict[str, str] = {
 RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL) | {PROGRESS_HOST}
 
 
+def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]]:
+    return [(RDZV_BACKEND, "c10d"), (RDZV_ENDPOINT, f"{master_addr}:{job.port}"), (RDZV_ID, job.name),
+            (RDZV_CONF, f"is_host={int(node_rank == 0)}"),
+            (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes))]
+
+
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
     both = lambda name, value: [(name, value), (TORCHRUN_PREFIX + name, value)]  # noqa: E731
+    elastic = getattr(job, "elastic", None)
     pairs = [
         *both(MASTER_ADDR, master_addr), *both(MASTER_PORT, str(job.port)),
-        *both(NNODES, str(job.nodes)), *both(NODE_RANK, str(node_rank)),
+        *both(NNODES, elastic.nnodes if elastic else str(job.nodes)), *both(NODE_RANK, str(node_rank)),
         *both(NPROC_PER_NODE, str(job.nproc_per_node)),
-        (WORLD_SIZE, str(job.world_size)),
     ]
-    if job.nproc_per_node == 1:
+    if elastic:
+        # The world's size and each process's rank are the rendezvous' (they change with it).
+        pairs += _elastic(job, master_addr, node_rank)
+    else:
+        pairs.append((WORLD_SIZE, str(job.world_size)))
+    if job.nproc_per_node == 1 and not elastic:
         # One process per Pod: a plain init_process_group("env://") script works unchanged.
         pairs += [(RANK, str(node_rank)), (LOCAL_RANK, "0"), (LOCAL_WORLD_SIZE, "1")]
     pairs += [(JOB_NAME, job.name), (JOB_NAMESPACE, job.namespace),
@@ -109,6 +135,9 @@ def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | 
     the Pod's launcher binds (its own "Pod IP"), so every Pod keeps the contract port."""
     env = {MASTER_ADDR: "127.0.0.1", TORCHRUN_PREFIX + MASTER_ADDR: "127.0.0.1",
            MASTER_PORT: str(port), TORCHRUN_PREFIX + MASTER_PORT: str(port)}
+    # An elastic job's c10d endpoint is the same place. (Set for a rigid one too, where
+    # torchrun's static rendezvous would read the same address from it.)
+    env[RDZV_ENDPOINT] = f"127.0.0.1:{port}"
     if checkpoint_dir is not None:
         env[CHECKPOINT_DIR] = str(checkpoint_dir)
     if progress_file is not None:

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
 from ddpjob.api.errors import FieldError, ImmutableFieldError, InvalidSpec
 from ddpjob.api.scheduling import Scheduling, check_scheduling
 
@@ -25,6 +26,7 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 RESERVED_ENV = contract.RESERVED
 
 # Fields whose change would silently reshape a running gang; the CRD marks them too.
+# `nodes` may change in an elastic job (within spec.elastic), which re-forms its group.
 IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")
 
 # The defaults of the immutable fields, as the CRD stores them: an update that spells out
@@ -37,7 +39,7 @@ SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
     "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds", "stallTimeoutSeconds",
-    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
+    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling", "elastic",
 })
 
 
@@ -81,10 +83,17 @@ class DDPJob:
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=lambda: Scheduling())
+    elastic: Elastic | None = None  # None: a rigid gang
 
     @property
     def world_size(self) -> int:
+        """Processes at the desired size (an elastic job may train with fewer for a while)."""
         return self.nodes * self.nproc_per_node
+
+    @property
+    def min_nodes(self) -> int:
+        """Pods the job trains with at least: all of a rigid gang's."""
+        return gang_minimum(self.nodes, self.elastic)
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -334,8 +343,12 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         from ddpjob.api import template_types  # imports the kubernetes client lazily
 
         c.errors += template_types.check(template)
-    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"), nodes)
-    name = _check_name(c, metadata, nodes if nodes and 1 <= nodes <= 1024 else 1) if metadata_ok else ""
+    elastic = check_elastic(c, c.mapping(spec, "elastic"), nodes if nodes and 1 <= nodes <= 1024 else None)
+    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"),
+                                  gang_minimum(nodes, elastic) if nodes is not None else None, elastic is not None)
+    # Pod names must fit for every size the job may take.
+    most = elastic.max_nodes if elastic else nodes
+    name = _check_name(c, metadata, most if most and 1 <= most <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
@@ -352,7 +365,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
         stall_timeout_seconds=stall,
-        checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
+        checkpoint=checkpoint, template=dict(template), scheduling=scheduling, elastic=elastic,
     )
 
 
@@ -369,8 +382,12 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fiel
     errors = validate(new)
     old_spec, new_spec = (_without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {}
                           for b in (old, new))
+    both_elastic = old_spec.get("elastic") is not None and new_spec.get("elastic") is not None
     for key in IMMUTABLE_FIELDS:
+        if key == "nodes" and both_elastic:
+            continue
         default = IMMUTABLE_DEFAULTS.get(key)
         if old_spec.get(key, default) != new_spec.get(key, default):
             errors.append(ImmutableFieldError(f"spec.{key}"))
+    errors += [ImmutableFieldError(path, message) for path, message in immutable_errors(old_spec, new_spec)]
     return errors

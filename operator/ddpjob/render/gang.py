@@ -85,7 +85,8 @@ def pod_group_name(job: DDPJob, attempt: int) -> str | None:
 def render_pod_group(job: DDPJob, attempt: int, pods: list[dict], owner_references: list[dict],
                      labels: dict[str, str]) -> dict | None:
     """The PodGroup of attempt `attempt` (None when the integration has none).
-    `pods` are the attempt's rendered Pods (Volcano's minResources is their sum)."""
+    `pods` are the attempt's rendered Pods (Volcano's minResources is their sum). Its
+    minimum is `job.min_nodes`: every node of a rigid gang, `elastic.minNodes` otherwise."""
     gang = job.scheduling.gang
     if gang not in POD_GROUP_KINDS:
         return None
@@ -96,18 +97,18 @@ def render_pod_group(job: DDPJob, attempt: int, pods: list[dict], owner_referenc
     sched = job.scheduling
     spec: dict[str, Any]
     if gang == "kubernetes":
-        spec = {"schedulingPolicy": {"gang": {"minCount": job.nodes}}}
+        spec = {"schedulingPolicy": {"gang": {"minCount": job.min_nodes}}}
         if sched.priority_class_name:
             spec["priorityClassName"] = sched.priority_class_name
     elif gang == "volcano":
         # minResources lets Volcano's enqueue action admit the group only when the queue
         # can hold all of it; "if queue does not exist, the PodGroup will not be scheduled".
-        spec = {"minMember": job.nodes, "queue": sched.queue or "default",
-                "minResources": sum_requests(pods)}
+        spec = {"minMember": job.min_nodes, "queue": sched.queue or "default",
+                "minResources": sum_requests(pods[:job.min_nodes])}
         if sched.priority_class_name:
             spec["priorityClassName"] = sched.priority_class_name
     else:
-        spec = {"minMember": job.nodes}
+        spec = {"minMember": job.min_nodes}
         if sched.schedule_timeout_seconds:
             spec["scheduleTimeoutSeconds"] = sched.schedule_timeout_seconds
     return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec}
