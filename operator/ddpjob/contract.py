@@ -81,7 +81,18 @@ NCCL_DEFAULTS: dict[str, str] = {
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",  # abort the communicator and exit on error/timeout
     COLLECTIVE_TIMEOUT: "600",  # torch's own NCCL default; gloo's is 30 minutes
 }
+# An elastic job's defaults, for torch's elastic agent (torch 2.14). Every Pod runs the same
+# number of workers, so ranks are computed rather than exchanged through the store (the
+# exchange hung after a lost node); and each group gets a fresh worker store from its own
+# rank 0, instead of the shared one whose address a survivor keeps from its first group
+# (it pointed at the lost Pod: the new group never met).
+ELASTIC_DEFAULTS: dict[str, str] = {
+    "TORCH_ELASTIC_WORKER_IDENTICAL": "1",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+}
 DEFAULT_MEANING: dict[str, str] = {
+    "TORCH_ELASTIC_WORKER_IDENTICAL": "elastic jobs: 1, every Pod runs the same number of workers (ranks computed)",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "elastic jobs: 1, each group's workers get a fresh store from its rank 0",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1: a failed or timed-out NCCL collective aborts and exits the process",
     COLLECTIVE_TIMEOUT: "seconds a collective may block before it fails (init_process_group timeout)",
 }
@@ -120,6 +131,8 @@ def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> li
     # Duplicate env names are ambiguous to readers: leave out a default the user sets.
     user = {e.get("name") for e in getattr(job, "env", ()) or ()}
     pairs += [(k, v) for k, v in NCCL_DEFAULTS.items() if k not in user]
+    if elastic:
+        pairs += [(k, v) for k, v in ELASTIC_DEFAULTS.items() if k not in user]
     return pairs
 
 

@@ -4,7 +4,7 @@ and leaves to the rigid rules what it cannot carry (fewer than minNodes, a perma
 failure). Every resize is counted and said once, with its cause."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from ddpjob.api.spec import parse_job
 from ddpjob.job import lifecycle
@@ -15,6 +15,7 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def job(nodes=4, lo=2, hi=4, **spec):
+    spec.setdefault("restartBackoffSeconds", 0)
     spec.update(image="img", nodes=nodes)
     if lo is not None:
         spec["elastic"] = {"minNodes": lo, "maxNodes": hi}
@@ -26,8 +27,8 @@ def pod(rank: int, phase: str = "Running", restarts: int = 0, **kw) -> PodState:
     return PodState(name=f"demo-{rank}", node_rank=rank, restart_count=restarts, phase=phase, **kw)
 
 
-def decide(j, pods, previous) -> lifecycle.Plan:
-    return lifecycle.decide(Observed(job=j, pods=tuple(pods), previous=previous, now=T0))
+def decide(j, pods, previous, now=T0) -> lifecycle.Plan:
+    return lifecycle.decide(Observed(job=j, pods=tuple(pods), previous=previous, now=now))
 
 
 def running_status(j, ranks=range(4)):
@@ -138,3 +139,13 @@ def test_a_finishing_job_is_left_to_the_success_policy():
     j = job()
     done = [pod(r, "Succeeded", exit_code=0) for r in range(4)]
     assert decide(j, done, running_status(j)).status["phase"] == "Succeeded"
+
+
+def test_a_lost_index_comes_back_after_the_restart_backoff():
+    j = job(restartBackoffSeconds=30)
+    p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137), pod(3)], running_status(j))
+    p = decide(j, [pod(0), pod(1), pod(3)], p.status, now=T0 + timedelta(seconds=10))
+    assert p.create == () and p.requeue_after == 20.0 and "replacing demo-2 in 20s" in p.status["message"]
+    assert p.status["phase"] == "Running" and p.write_status
+    p = decide(j, [pod(0), pod(1), pod(3)], p.status, now=T0 + timedelta(seconds=30))
+    assert p.create == (2,)

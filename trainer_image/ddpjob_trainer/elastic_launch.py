@@ -27,6 +27,13 @@ REJOIN_SECONDS = 600.0
 REJOIN_BACKOFF = (1.0, 30.0)  # first delay, cap; doubling
 
 
+def set_defaults(env: dict | None = None) -> None:
+    """The contract's elastic defaults, for a launcher started by hand (a Pod has them)."""
+    env = os.environ if env is None else env
+    for name, value in contract.ELASTIC_DEFAULTS.items():
+        env.setdefault(name, value)
+
+
 def torchrun_args(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> list[str]:
     """torchrun's flags for an elastic job, from the contract (PET_RDZV_*), with defaults
     for a launcher started by hand with NNODES=MIN:MAX."""

@@ -95,6 +95,7 @@ def build_command(launch: LaunchEnv, cmd: list[str]) -> tuple[list[str], bool]:
             return cmd, False
         target = ["--no-python", *cmd]
     if launch.elastic:
+        elastic_launch.set_defaults()
         return [sys.executable, "-m", "ddpjob_trainer._torchrun", *elastic_launch.torchrun_args(launch), *target], True
     argv = [
         sys.executable, "-m", "ddpjob_trainer._torchrun",

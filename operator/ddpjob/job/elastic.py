@@ -3,8 +3,10 @@
 Once an elastic job runs, a lost Pod (failed, evicted, deleted, its node gone) is not a
 gang failure while at least `minNodes` Pods still run: the survivors' torchrun re-forms
 the group without it, their Pods are left alone, `maxRestarts` is not touched, and the
-lost index is created again under the same name as soon as the name is free. When it
-runs, torchrun takes it back into the group: the job grows back to `spec.nodes`. A change
+lost index is created again under the same name once the name is free and
+`restartBackoffSeconds` have passed since the loss (a Pod that fails at once, a bad
+node say, is not re-created in a tight loop). When it runs, torchrun takes it back into
+the group: the job grows back to `spec.nodes`. A change
 of `spec.nodes` (within the range) works the same way: Pods above the new size are
 deleted, missing ones created.
 
@@ -23,6 +25,7 @@ in `status.resizes` and said in an Event with its cause (`settle`).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ddpjob.api import names
@@ -31,11 +34,13 @@ from ddpjob.job.decision import RUNNING, Event, Plan
 from ddpjob.job.failure import failure_record, root_cause
 from ddpjob.job.observe import PodState
 from ddpjob.job.restart_policy import is_retryable
+from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 RESIZED, NODE_LOST = "Resized", "NodeLost"
+RESIZE_EVENTS = (RESIZED, NODE_LOST)
 
 
 def _lost(step: "Step") -> list[PodState]:
@@ -80,17 +85,28 @@ def plan(step: "Step") -> Plan | None:
         return None
     gone = [p.name for p in lost] + [names.pod_name(job.name, r) for r in missing]
     msg = f"{len(running)}/{job.nodes} nodes running (elastic, {job.elastic.min_nodes} to {job.elastic.max_nodes})"
+    wait = _backoff(step) if missing else None
     if gone:
-        msg += f"; replacing {', '.join(sorted(gone))}"
+        msg += f"; replacing {', '.join(sorted(gone))}" + (f" in {wait:.0f}s" if wait else "")
     if above:
         msg += f"; stopping {', '.join(p.name for p in above)} (spec.nodes is {job.nodes})"
     changes = {}
     if lost:
         changes["lastFailure"] = failure_record(root_cause(lost), job.restart_policy, step.now)
     stuck, wake = creation.stuck_pods(lost + above, step.now)
+    create = () if wait else missing
     return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
-                create=missing, delete=tuple(p.name for p in lost + above if not p.deleting), stuck=stuck,
-                requeue_after=step.earliest(step.deadline_in, wake), write_status=not missing)
+                create=create, delete=tuple(p.name for p in lost + above if not p.deleting), stuck=stuck,
+                requeue_after=step.earliest(step.deadline_in, wake, wait), write_status=not create)
+
+
+def _backoff(step: "Step") -> float | None:
+    """Seconds until a lost index may be created again (None: now)."""
+    failed_at = parse_time((step.prev.get("lastFailure") or {}).get("time"))
+    if failed_at is None:
+        return None
+    left = (failed_at + timedelta(seconds=step.job.restart_backoff_seconds) - step.now).total_seconds()
+    return left if left > 0 else None
 
 
 def _cause(step: "Step", before: int, after: int) -> str:
