@@ -45,6 +45,13 @@ RDZV_CONF, MAX_RESTARTS = "PET_RDZV_CONF", "PET_MAX_RESTARTS"
 # Each lost Pod costs every survivor's torchrun one restart of its workers (a Pod that
 # joins costs none): a budget of this many per node of the range.
 ELASTIC_RESTARTS_PER_NODE = 4
+# Once minNodes have joined, how long the rendezvous waits for more before it starts
+# training (torchrun's default, 30 s, is also how long survivors stand idle after a loss).
+LAST_CALL_SECONDS = 10
+
+
+def rdzv_conf(node_rank: int) -> str:
+    return f"is_host={int(node_rank == 0)},last_call_timeout={LAST_CALL_SECONDS}"
 
 # name -> meaning; docs/design.md's table is checked against it.
 MEANING: dict[str, str] = {
@@ -68,7 +75,7 @@ MEANING: dict[str, str] = {
     RDZV_BACKEND: "elastic jobs only: `c10d`",
     RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
     RDZV_ID: "elastic jobs only: the job's name",
-    RDZV_CONF: "elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere",
+    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; `last_call_timeout={LAST_CALL_SECONDS}`",
     MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
                   "of worker restarts (each lost Pod costs each survivor one)",
 }
@@ -103,7 +110,7 @@ RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVE
 
 def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]]:
     return [(RDZV_BACKEND, "c10d"), (RDZV_ENDPOINT, f"{master_addr}:{job.port}"), (RDZV_ID, job.name),
-            (RDZV_CONF, f"is_host={int(node_rank == 0)}"),
+            (RDZV_CONF, rdzv_conf(node_rank)),
             (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes))]
 
 

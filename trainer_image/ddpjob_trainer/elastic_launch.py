@@ -39,7 +39,7 @@ def torchrun_args(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> li
     for a launcher started by hand with NNODES=MIN:MAX."""
     env = os.environ if env is None else env
     endpoint = env.get(contract.RDZV_ENDPOINT) or f"{launch.master_addr}:{launch.master_port}"
-    conf = env.get(contract.RDZV_CONF) or f"is_host={int(launch.node_rank == 0)}"
+    conf = env.get(contract.RDZV_CONF) or contract.rdzv_conf(launch.node_rank)
     restarts = env.get(contract.MAX_RESTARTS) or str(contract.ELASTIC_RESTARTS_PER_NODE * launch.nnodes)
     return ["--nnodes", f"{launch.min_nodes}:{launch.nnodes}", "--nproc-per-node", str(launch.nproc_per_node),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,

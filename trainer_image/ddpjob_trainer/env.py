@@ -108,6 +108,7 @@ class ProcessEnv:
     backend: str | None  # DDPJOB_BACKEND: None means "pick from the device"
     checkpoint_dir: str | None
     job_name: str | None
+    elastic_max_nodes: int | None = None  # an elastic job's maxNodes (NNODES=MIN:MAX): elastic_data.py
 
     @property
     def distributed(self) -> bool:
@@ -127,6 +128,7 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
         backend=backend,
         checkpoint_dir=env.get(contract.CHECKPOINT_DIR) or None,
         job_name=env.get(contract.JOB_NAME) or None,
+        elastic_max_nodes=_nnodes(env)[0] if ":" in (_get(env, "NNODES") or "") else None,
     )
     world = _int(env, "WORLD_SIZE", default=1, minimum=1)
     if "RANK" not in env:
