@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpjob_trainer import sample_log
+from ddpjob import sample_audit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -98,12 +98,12 @@ def run_and_kill(tmp_path, node: int, backoff: int):
 
 def test_a_lost_node_shrinks_the_job_which_grows_back_and_sees_every_sample_once(tmp_path):
     out, samples = run_and_kill(tmp_path, node=1, backoff=45)
-    worlds = sample_log.worlds(str(samples))
+    worlds = sample_audit.worlds(str(samples))
     assert worlds[0] == 3 and 2 in worlds and worlds[-1] == 3, worlds
-    assert sample_log.lost_and_repeated(str(samples), SIZE, EPOCHS) == (0, 0)
+    assert sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS) == (0, 0)
 
 
 def test_losing_node_zero_and_its_store_is_rejoined_not_a_gang_restart(tmp_path):
     out, samples = run_and_kill(tmp_path, node=0, backoff=5)
     assert "the rendezvous was lost (Pod 0 gone?): rejoining" in out
-    assert sample_log.lost_and_repeated(str(samples), SIZE, EPOCHS) == (0, 0)
+    assert sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS) == (0, 0)

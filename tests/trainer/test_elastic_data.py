@@ -1,4 +1,4 @@
-"""Exactly-once sampling across resizes (elastic_data.py) and its audit (sample_log.py),
+"""Exactly-once sampling across resizes (elastic_data.py) and its audit (sample_audit.py),
 pure: no process group."""
 
 import json
@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 import torch
 
-from ddpjob_trainer import elastic_data, sample_log
+from ddpjob import sample_audit
+from ddpjob_trainer import elastic_data
 
 
 @pytest.mark.parametrize("count, world", [(10, 3), (96, 4), (2, 3), (0, 2), (7, 1)])
@@ -64,13 +65,13 @@ def test_the_audit_keeps_only_the_steps_of_the_group_that_made_them_last(tmp_pat
     (tmp_path / "samples-2-r0.jsonl").write_text(
         json.dumps({"gen": 2, "start_step": 2, "world": 1}) + "\n"
         + json.dumps({"epoch": 1, "step": 3, "idx": [4, 5]}) + "\n" + '{"epoch": 1, "st')  # killed mid-line
-    assert sample_log.lost_and_repeated(str(tmp_path), 6, 1) == (0, 0)
-    assert sample_log.worlds(str(tmp_path)) == [2, 1]
+    assert sample_audit.lost_and_repeated(str(tmp_path), 6, 1) == (0, 0)
+    assert sample_audit.worlds(str(tmp_path)) == [2, 1]
     # Without the resume point, step 3 of group 1 would count as well: sample 4 twice.
     (tmp_path / "samples-2-r0.jsonl").write_text(
         json.dumps({"gen": 2, "start_step": 3, "world": 1}) + "\n" + json.dumps({"epoch": 1, "step": 4, "idx": [5]}))
-    assert sample_log.lost_and_repeated(str(tmp_path), 6, 1) == (0, 0)
+    assert sample_audit.lost_and_repeated(str(tmp_path), 6, 1) == (0, 0)
     (tmp_path / "samples-2-r0.jsonl").write_text(
         json.dumps({"gen": 2, "start_step": 3, "world": 1}) + "\n" + json.dumps({"epoch": 1, "step": 4, "idx": [4, 5]}))
-    assert sample_log.lost_and_repeated(str(tmp_path), 6, 1) == (0, 1)
-    assert sample_log.lost_and_repeated(str(tmp_path), 7, 1) == (1, 1)
+    assert sample_audit.lost_and_repeated(str(tmp_path), 6, 1) == (0, 1)
+    assert sample_audit.lost_and_repeated(str(tmp_path), 7, 1) == (1, 1)

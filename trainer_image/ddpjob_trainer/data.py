@@ -133,6 +133,7 @@ class TensorBatches:
             order = self.shard
         for start in range(start_batch * self.batch_size, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
+            self.last_indices = idx  # for --sample-log
             xb = self.x.index_select(0, idx)
             if self.channels_last and xb.dim() == 4:
                 xb = xb.contiguous(memory_format=torch.channels_last)
