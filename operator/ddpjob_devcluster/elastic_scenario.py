@@ -55,12 +55,12 @@ def _steps(samples: pathlib.Path) -> int:
     return sum(1 for p in samples.glob("*.jsonl") for _ in p.open()) if samples.exists() else 0
 
 
-def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: int = 2,
+def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: int = 2, backoff: int = 10,
         after_steps: int = 60, timeout: float = 420) -> Outcome:
     """Start the job, delete Pod `lose` once `after_steps` sample-log lines exist, and
     wait for the job to finish."""
     samples = workdir / f"{name}-samples"
-    body = job(name, samples, elastic=elastic)
+    body = job(name, samples, elastic=elastic, backoff=backoff)
     nodes = body["spec"]["nodes"]
     cluster.create_job(body)
     wait_until(lambda: _steps(samples) >= nodes * after_steps, 180, f"{name}: no training within 180 s",

@@ -48,7 +48,7 @@ def _count(c: Any, elastic: Mapping, key: str) -> int | None:
 
 
 def check_elastic(c: Any, elastic: Mapping | None, nodes: int | None) -> Elastic | None:
-    """Read spec.elastic, reporting every bad field through the checker `c` (spec._Checker)."""
+    """Read spec.elastic, reporting every bad field through the checker `c` (api.checker.Checker)."""
     if elastic is None:
         return None
     for key in sorted(set(elastic) - FIELDS):

@@ -53,7 +53,7 @@ def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
 
 
 def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None, elastic: bool = False) -> Scheduling:
-    """Read spec.scheduling, reporting every bad field through the checker `c` (spec._Checker).
+    """Read spec.scheduling, reporting every bad field through the checker `c` (api.checker.Checker).
     `nodes`: the gang's minimum (spec.nodes, or spec.elastic.minNodes when `elastic`)."""
     if not sched:
         return Scheduling()
