@@ -48,10 +48,14 @@ ELASTIC_RESTARTS_PER_NODE = 4
 # Once minNodes have joined, how long the rendezvous waits for more before it starts
 # training (torchrun's default, 30 s, is also how long survivors stand idle after a loss).
 LAST_CALL_SECONDS = 10
+# A node whose heartbeat is this many intervals late is dropped from the rendezvous:
+# 2 s x 3 (torchrun's 5 s x 3 kept the survivors of a lost Pod waiting 15 s for it).
+KEEP_ALIVE_SECONDS, KEEP_ALIVE_ATTEMPTS = 2, 3
 
 
 def rdzv_conf(node_rank: int) -> str:
-    return f"is_host={int(node_rank == 0)},last_call_timeout={LAST_CALL_SECONDS}"
+    return (f"is_host={int(node_rank == 0)},last_call_timeout={LAST_CALL_SECONDS},"
+            f"keep_alive_interval={KEEP_ALIVE_SECONDS},keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}")
 
 # name -> meaning; docs/design.md's table is checked against it.
 MEANING: dict[str, str] = {
@@ -75,7 +79,8 @@ MEANING: dict[str, str] = {
     RDZV_BACKEND: "elastic jobs only: `c10d`",
     RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
     RDZV_ID: "elastic jobs only: the job's name",
-    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; `last_call_timeout={LAST_CALL_SECONDS}`",
+    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; `last_call_timeout={LAST_CALL_SECONDS}`, "
+               f"`keep_alive_interval={KEEP_ALIVE_SECONDS}`, `keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
     MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
                   "of worker restarts (each lost Pod costs each survivor one)",
 }

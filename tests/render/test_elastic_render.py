@@ -24,7 +24,8 @@ def test_the_pods_run_torchrun_elastic_at_pod_zero():
         assert env["PET_NNODES"] == env["NNODES"] == "2:6"
         assert env["PET_RDZV_BACKEND"] == "c10d" and env["PET_RDZV_ID"] == "el"
         assert env["PET_RDZV_ENDPOINT"] == "el-0.el.ns.svc:29500"
-        assert env["PET_RDZV_CONF"] == f"is_host={int(rank == 0)},last_call_timeout={contract.LAST_CALL_SECONDS}"
+        assert env["PET_RDZV_CONF"] == (f"is_host={int(rank == 0)},last_call_timeout=10,"
+                                        "keep_alive_interval=2,keep_alive_max_attempt=3")
         assert env["PET_MAX_RESTARTS"] == str(contract.ELASTIC_RESTARTS_PER_NODE * 6)
         # The world and the ranks are the rendezvous' to say.
         assert not {"WORLD_SIZE", "RANK", "LOCAL_RANK"} & set(env)
