@@ -144,6 +144,10 @@ def test_a_finishing_job_is_left_to_the_success_policy():
 def test_a_lost_index_comes_back_after_the_restart_backoff():
     j = job(restartBackoffSeconds=30)
     p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137), pod(3)], running_status(j))
+    # Still terminating 5 s later: the loss keeps its time.
+    p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137, deleting=True), pod(3)], p.status,
+               now=T0 + timedelta(seconds=5))
+    assert p.status["lastFailure"]["time"] == "2026-01-01T00:00:00Z"
     p = decide(j, [pod(0), pod(1), pod(3)], p.status, now=T0 + timedelta(seconds=10))
     assert p.create == () and p.requeue_after == 20.0 and "replacing demo-2 in 20s" in p.status["message"]
     assert p.status["phase"] == "Running" and p.write_status

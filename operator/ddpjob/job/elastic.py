@@ -63,13 +63,6 @@ def _missing(step: "Step") -> tuple[int, ...]:
                  if r not in step.current and names.pod_name(step.job.name, r) not in taken)
 
 
-def running_enough(step: "Step") -> bool:
-    """An elastic job trains with `minNodes` running Pods (and none failed)."""
-    current = step.current.values()
-    return (len(_running(step)) + sum(1 for p in current if p.phase == "Succeeded") >= step.job.min_nodes
-            and not any(p.phase == "Failed" for p in current))
-
-
 def plan(step: "Step") -> Plan | None:
     """Keep a running elastic job running through a lost Pod or a new size."""
     job = step.job
@@ -91,8 +84,12 @@ def plan(step: "Step") -> Plan | None:
     if above:
         msg += f"; stopping {', '.join(p.name for p in above)} (spec.nodes is {job.nodes})"
     changes = {}
-    if lost:
-        changes["lastFailure"] = failure_record(root_cause(lost), job.restart_policy, step.now)
+    root = root_cause(lost) if lost else None
+    # Recorded once per loss (its time starts the re-create backoff), not at every step
+    # that sees the Pod still terminating.
+    if root is not None and ((root.phase == "Failed" and not root.deleting)
+                             or (step.prev.get("lastFailure") or {}).get("pod") != root.name):
+        changes["lastFailure"] = failure_record(root, job.restart_policy, step.now)
     stuck, wake = creation.stuck_pods(lost + above, step.now)
     create = () if wait else missing
     return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
