@@ -21,3 +21,17 @@ def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(cluster, tmp_pat
     assert any(e.startswith("Resized: training at 4/4 nodes") for e in out.events), out.events
     assert out.groups[0][0] == 4 and out.groups[-1][0] == 4 and out.grown_back_s is not None
     assert (out.lost, out.repeated) == (0, 0)
+
+
+def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cluster) -> None:
+    body = elastic_scenario.job("range", cluster.workdir / "unused", elastic=True)
+    body["spec"]["suspend"] = True  # the API's answers are the point, not the training
+    cluster.create_job(body)
+    inside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":3}}', check=False)
+    assert inside.returncode == 0, inside.stderr
+    outside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":5}}', check=False)
+    assert outside.returncode != 0 and "spec.nodes: must be from spec.elastic.minNodes" in outside.stderr
+    moved = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p",
+                            '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False)
+    assert moved.returncode != 0 and "spec.elastic: is immutable" in moved.stderr, moved.stderr
+    assert cluster.job("range")["spec"]["nodes"] == 3
