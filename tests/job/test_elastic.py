@@ -153,3 +153,11 @@ def test_a_lost_index_comes_back_after_the_restart_backoff():
     assert p.status["phase"] == "Running" and p.write_status
     p = decide(j, [pod(0), pod(1), pod(3)], p.status, now=T0 + timedelta(seconds=30))
     assert p.create == (2,)
+
+
+def test_a_pod_whose_delete_is_seen_after_its_replacement_is_named_as_lost():
+    # The operator's step that created the replacement wrote no status (the next one does):
+    # this one sees the new Pod Pending and readyNodes lower than the last written status.
+    j = job()
+    p = decide(j, [pod(0), pod(1), pod(2, "Pending"), pod(3)], running_status(j))
+    assert p.events[0].message == "training at 3/4 nodes: lost demo-2: Pod deleted, created again"

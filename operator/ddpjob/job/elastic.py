@@ -117,7 +117,11 @@ def _cause(step: "Step", before: int, after: int) -> str:
         record = failure_record(root_cause(lost), job.restart_policy, step.now)
         return f"lost {', '.join(p.name for p in lost)}: {record['message']}"
     gone = [names.pod_name(job.name, r) for r in range(job.nodes) if r not in step.current]
-    return f"lost {', '.join(gone)}: Pod deleted" if gone else "a Pod stopped running"
+    if gone:
+        return f"lost {', '.join(gone)}: Pod deleted"
+    # Gone and already created again (a delete seen only after the fact): the new Pod waits.
+    again = sorted(p.name for p in step.current.values() if p.phase not in ("Running", "Succeeded"))
+    return f"lost {', '.join(again)}: Pod deleted, created again" if again else "a Pod stopped running"
 
 
 def settle(step: "Step", plan: Plan) -> Plan:
