@@ -54,6 +54,18 @@ def node_processes(job_name: str, node_rank: int) -> list[int]:
     return pids
 
 
+def launcher_pids(job_name: str, ranks) -> list[int]:
+    """The `ddpjob-launch` process (the "container") of each of these nodes."""
+    found = []
+    for pid in sorted(pid for r in ranks for pid in node_processes(job_name, r)):
+        try:
+            if b"ddpjob-launch" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def steps_logged(samples) -> int:
     return sum(1 for p in samples.glob("*.jsonl") for _ in p.open()) if samples.exists() else 0
 
@@ -64,7 +76,8 @@ def run_and_kill(tmp_path, node: int, backoff: int):
     samples = tmp_path / "samples"
     log = (tmp_path / "run.log").open("w")
     run = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(job_file(tmp_path, name, samples, backoff))],
-                           cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, text=True)
+                           cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, "PYTHONUNBUFFERED": "1"})  # the log is read while it runs
     try:
         deadline = time.monotonic() + 180
         while steps_logged(samples) < 3 * 40 and run.poll() is None:  # well into epoch 1 (84 steps)
@@ -74,13 +87,14 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         survivors = [pid for r in others for pid in node_processes(name, r)]
         victims = node_processes(name, node)
         assert victims and survivors
-        launchers = [pid for pid in survivors if b"ddpjob-launch" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        launchers = launcher_pids(name, others)
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         while "Resized: training at 3/3" not in (tmp_path / "run.log").read_text() and run.poll() is None:
             time.sleep(0.5)
         # The survivors' launchers (their "containers") ran on: their Pods were never restarted.
-        assert len(launchers) == 2 and all(Path(f"/proc/{pid}").exists() for pid in launchers)
+        later = launcher_pids(name, others)
+        assert len(launchers) == 2 and later == launchers, (launchers, later)
         run.wait(timeout=400)
     finally:
         if run.poll() is None:
