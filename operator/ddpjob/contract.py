@@ -37,14 +37,34 @@ TORCHRUN_PREFIX = "PET_"
 # Set under both spellings (plain and PET_).
 NODE_LEVEL = (MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE)
 
+# An elastic job's rendezvous, as torchrun's own flags (PET_<FLAG>), so that `torchrun
+# train.py` in a Pod is elastic with no flags: c10d, its store hosted by Pod 0's torchrun
+# (`is_host` says which one, also where every Pod shares 127.0.0.1 under `ddpjob run`).
+RDZV_BACKEND, RDZV_ENDPOINT, RDZV_ID = "PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID"
+RDZV_CONF, MAX_RESTARTS = "PET_RDZV_CONF", "PET_MAX_RESTARTS"
+# Each lost Pod costs every survivor's torchrun one restart of its workers (a Pod that
+# joins costs none): a budget of this many per node of the range.
+ELASTIC_RESTARTS_PER_NODE = 4
+# Once minNodes have joined, how long the rendezvous waits for more before it starts
+# training (torchrun's default, 30 s, is also how long survivors stand idle after a loss).
+LAST_CALL_SECONDS = 10
+# A node whose heartbeat is this many intervals late is dropped from the rendezvous:
+# 2 s x 3 (torchrun's 5 s x 3 kept the survivors of a lost Pod waiting 15 s for it).
+KEEP_ALIVE_SECONDS, KEEP_ALIVE_ATTEMPTS = 2, 3
+
+
+def rdzv_conf(node_rank: int) -> str:
+    return (f"is_host={int(node_rank == 0)},last_call_timeout={LAST_CALL_SECONDS},"
+            f"keep_alive_interval={KEEP_ALIVE_SECONDS},keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}")
+
 # name -> meaning; docs/design.md's table is checked against it.
 MEANING: dict[str, str] = {
     MASTER_ADDR: "DNS name of Pod 0 (`J-0.J.NS.svc`); 127.0.0.1 under `ddpjob run`",
     MASTER_PORT: "rendezvous port, `spec.port`; a free port under `ddpjob run`",
-    NNODES: "number of Pods in the gang, `spec.nodes`",
-    NODE_RANK: "this Pod's index, 0..nodes-1",
+    NNODES: "number of Pods in the gang, `spec.nodes`; `MIN:MAX` for an elastic job (torchrun's syntax)",
+    NODE_RANK: "this Pod's index, 0..nodes-1 (an elastic job's node ranks are torchrun's rendezvous')",
     NPROC_PER_NODE: "processes in this Pod (resolved `spec.nprocPerNode`)",
-    WORLD_SIZE: "nodes x processes per node",
+    WORLD_SIZE: "nodes x processes per node; not set for an elastic job (torchrun sets it per group)",
     RANK: "global rank; set only when one process runs per Pod (torchrun sets it otherwise)",
     LOCAL_RANK: "0; set only when one process runs per Pod",
     LOCAL_WORLD_SIZE: "1; set only when one process runs per Pod",
@@ -56,6 +76,13 @@ MEANING: dict[str, str] = {
     PROGRESS_FILE: f"where a process may write the progress record (`{PROGRESS_PATH}`, an emptyDir)",
     PROGRESS_PORT: f"port of ddpjob-launch's /progress and /metrics ({DEFAULT_PROGRESS_PORT}, containerPort "
                    f"`{PROGRESS_PORT_NAME}`)",
+    RDZV_BACKEND: "elastic jobs only: `c10d`",
+    RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
+    RDZV_ID: "elastic jobs only: the job's name",
+    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; `last_call_timeout={LAST_CALL_SECONDS}`, "
+               f"`keep_alive_interval={KEEP_ALIVE_SECONDS}`, `keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
+    MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
+                  "of worker restarts (each lost Pod costs each survivor one)",
 }
 
 # Defaults, not reserved: a user's `spec.env` entry of the same name replaces them.
@@ -66,7 +93,18 @@ NCCL_DEFAULTS: dict[str, str] = {
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",  # abort the communicator and exit on error/timeout
     COLLECTIVE_TIMEOUT: "600",  # torch's own NCCL default; gloo's is 30 minutes
 }
+# An elastic job's defaults, for torch's elastic agent (torch 2.14). Every Pod runs the same
+# number of workers, so ranks are computed rather than exchanged through the store (the
+# exchange hung after a lost node); and each group gets a fresh worker store from its own
+# rank 0, instead of the shared one whose address a survivor keeps from its first group
+# (it pointed at the lost Pod: the new group never met).
+ELASTIC_DEFAULTS: dict[str, str] = {
+    "TORCH_ELASTIC_WORKER_IDENTICAL": "1",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+}
 DEFAULT_MEANING: dict[str, str] = {
+    "TORCH_ELASTIC_WORKER_IDENTICAL": "elastic jobs: 1, every Pod runs the same number of workers (ranks computed)",
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "elastic jobs: 1, each group's workers get a fresh store from its rank 0",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1: a failed or timed-out NCCL collective aborts and exits the process",
     COLLECTIVE_TIMEOUT: "seconds a collective may block before it fails (init_process_group timeout)",
 }
@@ -75,15 +113,26 @@ DEFAULT_MEANING: dict[str, str] = {
 RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL) | {PROGRESS_HOST}
 
 
+def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]]:
+    return [(RDZV_BACKEND, "c10d"), (RDZV_ENDPOINT, f"{master_addr}:{job.port}"), (RDZV_ID, job.name),
+            (RDZV_CONF, rdzv_conf(node_rank)),
+            (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes))]
+
+
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
     both = lambda name, value: [(name, value), (TORCHRUN_PREFIX + name, value)]  # noqa: E731
+    elastic = getattr(job, "elastic", None)
     pairs = [
         *both(MASTER_ADDR, master_addr), *both(MASTER_PORT, str(job.port)),
-        *both(NNODES, str(job.nodes)), *both(NODE_RANK, str(node_rank)),
+        *both(NNODES, elastic.nnodes if elastic else str(job.nodes)), *both(NODE_RANK, str(node_rank)),
         *both(NPROC_PER_NODE, str(job.nproc_per_node)),
-        (WORLD_SIZE, str(job.world_size)),
     ]
-    if job.nproc_per_node == 1:
+    if elastic:
+        # The world's size and each process's rank are the rendezvous' (they change with it).
+        pairs += _elastic(job, master_addr, node_rank)
+    else:
+        pairs.append((WORLD_SIZE, str(job.world_size)))
+    if job.nproc_per_node == 1 and not elastic:
         # One process per Pod: a plain init_process_group("env://") script works unchanged.
         pairs += [(RANK, str(node_rank)), (LOCAL_RANK, "0"), (LOCAL_WORLD_SIZE, "1")]
     pairs += [(JOB_NAME, job.name), (JOB_NAMESPACE, job.namespace),
@@ -94,6 +143,8 @@ def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> li
     # Duplicate env names are ambiguous to readers: leave out a default the user sets.
     user = {e.get("name") for e in getattr(job, "env", ()) or ()}
     pairs += [(k, v) for k, v in NCCL_DEFAULTS.items() if k not in user]
+    if elastic:
+        pairs += [(k, v) for k, v in ELASTIC_DEFAULTS.items() if k not in user]
     return pairs
 
 
@@ -109,6 +160,9 @@ def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | 
     the Pod's launcher binds (its own "Pod IP"), so every Pod keeps the contract port."""
     env = {MASTER_ADDR: "127.0.0.1", TORCHRUN_PREFIX + MASTER_ADDR: "127.0.0.1",
            MASTER_PORT: str(port), TORCHRUN_PREFIX + MASTER_PORT: str(port)}
+    # An elastic job's c10d endpoint is the same place. (Set for a rigid one too, where
+    # torchrun's static rendezvous would read the same address from it.)
+    env[RDZV_ENDPOINT] = f"127.0.0.1:{port}"
     if checkpoint_dir is not None:
         env[CHECKPOINT_DIR] = str(checkpoint_dir)
     if progress_file is not None:

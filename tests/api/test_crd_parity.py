@@ -68,6 +68,9 @@ SAME_SUBSTANCE = {
     "kueue-without-queue": "LocalQueue",
     "min-available-below-nodes": "must equal spec.nodes",
     "on-timeout-fail-without-timeout": "needs scheduleTimeoutSeconds",
+    "elastic-min-above-max": "<= spec.elastic.maxNodes",
+    "elastic-nodes-below-min": "spec.elastic.minNodes",
+    "elastic-min-available-is-nodes": "must equal spec.elastic.minNodes",
 }
 
 
@@ -83,7 +86,10 @@ def test_messages_match_in_substance(case_id, word, crd):
 
 def test_the_immutable_fields_are_the_same_on_both_sides(crd):
     transition = {r.path.removeprefix("spec.") for r in crd.rules() if "oldSelf" in r.rule and r.path != "spec"}
-    assert transition == set(spec.IMMUTABLE_FIELDS)
+    # nodes' rule is on the spec (it may change in an elastic job); elastic is immutable whole.
+    assert transition == set(spec.IMMUTABLE_FIELDS) - {"nodes"} | {"elastic"}
+    spec_rules = [r.rule for r in crd.rules() if "oldSelf" in r.rule and r.path == "spec"]
+    assert "has(self.elastic) || self.nodes == oldSelf.nodes" in spec_rules
     schema = crd.schema["properties"]["spec"]["properties"]
     for key, default in spec.IMMUTABLE_DEFAULTS.items():
         assert schema[key]["default"] == default, key
@@ -164,3 +170,38 @@ def test_an_update_that_spells_out_defaults_is_no_change(crd):
     stored = crd.defaulted(bare)
     assert spec.validate_update(bare, stored) == [] and crd.validate(stored, old=bare) == []
     assert spec.validate_update(stored, bare) == [] and crd.validate(bare, old=stored) == []
+
+
+ELASTIC = job({"nodes": 4, "elastic": {"minNodes": 2, "maxNodes": 4}, "args": ["--epochs", "1"]})
+
+# (what changes, the spec keys to set (None removes), the field that must be named)
+ELASTIC_IMMUTABLE = [
+    ("range-moved", {"elastic": {"minNodes": 1, "maxNodes": 4}}, "spec.elastic"),
+    ("range-removed", {"elastic": None}, "spec.elastic"),
+]
+
+
+@pytest.mark.parametrize("what, changes, path", ELASTIC_IMMUTABLE, ids=[c[0] for c in ELASTIC_IMMUTABLE])
+def test_an_elastic_range_cannot_change(what, changes, path, crd):
+    new = changed(ELASTIC, changes)
+    assert spec.validate(new) == [] and crd.validate(new) == []
+    assert [e.path for e in spec.validate_update(ELASTIC, new)] == [path]
+    assert path in [e.path for e in crd.validate(new, old=ELASTIC)]
+
+
+def test_an_elastic_range_cannot_be_added(crd):
+    new = changed(OLD, {"elastic": {"minNodes": 1, "maxNodes": 2}})
+    assert [e.path for e in spec.validate_update(OLD, new)] == ["spec.elastic"]
+    assert [e.path for e in crd.validate(new, old=OLD)] == ["spec.elastic"]
+
+
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_an_elastic_job_may_change_its_size_within_the_range(nodes, crd):
+    new = changed(ELASTIC, {"nodes": nodes})
+    assert spec.validate_update(ELASTIC, new) == [] and crd.validate(new, old=ELASTIC) == []
+
+
+def test_an_elastic_job_may_not_leave_its_range(crd):
+    new = changed(ELASTIC, {"nodes": 5})
+    assert [e.path for e in spec.validate_update(ELASTIC, new)] == ["spec.nodes"]
+    assert [e.path for e in crd.validate(new, old=ELASTIC)] == ["spec.nodes"]

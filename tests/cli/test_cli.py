@@ -183,3 +183,12 @@ def test_a_plain_script_with_several_processes_per_node_is_warned_about(capsys, 
     code, out, err = ddpjob(capsys, "validate", "-f", str(path))
     assert code == 0 and "is valid" in out  # a warning, not a refusal: the program may spawn its workers itself
     assert err == f"{path}: warning: {message.replace('WORLD_SIZE=4', 'WORLD_SIZE=2')}\n"
+
+
+def test_an_elastic_job_without_a_launcher_is_warned_about():
+    def elastic(command):
+        return parse_job({"metadata": {"name": "j"}, "spec": {"nodes": 2, "nprocPerNode": 1, "image": "x",
+                                                              "command": command,
+                                                              "elastic": {"minNodes": 1, "maxNodes": 2}}})
+    assert world_warning(elastic(["python", "train.py"])).startswith("spec.elastic: spec.command 'python' is not")
+    assert world_warning(elastic(["torchrun", "train.py"])) is None

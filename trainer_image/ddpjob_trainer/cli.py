@@ -66,6 +66,11 @@ def parser() -> argparse.ArgumentParser:
     a("--keep-checkpoints", type=_positive(int), default=3, help="keep the newest K")
     a("--metrics-file", default=None, help="JSON-lines metrics; default: CHECKPOINT_DIR/metrics.jsonl")
     a("--log-every", type=_positive(int), default=50, help="optimizer steps between progress lines")
+    a("--checkpoint-every-steps", type=_non_negative, default=0,
+      help="also checkpoint every N optimizer steps (an elastic job redoes at most N after a lost node); 0: off")
+    a("--global-batch-size", type=_positive(int), default=None,
+      help="elastic jobs: samples per global micro-batch at every size (default: batch size x procs x maxNodes)")
+    a("--sample-log", default=None, help="write which samples went into which step to DIR (the exactly-once audit)")
     return p
 
 

@@ -133,6 +133,7 @@ class TensorBatches:
             order = self.shard
         for start in range(start_batch * self.batch_size, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
+            self.last_indices = idx  # for --sample-log
             xb = self.x.index_select(0, idx)
             if self.channels_last and xb.dim() == 4:
                 xb = xb.contiguous(memory_format=torch.channels_last)
@@ -230,4 +231,10 @@ def load_data(args, d: Dist) -> Data:
     else:
         train, evaluation = cifar10(path, args.download, d)
     mk = lambda xy, is_train: TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)  # noqa: E731
+    if d.env.elastic_max_nodes:  # exactly once per epoch at any world size (elastic_data.py)
+        from .elastic_data import ElasticBatches, global_batch
+
+        size = global_batch(args.batch_size, d.env.local_world_size, d.env.elastic_max_nodes, args.global_batch_size)
+        return Data(ElasticBatches(*train, size, d, args.seed, cl), mk(evaluation, False) if evaluation else None,
+                    tuple(train[0].shape[1:]), 10)
     return Data(mk(train, True), mk(evaluation, False) if evaluation else None, tuple(train[0].shape[1:]), 10)

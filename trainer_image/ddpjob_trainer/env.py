@@ -55,12 +55,28 @@ def local_gpu_count() -> int:
 
 @dataclass(frozen=True)
 class LaunchEnv:
-    nnodes: int
+    nnodes: int  # an elastic job's most
     node_rank: int
     nproc_per_node: int
     master_addr: str
     master_port: int
     from_contract: bool  # False: plain `docker run`, single-node defaults
+    min_nodes: int | None = None  # set for an elastic job (NNODES=MIN:MAX)
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_nodes is not None
+
+
+def _nnodes(env: Mapping[str, str]) -> tuple[int, int | None]:
+    """(most, least): NNODES is a count, or an elastic job's MIN:MAX (torchrun's syntax)."""
+    raw = _get(env, "NNODES")
+    if raw is None or ":" not in raw:
+        return _int(env, "NNODES", minimum=1), None
+    lo, _, hi = raw.partition(":")
+    if not (lo.strip().isdigit() and hi.strip().isdigit()) or not 1 <= int(lo) <= int(hi):
+        raise UsageError(f"environment variable NNODES={raw!r} is not a count or MIN:MAX with 1 <= MIN <= MAX")
+    return int(hi), int(lo)
 
 
 def read_launch_env(env: Mapping[str, str] | None = None) -> LaunchEnv:
@@ -68,7 +84,7 @@ def read_launch_env(env: Mapping[str, str] | None = None) -> LaunchEnv:
     if not any(_get(env, name) for name in _NODE_VARS):
         # No contract at all (plain `docker run`): one node using every local GPU.
         return LaunchEnv(1, 0, max(1, local_gpu_count()), "127.0.0.1", DEFAULT_PORT, False)
-    nnodes = _int(env, "NNODES", minimum=1)
+    nnodes, min_nodes = _nnodes(env)
     node_rank = _int(env, "NODE_RANK")
     if node_rank >= nnodes:
         raise UsageError(f"environment variable NODE_RANK={node_rank} must be < NNODES={nnodes}")
@@ -79,7 +95,7 @@ def read_launch_env(env: Mapping[str, str] | None = None) -> LaunchEnv:
     port = _int(env, "MASTER_PORT", minimum=1)
     if port > 65535:
         raise UsageError(f"environment variable MASTER_PORT={port} is not a TCP port")
-    return LaunchEnv(nnodes, node_rank, nproc, addr, port, True)
+    return LaunchEnv(nnodes, node_rank, nproc, addr, port, True, min_nodes)
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,7 @@ class ProcessEnv:
     backend: str | None  # DDPJOB_BACKEND: None means "pick from the device"
     checkpoint_dir: str | None
     job_name: str | None
+    elastic_max_nodes: int | None = None  # an elastic job's maxNodes (NNODES=MIN:MAX): elastic_data.py
 
     @property
     def distributed(self) -> bool:
@@ -111,6 +128,7 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
         backend=backend,
         checkpoint_dir=env.get(contract.CHECKPOINT_DIR) or None,
         job_name=env.get(contract.JOB_NAME) or None,
+        elastic_max_nodes=_nnodes(env)[0] if ":" in (_get(env, "NNODES") or "") else None,
     )
     world = _int(env, "WORLD_SIZE", default=1, minimum=1)
     if "RANK" not in env:

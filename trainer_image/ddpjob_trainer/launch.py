@@ -4,7 +4,8 @@ Reads the node-level contract, waits for MASTER_ADDR to resolve (Pods start befo
 headless Service's DNS record exists), then runs CMD under torch.distributed.run with a
 static rendezvous -- torchrun does the process management, not us. The only case that
 skips torchrun is one process per node running an arbitrary executable: the contract
-already gives it RANK/WORLD_SIZE, so it is exec'ed as is.
+already gives it RANK/WORLD_SIZE, so it is exec'ed as is. An elastic job (NNODES=MIN:MAX)
+always runs under torchrun's c10d rendezvous (elastic_launch.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 
 from ddpjob import contract, exit_codes
 
-from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
+from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError, elastic_launch
 from .backend import refuse_short_nccl
 from .env import LaunchEnv, read_launch_env, threads_per_process
 
@@ -90,9 +91,12 @@ def build_command(launch: LaunchEnv, cmd: list[str]) -> tuple[list[str], bool]:
     if target is None:
         if shutil.which(cmd[0]) is None:
             raise UsageError(f"command {cmd[0]!r} not found on PATH")
-        if launch.nproc_per_node == 1:
+        if launch.nproc_per_node == 1 and not launch.elastic:
             return cmd, False
         target = ["--no-python", *cmd]
+    if launch.elastic:
+        elastic_launch.set_defaults()
+        return [sys.executable, "-m", "ddpjob_trainer._torchrun", *elastic_launch.torchrun_args(launch), *target], True
     argv = [
         sys.executable, "-m", "ddpjob_trainer._torchrun",
         "--nnodes", str(launch.nnodes),
@@ -108,8 +112,8 @@ def build_command(launch: LaunchEnv, cmd: list[str]) -> tuple[list[str], bool]:
     return argv, True
 
 
-def run_forwarding_signals(argv: list[str]) -> int:
-    received: list[int] = []
+def run_forwarding_signals(argv: list[str], received: list[int] | None = None) -> int:
+    received = [] if received is None else received
     children: list[subprocess.Popen] = []
 
     def forward(signum, _frame):
@@ -191,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         if (os.environ.get("DDPJOB_BACKEND") or "").strip().lower() == "nccl":
             refuse_short_nccl(launch.nproc_per_node, visible_gpus())  # before any process starts
         log(
-            f"node {launch.node_rank}/{launch.nnodes}, {launch.nproc_per_node} process(es), "
+            f"node {launch.node_rank}/{f'{launch.min_nodes}:' if launch.elastic else ''}{launch.nnodes}, "
+            f"{launch.nproc_per_node} process(es), "
             f"master {launch.master_addr}:{launch.master_port}"
             + ("" if launch.from_contract else " (no contract env: single-node defaults)")
         )
@@ -211,7 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         os.execvp(command[0], command)  # signals and exit code are the program's own
     # The progress server lives in this process: stay as the parent, forwarding signals.
-    return run_forwarding_signals(command)
+    if not launch.elastic:
+        return run_forwarding_signals(command)
+    received: list[int] = []
+    return elastic_launch.run_rejoining(lambda: run_forwarding_signals(command, received),
+                                        lambda left: wait_for_dns(launch.master_addr, min(left, dns_timeout)),
+                                        lambda: bool(received), log)
 
 
 if __name__ == "__main__":

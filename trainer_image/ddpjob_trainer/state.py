@@ -55,6 +55,7 @@ def save(d: Dist, directory: str, keep: int, pos: Position, model, optimizer, sc
         "scaler": scaler.state_dict(),
         "epoch": pos.epoch, "batch": pos.batch, "step": pos.step,
         "world_size": d.world_size, "batch_size": args.batch_size,
+        "global_batch": getattr(args, "elastic_global_batch", None),
         "rng": rngs,
         "summary": summary,  # so a run resumed after its last epoch can still report it
     }, keep)
@@ -93,8 +94,11 @@ def restore(d: Dist, directory: str, model, optimizer, scaler, args) -> tuple[Po
     scaler.load_state_dict(payload["scaler"])
     pos = Position(payload["epoch"], payload["batch"], payload["step"])
     same_layout = payload["world_size"] == d.world_size and payload["batch_size"] == args.batch_size
+    global_batch = getattr(args, "elastic_global_batch", None)
     if same_layout:
         set_rng_state(payload["rng"][d.rank], d.device)
+    elif pos.batch and global_batch and payload.get("global_batch") == global_batch:
+        pass  # an elastic position is a sample offset at any world size (elastic_data.py)
     elif pos.batch:
         # A mid-epoch position means nothing with another world or batch size: redo that epoch.
         pos.batch = 0

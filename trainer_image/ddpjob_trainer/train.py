@@ -24,6 +24,7 @@ from .data import load_data
 from .env import read_process_env
 from .models import build_model
 from .progress import Heartbeat, Progress
+from .sample_log import SampleLog
 
 # Testing aid: SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
 KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
@@ -68,6 +69,9 @@ class Trainer:
         if args.sync_bn and dev.type != "cuda" and args.strategy == "ddp" and d.world_size > 1:
             raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
         self.data = load_data(args, d)
+        # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
+        args.elastic_global_batch = getattr(self.data.train, "global_size", None)
+        self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:
             log("warning: this dataset has no evaluation split; evaluation is skipped")
         state.seed_everything(args.seed, 0)  # identical initial weights on every rank
@@ -117,6 +121,8 @@ class Trainer:
                 p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
+        if args.sample_log:
+            self.samples = SampleLog(args.sample_log, d, self.pos.step)
         model = self.wrap()
         while self.pos.epoch < args.epochs:
             epoch = self.pos.epoch + 1
@@ -158,11 +164,15 @@ class Trainer:
             with no_sync:
                 with self.autocast():
                     out = model(x)
-                    loss = F.cross_entropy(out, y)
+                    loss = self.loss(out, y, batches)
                 self.scaler.scale(loss / args.grad_accum).backward()
             with torch.no_grad():
-                window += torch.stack([loss.detach().float() * len(y), (out.argmax(1) == y).sum().float()])
+                total = getattr(batches, "last_total", None)  # elastic: loss is scaled (self.loss)
+                loss_sum = loss.detach().float() * (total / self.d.world_size if total is not None else len(y))
+                window += torch.stack([loss_sum, (out.argmax(1) == y).sum().float()])
             window_n += len(y)
+            if self.samples is not None:
+                self.samples.step(epoch, self.pos.step + 1, getattr(batches, "last_indices", ()))
             if not sync:
                 continue
             self.scaler.step(self.optimizer)
@@ -171,6 +181,8 @@ class Trainer:
             self.pos.step += 1
             self.pos.batch = i + 1
             p.tick()
+            if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
+                self.save({})
             if vote.result():
                 # Say what will happen: "saving" only when there is somewhere to save to.
                 self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): " + (
@@ -192,6 +204,14 @@ class Trainer:
         loss_sum, correct, count = distributed.all_reduce_sum(d, sums).tolist()
         return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
                 "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3)}
+
+    def loss(self, out, y, batches):
+        total = getattr(batches, "last_total", None)
+        if total is None:
+            return F.cross_entropy(out, y)
+        # Elastic: the mean over the whole global micro-batch, however it is split (DDP
+        # averages the ranks' gradients, hence x world size).
+        return F.cross_entropy(out, y, reduction="sum") * (self.d.world_size / total)
 
     def _hang_step(self) -> int | None:
         at = os.environ.get(HANG_AT_STEP)
@@ -249,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     finally:
         if trainer is not None:
+            if trainer.samples is not None:
+                trainer.samples.close()
             trainer.progress.close()
             trainer.heartbeat.close()
         distributed.teardown()

@@ -7,7 +7,9 @@ script would run once per node in a world it cannot fill: the rendezvous waits f
 ranks that never come, or, with a script that ignores it, "succeeds" in the wrong world.
 
 ddpjob cannot tell a self-spawning program from a plain script, so it warns (CLI
-`validate` and `run`; the operator's Warning Event `NotALauncher`) rather than refuses. Pure.
+`validate` and `run`; the operator's Warning Event `NotALauncher`) rather than refuses.
+An elastic job's command must be a launcher whatever nprocPerNode is (its world is the
+rendezvous'): the same warning. Pure.
 """
 
 from __future__ import annotations
@@ -34,10 +36,16 @@ def names_a_launcher(argv: tuple[str, ...] | list[str]) -> bool:
 
 
 def world_warning(job: DDPJob) -> str | None:
-    """A one-line warning when nprocPerNode > 1 meets a command that is no launcher."""
-    if job.nproc_per_node <= 1 or job.command is None:  # no command: the image's ddpjob-launch
+    """A one-line warning when nprocPerNode > 1, or an elastic job, meets a command that is
+    no launcher."""
+    if job.command is None or names_a_launcher((*job.command, *job.args)):  # no command: ddpjob-launch
         return None
-    if names_a_launcher((*job.command, *job.args)):
+    if job.elastic is not None:
+        # The world and the ranks come from torchrun's rendezvous: nothing sets them otherwise.
+        return (f"spec.elastic: spec.command {job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): "
+                "an elastic job's Pods get no WORLD_SIZE or RANK, only torchrun's elastic rendezvous "
+                "(PET_*) sets them; use `command: [ddpjob-launch]` or torchrun")
+    if job.nproc_per_node <= 1:
         return None
     return (f"spec.nprocPerNode: {job.nproc_per_node} processes per node, but spec.command "
             f"{job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): it is started once per "

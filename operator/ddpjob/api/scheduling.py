@@ -3,7 +3,7 @@
     gang: none | kubernetes | volcano | coscheduling | kueue
     queue: a Volcano Queue or a Kueue LocalQueue (only those two have queues; Kueue needs one)
     priorityClassName: set on every Pod (and on the PodGroup where the integration has the field)
-    minAvailable: must equal spec.nodes while DDP needs every node (it is there for elastic jobs)
+    minAvailable: must equal spec.nodes (a rigid gang needs every node), or spec.elastic.minNodes
     scheduleTimeoutSeconds: how long the gang may wait to be placed before the job reports it
     onScheduleTimeout: Report (a condition and an Event; the job keeps waiting) | Fail
 
@@ -52,8 +52,9 @@ def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
     return value
 
 
-def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None) -> Scheduling:
-    """Read spec.scheduling, reporting every bad field through the checker `c` (spec._Checker)."""
+def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None, elastic: bool = False) -> Scheduling:
+    """Read spec.scheduling, reporting every bad field through the checker `c` (api.checker.Checker).
+    `nodes`: the gang's minimum (spec.nodes, or spec.elastic.minNodes when `elastic`)."""
     if not sched:
         return Scheduling()
     for key in sorted(set(sched) - FIELDS):
@@ -75,6 +76,9 @@ def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None) -> Schedu
             min_available = None
         elif not 1 <= min_available <= 1024:
             c.err("spec.scheduling.minAvailable", f"must be from 1 to 1024 (got {min_available})")
+        elif nodes is not None and min_available != nodes and elastic:
+            c.err("spec.scheduling.minAvailable",
+                  f"must equal spec.elastic.minNodes ({nodes}): the job trains with that many (got {min_available})")
         elif nodes is not None and min_available != nodes:
             c.err("spec.scheduling.minAvailable",
                   f"must equal spec.nodes ({nodes}): every node of a DDP gang is needed (got {min_available})")

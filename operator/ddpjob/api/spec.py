@@ -12,6 +12,9 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
+from ddpjob.api.checker import Checker, show, without_nulls
+from ddpjob.api.container_fields import RESERVED_ENV, Checkpoint, check_checkpoint, check_env, check_resources
+from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
 from ddpjob.api.errors import FieldError, ImmutableFieldError, InvalidSpec
 from ddpjob.api.scheduling import Scheduling, check_scheduling
 
@@ -21,10 +24,9 @@ BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-# The environment contract is set by the operator and the local runner only.
-RESERVED_ENV = contract.RESERVED
 
 # Fields whose change would silently reshape a running gang; the CRD marks them too.
+# `nodes` may change in an elastic job (within spec.elastic), which re-forms its group.
 IMMUTABLE_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "command", "args", "gpusPerNode")
 
 # The defaults of the immutable fields, as the CRD stores them: an update that spells out
@@ -37,18 +39,11 @@ SPEC_FIELDS = frozenset({
     "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
     "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
     "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds", "stallTimeoutSeconds",
-    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling",
+    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling", "elastic",
 })
 
 
 MAX_DURATION_SECONDS = 365 * 24 * 3600  # one year
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    mount_path: str
-    claim_name: str | None = None
-    volume: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,165 +76,20 @@ class DDPJob:
     checkpoint: Checkpoint | None = None
     template: Mapping[str, Any] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=lambda: Scheduling())
+    elastic: Elastic | None = None  # None: a rigid gang
 
     @property
     def world_size(self) -> int:
+        """Processes at the desired size (an elastic job may train with fewer for a while)."""
         return self.nodes * self.nproc_per_node
 
-
-def _show(value: Any, limit: int = 60) -> str:
-    """A value as an error message quotes it: short, one line, whatever the input."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
-
-
-class _Checker:
-    """Collects field errors while reading typed values out of a mapping."""
-
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def err(self, path: str, message: str) -> None:
-        self.errors.append(FieldError(path, message))
-
-    def integer(self, spec: Mapping, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
-        path = f"spec.{key}"
-        value = spec.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.err(path, f"must be an integer (got {_show(value)})")
-            return None
-        if value < lo:
-            self.err(path, f"must be >= {lo} (got {_show(value)})")
-        elif hi is not None and value > hi:
-            self.err(path, f"must be <= {hi} (got {_show(value)})")
-        return value
-
-    def choice(self, spec: Mapping, key: str, default: str | None, options: tuple[str, ...]) -> str | None:
-        value = spec.get(key, default)
-        if value is None:
-            return None
-        if value not in options:
-            self.err(f"spec.{key}", f"must be one of {', '.join(options)} (got {value!r})")
-            return None
-        return value
-
-    def string(self, spec: Mapping, key: str, default: str | None = None, required: bool = False) -> str | None:
-        value = spec.get(key, default)
-        if value is None:
-            if required:
-                self.err(f"spec.{key}", "is required")
-            return None
-        if not isinstance(value, str) or (required and not value):
-            self.err(f"spec.{key}", f"must be a non-empty string (got {value!r})")
-            return None
-        return value
-
-    def strings(self, spec: Mapping, key: str) -> tuple[str, ...] | None:
-        value = spec.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            self.err(f"spec.{key}", f"must be a list of strings (got {type(value).__name__})")
-            return None
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                self.err(f"spec.{key}[{i}]", f"must be a string (got {item!r})")
-        return tuple(str(v) for v in value)
-
-    def mapping(self, spec: Mapping, key: str) -> Mapping | None:
-        value = spec.get(key)
-        if value is not None and not isinstance(value, Mapping):
-            self.err(f"spec.{key}", f"must be an object (got {type(value).__name__})")
-            return None
-        return value
+    @property
+    def min_nodes(self) -> int:
+        """Pods the job trains with at least: all of a rigid gang's."""
+        return gang_minimum(self.nodes, self.elastic)
 
 
-def _without_nulls(value: Any) -> Any:
-    """A null field is an unset field: the API server prunes it before defaulting.
-
-    Not inside free-form objects (template, checkpoint.volume, env[].valueFrom), which
-    the CRD keeps as written.
-    """
-    if isinstance(value, Mapping):
-        return {k: v if k in ("template", "volume", "valueFrom") else _without_nulls(v)
-                for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
-
-
-
-
-def _check_env(c: _Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
-    if env is None:
-        return ()
-    if not isinstance(env, list):
-        c.err("spec.env", "must be a list of {name, value} entries")
-        return ()
-    seen: set[str] = set()
-    for i, entry in enumerate(env):
-        path = f"spec.env[{i}]"
-        if not isinstance(entry, Mapping):
-            c.err(path, "must be an object with name and value or valueFrom")
-            continue
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            c.err(f"{path}.name", "is required and must be a non-empty string")
-            continue
-        if not (name[0].isalpha() or name[0] in "-._") or not all(ch.isalnum() or ch in "-._" for ch in name) or not name.isascii():
-            c.err(f"{path}.name", f"{name!r} is not a valid environment variable name")
-        if name in RESERVED_ENV:
-            c.err(f"{path}.name", f"{name} is reserved by the rendezvous contract and set by ddpjob")
-        if name in seen:
-            c.err(f"{path}.name", f"{name} is set twice")
-        seen.add(name)
-        if "value" in entry and not isinstance(entry["value"], str):
-            c.err(f"{path}.value", f"must be a string (got {entry['value']!r}); quote numbers in YAML")
-        if "valueFrom" in entry and not isinstance(entry["valueFrom"], Mapping):
-            c.err(f"{path}.valueFrom", "must be an object")
-        unknown = set(entry) - {"name", "value", "valueFrom"}
-        if unknown:
-            c.err(path, f"unknown field(s): {', '.join(sorted(unknown))}")
-    return tuple(dict(e) for e in env if isinstance(e, Mapping))
-
-
-def _check_resources(c: _Checker, resources: Mapping | None) -> Mapping[str, Any]:
-    if not resources:
-        return {}
-    for key, value in resources.items():
-        if key not in ("limits", "requests"):
-            c.err(f"spec.resources.{key}", "unknown field (limits or requests)")
-        elif not isinstance(value, Mapping):
-            c.err(f"spec.resources.{key}", "must be a map of resource name to quantity")
-        else:
-            for res, qty in value.items():
-                if isinstance(qty, bool) or not isinstance(qty, (str, int)):
-                    c.err(f"spec.resources.{key}.{res}", f"must be a quantity such as '2' or '4Gi' (got {qty!r})")
-    return dict(resources)
-
-
-def _check_checkpoint(c: _Checker, ckpt: Mapping | None) -> Checkpoint | None:
-    if ckpt is None:
-        return None
-    mount = ckpt.get("mountPath", names.DEFAULT_CHECKPOINT_MOUNT)
-    if not isinstance(mount, str) or not mount.startswith("/"):
-        c.err("spec.checkpoint.mountPath", f"must be an absolute path (got {mount!r})")
-    claim, volume = ckpt.get("claimName"), ckpt.get("volume")
-    if (claim is None) == (volume is None):
-        c.err("spec.checkpoint", "set exactly one of claimName or volume")
-    if claim is not None and (not isinstance(claim, str) or not claim):
-        c.err("spec.checkpoint.claimName", "must be a non-empty string")
-    if volume is not None and not isinstance(volume, Mapping):
-        c.err("spec.checkpoint.volume", "must be a volume source object such as {nfs: {...}}")
-    unknown = set(ckpt) - {"mountPath", "claimName", "volume"}
-    if unknown:
-        c.err("spec.checkpoint", f"unknown field(s): {', '.join(sorted(unknown))}")
-    return Checkpoint(mount_path=str(mount), claim_name=claim, volume=volume)
-
-
-def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
+def _check_name(c: Checker, metadata: Mapping, nodes: int) -> str:
     name = metadata.get("name")
     if name is None or name == "":
         c.err("metadata.name", "is required")
@@ -251,7 +101,7 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
     # The job's headless Service is named after it: a DNS-1035 label (a real API server
     # refuses the Service of a job named `1abc`, which a DNS-1123 label would allow).
     if not names.is_dns1035_label(name[:names.MAX_LABEL]) or "\n" in name:
-        c.err("metadata.name", f"{_show(name)} must be a DNS-1035 label: lower case letters, digits and '-', "
+        c.err("metadata.name", f"{show(name)} must be a DNS-1035 label: lower case letters, digits and '-', "
                                "starting with a letter and ending with a letter or digit (it names the job's Service)")
     elif len(name) > limit:
         c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
@@ -261,7 +111,7 @@ def _check_name(c: _Checker, metadata: Mapping, nodes: int) -> str:
 
 def parse_job(body: Mapping[str, Any]) -> DDPJob:
     """Turn a DDPJob body into a resolved model, or raise InvalidSpec with every error."""
-    c = _Checker()
+    c = Checker()
     if not isinstance(body, Mapping):
         raise InvalidSpec([FieldError("(root)", "must be a DDPJob object")])
     if body.get("apiVersion", names.API_VERSION) != names.API_VERSION:
@@ -279,7 +129,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     if not isinstance(spec, Mapping):
         c.err("spec", "is required and must be an object")
         raise InvalidSpec(c.errors)
-    spec = _without_nulls(spec)
+    spec = without_nulls(spec)
 
     for key in sorted(set(spec) - SPEC_FIELDS):
         c.err(f"spec.{key}", "unknown field")
@@ -308,8 +158,8 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     command = c.strings(spec, "command")
     args = c.strings(spec, "args") or ()
     working_dir = c.string(spec, "workingDir")
-    env = _check_env(c, spec.get("env"))
-    resources = _check_resources(c, c.mapping(spec, "resources"))
+    env = check_env(c, spec.get("env"))
+    resources = check_resources(c, c.mapping(spec, "resources"))
     gpu_resource = c.string(spec, "gpuResource", names.DEFAULT_GPU_RESOURCE)
     port = c.integer(spec, "port", names.DEFAULT_PORT, 1, 65535)
     if port == contract.DEFAULT_PROGRESS_PORT:
@@ -328,14 +178,18 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
         c.err("spec.suspend", f"must be true or false (got {suspend!r})")
-    checkpoint = _check_checkpoint(c, c.mapping(spec, "checkpoint"))
+    checkpoint = check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
     if template:
         from ddpjob.api import template_types  # imports the kubernetes client lazily
 
         c.errors += template_types.check(template)
-    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"), nodes)
-    name = _check_name(c, metadata, nodes if nodes and 1 <= nodes <= 1024 else 1) if metadata_ok else ""
+    elastic = check_elastic(c, c.mapping(spec, "elastic"), nodes if nodes and 1 <= nodes <= 1024 else None)
+    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"),
+                                  gang_minimum(nodes, elastic) if nodes is not None else None, elastic is not None)
+    # Pod names must fit for every size the job may take.
+    most = elastic.max_nodes if elastic else nodes
+    name = _check_name(c, metadata, most if most and 1 <= most <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
@@ -352,7 +206,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
         stall_timeout_seconds=stall,
-        checkpoint=checkpoint, template=dict(template), scheduling=scheduling,
+        checkpoint=checkpoint, template=dict(template), scheduling=scheduling, elastic=elastic,
     )
 
 
@@ -367,10 +221,14 @@ def validate(body: Mapping[str, Any]) -> list[FieldError]:
 def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """Errors of `new`, plus changes to fields that cannot change under a running gang."""
     errors = validate(new)
-    old_spec, new_spec = (_without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {}
+    old_spec, new_spec = (without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {}
                           for b in (old, new))
+    both_elastic = old_spec.get("elastic") is not None and new_spec.get("elastic") is not None
     for key in IMMUTABLE_FIELDS:
+        if key == "nodes" and both_elastic:
+            continue
         default = IMMUTABLE_DEFAULTS.get(key)
         if old_spec.get(key, default) != new_spec.get(key, default):
             errors.append(ImmutableFieldError(f"spec.{key}"))
+    errors += [ImmutableFieldError(path, message) for path, message in immutable_errors(old_spec, new_spec)]
     return errors

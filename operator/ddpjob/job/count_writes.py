@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-COUNT_FIELDS = frozenset({"readyNodes", "scheduledNodes", "message"})
+COUNT_FIELDS = frozenset({"readyNodes", "nodes", "scheduledNodes", "message"})
 MIN_INTERVAL, MAX_INTERVAL = 0.2, 5.0
 NODES_PER_SECOND = 200.0  # about the rate at which a big gang's Pod events arrive here
 

@@ -88,7 +88,7 @@ def _waiting_phase(step: "Step") -> str:
     return RESTARTING if step.restarts and step.prev_phase == RESTARTING else PENDING
 
 
-def _stuck(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, str], ...], float | None]:
+def stuck_pods(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, str], ...], float | None]:
     """Terminating Pods past grace + margin on a node, and seconds until the next one is."""
     stuck, wake = [], None
     for p in pods:
@@ -122,7 +122,7 @@ def held(step: "Step") -> Plan | None:
     if not step.leftover:
         return None
     msg = f"waiting for {len(step.leftover)} Pod(s) of an earlier attempt to go away"
-    stuck, wake = _stuck(step.leftover, step.now)
+    stuck, wake = stuck_pods(step.leftover, step.now)
     if stuck:
         msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
                " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
@@ -132,11 +132,17 @@ def held(step: "Step") -> Plan | None:
 
 
 def running(step: "Step") -> Plan | None:
-    """Every node runs (or has finished): the job is Running."""
+    """Every node runs (or has finished): the job is Running. An elastic job runs with
+    `minNodes` (its other Pods may still be starting; elastic.py creates missing ones)."""
     job, current = step.job, step.current
-    if len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
+    up = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+    if job.elastic is not None:
+        if up < job.min_nodes or any(p.phase == "Failed" for p in current.values()):
+            return None
+    elif len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
-    msg = f"{text.all_of(job.nodes, 'node')} running ({text.plural(job.world_size, 'process')})"
+    msg = (f"{text.all_of(job.nodes, 'node')} running ({text.plural(job.world_size, 'process')})" if up == job.nodes
+           else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {job.elastic.max_nodes})")
     return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
                 requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
 

@@ -9,6 +9,7 @@ applies decides:
     invalid_spec   the spec is refused: Failed (InvalidSpec)
     deadline       a finished job stays finished (TTL deletes it); activeDeadlineSeconds
     suspend        spec.suspend: Pods deleted, Suspended
+    elastic        a running elastic job lost a Pod or changed size: keep the survivors
     failure        a failed, vanished or stalled (stall.py) member: restart or fail
     success        every node exited 0
     creation       names held by earlier Pods; the restart backoff (failure); all running
@@ -17,8 +18,9 @@ applies decides:
                    refused create's backoff holds them
 
 then `_settle` adds what every step does: the PodsCreated condition flips back after a
-refusal, a write that only moves counts waits (count_writes.py), a phase change asks
-for another step at once (`plan_again`), and Events name the failed Pod.
+refusal, an elastic job's resize is counted and said (elastic.settle), a write that only
+moves counts waits (count_writes.py), a phase change asks for another step at once
+(`plan_again`), and Events name the failed Pod.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from typing import Any, Mapping
 
 from ddpjob.api.spec import DDPJob
 from ddpjob import text
-from ddpjob.job import count_writes, creation, deadline, failure, invalid_spec, scheduling, stall, success, suspend
+from ddpjob.job import (count_writes, creation, deadline, elastic, failure, invalid_spec, scheduling, stall, success,
+                        suspend)
 from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING, SUCCEEDED, SUSPENDED, Event,
                                  Observed, Plan)
 from ddpjob.job.invalid_spec import invalid_status
@@ -48,7 +51,8 @@ def decide(observed: Observed) -> Plan:
     if observed.errors or observed.job is None:
         return _bounded(invalid_spec.plan(observed))
     step = Step(observed)
-    decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or failure.plan(step)
+    decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or elastic.plan(step)
+               or failure.plan(step)
                or success.plan(step) or creation.held(step) or failure.backing_off(step)
                or creation.running(step) or scheduling.timed_out(step) or creation.start(step))
     return _bounded(_settle(step, decided))
@@ -86,6 +90,8 @@ def _settle(step: Step, plan: Plan) -> Plan:
     status, requeue = plan.status, plan.requeue_after
     if not plan.keep_refusal:
         status = creation.created_status(status, step.now_s)
+    plan = elastic.settle(step, replace(plan, status=status))
+    status = plan.status
     if plan.write_status and not (plan.delete or plan.delete_job):
         held = count_writes.held(prev, status, step.job.nodes, observed.since_last_write)
         if held:  # only counts moved, and the last write was just now: batch them

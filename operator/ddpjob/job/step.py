@@ -69,7 +69,8 @@ class Step:
         job, prev, progress = self.job, self.prev, self.progress
         ready = sum(1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
         st = {**prev, "phase": phase, "message": message, "restarts": self.restarts,
-              "readyNodes": ready, "scheduledNodes": self.gang_wait.scheduled,
+              "readyNodes": ready, "nodes": f"{ready}/{job.nodes}", "desiredNodes": job.nodes,
+              "scheduledNodes": self.gang_wait.scheduled,
               "observedGeneration": job.generation, **resolved(job), **changes}
         st["conditions"] = stall.conditions(
             scheduling.with_condition(build_conditions(prev.get("conditions"), phase, reason, message, self.now_s),

@@ -21,7 +21,7 @@ from typing import IO
 import yaml
 
 from ddpjob import contract, render, text
-from ddpjob.job import lifecycle
+from ddpjob.job import elastic, lifecycle
 from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ownership, safety
 from ddpjob.local.gpus import devices_for_node
@@ -147,6 +147,9 @@ class LocalRunner:
                     self.log(f"phase {plan.status['phase']}: {plan.status.get('message', '')}")
                 elif plan.status.get("restarts") != self.status.get("restarts"):
                     self.log(plan.status.get("message", ""))
+                for event in plan.events:  # an elastic job's resizes, as the operator's Events say them
+                    if event.reason in elastic.RESIZE_EVENTS:
+                        self.log(f"{event.reason}: {event.message}")
                 self.status = plan.status
                 self.apply(plan)
                 self._escalate_stops()

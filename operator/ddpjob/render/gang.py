@@ -26,7 +26,8 @@ def pod_group_name(job: DDPJob, attempt: int) -> str | None:
 def render_pod_group(job: DDPJob, attempt: int, pod: dict, owner_references: list[dict],
                      labels: dict[str, str]) -> dict | None:
     """The PodGroup of attempt `attempt` (None when the integration has none). `pod` is
-    one rendered Pod of the attempt: the gang's resources are its requests times the nodes."""
+    one rendered Pod of the attempt: the gang's resources are its requests times its
+    minimum, `job.min_nodes` (every node of a rigid gang, `elastic.minNodes` otherwise)."""
     integration = INTEGRATIONS.get(job.scheduling.gang)
     if integration is None or integration.pod_group is None or integration.pod_group_spec is None:
         return None

@@ -17,7 +17,7 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 def pod_group_spec(job: DDPJob, pod: dict) -> dict[str, Any]:
-    spec: dict[str, Any] = {"minMember": job.nodes}
+    spec: dict[str, Any] = {"minMember": job.min_nodes}
     if job.scheduling.schedule_timeout_seconds:
         spec["scheduleTimeoutSeconds"] = job.scheduling.schedule_timeout_seconds
     return spec

@@ -19,7 +19,7 @@ API = "scheduling.k8s.io/v1beta1"
 
 
 def pod_group_spec(job: DDPJob, pod: dict) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.nodes}}}
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.min_nodes}}}
     if job.scheduling.priority_class_name:
         spec["priorityClassName"] = job.scheduling.priority_class_name
     return spec

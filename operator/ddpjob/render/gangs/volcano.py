@@ -38,8 +38,8 @@ def gang_requests(pod: dict, nodes: int) -> dict[str, str]:
 def pod_group_spec(job: DDPJob, pod: dict) -> dict[str, Any]:
     # minResources lets Volcano's enqueue action admit the group only when the queue
     # can hold all of it; "if queue does not exist, the PodGroup will not be scheduled".
-    spec: dict[str, Any] = {"minMember": job.nodes, "queue": job.scheduling.queue or "default",
-                            "minResources": gang_requests(pod, job.nodes)}
+    spec: dict[str, Any] = {"minMember": job.min_nodes, "queue": job.scheduling.queue or "default",
+                            "minResources": gang_requests(pod, job.min_nodes)}
     if job.scheduling.priority_class_name:
         spec["priorityClassName"] = job.scheduling.priority_class_name
     return spec

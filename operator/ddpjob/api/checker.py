@@ -1,0 +1,93 @@
+"""Reading typed values out of a DDPJob body while collecting every bad field
+(`FieldError`s with their paths), so a user fixes a file in one pass. spec.py and each
+field's own module (scheduling.py, elastic.py, container_fields.py) report through one
+`Checker`."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ddpjob.api.errors import FieldError
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value as an error message quotes it: short, one line, whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+class Checker:
+    """Collects field errors while reading typed values out of a mapping."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def err(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def integer(self, spec: Mapping, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+        path = f"spec.{key}"
+        value = spec.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.err(path, f"must be an integer (got {show(value)})")
+            return None
+        if value < lo:
+            self.err(path, f"must be >= {lo} (got {show(value)})")
+        elif hi is not None and value > hi:
+            self.err(path, f"must be <= {hi} (got {show(value)})")
+        return value
+
+    def choice(self, spec: Mapping, key: str, default: str | None, options: tuple[str, ...]) -> str | None:
+        value = spec.get(key, default)
+        if value is None:
+            return None
+        if value not in options:
+            self.err(f"spec.{key}", f"must be one of {', '.join(options)} (got {value!r})")
+            return None
+        return value
+
+    def string(self, spec: Mapping, key: str, default: str | None = None, required: bool = False) -> str | None:
+        value = spec.get(key, default)
+        if value is None:
+            if required:
+                self.err(f"spec.{key}", "is required")
+            return None
+        if not isinstance(value, str) or (required and not value):
+            self.err(f"spec.{key}", f"must be a non-empty string (got {value!r})")
+            return None
+        return value
+
+    def strings(self, spec: Mapping, key: str) -> tuple[str, ...] | None:
+        value = spec.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            self.err(f"spec.{key}", f"must be a list of strings (got {type(value).__name__})")
+            return None
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.err(f"spec.{key}[{i}]", f"must be a string (got {item!r})")
+        return tuple(str(v) for v in value)
+
+    def mapping(self, spec: Mapping, key: str) -> Mapping | None:
+        value = spec.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            self.err(f"spec.{key}", f"must be an object (got {type(value).__name__})")
+            return None
+        return value
+
+
+def without_nulls(value: Any) -> Any:
+    """A null field is an unset field: the API server prunes it before defaulting.
+
+    Not inside free-form objects (template, checkpoint.volume, env[].valueFrom), which
+    the CRD keeps as written.
+    """
+    if isinstance(value, Mapping):
+        return {k: v if k in ("template", "volume", "valueFrom") else without_nulls(v)
+                for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value

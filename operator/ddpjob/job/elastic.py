@@ -1,0 +1,141 @@
+"""Elastic policy (spec.elastic): a job that keeps training when nodes come and go.
+
+Once an elastic job runs, a lost Pod (failed, evicted, deleted, its node gone) is not a
+gang failure while at least `minNodes` Pods still run: the survivors' torchrun re-forms
+the group without it, their Pods are left alone, `maxRestarts` is not touched, and the
+lost index is created again under the same name once the name is free and
+`restartBackoffSeconds` have passed since the loss (a Pod that fails at once, a bad
+node say, is not re-created in a tight loop). When it runs, torchrun takes it back into
+the group: the job grows back to `spec.nodes`. A change
+of `spec.nodes` (within the range) works the same way: Pods above the new size are
+deleted, missing ones created.
+
+What stays with the other policies:
+- fewer than `minNodes` Pods running: the failure policy's gang restart (a disruption is
+  not counted), after which the job waits for its Pods as a starting gang does
+  (scheduleTimeoutSeconds, onScheduleTimeout);
+- a failure that `restartPolicy` does not retry: the failure policy fails the job;
+- a member that finished (Succeeded): training is over, the success policy decides;
+- nothing lost: the failure policy's stall check, then `creation.running`.
+
+Every change in the number of running Pods of a running elastic job is a resize: counted
+in `status.resizes` and said in an Event with its cause (`settle`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ddpjob.api import names
+from ddpjob.job import creation
+from ddpjob.job.decision import RUNNING, Event, Plan
+from ddpjob.job.failure import failure_record, root_cause
+from ddpjob.job.observe import PodState
+from ddpjob.job.restart_policy import is_retryable
+from ddpjob.times import parse_time
+
+if TYPE_CHECKING:
+    from ddpjob.job.step import Step
+
+RESIZED, NODE_LOST = "Resized", "NodeLost"
+RESIZE_EVENTS = (RESIZED, NODE_LOST)
+
+
+def _lost(step: "Step") -> list[PodState]:
+    return sorted((p for p in step.current.values() if p.phase == "Failed" or p.deleting), key=lambda p: p.node_rank)
+
+
+def _running(step: "Step") -> list[PodState]:
+    return [p for p in step.current.values() if p.phase == "Running" and not p.deleting]
+
+
+def _above_size(step: "Step") -> list[PodState]:
+    """This attempt's Pods above spec.nodes (it was lowered): no longer wanted."""
+    return [p for p in step.leftover if not p.leftover and p.restart_count == step.restarts
+            and p.node_rank >= step.job.nodes]
+
+
+def _missing(step: "Step") -> tuple[int, ...]:
+    taken = {p.name for p in step.observed.pods}
+    return tuple(r for r in range(step.job.nodes)
+                 if r not in step.current and names.pod_name(step.job.name, r) not in taken)
+
+
+def plan(step: "Step") -> Plan | None:
+    """Keep a running elastic job running through a lost Pod or a new size."""
+    job = step.job
+    if job.elastic is None or step.prev_phase != RUNNING:
+        return None
+    if any(p.phase == "Succeeded" for p in step.current.values()):
+        return None
+    lost = _lost(step)
+    if any(not (p.disruption or p.phase != "Failed" or is_retryable(job.restart_policy, p.exit_code)) for p in lost):
+        return None  # a failure the job's restartPolicy does not retry
+    running, above, missing = _running(step), _above_size(step), _missing(step)
+    if len(running) < job.min_nodes or not (lost or above or missing):
+        return None
+    gone = [p.name for p in lost] + [names.pod_name(job.name, r) for r in missing]
+    msg = f"{len(running)}/{job.nodes} nodes running (elastic, {job.elastic.min_nodes} to {job.elastic.max_nodes})"
+    wait = _backoff(step) if missing else None
+    if gone:
+        msg += f"; replacing {', '.join(sorted(gone))}" + (f" in {wait:.0f}s" if wait else "")
+    if above:
+        msg += f"; stopping {', '.join(p.name for p in above)} (spec.nodes is {job.nodes})"
+    changes = {}
+    root = root_cause(lost) if lost else None
+    # Recorded once per loss (its time starts the re-create backoff), not at every step
+    # that sees the Pod still terminating.
+    if root is not None and ((root.phase == "Failed" and not root.deleting)
+                             or (step.prev.get("lastFailure") or {}).get("pod") != root.name):
+        changes["lastFailure"] = failure_record(root, job.restart_policy, step.now)
+    stuck, wake = creation.stuck_pods(lost + above, step.now)
+    create = () if wait else missing
+    return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
+                create=create, delete=tuple(p.name for p in lost + above if not p.deleting), stuck=stuck,
+                requeue_after=step.earliest(step.deadline_in, wake, wait), write_status=not create)
+
+
+def _backoff(step: "Step") -> float | None:
+    """Seconds until a lost index may be created again (None: now)."""
+    failed_at = parse_time((step.prev.get("lastFailure") or {}).get("time"))
+    if failed_at is None:
+        return None
+    left = (failed_at + timedelta(seconds=step.job.restart_backoff_seconds) - step.now).total_seconds()
+    return left if left > 0 else None
+
+
+def _cause(step: "Step", before: int, after: int) -> str:
+    job, prev_desired = step.job, step.prev.get("desiredNodes")
+    if prev_desired is not None and prev_desired != job.nodes:
+        return f"spec.nodes changed from {prev_desired} to {job.nodes}"
+    if after > before:
+        return "Pod(s) joined"
+    lost = _lost(step)
+    if lost:
+        record = failure_record(root_cause(lost), job.restart_policy, step.now)
+        return f"lost {', '.join(p.name for p in lost)}: {record['message']}"
+    gone = [names.pod_name(job.name, r) for r in range(job.nodes) if r not in step.current]
+    if gone:
+        return f"lost {', '.join(gone)}: Pod deleted"
+    # Gone and already created again (a delete seen only after the fact): the new Pod waits.
+    again = sorted(p.name for p in step.current.values() if p.phase not in ("Running", "Succeeded"))
+    return f"lost {', '.join(again)}: Pod deleted, created again" if again else "a Pod stopped running"
+
+
+def settle(step: "Step", plan: Plan) -> Plan:
+    """Count and announce a resize: the running elastic job has another number of Pods
+    running than its last status said. `resizes` is no count-only field, so the write
+    happens at once and the Event is said once."""
+    job, prev, status = step.job, step.prev, plan.status
+    if job.elastic is None or step.prev_phase != RUNNING or status.get("phase") != RUNNING:
+        return plan
+    before, after = int(prev.get("readyNodes", 0)), int(status.get("readyNodes", 0))
+    if before == after and prev.get("desiredNodes", job.nodes) == job.nodes:
+        return plan
+    size = f"training at {after}/{job.nodes} nodes"
+    kind = "Normal" if after >= before else "Warning"
+    event = Event(kind, RESIZED if after >= before else NODE_LOST, f"{size}: {_cause(step, before, after)}")
+    status = {**status, "resizes": int(prev.get("resizes", 0)) + 1}
+    return replace(plan, status=status, events=plan.events + (event,))
