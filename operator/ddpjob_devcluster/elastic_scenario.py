@@ -38,7 +38,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def job(name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, backoff: int = 10) -> dict[str, Any]:
+def job(name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, backoff: int = 10,
+        step_seconds: float = 0) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodes": nodes, "nprocPerNode": 1, "image": "ddpjob/trainer:test", "command": ["ddpjob-launch"],
         "args": ["ddpjob-train", "--data", "synthetic", "--synthetic-size", str(SIZE), "--epochs", str(EPOCHS),
@@ -46,6 +47,8 @@ def job(name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, back
                  "--checkpoint-every-steps", "10", "--sample-log", str(samples)],
         "checkpoint": {"claimName": f"{name}-checkpoints"}, "restartBackoffSeconds": backoff,
     }
+    if step_seconds:  # a test's floor on the training time, so the job outlasts its resize
+        spec["env"] = [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": str(step_seconds)}]
     if elastic:
         spec["elastic"] = {"minNodes": 2, "maxNodes": nodes}
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name}, "spec": spec}
@@ -56,11 +59,11 @@ def _steps(samples: pathlib.Path) -> int:
 
 
 def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: int = 2, backoff: int = 10,
-        after_steps: int = 60, timeout: float = 420) -> Outcome:
+        after_steps: int = 60, timeout: float = 420, step_seconds: float = 0) -> Outcome:
     """Start the job, delete Pod `lose` once `after_steps` sample-log lines exist, and
     wait for the job to finish."""
     samples = workdir / f"{name}-samples"
-    body = job(name, samples, elastic=elastic, backoff=backoff)
+    body = job(name, samples, elastic=elastic, backoff=backoff, step_seconds=step_seconds)
     nodes = body["spec"]["nodes"]
     cluster.create_job(body)
     wait_until(lambda: _steps(samples) >= nodes * after_steps, 180, f"{name}: no training within 180 s",

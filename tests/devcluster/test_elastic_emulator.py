@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(tmp_path) -> None:
     with LocalCluster(tmp_path / "cluster", stop_grace=5.0) as cluster:
         kubelet = cluster.kubelet
-        out = elastic_scenario.run(cluster, "elastic", tmp_path, elastic=True)
+        out = elastic_scenario.run(cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25)
     assert not kubelet.live_processes()
     assert out.status["phase"] == "Succeeded" and out.status["restarts"] == 0, out.status
     assert out.survivors_kept and out.status["nodes"] == "4/4"

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(cluster, tmp_path) -> None:
-    out = elastic_scenario.run(cluster, "elastic", tmp_path, elastic=True)
+    out = elastic_scenario.run(cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25)
     print(elastic_scenario.report("elastic", out))
     assert out.status["phase"] == "Succeeded", out.status
     assert out.status["restarts"] == 0 and out.status["resizes"] >= 2 and out.status["nodes"] == "4/4"

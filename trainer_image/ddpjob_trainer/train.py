@@ -32,6 +32,9 @@ KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
 # stops before optimizer step N without exiting, like a deadlocked data loader; it goes
 # on only when asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
 HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
+# Testing aid: every optimizer step takes at least this long (0-10 s), so a test's job
+# outlasts its resizes on a fast machine as on a slow one.
+STEP_SECONDS = "DDPJOB_TEST_STEP_SECONDS"
 
 
 def log(msg: str) -> None:
@@ -87,8 +90,12 @@ class Trainer:
         progress_file = os.environ.get(contract.PROGRESS_FILE) or None
         self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev,
                                  progress_file=progress_file, total_steps=steps_per_epoch * args.epochs)
+        if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
+            # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
+            self.progress.progress_file = progress_file
         self.heartbeat = Heartbeat(progress_file, d.env.local_rank, d.rank)
         self.hang_at = self._hang_step()
+        self.step_seconds = min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
         self.pos = state.Position()
         state.seed_everything(args.seed, d.rank)
 
@@ -180,6 +187,8 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.pos.step += 1
             self.pos.batch = i + 1
+            if self.step_seconds:
+                time.sleep(self.step_seconds)
             p.tick()
             if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
                 self.save({})
