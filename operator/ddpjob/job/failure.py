@@ -10,6 +10,7 @@ import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from ddpjob import exit_codes
 from ddpjob.job import stall
 from ddpjob.job.decision import FAILED, RESTARTING, RUNNING, Event, Plan
 from ddpjob.job.observe import PodState
@@ -42,11 +43,15 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     with their own message."""
     reason = pod.reason or pod.disruption or ("PodDeleted" if pod.phase != "Failed" else "Error")
     exit_text = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
-    line = error_line(pod.message) if pod.exit_code is not None and not pod.disruption else None
+    # A container ended by a signal (a kill, the OOM killer) wrote no verdict of its own:
+    # the last line of its log is whatever it was doing, not why it ended.
+    exited = pod.exit_code is not None and not pod.disruption
+    line = error_line(pod.message) if exited and not exit_codes.is_signal(pod.exit_code) else None
     default = f"Pod {pod.name} failed ({exit_text}, {reason})"
     out = {
         "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,
-        "message": f"{default}: {line}" if line else pod.message or default,
+        # An exited container's own message is its log tail: only its error line is said.
+        "message": f"{default}: {line}" if line else default if exited else pod.message or default,
         "time": format_time(now), "retryable": is_retryable(policy, pod.exit_code),
     }
     if pod.exit_code is not None:
