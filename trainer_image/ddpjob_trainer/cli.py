@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ddpjob import contract
+
 
 def _positive(kind):
     def parse(text: str):
@@ -60,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     a("--seed", type=int, default=0)
     a("--strategy", choices=("ddp", "dp", "single"), default="ddp",
       help="ddp (default); dp = torch.nn.DataParallel in one process, for comparison only; single")
-    a("--checkpoint-dir", default=os.environ.get("DDPJOB_CHECKPOINT_DIR") or None,
+    a("--checkpoint-dir", default=os.environ.get(contract.CHECKPOINT_DIR) or None,
       help="default: $DDPJOB_CHECKPOINT_DIR; no checkpoints when unset")
     a("--checkpoint-every", type=_positive(int), default=1, help="epochs between checkpoints")
     a("--keep-checkpoints", type=_positive(int), default=3, help="keep the newest K")

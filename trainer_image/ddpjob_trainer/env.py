@@ -70,9 +70,9 @@ class LaunchEnv:
 
 def _nnodes(env: Mapping[str, str]) -> tuple[int, int | None]:
     """(most, least): NNODES is a count, or an elastic job's MIN:MAX (torchrun's syntax)."""
-    raw = _get(env, "NNODES")
+    raw = _get(env, contract.NNODES)
     if raw is None or ":" not in raw:
-        return _int(env, "NNODES", minimum=1), None
+        return _int(env, contract.NNODES, minimum=1), None
     lo, _, hi = raw.partition(":")
     if not (lo.strip().isdigit() and hi.strip().isdigit()) or not 1 <= int(lo) <= int(hi):
         raise UsageError(f"environment variable NNODES={raw!r} is not a count or MIN:MAX with 1 <= MIN <= MAX")
@@ -85,14 +85,14 @@ def read_launch_env(env: Mapping[str, str] | None = None) -> LaunchEnv:
         # No contract at all (plain `docker run`): one node using every local GPU.
         return LaunchEnv(1, 0, max(1, local_gpu_count()), "127.0.0.1", DEFAULT_PORT, False)
     nnodes, min_nodes = _nnodes(env)
-    node_rank = _int(env, "NODE_RANK")
+    node_rank = _int(env, contract.NODE_RANK)
     if node_rank >= nnodes:
         raise UsageError(f"environment variable NODE_RANK={node_rank} must be < NNODES={nnodes}")
-    nproc = _int(env, "NPROC_PER_NODE", minimum=1)
-    addr = _get(env, "MASTER_ADDR")
+    nproc = _int(env, contract.NPROC_PER_NODE, minimum=1)
+    addr = _get(env, contract.MASTER_ADDR)
     if addr is None:
         raise UsageError("environment variable MASTER_ADDR is not set")
-    port = _int(env, "MASTER_PORT", minimum=1)
+    port = _int(env, contract.MASTER_PORT, minimum=1)
     if port > 65535:
         raise UsageError(f"environment variable MASTER_PORT={port} is not a TCP port")
     return LaunchEnv(nnodes, node_rank, nproc, addr, port, True, min_nodes)
@@ -128,10 +128,10 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
         backend=backend,
         checkpoint_dir=env.get(contract.CHECKPOINT_DIR) or None,
         job_name=env.get(contract.JOB_NAME) or None,
-        elastic_max_nodes=_nnodes(env)[0] if ":" in (_get(env, "NNODES") or "") else None,
+        elastic_max_nodes=_nnodes(env)[0] if ":" in (_get(env, contract.NNODES) or "") else None,
     )
-    world = _int(env, "WORLD_SIZE", default=1, minimum=1)
-    if "RANK" not in env:
+    world = _int(env, contract.WORLD_SIZE, default=1, minimum=1)
+    if contract.RANK not in env:
         if world > 1:
             # The contract sets WORLD_SIZE = nodes x procs but RANK only when procs == 1:
             # this process was started by hand in a multi-process Pod.
@@ -140,11 +140,11 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
                 "ddpjob-launch or torchrun"
             )
         return ProcessEnv(0, 0, 1, 1, **common)
-    rank = _int(env, "RANK")
+    rank = _int(env, contract.RANK)
     if rank >= world:
         raise UsageError(f"environment variable RANK={rank} must be < WORLD_SIZE={world}")
-    local_rank = _int(env, "LOCAL_RANK", default=0)
-    local_world = _int(env, "LOCAL_WORLD_SIZE", default=1, minimum=1)
+    local_rank = _int(env, contract.LOCAL_RANK, default=0)
+    local_world = _int(env, contract.LOCAL_WORLD_SIZE, default=1, minimum=1)
     return ProcessEnv(rank, local_rank, world, local_world, **common)
 
 

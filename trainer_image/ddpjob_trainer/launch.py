@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         dns_timeout, cmd = parse_argv(argv)
         launch = read_launch_env()
         command, uses_torchrun = build_command(launch, cmd)
-        if (os.environ.get("DDPJOB_BACKEND") or "").strip().lower() == "nccl":
+        if (os.environ.get(contract.BACKEND) or "").strip().lower() == "nccl":
             refuse_short_nccl(launch.nproc_per_node, visible_gpus())  # before any process starts
         log(
             f"node {launch.node_rank}/{f'{launch.min_nodes}:' if launch.elastic else ''}{launch.nnodes}, "
