@@ -100,7 +100,7 @@ def test_kubectl_get_prints_the_api_servers_columns_for_built_in_kinds(cluster) 
 def test_kubectl_explain_and_version(cluster) -> None:
     emu, api, kubectl = cluster
     explained = kubectl("explain", "ddpj.spec.nodes")
-    assert "KIND:       DDPJob" in explained and "Number of Pods (machines) in the gang." in explained
+    assert "KIND:       DDPJob" in explained and "Number of Pods (machines) in the gang" in explained
     assert "nprocPerNode" in kubectl("explain", "ddpj.spec")
     version = kubectl("version", check=False)
     assert f"Server Version: {KUBERNETES.version()}" in version and "k3s" not in version

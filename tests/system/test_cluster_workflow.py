@@ -64,14 +64,14 @@ def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: 
     table = ddpjob(cluster, "get")
     header, row = table.stdout.splitlines()
     assert header.split()[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"]
-    assert row.split()[:5] == ["hello", "2", "1", "Succeeded", "0"]
+    assert row.split()[:5] == ["hello", "2/2", "1", "Succeeded", "0"]
     assert ddpjob(cluster, "wait", "hello", "--for=Succeeded", "--timeout=5s").returncode == 0
     assert ddpjob(cluster, "wait", "hello", "--for=Running", "--timeout=5s").returncode == 1
 
     # The same through kubectl: the server's table, Events in describe, container logs.
     got = cluster.kubectl("get", "ddpj").stdout.splitlines()
     assert got[0].split()[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"]
-    assert got[1].split()[:5] == ["hello", "2", "1", "Succeeded", "0"]
+    assert got[1].split()[:5] == ["hello", "2/2", "1", "Succeeded", "0"]
     kdescribe = cluster.kubectl("describe", "ddpj", "hello").stdout
     events = kdescribe[kdescribe.index("Events:"):]
     assert "<none>" not in events.splitlines()[0] and "Succeeded" in events, events

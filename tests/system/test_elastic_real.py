@@ -33,5 +33,5 @@ def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cl
     assert outside.returncode != 0 and "spec.nodes: must be from spec.elastic.minNodes" in outside.stderr
     moved = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p",
                             '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False)
-    assert moved.returncode != 0 and "spec.elastic: is immutable" in moved.stderr, moved.stderr
+    assert moved.returncode != 0 and "spec.elastic: Invalid value: is immutable: running Pods were started with this range" in moved.stderr, moved.stderr
     assert cluster.job("range")["spec"]["nodes"] == 3
