@@ -32,7 +32,7 @@ import yaml
 
 from ddpjob import contract
 from ddpjob_devcluster.emulator import KubeEmulator
-from operator_scale import cpu_seconds  # a script: its folder is on the path
+from process_stats import cpu_seconds  # a script: its folder is on the path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NS = "default"

@@ -45,9 +45,10 @@ import yaml
 from kmock import resource
 
 from ddpjob import gc_tuning
-from ddpjob.api import spec
-from ddpjob.render import objects
 from ddpjob_devcluster.emulator import KubeEmulator
+
+from bare_client import CEILING_CLIENT, ceiling_pod  # scripts: their folder is on the path
+from process_stats import rss_peak_mb, wait_idle
 
 JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
 PODS = resource("v1/pods")
@@ -103,13 +104,6 @@ def in_emulator(emu: KubeEmulator, fn) -> Any:
     async def call():
         return fn()
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=120)
-
-
-def rss_peak_mb(pid: int) -> float:
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def kubelet(emu: KubeEmulator, names: list[str], phase: str) -> None:
@@ -235,24 +229,6 @@ def main() -> None:
             log.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_idle(pid: int, timeout: float = 60.0) -> float:
-    """Until the process has used under 5% of a core for a second (the operator digests
-    the previous run's 2,048 Pod deletion events for seconds after the Pods are gone);
-    returns the seconds waited."""
-    start = time.perf_counter()
-    while time.perf_counter() - start < timeout:
-        before = cpu_seconds(pid)
-        time.sleep(1.0)
-        if cpu_seconds(pid) - before < 0.05:
-            break
-    return time.perf_counter() - start
-
-
 def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: int, runs: int,
                operator_pid: int) -> None:
     """4. One job of `nodes` Pods, `runs` times, each on an idle operator; then the
@@ -290,53 +266,11 @@ def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: 
     # take every Pod event of its own namespace), so the emulator's process does nothing
     # but serve.
     out = subprocess.run([sys.executable, "-c", CEILING_CLIENT, api.configuration.host, CEILING_NS, str(nodes)],
-                         input=json.dumps(ceiling_pod(nodes)), check=True, capture_output=True, text=True).stdout
+                         input=json.dumps(ceiling_pod(ddpjob("ceiling", nodes), NS)), check=True, capture_output=True, text=True).stdout
     took = float(out.split()[-1])  # timed by the client: its imports and start excluded
     print(f"emulator alone: {nodes} Pod creates (kubernetes_asyncio in its own process, 64 in flight) in "
           f"{took:.2f} s ({nodes / took:.0f} Pods/s)")
     kubernetes.client.CoreV1Api(api).delete_collection_namespaced_pod(CEILING_NS, label_selector="bench=ceiling")
-
-
-def ceiling_pod(nodes: int) -> dict[str, Any]:
-    """A Pod as the operator renders it for a job of `nodes` (same size and fields, so the
-    emulator does the same work per create), without the job's label and owner: the
-    operator must not take these Pods for a job's."""
-    body = {**ddpjob("ceiling", nodes), "metadata": {"name": "ceiling", "namespace": NS, "uid": "ceiling"}}
-    pod = objects.render_pod(spec.parse_job(body), 0)
-    pod["metadata"]["labels"] = {"bench": "ceiling"}
-    pod["metadata"].pop("ownerReferences", None)
-    return pod
-
-
-CEILING_CLIENT = """
-import asyncio, json, sys, time
-import kubernetes_asyncio.client as k
-
-pod = json.load(sys.stdin)
-
-async def main(host, ns, count):
-    config = k.Configuration(host=host)
-    config.connection_pool_maxsize = 64
-    config.api_key = {"authorization": "emulator-token"}
-    config.api_key_prefix = {"authorization": "Bearer"}
-    class PlainJSON(k.ApiClient):  # plain dict bodies, as the operator sends (kube.py)
-        def sanitize_for_serialization(self, obj):
-            return obj if isinstance(obj, dict) else super().sanitize_for_serialization(obj)
-
-    async with PlainJSON(config) as api:
-        core, slots = k.CoreV1Api(api), asyncio.Semaphore(64)
-
-        async def create(i):
-            body = {**pod, "metadata": {**pod["metadata"], "name": f"ceiling-{i}"}}
-            async with slots:
-                await core.create_namespaced_pod(ns, body, _preload_content=False)
-        await create(count)  # the connection and the first request, not timed
-        start = time.perf_counter()
-        await asyncio.gather(*(create(i) for i in range(count)))
-        print(time.perf_counter() - start)
-
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
-"""
 
 
 if __name__ == "__main__":

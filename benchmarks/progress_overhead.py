@@ -39,6 +39,8 @@ from ddpjob import contract
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_WRITES_PER_SECOND
 from ddpjob_devcluster.emulator import KubeEmulator
 
+from process_stats import cpu_seconds  # a script: its folder is on the path
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 JOBS, PODS = resource("ddpjob.io/v1alpha1/ddpjobs"), resource("v1/pods")
 NS = "default"
@@ -91,11 +93,6 @@ def in_emulator(emu: KubeEmulator, fn) -> Any:
     async def call():
         return fn()
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=300)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def job(name: str) -> dict:

@@ -46,7 +46,8 @@ from ddpjob_devcluster.emulator import KubeEmulator
 from ddpjob_devcluster.real_cluster import RealCluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-from operator_scale import ceiling_pod, rss_peak_mb  # a script: its folder is on the path  # noqa: E402
+from bare_client import ceiling_pod  # scripts: their folder is on the path  # noqa: E402
+from process_stats import rss_peak_mb  # noqa: E402
 
 NS = 'bench'
 WRITES = ('create', 'update', 'patch', 'delete')
@@ -207,8 +208,7 @@ def measure(name: str, backend, args: argparse.Namespace) -> dict[str, Any]:
         ceiling_ns = f'{NS}-ceiling'
         with contextlib.suppress(kubernetes.client.ApiException):
             core.create_namespace({'metadata': {'name': ceiling_ns}})
-        pod = ceiling_pod(args.large_nodes)
-        pod['metadata']['namespace'] = ceiling_ns
+        pod = ceiling_pod(ddpjob('ceiling', args.large_nodes), ceiling_ns)
         done = subprocess.run([sys.executable, '-c', CEILING_CLIENT_REAL, json.dumps(api_config(api)), ceiling_ns,
                                str(args.large_nodes)], input=json.dumps(pod), check=True, capture_output=True,
                               text=True).stdout

@@ -30,3 +30,8 @@ def job_body():
 
 def load_example(name: str) -> dict:
     return yaml.safe_load((EXAMPLES / name).read_text())
+
+
+def project_crd() -> dict:
+    """The DDPJob CRD from its single source (manifests/crd/)."""
+    return yaml.safe_load((ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml").read_text())

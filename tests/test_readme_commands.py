@@ -25,7 +25,7 @@ import time
 from typing import Iterator
 
 import pytest
-import yaml
+from tests.conftest import project_crd
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -70,7 +70,7 @@ def test_every_command_block_runs_or_says_why_not() -> None:
 
 
 def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
-    crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+    crd = project_crd()
     columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
     line = next(line for line in README.splitlines() if line.startswith("kubectl get ddpj -w  "))
     said = line.split("#", 1)[1]

@@ -14,10 +14,11 @@ import yaml
 
 from ddpjob.cli.main import main
 from ddpjob_devcluster.emulator import KubeEmulator
+from tests.conftest import project_crd
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CRD = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+CRD = project_crd()
 JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "hello"},
        "spec": {"nodes": 2, "image": "ddpjob/trainer:test"}}
 

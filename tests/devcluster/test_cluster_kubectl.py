@@ -10,17 +10,16 @@ from typing import Any, Iterator
 
 import kubernetes
 import pytest
-import yaml
 from kmock._internal import references
 
 from ddpjob_devcluster import openapi
 from ddpjob_devcluster.cluster import ClusterEmulator, serve_empty_openapi
 from ddpjob_devcluster.controlplane.build import KUBERNETES
 from tests.devcluster.test_emulator_kubectl import KUBECTL
+from tests.conftest import project_crd
 
 pytestmark = pytest.mark.timeout(120)
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CRD = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
+CRD = project_crd()
 JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "hello"},
        "spec": {"nodes": 1, "image": "x"}}
 

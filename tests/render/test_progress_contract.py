@@ -39,12 +39,9 @@ def test_local_overrides_move_the_file_and_bind_a_pod_address():
 
 
 def test_kubectl_get_shows_progress_and_eta_from_fields_the_status_schema_has():
-    import pathlib
+    from tests.conftest import project_crd
 
-    import yaml
-
-    crd = yaml.safe_load((pathlib.Path(__file__).resolve().parents[2] / "manifests/crd/ddpjobs.ddpjob.io.yaml")
-                         .read_text())
+    crd = project_crd()
     version = crd["spec"]["versions"][0]
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Progress"] == ".status.progress.summary" and columns["ETA"] == ".status.progress.eta"
