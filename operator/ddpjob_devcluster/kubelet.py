@@ -64,11 +64,12 @@ class ProcessKubelet:
 
     def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
                  stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN,
-                 bound_only: bool = False, kubeconfig: pathlib.Path | None = None, node_name: str | None = None):
+                 bound_only: bool = False, kubeconfig: pathlib.Path | None = None, node_name: str | None = None,
+                 ports: dict[Any, int] | None = None):
         """kubeconfig: the node's own identity on a real API server (else `server` and
         `token`, as the emulator takes them). node_name: run only the Pods bound to this
         Node (`spec.nodeName`), listed and watched with that field selector as a kubelet
-        does; several kubelets are several nodes."""
+        does; several kubelets are several nodes, sharing `ports` (each attempt's port)."""
         self.server = server
         self.kubeconfig = kubeconfig
         self.node_name = node_name
@@ -81,7 +82,8 @@ class ProcessKubelet:
         self.containers: dict[str, Container] = {}  # by Pod uid; finished ones stay for inspection
         # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
         # stops them with the grace, as a kubelet shutting down does.
-        self.node = LocalNode(f'{self.id}/', stop_grace, preexec=ownership.stop_with_parent)
+        self.node = LocalNode(f'{self.id}/', stop_grace, preexec=ownership.stop_with_parent,
+                              ports={} if ports is None else ports)  # a shared one may be empty
         self.ports = self.node.ports  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()

@@ -123,8 +123,10 @@ class RealCluster(ClusterClient):
             self.api = kubernetes.config.new_client_from_config(str(self.kubeconfig))
             self._namespace()
             kubelet_dir = self.workdir / 'kubelet'
+            ports: dict[Any, int] = {}  # one rendezvous port per job attempt on every Node
             for shape in self.shapes:
-                self.agents.append(NodeAgent(self.plane, shape, kubelet_dir, stop_grace=self.stop_grace).start())
+                self.agents.append(NodeAgent(self.plane, shape, kubelet_dir, stop_grace=self.stop_grace,
+                                             ports=ports).start())
             self.kubelet = NamespacedKubelets(self.agents, kubelet_dir, self.namespace)
             self.operator = self._install()
             if operator:

@@ -21,7 +21,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import wait_until
+from ddpjob_devcluster.cluster import read_metrics, wait_until
 from ddpjob_devcluster.controlplane.node import NodeShape
 from ddpjob_devcluster.real_cluster import RealCluster
 from tests.support.control_plane import real_cluster
@@ -133,3 +133,48 @@ def test_schedule_timeout_fail_ends_a_gang_that_cannot_be_placed(gang_cluster: R
                lambda: [e["message"] for e in cluster.events("no-room")])
     wait_until(lambda: cluster.pods("no-room") == [] and pod_groups(cluster, gang) == [], 60,
                "a failed gang's Pods or PodGroup were left behind", lambda: cluster.pods("no-room"))
+
+
+@pytest.fixture
+def priority_classes(gang_cluster: RealCluster) -> Iterator[None]:
+    """`ddpjob-low` and `ddpjob-high` (cluster-scoped; the worker's plane is shared by its
+    tests in turn, so made anew and deleted after)."""
+    scheduling = kubernetes.client.SchedulingV1Api(gang_cluster.api)
+    for name, value in (("ddpjob-low", 100), ("ddpjob-high", 1000)):
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+    yield
+    for name in ("ddpjob-low", "ddpjob-high"):
+        scheduling.delete_priority_class(name)
+
+
+@pytest.mark.timeout(360)
+def test_a_higher_priority_gang_preempts_and_the_victim_resumes_from_its_checkpoint(
+        gang_cluster: RealCluster, gang: str, priority_classes: None) -> None:
+    cluster = gang_cluster
+    # The victim: the built-in trainer, 4 nodes x 1 process, steps of 0.2 s or more, a
+    # checkpoint every 8 steps (64 steps in all), no gang restart allowed (maxRestarts 0): a preemption is a
+    # disruption, not a failure of the job, so it must not count.
+    victim = gang_job("low", gang, priorityClassName="ddpjob-low")
+    victim["spec"].update(command=["ddpjob-launch"], maxRestarts=0, checkpoint={"claimName": "ckpt"},
+                          env=[{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.2"}],
+                          args=["ddpjob-train", "--epochs", "2", "--synthetic-size", "4096", "--batch-size", "32",
+                                "--checkpoint-every-steps", "8", "--log-every", "4", "--eval-every", "0"])
+    cluster.create_job(victim)
+    wait_until(lambda: any(p.suffix == ".pt" for p in cluster.kubelet.checkpoint_dir("low").glob("ckpt-*")),
+               180, "the victim never wrote a checkpoint", lambda: cluster.status("low"))
+    # The preemptor needs 4 of the 6 GPUs; 2 are free, so the scheduler must evict 2 of
+    # the victim's Pods (DisruptionTarget: PreemptionByScheduler).
+    cluster.create_job(gang_job("high", gang, sleep=3, priorityClassName="ddpjob-high"))
+    cluster.wait_phase("high", "Succeeded", timeout=120)
+    st = cluster.wait_phase("low", "Succeeded", timeout=240)
+    assert st["disruptions"] == 1 and st["restarts"] == 1, st
+    assert st["lastFailure"]["reason"] == "PreemptionByScheduler", st["lastFailure"]
+    events = cluster.events("low")
+    assert any(e["type"] == "Warning" and "PreemptionByScheduler" in e["message"] for e in events), \
+        [e["message"] for e in events]
+    # Attempt 1 started from the newest checkpoint, not from step 0.
+    records = read_metrics(cluster.kubelet.checkpoint_dir("low") / "metrics.jsonl")
+    resumes = [r for r in records if r["event"] == "resume"]
+    assert len(resumes) == 1 and resumes[0]["restart"] == 1 and resumes[0]["step"] >= 8, resumes
+    final = [r for r in records if r["event"] == "final"]
+    assert len(final) == 1 and final[0]["restart"] == 1 and final[0]["step"] == 64, final

@@ -50,7 +50,9 @@ class LocalNode:
     def port_for(self, attempt: Hashable) -> int:
         """The rendezvous port of one gang attempt (a key such as (namespace, job, attempt))."""
         if attempt not in self.ports:
-            self.ports[attempt] = ports.free_port()
+            # setdefault: kubelets of several Nodes may share one map (one attempt, one
+            # port on every node) and ask at once; the first answer wins for all.
+            self.ports.setdefault(attempt, ports.free_port())
         return self.ports[attempt]
 
     def start(self, pod: Mapping, *, port: int, checkpoint_dir: str | None, progress_file: str,

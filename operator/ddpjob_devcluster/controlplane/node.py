@@ -68,12 +68,13 @@ def node_object(shape: NodeShape, kubelet_port: int) -> dict[str, Any]:
 class NodeAgent:
     """`start()` registers the Node and runs its Pods; `stop()` undoes both."""
 
-    def __init__(self, plane: Any, shape: NodeShape, workdir: pathlib.Path, *, stop_grace: float = 5.0):
+    def __init__(self, plane: Any, shape: NodeShape, workdir: pathlib.Path, *, stop_grace: float = 5.0,
+                 ports: dict[Any, int] | None = None):
         self.plane, self.shape = plane, shape
         self.workdir = pathlib.Path(workdir)
         self.kubeconfig = plane.node_kubeconfig(shape.name)
         self.kubelet = ProcessKubelet(plane.server, self.workdir, stop_grace=stop_grace, kubeconfig=self.kubeconfig,
-                                      node_name=shape.name)
+                                      node_name=shape.name, ports=ports)
         pair = plane.authority.issue(f'kubelet-{shape.name}', shape.name, server=True, hosts=('127.0.0.1',))
         self.server = KubeletServer(self._find_log, pair.cert, pair.key, plane.ca)
         self._stopping = threading.Event()
