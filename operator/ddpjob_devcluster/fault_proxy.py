@@ -2,6 +2,10 @@
 of requests itself with 500/503/429 and cuts watch streams every few seconds, and passes
 everything else through unchanged (`chaos.Chaos` decides, as it does for the emulator).
 
+It can also hold one request back (`SlowCreate`): the Nth create of a resource waits
+before it is passed on, as one request of a burst often does on a loaded server. The
+gang deadlock scenario uses it to make two gangs' Pods interleave deterministically.
+
 Clients talk plain HTTP to the proxy on 127.0.0.1 with their own credentials (a bearer
 token is passed through); the proxy talks TLS to kube-apiserver, verifying it with the
 cluster's CA. So the real server still authenticates and authorizes every request that
@@ -13,6 +17,7 @@ import asyncio
 import pathlib
 import ssl
 import threading
+from dataclasses import dataclass
 
 import aiohttp
 import aiohttp.web
@@ -23,11 +28,30 @@ HOP_HEADERS = {'connection', 'keep-alive', 'transfer-encoding', 'content-length'
                'proxy-connection', 'te', 'trailer', 'content-encoding'}
 
 
+@dataclass
+class SlowCreate:
+    """Creates of `resource` (a collection POST) after the first `skip` wait `delay` s, `count` of them."""
+    resource: str
+    delay: float
+    skip: int = 0
+    count: int = 1
+
+    def take(self, method: str, path: str) -> float:
+        """The delay for this request (0: none); counts the matching ones."""
+        if method != 'POST' or not path.rstrip('/').endswith(f'/{self.resource}') or self.count <= 0:
+            return 0.0
+        if self.skip > 0:
+            self.skip -= 1
+            return 0.0
+        self.count -= 1
+        return self.delay
+
+
 class FaultProxy:
     """`start()` serves on `url`; `stop()` closes it. Counters: `chaos.failed`, `cut_watches`."""
 
-    def __init__(self, upstream: str, ca: pathlib.Path, chaos: Chaos):
-        self.upstream, self.chaos = upstream.rstrip('/'), chaos
+    def __init__(self, upstream: str, ca: pathlib.Path, chaos: Chaos, slow: SlowCreate | None = None):
+        self.upstream, self.chaos, self.slow = upstream.rstrip('/'), chaos, slow
         self.ssl = ssl.create_default_context(cafile=str(ca))
         self.cut_watches = 0
         self.url = ''
@@ -51,7 +75,9 @@ class FaultProxy:
         self._session = aiohttp.ClientSession(auto_decompress=False)
         app = aiohttp.web.Application()
         app.router.add_route('*', '/{path:.*}', self._handle)
-        self._runner = aiohttp.web.AppRunner(app, handle_signals=False)
+        # A watch passed through never ends on its own (no lifetime): at stop, give open
+        # streams 2 s instead of aiohttp's 60, then close them as a server going away does.
+        self._runner = aiohttp.web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         site = aiohttp.web.TCPSite(self._runner, '127.0.0.1', 0)
         await site.start()
@@ -63,6 +89,11 @@ class FaultProxy:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
+        # Streams still open (their clients gone) end here, not as "destroyed but pending".
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     async def _handle(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
         fault = self.chaos.fault()
@@ -71,6 +102,9 @@ class FaultProxy:
             body = {'apiVersion': 'v1', 'kind': 'Status', 'status': 'Failure', 'code': code, 'reason': reason,
                     'message': message, 'metadata': {}}
             return aiohttp.web.json_response(body, status=code, headers={'Retry-After': '1'} if code == 429 else None)
+        delay = self.slow.take(request.method, request.path) if self.slow is not None else 0.0
+        if delay:
+            await asyncio.sleep(delay)  # the event loop serves the other requests meanwhile
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         data = await request.read()
         assert self._session is not None
@@ -87,12 +121,14 @@ class FaultProxy:
                 timeout = None if deadline is None else max(0.0, deadline - self._loop.time())
                 try:
                     chunk = await asyncio.wait_for(upstream.content.readany(), timeout)
+                    if not chunk:
+                        break
+                    await response.write(chunk)
                 except asyncio.TimeoutError:
                     self.cut_watches += 1  # as a load balancer drops a long stream
                     break
-                if not chunk:
-                    break
-                await response.write(chunk)
+                except (aiohttp.ClientError, ConnectionError):
+                    break  # either end went away (a stopped client, the server at shutdown)
             return response
 
 
@@ -105,4 +141,4 @@ def point_kubeconfig_at(path: pathlib.Path, url: str) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
-__all__ = ['FaultProxy', 'point_kubeconfig_at']
+__all__ = ['FaultProxy', 'SlowCreate', 'point_kubeconfig_at']
