@@ -70,9 +70,7 @@ class ProcessKubelet:
         `token`, as the emulator takes them). node_name: run only the Pods bound to this
         Node (`spec.nodeName`), listed and watched with that field selector as a kubelet
         does; several kubelets are several nodes, sharing `ports` (each attempt's port)."""
-        self.server = server
-        self.kubeconfig = kubeconfig
-        self.node_name = node_name
+        self.server, self.kubeconfig, self.node_name = server, kubeconfig, node_name
         # With a scheduler (ddpjob_devcluster.scheduler), run only Pods bound to a node,
         # as a kubelet runs only the Pods whose spec.nodeName is its own.
         self.bound_only = bound_only or node_name is not None
@@ -83,7 +81,7 @@ class ProcessKubelet:
         # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
         # stops them with the grace, as a kubelet shutting down does.
         self.node = LocalNode(f'{self.id}/', stop_grace, preexec=ownership.stop_with_parent,
-                              ports={} if ports is None else ports)  # a shared one may be empty
+                              ports={} if ports is None else ports)
         self.ports = self.node.ports  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
