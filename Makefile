@@ -10,7 +10,7 @@ TOOLS := .tools
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv test test-gpu demo bench e2e-kind demo-cluster tools control-plane clean
+.PHONY: venv test test-gangs test-gpu demo bench e2e-kind demo-cluster tools control-plane gang-schedulers clean
 
 venv: $(STAMP)
 
@@ -30,10 +30,20 @@ tools: $(STAMP)
 # ~/.cache/ddpjob/upstream (DDPJOB_UPSTREAM_CACHE): about 7 minutes the first time on
 # 2 cores, nothing once cached. Needs a Go toolchain and the Go module proxy.
 control-plane: $(STAMP)
-	$(PY) -m ddpjob_devcluster.controlplane.build
+	$(PY) -m ddpjob_devcluster.controlplane.build plane
 
+# The gang schedulers and queues the gang tier runs beside the control plane, built the
+# same way (scheduler-plugins, Kueue, Volcano; hack/upstream/<name>/go.mod).
+gang-schedulers: $(STAMP)
+	$(PY) -m ddpjob_devcluster.controlplane.build gang-schedulers
+
+# Everything but the gang tier (tests/gangs), which has a target of its own: CI runs both.
 test: $(STAMP) tools control-plane
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS)
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs
+
+# The gang tier: each gang integration against its real upstream scheduler or queue.
+test-gangs: $(STAMP) tools control-plane gang-schedulers
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) tests/gangs
 
 # The GPU tier (tests/gpu) and the trainer's tests, on a machine with a CUDA GPU; the
 # operator's dependencies are not needed there. Elsewhere the GPU tests skip, saying why.
@@ -43,7 +53,7 @@ test-gpu: $(STAMP)
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
 
-bench: $(STAMP) tools control-plane
+bench: $(STAMP) tools control-plane gang-schedulers
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
 
 e2e-kind: $(STAMP) tools

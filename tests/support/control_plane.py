@@ -27,7 +27,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     from ddpjob_devcluster.controlplane import build
     from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 
-    if shutil.which('go') is None and not all(build.cached(c) for c in build.COMPONENTS.values()):
+    if shutil.which('go') is None and not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
         pytest.skip('the real control plane is built with Go, and no `go` is on PATH (nor cached binaries)')
     with ControlPlane(tmp_path_factory.mktemp('control-plane')) as plane:
         yield plane

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -22,14 +21,3 @@ def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[
     with running_cluster(request, tmp_path / 'cluster') as real:
         yield real
 
-
-@pytest.fixture(scope='session')
-def coscheduling_scheduler(control_plane: Any) -> Any:
-    """scheduler-plugins' coscheduling scheduler beside the worker's control plane, started
-    once (its PodGroup CRD and RBAC installed); it stops with the plane."""
-    from ddpjob_devcluster.cluster_api import ClusterClient
-    from ddpjob_devcluster.controlplane import coscheduling, install
-
-    kubectl = ClusterClient.kubectl_path()
-    return coscheduling.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
-                                                                           kubectl=kubectl))

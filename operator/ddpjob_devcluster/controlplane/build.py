@@ -11,7 +11,9 @@ module's go.mod/go.sum (`$DDPJOB_UPSTREAM_CACHE`, default
 `~/.cache/ddpjob/upstream/`), so a second build of the same pins costs nothing. A file
 lock makes concurrent builders (parallel test workers) wait for one build.
 
-`python -m ddpjob_devcluster.controlplane.build [component ...]` is `make control-plane`.
+`python -m ddpjob_devcluster.controlplane.build [component|group ...]` builds the named
+components (`make control-plane`: the group `plane`; `make gang-schedulers`: the group
+`gang-schedulers`; no argument: all).
 """
 from __future__ import annotations
 
@@ -94,6 +96,10 @@ ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
 # decides which feature gates exist.
 SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugins')
 COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS)}
+# What the control plane itself needs (`make control-plane`), and the gang schedulers and
+# queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`).
+PLANE = ('kubernetes', 'etcd')
+GANG_SCHEDULERS = tuple(name for name in COMPONENTS if name not in PLANE)
 
 
 def binary_name(tool: str) -> str:
@@ -204,10 +210,13 @@ def _last_line(path: pathlib.Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or list(COMPONENTS)
+    groups = {'plane': PLANE, 'gang-schedulers': GANG_SCHEDULERS}
+    asked = (argv if argv is not None else sys.argv[1:]) or list(COMPONENTS)
+    names = [name for word in asked for name in groups.get(word, (word,))]
     unknown = [n for n in names if n not in COMPONENTS]
     if unknown:
-        print(f'unknown component {unknown[0]!r}: choose from {", ".join(COMPONENTS)}', file=sys.stderr)
+        print(f'unknown component {unknown[0]!r}: choose from {", ".join(COMPONENTS)} '
+              f'(or a group: {", ".join(groups)})', file=sys.stderr)
         return 2
     try:
         for name in names:

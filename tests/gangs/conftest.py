@@ -1,0 +1,31 @@
+"""The gang tier (`make test-gangs`): gang schedulers and queues on their real upstream
+components, each built from its pinned Go module (`make gang-schedulers`) and started
+once per test worker beside that worker's real control plane; they stop with it.
+`make test` leaves this folder out (the builds and scenarios take as long as the rest of
+the suite); CI runs both."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.system.conftest import cluster, running_cluster
+
+__all__ = ['cluster', 'running_cluster']
+
+
+def _apply(plane: Any) -> Any:
+    """Apply objects as the plane's admin, with kubectl (what an installer does)."""
+    from ddpjob_devcluster.cluster_api import ClusterClient
+    from ddpjob_devcluster.controlplane import install
+
+    kubectl = ClusterClient.kubectl_path()
+    return lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl)
+
+
+@pytest.fixture(scope='session')
+def coscheduling_scheduler(control_plane: Any) -> Any:
+    """scheduler-plugins' coscheduling scheduler and its controller (PodGroup CRD, RBAC)."""
+    from ddpjob_devcluster.controlplane import coscheduling
+
+    return coscheduling.start(control_plane, _apply(control_plane))
