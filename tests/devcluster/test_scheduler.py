@@ -92,7 +92,7 @@ def test_a_gang_is_placed_all_or_nothing(store, scheduler):
     assert scheduler.schedule_once() == 0  # 2 GPUs left, a needs 4: none placed
     assert all(scheduled(store, f"a-{i}")[0] is None for i in range(4))
     assert scheduled(store, "a-3")[1]["reason"] == "Unschedulable"
-    # kube-scheduler 1.37's words (tests/system/test_gang_real.py reads them from the real
+    # kube-scheduler 1.37's words (tests/gangs/test_gang_real.py reads them from the real
     # one): the Pod that did not fit says why, the rest of the gang why the gang waits.
     messages = {scheduled(store, f"a-{i}")[1]["message"] for i in range(4)}
     assert messages == {"0/6 nodes are available: 6 Insufficient nvidia.com/gpu.",
