@@ -10,6 +10,8 @@ many clients that failed together do not retry in step. Who uses it, with which 
 - a refused create (0.5 s .. 30 s, operator/refusals.py);
 - a gang waiting on its integration (2 s .. 300 s, job/scheduling.py);
 - a gang restart (`restartBackoffSeconds` .. 300 s, no jitter, job/restart_policy.py).
+- an elastic job's lost index created again (the same numbers, per index: its losses in a
+  row, job/lost_indices.py).
 
 The job logic is pure: it passes the random draw in (`delay(n, draw)`), from its input.
 """

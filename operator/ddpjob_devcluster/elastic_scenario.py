@@ -36,6 +36,8 @@ class Outcome:
     lost: int
     repeated: int
     notes: list[str] = field(default_factory=list)
+    # status.lostIndices as first seen after the delete: the API server kept it (the CRD's schema)
+    lost_indices: list[dict[str, Any]] | None = None
 
 
 def job(name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, backoff: int = 10,
@@ -71,8 +73,16 @@ def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: 
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods(name)}
     deleted_at = time.time()
     cluster.core.delete_namespaced_pod(f"{name}-{lose}", cluster.namespace)
-    status = wait_until(lambda: (st := cluster.status(name)).get("phase") in ("Succeeded", "Failed") and st,
-                        timeout, f"{name} did not finish", lambda: f"status {cluster.status(name)}", interval=1.0)
+    seen: list[list[dict[str, Any]]] = []
+
+    def finished() -> dict[str, Any] | None:
+        st = cluster.status(name)
+        if st.get("lostIndices") and not seen:
+            seen.append(st["lostIndices"])
+        return st if st.get("phase") in ("Succeeded", "Failed") else None
+
+    status = wait_until(finished, timeout, f"{name} did not finish", lambda: f"status {cluster.status(name)}",
+                        interval=1.0)
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods(name)}
     kept = all(after.get(pod) == uid for pod, uid in uids.items() if pod != f"{name}-{lose}")
     groups = sample_audit.groups(str(samples))
@@ -81,7 +91,8 @@ def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: 
     full = [t for world, t in later if world == nodes]
     lost, repeated = sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS)
     events = [f'{e.get("reason")}: {e.get("message")}' for e in cluster.events(name)]
-    return Outcome(status, events, kept, groups, back, full[0] - deleted_at if full else None, lost, repeated)
+    return Outcome(status, events, kept, groups, back, full[0] - deleted_at if full else None, lost, repeated,
+                   lost_indices=seen[0] if seen else None)
 
 
 def report(label: str, outcome: Outcome) -> str:

@@ -21,6 +21,10 @@ def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(cluster, tmp_pat
     assert any(e.startswith("Resized: training at 4/4 nodes") for e in out.events), out.events
     assert out.groups[0][0] == 4 and out.groups[-1][0] == 4 and out.grown_back_s is not None
     assert (out.lost, out.repeated) == (0, 0)
+    # The per-index re-create backoff's count, stored by the real API server (the CRD's schema
+    # keeps it) while the index was down; gone once the job finished.
+    assert out.lost_indices and (out.lost_indices[0]["index"], out.lost_indices[0]["losses"]) == (2, 1), out.events
+    assert "lostIndices" not in out.status
 
 
 def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cluster) -> None:

@@ -3,9 +3,10 @@
 Small datasets (synthetic, MNIST, CIFAR-10) are decoded once into one tensor, moved to
 the device once, and batched by indexing: no per-sample PIL decode, ToTensor and
 collate, which is where the tutorial loop spends most of its time. Large ones
-(ImageFolder) go through DataLoader workers with pinned memory and persistent workers.
-Either way every rank draws its shard from a DistributedSampler re-seeded by
-`set_epoch`, so ranks see disjoint samples and the same number of steps.
+(ImageFolder) go through DataLoader workers (loader.py).
+Either way a rigid job's ranks draw their shards from a DistributedSampler re-seeded by
+`set_epoch`, so ranks see disjoint samples and the same number of steps; an elastic
+job's ranks take their shares of global micro-batches (elastic_data.py), on both paths.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, Subset
+from torch.utils.data import DistributedSampler
 
 from . import UsageError
 from .distributed import Dist, any_rank
+from .loader import LoaderBatches
 
 KINDS = ("synthetic", "mnist", "cifar10", "imagefolder")
 MNIST_NORM = ((0.1307,), (0.3081,))
@@ -140,52 +142,6 @@ class TensorBatches:
             yield xb, self.y.index_select(0, idx)
 
 
-class _SkippingSampler(torch.utils.data.Sampler):
-    """DistributedSampler that can start mid-epoch (resuming after a preemption)."""
-
-    def __init__(self, inner: DistributedSampler):
-        self.inner, self.skip = inner, 0
-
-    def set_epoch(self, epoch: int, skip: int = 0) -> None:
-        self.inner.set_epoch(epoch)
-        self.skip = skip
-
-    def __iter__(self):
-        return iter(list(self.inner)[self.skip:])
-
-    def __len__(self) -> int:
-        return len(self.inner) - self.skip
-
-
-class LoaderBatches:
-    def __init__(self, dataset, batch_size: int, d: Dist, seed: int, train: bool, workers: int, channels_last: bool):
-        self.device, self.batch_size, self.channels_last = d.device, batch_size, channels_last
-        self.sampler = None
-        if train:
-            self.sampler = _SkippingSampler(DistributedSampler(dataset, d.world_size, d.rank, shuffle=True, seed=seed))
-        else:
-            dataset = Subset(dataset, range(d.rank, len(dataset), d.world_size))
-        self.count = len(self.sampler.inner) if train else len(dataset)
-        self.loader = DataLoader(
-            dataset, batch_size=batch_size, sampler=self.sampler, num_workers=workers,
-            pin_memory=d.device.type == "cuda",  # page-locked buffers: async host-to-GPU copies
-            persistent_workers=workers > 0,  # no worker re-spawn (and re-import) every epoch
-            prefetch_factor=4 if workers > 0 else None,
-        )
-
-    def __len__(self) -> int:
-        return (self.count + self.batch_size - 1) // self.batch_size
-
-    def epoch(self, epoch: int, start_batch: int = 0):
-        if self.sampler is not None:
-            self.sampler.set_epoch(epoch, start_batch * self.batch_size)
-        for xb, yb in self.loader:
-            xb = xb.to(self.device, non_blocking=True)
-            if self.channels_last:
-                xb = xb.contiguous(memory_format=torch.channels_last)
-            yield xb, yb.to(self.device, non_blocking=True)
-
-
 def imagefolder(root: str, image_size: int):
     from torchvision import datasets
     from torchvision.transforms import v2
@@ -206,6 +162,15 @@ def imagefolder(root: str, image_size: int):
     return train, evaluation
 
 
+def _elastic_global(args, d: Dist) -> int | None:
+    """An elastic job's global micro-batch G (elastic_data.py); None for a rigid job."""
+    if not d.env.elastic_max_nodes:
+        return None
+    from .elastic_data import global_batch
+
+    return global_batch(args.batch_size, d.env.local_world_size, d.env.elastic_max_nodes, args.global_batch_size)
+
+
 @dataclass
 class Data:
     train: TensorBatches | LoaderBatches
@@ -221,7 +186,8 @@ def load_data(args, d: Dist) -> Data:
     cl = args.channels_last
     if kind == "imagefolder":
         train, evaluation = imagefolder(path, args.image_size)
-        mk = lambda ds, is_train: LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl)  # noqa: E731
+        mk = lambda ds, is_train: LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl,  # noqa: E731
+                                                _elastic_global(args, d) if is_train else None)
         return Data(mk(train, True), mk(evaluation, False) if evaluation else None,
                     (3, args.image_size, args.image_size), len(train.classes))
     if kind == "synthetic":
@@ -232,9 +198,8 @@ def load_data(args, d: Dist) -> Data:
         train, evaluation = cifar10(path, args.download, d)
     mk = lambda xy, is_train: TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)  # noqa: E731
     if d.env.elastic_max_nodes:  # exactly once per epoch at any world size (elastic_data.py)
-        from .elastic_data import ElasticBatches, global_batch
+        from .elastic_data import ElasticBatches
 
-        size = global_batch(args.batch_size, d.env.local_world_size, d.env.elastic_max_nodes, args.global_batch_size)
-        return Data(ElasticBatches(*train, size, d, args.seed, cl), mk(evaluation, False) if evaluation else None,
+        return Data(ElasticBatches(*train, _elastic_global(args, d), d, args.seed, cl), mk(evaluation, False) if evaluation else None,
                     tuple(train[0].shape[1:]), 10)
     return Data(mk(train, True), mk(evaluation, False) if evaluation else None, tuple(train[0].shape[1:]), 10)

@@ -16,6 +16,9 @@ at every size; a smaller group gives each process a larger share, and the loss i
 mean over the G samples (each rank's summed loss x world / G, which DDP's gradient
 average turns into that mean). So the optimizer sees the same batch whatever the size,
 and the learning rate needs no change. `--global-batch-size` sets G instead.
+
+Both data paths follow this order: in-memory tensors (`ElasticBatches`) and files decoded
+by DataLoader workers (`RankMicroBatches`, the batch sampler of data.py's LoaderBatches).
 """
 
 from __future__ import annotations
@@ -75,3 +78,31 @@ class ElasticBatches:
             if self.channels_last and xb.dim() == 4:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             yield xb, self.y.index_select(0, idx)
+
+
+class RankMicroBatches(torch.utils.data.Sampler):
+    """A DataLoader batch sampler: this rank's share of each global micro-batch of the
+    epoch, from the checkpoint's micro-batch on. The loader's workers (and prefetch) run
+    ahead of training, so `shares()` tells the training loop, in the same order, which
+    micro-batch each loaded batch is; an empty share (fewer samples left than ranks) is
+    not sent to the loader, whose collate cannot build an empty batch."""
+
+    def __init__(self, size: int, global_size: int, world: int, rank: int, seed: int):
+        self.size, self.global_size, self.world, self.rank, self.seed = size, global_size, world, rank, seed
+        self.set_epoch(1)
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        self.order, self.start = epoch_order(self.size, self.seed, epoch), start
+
+    def micro_batches(self) -> int:
+        return (self.size + self.global_size - 1) // self.global_size
+
+    def shares(self) -> Iterator[tuple[torch.Tensor, int]]:
+        for k in range(self.start, self.micro_batches()):
+            yield micro_batch(self.order, k, self.global_size, self.world, self.rank)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (idx.tolist() for idx, _ in self.shares() if len(idx))
+
+    def __len__(self) -> int:
+        return sum(1 for idx, _ in self.shares() if len(idx))

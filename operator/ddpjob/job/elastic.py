@@ -3,9 +3,10 @@
 Once an elastic job runs, a lost Pod (failed, evicted, deleted, its node gone) is not a
 gang failure while at least `minNodes` Pods still run: the survivors' torchrun re-forms
 the group without it, their Pods are left alone, `maxRestarts` is not touched, and the
-lost index is created again under the same name once the name is free and
-`restartBackoffSeconds` have passed since the loss (a Pod that fails at once, a bad
-node say, is not re-created in a tight loop). When it runs, torchrun takes it back into
+lost index is created again under the same name once the name is free and its backoff
+has passed since the loss: `restartBackoffSeconds`, doubled for each loss in a row of
+that index (lost_indices.py: a Pod that keeps failing, on a bad node say, is not
+re-created in a tight loop). When it runs, torchrun takes it back into
 the group: the job grows back to `spec.nodes`. A change
 of `spec.nodes` (within the range) works the same way: Pods above the new size are
 deleted, missing ones created.
@@ -19,22 +20,21 @@ What stays with the other policies:
 - nothing lost: the failure policy's stall check, then `creation.running`.
 
 Every change in the number of running Pods of a running elastic job is a resize: counted
-in `status.resizes` and said in an Event with its cause (`settle`).
+in `status.resizes` and said in an Event with its cause (`settle`), which also keeps
+`status.lostIndices` (the losses in a row of each index) for every step.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ddpjob.api import names
-from ddpjob.job import creation
+from ddpjob.job import creation, lost_indices
 from ddpjob.job.decision import RUNNING, Event, Plan
 from ddpjob.job.failure import failure_record, root_cause
 from ddpjob.job.observe import PodState
 from ddpjob.job.restart_policy import is_retryable
-from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
     from ddpjob.job.step import Step
@@ -76,34 +76,27 @@ def plan(step: "Step") -> Plan | None:
     running, above, missing = _running(step), _above_size(step), _missing(step)
     if len(running) < job.min_nodes or not (lost or above or missing):
         return None
-    gone = [p.name for p in lost] + [names.pod_name(job.name, r) for r in missing]
+    found = lost_indices.entries(step)
+    waits = {r: lost_indices.wait(step, found.get(r)) for r in missing}
+    gone = sorted([(p.name, p.node_rank) for p in lost] + [(names.pod_name(job.name, r), r) for r in missing])
     msg = f"{len(running)}/{job.nodes} nodes running (elastic, {job.elastic.min_nodes} to {job.elastic.max_nodes})"
-    wait = _backoff(step) if missing else None
     if gone:
-        msg += f"; replacing {', '.join(sorted(gone))}" + (f" in {wait:.0f}s" if wait else "")
+        msg += "; replacing " + ", ".join(name + (lost_indices.describe(step, found[r]) if r in found else "")
+                                          for name, r in gone)
     if above:
         msg += f"; stopping {', '.join(p.name for p in above)} (spec.nodes is {job.nodes})"
     changes = {}
     root = root_cause(lost) if lost else None
-    # Recorded once per loss (its time starts the re-create backoff), not at every step
-    # that sees the Pod still terminating.
+    # Recorded once per loss, not at every step that sees the Pod still terminating.
     if root is not None and ((root.phase == "Failed" and not root.deleting)
                              or (step.prev.get("lastFailure") or {}).get("pod") != root.name):
         changes["lastFailure"] = failure_record(root, job.restart_policy, step.now)
     stuck, wake = creation.stuck_pods(lost + above, step.now)
-    create = () if wait else missing
+    create = tuple(r for r in missing if not waits[r])
+    later = min((w for w in waits.values() if w), default=None)
     return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
                 create=create, delete=tuple(p.name for p in lost + above if not p.deleting), stuck=stuck,
-                requeue_after=step.earliest(step.deadline_in, wake, wait), write_status=not create)
-
-
-def _backoff(step: "Step") -> float | None:
-    """Seconds until a lost index may be created again (None: now)."""
-    failed_at = parse_time((step.prev.get("lastFailure") or {}).get("time"))
-    if failed_at is None:
-        return None
-    left = (failed_at + timedelta(seconds=step.job.restart_backoff_seconds) - step.now).total_seconds()
-    return left if left > 0 else None
+                requeue_after=step.earliest(step.deadline_in, wake, later), write_status=not create)
 
 
 def _cause(step: "Step", before: int, after: int) -> str:
@@ -125,17 +118,30 @@ def _cause(step: "Step", before: int, after: int) -> str:
 
 
 def settle(step: "Step", plan: Plan) -> Plan:
-    """Count and announce a resize: the running elastic job has another number of Pods
-    running than its last status said. `resizes` is no count-only field, so the write
-    happens at once and the Event is said once."""
+    """Keep `status.lostIndices` and count and announce a resize: the running elastic job
+    has another number of Pods running than its last status said. `resizes` is no
+    count-only field, so the write happens at once and the Event is said once."""
     job, prev, status = step.job, step.prev, plan.status
-    if job.elastic is None or step.prev_phase != RUNNING or status.get("phase") != RUNNING:
+    running = job.elastic is not None and step.prev_phase == RUNNING and status.get("phase") == RUNNING
+    if not running:  # a gang restart, a finished job: no index backoff goes on
+        if lost_indices.FIELD in status:
+            plan = replace(plan, status={k: v for k, v in status.items() if k != lost_indices.FIELD})
         return plan
+    found = lost_indices.entries(step)
+    status = {k: v for k, v in status.items() if k != lost_indices.FIELD}
+    if found:
+        status[lost_indices.FIELD] = lost_indices.status_value(found)
+    plan = replace(plan, status=status,
+                   requeue_after=step.earliest(plan.requeue_after, lost_indices.healthy_in(step, found)))
     before, after = int(prev.get("readyNodes", 0)), int(status.get("readyNodes", 0))
     if before == after and prev.get("desiredNodes", job.nodes) == job.nodes:
         return plan
     size = f"training at {after}/{job.nodes} nodes"
     kind = "Normal" if after >= before else "Warning"
-    event = Event(kind, RESIZED if after >= before else NODE_LOST, f"{size}: {_cause(step, before, after)}")
+    cause = _cause(step, before, after)
+    if after < before:  # when each lost index comes back, if it has to wait
+        cause += "".join(f"; creating {names.pod_name(job.name, r)} again{lost_indices.describe(step, e)}"
+                         for r, e in sorted(found.items()) if lost_indices.wait(step, e))
+    event = Event(kind, RESIZED if after >= before else NODE_LOST, f"{size}: {cause}")
     status = {**status, "resizes": int(prev.get("resizes", 0)) + 1}
     return replace(plan, status=status, events=plan.events + (event,))

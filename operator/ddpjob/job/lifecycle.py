@@ -87,11 +87,11 @@ def _settle(step: Step, plan: Plan) -> Plan:
     prev, observed = step.prev, step.observed
     if plan.gang_blocked:
         return plan  # the gang's own wait: no Pods were asked for, nothing else to say
-    status, requeue = plan.status, plan.requeue_after
+    status = plan.status
     if not plan.keep_refusal:
         status = creation.created_status(status, step.now_s)
     plan = elastic.settle(step, replace(plan, status=status))
-    status = plan.status
+    status, requeue = plan.status, plan.requeue_after
     if plan.write_status and not (plan.delete or plan.delete_job):
         held = count_writes.held(prev, status, step.job.nodes, observed.since_last_write)
         if held:  # only counts moved, and the last write was just now: batch them
