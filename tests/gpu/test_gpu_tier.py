@@ -98,6 +98,9 @@ def test_trainer_option_trains_on_the_gpu(tmp_path: Path, flags: list[str]) -> N
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first, f"{flags}: did not learn (loss {first} -> {last})"
+    epochs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+              if '"epoch"' in line and json.loads(line).get("event") == "epoch"]
+    assert epochs and all(e["peak_gpu_mib"] > 0 for e in epochs), epochs  # peak memory per configuration
 
 
 @needs_triton
@@ -106,6 +109,15 @@ def test_compile_trains_on_the_gpu(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first
+
+
+def test_batch_size_auto_finds_a_batch_that_fits_and_trains(tmp_path: Path) -> None:
+    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "65536", "--batch-size", "auto", "--log-every", "5")
+    assert r.returncode == 0, r.stderr[-3000:]
+    chosen = [line for line in r.stderr.splitlines() if "--batch-size auto:" in line]
+    assert chosen and int(chosen[0].split("auto: ")[1].split()[0]) >= 64, r.stderr[-3000:]
+    first, last = losses(tmp_path)
+    assert math.isfinite(last)
 
 
 def test_a_checkpoint_saved_on_the_gpu_resumes_and_loads_on_cpu(tmp_path: Path) -> None:

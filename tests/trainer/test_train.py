@@ -99,6 +99,11 @@ def test_bad_input_exits_2(argv, needle, capsys):
     assert needle in _error_line(capsys)
 
 
+def test_batch_size_auto_on_a_cpu_is_refused_in_one_line(capsys):
+    assert main([*FAST, "--batch-size", "auto"]) == 2  # the last --batch-size wins
+    assert "--batch-size auto finds what fits in GPU memory and needs a CUDA device" in _error_line(capsys)
+
+
 def test_bad_flag_value_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--batch-size", "many"])

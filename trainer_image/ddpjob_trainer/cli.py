@@ -9,6 +9,19 @@ import os
 from ddpjob import contract
 
 
+AUTO_BATCH = 0  # args.batch_size of `--batch-size auto` (batch_probe.py finds the number)
+
+
+def batch_size(text: str) -> int:
+    """--batch-size: a positive integer, or `auto`."""
+    if text == "auto":
+        return AUTO_BATCH
+    value = int(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
 def _positive(kind):
     def parse(text: str):
         try:
@@ -48,7 +61,8 @@ def parser() -> argparse.ArgumentParser:
     a("--image-size", type=_positive(int), default=224, help="imagefolder crop size")
     a("--workers", type=_non_negative, default=None, help="DataLoader workers per process (imagefolder)")
     a("--epochs", type=_positive(int), default=3)
-    a("--batch-size", type=_positive(int), default=64, help="per process")
+    a("--batch-size", type=batch_size, default=64,
+      help="per process; auto: the largest whose step fits this GPU (tried, then 90%% of it; CUDA only)")
     a("--lr", type=_positive(float), default=1e-3)
     a("--optimizer", choices=("adam", "adamw", "sgd"), default="adam")
     a("--momentum", type=float, default=0.9, help="sgd only")

@@ -101,6 +101,14 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
+def peak_memory(device: torch.device) -> dict:
+    """This process's peak GPU memory so far, for each epoch's metrics (what a configuration
+    needs, to compare batch sizes and AMP modes); nothing on a CPU."""
+    if device.type != "cuda":
+        return {}
+    return {"peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1)}
+
+
 def all_reduce_sum(d: Dist, values: torch.Tensor) -> torch.Tensor:
     """Sum a small tensor of metrics over all ranks (on the training device)."""
     if d.backend is not None:

@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, cli, distributed, state
+from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, distributed, state
 from .data import load_data
 from .env import read_process_env
 from .models import build_model
@@ -71,6 +71,10 @@ class Trainer:
             raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
         if args.sync_bn and dev.type != "cuda" and args.strategy == "ddp" and d.world_size > 1:
             raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
+        auto_batch = args.batch_size == cli.AUTO_BATCH
+        if auto_batch and dev.type != "cuda":
+            raise UsageError("--batch-size auto finds what fits in GPU memory and needs a CUDA device: give a number")
+        args.batch_size = args.batch_size or 1  # auto: 1 until the probe (batch_probe.py) has spoken
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
@@ -86,6 +90,11 @@ class Trainer:
         # Loss scaling only for fp16; bf16 has fp32's range and needs none.
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+        if auto_batch:
+            args.batch_size = batch_probe.choose(self.model, self.optimizer, self.data.input_shape,
+                                                 self.data.num_classes, dev, self.autocast, args.channels_last)
+            log(f"--batch-size auto: {args.batch_size} per process fits on {dev}")
+            self.data = load_data(args, d)
         steps_per_epoch = (len(self.data.train) + args.grad_accum - 1) // args.grad_accum
         progress_file = os.environ.get(contract.PROGRESS_FILE) or None
         self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev,
@@ -212,7 +221,8 @@ class Trainer:
         sums = torch.cat([totals, torch.tensor([float(total_n + window_n)], device=d.device)])
         loss_sum, correct, count = distributed.all_reduce_sum(d, sums).tolist()
         return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
-                "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3)}
+                "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3),
+                **distributed.peak_memory(d.device)}
 
     def loss(self, out, y, batches):
         total = getattr(batches, "last_total", None)
