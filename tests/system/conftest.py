@@ -33,3 +33,15 @@ def coscheduling_scheduler(control_plane: Any) -> Any:
     kubectl = ClusterClient.kubectl_path()
     return coscheduling.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
                                                                            kubectl=kubectl))
+
+
+@pytest.fixture(scope='session')
+def volcano_scheduler(control_plane: Any) -> Any:
+    """Volcano's scheduler and controllers beside the worker's control plane, started once
+    (its CRDs and its chart's RBAC installed, the default Queue made); they stop with the plane."""
+    from ddpjob_devcluster.cluster_api import ClusterClient
+    from ddpjob_devcluster.controlplane import install, volcano
+
+    kubectl = ClusterClient.kubectl_path()
+    return volcano.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
+                                                                      kubectl=kubectl))
