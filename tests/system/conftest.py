@@ -27,21 +27,24 @@ def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[
 def coscheduling_scheduler(control_plane: Any) -> Any:
     """scheduler-plugins' coscheduling scheduler beside the worker's control plane, started
     once (its PodGroup CRD and RBAC installed); it stops with the plane."""
-    from ddpjob_devcluster.cluster_api import ClusterClient
-    from ddpjob_devcluster.controlplane import coscheduling, install
+    from ddpjob_devcluster.controlplane import coscheduling
 
-    kubectl = ClusterClient.kubectl_path()
-    return coscheduling.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
-                                                                           kubectl=kubectl))
+    return coscheduling.start(control_plane, _admin_apply(control_plane))
 
 
 @pytest.fixture(scope='session')
 def volcano_scheduler(control_plane: Any) -> Any:
     """Volcano's scheduler and controllers beside the worker's control plane, started once
     (its CRDs and its chart's RBAC installed, the default Queue made); they stop with the plane."""
+    from ddpjob_devcluster.controlplane import volcano
+
+    return volcano.start(control_plane, _admin_apply(control_plane))
+
+
+def _admin_apply(plane: Any) -> Any:
+    """`apply(objects)`: server-side apply as the cluster's admin (a gang tool's CRDs and RBAC)."""
     from ddpjob_devcluster.cluster_api import ClusterClient
-    from ddpjob_devcluster.controlplane import install, volcano
+    from ddpjob_devcluster.controlplane import install
 
     kubectl = ClusterClient.kubectl_path()
-    return volcano.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
-                                                                      kubectl=kubectl))
+    return lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl)

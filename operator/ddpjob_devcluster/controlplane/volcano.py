@@ -19,10 +19,13 @@ for PodGroups that name their queue, and the scheduler makes the default Queue.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import pathlib
 import subprocess
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -42,11 +45,18 @@ READY_SECONDS = 90
 CRDS = ('podgroups.scheduling.volcano.sh', 'queues.scheduling.volcano.sh', 'commands.bus.volcano.sh',
         'numatopologies.nodeinfo.volcano.sh')
 CONTROLLERS = ('queue-controller', 'pg-controller')
-# The chart's actions ("enqueue, allocate, backfill") plus preempt, which its
-# docs/user-guide/how_to_configure_scheduler.md lists for a higher-priority job to evict
-# a lower one in its queue; the chart's tiers (gang and drf with enablePreemptable false,
-# so priority alone decides the victims) are kept as they are.
-ACTIONS = 'enqueue, allocate, preempt, backfill'
+# The actions of upstream's own CI configuration (the chart's volcano-scheduler-ci.conf):
+# the chart's default ("enqueue, allocate, backfill") plus reclaim and preempt, which
+# docs/user-guide/how_to_configure_scheduler.md lists for a higher-priority job to evict a
+# lower one. The chart's default tiers are kept as they are (gang and drf with
+# enablePreemptable false, so priority alone decides the victims).
+ACTIONS = 'enqueue, allocate, backfill, reclaim, preempt'
+# A gang whose minResources exceed the idle resources (times the overcommit factor) stays
+# Pending at enqueue, and preempt skips Pending PodGroups: upstream's preemption e2e
+# (test/e2e/schedulingaction/preempt.go) takes enqueue out for it, "because it conflicts
+# with preempt". `Volcano.actions(PREEMPTING)` does the same for a test's duration.
+PREEMPTING = 'allocate, backfill, reclaim, preempt'
+RELOAD_SECONDS = 30
 
 
 def module_dir() -> pathlib.Path:
@@ -85,25 +95,57 @@ def objects(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [namespace, *crds, *rbac]
 
 
-def scheduler_conf(docs: list[dict[str, Any]]) -> str:
-    """The chart's volcano-scheduler.conf with `ACTIONS`."""
+def scheduler_conf(docs: list[dict[str, Any]], actions: str = ACTIONS) -> dict[str, Any]:
+    """The chart's volcano-scheduler.conf with `actions`."""
     data = _named(docs, 'ConfigMap', f'{RELEASE}-scheduler-configmap')['data']
-    conf = yaml.safe_load(data['volcano-scheduler.conf'])
-    conf['actions'] = ACTIONS
-    return yaml.safe_dump(conf, sort_keys=False)
+    return {**yaml.safe_load(data['volcano-scheduler.conf']), 'actions': actions}
 
 
-def start(plane: Any, apply: Any) -> Component:
+@dataclasses.dataclass
+class Volcano:
+    scheduler: Component
+    controllers: Component
+    conf_path: pathlib.Path
+    conf: dict[str, Any]
+
+    @contextlib.contextmanager
+    def actions(self, actions: str) -> Iterator[None]:
+        """The scheduler runs `actions` inside the block (it reloads its conf file when it
+        changes, as it does a ConfigMap's), then its own again."""
+        before = self.conf['actions']
+        self._write(actions)
+        try:
+            yield
+        finally:
+            self._write(before)
+
+    def _write(self, actions: str) -> None:
+        self.conf = {**self.conf, 'actions': actions}
+        loaded = f'Successfully loaded Scheduler conf, actions: [{" ".join(a.strip() for a in actions.split(","))}]'
+        seen = self._log().count(loaded)
+        # Renamed into place: the watcher sees one whole file (a Create), never a half-written one.
+        staging = self.conf_path.with_name('.staging')
+        staging.write_text(yaml.safe_dump(self.conf, sort_keys=False))
+        os.replace(staging, self.conf_path)
+        self.scheduler.wait_ready(lambda: self._log().count(loaded) > seen, RELOAD_SECONDS, f'reloaded with {actions!r}')
+
+    def _log(self) -> str:
+        return self.scheduler.log_path.read_text(errors='replace')
+
+
+def start(plane: Any, apply: Any) -> Volcano:
     """Install the chart's objects (`apply(objects)`, as the cluster's admin), start the
-    scheduler and the controllers as `plane`'s components; returns the scheduler, ready
-    (healthy, its default Queue made and opened by the queue controller)."""
+    scheduler and the controllers as `plane`'s components, ready (healthy, the default
+    Queue made by the scheduler and opened by the queue controller)."""
     import kubernetes
 
     folder = build.build(build.VOLCANO)
     docs = chart()
     apply(objects(docs))
-    conf = plane.workdir / 'volcano-scheduler.conf'
-    conf.write_text(scheduler_conf(docs))
+    # A folder of its own: the scheduler watches the conf's whole folder for changes.
+    conf = plane.workdir / 'volcano' / 'volcano-scheduler.conf'
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(yaml.safe_dump(scheduler_conf(docs), sort_keys=False))
     api = kubernetes.config.new_client_from_config(str(plane.admin_kubeconfig))
     health = free_port()
     kubeconfig = _kubeconfig(plane, api, 'scheduler')
@@ -127,7 +169,7 @@ def start(plane: Any, apply: Any) -> Component:
     controllers.wait_ready(lambda: _get(f'http://127.0.0.1:{health}/healthz') == 'ok'
                            and ((_queue(api) or {}).get('status') or {}).get('state') == 'Open',
                            READY_SECONDS, f'healthy with the {DEFAULT_QUEUE!r} Queue Open')
-    return scheduler
+    return Volcano(scheduler, controllers, conf, scheduler_conf(docs))
 
 
 def _env(plane: Any, kubeconfig: pathlib.Path) -> dict[str, str]:
