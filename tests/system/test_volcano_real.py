@@ -74,17 +74,27 @@ def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(cluster: Re
 
 def test_a_gang_larger_than_the_cluster_waits_with_volcanos_reason_then_times_out(cluster: RealCluster) -> None:
     cluster.create_job(job('too-big', nodes=8))
-    st = waiting_message(cluster, 'too-big', 'Scheduled 0/8: ')
-    print('too-big waits with:', st['message'])
-    assert st['phase'] == 'Pending' and bound(cluster, 'too-big') == 0
+    # Volcano's enqueue verdict (overcommit: 8 GPUs > 6 x 1.2) comes first, read from the
+    # PodGroup's Event; then what Volcano wrote on the Pods.
+    st = waiting_message(cluster, 'too-big', 'Scheduled 0/8: queue default: resource in cluster is overused; '
+                                             'pod group is not ready, 8 Pending, 8 minAvailable')
+    assert st['phase'] == 'Pending' and st['scheduledNodes'] == 0 and bound(cluster, 'too-big') == 0
+    condition = next(c for c in st['conditions'] if c['type'] == 'GangScheduled')
+    assert condition['status'] == 'False' and condition['reason'] == 'Unschedulable', condition
     [group] = pod_groups(cluster)
     assert group['spec']['minMember'] == 8 and group['spec']['minResources']['nvidia.com/gpu'] == '8'
+    assert group['status']['phase'] == 'Pending', group['status']
     row = cluster.kubectl('get', 'ddpj', 'too-big').stdout.splitlines()[1]
-    assert 'Pending' in row and 'Scheduled 0/8' in row, row
+    assert 'Pending' in row and 'resource in cluster is overused' in row, row
     cluster.create_job(job('no-room', nodes=7, scheduleTimeoutSeconds=5, onScheduleTimeout='Fail'))
     st = cluster.wait_phase('no-room', 'Failed', timeout=90)
     assert 'not placed within scheduleTimeoutSeconds=5' in st['message'] and 'Scheduled 0/7' in st['message'], st
-    wait_until(lambda: cluster.pods('no-room') == [], 60, "a failed gang's Pods were left behind")
+    failed = next(c for c in st['conditions'] if c['type'] == 'Failed')
+    assert failed['reason'] == 'ScheduleTimeout', failed
+    wait_until(lambda: any(e['type'] == 'Warning' and 'scheduleTimeoutSeconds=5' in e['message']
+                           for e in cluster.events('no-room')), 20, 'no Warning Event says why the job failed')
+    wait_until(lambda: cluster.pods('no-room') == [] and len(pod_groups(cluster)) == 1, 60,
+               "a failed gang's Pods or PodGroup were left behind", lambda: pod_groups(cluster))
 
 
 def test_a_queue_at_capacity_holds_the_job_with_the_queues_reason(cluster: RealCluster) -> None:
@@ -94,13 +104,20 @@ def test_a_queue_at_capacity_holds_the_job_with_the_queues_reason(cluster: RealC
     cluster.custom.create_cluster_custom_object(GROUP, VERSION, 'queues', body)
     try:
         cluster.create_job(job('queued', nodes=4, queue=queue))
-        st = waiting_message(cluster, 'queued', 'Scheduled 0/4: ')
-        print('queued waits with:', st['message'])
-        assert bound(cluster, 'queued') == 0
+        words = f'queue {queue}: queue resource quota insufficient'
+        st = waiting_message(cluster, 'queued', f'Scheduled 0/4: {words}; pod group is not ready')
+        assert st['phase'] == 'Pending' and bound(cluster, 'queued') == 0
         row = cluster.kubectl('get', 'ddpj', 'queued').stdout.splitlines()[1]
+        assert 'Pending' in row and words in row, row
         described = ddpjob(cluster, 'describe', 'queued')
-        print(row, described.stdout, sep='\n')
         assert described.returncode == 0, described.stderr
+        assert f'message:         Scheduled 0/4: {words}' in described.stdout, described.stdout
+        assert f'GangScheduled  False   Unschedulable' in described.stdout, described.stdout
+        # Room in the queue: Volcano admits the gang, and the job says so without a Pod changing first.
+        cluster.custom.patch_cluster_custom_object(GROUP, VERSION, 'queues', queue,
+                                                   {'spec': {'capability': {'nvidia.com/gpu': '4'}}})
+        st = cluster.wait_phase('queued', 'Succeeded', timeout=120)
+        assert st['restarts'] == 0, st
     finally:
         cluster.custom.delete_cluster_custom_object(GROUP, VERSION, 'queues', queue)
 
@@ -136,9 +153,32 @@ def test_a_higher_priority_gang_preempts_the_victim_restarts_later_without_using
         cluster.create_job(victim)
         wait_until(lambda: running(cluster, 'victim') == 6, 60, 'the victim never ran', lambda: cluster.pods('victim'))
         cluster.create_job(job('urgent', nodes=4, sleep=2, priorityClassName=high))
-        st = cluster.wait_phase('urgent', 'Succeeded', timeout=120)
-        print('urgent:', st)
-        st = cluster.wait_phase('victim', 'Succeeded', timeout=120)
-        print('victim:', st)
-        print([(e['type'], e['reason'], e['message']) for e in cluster.events('victim')])
-        assert st['restarts'] == 1 and st['disruptions'] == 1, st
+        urgent = cluster.wait_phase('urgent', 'Succeeded', timeout=120)
+        victim = cluster.wait_phase('victim', 'Succeeded', timeout=120)
+    assert urgent['restarts'] == 0, urgent
+    # Volcano evicted the victim's Pods (Ready=False, reason Evict, then deleted): a
+    # disruption, so maxRestarts: 0 did not end the job; its second attempt ran once the
+    # urgent job had finished (6 GPUs needed, 4 held until then).
+    assert victim['restarts'] == 1 and victim['disruptions'] == 1, victim
+    assert victim['lastFailure']['reason'] == 'Evict', victim['lastFailure']
+    assert victim['lastFailure']['message'] == 'Pod is evicted, because of preempt', victim['lastFailure']
+    placed = next(c for c in victim['conditions'] if c['type'] == 'GangScheduled')
+    assert placed['lastTransitionTime'] >= urgent['completionTime'], (placed, urgent['completionTime'])
+    restarting = [e['message'] for e in cluster.events('victim') if e['reason'] == 'Restarting']
+    assert restarting and 'because of preempt' in restarting[0] and 'not counted against maxRestarts=0' in restarting[0], \
+        restarting
+
+
+def test_with_volcanos_default_actions_a_higher_priority_gang_waits_instead(
+        cluster: RealCluster, priorities: tuple[str, str]) -> None:
+    """Upstream's own e2e: with the enqueue action, a gang that does not fit the idle
+    resources stays Pending, and preempt skips Pending PodGroups."""
+    low, high = priorities
+    cluster.create_job(job('victim', nodes=6, sleep=8, priorityClassName=low))
+    wait_until(lambda: running(cluster, 'victim') == 6, 60, 'the victim never ran', lambda: cluster.pods('victim'))
+    cluster.create_job(job('urgent', nodes=4, sleep=1, priorityClassName=high))
+    st = waiting_message(cluster, 'urgent', 'queue default: resource in cluster is overused')
+    assert bound(cluster, 'urgent') == 0 and running(cluster, 'victim') == 6, st
+    victim = cluster.wait_phase('victim', 'Succeeded', timeout=90)
+    assert victim['restarts'] == 0 and 'disruptions' not in victim, victim
+    cluster.wait_phase('urgent', 'Succeeded', timeout=90)
