@@ -148,7 +148,7 @@ def test_a_higher_priority_gang_preempts_the_victim_restarts_later_without_using
         cluster: RealCluster, volcano: vc.Volcano, priorities: tuple[str, str]) -> None:
     low, high = priorities
     with volcano.actions(vc.PREEMPTING):
-        victim = job('victim', nodes=6, sleep=6, priorityClassName=low)
+        victim = job('victim', nodes=6, sleep=12, priorityClassName=low)
         victim['spec']['maxRestarts'] = 0
         cluster.create_job(victim)
         wait_until(lambda: running(cluster, 'victim') == 6, 60, 'the victim never ran', lambda: cluster.pods('victim'))
@@ -174,7 +174,7 @@ def test_with_volcanos_default_actions_a_higher_priority_gang_waits_instead(
     """Upstream's own e2e: with the enqueue action, a gang that does not fit the idle
     resources stays Pending, and preempt skips Pending PodGroups."""
     low, high = priorities
-    cluster.create_job(job('victim', nodes=6, sleep=8, priorityClassName=low))
+    cluster.create_job(job('victim', nodes=6, sleep=15, priorityClassName=low))
     wait_until(lambda: running(cluster, 'victim') == 6, 60, 'the victim never ran', lambda: cluster.pods('victim'))
     cluster.create_job(job('urgent', nodes=4, sleep=1, priorityClassName=high))
     st = waiting_message(cluster, 'urgent', 'queue default: resource in cluster is overused')
