@@ -92,3 +92,10 @@ def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
     c.kube = kube
     run(c)
     assert kube.urls == [] and last_message(kube) == "Scheduled 0/2: x"
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Succeeded", "Suspended"])
+def test_a_finished_or_suspended_job_is_not_read_for(phase: str) -> None:
+    held = {"type": "GangScheduled", "status": "False", "reason": "ScheduleTimeout", "message": "m"}
+    assert gang_verdict.waiting({"phase": "Pending", "conditions": [held]})
+    assert not gang_verdict.waiting({"phase": phase, "conditions": [held]})

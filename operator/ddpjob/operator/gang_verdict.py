@@ -27,6 +27,7 @@ from ddpjob import text
 from ddpjob.api import names, spec
 from ddpjob.backoff import Backoff
 from ddpjob.job import scheduling
+from ddpjob.job.decision import FINISHED, SUSPENDED
 from ddpjob.operator.kube import APIError, Kube, object_path
 from ddpjob.render.gangs.volcano import API
 
@@ -41,6 +42,10 @@ PENDING = "Pending"
 
 
 def waiting(status: Mapping[str, Any]) -> bool:
+    """Held by the gang scheduler now (a finished or suspended job keeps its last
+    GangScheduled condition: nothing to read for it)."""
+    if status.get("phase") in (*FINISHED, SUSPENDED):
+        return False
     cond = next((c for c in status.get("conditions") or [] if c.get("type") == scheduling.CONDITION), None)
     return bool(cond) and cond.get("status") == "False" and cond.get("reason") in _SCHEDULER_SPOKE
 
