@@ -26,9 +26,11 @@ tools: $(STAMP)
 	@if [ -x hack/fetch-tools.sh ]; then PY=$(PY) TOOLS=$(TOOLS) hack/fetch-tools.sh; fi
 
 # The real control plane (kube-apiserver, kube-controller-manager, kube-scheduler from
-# k8s.io/kubernetes, and etcd) built from the Go modules pinned in hack/upstream/ into
+# k8s.io/kubernetes, and etcd) and the gang schedulers the system tests run beside it
+# (scheduler-plugins, Volcano) built from the Go modules pinned in hack/upstream/ into
 # ~/.cache/ddpjob/upstream (DDPJOB_UPSTREAM_CACHE): about 7 minutes the first time on
-# 2 cores, nothing once cached. Needs a Go toolchain and the Go module proxy.
+# 2 cores for Kubernetes and etcd, as long again for the others, nothing once cached.
+# Needs a Go toolchain and the Go module proxy.
 control-plane: $(STAMP)
 	$(PY) -m ddpjob_devcluster.controlplane.build plane
 

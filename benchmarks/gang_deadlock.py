@@ -4,7 +4,8 @@ gang integration, on the development cluster's scheduler and on the real ones si
 side (the scenarios: ddpjob_devcluster/gang_scenario.py and real_gang_scenario.py).
 
 Real rows: kube-scheduler v1.37.2 for `none` and `kubernetes` (the native PodGroup),
-scheduler-plugins' coscheduling scheduler for `coscheduling`; the operator installed from
+scheduler-plugins' coscheduling scheduler for `coscheduling`, Volcano v1.10.0's
+scheduler and controllers for `volcano`; the operator installed from
 the chart with that integration's values, talking to kube-apiserver through a proxy that
 holds the one create back.
 
@@ -41,11 +42,20 @@ def _coscheduling(plane: Any) -> None:
     coscheduling.start(plane, lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl))
 
 
+def _volcano(plane: Any) -> None:
+    from ddpjob_devcluster.cluster_api import ClusterClient
+    from ddpjob_devcluster.controlplane import install, volcano
+
+    kubectl = ClusterClient.kubectl_path()
+    volcano.start(plane, lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl))
+
+
 # gang -> what to start beside the plane first (None: nothing); the scenario's keywords.
 REAL: dict[str, tuple[Callable[[Any], None] | None, dict[str, Any]]] = {
     "none": (None, {}),
     "kubernetes": (None, {}),
     "coscheduling": (_coscheduling, {}),
+    "volcano": (_volcano, {}),
 }
 
 

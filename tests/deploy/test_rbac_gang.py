@@ -57,3 +57,12 @@ def test_podgroups_are_granted_only_for_enabled_integrations(gang, group, tmp_pa
         assert not {t for t in off.all() if t[1] == 'podgroups'}
         on = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {gang: {'enabled': True}, 'kueue': {'enabled': True}}}))
         assert {t for t in on.all() if t[1] == 'podgroups'} == {(group, 'podgroups', v) for v in ('get', 'create', 'delete')}
+
+
+def test_events_are_listed_only_for_volcano(tmp_path: pathlib.Path) -> None:
+    """Volcano's queue verdict is read from the Events on its PodGroup (operator/gang_verdict.py)."""
+    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+    for scope in SCOPES.values():
+        for gang in ('kubernetes', 'coscheduling', 'volcano'):
+            grants = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {gang: {'enabled': True}}}))
+            assert (('', 'events', 'list') in grants.all()) == (gang == 'volcano'), (gang, scope)

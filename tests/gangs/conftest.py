@@ -29,3 +29,12 @@ def coscheduling_scheduler(control_plane: Any) -> Any:
     from ddpjob_devcluster.controlplane import coscheduling
 
     return coscheduling.start(control_plane, _apply(control_plane))
+
+
+@pytest.fixture(scope='session')
+def volcano_scheduler(control_plane: Any) -> Any:
+    """Volcano's scheduler and controllers (its CRDs and its chart's RBAC installed, the
+    default Queue made); they stop with the plane."""
+    from ddpjob_devcluster.controlplane import volcano
+
+    return volcano.start(control_plane, _apply(control_plane))

@@ -83,6 +83,9 @@ class Observed:
     # off or not installed, or its PodGroup is still going away.
     gang_blocked: tuple[str, str] | None = None
     gang_waits: int = 0  # consecutive steps that found the gang blocked
+    # What the gang scheduler says of the attempt's waiting PodGroup beyond its Pods'
+    # PodScheduled condition (Volcano's enqueue verdict, operator/gang_verdict.py).
+    gang_verdict: str | None = None
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
 

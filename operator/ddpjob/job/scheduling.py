@@ -56,8 +56,10 @@ class GangWait:
 
 
 def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping[str, Any]] | None,
-            now: datetime, now_s: str) -> GangWait:
-    """`current`: the attempt's Pods by node rank (deleting ones are not placed for long)."""
+            now: datetime, now_s: str, verdict: str | None = None) -> GangWait:
+    """`current`: the attempt's Pods by node rank (deleting ones are not placed for long);
+    `verdict`: the gang scheduler's own reason the attempt's PodGroup is held (a Volcano
+    queue's), put before the Pods' words, which may not say it."""
     old = next((c for c in previous or [] if c.get("type") == CONDITION), None)
     pods = [p for p in current.values() if not p.deleting]
     scheduled = sum(1 for p in pods if p.scheduled)
@@ -70,6 +72,7 @@ def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping
         first = waiting[0] if waiting else None
         reason = (first.scheduling_reason if first else None) or "PodsNotCreated"
         why = (first.scheduling_message if first else None) or f"{job.nodes - len(pods)} Pod(s) not created yet"
+        why = f"{verdict}; {why}" if verdict else why
         status, message = "False", f"Scheduled {scheduled}/{job.nodes}: {why}"
     changed = old is None or old.get("status") != status
     since = now_s if changed else old.get("lastTransitionTime", now_s)

@@ -25,6 +25,7 @@ from ddpjob.api import spec
 from ddpjob.job import lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
 from ddpjob.operator.children import Children, indexed_pod
+from ddpjob.operator import gang_verdict
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
@@ -201,7 +202,11 @@ class Controller:
         self._watch_progress(job, observed, plan)
         if plan.create and observed.job is not None:
             await self._create(job, observed.job, body, plan)
-        return 0.0 if plan.create or plan.plan_again else plan.requeue_after
+        if plan.create or plan.plan_again:
+            return 0.0
+        # A waiting Volcano gang: its queue's verdict, which its Pods do not carry.
+        changed, read_in = await gang_verdict.refresh(self.kube, job, observed.job, plan.status)
+        return 0.0 if changed else min((t for t in (plan.requeue_after, read_in) if t is not None), default=None)
 
     async def _create(self, job: JobMemory, parsed: spec.DDPJob, body: Mapping[str, Any], plan: Plan) -> None:
         """The attempt's PodGroup, then its Service and Pods; what the API answered is

@@ -49,6 +49,8 @@ class JobMemory:
     disrupted: dict[str, IndexedPod] = field(default_factory=dict)
     gang_waits: int = 0  # consecutive steps that found the gang blocked
     gang_block: tuple[str, str] | None = None  # the last act's PodGroup answer, for the next step
+    gang_verdict: tuple[int, str] | None = None  # (attempt, the gang scheduler's words), gang_verdict.py
+    verdict_reads: int = 0  # consecutive reads of the verdict while the gang waits (their backoff)
     status_written_at: float | None = None  # monotonic time of this operator's last status write
 
     def reset(self, uid: str | None) -> None:
@@ -58,6 +60,7 @@ class JobMemory:
         # (disrupted is kept: it may predate the first reconcile, and entries of another uid
         # are dropped when read)
         self.pod_groups, self.gang_waits, self.gang_block = {}, 0, None
+        self.gang_verdict, self.verdict_reads = None, 0
         self.expectations.clear()
         self.backoff.clear()
 
@@ -118,8 +121,10 @@ def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod],
     blocked = (scheduling.UNAVAILABLE, why) if why else job.gang_block
     job.gang_block = None
     since = monotonic - job.status_written_at if job.status_written_at is not None else None
+    attempt = int(previous.get("restarts", 0))
+    verdict = job.gang_verdict[1] if job.gang_verdict and job.gang_verdict[0] == attempt else None
     return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
                     now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
-                    gang_waits=job.gang_waits, since_last_write=since, jitter=random.random())
+                    gang_waits=job.gang_waits, gang_verdict=verdict, since_last_write=since, jitter=random.random())
 
 

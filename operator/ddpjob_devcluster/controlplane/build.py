@@ -95,7 +95,9 @@ ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
 # Not stamped: its release number is not a Kubernetes one, and component-base's version
 # decides which feature gates exist.
 SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugins')
-COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS)}
+# Volcano's scheduler and controller manager (`gang: volcano`); not stamped either.
+VOLCANO = Component('volcano', 'volcano.sh/volcano')
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO)}
 # What the control plane itself needs (`make control-plane`), and the gang schedulers and
 # queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`).
 PLANE = ('kubernetes', 'etcd')
@@ -111,6 +113,8 @@ def binary_name(tool: str) -> str:
     if tool.startswith('sigs.k8s.io/scheduler-plugins/cmd/'):
         # Its images' names (kube-scheduler and controller): `scheduler` alone says little.
         return 'scheduler-plugins-' + tool.rsplit('/', 1)[-1]
+    if tool.startswith('volcano.sh/volcano/cmd/'):
+        return 'vc-' + tool.rsplit('/', 1)[-1]  # its images' names: vc-scheduler, vc-controller-manager
     return tool.rstrip('/').rsplit('/', 1)[-1]
 
 
@@ -131,6 +135,17 @@ def cached(component: Component) -> pathlib.Path | None:
     if all((folder / name).is_file() for name in component.binary_names()):
         return folder
     return None
+
+
+def module_dir(component: Component) -> pathlib.Path:
+    """The pinned module's files in the Go module cache (downloaded by its build): where
+    its CRDs, RBAC and configuration are read from at run time, never copied in."""
+    done = subprocess.run([go_toolchain(), 'list', '-m', '-f', '{{.Dir}}', component.module],
+                          cwd=component.folder, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, GOFLAGS='-mod=readonly'))
+    if done.returncode != 0 or not done.stdout.strip():
+        raise BuildError(f'{component.name}: cannot find module {component.module}: {done.stderr.strip()[:300]}')
+    return pathlib.Path(done.stdout.strip())
 
 
 def go_toolchain() -> str:
