@@ -83,6 +83,8 @@ class Observed:
     # off or not installed, or its PodGroup is still going away.
     gang_blocked: tuple[str, str] | None = None
     gang_waits: int = 0  # consecutive steps that found the gang blocked
+    # (reason, message) of the queue holding a gated gang (Kueue's Workload, `queue_wait`).
+    queue_reason: tuple[str, str] | None = None
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
 

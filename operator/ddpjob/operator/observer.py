@@ -50,6 +50,10 @@ class JobMemory:
     gang_waits: int = 0  # consecutive steps that found the gang blocked
     gang_block: tuple[str, str] | None = None  # the last act's PodGroup answer, for the next step
     status_written_at: float | None = None  # monotonic time of this operator's last status write
+    # The queue's reason for a gang held at Kueue's gate (queue_reader), and how many
+    # reconciles in a row found it held (the re-read's backoff).
+    queue_reason: tuple[str, str] | None = None
+    queue_checks: int = 0
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
@@ -58,6 +62,7 @@ class JobMemory:
         # (disrupted is kept: it may predate the first reconcile, and entries of another uid
         # are dropped when read)
         self.pod_groups, self.gang_waits, self.gang_block = {}, 0, None
+        self.queue_reason, self.queue_checks = None, 0
         self.expectations.clear()
         self.backoff.clear()
 
@@ -120,6 +125,7 @@ def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod],
     since = monotonic - job.status_written_at if job.status_written_at is not None else None
     return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
                     now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
-                    gang_waits=job.gang_waits, since_last_write=since, jitter=random.random())
+                    gang_waits=job.gang_waits, queue_reason=job.queue_reason, since_last_write=since,
+                    jitter=random.random())
 
 

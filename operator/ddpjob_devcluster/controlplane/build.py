@@ -93,7 +93,9 @@ ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
 # Not stamped: its release number is not a Kubernetes one, and component-base's version
 # decides which feature gates exist.
 SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugins')
-COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS)}
+# Kueue's manager (`gang: kueue`): quota, queueing and preemption for plain-Pod groups.
+KUEUE = Component('kueue', 'sigs.k8s.io/kueue')
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, KUEUE)}
 
 
 def binary_name(tool: str) -> str:
@@ -125,6 +127,17 @@ def cached(component: Component) -> pathlib.Path | None:
     if all((folder / name).is_file() for name in component.binary_names()):
         return folder
     return None
+
+
+def module_dir(component: Component) -> pathlib.Path:
+    """The pinned upstream module's files in the Go module cache (its build downloaded
+    them): where its CRDs, RBAC and webhook manifests are read from, never copied."""
+    done = subprocess.run([go_toolchain(), 'list', '-m', '-f', '{{.Dir}}', component.module],
+                          cwd=component.folder, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, GOFLAGS='-mod=readonly'))
+    if done.returncode != 0 or not done.stdout.strip():
+        raise BuildError(f'{component.name}: cannot find module {component.module}: {done.stderr.strip()[:300]}')
+    return pathlib.Path(done.stdout.strip())
 
 
 def go_toolchain() -> str:

@@ -17,10 +17,8 @@ scheduler's 5-minute flush. Both processes are the plane's components and stop w
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import ssl
-import subprocess
 import urllib.request
 from typing import Any
 
@@ -39,13 +37,10 @@ PERMIT_WAIT_SECONDS = 10
 
 def module_dir() -> pathlib.Path:
     """The pinned module's files in the Go module cache (downloaded by its build)."""
-    component = build.SCHEDULER_PLUGINS
-    done = subprocess.run([build.go_toolchain(), 'list', '-m', '-f', '{{.Dir}}', component.module],
-                          cwd=component.folder, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, GOFLAGS='-mod=readonly'))
-    if done.returncode != 0 or not done.stdout.strip():
-        raise StartFailure(f'scheduler-plugins: cannot find module {component.module}: {done.stderr.strip()[:300]}')
-    return pathlib.Path(done.stdout.strip())
+    try:
+        return build.module_dir(build.SCHEDULER_PLUGINS)
+    except build.BuildError as exc:
+        raise StartFailure(str(exc)) from None
 
 
 def crds() -> list[dict[str, Any]]:
