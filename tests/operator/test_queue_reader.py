@@ -45,7 +45,7 @@ def test_a_gated_kueue_job_shows_its_workloads_reason_and_is_read_again_later():
         {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": NO_QUOTA}]}})
     c, _ = queued_controller(kube)
     wakes = run(c, times=2)
-    assert kube.reads and kube.reads[0] == workload_path("ns", "j")
+    assert kube.reads and kube.reads[0] == workload_path("ns", "j-attempt-0")
     assert statuses(kube)[-1]["message"] == f"Scheduled 0/2: Kueue queue lq: {NO_QUOTA}"
     assert all(w is not None and 0 < w <= 30 * 1.25 for w in wakes), wakes  # it comes back to read again
 

@@ -33,3 +33,17 @@ def coscheduling_scheduler(control_plane: Any) -> Any:
     kubectl = ClusterClient.kubectl_path()
     return coscheduling.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
                                                                            kubectl=kubectl))
+
+
+@pytest.fixture(scope='session')
+def kueue_controller(control_plane: Any) -> Any:
+    """Kueue's manager beside the worker's control plane, started once (its CRDs, RBAC and
+    webhooks installed from its module); it stops with the plane. Its Pod webhook then
+    sees every Pod of the plane, as in a cluster: Pods without a queue-name label are
+    not Kueue's."""
+    from ddpjob_devcluster.cluster_api import ClusterClient
+    from ddpjob_devcluster.controlplane import install, kueue
+
+    kubectl = ClusterClient.kubectl_path()
+    return kueue.start(control_plane, lambda objects: install.apply(control_plane.admin_kubeconfig, objects,
+                                                                    kubectl=kubectl))

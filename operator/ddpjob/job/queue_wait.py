@@ -1,7 +1,7 @@
 """Why a queued gang waits, in its queue's words: pure, read from a Kueue Workload.
 
 A `gang: kueue` job's Pods are held by Kueue's scheduling gate (`kueue.x-k8s.io/admission`)
-until their Workload (named after the Pod group, the job's name) is admitted. The Pods'
+until their Workload (named after the attempt's Pod group) is admitted. The Pods'
 PodScheduled condition then says only "Scheduling is blocked due to non-empty scheduling
 gates"; the reason a user needs (quota used up, a LocalQueue that does not exist, a
 ClusterQueue that is stopped) is on the Workload: its `QuotaReserved=False` condition

@@ -173,9 +173,10 @@ class Controller:
 
     async def _read_queue(self, job: JobMemory, body: Mapping[str, Any]) -> None:
         """A gang held at Kueue's gate: what its Workload says (queue_reader)."""
-        if queued(body, indexed_pods(job, self.pods_of(*job.key), job.uid or "")):
+        workload = queued(body, indexed_pods(job, self.pods_of(*job.key), job.uid or ""))
+        if workload is not None:
             job.queue_checks += 1
-            job.queue_reason = await self.queue_reader.read(*job.key)
+            job.queue_reason = await self.queue_reader.read(job.key[0], workload)
         else:
             job.queue_checks, job.queue_reason = 0, None
 

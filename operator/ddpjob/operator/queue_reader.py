@@ -1,14 +1,15 @@
 """Reads the queue's verdict on a gated `gang: kueue` job: its Kueue Workload.
 
 Only while the job's Pods wait at a scheduling gate (the state in which the Workload says
-more than the Pods): one GET of `kueue.x-k8s.io/v1beta2` workloads/<job name> (Kueue names
-a Pod group's Workload after the group, which is the job's name: render/gangs/kueue.py)
-per reconcile, and the reconcile comes back after 2, 4, ... at most 30 s while the gang
+more than the Pods): one GET of `kueue.x-k8s.io/v1beta2` workloads/<group> (Kueue names a
+Pod group's Workload after the group, `<job>-attempt-<n>`: render/gangs/kueue.py) per
+reconcile, and the reconcile comes back after 2, 4, ... at most 30 s while the gang
 stays gated, since a Workload's condition changing sends the operator no event (it does
 not watch Workloads). What it says is pure `job.queue_wait.waiting_reason`.
 
-The chart grants `get` on workloads only with `gang.kueue.enabled`; a 403 or 404 (Kueue
-older than v1beta2, or not installed) leaves the gate's own words and is logged once.
+The chart grants `get` on workloads only with `gang.kueue.enabled`. A 404 (the Workload
+not made yet; Kueue older than v1beta2) or any other refusal (403: the chart's RBAC
+without Kueue) leaves the gate's own words; a refusal is logged once per status.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping
 
+from ddpjob.api import names
 from ddpjob.backoff import Backoff
 from ddpjob.job.observe import PodState
 from ddpjob.job.queue_wait import gated_by_queue, waiting_reason
-from ddpjob.operator.kube import APIError, Kube
+from ddpjob.operator.kube import APIError, Kube, NotFound
 
 logger = logging.getLogger("ddpjob.operator.queue_reader")
 
@@ -31,11 +33,15 @@ def workload_path(namespace: str, name: str) -> str:
     return f"{API}/namespaces/{namespace}/workloads/{name}"
 
 
-def queued(body: Mapping[str, Any], pods: Iterable[PodState]) -> bool:
-    """A `gang: kueue` job with a live Pod of its own held at a scheduling gate."""
-    gang = (((body.get("spec") or {}).get("scheduling") or {}).get("gang"))
-    return gang == "kueue" and any(gated_by_queue(p.scheduling_reason) and not p.scheduled and not p.deleting
-                                   and not p.leftover for p in pods)
+def queued(body: Mapping[str, Any], pods: Iterable[PodState]) -> str | None:
+    """The Workload of a `gang: kueue` job whose Pod of its own is held at a scheduling
+    gate (the latest attempt's: its group's name, render/gangs/kueue.py), else None."""
+    if (((body.get("spec") or {}).get("scheduling") or {}).get("gang")) != "kueue":
+        return None
+    held = [p.restart_count for p in pods
+            if gated_by_queue(p.scheduling_reason) and not p.scheduled and not p.deleting and not p.leftover]
+    name = (body.get("metadata") or {}).get("name") or ""
+    return names.pod_group_name(name, max(held)) if held else None
 
 
 class QueueReader:
@@ -48,6 +54,8 @@ class QueueReader:
     async def read(self, namespace: str, name: str) -> tuple[str, str] | None:
         try:
             workload = await self.kube.get(workload_path(namespace, name))
+        except NotFound:
+            return None  # not made yet: Kueue makes it once the whole group's Pods exist
         except APIError as exc:
             if exc.status not in self._warned:
                 self._warned.add(exc.status)

@@ -15,12 +15,20 @@ the dev cluster's CA as caBundle, and the serving certificate comes from `pki.py
 (`internalCertManagement` off: upstream's cert-controller would write a Secret and patch
 caBundles for a Service that cannot be reached here). The visibility API server (an
 aggregated API that would need a Service too) is off; nothing here reads it.
+
+With internalCertManagement off, Kueue v0.17.0 loads a metrics serving certificate from
+the fixed path `/etc/kueue/metrics/certs/tls.{crt,key}` (its Configuration API docs; a
+cert-manager install mounts it there) and exits without one, even with the metrics
+server off. The dev cluster writes one there once, when it is missing (that takes root);
+it is never served.
 """
 from __future__ import annotations
 
 import base64
 import copy
+import fcntl
 import json
+import os
 import pathlib
 import shutil
 import urllib.request
@@ -29,7 +37,7 @@ from typing import Any
 import yaml
 
 from ddpjob.local.ports import free_port
-from ddpjob_devcluster.controlplane import build
+from ddpjob_devcluster.controlplane import build, pki
 from ddpjob_devcluster.controlplane.process import Component, StartFailure
 
 USER = 'system:kueue-manager'
@@ -41,6 +49,9 @@ NAMESPACE = 'kueue-system'
 READY_SECONDS = 90
 # kustomize's names: namePrefix `kueue-` of config/default.
 NAME_PREFIX = 'kueue-'
+# What config/components/rbac grants the manager's ServiceAccount (leader election aside: off).
+MANAGER_ROLES = ('role.yaml', 'manager_secrets_role.yaml', 'manager_clusterprofiles_role.yaml')
+METRICS_CERTS = pathlib.Path('/etc/kueue/metrics/certs')  # cmd/kueue/main.go's metricsCertPath
 
 
 def module_dir() -> pathlib.Path:
@@ -98,16 +109,23 @@ def webhooks(url_base: str, ca_bundle: str) -> list[dict[str, Any]]:
 
 
 def rbac() -> list[dict[str, Any]]:
-    """The manager's ClusterRole from the module, bound to the manager's client identity."""
-    role = next(doc for doc in _load_all(module_dir() / 'config' / 'components' / 'rbac' / 'role.yaml')
-                if doc['kind'] == 'ClusterRole')
-    role['metadata'] = {'name': NAME_PREFIX + role['metadata']['name']}
-    binding = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding',
-               'metadata': {'name': NAME_PREFIX + 'manager-rolebinding'},
-               'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole',
-                           'name': role['metadata']['name']},
-               'subjects': [{'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'User', 'name': USER}]}
-    return [role, binding]
+    """The manager's roles from the module (its ClusterRole; the Roles in its namespace for
+    Secrets and ClusterProfiles, which its caches watch), each bound to the manager's
+    client identity as config/components/rbac binds them to its ServiceAccount."""
+    folder = module_dir() / 'config' / 'components' / 'rbac'
+    objects: list[dict[str, Any]] = []
+    for name in MANAGER_ROLES:
+        for role in _load_all(folder / name):
+            meta = {'name': NAME_PREFIX + role['metadata']['name']}
+            if role['kind'] == 'Role':
+                meta['namespace'] = NAMESPACE
+            role['metadata'] = meta
+            binding = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': role['kind'] + 'Binding',
+                       'metadata': {**meta, 'name': meta['name'] + 'binding'},
+                       'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': role['kind'], 'name': meta['name']},
+                       'subjects': [{'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'User', 'name': USER}]}
+            objects += [role, binding]
+    return objects
 
 
 def configuration(probe: int, webhook_port: int, cert_dir: pathlib.Path) -> dict[str, Any]:
@@ -138,10 +156,31 @@ def _serving_cert(plane: Any, cert_dir: pathlib.Path) -> str:
     return base64.b64encode(plane.ca.read_bytes()).decode()
 
 
+def _metrics_cert(folder: pathlib.Path = METRICS_CERTS) -> None:
+    """A key pair where Kueue insists on finding one (see the module's docstring); made
+    once under a lock (workers in parallel), the key written before the certificate that
+    marks the pair complete. Its content does not matter: the metrics server is off."""
+    if (folder / 'tls.crt').is_file():
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / '.lock', 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (folder / 'tls.crt').is_file():
+                return
+            pair = pki.Authority(folder / 'ca').issue('metrics', 'kueue-metrics', server=True, hosts=('127.0.0.1',))
+            os.replace(pair.key, folder / 'tls.key')
+            os.replace(pair.cert, folder / 'tls.crt')
+    except OSError as exc:
+        raise StartFailure(f'kueue: Kueue v0.17.0 with internalCertManagement off reads a metrics certificate from '
+                           f'{folder} and exits without one; cannot write it there: {exc}') from None
+
+
 def start(plane: Any, apply: Any) -> Component:
     """Build (cached), install the CRDs, RBAC and webhooks (`apply(objects)`, as the
     cluster's admin) and start the manager as `plane`'s component; returns it, ready."""
     folder = build.build(build.KUEUE)
+    _metrics_cert()
     probe, webhook_port = free_port(), free_port()
     cert_dir = plane.workdir / 'kueue-certs'
     ca_bundle = _serving_cert(plane, cert_dir)
