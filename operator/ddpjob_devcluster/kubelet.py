@@ -286,7 +286,11 @@ class ProcessKubelet:
                 continue
             c.exit_code = end.exit_code
             c.times['exited'] = end.finished_at
-            if not c.deleted:
+            if not c.deleted or c.confirm_deletion:
+                # A Pod being deleted ends in a terminal phase too before the kubelet
+                # confirms its deletion (kubelet >= 1.27, pkg/kubelet/status: a deleted
+                # Pod's status is made terminal, then it is deleted with grace 0): a Pod a
+                # finalizer holds (Kueue's kueue.x-k8s.io/managed) is then seen as ended.
                 report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
             c.close_log()
             confirm_deletion(core, c)
