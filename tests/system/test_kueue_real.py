@@ -90,6 +90,18 @@ def gated(cluster: RealCluster, job: str) -> int:
                if any(g.get('name') == 'kueue.x-k8s.io/admission' for g in p['spec'].get('schedulingGates') or []))
 
 
+def state(cluster: RealCluster, job: str) -> list[Any]:
+    """What a failed wait prints: the job's Pods (phase, node, gates, finalizers, group) and
+    the namespace's Workloads with their conditions."""
+    pods = [(p['metadata']['name'], p['metadata']['labels'].get('kueue.x-k8s.io/pod-group-name'),
+             p['status'].get('phase'), p['spec'].get('nodeName'), bool(p['metadata'].get('deletionTimestamp')),
+             p['metadata'].get('finalizers'), [g['name'] for g in p['spec'].get('schedulingGates') or []])
+            for p in cluster.pods(job)]
+    loads = [(w['metadata']['name'], [(c['type'], c['status'], c.get('reason')) for c in
+                                      (w.get('status') or {}).get('conditions') or []]) for w in workloads(cluster)]
+    return [cluster.status(job), pods, loads]
+
+
 def quota_message(cluster: RealCluster, name: str) -> str:
     conds = {c['type']: c for c in ((workload(cluster, name) or {}).get('status') or {}).get('conditions') or []}
     cond = conds.get('QuotaReserved') or {}
@@ -172,8 +184,10 @@ def test_a_higher_priority_gang_preempts_and_the_victim_restarts_without_using_m
     cluster.create_job(kueue_job(cluster, 'urgent', sleep=2, scheduling={'priorityClassName': f'{ns}-high'}))
     # Kueue evicts the victim's Workload (4 + 4 GPUs > 6) and stops its Pods; the urgent
     # gang is admitted and runs; the victim restarts, waits for quota, and finishes.
-    cluster.wait_phase('urgent', 'Succeeded', timeout=120)
-    st = cluster.wait_phase('victim', 'Succeeded', timeout=180)
+    wait_until(lambda: cluster.status('urgent').get('phase') == 'Succeeded', 120, 'the urgent gang never finished',
+               lambda: state(cluster, 'urgent') + state(cluster, 'victim'))
+    st = wait_until(lambda: (s := cluster.status('victim')).get('phase') == 'Succeeded' and s, 180,
+                    'the victim never finished', lambda: state(cluster, 'victim'))
     assert st['disruptions'] >= 1 and st['restarts'] == st['disruptions'], st
     events = [e['message'] for e in cluster.events('victim') if e['reason'] == 'Restarting']
     assert any('not counted against maxRestarts=0' in m and 'Preempted' in m for m in events), events
