@@ -284,9 +284,9 @@ class ProcessKubelet:
                 if c.deleted:
                     c.proc.stop(self.stop_grace)  # SIGTERM once, the whole tree after the grace
                 continue
-            c.exit_code = end.exit_code
-            c.times['exited'] = end.finished_at
-            if not c.deleted:
+            c.exit_code, c.times['exited'] = end.exit_code, end.finished_at
+            # A Pod being deleted gets its terminal phase before the grace-0 delete (kubelet >= 1.27):
+            if not c.deleted or c.confirm_deletion:  # one a finalizer holds (Kueue's) is seen to end
                 report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
             c.close_log()
             confirm_deletion(core, c)

@@ -66,3 +66,13 @@ def test_events_are_listed_only_for_volcano(tmp_path: pathlib.Path) -> None:
         for gang in ('kubernetes', 'coscheduling', 'volcano'):
             grants = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {gang: {'enabled': True}}}))
             assert (('', 'events', 'list') in grants.all()) == (gang == 'volcano'), (gang, scope)
+
+
+def test_kueue_workloads_are_readable_only_with_kueue_enabled(tmp_path: pathlib.Path) -> None:
+    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+    for scope in SCOPES.values():
+        off = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {'kubernetes': {'enabled': True}}}))
+        assert not {t for t in off.all() if t[1] == 'workloads'}
+        on = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {'kueue': {'enabled': True}}}))
+        # Only read: the operator GETs the Workload of a gated job (operator/queue_reader.py).
+        assert {t for t in on.all() if t[1] == 'workloads'} == {('kueue.x-k8s.io', 'workloads', 'get')}

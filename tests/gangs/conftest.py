@@ -38,3 +38,13 @@ def volcano_scheduler(control_plane: Any) -> Any:
     from ddpjob_devcluster.controlplane import volcano
 
     return volcano.start(control_plane, _apply(control_plane))
+
+
+@pytest.fixture(scope='session')
+def kueue_controller(control_plane: Any) -> Any:
+    """Kueue's manager (its CRDs, RBAC and webhooks installed from its module). Its Pod
+    webhook then sees every Pod of the plane, as in a cluster: Pods without a queue-name
+    label are not Kueue's."""
+    from ddpjob_devcluster.controlplane import kueue
+
+    return kueue.start(control_plane, _apply(control_plane))

@@ -126,9 +126,10 @@ def test_kueue_pod_group_labels(job_body):
         for pod in objects[1:]:
             labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
             assert labels[kueue.QUEUE_LABEL] == "user-queue"
-            # the same group for every attempt: replacement Pods rejoin the admitted Workload
-            assert labels[kueue.GROUP_LABEL] == "demo"
+            # a group (a Workload) per attempt, finished once its Pods are gone (kueue.py)
+            assert labels[kueue.GROUP_LABEL] == names.pod_group_name("demo", attempt)
             assert annotations[kueue.TOTAL_ANNOTATION] == "4"
+            assert annotations[kueue.RETRIABLE_ANNOTATION] == "false"
             assert "schedulingGates" not in pod["spec"]  # Kueue's webhook adds its own gate
             kubernetes_validate.validate(pod, K8S_137, strict=True)
 

@@ -86,6 +86,8 @@ class Observed:
     # What the gang scheduler says of the attempt's waiting PodGroup beyond its Pods'
     # PodScheduled condition (Volcano's enqueue verdict, operator/gang_verdict.py).
     gang_verdict: str | None = None
+    # (reason, message) of the queue holding a gated gang (Kueue's Workload, `queue_wait`).
+    queue_reason: tuple[str, str] | None = None
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
 

@@ -21,6 +21,7 @@ from ddpjob.api.spec import DDPJob
 from ddpjob.backoff import Backoff
 from ddpjob.job.decision import FAILED, Event, Plan
 from ddpjob.job.observe import PodState
+from ddpjob.job.queue_wait import gated_by_queue
 from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
@@ -56,10 +57,13 @@ class GangWait:
 
 
 def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping[str, Any]] | None,
-            now: datetime, now_s: str, verdict: str | None = None) -> GangWait:
+            now: datetime, now_s: str, verdict: str | None = None,
+            queue: tuple[str, str] | None = None) -> GangWait:
     """`current`: the attempt's Pods by node rank (deleting ones are not placed for long);
     `verdict`: the gang scheduler's own reason the attempt's PodGroup is held (a Volcano
-    queue's), put before the Pods' words, which may not say it."""
+    queue's), put before the Pods' words, which may not say it; `queue`: (reason,
+    message) of the queue holding the gated gang (Kueue's, `queue_wait`), which says more
+    than the gate."""
     old = next((c for c in previous or [] if c.get("type") == CONDITION), None)
     pods = [p for p in current.values() if not p.deleting]
     scheduled = sum(1 for p in pods if p.scheduled)
@@ -73,6 +77,8 @@ def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping
         reason = (first.scheduling_reason if first else None) or "PodsNotCreated"
         why = (first.scheduling_message if first else None) or f"{job.nodes - len(pods)} Pod(s) not created yet"
         why = f"{verdict}; {why}" if verdict else why
+        if queue is not None and first is not None and gated_by_queue(first.scheduling_reason):
+            reason, why = queue
         status, message = "False", f"Scheduled {scheduled}/{job.nodes}: {why}"
     changed = old is None or old.get("status") != status
     since = now_s if changed else old.get("lastTransitionTime", now_s)

@@ -32,6 +32,7 @@ from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator import observer
 from ddpjob.operator.progress import ProgressPoller, Target
+from ddpjob.operator.queue_reader import QueueReader, queued, recheck_after
 from ddpjob.operator.status_writes import StatusChanged, StatusWriter
 from ddpjob.operator.workqueue import WorkQueue
 
@@ -81,6 +82,7 @@ class Controller:
         self.metrics = metrics or OperatorMetrics(self.phases)
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event)
         self.status_writer = StatusWriter(kube, job_body)
+        self.queue_reader = QueueReader(kube)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
                                on_done=self.metrics.reconcile_seconds.observe)
 
@@ -92,7 +94,7 @@ class Controller:
 
     @kube.setter
     def kube(self, kube: Kube) -> None:
-        self.children.kube = self.status_writer.kube = kube
+        self.children.kube = self.status_writer.kube = self.queue_reader.kube = kube
 
     @property
     def gang(self) -> GangSupport:
@@ -163,10 +165,21 @@ class Controller:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if job.uid != uid:
             job.reset(uid)
+        await self._read_queue(job, body)
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
         observed = self._observe(job, body)
-        return await self._act(job, body, observed, lifecycle.decide(observed))
+        after = await self._act(job, body, observed, lifecycle.decide(observed))
+        return recheck_after(job.queue_checks, after, observed.jitter) if key in self._jobs else after
+
+    async def _read_queue(self, job: JobMemory, body: Mapping[str, Any]) -> None:
+        """A gang held at Kueue's gate: what its Workload says (queue_reader)."""
+        workload = queued(body, indexed_pods(job, self.pods_of(*job.key), job.uid or ""))
+        if workload is not None:
+            job.queue_checks += 1
+            job.queue_reason = await self.queue_reader.read(job.key[0], workload)
+        else:
+            job.queue_checks, job.queue_reason = 0, None
 
     def _observe(self, job: JobMemory, body: Mapping[str, Any]) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None

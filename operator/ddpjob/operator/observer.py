@@ -52,6 +52,10 @@ class JobMemory:
     gang_verdict: tuple[int, str] | None = None  # (attempt, the gang scheduler's words), gang_verdict.py
     verdict_reads: int = 0  # consecutive reads of the verdict while the gang waits (their backoff)
     status_written_at: float | None = None  # monotonic time of this operator's last status write
+    # The queue's reason for a gang held at Kueue's gate (queue_reader), and how many
+    # reconciles in a row found it held (the re-read's backoff).
+    queue_reason: tuple[str, str] | None = None
+    queue_checks: int = 0
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
@@ -61,6 +65,7 @@ class JobMemory:
         # are dropped when read)
         self.pod_groups, self.gang_waits, self.gang_block = {}, 0, None
         self.gang_verdict, self.verdict_reads = None, 0
+        self.queue_reason, self.queue_checks = None, 0
         self.expectations.clear()
         self.backoff.clear()
 
@@ -125,6 +130,7 @@ def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod],
     verdict = job.gang_verdict[1] if job.gang_verdict and job.gang_verdict[0] == attempt else None
     return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
                     now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
-                    gang_waits=job.gang_waits, gang_verdict=verdict, since_last_write=since, jitter=random.random())
+                    gang_waits=job.gang_waits, gang_verdict=verdict, queue_reason=job.queue_reason,
+                    since_last_write=since, jitter=random.random())
 
 

@@ -97,7 +97,9 @@ ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
 SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugins')
 # Volcano's scheduler and controller manager (`gang: volcano`); not stamped either.
 VOLCANO = Component('volcano', 'volcano.sh/volcano')
-COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO)}
+# Kueue's manager (`gang: kueue`): quota, queueing and preemption for plain-Pod groups.
+KUEUE = Component('kueue', 'sigs.k8s.io/kueue')
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE)}
 # What the control plane itself needs (`make control-plane`), and the gang schedulers and
 # queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`).
 PLANE = ('kubernetes', 'etcd')
