@@ -5,7 +5,8 @@ side (the scenarios: ddpjob_devcluster/gang_scenario.py and real_gang_scenario.p
 
 Real rows: kube-scheduler v1.37.2 for `none` and `kubernetes` (the native PodGroup),
 scheduler-plugins' coscheduling scheduler for `coscheduling`, Volcano v1.10.0's
-scheduler and controllers for `volcano`; the operator installed from
+scheduler and controllers for `volcano`, Kueue v0.17.0's manager (a ClusterQueue of all
+six GPUs) for `kueue`; the operator installed from
 the chart with that integration's values, talking to kube-apiserver through a proxy that
 holds the one create back.
 
@@ -21,6 +22,7 @@ every integration.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import pathlib
 import shutil
 import sys
@@ -34,28 +36,38 @@ DEADLOCK_WAIT = 30.0
 EMULATOR_GANGS = ("none", "kubernetes")
 
 
-def _coscheduling(plane: Any) -> None:
-    from ddpjob_devcluster.cluster_api import ClusterClient
-    from ddpjob_devcluster.controlplane import coscheduling, install
+def _started(name: str) -> Callable[[Any], None]:
+    """Start `controlplane/<name>.py`'s components beside the plane (CRDs and RBAC as admin)."""
+    def start(plane: Any) -> None:
+        from ddpjob_devcluster.controlplane import install
 
-    kubectl = ClusterClient.kubectl_path()
-    coscheduling.start(plane, lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl))
+        importlib.import_module(f"ddpjob_devcluster.controlplane.{name}").start(plane, install.admin_apply(plane))
+    return start
 
 
-def _volcano(plane: Any) -> None:
-    from ddpjob_devcluster.cluster_api import ClusterClient
-    from ddpjob_devcluster.controlplane import install, volcano
+def _kueue_queue(cluster: Any) -> None:
+    """A ClusterQueue holding all six GPUs and its LocalQueue, named after the namespace."""
+    import kubernetes
 
-    kubectl = ClusterClient.kubectl_path()
-    volcano.start(plane, lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl))
+    from ddpjob_devcluster.controlplane import kueue
+
+    custom = kubernetes.client.CustomObjectsApi(cluster.api)
+    quota = {"cpu": "48", "memory": "192Gi", "nvidia.com/gpu": "6"}
+    for obj in kueue.queue_objects(cluster.namespace, cluster.namespace, quota):
+        plural = obj["kind"].lower() + "s"
+        if obj["kind"] == "LocalQueue":
+            custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", cluster.namespace, plural, obj)
+        else:
+            custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, obj)
 
 
 # gang -> what to start beside the plane first (None: nothing); the scenario's keywords.
 REAL: dict[str, tuple[Callable[[Any], None] | None, dict[str, Any]]] = {
     "none": (None, {}),
     "kubernetes": (None, {}),
-    "coscheduling": (_coscheduling, {}),
-    "volcano": (_volcano, {}),
+    "coscheduling": (_started("coscheduling"), {}),
+    "volcano": (_started("volcano"), {}),
+    "kueue": (_started("kueue"), {"prepare": _kueue_queue, "scheduling": lambda cluster: {"queue": cluster.namespace}}),
 }
 
 

@@ -87,12 +87,13 @@ class BindingWatch:
 
 
 def run(plane: Any, workdir: str | pathlib.Path, gang: str, *, values: dict[str, Any] | None = None,
-        scheduling: dict[str, Any] | None = None, prepare: Callable[[RealCluster], None] | None = None,
+        scheduling: Callable[[RealCluster], dict[str, Any]] | None = None,
+        prepare: Callable[[RealCluster], None] | None = None,
         deadlock_wait: float = 10.0, finish_timeout: float = 120.0, work_seconds: float = 2.0,
         slow_create: float = 4.0) -> Result:
     """values: the chart's values for the integration (default: `gang.<gang>.enabled`);
-    scheduling: more of `spec.scheduling` (a Kueue queue); prepare: objects the
-    integration needs in the namespace (queues), made before the jobs."""
+    scheduling: more of `spec.scheduling` for the cluster (a Kueue queue named after its
+    namespace); prepare: objects the integration needs (queues), made before the jobs."""
     if values is None:
         values = {} if gang == 'none' else {'gang': {gang: {'enabled': True}}}
     cluster = RealCluster(pathlib.Path(workdir) / 'cluster', plane=plane, nodes=GPU_NODES, stop_grace=1.0,
@@ -110,7 +111,8 @@ def run(plane: Any, workdir: str | pathlib.Path, gang: str, *, values: dict[str,
         cluster.operator.start()
         watch = BindingWatch(cluster.core, cluster.namespace).start()
         start = time.time()
-        body = lambda name: _with_scheduling(job_body(name, gang, work_seconds), scheduling)  # noqa: E731
+        extra = scheduling(cluster) if scheduling is not None else {}
+        body = lambda name: _with_scheduling(job_body(name, gang, work_seconds), extra)  # noqa: E731
         cluster.create_job(body('job-a'))
         wait_until(lambda: len(cluster.pods('job-a')) >= JOB_NODES - 1, 30, 'job-a has 3 Pods')
         cluster.create_job(body('job-b'))
@@ -147,6 +149,6 @@ def run(plane: Any, workdir: str | pathlib.Path, gang: str, *, values: dict[str,
         proxy.stop()
 
 
-def _with_scheduling(body: dict[str, Any], scheduling: dict[str, Any] | None) -> dict[str, Any]:
-    body['spec']['scheduling'].update(scheduling or {})
+def _with_scheduling(body: dict[str, Any], scheduling: dict[str, Any]) -> dict[str, Any]:
+    body['spec']['scheduling'].update(scheduling)
     return body

@@ -14,30 +14,21 @@ from tests.system.conftest import cluster, running_cluster
 __all__ = ['cluster', 'running_cluster']
 
 
-def _apply(plane: Any) -> Any:
-    """Apply objects as the plane's admin, with kubectl (what an installer does)."""
-    from ddpjob_devcluster.cluster_api import ClusterClient
-    from ddpjob_devcluster.controlplane import install
-
-    kubectl = ClusterClient.kubectl_path()
-    return lambda objects: install.apply(plane.admin_kubeconfig, objects, kubectl=kubectl)
-
-
 @pytest.fixture(scope='session')
 def coscheduling_scheduler(control_plane: Any) -> Any:
     """scheduler-plugins' coscheduling scheduler and its controller (PodGroup CRD, RBAC)."""
-    from ddpjob_devcluster.controlplane import coscheduling
+    from ddpjob_devcluster.controlplane import coscheduling, install
 
-    return coscheduling.start(control_plane, _apply(control_plane))
+    return coscheduling.start(control_plane, install.admin_apply(control_plane))
 
 
 @pytest.fixture(scope='session')
 def volcano_scheduler(control_plane: Any) -> Any:
     """Volcano's scheduler and controllers (its CRDs and its chart's RBAC installed, the
     default Queue made); they stop with the plane."""
-    from ddpjob_devcluster.controlplane import volcano
+    from ddpjob_devcluster.controlplane import install, volcano
 
-    return volcano.start(control_plane, _apply(control_plane))
+    return volcano.start(control_plane, install.admin_apply(control_plane))
 
 
 @pytest.fixture(scope='session')
@@ -45,6 +36,6 @@ def kueue_controller(control_plane: Any) -> Any:
     """Kueue's manager (its CRDs, RBAC and webhooks installed from its module). Its Pod
     webhook then sees every Pod of the plane, as in a cluster: Pods without a queue-name
     label are not Kueue's."""
-    from ddpjob_devcluster.controlplane import kueue
+    from ddpjob_devcluster.controlplane import install, kueue
 
-    return kueue.start(control_plane, _apply(control_plane))
+    return kueue.start(control_plane, install.admin_apply(control_plane))

@@ -85,6 +85,15 @@ def apply(kubeconfig: pathlib.Path, docs: list[dict[str, Any]], *, kubectl: str)
                        timeout=40, check=True)
 
 
+def admin_apply(plane: Any) -> Any:
+    """`apply(objects)` as the plane's admin, with kubectl: how a gang scheduler's or queue's
+    CRDs and RBAC are installed (their `start(plane, apply)`)."""
+    from ddpjob_devcluster.cluster_api import ClusterClient  # the cluster API imports this module
+
+    kubectl = ClusterClient.kubectl_path()
+    return lambda objects: apply(plane.admin_kubeconfig, objects, kubectl=kubectl)
+
+
 def service_account_token(api: kubernetes.client.ApiClient, name: str, namespace: str) -> str:
     """A bound token for the ServiceAccount from the TokenRequest API."""
     request = {'spec': {'expirationSeconds': TOKEN_SECONDS}}
