@@ -112,7 +112,9 @@ class FaultProxy:
                                          headers=headers, data=data or None, ssl=self.ssl,
                                          timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as upstream:
             response = aiohttp.web.StreamResponse(status=upstream.status, headers={
-                k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
+                # The body goes through as the server sent it (not decompressed), so its
+                # Content-Encoding must too: kube-apiserver gzips large lists.
+                k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS - {'content-encoding'}})
             await response.prepare(request)
             watch = request.query.get('watch') in ('true', '1')
             lifetime = self.chaos.watch_lifetime if watch else None
