@@ -69,6 +69,21 @@ def running(cluster: RealCluster, job: str) -> int:
     return sum(1 for p in cluster.pods(job) if (p.get('status') or {}).get('phase') == 'Running')
 
 
+def waits_whole_beside(cluster: RealCluster, waiting: str, running_job: str) -> None:
+    """While `running_job`'s 4 Pods run, none of `waiting`'s 4 Pods is bound: all or
+    nothing (without a gang, 2 of them would sit on the free GPUs, waiting)."""
+    wait_until(lambda: len(cluster.pods(waiting)) == 4, 60, f"{waiting}'s Pods were not created")
+    seen = []
+    while running(cluster, running_job) == 4:
+        placed = bound(cluster, waiting)
+        if running(cluster, running_job) < 4:
+            break  # it ended between the two reads: the waiting gang may be binding now
+        seen.append(placed)
+        assert placed == 0, f"{waiting} partly placed beside the running {running_job}: {seen}"
+        time.sleep(0.3)
+    assert seen, f"{running_job} ended before {waiting}'s Pods could be watched waiting"
+
+
 def pod_groups(cluster: RealCluster, gang: str) -> list[dict[str, Any]]:
     (group, version), _, _ = INTEGRATIONS[gang]
     custom = kubernetes.client.CustomObjectsApi(cluster.api)
@@ -81,18 +96,7 @@ def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(gang_cluste
     wait_until(lambda: running(cluster, "job-a") == 4, 60, "job-a's gang never ran",
                lambda: cluster.pods("job-a"))
     cluster.create_job(gang_job("job-b", gang, sleep=1))
-    # While job-a's 4 Pods run on 4 of the 6 GPUs, none of job-b's 4 Pods is bound: all
-    # or nothing (without the gang, 2 of them would sit on the free GPUs, waiting).
-    wait_until(lambda: len(cluster.pods("job-b")) == 4, 60, "job-b's Pods were not created")
-    seen = []
-    while running(cluster, "job-a") == 4:
-        placed = bound(cluster, "job-b")
-        if running(cluster, "job-a") < 4:
-            break  # job-a ended between the two reads: job-b may be binding now
-        seen.append(placed)
-        assert placed == 0, f"job-b partly placed beside the running job-a: {seen}"
-        time.sleep(0.3)
-    assert seen, "job-a ended before job-b's Pods could be watched waiting"
+    waits_whole_beside(cluster, "job-b", "job-a")
     cluster.wait_phase("job-b", "Succeeded", timeout=90)
     wait_until(lambda: not any(g['metadata']['name'].startswith("job-a") for g in pod_groups(cluster, gang)), 30,
                "job-a's PodGroup outlived its attempt", lambda: pod_groups(cluster, gang))

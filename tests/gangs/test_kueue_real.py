@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 

@@ -7,7 +7,6 @@ chart's RBAC. Six 1-GPU process-kubelet Nodes; the operator installed from our c
 from __future__ import annotations
 
 import pathlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from ddpjob_devcluster.controlplane import volcano as vc
 from ddpjob_devcluster.real_cluster import RealCluster
 from tests.support.control_plane import real_cluster
 from tests.system.test_cluster_workflow import ddpjob
-from tests.gangs.test_gang_real import GPU_NODES, bound, gang_job, running
+from tests.gangs.test_gang_real import GPU_NODES, bound, gang_job, running, waits_whole_beside
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -56,16 +55,7 @@ def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(cluster: Re
     cluster.create_job(job('job-a', sleep=8))
     wait_until(lambda: running(cluster, 'job-a') == 4, 60, "job-a's gang never ran", lambda: cluster.pods('job-a'))
     cluster.create_job(job('job-b', sleep=1))
-    wait_until(lambda: len(cluster.pods('job-b')) == 4, 60, "job-b's Pods were not created")
-    seen = []
-    while running(cluster, 'job-a') == 4:
-        placed = bound(cluster, 'job-b')
-        if running(cluster, 'job-a') < 4:
-            break  # job-a ended between the two reads: job-b may be binding now
-        seen.append(placed)
-        assert placed == 0, f'job-b partly placed beside the running job-a: {seen}'
-        time.sleep(0.3)
-    assert seen, "job-a ended before job-b's Pods could be watched waiting"
+    waits_whole_beside(cluster, 'job-b', 'job-a')
     cluster.wait_phase('job-b', 'Succeeded', timeout=90)
     assert cluster.status('job-a')['phase'] == 'Succeeded'
     wait_until(lambda: pod_groups(cluster) == [], 30, 'the finished jobs\' PodGroups outlived them',
@@ -112,7 +102,7 @@ def test_a_queue_at_capacity_holds_the_job_with_the_queues_reason(cluster: RealC
         described = ddpjob(cluster, 'describe', 'queued')
         assert described.returncode == 0, described.stderr
         assert f'message:         Scheduled 0/4: {words}' in described.stdout, described.stdout
-        assert f'GangScheduled  False   Unschedulable' in described.stdout, described.stdout
+        assert 'GangScheduled  False   Unschedulable' in described.stdout, described.stdout
         # Room in the queue: Volcano admits the gang, and the job says so without a Pod changing first.
         cluster.custom.patch_cluster_custom_object(GROUP, VERSION, 'queues', queue,
                                                    {'spec': {'capability': {'nvidia.com/gpu': '4'}}})

@@ -26,7 +26,7 @@ import yaml
 
 from ddpjob.local.ports import free_port
 from ddpjob_devcluster.controlplane import build
-from ddpjob_devcluster.controlplane.process import Component, StartFailure
+from ddpjob_devcluster.controlplane.process import Component
 
 SCHEDULER_NAME = 'scheduler-plugins-scheduler'
 USER = 'system:scheduler-plugins-scheduler'
@@ -35,16 +35,10 @@ READY_SECONDS = 60
 PERMIT_WAIT_SECONDS = 10
 
 
-def module_dir() -> pathlib.Path:
-    """The pinned module's files in the Go module cache (downloaded by its build)."""
-    try:
-        return build.module_dir(build.SCHEDULER_PLUGINS)
-    except build.BuildError as exc:
-        raise StartFailure(str(exc)) from None
 
 
 def crds() -> list[dict[str, Any]]:
-    manifests = module_dir() / 'manifests'
+    manifests = build.module_dir(build.SCHEDULER_PLUGINS) / 'manifests'
     return [yaml.safe_load((manifests / folder / 'crd.yaml').read_text())
             for folder in ('coscheduling', 'capacityscheduling')]
 

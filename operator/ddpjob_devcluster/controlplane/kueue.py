@@ -54,11 +54,6 @@ MANAGER_ROLES = ('role.yaml', 'manager_secrets_role.yaml', 'manager_clusterprofi
 METRICS_CERTS = pathlib.Path('/etc/kueue/metrics/certs')  # cmd/kueue/main.go's metricsCertPath
 
 
-def module_dir() -> pathlib.Path:
-    try:
-        return build.module_dir(build.KUEUE)
-    except build.BuildError as exc:
-        raise StartFailure(str(exc)) from None
 
 
 def _load_all(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -77,7 +72,7 @@ def _client_config(url_base: str, ca_bundle: str, service: dict[str, Any]) -> di
 
 def crds(url_base: str, ca_bundle: str) -> list[dict[str, Any]]:
     """The module's CRDs with its conversion-webhook patches (config/components/crd)."""
-    folder = module_dir() / 'config' / 'components' / 'crd'
+    folder = build.module_dir(build.KUEUE) / 'config' / 'components' / 'crd'
     by_name = {doc['metadata']['name']: doc for path in sorted((folder / 'bases').glob('*.yaml'))
                for doc in _load_all(path)}
     for patch in _kustomize_patches(folder / 'kustomization.yaml'):
@@ -91,7 +86,7 @@ def crds(url_base: str, ca_bundle: str) -> list[dict[str, Any]]:
 
 def webhooks(url_base: str, ca_bundle: str) -> list[dict[str, Any]]:
     """The module's webhook configurations with its kustomization's patches applied."""
-    folder = module_dir() / 'config' / 'components' / 'webhook'
+    folder = build.module_dir(build.KUEUE) / 'config' / 'components' / 'webhook'
     configs = [doc for doc in _load_all(folder / 'manifests.yaml')
                if doc['kind'].endswith('WebhookConfiguration')]
     patches = [yaml.safe_load(p['patch']) for p in _kustomize_patches(folder / 'kustomization.yaml') if 'patch' in p]
@@ -112,7 +107,7 @@ def rbac() -> list[dict[str, Any]]:
     """The manager's roles from the module (its ClusterRole; the Roles in its namespace for
     Secrets and ClusterProfiles, which its caches watch), each bound to the manager's
     client identity as config/components/rbac binds them to its ServiceAccount."""
-    folder = module_dir() / 'config' / 'components' / 'rbac'
+    folder = build.module_dir(build.KUEUE) / 'config' / 'components' / 'rbac'
     objects: list[dict[str, Any]] = []
     for name in MANAGER_ROLES:
         for role in _load_all(folder / name):

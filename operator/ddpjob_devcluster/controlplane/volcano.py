@@ -64,18 +64,13 @@ PREEMPTING = 'allocate, backfill, reclaim, preempt'
 RELOAD_SECONDS = 30
 
 
-def module_dir() -> pathlib.Path:
-    try:
-        return build.module_dir(build.VOLCANO)
-    except build.BuildError as exc:
-        raise StartFailure(str(exc)) from None
 
 
 def chart() -> list[dict[str, Any]]:
     """Upstream's chart rendered with its default values into `volcano-system`."""
     from ddpjob_devcluster.controlplane.install import helm
 
-    folder = module_dir() / 'installer' / 'helm' / 'chart' / 'volcano'
+    folder = build.module_dir(build.VOLCANO) / 'installer' / 'helm' / 'chart' / 'volcano'
     done = subprocess.run([helm(), 'template', RELEASE, str(folder), '--namespace', NAMESPACE],
                           capture_output=True, text=True, timeout=60)
     if done.returncode != 0:

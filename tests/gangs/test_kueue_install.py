@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from ddpjob_devcluster.controlplane import build, kueue
-from ddpjob_devcluster.controlplane.process import StartFailure
 
 URL, CA = 'https://127.0.0.1:9443', 'Q0E='
 
@@ -17,9 +16,9 @@ def module_present() -> None:
     if build.shutil.which('go') is None:
         pytest.skip('no Go toolchain on PATH: the Kueue module cannot be located')
     try:
-        kueue.module_dir()
-    except StartFailure as exc:
-        pytest.skip(f'the Kueue module is not in the Go module cache ({exc}); `make control-plane` fetches it')
+        build.module_dir(build.KUEUE)
+    except build.BuildError as exc:
+        pytest.skip(f'the Kueue module is not in the Go module cache ({exc}); `make gang-schedulers` fetches it')
 
 
 def test_every_webhook_calls_the_manager_on_loopback_with_the_clusters_ca() -> None:
