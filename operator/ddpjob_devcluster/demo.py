@@ -156,8 +156,12 @@ class PhaseReporter:
             state = (status.get('phase'), status.get('restarts'))
             if status.get('phase') and self.seen.get(key) != state:
                 self.seen[key] = state
+                failure = status.get('lastFailure') or {}
+                # A restart says why (the failed Pod, its reason and message), as describe does.
+                why = f' [last failure: {failure.get("pod")} {failure.get("reason")}: ' \
+                      f'{str(failure.get("message", ""))[:300]}]' if state[0] == 'Restarting' and failure else ''
                 say(f'ddpjob {key[0]}/{key[1]}: {status["phase"]} (restarts {status.get("restarts", 0)}): '
-                    f'{status.get("message", "")}')
+                    f'{status.get("message", "")}{why}')
 
 
 def check_alive(cluster: LocalCluster) -> None:
