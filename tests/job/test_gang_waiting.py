@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 
 from ddpjob.job import lifecycle
+from ddpjob.job.failure import failure_record
 from ddpjob.job.observe import PodState, pod_state
 from tests.job.test_lifecycle import T0, job, pods, running_status, step  # noqa: F401 (fixture)
 
@@ -165,6 +166,26 @@ def test_pod_state_reads_disruptions(status, expected):
     assert state.disruption == expected
     if expected:
         assert state.message
+
+
+@pytest.mark.parametrize("condition, reason, message", [
+    ({"type": "Ready", "status": "False", "reason": "Evict", "message": "Pod is evicted, because of preempt"},
+     "Evict", "Pod is evicted, because of preempt"),
+    ({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+      "message": "preempted by a higher priority pod"}, "PreemptionByScheduler", "preempted by a higher priority pod"),
+])
+def test_a_disrupted_pods_killed_container_does_not_hide_why(condition, reason, message):
+    """The eviction's SIGTERM ends the container with exit 143, reason Error and its log
+    tail as the message; whether the operator sees that or the still-running Pod is a
+    race (seen on the real Volcano): either way the failure is the disruption."""
+    body = {"metadata": {"name": "demo-2", "labels": {"ddpjob.io/node-rank": "2", "ddpjob.io/restart-count": "0"}},
+            "status": {"phase": "Failed", "conditions": [condition], "containerStatuses": [
+                {"name": "trainer", "state": {"terminated": {"exitCode": 143, "reason": "Error",
+                                                             "message": "node 2"}}}]}}
+    state = pod_state(body)
+    assert (state.disruption, state.reason, state.message, state.exit_code) == (reason, reason, message, 143)
+    record = failure_record(state, "OnFailure", T0)
+    assert (record["reason"], record["message"]) == (reason, message)
 
 
 def test_backoff_after_a_preemption_says_what_counts(job):

@@ -63,15 +63,15 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
     phase = status.get("phase") or "Pending"
     terminated = (_trainer_status(status).get("state") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
-    # A Pod-level reason (Evicted, Preempted, NodeLost) says more than the container's.
-    reason = status.get("reason") or terminated.get("reason")
+    disruption = _disruption(status)
+    # A Pod-level reason (Evicted, Preempted, NodeLost) says more than the container's, and
+    # so does a disruption mark: a container killed because its Pod was evicted or
+    # preempted ends with exit 143 and reason Error, which says nothing of why.
+    reason = status.get("reason") or (disruption and disruption[0]) or terminated.get("reason")
     # The Pod's own words (its termination message): untrusted, escaped and bounded.
-    message = status.get("message") or terminated.get("message")
+    message = status.get("message") or (disruption and disruption[1]) or terminated.get("message")
     message = text.clean(message) if message else message
     scheduled, sched_reason, sched_message = _scheduling(pod.get("spec") or {}, status, phase)
-    disruption = _disruption(status)
-    if disruption and not message:
-        message = disruption[1]
     return PodState(
         name=meta.get("name", ""), node_rank=rank, restart_count=restart, phase=phase,
         exit_code=int(exit_code) if exit_code is not None else None, reason=reason, message=message,
