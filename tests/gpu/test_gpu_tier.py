@@ -109,6 +109,10 @@ def test_compile_trains_on_the_gpu(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first
+    # It timed the compiled model against eager and kept the faster (compile_choice.py).
+    final = next(m for m in metrics(tmp_path) if m.get("event") == "final")
+    assert final["compile"] in ("compiled", "eager"), final
+    assert "--compile: a step takes" in r.stdout, r.stdout[-3000:]
 
 
 def test_batch_size_auto_finds_a_batch_that_fits_and_trains(tmp_path: Path) -> None:
@@ -155,3 +159,63 @@ def test_the_cuda_images_python_dependencies_import() -> None:
     assert torch.version.cuda, "this torch has no CUDA build"
     assert torch.backends.cudnn.is_available() and torch.distributed.is_nccl_available()
     assert torchvision.io.decode_jpeg is not None
+
+
+# ---- --cuda-graph: the step captured once and replayed ------------------------------------
+
+
+def epoch_losses(tmp_path: Path) -> list[float]:
+    return [m["loss"] for m in metrics(tmp_path) if m.get("event") == "epoch"]
+
+
+@pytest.mark.parametrize("flags", [
+    [],
+    ["--amp", "bf16"],
+    ["--model", "cnn", "--channels-last", "--optimizer", "adamw"],
+], ids=lambda f: "-".join(a.lstrip("-") for a in f) or "fp32")
+def test_cuda_graph_trains_as_the_eager_step_does(tmp_path: Path, flags: list[str]) -> None:
+    # 4,100 samples at batch 64: each epoch ends with a partial batch, which runs eagerly.
+    common = ["--epochs", "3", "--synthetic-size", "4100", "--batch-size", "64", "--eval-every", "0", *flags]
+    eager_dir, graph_dir = tmp_path / "eager", tmp_path / "graph"
+    eager_dir.mkdir(), graph_dir.mkdir()
+    r = train(eager_dir, *common)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = train(graph_dir, *common, "--cuda-graph")
+    assert r.returncode == 0, r.stderr[-3000:]
+    final = next(m for m in metrics(graph_dir) if m.get("event") == "final")
+    steps = final["step"]
+    # All but the warm-up steps and the three partial batches were replays.
+    assert final["graph_replays"] == steps - 3 - 3, final
+    eager, graph = epoch_losses(eager_dir), epoch_losses(graph_dir)
+    assert len(eager) == len(graph) == 3 and graph[-1] < graph[0], (eager, graph)
+    # The same steps on the same batches: the same losses, up to the capturable optimizer's
+    # arithmetic on the GPU instead of the host.
+    assert all(math.isclose(a, b, rel_tol=0.02) for a, b in zip(eager, graph)), (eager, graph)
+
+
+def test_a_replayed_step_makes_no_host_sync() -> None:
+    import torch
+    from torch import nn
+
+    from ddpjob_trainer.graph_step import CapturedStep
+    from ddpjob_trainer.micro_step import MicroStep
+
+    device = torch.device("cuda", 0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), fused=True, capturable=True)
+    micro = MicroStep(model, torch.amp.GradScaler("cuda", enabled=False), None, device, 1, 1, graph_safe=True)
+    step = CapturedStep(micro, optimizer)
+    x, y = torch.randn(64, 1, 28, 28, device=device), torch.randint(0, 10, (64,), device=device)
+    for _ in range(5):  # warm-up and capture
+        step(x, y)
+    before = [p.detach().clone() for p in model.parameters()]
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(20):
+            step(x, y)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    assert step.replays == 22, step.replays
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters())), "the replays changed no weight"
+    assert micro.window[1].item() > 0  # the metric sums were accumulated inside the graph

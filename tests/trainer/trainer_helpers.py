@@ -78,8 +78,8 @@ def write_mnist(root: Path, n_train: int = 512, n_test: int = 128) -> Path:
     return root
 
 
-def write_imagefolder(root: Path, per_class: int = 12, size: int = 20) -> Path:
-    """ROOT/{train,val}/{red,green,blue}/*.png: colour is the class."""
+def write_imagefolder(root: Path, per_class: int = 12, size: int = 20, ext: str = "png") -> Path:
+    """ROOT/{train,val}/{red,green,blue}/*.EXT: colour is the class."""
     from PIL import Image
 
     colours = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
@@ -89,7 +89,7 @@ def write_imagefolder(root: Path, per_class: int = 12, size: int = 20) -> Path:
             d.mkdir(parents=True)
             for i in range(count):
                 jitter = tuple(max(0, min(255, c + (i * 7) % 31 - 15)) for c in rgb)
-                Image.new("RGB", (size + i % 3, size), jitter).save(d / f"{i}.png")
+                Image.new("RGB", (size + i % 3, size), jitter).save(d / f"{i}.{ext}")
     return root
 
 

@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     a("--download", action="store_true", help="download MNIST/CIFAR-10 into DIR if missing")
     a("--image-size", type=_positive(int), default=224, help="imagefolder crop size")
     a("--workers", type=_non_negative, default=None, help="DataLoader workers per process (imagefolder)")
+    a("--decode", choices=("cpu", "gpu"), default="cpu",
+      help="imagefolder JPEGs: decoded by the workers (cpu) or in one batched nvJPEG call on the GPU (gpu)")
     a("--epochs", type=_positive(int), default=3)
     a("--batch-size", type=batch_size, default=64,
       help="per process; auto: the largest whose step fits this GPU (tried, then 90%% of it; CUDA only)")
@@ -69,6 +71,8 @@ def parser() -> argparse.ArgumentParser:
     a("--weight-decay", type=float, default=0.0)
     a("--amp", choices=("none", "bf16", "fp16"), default="none", help="autocast dtype (fp16 needs CUDA)")
     a("--compile", action="store_true", help="torch.compile the model")
+    a("--cuda-graph", action="store_true",
+      help="replay each step as one captured CUDA graph (one process, adam/adamw, fixed batch; CUDA only)")
     a("--channels-last", action="store_true", help="NHWC memory format (faster convolutions on GPU)")
     a("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (ddp only)")
     a("--grad-accum", type=_positive(int), default=1, help="micro-batches per optimizer step (no_sync between)")

@@ -142,7 +142,9 @@ class TensorBatches:
             yield xb, self.y.index_select(0, idx)
 
 
-def imagefolder(root: str, image_size: int):
+def imagefolder(root: str, image_size: int, decode: str = "cpu"):
+    """(train, evaluation): decoded by the DataLoader's workers, or for `--decode gpu` left
+    encoded (gpu_decode.py), decoded on the device by the training process."""
     from torchvision import datasets
     from torchvision.transforms import v2
 
@@ -159,6 +161,12 @@ def imagefolder(root: str, image_size: int):
         raise UsageError(f"imagefolder:{root}: {e}") from None
     if evaluation is not None and evaluation.classes != train.classes:
         raise UsageError(f"imagefolder:{root}: {eval_dir} has classes {evaluation.classes}, train has {train.classes}")
+    if decode == "gpu":
+        from .gpu_decode import EncodedImages
+
+        encoded = EncodedImages(train.samples, image_size, True)
+        encoded.classes = train.classes
+        return encoded, EncodedImages(evaluation.samples, image_size, False) if evaluation else None
     return train, evaluation
 
 
@@ -183,11 +191,14 @@ def load_data(args, d: Dist) -> Data:
     kind, path = parse_spec(args.data)
     if path is not None and not os.path.isdir(path) and not args.download:
         raise UsageError(f"data directory {path} does not exist")
-    cl = args.channels_last
+    cl, decode = args.channels_last, getattr(args, "decode", "cpu")
+    if decode == "gpu" and kind != "imagefolder":
+        raise UsageError(f"--decode gpu decodes the JPEGs of --data imagefolder:DIR, not {kind} data")
     if kind == "imagefolder":
-        train, evaluation = imagefolder(path, args.image_size)
+        train, evaluation = imagefolder(path, args.image_size, decode)
         mk = lambda ds, is_train: LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl,  # noqa: E731
-                                                _elastic_global(args, d) if is_train else None)
+                                                _elastic_global(args, d) if is_train else None,
+                                                args.image_size if decode == "gpu" else None)
         return Data(mk(train, True), mk(evaluation, False) if evaluation else None,
                     (3, args.image_size, args.image_size), len(train.classes))
     if kind == "synthetic":

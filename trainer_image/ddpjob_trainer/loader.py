@@ -11,6 +11,7 @@ import signal
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
+from . import gpu_decode
 from .distributed import Dist
 
 DEFAULT_WORKERS = 4
@@ -50,8 +51,10 @@ class LoaderBatches:
     and, when elastic, `last_total` the micro-batch's size over all ranks (for the loss)."""
 
     def __init__(self, dataset, batch_size: int, d: Dist, seed: int, train: bool, workers: int | None, channels_last: bool,
-                 global_size: int | None = None):
+                 global_size: int | None = None, decode_size: int | None = None):
+        """`decode_size`: the samples are encoded JPEGs (gpu_decode.py), decoded here to that size."""
         self.device, self.batch_size, self.channels_last = d.device, batch_size, channels_last
+        self.decode_size = decode_size
         if workers is None:  # --workers unset: a few per process, within the node's CPUs
             workers = max(1, min(DEFAULT_WORKERS, (os.cpu_count() or 1) // max(1, d.env.local_world_size)))
         self.sampler = self.elastic = None
@@ -60,7 +63,8 @@ class LoaderBatches:
             from .elastic_data import RankMicroBatches
 
             self.elastic = RankMicroBatches(len(dataset), global_size, d.world_size, d.rank, seed)
-            self.global_size, self.last_total, self.sample_shape = global_size, 0, None
+            self.global_size, self.last_total = global_size, 0
+            self.sample_shape = (3, decode_size, decode_size) if decode_size else None
             batching = {"batch_sampler": self.elastic}
         elif train:
             self.sampler = _SkippingSampler(DistributedSampler(dataset, d.world_size, d.rank, shuffle=True, seed=seed))
@@ -73,6 +77,7 @@ class LoaderBatches:
             pin_memory=d.device.type == "cuda",  # page-locked buffers: async host-to-GPU copies
             persistent_workers=workers > 0,  # no worker re-spawn (and re-import) every epoch
             prefetch_factor=4 if workers > 0 else None,
+            **({"collate_fn": gpu_decode.collate} if decode_size else {}),
         )
 
     def __len__(self) -> int:
@@ -81,6 +86,11 @@ class LoaderBatches:
         return (self.count + self.batch_size - 1) // self.batch_size
 
     def _move(self, xb, yb):
+        if self.decode_size:  # (bytes, crops): decoded on the device itself
+            xb = gpu_decode.decode(*xb, self.decode_size, self.device)
+        return self._placed(xb, yb)
+
+    def _placed(self, xb, yb):
         xb = xb.to(self.device, non_blocking=True)
         if self.channels_last:
             xb = xb.contiguous(memory_format=torch.channels_last)
@@ -104,9 +114,9 @@ class LoaderBatches:
         for idx, total in self.elastic.shares():
             self.last_indices, self.last_total = idx, total
             if len(idx):
-                xb, yb = next(loaded)
+                xb, yb = self._move(*next(loaded))
                 self.sample_shape = xb.shape[1:]
             else:  # nothing left for this rank in this micro-batch: it still joins the step
                 shape = self.sample_shape or self.loader.dataset[0][0].shape
-                xb, yb = torch.empty(0, *shape), torch.empty(0, dtype=torch.long)
-            yield self._move(xb, yb)
+                xb, yb = self._placed(torch.empty(0, *shape), torch.empty(0, dtype=torch.long))
+            yield xb, yb

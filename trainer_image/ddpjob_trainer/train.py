@@ -19,10 +19,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, distributed, state
+from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
+from . import state
 from .data import load_data
 from .env import read_process_env
+from .micro_step import MicroStep
 from .models import build_model
+from .optimizer import make_optimizer
 from .progress import Heartbeat, Progress
 from .sample_log import SampleLog
 
@@ -53,14 +56,6 @@ class StopRequest:
         self.signum = signum
 
 
-def make_optimizer(args, params, device) -> torch.optim.Optimizer:
-    if args.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
-    cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
-    # Fused kernels: one launch per step instead of one per parameter tensor.
-    return cls(params, lr=args.lr, weight_decay=args.weight_decay, fused=device.type == "cuda" or None)
-
-
 class Trainer:
     def __init__(self, args, d: distributed.Dist, stop: StopRequest):
         self.args, self.d, self.stop = args, d, stop
@@ -69,6 +64,8 @@ class Trainer:
             raise UsageError(f"--strategy {args.strategy} runs in one process, but WORLD_SIZE={d.world_size}")
         if args.amp == "fp16" and dev.type != "cuda":
             raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
+        if args.decode == "gpu" and dev.type != "cuda":
+            raise UsageError("--decode gpu decodes JPEGs with nvJPEG and needs a CUDA device: use --decode cpu")
         if args.sync_bn and dev.type != "cuda" and args.strategy == "ddp" and d.world_size > 1:
             raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
         auto_batch = args.batch_size == cli.AUTO_BATCH
@@ -78,6 +75,8 @@ class Trainer:
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
+        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, args.elastic_global_batch is not None)):
+            raise UsageError(why)
         self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:
             log("warning: this dataset has no evaluation split; evaluation is skipped")
@@ -90,6 +89,9 @@ class Trainer:
         # Loss scaling only for fp16; bf16 has fp32's range and needs none.
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+        self.micro = MicroStep(self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size,
+                               graph_safe=args.cuda_graph)
+        self.captured: graph_step.CapturedStep | None = None
         if auto_batch:
             args.batch_size = batch_probe.choose(self.model, self.optimizer, self.data.input_shape,
                                                  self.data.num_classes, dev, self.autocast, args.channels_last)
@@ -116,12 +118,16 @@ class Trainer:
                     gradient_as_bucket_view=True)
         elif self.args.strategy == "dp":
             m = nn.DataParallel(m)  # splits each batch over all local GPUs; a no-op on CPU
-        return torch.compile(m) if self.args.compile else m
+        if self.args.compile:
+            m = compile_choice.CompileChoice(m, compile_choice.compile_model(m), d.device, self.args.grad_accum,
+                                             self.progress.say, lambda t: distributed.all_reduce_sum(d, t))
+        self.micro.model = m
+        if self.args.cuda_graph:
+            self.captured = graph_step.CapturedStep(self.micro, self.optimizer)
+        return m
 
     def autocast(self):
-        if self.amp is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.d.device.type, dtype=self.amp)
+        return self.micro.autocast()
 
     def run(self) -> int:
         args, d, p = self.args, self.d, self.progress
@@ -154,7 +160,10 @@ class Trainer:
             p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
             if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and d.is_main:
                 os.kill(os.getpid(), signal.SIGKILL)
-        p.record("final", epoch=self.pos.epoch, step=self.pos.step, **summary)
+        ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
+        if isinstance(model, compile_choice.CompileChoice):
+            ways["compile"] = model.chosen or "undecided"
+        p.record("final", epoch=self.pos.epoch, step=self.pos.step, **ways, **summary)
         p.say(f"done: {self.pos.epoch} epoch(s), {self.pos.step} steps")
         return 0
 
@@ -164,7 +173,8 @@ class Trainer:
         n = len(batches)
         model.train()
         # Loss sum and correct count stay on the device: no .item() (a GPU sync) per step.
-        totals, window = torch.zeros(2, device=d.device), torch.zeros(2, device=d.device)
+        totals, window = torch.zeros(2, device=d.device), self.micro.window
+        window.zero_()
         total_n = window_n = 0
         window_start = epoch_start = time.perf_counter()
         vote = distributed.StopVote(d)
@@ -176,24 +186,21 @@ class Trainer:
             sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
             if sync:
                 vote.start(self.stop.signum != 0)  # overlaps with this step's compute
-            no_sync = model.no_sync() if not sync and isinstance(model, DDP) else contextlib.nullcontext()
-            with no_sync:
-                with self.autocast():
-                    out = model(x)
-                    loss = self.loss(out, y, batches)
-                self.scaler.scale(loss / args.grad_accum).backward()
-            with torch.no_grad():
-                total = getattr(batches, "last_total", None)  # elastic: loss is scaled (self.loss)
-                loss_sum = loss.detach().float() * (total / self.d.world_size if total is not None else len(y))
-                window += torch.stack([loss_sum, (out.argmax(1) == y).sum().float()])
+            if self.captured is not None:
+                self.captured(x, y)  # the micro-step and the optimizer's update, replayed
+            else:
+                no_sync = model.no_sync() if not sync and isinstance(model, DDP) else contextlib.nullcontext()
+                with no_sync:
+                    self.micro(x, y, getattr(batches, "last_total", None))
             window_n += len(y)
             if self.samples is not None:
                 self.samples.step(epoch, self.pos.step + 1, getattr(batches, "last_indices", ()))
             if not sync:
                 continue
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
+            if self.captured is None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.optimizer.zero_grad(set_to_none=True)
             self.pos.step += 1
             self.pos.batch = i + 1
             if self.step_seconds:
@@ -223,14 +230,6 @@ class Trainer:
         return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
                 "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3),
                 **distributed.peak_memory(d.device)}
-
-    def loss(self, out, y, batches):
-        total = getattr(batches, "last_total", None)
-        if total is None:
-            return F.cross_entropy(out, y)
-        # Elastic: the mean over the whole global micro-batch, however it is split (DDP
-        # averages the ranks' gradients, hence x world size).
-        return F.cross_entropy(out, y, reduction="sum") * (self.d.world_size / total)
 
     def _hang_step(self) -> int | None:
         at = os.environ.get(HANG_AT_STEP)
