@@ -219,3 +219,20 @@ def test_a_replayed_step_makes_no_host_sync() -> None:
     assert step.replays == 22, step.replays
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters())), "the replays changed no weight"
     assert micro.window[1].item() > 0  # the metric sums were accumulated inside the graph
+
+
+# ---- --decode gpu: JPEGs decoded by nvJPEG --------------------------------------------------
+
+
+@pytest.mark.parametrize("decode", ["cpu", "gpu"])
+def test_an_imagefolder_of_jpegs_trains_with_either_decoder(tmp_path: Path, decode: str) -> None:
+    from tests.trainer.trainer_helpers import write_imagefolder
+
+    root = write_imagefolder(tmp_path / "data", per_class=32, size=40, ext="jpg")
+    r = train(tmp_path, "--model", "cnn", "--data", f"imagefolder:{root}", "--image-size", "32", "--epochs", "3",
+              "--batch-size", "16", "--workers", "2", "--log-every", "2", "--decode", decode)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, last = losses(tmp_path)
+    assert math.isfinite(last) and last < first, (decode, first, last)
+    final = next(m for m in metrics(tmp_path) if m.get("event") == "final")
+    assert final["eval_accuracy"] > 0.5, final  # colour is the class: both decoders see it
