@@ -29,9 +29,8 @@ import sys
 import tempfile
 import time
 
-BENCH = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BENCH)
-from trainer_vs_seed import clean_env, machine  # noqa: E402  (one home for both)
+# Run as a script (`make bench`), its own folder is first on the import path.
+from trainer_vs_seed import clean_env, machine  # one home for both
 
 
 def write_jpegs(root: str, images: int, classes: int = 10, size: tuple[int, int] = (400, 300)) -> None:
