@@ -12,6 +12,9 @@ import contextlib
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from .compile_choice import CompileChoice
 
 
 class MicroStep:
@@ -32,6 +35,13 @@ class MicroStep:
         if self.amp is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp, cache_enabled=self.cache)
+
+    def accumulating(self, sync: bool) -> contextlib.AbstractContextManager:
+        """A micro-batch that does not end its optimizer step keeps its gradients local
+        (DDP's no_sync), also under `--compile`, where the DDP is inside the choice: the
+        compiled DDP honours the flag, which DDP's forward reads outside the graph."""
+        ddp = self.model.eager if isinstance(self.model, CompileChoice) else self.model
+        return ddp.no_sync() if not sync and isinstance(ddp, DDP) else contextlib.nullcontext()
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor, total: int | None = None) -> None:
         """`total`: an elastic job's samples in the whole global micro-batch (elastic_data.py)."""

@@ -6,7 +6,6 @@ loop: resume, train with DDP, evaluate sharded, checkpoint, stop cleanly on SIGT
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -189,8 +188,7 @@ class Trainer:
             if self.captured is not None:
                 self.captured(x, y)  # the micro-step and the optimizer's update, replayed
             else:
-                no_sync = model.no_sync() if not sync and isinstance(model, DDP) else contextlib.nullcontext()
-                with no_sync:
+                with self.micro.accumulating(sync):
                     self.micro(x, y, getattr(batches, "last_total", None))
             window_n += len(y)
             if self.samples is not None:
