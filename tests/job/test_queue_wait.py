@@ -6,7 +6,8 @@ from ddpjob.job.queue_wait import REASON, waiting_reason
 from tests.job.test_gang_waiting import condition
 from tests.job.test_lifecycle import T0, job  # noqa: F401 (fixture)
 from ddpjob.job import lifecycle
-from ddpjob.job.decision import Observed
+from ddpjob.job.decision import GangSaid, Observed
+from ddpjob.job.queue_wait import GATED
 
 NO_QUOTA = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, "
             "2 more needed")
@@ -46,9 +47,9 @@ def gated(rank):
 def test_a_gated_gang_shows_the_queues_reason_in_status_and_condition(job):
     j = job(nodes=2, scheduling={"gang": "kueue", "queue": "team-a"})
     first = lifecycle.plan(j, [], None, T0)
-    queue = waiting_reason(workload(("QuotaReserved", "False", "Pending", NO_QUOTA)))
+    reason, words = waiting_reason(workload(("QuotaReserved", "False", "Pending", NO_QUOTA)))
     p = lifecycle.decide(Observed(job=j, pods=(gated(0), gated(1)), previous=first.status, now=T0,
-                                  queue_reason=queue))
+                                  gang_said=GangSaid(0, GATED, words, reason)))
     assert p.status["phase"] == "Pending" and p.status["message"] == f"Scheduled 0/2: Kueue queue team-a: {NO_QUOTA}"
     cond = condition(p.status)
     assert cond["status"] == "False" and cond["reason"] == REASON and NO_QUOTA in cond["message"]
@@ -64,5 +65,5 @@ def test_the_queues_reason_never_hides_a_schedulers_verdict(job):
     unschedulable = [PodState(f"demo-{r}", r, 0, "Pending", scheduled=False, scheduling_reason="Unschedulable",
                               scheduling_message="0/6 nodes are available") for r in (0, 1)]
     p = lifecycle.decide(Observed(job=j, pods=tuple(unschedulable), previous=lifecycle.plan(j, [], None, T0).status,
-                                  now=T0, queue_reason=(REASON, "Kueue queue team-a: stale")))
+                                  now=T0, gang_said=GangSaid(0, GATED, "Kueue queue team-a: stale", REASON)))
     assert condition(p.status)["reason"] == "Unschedulable" and "stale" not in p.status["message"]

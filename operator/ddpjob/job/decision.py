@@ -69,6 +69,16 @@ class RefusedCreates:
 
 
 @dataclass(frozen=True)
+class GangSaid:
+    """What the gang's scheduler or queue says of the attempt's held Pods that they do not
+    carry (a Kueue Workload's reason, a Volcano queue's verdict: operator/gang_readers/)."""
+    attempt: int
+    held: str  # the PodScheduled reason of the Pods it speaks for
+    words: str
+    reason: str | None = None  # its own GangScheduled reason (Kueue: Queued); None: the Pods' stays
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything one step of the job logic may look at."""
     job: DDPJob | None  # None: the spec does not parse (see errors)
@@ -83,11 +93,7 @@ class Observed:
     # off or not installed, or its PodGroup is still going away.
     gang_blocked: tuple[str, str] | None = None
     gang_waits: int = 0  # consecutive steps that found the gang blocked
-    # What the gang scheduler says of the attempt's waiting PodGroup beyond its Pods'
-    # PodScheduled condition (Volcano's enqueue verdict, operator/gang_verdict.py).
-    gang_verdict: str | None = None
-    # (reason, message) of the queue holding a gated gang (Kueue's Workload, `queue_wait`).
-    queue_reason: tuple[str, str] | None = None
+    gang_said: GangSaid | None = None  # of this attempt's held Pods, when read
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
 

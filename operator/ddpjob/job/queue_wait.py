@@ -9,7 +9,7 @@ ClusterQueue that is stopped) is on the Workload: its `QuotaReserved=False` cond
 nvidia.com/gpu in flavor gpu, 2 more needed`), or `Admitted=False` once quota is reserved
 and admission checks are pending. `waiting_reason` turns that into the GangScheduled
 condition's reason and message; the operator reads the Workload only for a job whose Pods
-are gated (`operator/queue_reader.py`).
+are gated (`operator/gang_readers/kueue.py`).
 """
 
 from __future__ import annotations

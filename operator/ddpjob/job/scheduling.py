@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpjob.api.spec import DDPJob
 from ddpjob.backoff import Backoff
-from ddpjob.job.decision import FAILED, Event, Plan
+from ddpjob.job.decision import FAILED, Event, GangSaid, Plan
 from ddpjob.job.observe import PodState
 from ddpjob.job.queue_wait import gated_by_queue
 from ddpjob.times import parse_time
@@ -57,13 +57,10 @@ class GangWait:
 
 
 def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping[str, Any]] | None,
-            now: datetime, now_s: str, verdict: str | None = None,
-            queue: tuple[str, str] | None = None) -> GangWait:
+            now: datetime, now_s: str, said: GangSaid | None = None) -> GangWait:
     """`current`: the attempt's Pods by node rank (deleting ones are not placed for long);
-    `verdict`: the gang scheduler's own reason the attempt's PodGroup is held (a Volcano
-    queue's), put before the Pods' words, which may not say it; `queue`: (reason,
-    message) of the queue holding the gated gang (Kueue's, `queue_wait`), which says more
-    than the gate."""
+    `said`: what the gang's scheduler or queue says of Pods it holds, which the Pods' own
+    words may not (a Volcano queue's verdict, a Kueue Workload's reason)."""
     old = next((c for c in previous or [] if c.get("type") == CONDITION), None)
     pods = [p for p in current.values() if not p.deleting]
     scheduled = sum(1 for p in pods if p.scheduled)
@@ -76,9 +73,11 @@ def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping
         first = waiting[0] if waiting else None
         reason = (first.scheduling_reason if first else None) or "PodsNotCreated"
         why = (first.scheduling_message if first else None) or f"{job.nodes - len(pods)} Pod(s) not created yet"
-        why = f"{verdict}; {why}" if verdict else why
-        if queue is not None and first is not None and gated_by_queue(first.scheduling_reason):
-            reason, why = queue
+        if said is not None and first is not None and first.scheduling_reason == said.held:
+            # A gate's words say only that the gate is closed: the holder's replace them. A
+            # scheduler's say what it found: the holder's go first.
+            why = said.words if gated_by_queue(said.held) else f"{said.words}; {why}"
+            reason = said.reason or reason
         status, message = "False", f"Scheduled {scheduled}/{job.nodes}: {why}"
     changed = old is None or old.get("status") != status
     since = now_s if changed else old.get("lastTransitionTime", now_s)

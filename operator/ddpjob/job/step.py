@@ -49,7 +49,7 @@ class Step:
         self.progress = progress if progress is not None and progress.restart_count == self.restarts else None
         self.stalled: str | None = None  # set by the failure policy when the gang hangs
         self.gang_wait = scheduling.observe(job, self.current, self.prev.get("conditions"), self.now, self.now_s,
-                                           observed.gang_verdict, observed.queue_reason)
+                                           observed.gang_said)
         # The step that finishes a job must also wake it when its TTL is due.
         self.ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
 

@@ -25,14 +25,13 @@ from ddpjob.api import spec
 from ddpjob.job import lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
 from ddpjob.operator.children import Children, indexed_pod
-from ddpjob.operator import gang_verdict
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator import observer
 from ddpjob.operator.progress import ProgressPoller, Target
-from ddpjob.operator.queue_reader import QueueReader, queued, recheck_after
+from ddpjob.operator.gang_readers import GangReaders
 from ddpjob.operator.status_writes import StatusChanged, StatusWriter
 from ddpjob.operator.workqueue import WorkQueue
 
@@ -82,7 +81,7 @@ class Controller:
         self.metrics = metrics or OperatorMetrics(self.phases)
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event)
         self.status_writer = StatusWriter(kube, job_body)
-        self.queue_reader = QueueReader(kube)
+        self.gang_readers = GangReaders(kube)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
                                on_done=self.metrics.reconcile_seconds.observe)
 
@@ -94,7 +93,7 @@ class Controller:
 
     @kube.setter
     def kube(self, kube: Kube) -> None:
-        self.children.kube = self.status_writer.kube = self.queue_reader.kube = kube
+        self.children.kube = self.status_writer.kube = self.gang_readers.kube = kube
 
     @property
     def gang(self) -> GangSupport:
@@ -165,21 +164,15 @@ class Controller:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if job.uid != uid:
             job.reset(uid)
-        await self._read_queue(job, body)
+        # What a gang's scheduler or queue says of Pods it holds is part of the observation.
+        read_in = await self.gang_readers.read(job, body, indexed_pods(job, self.pods_of(*key), uid))
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
         observed = self._observe(job, body)
         after = await self._act(job, body, observed, lifecycle.decide(observed))
-        return recheck_after(job.queue_checks, after, observed.jitter) if key in self._jobs else after
-
-    async def _read_queue(self, job: JobMemory, body: Mapping[str, Any]) -> None:
-        """A gang held at Kueue's gate: what its Workload says (queue_reader)."""
-        workload = queued(body, indexed_pods(job, self.pods_of(*job.key), job.uid or ""))
-        if workload is not None:
-            job.queue_checks += 1
-            job.queue_reason = await self.queue_reader.read(job.key[0], workload)
-        else:
-            job.queue_checks, job.queue_reason = 0, None
+        if key not in self._jobs or read_in is None:
+            return after
+        return read_in if after is None else min(after, read_in)
 
     def _observe(self, job: JobMemory, body: Mapping[str, Any]) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
@@ -215,11 +208,7 @@ class Controller:
         self._watch_progress(job, observed, plan)
         if plan.create and observed.job is not None:
             await self._create(job, observed.job, body, plan)
-        if plan.create or plan.plan_again:
-            return 0.0
-        # A waiting Volcano gang: its queue's verdict, which its Pods do not carry.
-        changed, read_in = await gang_verdict.refresh(self.kube, job, observed.job, plan.status)
-        return 0.0 if changed else min((t for t in (plan.requeue_after, read_in) if t is not None), default=None)
+        return 0.0 if plan.create or plan.plan_again else plan.requeue_after
 
     async def _create(self, job: JobMemory, parsed: spec.DDPJob, body: Mapping[str, Any], plan: Plan) -> None:
         """The attempt's PodGroup, then its Service and Pods; what the API answered is

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob.api import spec, template_policy
 from ddpjob.job import scheduling
-from ddpjob.job.decision import RUNNING, Observed, RefusedCreates
+from ddpjob.job.decision import RUNNING, GangSaid, Observed, RefusedCreates
 from ddpjob.job.observe import PodState
 from ddpjob.operator import refusals
 from ddpjob.operator.expectations import Expectations
@@ -49,13 +49,11 @@ class JobMemory:
     disrupted: dict[str, IndexedPod] = field(default_factory=dict)
     gang_waits: int = 0  # consecutive steps that found the gang blocked
     gang_block: tuple[str, str] | None = None  # the last act's PodGroup answer, for the next step
-    gang_verdict: tuple[int, str] | None = None  # (attempt, the gang scheduler's words), gang_verdict.py
-    verdict_reads: int = 0  # consecutive reads of the verdict while the gang waits (their backoff)
+    # What the gang's scheduler or queue said of its held Pods (gang_readers/), and how
+    # many reconciles in a row read it (the re-read's backoff).
+    gang_said: GangSaid | None = None
+    gang_reads: int = 0
     status_written_at: float | None = None  # monotonic time of this operator's last status write
-    # The queue's reason for a gang held at Kueue's gate (queue_reader), and how many
-    # reconciles in a row found it held (the re-read's backoff).
-    queue_reason: tuple[str, str] | None = None
-    queue_checks: int = 0
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
@@ -64,8 +62,7 @@ class JobMemory:
         # (disrupted is kept: it may predate the first reconcile, and entries of another uid
         # are dropped when read)
         self.pod_groups, self.gang_waits, self.gang_block = {}, 0, None
-        self.gang_verdict, self.verdict_reads = None, 0
-        self.queue_reason, self.queue_checks = None, 0
+        self.gang_said, self.gang_reads = None, 0
         self.expectations.clear()
         self.backoff.clear()
 
@@ -127,10 +124,10 @@ def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod],
     job.gang_block = None
     since = monotonic - job.status_written_at if job.status_written_at is not None else None
     attempt = int(previous.get("restarts", 0))
-    verdict = job.gang_verdict[1] if job.gang_verdict and job.gang_verdict[0] == attempt else None
+    said = job.gang_said if job.gang_said is not None and job.gang_said.attempt == attempt else None
     return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
                     now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
-                    gang_waits=job.gang_waits, gang_verdict=verdict, queue_reason=job.queue_reason,
+                    gang_waits=job.gang_waits, gang_said=said,
                     since_last_write=since, jitter=random.random())
 
 

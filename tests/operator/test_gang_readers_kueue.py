@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpjob.operator.kube import Forbidden
-from ddpjob.operator.queue_reader import recheck_after, workload_path
+from ddpjob.operator.gang_readers.kueue import READER, workload_path
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 
 pytestmark = pytest.mark.timeout(30)
@@ -53,7 +53,7 @@ def test_a_gated_kueue_job_shows_its_workloads_reason_and_is_read_again_later():
 def test_a_running_or_non_kueue_job_never_reads_a_workload():
     kube = WorkloadKube({})
     c, _ = queued_controller(kube, pods=[pod(0), pod(1)])
-    assert run(c, times=2) and kube.reads == [] and c._jobs[("ns", "j")].queue_checks == 0
+    assert run(c, times=2) and kube.reads == [] and c._jobs[("ns", "j")].gang_reads == 0
     kube = WorkloadKube({})
     c, _ = queued_controller(kube, gang="kubernetes")
     run(c)
@@ -67,7 +67,6 @@ def test_an_unreadable_workload_leaves_the_gates_words():
     assert kube.reads and statuses(kube)[-1]["message"].startswith("Scheduled 0/2: Scheduling is blocked")
 
 
-def test_recheck_after_takes_the_sooner_and_backs_off():
-    assert recheck_after(0, None) is None and recheck_after(0, 7.0) == 7.0
-    assert recheck_after(1, None, 0.0) == 2.0 and recheck_after(3, None, 0.0) == 8.0
-    assert recheck_after(10, None, 0.0) == 30.0 and recheck_after(10, 5.0, 0.0) == 5.0
+def test_the_workload_is_read_again_after_2_4_8_at_most_30_seconds():
+    assert READER.recheck.delay(1, 0.0) == 2.0 and READER.recheck.delay(3, 0.0) == 8.0
+    assert READER.recheck.delay(10, 0.0) == 30.0

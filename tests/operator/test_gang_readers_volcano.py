@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from ddpjob.operator import gang_verdict
+from ddpjob.job.observe import PodState
+from ddpjob.operator import gang_readers
+from ddpjob.operator.gang_readers import volcano
 from ddpjob.operator.kube import Forbidden, NotFound
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 
@@ -83,8 +85,8 @@ def test_a_refused_read_leaves_the_pods_words(refuse: type) -> None:
 
 
 def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
-    assert asyncio.run(gang_verdict.read_volcano(VolcanoKube(), "ns", "j-attempt-0")) == \
-        "queue research: not admitted yet"
+    assert asyncio.run(volcano.read(VolcanoKube(), "ns", "j-attempt-0")) == \
+        (None, "queue research: not admitted yet")
     kube = VolcanoKube()
     pods = [pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message="x")
             for r in range(2)]
@@ -94,8 +96,15 @@ def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
     assert kube.urls == [] and last_message(kube) == "Scheduled 0/2: x"
 
 
-@pytest.mark.parametrize("phase", ["Failed", "Succeeded", "Suspended"])
-def test_a_finished_or_suspended_job_is_not_read_for(phase: str) -> None:
-    held = {"type": "GangScheduled", "status": "False", "reason": "ScheduleTimeout", "message": "m"}
-    assert gang_verdict.waiting({"phase": "Pending", "conditions": [held]})
-    assert not gang_verdict.waiting({"phase": phase, "conditions": [held]})
+def test_only_pods_the_integration_holds_are_read_for_and_the_newest_attempt() -> None:
+    def p(rank: int, attempt: int = 0, **kw: Any) -> PodState:
+        fields = dict(scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) | kw
+        return PodState(f"j-{rank}", rank, attempt, "Pending", **fields)
+    body = job_body(nodes=2, scheduling={"gang": "volcano"})
+    assert gang_readers.held(body, [p(0), p(1, attempt=1)]) == (volcano.READER, 1)
+    # Placed, going away (a finished or suspended job's), another job's leftover, or held by
+    # nothing Volcano says more about (a gate): nothing to read.
+    for pod_ in (p(0, scheduled=True), p(0, deleting=True), p(0, leftover=True), p(0, scheduling_reason="SchedulingGated")):
+        assert gang_readers.held(body, [pod_]) is None, pod_
+    assert gang_readers.held(job_body(nodes=2, scheduling={"gang": "kueue", "queue": "q"}),
+                             [p(0, scheduling_reason="SchedulingGated")]) == (gang_readers.kueue.READER, 0)
