@@ -56,6 +56,40 @@ def whole_lines_tail(data: bytes, lines: int | None) -> bytes:
     return data if lines is None else _tail(data, lines)
 
 
+class LogReader:
+    """One container's log file as a client reads it, for both servers of a log (this
+    emulator's and the real API server's kubelet, controlplane/kubelet_server.py): what
+    is there first, then, when following, whole lines as they come, and the last partial
+    line once the container has exited."""
+
+    def __init__(self, pod: str, path: pathlib.Path, running: Callable[[], bool], follow: bool):
+        self.pod, self.path, self.running, self.follow = pod, path, running, follow
+        self.offset = 0
+
+    def head(self, tail: int | None) -> bytes:
+        data = self.path.read_bytes() if self.path.exists() else b''
+        # Only whole lines are sent while following; the rest waits for its newline.
+        complete = data if not self.follow else data[:data.rfind(b'\n') + 1]
+        self.offset = len(complete)
+        return unprefixed(self.pod, whole_lines_tail(complete, tail))
+
+    def next(self) -> bytes | None:
+        """What came since (b'': nothing yet, poll again); None once the container has
+        exited and everything it wrote has been read."""
+        was_running = self.running()
+        fresh = b''
+        if self.path.exists():
+            with open(self.path, 'rb') as f:
+                f.seek(self.offset)
+                fresh = f.read()
+        if fresh and (b'\n' in fresh or not was_running):
+            if was_running:
+                fresh = fresh[:fresh.rfind(b'\n') + 1]
+            self.offset += len(fresh)
+            return unprefixed(self.pod, fresh)
+        return None if not was_running else b''
+
+
 def unprefixed(pod: str, data: bytes) -> bytes:
     """The lines as the container wrote them: the kubelet's log file prefixes each with
     `[pod] ` (the local runner's format), a runtime's log file does not."""
@@ -93,29 +127,18 @@ async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
 
     response = aiohttp.web.StreamResponse(status=200, headers={'Content-Type': 'text/plain'})
     await response.prepare(request._raw_request)
-    data = path.read_bytes() if path.exists() else b''
-    # Only whole lines are sent while following; the rest waits for its newline.
-    complete = data if not follow else data[:data.rfind(b'\n') + 1]
-    await response.write(unprefixed(name, whole_lines_tail(complete, tail)))
-    offset = len(complete)
+    reader = LogReader(name, path, running, follow)
+    await response.write(reader.head(tail))
     while follow and not emulator.stopping:
-        was_running = running()
-        fresh = b''
-        if path.exists():
-            with open(path, 'rb') as f:
-                f.seek(offset)
-                fresh = f.read()
-        if fresh and (b'\n' in fresh or not was_running):
-            if was_running:
-                fresh = fresh[:fresh.rfind(b'\n') + 1]
-            offset += len(fresh)
-            try:
-                await response.write(unprefixed(name, fresh))
-            except (ConnectionError, RuntimeError):
-                return response  # the client went away
-        elif not was_running and not fresh:
+        fresh = reader.next()
+        if fresh is None:
             break  # exited, and everything it wrote has been sent
-        else:
+        if not fresh:
             await asyncio.sleep(FOLLOW_POLL)
+            continue
+        try:
+            await response.write(fresh)
+        except (ConnectionError, RuntimeError):
+            return response  # the client went away
     await response.write_eof()
     return response

@@ -19,7 +19,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from ddpjob_devcluster.logs import unprefixed, whole_lines_tail
+from ddpjob_devcluster.logs import LogReader
 
 FOLLOW_POLL = 0.1
 # A container's log: (file, is the container still running?) or None if unknown here.
@@ -89,23 +89,15 @@ def _handler(server: KubeletServer) -> type[http.server.BaseHTTPRequestHandler]:
             self.send_header('Content-Type', 'text/plain')
             self.send_header('Transfer-Encoding', 'chunked')
             self.end_headers()
-            data = path.read_bytes() if path.exists() else b''
-            complete = data if not follow else data[:data.rfind(b'\n') + 1]
+            reader = LogReader(pod, path, running, follow)
             with contextlib.suppress(OSError):
-                self._chunk(unprefixed(pod, whole_lines_tail(complete, tail)))
-                offset = len(complete)
+                self._chunk(reader.head(tail))
                 while follow and not server.stopping.is_set():
-                    was_running = running()
-                    with open(path, 'rb') as f:
-                        f.seek(offset)
-                        fresh = f.read()
-                    if fresh and (b'\n' in fresh or not was_running):
-                        if was_running:
-                            fresh = fresh[:fresh.rfind(b'\n') + 1]
-                        offset += len(fresh)
-                        self._chunk(unprefixed(pod, fresh))
-                    elif not was_running:
+                    fresh = reader.next()
+                    if fresh is None:
                         break  # exited, and everything it wrote has been sent
+                    if fresh:
+                        self._chunk(fresh)
                     else:
                         time.sleep(FOLLOW_POLL)
                 self.wfile.write(b'0\r\n\r\n')
