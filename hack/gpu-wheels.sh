@@ -30,8 +30,25 @@ for p in $PLATFORMS; do platforms+=(--platform "$p"); done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# ddpjob is pure Python: its wheel serves every Python version and platform.
-"$PY" -m pip wheel -q --no-deps --wheel-dir "$tmp" "$root"
+# ddpjob is pure Python: its wheel serves every Python version and platform. Built from a
+# copy of the checkout's files (uncommitted edits included): setuptools packs whatever its
+# build/ folder holds, so a stale one could ship a module that is gone; and the checkout
+# stays as it was. Not a git checkout: built where it is.
+src=$root
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    src=$tmp/src
+    "$PY" - "$root" "$src" <<'COPY'
+import pathlib, shutil, subprocess, sys
+root, dest = map(pathlib.Path, sys.argv[1:])
+listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                        check=True, capture_output=True).stdout.decode().split("\0")
+for name in filter(None, listed):
+    if (root / name).is_file():  # a file deleted but not yet committed is listed too
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, dest / name)
+COPY
+fi
+"$PY" -m pip wheel -q --no-deps --wheel-dir "$tmp" "$src"
 # --only-binary: nothing may need building on the GPU machine, and pip can only pick wheels
 # for another Python's tags when it never builds.
 if ! "$PY" -m pip download -q --dest "$tmp" --only-binary=:all: --implementation cp \
