@@ -6,11 +6,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 TOOLS := .tools
+# The GPU tier on a GPU machine with no package index (see test-gpu): its venv, and the
+# wheel directory's Python version (the GPU machine's, not this one's).
+GPU_VENV := .venv-gpu
+WHEELS_PYTHON ?= 3.12
 # Test processes: one per core (the suite waits on subprocesses and timers as much as it
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv test test-gangs test-gpu demo bench e2e-kind demo-cluster tools control-plane gang-schedulers clean
+.PHONY: venv test test-gangs test-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers clean
 
 venv: $(STAMP)
 
@@ -49,8 +53,20 @@ test-gangs: $(STAMP) tools control-plane gang-schedulers
 
 # The GPU tier (tests/gpu) and the trainer's tests, on a machine with a CUDA GPU; the
 # operator's dependencies are not needed there. Elsewhere the GPU tests skip, saying why.
-test-gpu: $(STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -p no:cacheprovider tests/gpu tests/trainer
+# With the package index: `make test-gpu` (.venv, torch from constraints.txt). On a GPU
+# machine without one (issue 26): `make test-gpu WHEELS=DIR` runs them in .venv-gpu, which
+# uses the machine's own CUDA torch from PYTHON and installs DIR's wheels with --no-index;
+# DIR is made where the index is, by `make gpu-wheels WHEELS=DIR` (hack/gpu-wheels.sh).
+GPU_ENV := $(if $(WHEELS),$(GPU_VENV),$(VENV))
+test-gpu: $(if $(WHEELS),gpu-venv,$(STAMP))
+	PATH="$(CURDIR)/$(GPU_ENV)/bin:$$PATH" $(GPU_ENV)/bin/python -m pytest -q -ra -p no:cacheprovider tests/gpu tests/trainer
+
+gpu-venv:
+	@hack/gpu-venv.sh "$(PYTHON)" "$(WHEELS)" $(GPU_VENV)
+
+gpu-wheels:
+	@test -n "$(WHEELS)" || { echo "make gpu-wheels: say where the wheels go: WHEELS=DIR" >&2; exit 2; }
+	PY=$(PYTHON) hack/gpu-wheels.sh "$(WHEELS)" $(WHEELS_PYTHON)
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
@@ -65,4 +81,4 @@ demo-cluster: $(STAMP) tools control-plane
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo $(DEMO_ARGS)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) build *.egg-info
+	rm -rf $(VENV) $(GPU_VENV) $(TOOLS) build *.egg-info
