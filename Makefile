@@ -54,7 +54,7 @@ test-gangs: $(STAMP) tools control-plane gang-schedulers
 # The GPU tier (tests/gpu) and the trainer's tests, on a machine with a CUDA GPU; the
 # operator's dependencies are not needed there. Elsewhere the GPU tests skip, saying why.
 # With the package index: `make test-gpu` (.venv, torch from constraints.txt). On a GPU
-# machine without one (issue 26): `make test-gpu WHEELS=DIR` runs them in .venv-gpu, which
+# machine without one: `make test-gpu WHEELS=DIR` runs them in .venv-gpu, which
 # uses the machine's own CUDA torch from PYTHON and installs DIR's wheels with --no-index;
 # DIR is made where the index is, by `make gpu-wheels WHEELS=DIR` (hack/gpu-wheels.sh).
 GPU_ENV := $(if $(WHEELS),$(GPU_VENV),$(VENV))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The offline half of `make test-gpu WHEELS=DIR` (issue 26): on a GPU machine with no
+# The offline half of `make test-gpu WHEELS=DIR`: on a GPU machine with no
 # package index, a venv that uses the machine's own CUDA torch and installs the rest from
 # DIR (made by `make gpu-wheels`) with --no-index, so pip never reaches for an index and
 # never replaces that torch.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the wheel directory that `make test-gpu WHEELS=DIR` installs from on a GPU machine
-# with no package index (issue 26). Such a machine has a CUDA torch (and torchvision) in its
+# with no package index. Such a machine has a CUDA torch (and torchvision) in its
 # Python already; everything else the GPU tier needs has to arrive as files, made here,
 # where the index is reachable, for the GPU machine's Python and platform (not this one's):
 #
