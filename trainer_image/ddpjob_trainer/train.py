@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 trainer.samples.close()
             trainer.progress.close()
             trainer.heartbeat.close()
+        trainer = None  # its model (a DDP) goes before the process group (distributed.teardown)
         distributed.teardown()
 
 
