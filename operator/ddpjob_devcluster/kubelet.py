@@ -208,11 +208,9 @@ class ProcessKubelet:
         meta = pod['metadata']
         c = self.containers.get(meta['uid'])
         if meta.get('deletionTimestamp'):  # graceful deletion (or a finalizer holds the object)
-            if c is not None:
+            if c is not None:  # stopped now, confirmed by _tick once its terminal status is written
                 c.confirm_deletion = bool(meta.get('deletionGracePeriodSeconds'))
                 self._delete(c)
-                if not c.running:
-                    confirm_deletion(core, c)
             return
         if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return
@@ -275,21 +273,23 @@ class ProcessKubelet:
 
     def _tick(self, core: kubernetes.client.CoreV1Api) -> None:
         for c in list(self.containers.values()):
-            if c.unsent is not None and not c.deleted:
+            # Not gone until this kubelet confirms it; after, a new Pod of its name may be there.
+            held = not c.deleted or c.confirm_deletion
+            if c.unsent is not None and held:  # until written, or the Pod is gone (404)
                 send(core, c, c.unsent)
-            if c.proc is None or 'exited' in c.times:
-                continue
-            end = c.proc.terminated()  # a container ends with its main process, tree and all
-            if end is None:
-                if c.deleted:
-                    c.proc.stop(self.stop_grace)  # SIGTERM once, the whole tree after the grace
-                continue
-            c.exit_code, c.times['exited'] = end.exit_code, end.finished_at
-            # A Pod being deleted gets its terminal phase before the grace-0 delete (kubelet >= 1.27):
-            if not c.deleted or c.confirm_deletion:  # one a finalizer holds (Kueue's) is seen to end
-                report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
-            c.close_log()
-            confirm_deletion(core, c)
+            if c.proc is not None and 'exited' not in c.times:
+                end = c.proc.terminated()  # a container ends with its main process, tree and all
+                if end is None:
+                    if c.deleted:
+                        c.proc.stop(self.stop_grace)  # SIGTERM once, the whole tree after the grace
+                    continue
+                c.exit_code, c.times['exited'] = end.exit_code, end.finished_at
+                if held:  # also being deleted (kubelet >= 1.27): a finalizer's holder (Kueue) sees it end
+                    report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
+                c.close_log()
+            # The grace-0 delete once the terminal status is written (the status manager's order).
+            if 'exited' in c.times and c.unsent is None:
+                confirm_deletion(core, c)
 
 @contextlib.contextmanager
 def process_kubelet(server: str, workdir: str | pathlib.Path, **kwargs: Any) -> Iterator[ProcessKubelet]:

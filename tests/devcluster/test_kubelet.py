@@ -17,7 +17,9 @@ import pytest
 
 from ddpjob import render
 from ddpjob.api import spec
+from ddpjob.local.container import Terminated
 from ddpjob_devcluster.kubelet import ProcessKubelet
+from ddpjob_devcluster.kubelet_status import Container
 from ddpjob_devcluster.cluster import ClusterEmulator, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -198,3 +200,47 @@ def test_the_readme_progress_recipe_without_the_package_works_in_a_pod(emulator,
     wait_phase(emulator, 'probe-0', 'Succeeded')
     log_dir = pathlib.Path(kubelet.container('probe-0', NS, running=False).log_path).parent
     assert json.loads((log_dir / 'progress.json').read_text())['step'] == 48
+
+
+class FlakyStatusAPI:
+    """pods/status and delete, recorded; the first `fail` status writes answer 500."""
+
+    def __init__(self, fail: int) -> None:
+        self.fail, self.calls = fail, []
+
+    def patch_namespaced_pod_status(self, name: str, namespace: str, body: dict, **_: Any) -> None:
+        self.calls.append(('status', body['status']['phase']))
+        if self.fail > 0:
+            self.fail -= 1
+            raise kubernetes.client.ApiException(status=500, reason='injected')
+
+    def delete_namespaced_pod(self, name: str, namespace: str, body: dict, **_: Any) -> None:
+        self.calls.append(('delete', body['gracePeriodSeconds']))
+
+
+class ExitedProcess:
+    """A container's main process that ended with SIGTERM's 143."""
+    _reader = None
+
+    def poll(self) -> int:
+        return 143
+
+    def terminated(self) -> Terminated:
+        return Terminated(143, 'Error', 1.0, None)
+
+
+@pytest.mark.parametrize('fail', [0, 2])
+def test_a_deleted_pod_held_by_a_finalizer_gets_its_terminal_status_before_the_grace_0_delete(tmp_path, fail):
+    """Kueue's finalizer keeps a stopped Pod until it is seen to end: the kubelet writes the
+    terminal phase, retrying a failed write, and confirms the deletion only after it (as the
+    status manager syncs a terminal status before it deletes). Before, a failed write was
+    dropped once the Pod was being deleted and the grace-0 delete left it `Running` forever."""
+    kubelet = ProcessKubelet('http://127.0.0.1:1', tmp_path)
+    c = Container(namespace=NS, pod='victim-0', uid='u-0', job='victim', attempt=0, tag='t',
+                  log_path=tmp_path / 'log', proc=ExitedProcess(), times={'seen': 0.0})
+    kubelet.containers[c.uid] = c
+    api = FlakyStatusAPI(fail)
+    c.confirm_deletion, c.deleted = True, True  # what a graceful deletion's event sets (_on_pod)
+    for _ in range(fail + 2):
+        kubelet._tick(api)
+    assert api.calls == [('status', 'Failed')] * (fail + 1) + [('delete', 0)]
