@@ -244,3 +244,19 @@ def test_a_deleted_pod_held_by_a_finalizer_gets_its_terminal_status_before_the_g
     for _ in range(fail + 2):
         kubelet._tick(api)
     assert api.calls == [('status', 'Failed')] * (fail + 1) + [('delete', 0)]
+
+
+def test_a_deletion_seen_after_the_container_exited_still_writes_its_terminal_status_first(tmp_path):
+    """Kueue stops a Pod with two events (TerminationTarget, then the deletion): the kubelet
+    drains both before its next tick, by when SIGTERM has already ended the container."""
+    kubelet = ProcessKubelet('http://127.0.0.1:1', tmp_path)
+    c = Container(namespace=NS, pod='victim-0', uid='u-0', job='victim', attempt=0, tag='t',
+                  log_path=tmp_path / 'log', proc=ExitedProcess(), times={'seen': 0.0})
+    kubelet.containers[c.uid] = c
+    api = FlakyStatusAPI(0)
+    deleting = {'metadata': {'uid': 'u-0', 'name': 'victim-0', 'namespace': NS,
+                             'deletionTimestamp': '2026-01-01T00:00:00Z', 'deletionGracePeriodSeconds': 30}}
+    kubelet._on_pod(api, deleting)
+    kubelet._on_pod(api, deleting)
+    kubelet._tick(api)
+    assert api.calls == [('status', 'Failed'), ('delete', 0)]
