@@ -1,11 +1,18 @@
-# syntax=docker/dockerfile:1.7
-#
 # Two images from one file (BuildKit builds only the stages a target needs):
 #
 #   docker build --target operator -t ddpjob/operator:0.2.0 .
 #   docker build --target trainer  -t ddpjob/trainer:0.2.0-cu130-torch2.14 .   # CUDA
 #   docker build --target trainer  -t ddpjob/trainer:0.2.0-cpu \
 #       --build-arg TRAINER_VARIANT=cpu [--build-arg TORCH_INDEX_URL=<PyTorch CPU wheel index>] .
+#
+# No `# syntax=` line: the Dockerfile frontend built into BuildKit reads this file, so a
+# build needs no image pulled before its first step (see `make images`, which builds
+# both with no registry at all).
+#
+# Behind a TLS-intercepting proxy, or where only the host's network reaches the package
+# index, pass the CA bundle that pip must trust and the network, as build options; they
+# never end up in an image:
+#   docker build ... --secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt --network=host .
 #
 # Tags: `<version>` (operator), `<version>-cpu` and `<version>-cu<CUDA>-torch<torch>`
 # (trainer), from operator/ddpjob/version.py; .github/workflows/release.yaml builds and
@@ -42,7 +49,9 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=igno
 COPY pyproject.toml README.md LICENSE ./
 COPY operator/ddpjob/ operator/ddpjob/
 COPY trainer_image/ddpjob_trainer/ trainer_image/ddpjob_trainer/
-RUN python -m pip wheel --no-deps --wheel-dir /wheels .
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python -m pip wheel --no-deps --wheel-dir /wheels .
 
 # ------------------------------------------------------------------- operator-venv
 FROM ${PYTHON_IMAGE} AS operator-venv
@@ -51,7 +60,9 @@ COPY --from=wheel /wheels/ /wheels/
 COPY constraints.txt /wheels/
 # A venv copied whole into the final stage: no pip cache, no build leftovers.
 # Byte-code is compiled here because the running container's root FS is read-only.
-RUN python -m venv /opt/ddpjob \
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python -m venv /opt/ddpjob \
  && /opt/ddpjob/bin/pip install --no-cache-dir -c /wheels/constraints.txt "$(ls /wheels/ddpjob-*.whl)[operator]" \
  && /opt/ddpjob/bin/python -m compileall -q /opt/ddpjob/lib
 
@@ -94,7 +105,9 @@ FROM ${PYTHON_IMAGE} AS trainer-base-cpu
 ARG TORCH_VERSION=2.14.1
 ARG TORCHVISION_VERSION=0.29.1
 ARG TORCH_INDEX_URL=""
-RUN if [ -n "$TORCH_INDEX_URL" ]; then export PIP_INDEX_URL="$TORCH_INDEX_URL"; fi \
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && if [ -n "$TORCH_INDEX_URL" ]; then export PIP_INDEX_URL="$TORCH_INDEX_URL"; fi \
  && python -m pip install --no-cache-dir --root-user-action=ignore \
         "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}"
 
@@ -117,7 +130,9 @@ COPY --from=wheel /wheels/ /wheels/
 COPY constraints.txt /wheels/
 # torch/torchvision are already there at the pinned versions, so pip only adds
 # ddpjob and tqdm; a version mismatch with the base would show up as a reinstall.
-RUN python -m pip install --no-cache-dir --root-user-action=ignore -c /wheels/constraints.txt "$(ls /wheels/ddpjob-*.whl)[trainer]" \
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python -m pip install --no-cache-dir --root-user-action=ignore -c /wheels/constraints.txt "$(ls /wheels/ddpjob-*.whl)[trainer]" \
  && rm -rf /wheels \
  && useradd --uid 1000 --gid 0 --create-home --home-dir /home/ddpjob ddpjob
 ENV PYTHONUNBUFFERED=1 HOME=/home/ddpjob

@@ -47,6 +47,10 @@ class Component:
     # so `kubectl version` and discovery report the release, not v0.0.0-master.
     version_package: str | None = None
     modules: pathlib.Path = MODULES  # where the component's Go module folder lives
+    # Build tags as upstream's own release build passes them, and whether cgo is on: off
+    # gives a static binary that runs in any image; runc needs it (libseccomp).
+    tags: tuple[str, ...] = ()
+    cgo: bool | None = None  # None: the Go default (on where a C compiler is)
 
     @property
     def folder(self) -> pathlib.Path:
@@ -81,11 +85,16 @@ class Component:
                       f'-X {self.version_package}.gitTreeState=clean']
         return ' '.join(flags)
 
+    def build_flags(self) -> list[str]:
+        return ['-tags', ','.join(self.tags)] if self.tags else []
+
     def key(self) -> str:
         digest = hashlib.sha256()
         for name in ('go.mod', 'go.sum'):
             digest.update((self.folder / name).read_bytes())
         digest.update(self.ldflags().encode())
+        if self.tags or self.cgo is not None:
+            digest.update(f'{self.tags} cgo={self.cgo}'.encode())
         return f'{self.name}-{self.version()}-{digest.hexdigest()[:12]}'
 
 
@@ -99,11 +108,31 @@ SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugin
 VOLCANO = Component('volcano', 'volcano.sh/volcano')
 # Kueue's manager (`gang: kueue`): quota, queueing and preemption for plain-Pod groups.
 KUEUE = Component('kueue', 'sigs.k8s.io/kueue')
-COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE)}
-# What the control plane itself needs (`make control-plane`), and the gang schedulers and
-# queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`).
+# The container engine the kind tier starts when no docker runs (hack/engine.sh): dockerd,
+# containerd and runc, the buildx plugin `docker build` needs, and kind itself.
+# containerd and runc are also what a kind node runs (kind's base image builds them so).
+ENGINE = (Component('moby', 'github.com/moby/moby/v2', cgo=False),
+          Component('containerd', 'github.com/containerd/containerd/v2', cgo=False,
+                    tags=('no_aufs', 'no_zfs', 'no_btrfs', 'no_devmapper')),
+          Component('runc', 'github.com/opencontainers/runc', tags=('seccomp',), cgo=True),
+          Component('buildx', 'github.com/docker/buildx', cgo=False),
+          Component('kind', 'sigs.k8s.io/kind', cgo=False))
+# What a kind node holds besides the control plane's binaries (hack/kind-node-image.sh):
+# the node's Kubernetes commands (same pin as `kubernetes`, so Go's cache shares most of
+# the work), crictl, the CNI plugins, CoreDNS and the local-path provisioner.
+KIND_NODE = (Component('kubernetes-node', 'k8s.io/kubernetes', version_package='k8s.io/component-base/version'),
+             Component('cri-tools', 'sigs.k8s.io/cri-tools', cgo=False),
+             Component('cni-plugins', 'github.com/containernetworking/plugins', cgo=False),
+             Component('coredns', 'github.com/coredns/coredns', cgo=False),
+             Component('local-path-provisioner', 'github.com/rancher/local-path-provisioner', cgo=False))
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE, *ENGINE, *KIND_NODE)}
+# What the control plane itself needs (`make control-plane`), the gang schedulers and
+# queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`),
+# and the kind tier's engine and node (`make engine`, `make kind-node-image`).
 PLANE = ('kubernetes', 'etcd')
-GANG_SCHEDULERS = tuple(name for name in COMPONENTS if name not in PLANE)
+GANG_SCHEDULERS = ('scheduler-plugins', 'volcano', 'kueue')
+GROUPS = {'plane': PLANE, 'gang-schedulers': GANG_SCHEDULERS, 'engine': tuple(c.name for c in ENGINE),
+          'kind-node': (*PLANE, *(c.name for c in KIND_NODE))}
 
 
 def binary_name(tool: str) -> str:
@@ -181,7 +210,8 @@ def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     staging.mkdir(parents=True)
     log_path = final.parent / 'build.log'
     tools = component.tools()
-    command = [go, 'build', '-trimpath', '-ldflags', component.ldflags(), '-o', str(staging) + os.sep, *tools]
+    command = [go, 'build', '-trimpath', *component.build_flags(), '-ldflags', component.ldflags(),
+               '-o', str(staging) + os.sep, *tools]
     if not quiet:
         print(f'building {component.name} {component.version()} ({", ".join(component.binary_names())}) '
               f'into {final} (log: {log_path})', file=sys.stderr, flush=True)
@@ -190,6 +220,8 @@ def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     # verified, never added behind the reviewer's back); GOTOOLCHAIN=auto lets a module
     # that needs a newer Go fetch that toolchain from the proxy.
     env = dict(os.environ, GOFLAGS='-mod=readonly', GOTOOLCHAIN=os.environ.get('GOTOOLCHAIN', 'auto'))
+    if component.cgo is not None:
+        env['CGO_ENABLED'] = '1' if component.cgo else '0'
     with open(log_path, 'w') as log:
         try:
             done = subprocess.run(command, cwd=component.folder, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -227,7 +259,7 @@ def _last_line(path: pathlib.Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    groups = {'plane': PLANE, 'gang-schedulers': GANG_SCHEDULERS}
+    groups = GROUPS
     asked = (argv if argv is not None else sys.argv[1:]) or list(COMPONENTS)
     names = [name for word in asked for name in groups.get(word, (word,))]
     unknown = [n for n in names if n not in COMPONENTS]

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# A container engine for the kind tier: the user's own docker when one answers, otherwise
+# one this project starts itself, on its own socket and data directory, and stops again.
+#
+#   hack/engine.sh run -- COMMAND...   runs COMMAND with DOCKER_HOST (and DOCKER_CONFIG,
+#                                      for the buildx plugin) pointing at an engine; an
+#                                      engine started here is stopped when COMMAND ends,
+#                                      pass or fail (or on Ctrl-C)
+#   hack/engine.sh status              says which engine `run` would use
+#
+# The engine started here is dockerd (moby, the v29 engine) with containerd and runc, all
+# built from their pinned Go modules (hack/upstream/{moby,containerd,runc,buildx,kind}),
+# never Debian's docker.io: a privileged container (every kind node is one) gets the
+# capabilities the daemon itself holds, so it runs where root lacks some of them (a
+# sandbox without CAP_SYS_RESOURCE), where docker 20.10's runc refuses with "unable to
+# apply caps". Everything it writes is under $DDPJOB_ENGINE_DIR (default
+# ~/.cache/ddpjob/engine): images, containers, volumes, its socket. Its data survives
+# between runs (the image cache); its processes do not.
+#
+# It leaves the host's network as it found it: no iptables rules, no ip_forward, no
+# default bridge (docker0). Containers on one of its networks reach each other through
+# that network's bridge, a port published on 127.0.0.1 goes through docker-proxy, and a
+# build step that must reach a package index asks for `--network=host`.
+#
+# Env: DDPJOB_ENGINE=auto (default: the user's docker if it answers, else ours) | own
+#      (always ours, beside any other) | user (the user's or fail).
+#      ENGINE_START_TIMEOUT (default 120 s), ENGINE_LOCK_TIMEOUT (default 3600 s: how long
+#      a second run waits for the first to give the engine back).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DIR=${DDPJOB_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/engine}
+RUN_DIR=$DIR/run
+SOCKET=$RUN_DIR/docker.sock
+PY=${PY:-.venv/bin/python}
+MODE=${DDPJOB_ENGINE:-auto}
+
+log() { printf 'engine: %s\n' "$*" >&2; }
+
+user_engine_answers() {
+    [[ "$MODE" != own ]] && command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1
+}
+
+# The binaries' folders, built first when not cached (the output is "name version: folder").
+engine_path() {
+    local folders
+    folders=$("$PY" -m ddpjob_devcluster.controlplane.build engine | awk '{print $NF}' | paste -sd:)
+    [[ -n "$folders" ]] || { log "the engine's binaries could not be built"; return 1; }
+    printf '%s' "$folders"
+}
+
+# The docker CLI finds `docker build`'s BuildKit client (buildx) among its plugins: a
+# client config of our own, so the user's ~/.docker is never written to.
+client_config() {
+    local buildx=$1
+    mkdir -p "$DIR/client/cli-plugins"
+    ln -sf "$buildx" "$DIR/client/cli-plugins/docker-buildx"
+    [[ -f "$DIR/client/config.json" ]] || echo '{}' >"$DIR/client/config.json"
+}
+
+STARTED_PID=
+stop_engine() {
+    [[ -n "$STARTED_PID" ]] || return 0
+    log "stopping dockerd (pid $STARTED_PID)"
+    kill -TERM "$STARTED_PID" 2>/dev/null || true
+    local waited=0
+    # dockerd stops its containers (10 s each at most) and its containerd, then exits.
+    while kill -0 "$STARTED_PID" 2>/dev/null && ((waited < 60)); do sleep 1; waited=$((waited + 1)); done
+    if kill -0 "$STARTED_PID" 2>/dev/null; then
+        log "dockerd did not stop within 60 s; killing it and its containerd"
+        pkill -KILL -P "$STARTED_PID" 2>/dev/null || true
+        kill -KILL "$STARTED_PID" 2>/dev/null || true
+    fi
+    STARTED_PID=
+}
+
+start_engine() {
+    local path=$1
+    mkdir -p "$DIR/docker" "$RUN_DIR"
+    # A dockerd of ours left by a run that was killed outright: its pid file names it.
+    if [[ -f "$RUN_DIR/docker.pid" ]]; then
+        local old
+        old=$(cat "$RUN_DIR/docker.pid")
+        if [[ "$old" =~ ^[0-9]+$ ]] && grep -qz -- "--exec-root=$RUN_DIR" "/proc/$old/cmdline" 2>/dev/null; then
+            log "stopping a dockerd left running by an earlier run (pid $old)"
+            STARTED_PID=$old stop_engine
+        fi
+        rm -f "$RUN_DIR/docker.pid"
+    fi
+    log "starting dockerd on unix://$SOCKET (data: $DIR/docker, log: $DIR/dockerd.log)"
+    # setsid: its own process group, so a Ctrl-C meant for the command does not reach it
+    # before the trap stops it in order.
+    PATH="$path:$PATH" setsid dockerd \
+        --host="unix://$SOCKET" --data-root="$DIR/docker" --exec-root="$RUN_DIR" \
+        --pidfile="$RUN_DIR/docker.pid" --containerd-namespace=ddpjob --containerd-plugins-namespace=ddpjob-plugins \
+        --cgroup-parent=ddpjob-engine --bridge=none --iptables=false --ip6tables=false --ip-forward=false \
+        --ip-masq=false --default-address-pool=base=10.213.0.0/16,size=24 \
+        --feature containerd-snapshotter=true >"$DIR/dockerd.log" 2>&1 </dev/null &
+    STARTED_PID=$!
+    local deadline=$((SECONDS + ${ENGINE_START_TIMEOUT:-120}))
+    until DOCKER_HOST="unix://$SOCKET" timeout 10 docker info >/dev/null 2>&1; do
+        if ! kill -0 "$STARTED_PID" 2>/dev/null; then
+            STARTED_PID=
+            tail -20 "$DIR/dockerd.log" >&2
+            log "dockerd exited while starting (log: $DIR/dockerd.log)"
+            return 1
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -20 "$DIR/dockerd.log" >&2
+            log "dockerd did not answer within ${ENGINE_START_TIMEOUT:-120} s (log: $DIR/dockerd.log)"
+            stop_engine
+            return 1
+        fi
+        sleep 1
+    done
+    log "dockerd is up"
+}
+
+cmd_run() {
+    [[ "${1:-}" == -- ]] && shift
+    (($#)) || { echo "usage: hack/engine.sh run -- COMMAND..." >&2; exit 2; }
+    if user_engine_answers; then
+        log "using the docker that answers at ${DOCKER_HOST:-its default socket}"
+        exec "$@"
+    fi
+    [[ "$MODE" != user ]] || { log "DDPJOB_ENGINE=user, and no docker answers"; exit 2; }
+    command -v docker >/dev/null || { log "the docker CLI is not on PATH (it is the engine's client)"; exit 2; }
+    ((EUID == 0)) || { log "starting an engine needs root (or run your own docker: see the README)"; exit 2; }
+    local path
+    path=$(engine_path)
+    mkdir -p "$DIR"
+    exec {lock}>"$DIR/engine.lock"
+    if ! flock -n "$lock"; then
+        log "another run holds the engine ($DIR/engine.lock); waiting up to ${ENGINE_LOCK_TIMEOUT:-3600} s"
+        flock -w "${ENGINE_LOCK_TIMEOUT:-3600}" "$lock" || { log "the engine was not given back in time"; exit 1; }
+    fi
+    client_config "$(tr ':' '\n' <<<"$path" | while read -r d; do [[ -x "$d/buildx" ]] && echo "$d/buildx"; done | head -1)"
+    trap 'stop_engine' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    start_engine "$path"
+    local rc=0
+    DOCKER_HOST="unix://$SOCKET" DOCKER_CONFIG="$DIR/client" PATH="$path:$PATH" "$@" || rc=$?
+    exit "$rc"
+}
+
+case "${1:-}" in
+    run) shift; cmd_run "$@" ;;
+    status)
+        if user_engine_answers; then echo "the docker at ${DOCKER_HOST:-its default socket} answers: it is used"
+        elif [[ "$MODE" == user ]]; then echo "no docker answers, and DDPJOB_ENGINE=user"; exit 1
+        else echo "no docker answers: runs start dockerd on unix://$SOCKET (data: $DIR)"; fi ;;
+    *) echo "usage: hack/engine.sh run -- COMMAND... | status" >&2; exit 2 ;;
+esac
