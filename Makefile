@@ -14,7 +14,7 @@ WHEELS_PYTHON ?= 3.12
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv test test-gangs test-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers clean
+.PHONY: venv test test-gangs test-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
 
 venv: $(STAMP)
 
@@ -74,8 +74,26 @@ demo: $(STAMP)
 bench: $(STAMP) tools control-plane gang-schedulers
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
 
-e2e-kind: $(STAMP) tools
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" hack/e2e-kind.sh
+# The kind tier (README, "Real-cluster test"). Each target runs under hack/engine.sh: the
+# user's docker when one answers, else a dockerd of the project's own (built from its
+# pinned modules, on its own socket and data under ~/.cache/ddpjob/engine), stopped when
+# the target ends. `engine` only builds that engine's binaries (and kind).
+ENGINE := PY=$(PY) hack/engine.sh run --
+KIND_PATH := PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" PY=$(PY)
+
+engine: $(STAMP)
+	$(PY) -m ddpjob_devcluster.controlplane.build engine
+
+# The operator image and the CPU trainer image, from the Dockerfile, with no registry.
+images: $(STAMP)
+	$(ENGINE) hack/build-images.sh
+
+# The kind node image for the pinned Kubernetes, from Debian packages and Go modules.
+kind-node-image: $(STAMP) control-plane
+	$(ENGINE) hack/kind-node-image.sh
+
+e2e-kind: $(STAMP) tools control-plane
+	$(KIND_PATH) $(ENGINE) hack/e2e-kind.sh
 
 demo-cluster: $(STAMP) tools control-plane
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo $(DEMO_ARGS)

@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# The real-cluster test: kind + both images + the Helm chart + two DDPJobs.
+# The real-Pods test: both images, a kind cluster of real kubelets, containerd and runc,
+# cluster DNS, the Helm chart, and the training scenarios of hack/kind/scenarios.sh.
 #
-#   make e2e-kind          (or: hack/e2e-kind.sh; tests/deploy/test_e2e_kind.py runs it too)
+#   make e2e-kind          (or: hack/engine.sh run -- hack/e2e-kind.sh; tests/deploy/test_e2e_kind.py)
 #
-# 1. creates a kind cluster (always deleted on exit, pass or fail);
-# 2. builds the operator image and the trainer image (TRAINER_VARIANT=cpu) and
-#    `kind load`s them, so nothing is pulled from a registry at run time;
-# 3. `helm install`s charts/ddpjob-operator and waits for the operator to be ready;
-# 4. applies manifests/examples/mnist-cpu.yaml, waits for its Succeeded condition and
-#    checks rank 0's log for the final metrics;
-# 5. starts a second, longer copy of it, deletes one training Pod mid-run and checks
-#    that the operator restarts the gang (status.restarts, the Pods' restart-count
-#    label) and that the job still succeeds.
-# On failure it prints the operator's log, events, the DDPJobs and every Pod's log.
+# 1. builds the operator and the CPU trainer image (hack/build-images.sh) and the kind
+#    node image for the pinned Kubernetes (hack/kind-node-image.sh), with no registry;
+#    KIND_NODE_IMAGE=kindest/node:... uses a released node image instead;
+# 2. creates a kind cluster of one control plane and two workers (hack/kind/cluster.yaml;
+#    always deleted on exit, pass or fail) and `kind load`s the images into it, so nothing
+#    is pulled while it runs;
+# 3. `helm install`s charts/ddpjob-operator (its NetworkPolicy included) and makes the job
+#    namespace enforce the `restricted` Pod Security Standard;
+# 4. runs the scenarios: the example across two nodes, a deleted Pod, an elastic job
+#    losing a Pod, a container over its memory limit, a graceful delete;
+# 5. on failure prints the DDPJobs, Pods, Events and every container's log.
 #
-# Needs: bash >= 5.1, docker (a running daemon), kind, kubectl, helm on PATH (`make e2e-kind`
-# puts .tools/bin and .venv/bin first: helm from hack/fetch-tools.sh, kubectl from
-# the venv). Env knobs:
+# Needs: bash >= 5.1, a docker that answers (`make e2e-kind` starts one of the project's
+# own when none does: hack/engine.sh), kubectl, helm; kind from PATH or built from its
+# pinned module. Env knobs:
 #   KIND_CLUSTER      cluster name (default ddpjob-e2e)
-#   KIND_NODE_IMAGE   kind node image (default: kind's own default)
-#   TORCH_INDEX_URL   pip index for torch in the CPU trainer image; PyTorch's CPU-only
-#                     wheel index keeps the image small (default: pip's default index)
+#   KIND_NODE_IMAGE   a node image to use instead of building one
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
+#   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
+#   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
 #   E2E_GANG          optional last stage: coscheduling or volcano installs that scheduler
 #                     from its released manifests and runs a gang job (hack/e2e-gang.sh)
 set -euo pipefail
@@ -40,38 +42,67 @@ OPERATOR_IMAGE=ddpjob/operator:e2e
 TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
-JOB=mnist-cpu
-RESTART_JOB=mnist-restart
 KCTX="kind-$CLUSTER"
+SCENARIOS=${E2E_SCENARIOS:-example restart elastic oom graceful}
 
 log() { printf '\n=== e2e-kind: %s\n' "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 k() { kubectl --context "$KCTX" "$@"; }
+PHASE_START=$SECONDS
+phase() {  # the seconds since the last phase, under that phase's name
+    local took=$((SECONDS - PHASE_START))
+    log "$1 took ${took}s"
+    [[ -z "${E2E_TIMINGS:-}" ]] || printf '%s %s\n' "$1" "$took" >>"$E2E_TIMINGS"
+    PHASE_START=$SECONDS
+}
 
 # ------------------------------------------------------------------ prerequisites
 missing=()
-for tool in docker kind kubectl helm; do
+for tool in docker kubectl helm; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if ((${#missing[@]})); then
     echo "e2e-kind: missing on PATH: ${missing[*]} (see the README's 'Real-cluster test' section)" >&2
     exit 2
 fi
-docker info >/dev/null 2>&1 || { echo "e2e-kind: docker is installed but its daemon is not reachable" >&2; exit 2; }
+docker info >/dev/null 2>&1 || { echo "e2e-kind: no docker answers (run \`make e2e-kind\`, which starts one: hack/engine.sh)" >&2; exit 2; }
+if ! command -v kind >/dev/null 2>&1; then
+    kind_dir=$("$PY" -m ddpjob_devcluster.controlplane.build kind | awk '{print $NF}')
+    PATH="$kind_dir:$PATH"
+fi
+
+# A shared folder every node mounts (a ReadWriteMany volume, as NFS would be): the
+# checkpoints and metrics of the scenarios, readable here.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddpjob-e2e-kind.XXXXXX")
+SHARED=$WORK/shared
+mkdir -m 0777 "$SHARED"
 
 # ------------------------------------------------------------ diagnostics, cleanup
 dump() {
     log "diagnostics"
+    k get nodes -o wide || true
     k get ddpjobs -A -o yaml || true
-    k get pods,services -A -o wide || true
+    k get pods,services,networkpolicies -A -o wide || true
     k get events -A --sort-by=.lastTimestamp || true
-    log "operator log"
-    k -n "$SYSTEM_NS" logs "deployment/$RELEASE" --all-containers --tail=-1 || true
-    k -n "$SYSTEM_NS" logs "deployment/$RELEASE" --all-containers --previous --tail=200 2>/dev/null || true
-    local pod
-    for pod in $(k -n "$JOB_NS" get pods -o name 2>/dev/null); do
-        log "log of $pod"
-        k -n "$JOB_NS" logs "$pod" --all-containers --tail=300 || true
+    local ns pod
+    while read -r ns pod; do
+        log "logs of $ns/$pod"
+        k -n "$ns" logs "$pod" --all-containers --prefix --tail=300 || true
+        k -n "$ns" logs "$pod" --all-containers --prefix --previous --tail=100 2>/dev/null || true
+    done < <(k get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace} {.metadata.name}{"\n"}{end}' 2>/dev/null)
+}
+
+# kubelet sets a few kernel tunables that no container can keep to itself
+# (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops: kubelet's
+# setupKernelTunables); kind's nodes are privileged, so they land on the host. Put back.
+TUNABLES=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops)
+declare -A TUNED
+for t in "${TUNABLES[@]}"; do TUNED[$t]=$(sysctl -n "$t" 2>/dev/null || true); done
+restore_tunables() {
+    local t
+    for t in "${TUNABLES[@]}"; do
+        [[ -n "${TUNED[$t]}" && "$(sysctl -n "$t" 2>/dev/null)" != "${TUNED[$t]}" ]] || continue
+        sysctl -q -w "$t=${TUNED[$t]}" 2>/dev/null && log "restored $t=${TUNED[$t]}" || true
     done
 }
 
@@ -83,92 +114,74 @@ cleanup() {
     else
         log "deleting cluster $CLUSTER"
         kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+        rm -rf "$WORK"
     fi
+    restore_tunables
     if ((rc == 0)); then log "PASSED"; else log "FAILED (exit $rc)"; fi
     exit "$rc"
 }
 trap cleanup EXIT
 
-# Waits for a DDPJob to reach Succeeded, failing as soon as it reaches Failed instead
-# of waiting out the timeout: two `kubectl wait`s race, the first to finish decides.
-wait_succeeded() {
-    local job=$1 ok bad
-    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Succeeded --timeout="$TIMEOUT" & ok=$!
-    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Failed --timeout="$TIMEOUT" >/dev/null & bad=$!
-    local first rc=0
-    wait -n -p first "$ok" "$bad" || rc=$?
-    kill "$ok" "$bad" 2>/dev/null || true
-    wait "$ok" "$bad" 2>/dev/null || true
-    if [[ "$first" == "$bad" && $rc == 0 ]]; then
-        die "DDPJob $job failed: $(k -n "$JOB_NS" get ddpjob "$job" -o jsonpath='{.status}')"
-    fi
-    ((rc == 0)) || die "DDPJob $job did not succeed within $TIMEOUT (phase: $(k -n "$JOB_NS" get ddpjob "$job" -o jsonpath='{.status.phase}'))"
-}
+# ------------------------------------------------------------------------- images
+log "images"
+OPERATOR_IMAGE=$OPERATOR_IMAGE TRAINER_IMAGE=$TRAINER_IMAGE PY=$PY hack/build-images.sh
+phase images
+NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
+phase node-image
 
 # ------------------------------------------------------------------------ cluster
-log "creating kind cluster $CLUSTER"
+log "creating kind cluster $CLUSTER ($NODE_IMAGE)"
+label() { docker image inspect -f "{{ index .Config.Labels \"$1\" }}" "$NODE_IMAGE" 2>/dev/null | grep -v '<no value>' || true; }
+etcd_tag=$(label io.ddpjob.etcd-tag) coredns_tag=$(label io.ddpjob.coredns-tag)
+config=$WORK/cluster.yaml
+"$PY" - hack/kind/cluster.yaml "$SHARED" "$etcd_tag" "$coredns_tag" >"$config" <<'PYEOF'
+import sys, yaml
+path, shared, etcd, coredns = sys.argv[1:]
+docs = yaml.safe_load(open(path))
+for node in docs["nodes"]:
+    node["extraMounts"] = [{"hostPath": shared, "containerPath": "/var/ddpjob-shared"}]
+patches = []
+for patch in docs["kubeadmConfigPatches"]:
+    if "ClusterConfiguration" in patch and not (etcd and coredns):
+        continue  # a released node image: kubeadm's own versions are the ones it holds
+    patches.append(patch.replace("@ETCD_TAG@", etcd).replace("@COREDNS_TAG@", coredns))
+docs["kubeadmConfigPatches"] = patches
+yaml.safe_dump(docs, sys.stdout, sort_keys=False)
+PYEOF
 kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true  # a leftover from an interrupted run
-kind create cluster --name "$CLUSTER" --wait 180s ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
-
-# ------------------------------------------------------------------------- images
-log "building $OPERATOR_IMAGE and $TRAINER_IMAGE"
-export DOCKER_BUILDKIT=1  # stage skipping and FROM trainer-base-${TRAINER_VARIANT}
-docker build --target operator -t "$OPERATOR_IMAGE" .
-docker build --target trainer --build-arg TRAINER_VARIANT=cpu \
-    ${TORCH_INDEX_URL:+--build-arg "TORCH_INDEX_URL=$TORCH_INDEX_URL"} -t "$TRAINER_IMAGE" .
-kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$TRAINER_IMAGE"
+kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config" --wait 300s
+phase cluster
+WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -sd,)
+kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE"
+kind load docker-image --name "$CLUSTER" --nodes "$WORKERS" "$TRAINER_IMAGE"
+phase load-images
 
 # ----------------------------------------------------------------------- operator
 log "helm install $RELEASE"
+# Progress is read every 2 s (default 30) so that a short job's status shows it.
 helm install "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" \
     --namespace "$SYSTEM_NS" --create-namespace \
     --set image.repository="${OPERATOR_IMAGE%:*}" --set image.tag="${OPERATOR_IMAGE##*:}" \
-    --set image.pullPolicy=Never \
+    --set image.pullPolicy=Never --set networkPolicy.enabled=true \
     --set trainer.cpuImage="$TRAINER_IMAGE" --set trainer.imagePullPolicy=IfNotPresent \
+    --set-json 'extraEnv=[{"name":"DDPJOB_PROGRESS_INTERVAL_SECONDS","value":"2"}]' \
     --wait --timeout 5m
 k -n "$SYSTEM_NS" rollout status "deployment/$RELEASE" --timeout=3m
 k wait crd/ddpjobs.ddpjob.io --for=condition=Established --timeout=60s
+k -n "$SYSTEM_NS" get networkpolicy "$RELEASE" >/dev/null || die "the chart's NetworkPolicy was not installed"
+log "NetworkPolicy $SYSTEM_NS/$RELEASE installed; this cluster's CNI (hack/kind/default-cni.yaml) does not enforce NetworkPolicy"
 k create namespace "$JOB_NS"
+k label namespace "$JOB_NS" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted
+phase operator
 
-# ------------------------------------------------------------- job 1: the example
-log "job 1: $EXAMPLE"
-k -n "$JOB_NS" apply -f "$EXAMPLE"
-wait_succeeded "$JOB"
-rank0_log=$(k -n "$JOB_NS" logs "$JOB-0" -c trainer)
-printf '%s\n' "$rank0_log" | tail -n 5
-epochs=$("$PY" -c 'import sys, yaml; a = yaml.safe_load(open(sys.argv[1]))["spec"]["args"]; print(a[a.index("--epochs") + 1])' "$EXAMPLE")
-grep -q "epoch $epochs/$epochs done: .*loss" <<<"$rank0_log" || die "rank 0's log has no final epoch metrics (epoch $epochs/$epochs)"
-grep -q "done: $epochs epoch(s)" <<<"$rank0_log" || die "rank 0's log has no final 'done: $epochs epoch(s)' line"
-
-# ------------------------------------------- job 2: a Pod deleted mid-run restarts
-log "job 2: $RESTART_JOB, delete a training Pod mid-run"
-# The example, renamed and made long enough to be caught mid-run.
-"$PY" - "$EXAMPLE" "$RESTART_JOB" <<'PYEOF' | k -n "$JOB_NS" apply -f -
-import sys, yaml
-job = yaml.safe_load(open(sys.argv[1]))
-job["metadata"] = {"name": sys.argv[2]}
-args = job["spec"]["args"]
-args[args.index("--epochs") + 1] = "20"  # ~8x the example's work per epoch: a minute or more
-job["spec"]["args"] = args + ["--synthetic-size", "32768", "--log-every", "10"]
-job["spec"]["maxRestarts"] = 3
-print(yaml.safe_dump(job))
-PYEOF
-k -n "$JOB_NS" wait "ddpjob/$RESTART_JOB" --for=condition=Running --timeout="$TIMEOUT"
-# Mid-run means training steps are being taken, not just Pods existing: wait for
-# rank 0's first progress line (`kubectl logs -f` ends when the line appears).
-timeout "${TIMEOUT%s}" bash -c "until kubectl --context '$KCTX' -n '$JOB_NS' logs -f '$RESTART_JOB-0' -c trainer 2>/dev/null | grep -m1 -q 'epoch 1/'; do sleep 1; done" \
-    || die "$RESTART_JOB never started training"
-victim="$RESTART_JOB-1"
-log "deleting pod $victim"
-k -n "$JOB_NS" delete pod "$victim" --wait=false
-k -n "$JOB_NS" wait "ddpjob/$RESTART_JOB" --for=jsonpath='{.status.restarts}'=1 --timeout="$TIMEOUT"
-wait_succeeded "$RESTART_JOB"
-restarts=$(k -n "$JOB_NS" get ddpjob "$RESTART_JOB" -o jsonpath='{.status.restarts}')
-((restarts >= 1)) || die "$RESTART_JOB succeeded without a recorded restart"
-label=$(k -n "$JOB_NS" get pod "$RESTART_JOB-0" -o jsonpath='{.metadata.labels.ddpjob\.io/restart-count}')
-[[ "$label" == "$restarts" ]] || die "Pod $RESTART_JOB-0 has restart-count label '$label', expected $restarts"
-k -n "$JOB_NS" logs "$RESTART_JOB-0" -c trainer | grep -q "done: 20 epoch(s)" || die "$RESTART_JOB rank 0 did not finish after the restart"
-log "restart observed (restarts=$restarts) and the job succeeded"
+# ---------------------------------------------------------------------- scenarios
+# shellcheck source=hack/kind/scenarios.sh
+source hack/kind/scenarios.sh
+for scenario in $SCENARIOS; do
+    log "scenario: $scenario"
+    "scenario_$scenario"
+    phase "scenario-$scenario"
+done
 
 # ------------------------------------------- optional: gang scheduling (E2E_GANG)
 if [[ -n "${E2E_GANG:-}" ]]; then

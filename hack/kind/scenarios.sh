@@ -1,0 +1,200 @@
+# The kind tier's scenarios, sourced by hack/e2e-kind.sh (which defines k, log, die, PY,
+# JOB_NS, TIMEOUT, EXAMPLE, SHARED and KCTX). Each is a function `scenario_<name>`; every
+# wait has a deadline and a Failed job ends its wait at once.
+#
+# Jobs other than the example are the example renamed and changed (job_from_example).
+# A job with checkpoints gets a ReadWriteMany volume on the folder every node mounts
+# (shared_volume), so its Pods may land on any node and its metrics are read from here.
+
+# Waits for a DDPJob to reach Succeeded, failing as soon as it reaches Failed instead of
+# waiting out the timeout: two `kubectl wait`s race, the first to finish decides.
+wait_succeeded() {
+    local job=$1 ok bad
+    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Succeeded --timeout="$TIMEOUT" & ok=$!
+    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Failed --timeout="$TIMEOUT" >/dev/null & bad=$!
+    local first rc=0
+    wait -n -p first "$ok" "$bad" || rc=$?
+    kill "$ok" "$bad" 2>/dev/null || true
+    wait "$ok" "$bad" 2>/dev/null || true
+    if [[ "$first" == "$bad" && $rc == 0 ]]; then
+        die "DDPJob $job failed: $(k -n "$JOB_NS" get ddpjob "$job" -o jsonpath='{.status}')"
+    fi
+    ((rc == 0)) || die "DDPJob $job did not succeed within $TIMEOUT (phase: $(status "$job" '{.phase}'))"
+}
+
+status() { k -n "$JOB_NS" get ddpjob "$1" -o jsonpath="{.status$2}"; }
+
+# Polls CONDITION (a shell command) every 2 s until it holds or SECONDS pass.
+wait_for() {
+    local what=$1 seconds=$2 condition=$3 deadline=$((SECONDS + $2))
+    until eval "$condition"; do
+        ((SECONDS < deadline)) || die "$what: not within ${seconds}s"
+        sleep 2
+    done
+}
+
+# The example renamed to $1, with spec fields merged from the JSON $2 and trainer flags
+# $3 appended (the example's own flags first, so later ones win).
+job_from_example() {
+    "$PY" - "$EXAMPLE" "$1" "$2" "${3:-}" <<'PYEOF'
+import json, shlex, sys, yaml
+job = yaml.safe_load(open(sys.argv[1]))
+job["metadata"] = {"name": sys.argv[2]}
+job["spec"].update(json.loads(sys.argv[3]))
+job["spec"]["args"] = job["spec"]["args"] + shlex.split(sys.argv[4])
+print(yaml.safe_dump(job))
+PYEOF
+}
+
+# A PersistentVolume on the shared folder and its claim <job>-checkpoints.
+shared_volume() {
+    local job=$1
+    mkdir -m 0777 "$SHARED/$job"
+    k apply -f - <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: $JOB_NS-$job}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Delete
+  storageClassName: ""
+  hostPath: {path: /var/ddpjob-shared/$job, type: Directory}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: $job-checkpoints, namespace: $JOB_NS}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: $JOB_NS-$job
+  resources: {requests: {storage: 1Gi}}
+EOF
+}
+
+# The trainer's JSON-lines metrics of a job with a shared volume, as a Python list.
+metrics() { "$PY" -c 'import json, sys; print([json.loads(l) for l in open(sys.argv[1]) if l.strip()])' "$SHARED/$1/metrics.jsonl"; }
+has_record() {  # JOB, a Python expression over the record r
+    [[ -f "$SHARED/$1/metrics.jsonl" ]] && "$PY" -c "import json, sys
+sys.exit(0 if any(($2) for r in map(json.loads, filter(str.strip, open(sys.argv[1])))) else 1)" "$SHARED/$1/metrics.jsonl"
+}
+
+pod_nodes() { k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u; }
+
+# ------------------------------------------------------------------- the example
+# The example, unchanged, across two nodes: the rendezvous through the headless Service's
+# name the operator renders (no address rewritten), rank 0's log, and the progress the
+# operator read from Pod 0's IP.
+scenario_example() {
+    local job=mnist-cpu
+    k -n "$JOB_NS" apply -f "$EXAMPLE"
+    wait_for "$job: Pods on their nodes" 300 "[[ \$(pod_nodes $job | wc -l) -ge 1 ]]"
+    local nodes
+    nodes=$(pod_nodes "$job")
+    wait_succeeded "$job"
+    [[ $(wc -l <<<"$nodes") == 2 ]] || die "$job ran on $(wc -l <<<"$nodes") node(s): $nodes"
+    local addr
+    addr=$(k -n "$JOB_NS" get pod "$job-1" -o jsonpath='{.spec.containers[0].env[?(@.name=="MASTER_ADDR")].value}')
+    [[ "$addr" == "$job-0.$job.$JOB_NS.svc" ]] || die "MASTER_ADDR is '$addr', not the Service's name for Pod 0"
+    [[ $(k -n "$JOB_NS" get service "$job" -o jsonpath='{.spec.clusterIP} {.spec.publishNotReadyAddresses}') == "None true" ]] \
+        || die "the job's Service is not headless with not-ready addresses published"
+    local rank0 epochs
+    rank0=$(k -n "$JOB_NS" logs "$job-0" -c trainer)
+    printf '%s\n' "$rank0" | tail -n 5
+    epochs=$("$PY" -c 'import sys, yaml; a = yaml.safe_load(open(sys.argv[1]))["spec"]["args"]; print(a[a.index("--epochs") + 1])' "$EXAMPLE")
+    grep -q "epoch $epochs/$epochs done: .*loss" <<<"$rank0" || die "rank 0's log has no final epoch metrics (epoch $epochs/$epochs)"
+    grep -q "done: $epochs epoch(s)" <<<"$rank0" || die "rank 0's log has no final 'done: $epochs epoch(s)' line"
+    local step
+    step=$(status "$job" '.progress.step')
+    [[ "$step" =~ ^[0-9]+$ && "$step" -gt 0 ]] || die "no progress read by the operator from Pod 0 (status.progress: $(status "$job" '.progress'))"
+    log "$job: Succeeded on nodes $(paste -sd' ' <<<"$nodes"), MASTER_ADDR=$addr, progress step $step read from Pod 0"
+}
+
+# ------------------------------------------------- a Pod deleted: the gang restarts
+scenario_restart() {
+    local job=mnist-restart
+    job_from_example "$job" '{"maxRestarts": 3, "restartBackoffSeconds": 0}' \
+        '--epochs 20 --synthetic-size 32768 --log-every 10' | k -n "$JOB_NS" apply -f -
+    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Running --timeout="$TIMEOUT"
+    # Mid-run means training steps are being taken: rank 0's first progress line.
+    timeout "${TIMEOUT%s}" bash -c "until kubectl --context '$KCTX' -n '$JOB_NS' logs -f '$job-0' -c trainer 2>/dev/null | grep -m1 -q 'epoch 1/'; do sleep 1; done" \
+        || die "$job never started training"
+    log "deleting pod $job-1"
+    k -n "$JOB_NS" delete pod "$job-1" --wait=false
+    k -n "$JOB_NS" wait "ddpjob/$job" --for=jsonpath='{.status.restarts}'=1 --timeout="$TIMEOUT"
+    wait_succeeded "$job"
+    local restarts label
+    restarts=$(status "$job" '.restarts')
+    ((restarts >= 1)) || die "$job succeeded without a recorded restart"
+    label=$(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.metadata.labels.ddpjob\.io/restart-count}')
+    [[ "$label" == "$restarts" ]] || die "Pod $job-0 has restart-count label '$label', expected $restarts"
+    k -n "$JOB_NS" logs "$job-0" -c trainer | grep -q "done: 20 epoch(s)" || die "$job rank 0 did not finish after the restart"
+    log "$job: restart observed (restarts=$restarts) and the job succeeded"
+}
+
+# ------------------------------------- an elastic job loses a Pod and keeps training
+scenario_elastic() {
+    local job=elastic
+    shared_volume "$job"
+    job_from_example "$job" '{"nodes": 3, "nprocPerNode": 1, "elastic": {"minNodes": 2, "maxNodes": 3},
+        "checkpoint": {"claimName": "elastic-checkpoints"}, "restartBackoffSeconds": 2,
+        "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}}' \
+        '--epochs 6 --synthetic-size 16384 --checkpoint-every-steps 10 --log-every 10' | k -n "$JOB_NS" apply -f -
+    wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
+    local before
+    before=$(k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$job" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid} {end}')
+    log "deleting pod $job-2 ($(pod_nodes "$job" | paste -sd' '))"
+    k -n "$JOB_NS" delete pod "$job-2" --wait=false
+    wait_succeeded "$job"
+    [[ $(status "$job" '.restarts') == 0 ]] || die "$job restarted its gang ($(status "$job" '.restarts') restarts): elastic jobs keep training"
+    local pod
+    for pod in $before; do
+        [[ "${pod%%=*}" == "$job-2" ]] && continue
+        [[ $(k -n "$JOB_NS" get pod "${pod%%=*}" -o jsonpath='{.metadata.uid}') == "${pod#*=}" ]] \
+            || die "${pod%%=*} was replaced: a survivor must keep training"
+    done
+    k -n "$JOB_NS" get events --field-selector "involvedObject.name=$job" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' \
+        | grep -q '^NodeLost: training at 2/3 nodes' || die "no NodeLost event for the lost Pod"
+    log "$job: lost $job-2, kept training at 2/3 nodes, resizes=$(status "$job" '.resizes'), Succeeded"
+}
+
+# ------------------------------------------- a container over its memory limit
+# The kernel's OOM killer ends a worker; the container reports OOMKilled and 137, and
+# the ExitCode policy restarts the gang (128+N is retryable) until maxRestarts.
+scenario_oom() {
+    local job=oom
+    job_from_example "$job" '{"nodes": 1, "restartPolicy": "ExitCode", "maxRestarts": 1, "restartBackoffSeconds": 0,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "640Mi"}}}' \
+        '--synthetic-size 400000' | k -n "$JOB_NS" apply -f -
+    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Failed --timeout="$TIMEOUT"
+    local failure
+    failure=$(status "$job" '.lastFailure')
+    [[ $(status "$job" '.lastFailure.exitCode') == 137 && $(status "$job" '.lastFailure.reason') == OOMKilled ]] \
+        || die "$job's last failure is not OOMKilled/137: $failure"
+    [[ $(status "$job" '.restarts') == 1 ]] || die "$job was not restarted once under ExitCode: $(status "$job" '')"
+    k -n "$JOB_NS" describe ddpjob "$job" | grep -q OOMKilled || die "kubectl describe ddpjob $job does not show OOMKilled"
+    log "$job: OOMKilled, exit 137, restarted once under restartPolicy ExitCode, then Failed"
+}
+
+# --------------------------- a graceful delete: SIGTERM, a checkpoint, a resume
+scenario_graceful() {
+    local job=graceful
+    shared_volume "$job"
+    job_from_example "$job" '{"checkpoint": {"claimName": "graceful-checkpoints"}, "restartBackoffSeconds": 0}' \
+        '--epochs 8 --synthetic-size 16384 --log-every 10' | k -n "$JOB_NS" apply -f -
+    wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
+    log "deleting pod $job-0 (grace period $(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.spec.terminationGracePeriodSeconds}')s)"
+    k -n "$JOB_NS" delete pod "$job-0" --wait=false
+    wait_succeeded "$job"
+    # Rank 0 (in Pod 0) heard SIGTERM, saved, and said so with exit code 143; the next
+    # attempt resumed at the step it saved.
+    "$PY" - "$SHARED/$job/metrics.jsonl" <<'PYEOF' || die "$job: no checkpoint on SIGTERM and resume from it: $(metrics "$job")"
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+stopped = [r for r in records if r["event"] == "preempted" and r["restart"] == 0]
+resumed = [r for r in records if r["event"] == "resume" and r["restart"] == 1]
+print(f"preempted: {stopped}\nresumed: {resumed}")
+sys.exit(0 if stopped and stopped[0]["exit_code"] == 143 and resumed and resumed[0]["step"] == stopped[0]["step"] else 1)
+PYEOF
+    log "$job: SIGTERM reached the trainer, which saved a checkpoint and exited 143; the gang resumed from it"
+}
