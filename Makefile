@@ -43,9 +43,10 @@ control-plane: $(STAMP)
 gang-schedulers: $(STAMP)
 	$(PY) -m ddpjob_devcluster.controlplane.build gang-schedulers
 
-# Everything but the gang tier (tests/gangs), which has a target of its own: CI runs both.
+# Everything but the gang tier (tests/gangs) and the real-Pods tier (marker e2e: kind),
+# which have targets of their own: CI runs all three.
 test: $(STAMP) tools control-plane
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e'
 
 # The gang tier: each gang integration against its real upstream scheduler or queue.
 test-gangs: $(STAMP) tools control-plane gang-schedulers
