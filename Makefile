@@ -90,10 +90,10 @@ images: $(STAMP)
 	$(ENGINE) hack/build-images.sh
 
 # The kind node image for the pinned Kubernetes, from Debian packages and Go modules.
-kind-node-image: $(STAMP) control-plane
+kind-node-image: $(STAMP)
 	$(ENGINE) hack/kind-node-image.sh
 
-e2e-kind: $(STAMP) tools control-plane
+e2e-kind: $(STAMP) tools
 	$(KIND_PATH) $(ENGINE) hack/e2e-kind.sh
 
 demo-cluster: $(STAMP) tools control-plane

@@ -13,7 +13,7 @@
 #
 # Tags: OPERATOR_IMAGE (default ddpjob/operator:e2e) and TRAINER_IMAGE (default
 # ddpjob/trainer:<version>-cpu, the tag manifests/examples/mnist-cpu.yaml names).
-# Env: PIP_CA_BUNDLE (default $PIP_CERT, else the system bundle; empty: none),
+# Env: PYTHON_IMAGE (a Python base to use instead; default: made here), PIP_CA_BUNDLE (default $PIP_CERT, else the system bundle; empty: none),
 # IMAGE_BUILD_NETWORK (default host), TORCH_INDEX_URL (the trainer's torch index).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +29,14 @@ log() { printf 'images: %s\n' "$*" >&2; }
 options=(--network="$NETWORK" --progress="${BUILD_PROGRESS:-plain}")
 if [[ -n "$CA" && -s "$CA" ]]; then options+=(--secret "id=ca-bundle,src=$CA"); fi
 
-DEBIAN_BASE=$(hack/debian-base.sh)
-PYTHON_BASE=ddpjob/python-base:$( { echo "$DEBIAN_BASE"; cat hack/images/python-base.Dockerfile; } | sha256sum | cut -c1-12)
-if ! docker image inspect "$PYTHON_BASE" >/dev/null 2>&1; then
+# PYTHON_IMAGE set (e.g. python:3.12-slim-bookworm, where a registry is reached): that
+# base, as the Dockerfile's default would be; else the one made here from Debian packages.
+PYTHON_BASE=${PYTHON_IMAGE:-}
+if [[ -z "$PYTHON_BASE" ]]; then
+    DEBIAN_BASE=$(hack/debian-base.sh)
+    PYTHON_BASE=ddpjob/python-base:$( { echo "$DEBIAN_BASE"; cat hack/images/python-base.Dockerfile; } | sha256sum | cut -c1-12)
+fi
+if [[ -z "${PYTHON_IMAGE:-}" ]] && ! docker image inspect "$PYTHON_BASE" >/dev/null 2>&1; then
     log "building $PYTHON_BASE"
     docker build -f hack/images/python-base.Dockerfile "${options[@]}" --build-arg "DEBIAN_BASE=$DEBIAN_BASE" \
         -t "$PYTHON_BASE" hack/images
