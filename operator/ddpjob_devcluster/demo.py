@@ -211,7 +211,8 @@ def run_once(cluster: LocalCluster, example: str, timeout: float) -> int:
           end='', flush=True)
     print(cluster.kubectl('get', 'pods', '-n', namespace, '-o',
                           'custom-columns=NAME:.metadata.name,PHASE:.status.phase,'
-                          'EXIT:.status.containerStatuses[0].state.terminated.exitCode').stdout, end='', flush=True)
+                          'EXIT:.status.containerStatuses[0].state.terminated.exitCode,IP:.status.podIP'
+                          ).stdout, end='', flush=True)
     say(f'kubectl get events -n {namespace}')
     print(cluster.kubectl('get', 'events', '-n', namespace, '--sort-by=.metadata.creationTimestamp', '-o',
                           'custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message'

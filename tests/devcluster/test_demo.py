@@ -3,6 +3,7 @@ to Succeeded, and interactively until Ctrl-C. Every process the demo starts inhe
 marker variable, so the test finds and kills whatever a failing demo leaves behind."""
 from __future__ import annotations
 
+import ipaddress
 import os
 import pathlib
 import queue
@@ -51,8 +52,20 @@ def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_pa
     # A gang restart on a loaded test machine (seen once in a full run, its cause not
     # recorded then) is the product recovering; the demo must then say why it restarted.
     assert row.group(1) == '0' or '[last failure: mnist-cpu-' in out, out
-    assert re.search(r'mnist-cpu-0\s+Succeeded\s+0', out) and re.search(r'mnist-cpu-1\s+Succeeded\s+0', out), out
+    pods = dict(re.findall(r'^(mnist-cpu-[01])\s+Succeeded\s+0\s+(\S+)$', out, re.M))
+    assert sorted(pods) == ['mnist-cpu-0', 'mnist-cpu-1'], out
     assert 'stopped: no process left running' in out
+    # The job's Events tell its story; on the real backend the EndpointSlice controllers
+    # accept the Pods' addresses (a loopback one they refuse, with a Warning per job),
+    # unless the demo could not make a network of its own and said so.
+    events = out.split('kubectl get events', 1)[1]
+    assert re.search(r'Normal\s+Succeeded\s+mnist-cpu\s+all 2 nodes finished successfully', events), out
+    if backend == 'real' and "network: the host's" not in out:
+        assert 'network: a namespace of its own, Pod IPs from 10.244.0.0/16' in out, out
+        assert all(ipaddress.ip_address(ip) in ipaddress.ip_network('10.244.0.0/16') for ip in pods.values()), pods
+        assert 'FailedToUpdateEndpointSlices' not in events and 'Warning' not in events, events
+    # What it made is gone: the work directory and its lock file.
+    assert f'removed {tmp_path / "demo"}' in out and not list(tmp_path.iterdir()), list(tmp_path.iterdir())
 
 
 def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: pathlib.Path) -> None:
@@ -79,10 +92,22 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
 
         demo.send_signal(signal.SIGINT)
         assert demo.wait(30) == 0
+        # Ctrl-C removes the work directory and its lock (the kubectl cache is this test's).
+        assert sorted(p.name for p in tmp_path.iterdir()) == ['cache']
     finally:
         if demo.poll() is None:
             demo.kill()
             demo.wait(10)
+
+
+def test_the_emulator_demo_builds_no_control_plane() -> None:
+    """`make demo-cluster DEMO_ARGS="--backend emulator"` runs no build (the real backend
+    builds the control plane when it starts it, as every ControlPlane does)."""
+    planned = subprocess.run(['make', '-n', 'demo-cluster', 'DEMO_ARGS=--backend emulator'], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert 'ddpjob_devcluster.demo --backend emulator' in planned.stdout, planned.stdout
+    assert 'controlplane.build' not in planned.stdout, planned.stdout
 
 
 def test_a_gpu_job_on_the_default_emulator_demo_waits_pending_with_the_schedulers_reason(tmp_path: pathlib.Path) -> None:
