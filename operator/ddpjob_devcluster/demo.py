@@ -243,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     # background job with SIGINT ignored, and Python then leaves it ignored.
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
-    relay = own_network(args)  # first: a user namespace is entered by one thread alone
+    try:
+        relay = own_network(args)  # first: a user namespace is entered by one thread alone
+    except OSError as exc:  # the probe passed, the move itself did not: nothing can run here
+        say(f'error: moving into a network namespace: {exc}; try --host-network')
+        return 1
     cluster = make_cluster(args, workdir, relay)
     gc_tuning.tune_for_long_running_server()  # this process serves the API until stopped
     code = 1
