@@ -62,3 +62,6 @@ def provisioned(kubeconfig: pathlib.Path) -> list[pathlib.Path]:
 def remove(paths: list[pathlib.Path]) -> None:
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+    if paths:  # and their folder once no cluster has a volume in it (a provisioner makes it again)
+        with contextlib.suppress(OSError):
+            paths[0].parent.rmdir()
