@@ -86,14 +86,24 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
         assert second.returncode == 1 and 'a demo cluster is already running in' in second.stdout, second.stdout
         assert f'pid {demo.pid}' in second.stdout
         # The printed kubeconfig works, and the CRD is there already.
-        got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', 'get', 'crd', 'ddpjobs.ddpjob.io',
-                              f'--cache-dir={tmp_path / "cache"}'], capture_output=True, text=True, timeout=30)
-        assert got.returncode == 0 and 'ddpjobs.ddpjob.io' in got.stdout, got.stderr
+        def kubectl(*args: str) -> str:
+            got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', f'--cache-dir={tmp_path / "cache"}',
+                                  *args], capture_output=True, text=True, timeout=30, cwd=ROOT)
+            assert got.returncode == 0, got.stderr
+            return got.stdout
+        assert 'ddpjobs.ddpjob.io' in kubectl('get', 'crd', 'ddpjobs.ddpjob.io')
+        # The README's checkpoint claim is bound by the default StorageClass.
+        kubectl('apply', '-f', 'manifests/examples/ckpt-claim.yaml')
+        volume = wait_until(lambda: kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.spec.volumeName}'), 60,
+                            'the claim was not bound', lambda: kubectl('describe', 'pvc', 'ckpt'))
+        made = pathlib.Path(kubectl('get', 'pv', volume, '-o', 'jsonpath={.spec.hostPath.path}'))
+        assert made.is_dir() and kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.status.phase}') == 'Bound'
 
         demo.send_signal(signal.SIGINT)
         assert demo.wait(30) == 0
-        # Ctrl-C removes the work directory and its lock (the kubectl cache is this test's).
-        assert sorted(p.name for p in tmp_path.iterdir()) == ['cache']
+        # Ctrl-C removes the work directory and its lock (the kubectl cache is this test's),
+        # and the directory the provisioner made.
+        assert sorted(p.name for p in tmp_path.iterdir()) == ['cache'] and not made.exists()
     finally:
         if demo.poll() is None:
             demo.kill()
