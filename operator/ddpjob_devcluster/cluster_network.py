@@ -4,7 +4,8 @@ address the endpoint controllers accept, as a cluster's Pod network gives one.
 Why: a process kubelet's Pods share this machine, so a Pod's address must be local to
 it, and on the host's network only 127/8 is. But an EndpointSlice may not hold a loopback
 address (kube-apiserver's ValidateEndpointIP), so kube-controller-manager's EndpointSlice
-controllers post a `FailedToUpdateEndpointSlices` Warning for every job's Service.
+and Endpoints controllers post `FailedToUpdateEndpoint(Slices)` Warnings for every job's
+Service.
 
 So the demo moves itself into a new network namespace before it starts anything
 (unshare(CLONE_NEWNET); for a user who is not root, together with a user namespace that

@@ -107,7 +107,7 @@ def own_network(args: argparse.Namespace) -> cluster_network.Relay | None:
             return relay.start()
         relay.stop()
     say(f"network: the host's ({why}); Pods get loopback addresses, which an EndpointSlice may not hold, so "
-        f"each job's Service gets FailedToUpdateEndpointSlices Warning Events: expected here, not the job's fault")
+        f"each job's Service gets FailedToUpdateEndpoint(Slices) Warning Events: expected here, not the job's fault")
     return None
 
 
