@@ -5,10 +5,10 @@ storage adapted from upstream's manifest), the cluster configuration, the Docker
 The tier itself runs in tests/deploy/test_e2e_kind.py."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -17,8 +17,10 @@ from ddpjob_devcluster.controlplane import build
 from tests.deploy.deploy_helpers import ROOT, require_tool
 
 HACK = ROOT / 'hack'
-sys.path.insert(0, str(HACK / 'kind'))
-import storage_manifest  # noqa: E402  (a script of hack/kind, imported as a module)
+# A script of hack/kind, loaded as a module by its path.
+_spec = importlib.util.spec_from_file_location('storage_manifest', HACK / 'kind' / 'storage_manifest.py')
+storage_manifest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(storage_manifest)
 
 UPSTREAM_STORAGE = '''\
 apiVersion: v1
