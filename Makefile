@@ -44,7 +44,8 @@ gang-schedulers: $(STAMP)
 	$(PY) -m ddpjob_devcluster.controlplane.build gang-schedulers
 
 # Everything but the gang tier (tests/gangs) and the real-Pods tier (marker e2e: kind),
-# which have targets of their own: CI runs all three.
+# which have targets of their own: CI (.ci/run) runs the first two; the kind tier runs by
+# hand and in the GitHub workflow (from nothing it takes hours on two cores: README).
 test: $(STAMP) tools control-plane
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e'
 
