@@ -136,6 +136,15 @@ def test_base_rbac_equals_the_charts_default_rbac(chart_objects: list[dict[str, 
     assert rule_triples(base['ClusterRole']['rules']) == rule_triples(one(operator_objects(chart_objects), 'ClusterRole')['rules'])
 
 
+def test_base_namespace_guard_equals_the_charts_default(chart_objects: list[dict[str, Any]]) -> None:
+    base = {o['kind']: o for o in load_all(BASE / 'namespace-guard.yaml')}
+    chart = {o['kind']: o for o in chart_objects if o['metadata']['name'].endswith('-excluded-namespaces')}
+    assert sorted(chart) == ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']
+    for kind, obj in chart.items():
+        assert base[kind]['spec'] == obj['spec'], kind
+        assert base[kind]['metadata']['name'] == obj['metadata']['name']
+
+
 def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:
     (base,) = load_all(BASE / 'deployment.yaml')
     chart = one(chart_objects, 'Deployment')

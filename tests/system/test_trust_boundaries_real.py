@@ -214,3 +214,23 @@ def test_fields_that_join_anothers_gang_or_reach_from_the_node_are_refused(clust
                  "spec.template.spec.containers[0].lifecycle.preStop.httpGet.host"):
         assert path in st["message"], (path, st["message"])
     assert cluster.pods("joiner") == []
+
+
+def test_a_cluster_wide_operator_creates_nothing_in_the_system_namespaces(request: pytest.FixtureRequest,
+                                                                          tmp_path: pathlib.Path) -> None:
+    """The ClusterRole covers kube-system too; the chart's namespace guard (admission) does not
+    let the operator's ServiceAccount create a Pod there, while it runs jobs elsewhere."""
+    from tests.support.control_plane import real_cluster
+    with real_cluster(request, tmp_path / "cluster", scope="cluster") as wide:
+        body = {**job("intruder"), "metadata": {"name": "intruder", "namespace": "kube-system"}}
+        wide.create_job(body)
+        try:
+            st = wait_until(lambda: (s := wide.status("intruder", "kube-system")) and "does not act" in
+                            s.get("message", "") and s, 60, "the job in kube-system was not refused",
+                            lambda: wide.status("intruder", "kube-system"))
+            assert "the ddpjob operator does not act in namespace kube-system" in st["message"]
+            assert wide.pods("intruder", "kube-system") == []
+        finally:
+            wide.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", "kube-system", "ddpjobs", "intruder")
+        wide.create_job(job("elsewhere"))
+        assert wide.wait_phase("elsewhere", "Succeeded", timeout=90)["restarts"] == 0
