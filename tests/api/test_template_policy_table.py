@@ -3,6 +3,9 @@ default with one error naming the field and the allowance that would let it thro
 and let through when (and only when) that allowance is given."""
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 
 from ddpjob.api import spec, template_policy
@@ -31,6 +34,9 @@ CASES = [
      "spec.template.spec.containers[0].securityContext.appArmorProfile.type", "unconfinedProfiles"),
     ({"metadata": {"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}},
      "spec.template.metadata.annotations[seccomp.security.alpha.kubernetes.io/pod]", "unconfinedProfiles"),
+    ({"metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"}}},
+     "spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/trainer]",
+     "unconfinedProfiles"),
     ({"spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}},
      "spec.template.spec.securityContext.sysctls[0]", "sysctls"),
     ({"spec": {"serviceAccountName": "admin"}}, "spec.template.spec.serviceAccountName", "serviceAccount"),
@@ -131,3 +137,9 @@ def test_an_unknown_allowance_is_one_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown template allowance 'root'"):
         template_policy.parse_allowances("hostPath, root")
     assert template_policy.parse_allowances("hostPath,nodeName") == {"hostPath", "nodeName"}
+
+
+def test_the_threat_model_describes_every_allowance_and_nothing_else() -> None:
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "threat-model.md").read_text()
+    table = doc.split("| allowance | what it lets a job's Pods do |")[1].split("\n\n")[0]
+    assert sorted(re.findall(r"^\| `(\w+)` \|", table, flags=re.M)) == sorted(template_policy.ALLOWANCES)
