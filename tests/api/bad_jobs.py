@@ -185,6 +185,9 @@ BAD: list[Case] = [
     Case("spec-typo-gpus", "spec.gpus", job({"gpus": 1})),
     Case("unknown-top-level-field", "specs", job(root={"specs": {"nodes": 2}})),
     Case("resources-unknown-key", "spec.resources.cpu", job({"resources": {"cpu": "1"}})),
+    Case("spec-typo-nproc", "spec.nprocPerNod", job({"nprocPerNode": DROP, "nprocPerNod": 2})),
+    Case("checkpoint-typo-claim-name", "spec.checkpoint.claimname", job({"checkpoint": {"claimname": "ckpt"}})),
+    Case("elastic-typo-min-nodes", "spec.elastic.minNode", job({"elastic": {"minNode": 1, "maxNodes": 2}})),
     # checkpoint
     Case("checkpoint-both", "spec.checkpoint", job({"checkpoint": {"claimName": "c", "volume": {"emptyDir": {}}}})),
     Case("checkpoint-neither", "spec.checkpoint", job({"checkpoint": {"mountPath": "/ckpt"}})),

@@ -118,8 +118,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("apiVersion", f"must be {names.API_VERSION} (got {body.get('apiVersion')!r})")
     if body.get("kind", names.KIND) != names.KIND:
         c.err("kind", f"must be {names.KIND} (got {body.get('kind')!r})")
-    for key in sorted(set(body) - ROOT_FIELDS):
-        c.err(key, "unknown field")
+    c.unknown("", body, ROOT_FIELDS)
     metadata = body.get("metadata") or {}
     spec = body.get("spec")
     metadata_ok = isinstance(metadata, Mapping)
@@ -131,8 +130,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         raise InvalidSpec(c.errors)
     spec = without_nulls(spec)
 
-    for key in sorted(set(spec) - SPEC_FIELDS):
-        c.err(f"spec.{key}", "unknown field")
+    c.unknown("spec", spec, SPEC_FIELDS)
 
     nodes = c.integer(spec, "nodes", 1, 1, 1024)
     gpus = c.integer(spec, "gpusPerNode", 0, 0, 64)
