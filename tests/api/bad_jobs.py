@@ -180,6 +180,11 @@ BAD: list[Case] = [
     Case("name-raw-anchor-is-null", "metadata.name", text=raw("", "name: &anchor")),
     Case("name-raw-flow-mapping", "metadata.name", text=raw("", "name: {x}")),
     Case("namespace-invalid", "metadata.namespace", job(metadata={"namespace": "Team_A"})),
+    # what the API server cannot decode (a 400 before validation): validate refuses it too
+    Case("generation-a-string", "metadata.generation", job(metadata={"generation": "abc"})),
+    Case("generation-beyond-int64", "metadata.generation", job(metadata={"generation": 1 << 63})),
+    Case("label-value-a-number", "metadata.labels.team", job(metadata={"labels": {"team": 7}})),
+    Case("annotations-a-list", "metadata.annotations", job(metadata={"annotations": ["a"]})),
     # unknown fields
     Case("spec-typo-node", "spec.node", job({"node": 2})),
     Case("spec-typo-gpus", "spec.gpus", job({"gpus": 1})),

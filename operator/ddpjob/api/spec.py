@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpjob import contract
-from ddpjob.api import names
+from ddpjob.api import names, object_meta
 from ddpjob.api.checker import Checker, show, without_nulls
 from ddpjob.api.container_fields import RESERVED_ENV, Checkpoint, check_checkpoint, check_env, check_resources
 from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
@@ -95,8 +95,7 @@ def _check_name(c: Checker, metadata: Mapping, nodes: int) -> str:
         c.err("metadata.name", "is required")
         return ""
     if not isinstance(name, str):
-        c.err("metadata.name", f"must be a string (got {name!r})")
-        return ""
+        return ""  # said with every other field the API server cannot decode (object_meta.py)
     limit = names.max_job_name_length(nodes)
     # The job's headless Service is named after it: a DNS-1035 label (a real API server
     # refuses the Service of a job named `1abc`, which a DNS-1123 label would allow).
@@ -125,6 +124,9 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     if not metadata_ok:
         c.err("metadata", "must be an object")
         metadata = {}
+    # A field the API server cannot decode is refused there before anything else (a 400).
+    for bad in object_meta.mismatches(dict(metadata)):
+        c.err(bad.path, f"must be {bad.expected} (got {show(bad.value)})")
     if not isinstance(spec, Mapping):
         c.err("spec", "is required and must be an object")
         raise InvalidSpec(c.errors)
@@ -189,7 +191,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     most = elastic.max_nodes if elastic else nodes
     name = _check_name(c, metadata, most if most and 1 <= most <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
-    if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
+    if isinstance(namespace, str) and not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
 
     if c.errors:
