@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpjob import contract
+from ddpjob.api import backend as backend_choice
 from ddpjob.api import names, object_meta
 from ddpjob.api.checker import Checker, show, without_nulls
 from ddpjob.api.container_fields import RESERVED_ENV, Checkpoint, check_checkpoint, check_env, check_resources
@@ -77,6 +78,7 @@ class DDPJob:
     template: Mapping[str, Any] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=lambda: Scheduling())
     elastic: Elastic | None = None  # None: a rigid gang
+    backend_requested: str = "auto"  # what spec.backend says (backend is what it resolved to)
 
     @property
     def world_size(self) -> int:
@@ -145,9 +147,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         if isinstance(nproc_raw, str):
             c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {nproc_raw!r})")
     backend_raw = c.choice(spec, "backend", "auto", BACKENDS)
-    # auto: nccl only when every process of a node has a GPU of its own (two ranks on
-    # one GPU crash inside NCCL), else gloo.
-    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus and gpus >= (nproc or 1) else "gloo")
+    backend = backend_choice.resolve(backend_raw, gpus, nproc)  # auto: nccl only with a GPU per process
     if backend_raw == "nccl" and gpus == 0:
         c.err("spec.backend", "nccl needs gpusPerNode > 0 (use gloo or auto on CPU)")
     if backend_raw == "nccl" and gpus is not None and isinstance(nproc_raw, int) and nproc and nproc > gpus:
@@ -207,6 +207,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
         stall_timeout_seconds=stall,
         checkpoint=checkpoint, template=dict(template), scheduling=scheduling, elastic=elastic,
+        backend_requested=backend_raw or "auto",
     )
 
 

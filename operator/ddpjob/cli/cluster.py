@@ -156,6 +156,9 @@ def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
         if isinstance(exc, InvalidSpec):
             raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
         raise ClusterError(f"--template-allow: {exc}") from None
+    from ddpjob.cli import notices
+    for job in jobs:
+        notices.say(args.file, job)
     from ddpjob.cli.files import load_documents
     submitted = []
     for doc in load_documents(args.file):

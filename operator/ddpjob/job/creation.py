@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpjob import text
+from ddpjob.api import backend
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions
@@ -163,6 +164,8 @@ def start(step: "Step") -> Plan:
     # Event, when the job first starts: `kubectl apply` shows no CLI warning.
     world = world_warning(job)
     world_event = step.on_entry(PENDING, "Warning", "NotALauncher", world) if world else ()
+    gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
+    world_event += step.on_entry(PENDING, "Normal", backend.NOTICE_REASON, gloo) if gloo else ()
     plan = Plan(status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime")
                                    or step.now_s),
                 create=missing, requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),
