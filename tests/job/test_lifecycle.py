@@ -294,6 +294,14 @@ def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say
 
 
+def test_running_counts_processes_only_where_a_launcher_starts_them(job):
+    plain = job(command=["python", "train.py"], args=[])  # 2 nodes x nprocPerNode 2, no launcher
+    running = step(plain, pods(["Running", "Running"]), step(plain, [], None).status).status
+    assert running["message"] == "all 2 nodes running (python once per node, world size 4)"
+    launched = step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status
+    assert launched["message"] == "all 2 nodes running (4 processes)"
+
+
 def test_backend_auto_falling_back_to_gloo_on_a_gpu_job_is_said_once(job):
     j = job(gpusPerNode=1, nprocPerNode=2)
     first = step(j, [], None)
