@@ -139,7 +139,13 @@ class Trainer:
                 self.pos, path, summary = resumed
                 p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
                          step=self.pos.step, checkpoint=os.path.basename(path))
-                p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
+                p.say(f"resumed from {path}: " + (
+                    f"{self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}"
+                    if self.pos.epoch < args.epochs else
+                    # A rerun of a finished job: say so, not "continuing" at an epoch past the last.
+                    f"training is complete ({self.pos.epoch} of {args.epochs} epoch(s) done), nothing is left to "
+                    f"train; to start over, delete the checkpoints in {args.checkpoint_dir} (`ddpjob run --fresh` "
+                    "does), or raise --epochs to train on"))
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
         if args.sample_log:
