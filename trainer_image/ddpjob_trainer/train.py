@@ -139,13 +139,7 @@ class Trainer:
                 self.pos, path, summary = resumed
                 p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
                          step=self.pos.step, checkpoint=os.path.basename(path))
-                p.say(f"resumed from {path}: " + (
-                    f"{self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}"
-                    if self.pos.epoch < args.epochs else
-                    # A rerun of a finished job: say so, not "continuing" at an epoch past the last.
-                    f"training is complete ({self.pos.epoch} of {args.epochs} epoch(s) done), nothing is left to "
-                    f"train; to start over, delete the checkpoints in {args.checkpoint_dir} (`ddpjob run --fresh` "
-                    "does), or raise --epochs to train on"))
+                p.say(state.resumed(self.pos, args.epochs, path, args.checkpoint_dir))
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
         if args.sample_log:
@@ -300,4 +294,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .quick_exit import exit_with
+
+    exit_with(main(), quick=(EXIT_PREEMPTED,))  # asked to stop, saved, process group gone: go now
