@@ -368,3 +368,21 @@ def test_a_failure_after_training_progress_or_a_different_one_is_not_called_repe
     # ExitCode already fails 1-127 at once: the advice is only for the policy that retries them.
     (only,) = attempts(job(restartPolicy="ExitCode"), [CUDA_LOG])
     assert only.status["phase"] == "Failed" and "restartPolicy: ExitCode" not in only.status["message"]
+
+
+def test_reordering_and_line_splitting_characters_of_a_termination_message_are_escaped(job):
+    """A Pod's termination message is written by the Pod: U+202E would show `exit 1` as
+    `1 tixe` in `kubectl describe`, U+2028 starts a new line where none is."""
+    j = job(restartPolicy="Never")
+    st = running_status(j)
+    message = "ok\u202e1 tixe\u2028forged: Succeeded\u2066x\u200b"
+    failed = pod_state({"metadata": {"name": "demo-0", "labels": {"ddpjob.io/job-name": "demo",
+                                                                   "ddpjob.io/node-rank": "0",
+                                                                   "ddpjob.io/restart-count": "0"}},
+                        "status": {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {
+                            "terminated": {"exitCode": 1, "reason": "Error", "message": message}}}]}})
+    p = step(j, [failed, *pods(["Failed", "Running"])[1:]], st)
+    shown = [p.status["message"], p.status["lastFailure"]["message"], *(e.message for e in p.events)]
+    assert p.status["lastFailure"]["message"].endswith("ok\\u202e1 tixe\\u2028forged: Succeeded\\u2066x\\u200b")
+    for text in shown:
+        assert not any(ch in text for ch in "\u202e\u2028\u2066\u200b"), text

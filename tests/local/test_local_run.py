@@ -23,7 +23,7 @@ def write_job(tmp_path, name="probe", nodes=2, nproc=2, command=None, env=None, 
         "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
         "spec": {"nodes": nodes, "nprocPerNode": nproc, "image": "local",
                  "command": command or TORCHRUN + [str(SCRIPTS / "allreduce_probe.py")],
-                 "env": [{"name": "PROBE_DIR", "value": str(probe_dir)}] + (env or []),
+                 "env": [{"name": "DDPJOB_TEST_PROBE_DIR", "value": str(probe_dir)}] + (env or []),
                  "restartBackoffSeconds": 0, **spec},
     }
     path = tmp_path / "job.yaml"
@@ -58,7 +58,7 @@ def test_two_nodes_two_processes_rendezvous_and_allreduce(tmp_path):
 
 
 def test_a_killed_process_restarts_the_gang_which_then_succeeds(tmp_path):
-    path, out = write_job(tmp_path, env=[{"name": "PROBE_CRASH_RANK", "value": "1"}])
+    path, out = write_job(tmp_path, env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "1"}])
     result = ddpjob("run", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
@@ -73,7 +73,7 @@ def test_a_killed_process_restarts_the_gang_which_then_succeeds(tmp_path):
 
 def test_exit_code_policy_stops_on_a_program_error(tmp_path):
     path, out = write_job(tmp_path, nodes=2, nproc=1, command=[sys.executable, str(SCRIPTS / "allreduce_probe.py")],
-                          env=[{"name": "PROBE_CRASH_RANK", "value": "0"}, {"name": "PROBE_CRASH_CODE", "value": "3"}],
+                          env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "0"}, {"name": "DDPJOB_TEST_PROBE_CRASH_CODE", "value": "3"}],
                           restartPolicy="ExitCode")
     result = ddpjob("run", str(path), cwd=tmp_path)
     assert result.returncode == 1
@@ -100,7 +100,7 @@ def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts
     assert "FileNotFoundError" not in first.stdout
     assert "summary: epoch 3/3 step 48/48 (100%)" in first.stdout  # the final status's progress, complete
     # The same job again, --fresh or not, writing no record: the last run's 48/48 is not its progress.
-    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "PROGRESS_STEPS", "value": "0"}])
+    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "DDPJOB_TEST_PROGRESS_STEPS", "value": "0"}])
     for flags in ((), ("--fresh",)):
         again = ddpjob("run", *flags, str(path), cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr

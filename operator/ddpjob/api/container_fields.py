@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import names
-from ddpjob.api.checker import Checker
+from ddpjob.api.checker import Checker, show
 
 # The environment contract is set by the operator and the local runner only.
 RESERVED_ENV = contract.RESERVED
@@ -41,14 +41,14 @@ def check_env(c: Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
             c.err(f"{path}.name", "is required and must be a non-empty string")
             continue
         if not (name[0].isalpha() or name[0] in "-._") or not all(ch.isalnum() or ch in "-._" for ch in name) or not name.isascii():
-            c.err(f"{path}.name", f"{name!r} is not a valid environment variable name")
+            c.err(f"{path}.name", f"{show(name)} is not a valid environment variable name")
         if name in RESERVED_ENV:
             c.err(f"{path}.name", f"{name} is reserved by the rendezvous contract and set by ddpjob")
         if name in seen:
             c.err(f"{path}.name", f"{name} is set twice")
         seen.add(name)
         if "value" in entry and not isinstance(entry["value"], str):
-            c.err(f"{path}.value", f"must be a string (got {entry['value']!r}); quote numbers in YAML")
+            c.err(f"{path}.value", f"must be a string (got {show(entry['value'])}); quote numbers in YAML")
         if "valueFrom" in entry and not isinstance(entry["valueFrom"], Mapping):
             c.err(f"{path}.valueFrom", "must be an object")
         c.unknown(path, entry, ENV_FIELDS)
@@ -67,7 +67,7 @@ def check_resources(c: Checker, resources: Mapping | None) -> Mapping[str, Any]:
         else:
             for res, qty in value.items():
                 if isinstance(qty, bool) or not isinstance(qty, (str, int)):
-                    c.err(f"spec.resources.{key}.{res}", f"must be a quantity such as '2' or '4Gi' (got {qty!r})")
+                    c.err(f"spec.resources.{key}.{res}", f"must be a quantity such as '2' or '4Gi' (got {show(qty)})")
     return dict(resources)
 
 
@@ -76,7 +76,7 @@ def check_checkpoint(c: Checker, ckpt: Mapping | None) -> Checkpoint | None:
         return None
     mount = ckpt.get("mountPath", names.DEFAULT_CHECKPOINT_MOUNT)
     if not isinstance(mount, str) or not mount.startswith("/"):
-        c.err("spec.checkpoint.mountPath", f"must be an absolute path (got {mount!r})")
+        c.err("spec.checkpoint.mountPath", f"must be an absolute path (got {show(mount)})")
     claim, volume = ckpt.get("claimName"), ckpt.get("volume")
     c.unknown("spec.checkpoint", ckpt, CHECKPOINT_FIELDS)
     if claim is not None and volume is not None:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ddpjob import contract
 from ddpjob.api import backend as backend_choice
-from ddpjob.api import names, object_meta
+from ddpjob.api import bounds, names, object_meta
 from ddpjob.api.checker import Checker, show, without_nulls
 from ddpjob.api.container_fields import RESERVED_ENV, Checkpoint, check_checkpoint, check_env, check_resources
 from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
@@ -116,9 +116,9 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     if not isinstance(body, Mapping):
         raise InvalidSpec([FieldError("(root)", "must be a DDPJob object")])
     if body.get("apiVersion", names.API_VERSION) != names.API_VERSION:
-        c.err("apiVersion", f"must be {names.API_VERSION} (got {body.get('apiVersion')!r})")
+        c.err("apiVersion", f"must be {names.API_VERSION} (got {show(body.get('apiVersion'))})")
     if body.get("kind", names.KIND) != names.KIND:
-        c.err("kind", f"must be {names.KIND} (got {body.get('kind')!r})")
+        c.err("kind", f"must be {names.KIND} (got {show(body.get('kind'))})")
     c.unknown("", body, ROOT_FIELDS)
     metadata = body.get("metadata") or {}
     spec = body.get("spec")
@@ -132,6 +132,9 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     if not isinstance(spec, Mapping):
         c.err("spec", "is required and must be an object")
         raise InvalidSpec(c.errors)
+    too_deep_or_big = bounds.check(spec)
+    if too_deep_or_big:  # nothing below may walk it
+        raise InvalidSpec(c.errors + too_deep_or_big)
     spec = without_nulls(spec)
 
     c.unknown("spec", spec, SPEC_FIELDS)
@@ -145,7 +148,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     else:
         nproc = c.integer(spec, "nprocPerNode", None, 1, 256) if not isinstance(nproc_raw, str) else None
         if isinstance(nproc_raw, str):
-            c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {nproc_raw!r})")
+            c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {show(nproc_raw)})")
     backend_raw = c.choice(spec, "backend", "auto", BACKENDS)
     backend = backend_choice.resolve(backend_raw, gpus, nproc)  # auto: nccl only with a GPU per process
     if backend_raw == "nccl" and gpus == 0:
@@ -166,7 +169,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("spec.port", f"{port} is the progress port of the env contract; choose another")
     shm = spec.get("shmSize")
     if shm is not None and (isinstance(shm, bool) or not isinstance(shm, (str, int))):
-        c.err("spec.shmSize", f"must be a quantity such as '2Gi' (got {shm!r})")
+        c.err("spec.shmSize", f"must be a quantity such as '2Gi' (got {show(shm)})")
     policy = c.choice(spec, "restartPolicy", "OnFailure", RESTART_POLICIES)
     max_restarts = c.integer(spec, "maxRestarts", 3, 0, 1000)
     backoff = c.integer(spec, "restartBackoffSeconds", 10, 0, 3600)
@@ -177,7 +180,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     stall = c.integer(spec, "stallTimeoutSeconds", None, 10, 604800)
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
-        c.err("spec.suspend", f"must be true or false (got {suspend!r})")
+        c.err("spec.suspend", f"must be true or false (got {show(suspend)})")
     checkpoint = check_checkpoint(c, c.mapping(spec, "checkpoint"))
     template = c.mapping(spec, "template") or {}
     if template:
@@ -192,7 +195,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     name = _check_name(c, metadata, most if most and 1 <= most <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
     if isinstance(namespace, str) and not names.is_dns1123_label(namespace):
-        c.err("metadata.namespace", f"{namespace!r} must be a DNS-1123 label")
+        c.err("metadata.namespace", f"{show(namespace)} must be a DNS-1123 label")
 
     if c.errors:
         raise InvalidSpec(c.errors)

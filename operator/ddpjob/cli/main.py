@@ -167,8 +167,9 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="delete the checkpoints and status of an earlier run of this job first")
     p.add_argument("--allow-env", action="store_true",
-                   help="let the job's env set PATH, PYTHONPATH, LD_PRELOAD and the like for processes on this "
-                        "machine (refused by default: in a Pod they change only the container)")
+                   help="let the job's env set names other than the harmless ones (thread counts, NCCL and torch "
+                        "switches, DDPJOB_*) for processes on this machine: refused by default, since in a Pod "
+                        "they change only the container, here what code runs as you (PATH, LD_PRELOAD, HOME...)")
     p.set_defaults(func=cmd_run)
 
 

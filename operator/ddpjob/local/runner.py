@@ -212,7 +212,7 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
     # of the same job would share and overwrite its checkpoints.
     lock = ownership.JobLock(workdir, job.name)
     try:
-        safety.refuse_code_loading_env(job.env, allow_env, job.template)
+        safety.refuse_unvetted_env(job.env, allow_env, job.template)
         safety.refuse_links(workdir)
         lock.acquire()
     except LocalRunError as exc:
