@@ -294,6 +294,24 @@ def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say
 
 
+def test_running_counts_processes_only_where_a_launcher_starts_them(job):
+    plain = job(command=["python", "train.py"], args=[])  # 2 nodes x nprocPerNode 2, no launcher
+    running = step(plain, pods(["Running", "Running"]), step(plain, [], None).status).status
+    assert running["message"] == "all 2 nodes running (python once per node, world size 4)"
+    launched = step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status
+    assert launched["message"] == "all 2 nodes running (4 processes)"
+
+
+def test_backend_auto_falling_back_to_gloo_on_a_gpu_job_is_said_once(job):
+    j = job(gpusPerNode=1, nprocPerNode=2)
+    first = step(j, [], None)
+    assert [(e.type, e.reason) for e in first.events] == [("Normal", "BackendGloo")]
+    assert first.events[0].message.startswith("spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s)")
+    assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
+    assert step(job(gpusPerNode=2, nprocPerNode=2), [], None).events == ()  # nccl: nothing to say
+    assert step(job(gpusPerNode=1, nprocPerNode=2, backend="gloo"), [], None).events == ()  # asked for
+
+
 CUDA_LOG = ("[rank0]: starting\nTraceback (most recent call last):\n  File \"/app/errors.py\", line 3, in <module>\n"
             "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device\n")
 

@@ -233,9 +233,14 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     earlier = previous_run(workdir)
     if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
             and any(runner.checkpoint_dir.glob("*")):
-        runner.log(f"this job ran here before ({earlier['phase']} at {earlier.get('completionTime', '?')}); "
-                   f"the trainer resumes from its checkpoints in {runner.checkpoint_dir} and may finish at once. "
-                   "`ddpjob run --fresh` starts from scratch")
+        when = earlier.get("completionTime", "?")
+        if earlier["phase"] == lifecycle.SUCCEEDED:
+            runner.log(f"this job already Succeeded here (at {when}): the trainer resumes from its final checkpoint "
+                       f"in {runner.checkpoint_dir}, so training is complete and nothing is left to train. "
+                       "`ddpjob run --fresh` starts over")
+        else:
+            runner.log(f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
+                       f"checkpoints in {runner.checkpoint_dir}. `ddpjob run --fresh` starts over")
     try:
         status = runner.run()
     except LocalRunError as exc:
