@@ -15,7 +15,7 @@ import yaml
 
 from ddpjob import render
 from ddpjob.api import spec
-from ddpjob_devcluster.admission import podsecurity, podvalidation, quota
+from ddpjob_devcluster.apiserver.admission import podsecurity, podvalidation, quota
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml").read_text())

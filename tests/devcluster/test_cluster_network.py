@@ -1,4 +1,4 @@
-"""The demo cluster's network namespace (`cluster_network.py`): Pod addresses an
+"""The demo cluster's network namespace (`demo/network.py`): Pod addresses an
 EndpointSlice may hold, a probe that changes nothing when the namespace cannot be made,
 and the relay that publishes the API server's port on the host's loopback.
 
@@ -15,8 +15,8 @@ import textwrap
 
 import pytest
 
-from ddpjob_devcluster import cluster_network
-from ddpjob_devcluster.cluster import ROOT
+from ddpjob_devcluster.demo import network as cluster_network
+from ddpjob_devcluster.clusters.client import ROOT
 
 
 def test_pod_addresses_come_in_turn_from_the_pod_cidr_and_wrap_around() -> None:
@@ -43,7 +43,7 @@ def test_a_probe_that_fails_leaves_this_process_on_the_hosts_network(monkeypatch
 
 RELAYED = textwrap.dedent('''
     import socket, sys
-    from ddpjob_devcluster import cluster_network
+    from ddpjob_devcluster.demo import network as cluster_network
     relay = cluster_network.Relay()
     why = cluster_network.enter()
     if why:

@@ -11,7 +11,7 @@ import sys
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import wait_until
+from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.controlplane import build
 from ddpjob_devcluster.controlplane.node import NodeAgent, NodeShape
 from ddpjob_devcluster.controlplane.process import Component, StartFailure

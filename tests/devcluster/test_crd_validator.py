@@ -1,11 +1,11 @@
-"""ddpjob_devcluster/crd_validator.py: the stand-in for the API server must itself be right."""
+"""ddpjob_devcluster/apiserver/crd_validator.py: the stand-in for the API server must itself be right."""
 
 import copy
 
 import pytest
 
 from tests.conftest import load_example
-from ddpjob_devcluster.crd_validator import CRDValidator, load
+from ddpjob_devcluster.apiserver.crd_validator import CRDValidator, load
 
 
 def make_crd(spec_schema: dict, root_rules: list | None = None) -> CRDValidator:

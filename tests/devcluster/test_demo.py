@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from ddpjob.local.container import kill_with_env, pids_with_env
-from ddpjob_devcluster.cluster import BIN, ROOT, wait_until
+from ddpjob_devcluster.clusters.client import BIN, ROOT, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -123,7 +123,7 @@ def test_the_emulator_demo_builds_no_control_plane() -> None:
 def test_a_gpu_job_on_the_default_emulator_demo_waits_pending_with_the_schedulers_reason(tmp_path: pathlib.Path) -> None:
     """No GPU Node (the default): the job's Pods are not placed, so nothing runs and
     crash-loops (`DDPJOB_BACKEND=nccl but this process has no CUDA device`)."""
-    from ddpjob_devcluster import demo
+    from ddpjob_devcluster.demo import main as demo
 
     with demo.make_cluster(demo.parse_args(['--backend', 'emulator']), tmp_path / 'demo') as cluster:
         cluster.create_job({'apiVersion': 'ddpjob.io/v1alpha1', 'kind': 'DDPJob', 'metadata': {'name': 'gpu'},

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob_devcluster import elastic_scenario
-from ddpjob_devcluster.cluster import LocalCluster
+from ddpjob_devcluster.scenarios import elastic as elastic_scenario
+from ddpjob_devcluster.clusters.local import LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -1,4 +1,4 @@
-"""kopf against the emulator through ddpjob_devcluster.operator_runner."""
+"""kopf against the emulator through ddpjob_devcluster.clusters.operator_runner."""
 from __future__ import annotations
 
 import pathlib
@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from tests.devcluster.emulator_helpers import widget
-from ddpjob_devcluster.operator_runner import run_operator, wait_for
+from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
 
 HANDLERS = pathlib.Path(__file__).with_name('kopf_handlers_widgets.py')
 

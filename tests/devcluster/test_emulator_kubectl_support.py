@@ -9,9 +9,9 @@ import time
 import kubernetes
 import pytest
 
-from ddpjob_devcluster import logs as pod_logs
-from ddpjob_devcluster import tables
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver import pod_logs
+from ddpjob_devcluster.apiserver import tables
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from tests.devcluster.emulator_helpers import WIDGET_CRD, widget
 
 TABLE = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}

@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from tests.support.kubelet import set_pod_status
 
 

@@ -7,8 +7,9 @@ import pytest
 from kubernetes.client import ApiException
 
 from tests.devcluster.emulator_helpers import collect_events
-from ddpjob_devcluster.emulator import KubeEmulator, RecordedRequest
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.request_log import RecordedRequest
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 
 
 def test_request_log_uses_rbac_verbs(core, emulator: KubeEmulator):

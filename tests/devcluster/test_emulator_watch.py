@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import ApiException
 
-from ddpjob_devcluster.operator_runner import wait_for
-from ddpjob_devcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
+from ddpjob_devcluster.clusters.operator_runner import wait_for
+from ddpjob_devcluster.apiserver.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 from tests.devcluster.emulator_helpers import collect_events
 

@@ -1,10 +1,10 @@
 """Two 4-node jobs on six 1-GPU nodes, the whole system (emulator, scheduler, operator
 process, process kubelet): without gang scheduling they deadlock with 6 GPUs held idle;
-with the native PodGroup both finish, one after the other (ddpjob_devcluster.gang_scenario)."""
+with the native PodGroup both finish, one after the other (ddpjob_devcluster.scenarios.gang)."""
 
 import pytest
 
-from ddpjob_devcluster import gang_scenario
+from ddpjob_devcluster.scenarios import gang as gang_scenario
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -18,9 +18,10 @@ import pytest
 from ddpjob import render
 from ddpjob.api import spec
 from ddpjob.local.container import Terminated
-from ddpjob_devcluster.kubelet import ProcessKubelet
-from ddpjob_devcluster.kubelet_status import Container
-from ddpjob_devcluster.cluster import ClusterEmulator, wait_until
+from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
+from ddpjob_devcluster.kubelet.status import Container
+from ddpjob_devcluster.clusters.local import ClusterEmulator
+from ddpjob_devcluster.clusters.client import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -3,7 +3,7 @@ kubelet) read it: whole lines while the container runs, its last partial line on
 exited, and the end of the stream after that."""
 from __future__ import annotations
 
-from ddpjob_devcluster.logs import LogReader
+from ddpjob_devcluster.apiserver.pod_logs import LogReader
 
 
 def test_a_followed_log_gives_whole_lines_then_the_rest_once_exited(tmp_path) -> None:

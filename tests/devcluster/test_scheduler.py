@@ -4,10 +4,10 @@ Pods left alone, and the native PodGroup placed all or nothing."""
 
 import pytest
 
-from ddpjob_devcluster.emulator import KubeEmulator
-from ddpjob_devcluster.node_fit import fit_error
-from ddpjob_devcluster.scheduler import (NODES, POD_GROUPS, PODS, PROTECTION_FINALIZER, NodeSpec, Scheduler, gpu_nodes,
-                                         serve_native_pod_groups)
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.scheduler.node_fit import fit_error
+from ddpjob_devcluster.scheduler.scheduler import (NODES, POD_GROUPS, PODS, PROTECTION_FINALIZER, NodeSpec, Scheduler,
+                                                   gpu_nodes, serve_native_pod_groups)
 
 INSUFFICIENT_GPU = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
 

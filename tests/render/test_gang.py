@@ -13,7 +13,7 @@ from ddpjob.api.scheduling import GANGS
 from ddpjob.api.spec import parse_job
 from ddpjob.render import gang, gangs
 from ddpjob.render.gangs import coscheduling, kueue, volcano
-from ddpjob_devcluster.crd_validator import CRDValidator
+from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
 
 ROOT = Path(__file__).resolve().parents[2]
 # Beside the checkout (../shared); a git worktree under ../wt/<name> looks one level higher.
