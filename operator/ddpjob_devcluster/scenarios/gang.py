@@ -15,7 +15,7 @@ Each Pod runs a tiny rendezvous (rank 0 waits for every peer to connect, then al
 
 `idle GPU-seconds`: for every binding, the time from the Pod being bound to its gang being
 complete (or to the end of the run if it never is), times the Pod's GPUs.
-Used by tests/devcluster/test_gang_deadlock.py and benchmarks/gang_deadlock.py.
+Used by tests/devcluster/scenarios/test_gang_deadlock.py and benchmarks/gang_deadlock.py.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from kmock._internal import references
 from ddpjob_devcluster.apiserver import openapi
 from ddpjob_devcluster.clusters.local import ClusterEmulator, serve_empty_openapi
 from ddpjob_devcluster.controlplane.build import KUBERNETES
-from tests.devcluster.test_emulator_kubectl import KUBECTL
+from tests.devcluster.apiserver.test_emulator_kubectl import KUBECTL
 from tests.conftest import project_crd
 
 pytestmark = pytest.mark.timeout(120)

@@ -17,7 +17,7 @@ from ddpjob import render
 from ddpjob.api import spec
 from ddpjob_devcluster.apiserver.admission import podsecurity, podvalidation, quota
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml").read_text())
 JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "j", "namespace": "ns1"},
        "spec": {"image": "img", "nodes": 2}}
