@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ddpjob import text
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
-from ddpjob.job.conditions import build_conditions
+from ddpjob.job.conditions import build_conditions, set_condition
 from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, Observed, Plan
 from ddpjob.job.observe import PodState
 from ddpjob.times import parse_time
@@ -37,29 +37,12 @@ STUCK_MARGIN = timedelta(seconds=30)
 ROUNDING = timedelta(seconds=1)  # status times have whole seconds (step.ROUNDING)
 
 
-def _set_condition(conditions: list[Mapping[str, Any]] | None, status: str, reason: str, message: str,
-                   now: str) -> list[dict[str, Any]]:
-    out, found = [], False
-    for c in conditions or []:
-        c = dict(c)
-        if c.get("type") == PODS_CREATED:
-            found = True
-            if c.get("status") != status:
-                c["lastTransitionTime"] = now
-            c.update(status=status, reason=reason, message=message)
-        out.append(c)
-    if not found:
-        out.append({"type": PODS_CREATED, "status": status, "reason": reason, "message": message,
-                    "lastTransitionTime": now})
-    return out
-
-
 def refused_status(status: Mapping[str, Any], reason: str, message: str, created: int, wanted: int,
                    now: str) -> dict[str, Any]:
     """The status of a job whose creates are refused: it waits, and says why."""
     waiting = f"{created}/{wanted} Pods created; waiting: {message}"
     return {**status, "message": waiting,
-            "conditions": _set_condition(status.get("conditions"), "False", reason, message, now)}
+            "conditions": set_condition(status.get("conditions"), PODS_CREATED, "False", reason, message, now)}
 
 
 def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
@@ -70,7 +53,7 @@ def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     if not any(c.get("type") == PODS_CREATED and c.get("status") == "False"
                and str(c.get("message")) not in str(status.get("message")) for c in conditions):
         return dict(status)
-    return {**status, "conditions": _set_condition(conditions, "True", "Created", "all Pods created", now)}
+    return {**status, "conditions": set_condition(conditions, PODS_CREATED, "True", "Created", "all Pods created", now)}
 
 
 def failed_status(previous: Mapping[str, Any], reason: str, message: str, generation: int,
@@ -80,7 +63,7 @@ def failed_status(previous: Mapping[str, Any], reason: str, message: str, genera
     st = {**dict(previous), "phase": FAILED, "message": message, "readyNodes": 0,
           "observedGeneration": generation, "restarts": int(previous.get("restarts", 0)), "completionTime": now}
     conditions = build_conditions(previous.get("conditions"), FAILED, "PodInvalid", message, now)
-    st["conditions"] = _set_condition(conditions, "False", reason, message, now)
+    st["conditions"] = set_condition(conditions, PODS_CREATED, "False", reason, message, now)
     return st
 
 

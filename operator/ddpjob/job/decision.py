@@ -76,6 +76,9 @@ class GangSaid:
     held: str  # the PodScheduled reason of the Pods it speaks for
     words: str
     reason: str | None = None  # its own GangScheduled reason (Kueue: Queued); None: the Pods' stays
+    # Its words replace the Pods' (a gate's say only that it is closed), else they go
+    # before them (a scheduler's say what it found).
+    replaces: bool = False
 
 
 @dataclass(frozen=True)

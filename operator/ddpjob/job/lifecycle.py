@@ -33,8 +33,8 @@ from typing import Any, Mapping
 
 from ddpjob.api.spec import DDPJob
 from ddpjob import text
-from ddpjob.job import (count_writes, creation, deadline, elastic, failure, invalid_spec, scheduling, stall, success,
-                        suspend)
+from ddpjob.job import (count_writes, creation, deadline, elastic, failure, gang_wait, invalid_spec, scheduling, stall,
+                        success, suspend)
 from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING, SUCCEEDED, SUSPENDED, Event,
                                  Observed, Plan)
 from ddpjob.job.invalid_spec import invalid_status
@@ -50,7 +50,7 @@ def decide(observed: Observed) -> Plan:
     """The whole next step of one job."""
     if observed.errors or observed.job is None:
         return _bounded(invalid_spec.plan(observed))
-    step = Step(observed)
+    step = Step(observed, gang_wait.of(observed))
     decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or elastic.plan(step)
                or failure.plan(step)
                or success.plan(step) or creation.held(step) or failure.backing_off(step)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from ddpjob import progress_record, times
+from ddpjob.job.conditions import find, set_condition
 
 STALLED = "Stalled"
 MAX_SECONDS = 10 * 365 * 86400  # a number of seconds past this is a lie, not a job
@@ -131,22 +132,15 @@ def check(timeout: int | None, progress: ProgressState | None, restarts: int, wo
             f"{ranks}")
 
 
-def conditions(built: list[dict], previous: list[Mapping] | None, stalled: str | None, advancing: bool,
-               now: str) -> list[dict]:
-    """`built` (the phase conditions) plus a `Stalled` condition: True when this step found a
-    stall, False once a later attempt advances again, otherwise as it was."""
-    old = next((dict(c) for c in previous or [] if c.get("type") == STALLED), None)
-    built = [c for c in built if c.get("type") != STALLED]  # build_conditions keeps other types as they were
+def conditions(built: list[dict], stalled: str | None, advancing: bool, now: str) -> list[dict]:
+    """`built` (the step's conditions, a `Stalled` one kept as it was) with `Stalled` set:
+    True when this step found a stall, False once a later attempt advances again."""
+    old = find(built, STALLED)
     if stalled is not None:
-        changed = old is None or old.get("status") != "True"
-        cond = {"type": STALLED, "status": "True", "reason": STALLED, "message": stalled,
-                "lastTransitionTime": now if changed else old.get("lastTransitionTime", now)}
-    elif old is not None and advancing and old.get("status") == "True":
-        cond = {"type": STALLED, "status": "False", "reason": "Progressing",
-                "message": "the progress record advances again", "lastTransitionTime": now}
-    else:
-        cond = old
-    return built + ([cond] if cond else [])
+        return set_condition(built, STALLED, "True", STALLED, stalled, now)
+    if old is not None and advancing and old.get("status") == "True":
+        return set_condition(built, STALLED, "False", "Progressing", "the progress record advances again", now)
+    return built
 
 
 def _time(seconds: float) -> str:

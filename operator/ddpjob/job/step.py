@@ -1,6 +1,7 @@
 """One step of the job logic, as every policy reads it: the observation sorted once (the
-current attempt's Pods, leftovers, live ones), the timers, and `status()`, which builds a
-whole new status (counts, resolved values, conditions, progress) for a phase.
+current attempt's Pods, leftovers, live ones), the gang's wait (observed before the step:
+gang_wait.py), the timers, and `status()`, which builds a whole new status (counts,
+resolved values, conditions, progress) for a phase.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ddpjob.api.spec import DDPJob
-from ddpjob.job import scheduling, stall
+from ddpjob.job import stall
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.decision import LIVE_POD_PHASES, PENDING, RUNNING, Event, Observed
+from ddpjob.job.gang_wait import GangWait
+from ddpjob.job.observe import attempt_pods
 from ddpjob.times import format_time, parse_time
 
 # Status times have whole seconds (format_time drops the fraction), so a time read back
@@ -26,7 +29,7 @@ def resolved(job: DDPJob) -> dict[str, Any]:
 
 
 class Step:
-    def __init__(self, observed: Observed):
+    def __init__(self, observed: Observed, gang_wait: GangWait):
         job = observed.job
         assert job is not None  # an unparsed spec is invalid_spec's, before any Step
         self.observed, self.job = observed, job
@@ -36,8 +39,7 @@ class Step:
         self.now: datetime = observed.now
         self.now_s = format_time(observed.now)
         pods = list(observed.pods)
-        self.current = {p.node_rank: p for p in pods
-                        if not p.leftover and p.restart_count == self.restarts and p.node_rank < job.nodes}
+        self.current = attempt_pods(pods, self.restarts, job.nodes)
         self.leftover = [p for p in pods if p.leftover or p.restart_count != self.restarts
                          or p.node_rank >= job.nodes]
         # Pods of an earlier DDPJob of this name (another uid) are never touched: the garbage
@@ -48,8 +50,7 @@ class Step:
         progress = observed.progress
         self.progress = progress if progress is not None and progress.restart_count == self.restarts else None
         self.stalled: str | None = None  # set by the failure policy when the gang hangs
-        self.gang_wait = scheduling.observe(job, self.current, self.prev.get("conditions"), self.now, self.now_s,
-                                           observed.gang_said)
+        self.gang_wait = gang_wait
         # The step that finishes a job must also wake it when its TTL is due.
         self.ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
 
@@ -74,9 +75,9 @@ class Step:
               "scheduledNodes": self.gang_wait.scheduled,
               "observedGeneration": job.generation, **resolved(job), **changes}
         st["conditions"] = stall.conditions(
-            scheduling.with_condition(build_conditions(prev.get("conditions"), phase, reason, message, self.now_s),
-                                      prev.get("conditions"), self.gang_wait),
-            prev.get("conditions"), self.stalled,
+            self.gang_wait.conditions(build_conditions(prev.get("conditions"), phase, reason, message, self.now_s),
+                                      self.now_s),
+            self.stalled,
             phase == RUNNING and progress is not None and progress.record is not None
             and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
         attempt = int(st.get("restarts") or 0)  # the attempt this status is about (a restart moves it on)

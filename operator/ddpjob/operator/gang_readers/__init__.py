@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from ddpjob.api import names
 from ddpjob.job.decision import GangSaid
 from ddpjob.job.observe import PodState
+from ddpjob.job.queue_wait import gated_by_queue
 from ddpjob.operator.gang_readers import kueue, volcano
 from ddpjob.operator.gang_readers.base import Reader
 from ddpjob.operator.kube import APIError, Kube, NotFound
@@ -55,7 +56,7 @@ class GangReaders:
         reader, attempt = found
         group = names.pod_group_name((body.get("metadata") or {}).get("name") or "", attempt)
         said = await self._read(reader, job.key[0], group)
-        job.gang_said = GangSaid(attempt, reader.held, said[1], said[0]) if said else None
+        job.gang_said = GangSaid(attempt, reader.held, said[1], said[0], gated_by_queue(reader.held)) if said else None
         job.gang_reads += 1
         return reader.recheck.delay(job.gang_reads, random.random())
 
