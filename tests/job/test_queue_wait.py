@@ -2,12 +2,11 @@
 gate's. Pure: a Workload and Pods as plain data."""
 
 from ddpjob.job.observe import PodState
-from ddpjob.job.queue_wait import REASON, waiting_reason
+from ddpjob.api.gangs.kueue import GATED, REASON, waiting_reason
 from tests.job.test_gang_waiting import condition
 from tests.job.test_lifecycle import T0, job  # noqa: F401 (fixture)
 from ddpjob.job import lifecycle
 from ddpjob.job.decision import GangSaid, Observed
-from ddpjob.job.queue_wait import GATED
 
 NO_QUOTA = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, "
             "2 more needed")

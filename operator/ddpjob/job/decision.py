@@ -71,7 +71,8 @@ class RefusedCreates:
 @dataclass(frozen=True)
 class GangSaid:
     """What the gang's scheduler or queue says of the attempt's held Pods that they do not
-    carry (a Kueue Workload's reason, a Volcano queue's verdict: operator/gang_readers/)."""
+    carry (a Kueue Workload's reason, a Volcano queue's verdict), read as its description
+    (api/gangs/) says by the operator's gang reader."""
     attempt: int
     held: str  # the PodScheduled reason of the Pods it speaks for
     words: str

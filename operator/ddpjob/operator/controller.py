@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ddpjob.api import spec
 from ddpjob.job import lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
+from ddpjob.job.observe import PodState
 from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube, job_path
@@ -31,7 +32,7 @@ from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator import observer
 from ddpjob.operator.progress import ProgressPoller, Target
-from ddpjob.operator.gang_readers import GangReaders
+from ddpjob.operator.gang_reader import GangReader
 from ddpjob.operator.status_writes import StatusChanged, StatusWriter
 from ddpjob.operator.workqueue import WorkQueue
 
@@ -81,7 +82,7 @@ class Controller:
         self.metrics = metrics or OperatorMetrics(self.phases)
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event)
         self.status_writer = StatusWriter(kube, job_body)
-        self.gang_readers = GangReaders(kube)
+        self.gang_reader = GangReader(kube)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
                                on_done=self.metrics.reconcile_seconds.observe)
 
@@ -93,7 +94,7 @@ class Controller:
 
     @kube.setter
     def kube(self, kube: Kube) -> None:
-        self.children.kube = self.status_writer.kube = self.gang_readers.kube = kube
+        self.children.kube = self.status_writer.kube = self.gang_reader.kube = kube
 
     @property
     def gang(self) -> GangSupport:
@@ -164,20 +165,24 @@ class Controller:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if job.uid != uid:
             job.reset(uid)
+        # The Pods as this pass sees them: the index corrected by the expectations, once.
+        pods = indexed_pods(job, self.pods_of(*key), uid)
+        parsed, errors = observer.parse(job, body, self.template_allow)
         # What a gang's scheduler or queue says of Pods it holds is part of the observation.
-        read_in = await self.gang_readers.read(job, body, indexed_pods(job, self.pods_of(*key), uid))
+        read_in = await self.gang_reader.read(job, None if errors else parsed, pods)
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
-        observed = self._observe(job, body)
+        observed = self._observe(job, body, pods, parsed, errors)
         after = await self._act(job, body, observed, lifecycle.decide(observed))
         if key not in self._jobs or read_in is None:
             return after
         return read_in if after is None else min(after, read_in)
 
-    def _observe(self, job: JobMemory, body: Mapping[str, Any]) -> Observed:
+    def _observe(self, job: JobMemory, body: Mapping[str, Any], pods: list[PodState], parsed: spec.DDPJob | None,
+                 errors: tuple[str, ...]) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
-        observed = observer.observe(job, body, self.pods_of(*job.key), self.clock(), self.template_allow,
-                                    self.gang, progress, self.monotonic())
+        observed = observer.observe(job, body, pods, (parsed, errors), self.clock(), self.gang, progress,
+                                    self.monotonic())
         self._phases[job.key] = observed.previous.get("phase") or lifecycle.PENDING
         return observed
 
@@ -231,7 +236,7 @@ class Controller:
         if plan.status.get("phase") != lifecycle.RUNNING or parsed is None:
             self.poller.unwatch(job.key)
             return
-        ips = {p.node_rank: p.ip for p in indexed_pods(job, self.pods_of(*job.key), job.uid or "")
+        ips = {p.node_rank: p.ip for p in observed.pods
                if p.restart_count == plan.restart_count and not p.leftover}
         self.poller.watch(job.key, Target(plan.restart_count, tuple(ips.get(r) for r in range(parsed.nodes)),
                                           parsed.stall_timeout_seconds, world_size=parsed.world_size))
