@@ -113,3 +113,19 @@ def test_unregistered_it_is_unknown_everywhere() -> None:
             settings.from_env({settings.GANG_INTEGRATIONS_ENV: "fakegang"})
     finally:
         gangs.register(fake_gang.INTEGRATION)
+
+
+def test_a_gang_restart_deletes_the_ended_attempts_group_and_keeps_the_new_one_by_its_own_name() -> None:
+    c, _, _, index = make(body())
+    c.kube = kube = GangObjects({})
+    run(c)
+    status = [p for kind, p in kube.calls if kind == "status"][-1]
+    index["body"] = {**body(), "status": {**status, "phase": "Running"}}
+    c._jobs[("ns", "j")].status = None
+    index["pods"] = [pod(0), pod(1, "Failed", exit_code=3)]
+    run(c)  # Restarting: attempt 1
+    index["pods"] = []
+    run(c)  # attempt 1's group and Pods are made
+    assert [name for kind, name in kube.calls if kind == "create"].count("j-gang1") == 1
+    assert kube.deleted[-1:] == [object_path(fake_gang.API, "Gang", "ns", "j-gang0")]
+    assert set(c._jobs[("ns", "j")].pod_groups) == {"j-gang1"}  # the live attempt's is kept

@@ -60,3 +60,26 @@ def test_a_hostile_value_is_shown_bounded() -> None:
     with pytest.raises(settings.SettingsError) as err:
         settings.from_env({settings.METRICS_PORT_ENV: "9" * 10_000})
     assert len(str(err.value)) < 300
+
+
+def test_ddpjob_operator_hands_its_flags_to_the_operator_as_settings_not_through_the_environment(
+        monkeypatch, capsys) -> None:
+    import os
+
+    from ddpjob import cli
+    from ddpjob.operator import main as operator_main
+    given: list = []
+    monkeypatch.setattr(operator_main, "run_operator", lambda **kw: given.append(kw))
+    monkeypatch.setenv(settings.PROGRESS_INTERVAL_ENV, "7")
+    monkeypatch.delenv(settings.TEMPLATE_ALLOW_ENV, raising=False)
+    before = dict(os.environ)
+    assert cli.main(["operator", "-n", "ns", "--standalone", "--template-allow", "hostPath",
+                     "--metrics-port", "9099"]) == 0
+    config = given[0]["settings"]
+    assert config.template_allow == {"hostPath"} and config.progress_interval == 7.0  # flags and environment
+    assert given[0]["metrics_port"] == 9099 and dict(os.environ) == before  # nothing written into it
+    # A bad setting is one line, and nothing starts.
+    monkeypatch.setenv(settings.PROGRESS_INTERVAL_ENV, "soon")
+    assert cli.main(["operator", "--standalone"]) == 2 and len(given) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {settings.PROGRESS_INTERVAL_ENV}='soon' is not a number"]

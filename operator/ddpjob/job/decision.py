@@ -83,6 +83,14 @@ class GangSaid:
 
 
 @dataclass(frozen=True)
+class ForceDelete:
+    """A Pod stuck terminating that no kubelet will confirm: deleted with grace 0."""
+    pod: str
+    uid: str | None  # the precondition: only this very Pod
+    message: str  # the ForceDeleted Event, posted once the delete went through
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything one step of the job logic may look at."""
     job: DDPJob | None  # None: the spec does not parse (see errors)
@@ -100,6 +108,10 @@ class Observed:
     gang_said: GangSaid | None = None  # of this attempt's held Pods, when read
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
+    # The Nodes of Pods stuck terminating (creation.stuck_pods), by name: the status of their
+    # Ready condition ("True", "False", "Unknown", "" without one), None for a Node that is gone.
+    nodes: Mapping[str, str | None] = field(default_factory=dict)
+    pod_groups: tuple[str, ...] = ()  # the PodGroups this job's attempts made that still exist
 
 
 @dataclass(frozen=True)
@@ -110,10 +122,10 @@ class Plan:
     delete_job: bool = False  # ttlSecondsAfterFinished has passed
     requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
     events: tuple[Event, ...] = field(default_factory=tuple)
-    # Pods past their grace period plus STUCK_MARGIN, still terminating: (pod, node). The
-    # operator force-deletes one only when its node is gone or NotReady (its kubelet can
-    # no longer confirm); on a Ready node it waits for the kubelet.
-    stuck: tuple[tuple[str, str], ...] = ()
+    # Pods past their grace period plus STUCK_MARGIN, still terminating, whose Node is gone
+    # or not Ready (its kubelet can no longer confirm); on a Ready Node the kubelet is waited for.
+    force_delete: tuple[ForceDelete, ...] = ()
+    delete_pod_groups: tuple[str, ...] = ()  # PodGroups of attempts that ended
     # False when the plan creates: the status that holds is the next step's, which sees
     # the new Pods. A writer that pays per write (the operator) writes that one instead,
     # with this step's events; `ddpjob run` may keep this one.

@@ -95,7 +95,8 @@ def plan(step: "Step") -> Plan | None:
     create = tuple(r for r in missing if not waits[r])
     later = min((w for w in waits.values() if w), default=None)
     return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
-                create=create, delete=tuple(p.name for p in lost + above if not p.deleting), stuck=stuck,
+                create=create, delete=tuple(p.name for p in lost + above if not p.deleting),
+                force_delete=creation.force_deletes(step, stuck),
                 requeue_after=step.earliest(step.deadline_in, wake, later), write_status=not create)
 
 

@@ -49,13 +49,21 @@ __all__ = ["PENDING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "SUSPENDED
 def decide(observed: Observed) -> Plan:
     """The whole next step of one job."""
     if observed.errors or observed.job is None:
-        return _bounded(invalid_spec.plan(observed))
+        return _bounded(_ended_groups(observed, invalid_spec.plan(observed)))
     step = Step(observed, gang_wait.of(observed))
     decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or elastic.plan(step)
                or failure.plan(step)
                or success.plan(step) or creation.held(step) or failure.backing_off(step)
                or creation.running(step) or scheduling.timed_out(step) or creation.start(step))
-    return _bounded(_settle(step, decided))
+    return _bounded(_ended_groups(observed, _settle(step, decided)))
+
+
+def _ended_groups(observed: Observed, plan: Plan) -> Plan:
+    """A plan that writes its status also deletes the PodGroups of attempts that ended (a
+    plan that creates leaves it to the next step, which writes)."""
+    if not plan.write_status or plan.delete_job or not observed.pod_groups:
+        return plan
+    return replace(plan, delete_pod_groups=scheduling.ended_pod_groups(observed, plan.status))
 
 
 def _bounded(plan: Plan) -> Plan:

@@ -1,23 +1,25 @@
 """Scheduling policy: what a gang's wait to be placed (gang_wait.py, observed before the
 step) decides. Waiting is reported, never failed, unless the user set
 `onScheduleTimeout: Fail` (`timed_out`); a gang whose integration is off or not
-installed, or whose PodGroup is still going away, waits with backoff (`blocked`).
+installed, or whose PodGroup is still going away, waits with backoff (`blocked`); the
+PodGroups of attempts that ended are deleted (`ended_pod_groups`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ddpjob.api import gangs
 from ddpjob.backoff import Backoff
 from ddpjob.job.conditions import set_condition
-from ddpjob.job.decision import FAILED, Event, Plan
+from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, Observed, Plan
 from ddpjob.job.gang_wait import CONDITION, TIMEOUT_REASON
 
 if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 __all__ = ["BLOCKED_BACKOFF", "CONDITION", "RECHECK_EVERY", "TIMEOUT_REASON", "UNAVAILABLE", "blocked",
-           "blocked_status", "timed_out"]
+           "blocked_status", "ended_pod_groups", "timed_out"]
 
 # The gang's integration is off in this operator, or its PodGroup API is not served.
 UNAVAILABLE = "GangIntegrationUnavailable"
@@ -54,3 +56,16 @@ def blocked(step: "Step", starting: Plan) -> Plan:
     return Plan(status=status, events=events, gang_blocked=True,
                 requeue_after=BLOCKED_BACKOFF.delay(waits, observed.jitter),
                 check_gang_apis=reason == UNAVAILABLE and waits % RECHECK_EVERY == 1)
+
+
+def ended_pod_groups(observed: Observed, status: Mapping[str, Any]) -> tuple[str, ...]:
+    """The PodGroups to delete once `status` is written: every one but the current
+    attempt's (named by the job's integration) while the job is live. Volcano reserves
+    queue capacity for a PodGroup, and a finished native or coscheduling one is never
+    placed again; a native PodGroup goes once its Pods have ended (its protection
+    finalizer)."""
+    job, keep = observed.job, None
+    integration = gangs.get(job.scheduling.gang) if job is not None else None
+    if job is not None and integration is not None and status.get("phase") in (PENDING, RUNNING, RESTARTING):
+        keep = integration.group_name(job, int(status.get("restarts", 0)))
+    return tuple(name for name in observed.pod_groups if name != keep)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob.api import spec
-from ddpjob.job import lifecycle, observe
+from ddpjob.job import creation, lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
 from ddpjob.job.observe import PodState
 from ddpjob.operator.children import Children, indexed_pod
@@ -168,30 +168,31 @@ class Controller:
         # The Pods as this pass sees them: the index corrected by the expectations, once.
         pods = indexed_pods(job, self.pods_of(*key), uid)
         parsed, errors = observer.parse(job, body, self.template_allow)
-        # What a gang's scheduler or queue says of Pods it holds is part of the observation.
+        # What a gang's scheduler or queue says of Pods it holds, and the Nodes of Pods
+        # stuck terminating, are part of the observation.
         read_in = await self.gang_reader.read(job, None if errors else parsed, pods)
+        nodes = await self.children.read_nodes(n for _, n in creation.stuck_pods(pods, self.clock())[0])
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
-        observed = self._observe(job, body, pods, parsed, errors)
+        observed = self._observe(job, body, pods, parsed, errors, nodes)
         after = await self._act(job, body, observed, lifecycle.decide(observed))
         if key not in self._jobs or read_in is None:
             return after
         return read_in if after is None else min(after, read_in)
 
     def _observe(self, job: JobMemory, body: Mapping[str, Any], pods: list[PodState], parsed: spec.DDPJob | None,
-                 errors: tuple[str, ...]) -> Observed:
+                 errors: tuple[str, ...], nodes: dict[str, str | None]) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
         observed = observer.observe(job, body, pods, (parsed, errors), self.clock(), self.gang, progress,
-                                    self.monotonic())
+                                    self.monotonic(), nodes)
         self._phases[job.key] = observed.previous.get("phase") or lifecycle.PENDING
         return observed
 
     async def _act(self, job: JobMemory, body: Mapping[str, Any], observed: Observed, plan: Plan) -> float | None:
-        """Carry out the plan: force deletes, the status (first: if it fails, nothing is
-        deleted and no restart is lost), deletes, PodGroups, Events, creates."""
+        """Carry out the plan, deciding nothing: force deletes, the status (first: if it
+        fails, nothing is deleted and no restart is lost), deletes, PodGroups, Events, creates."""
         ns, name = job.key
-        if plan.stuck:
-            await self.children.force_delete_lost(job, body, plan.stuck, observed.pods)
+        await self.children.force_delete(job, body, plan.force_delete)
         if not plan.keep_refusal:
             job.backoff.clear()
         if plan.gang_blocked:
@@ -206,7 +207,7 @@ class Controller:
             self.forget(ns, name)
             return None
         if plan.write_status:  # else the next step, which sees the creates, says it
-            await self.children.delete_pod_groups(job, ns, plan.status)
+            await self.children.delete_pod_groups(job, ns, plan.delete_pod_groups)
             self._post(body, plan.events)
         if plan.check_gang_apis:
             await self.gang.check_apis(self.kube.served)
