@@ -186,7 +186,27 @@ def test_finished_job_stays_finished(job):
     j = job()
     failed = {"phase": "Failed", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
     p = step(j, pods(["Failed", "Running"]), failed)
-    assert p.status == failed and p.delete == ("demo-1",) and p.create == ()
+    assert p.status == {**failed, "readyNodes": 0, "nodes": "0/2"} and p.delete == ("demo-1",) and p.create == ()
+
+
+def test_nodes_and_ready_nodes_say_no_pod_runs_once_the_job_failed_or_stopped(job):
+    j = job(restartPolicy="Never")
+    # One member exits 3, the other still runs: the job fails, and the survivor is stopped.
+    failing = step(j, pods(["Running", "Failed"], extra={1: {"exit_code": 3}}), running_status(j))
+    assert failing.status["phase"] == "Failed" and failing.delete == ("demo-0",)
+    assert (failing.status["readyNodes"], failing.status["nodes"]) == (0, "0/2")
+    # A status written before this rule (1/2 while no Pod ran) is put right.
+    stale = {**failing.status, "readyNodes": 1, "nodes": "1/2"}
+    assert (step(j, [], stale).status["readyNodes"], step(j, [], stale).status["nodes"]) == (0, "0/2")
+    # A job that succeeded says how many of its nodes did.
+    done = step(j, pods(["Succeeded", "Succeeded"]), running_status(j)).status
+    assert done["phase"] == "Succeeded" and (done["readyNodes"], done["nodes"]) == (2, "2/2")
+    suspended = step(job(suspend=True), pods(["Running", "Running"]), running_status(j)).status
+    assert (suspended["phase"], suspended["readyNodes"], suspended["nodes"]) == ("Suspended", 0, "0/2")
+    # `ddpjob run` stopped by Ctrl-C: the same counts beside its Failed phase.
+    stopped = lifecycle.interrupted(running_status(j), 2, T0)
+    assert (stopped["phase"], stopped["readyNodes"], stopped["nodes"]) == ("Failed", 0, "0/2")
+    assert {c["type"]: c["status"] for c in stopped["conditions"]} == {"Running": "False", "Failed": "True"}
 
 
 def test_pod_state_reads_a_pod_body():

@@ -27,6 +27,7 @@ from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions, set_condition
 from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Observed, Plan
 from ddpjob.job.observe import PodState
+from ddpjob.job.step import stopped_counts
 from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def failed_status(previous: Mapping[str, Any], reason: str, message: str, genera
                   now: str) -> dict[str, Any]:
     """A permanent refusal (the API server finds the rendered Pod invalid): the job fails,
     because no retry can change the answer; the user fixes the spec."""
-    st = {**dict(previous), "phase": FAILED, "message": message, "readyNodes": 0,
+    st = {**stopped_counts(previous, None), "phase": FAILED, "message": message,
           "observedGeneration": generation, "restarts": int(previous.get("restarts", 0)), "completionTime": now}
     conditions = build_conditions(previous.get("conditions"), FAILED, "PodInvalid", message, now)
     st["conditions"] = set_condition(conditions, PODS_CREATED, "False", reason, message, now)

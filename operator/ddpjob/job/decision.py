@@ -20,6 +20,8 @@ from ddpjob.job.stall import ProgressState
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
 SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
 FINISHED = (SUCCEEDED, FAILED)
+# Stopped short of success: no member of the gang runs (what still runs is being stopped).
+HALTED = (FAILED, SUSPENDED)
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 
 

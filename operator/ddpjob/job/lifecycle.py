@@ -39,11 +39,14 @@ from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING,
                                  Observed, Plan)
 from ddpjob.job.invalid_spec import invalid_status
 from ddpjob.job.observe import PodState
-from ddpjob.job.step import Step, resolved
+from ddpjob.job.conditions import build_conditions
+from ddpjob.job.step import Step, resolved, stopped_counts
 from ddpjob.times import format_time, parse_time
 
 __all__ = ["PENDING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "SUSPENDED", "FINISHED", "Event", "Plan",
-           "Observed", "decide", "plan", "invalid_status", "resolved", "format_time", "parse_time"]
+           "Observed", "decide", "plan", "interrupted", "invalid_status", "resolved", "format_time", "parse_time"]
+
+INTERRUPTED = "interrupted by the user"
 
 
 def decide(observed: Observed) -> Plan:
@@ -89,6 +92,15 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     """`decide` for a caller that knows only the job, its Pods, its status and its progress
     (`ddpjob run`, and most tests)."""
     return decide(Observed(job=job, pods=tuple(pods), previous=dict(previous or {}), now=now, progress=progress))
+
+
+def interrupted(status: Mapping[str, Any], nodes: int, now: datetime) -> dict[str, Any]:
+    """The status of a run its user stopped (`ddpjob run`'s Ctrl-C): Failed, its conditions
+    following the phase as every other step's do (Failed=True, Running=False), and no Pod
+    running (NODES 0/nodes)."""
+    now_s = format_time(now)
+    return {**stopped_counts(status, nodes), "phase": FAILED, "message": INTERRUPTED, "completionTime": now_s,
+            "conditions": build_conditions(status.get("conditions"), FAILED, "Interrupted", INTERRUPTED, now_s)}
 
 
 def _settle(step: Step, plan: Plan) -> Plan:

@@ -7,12 +7,12 @@ resolved values, conditions, progress) for a phase.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import stall
 from ddpjob.job.conditions import build_conditions
-from ddpjob.job.decision import LIVE_POD_PHASES, PENDING, RUNNING, Event, Observed
+from ddpjob.job.decision import HALTED, LIVE_POD_PHASES, PENDING, RUNNING, Event, Observed
 from ddpjob.job.gang_wait import GangWait
 from ddpjob.job.observe import attempt_pods
 from ddpjob.times import format_time, parse_time
@@ -21,6 +21,15 @@ from ddpjob.times import format_time, parse_time
 # may be up to a second before the event. Deadlines and TTLs count from the end of that
 # second: they fire no earlier than asked (and at most a second later).
 ROUNDING = timedelta(seconds=1)
+
+
+def stopped_counts(status: Mapping[str, Any], desired: int | None) -> dict[str, Any]:
+    """`status` with the counts of a job that stopped short of success (Failed, Suspended,
+    interrupted): no Pod runs, or each one still running is being stopped, so NODES says
+    0/desired and readyNodes 0, whatever ran when it stopped. (A job that succeeded says
+    how many of its nodes did: N/N.)"""
+    desired = desired if desired is not None else status.get("desiredNodes")
+    return {**status, "readyNodes": 0, **({"nodes": f"0/{desired}"} if desired is not None else {})}
 
 
 def resolved(job: DDPJob) -> dict[str, Any]:
@@ -69,7 +78,10 @@ class Step:
     def status(self, phase: str, reason: str, message: str, **changes: Any) -> dict[str, Any]:
         """The whole status for `phase`; `changes` set (or with None drop) fields."""
         job, prev, progress = self.job, self.prev, self.progress
-        ready = sum(1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+        # Nodes running or done with success; a job stopped short of success has none
+        # (what still runs is being stopped).
+        ready = 0 if phase in HALTED else sum(
+            1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
         st = {**prev, "phase": phase, "message": message, "restarts": self.restarts,
               "readyNodes": ready, "nodes": f"{ready}/{job.nodes}", "desiredNodes": job.nodes,
               "scheduledNodes": self.gang_wait.scheduled,

@@ -22,7 +22,6 @@ import yaml
 
 from ddpjob import contract, render, text
 from ddpjob.job import elastic, lifecycle
-from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ownership, safety
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError
@@ -172,12 +171,7 @@ class LocalRunner:
     def _shutdown(self) -> dict:
         self.log("interrupted: stopping every process")
         self._stop_all()
-        now = lifecycle.format_time(datetime.now(timezone.utc))
-        message = "interrupted by the user"
-        # The conditions follow the phase, as every other step's do: Failed=True, Running=False.
-        self.status = {**self.status, "phase": lifecycle.FAILED, "message": message, "completionTime": now,
-                       "readyNodes": 0, "conditions": build_conditions(
-                           self.status.get("conditions"), lifecycle.FAILED, "Interrupted", message, now)}
+        self.status = lifecycle.interrupted(self.status, self.job.nodes, datetime.now(timezone.utc))
         return self.status
 
 
@@ -250,4 +244,4 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
         return 1
     if status.get("phase") == lifecycle.SUCCEEDED:
         return 0
-    return 130 if status.get("message") == "interrupted by the user" else 1
+    return 130 if status.get("message") == lifecycle.INTERRUPTED else 1
