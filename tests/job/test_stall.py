@@ -148,3 +148,23 @@ def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_em
     assert paused["progress"]["step"] == 40 and "eta" not in paused["progress"]
     resumed = lifecycle.plan(j, [], paused, T0 + timedelta(seconds=50)).status
     assert resumed["phase"] == "Pending" and "progress" not in resumed
+
+
+@pytest.mark.parametrize("record", [
+    {**RECORD, "step": 100},  # the last step done: evaluating, saving, tearing down
+    {**RECORD, "step": 100, "stage": "saving"},
+    {"step": 7, "stage": "exiting"},  # no total known: the trainer says so
+])
+def test_a_job_past_its_last_step_is_never_stalled(job, record):
+    j = job(stallTimeoutSeconds=10)
+    st = running(j)
+    p = lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(3600, record=record))
+    assert p.status["phase"] == "Running" and p.delete == () and p.events == ()
+    assert "Stalled" not in {c["type"] for c in p.status["conditions"]}
+
+
+def test_evaluating_or_saving_between_epochs_still_counts(job):
+    j = job(stallTimeoutSeconds=10)
+    record = {**RECORD, "stage": "evaluating"}  # step 40 of 100: training is not over
+    p = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(11, record=record))
+    assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["reason"] == "Stalled"

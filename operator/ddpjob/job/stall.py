@@ -2,8 +2,9 @@
 
 The operator (from Pod 0's /progress) and `ddpjob run` (from the files themselves) build
 the same `ProgressState`; `lifecycle.plan()` asks `check()` whether the gang has stalled:
-every Pod Running, `spec.stallTimeoutSeconds` set, and the progress record of the current
-attempt not advanced for that long. A stall is then a failure of its own (reason
+every Pod Running, `spec.stallTimeoutSeconds` set, the progress record of the current
+attempt not advanced for that long, and the record not past its last step (the trainer
+then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is then a failure of its own (reason
 `Stalled`): the gang restarts and resumes from its last checkpoint.
 """
 
@@ -125,6 +126,10 @@ def check(timeout: int | None, progress: ProgressState | None, restarts: int, wo
         # rendezvous) has its own timeouts and may take longer than a step ever should.
         return None
     if progress.seconds_since_progress < timeout:
+        return None
+    if progress_record.past_last_step(progress.record):
+        # Past its last step the program evaluates, saves and tears down: no step advances
+        # for as long as that takes, and none of it is a hang.
         return None
     _, ranks = stale_ranks(progress, world_size)
     where = f" (last: {progress_record.summary(progress.record)})"
