@@ -168,3 +168,27 @@ def test_evaluating_or_saving_between_epochs_still_counts(job):
     record = {**RECORD, "stage": "evaluating"}  # step 40 of 100: training is not over
     p = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(11, record=record))
     assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["reason"] == "Stalled"
+
+
+def test_a_short_job_keeps_the_record_its_pod_0_left_when_it_succeeded(job):
+    """Records are read every 30 s: a job may end between two reads, or before the first.
+    Pod 0's launcher leaves the last record as its termination message."""
+    import dataclasses
+    import json
+
+    j = job()
+    st = running(j)  # no progress was ever read
+    last = {"step": 100, "total_steps": 100, "epoch": 3, "total_epochs": 3, "loss": 0.1, "time": T0.timestamp(),
+            "stage": "exiting"}
+    done = [PodState(name="demo-0", node_rank=0, restart_count=0, phase="Succeeded", exit_code=0,
+                     message=json.dumps(last)),
+            PodState(name="demo-1", node_rank=1, restart_count=0, phase="Succeeded", exit_code=0)]
+    p = lifecycle.plan(j, done, st, T0)
+    assert p.status["phase"] == "Succeeded"
+    assert p.status["progress"] == {"step": 100, "totalSteps": 100, "epoch": 3, "totalEpochs": 3, "loss": 0.1,
+                                    "summary": "epoch 3/3 step 100/100 (100%)", "attempt": 0, "final": True,
+                                    "updateTime": "2026-01-01T12:00:00Z"}
+    # Anything else a Pod says is no record: the last one read stays.
+    for message in ("done", '{"step": "x"}', "{" * 10):
+        other = lifecycle.plan(j, [dataclasses.replace(done[0], message=message), done[1]], st, T0)
+        assert "progress" not in other.status

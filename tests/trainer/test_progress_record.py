@@ -107,3 +107,18 @@ def test_the_trainer_says_where_it_is_past_its_last_step(tmp_path):
     record = pr.read(str(path))
     assert record["stage"] == "exiting" and record["step"] == record["total_steps"] == 2
     assert any(line.startswith("checkpoint ") for line in done.stdout.splitlines())  # it saved first
+
+
+def test_the_launcher_leaves_the_last_record_as_the_termination_message(tmp_path):
+    from ddpjob_trainer.launch import leave_final_record
+
+    progress, log = tmp_path / "progress.json", tmp_path / "termination-log"
+    record = pr.write(str(progress), step=32, total_steps=32, epoch=2, total_epochs=2, stage="exiting")
+    env = {"DDPJOB_PROGRESS_FILE": str(progress), "DDPJOB_TERMINATION_LOG": str(log)}
+    leave_final_record(env)
+    assert not log.exists()  # nothing made where no kubelet made the file
+    log.write_text("")
+    leave_final_record(env)
+    assert json.loads(log.read_text()) == record
+    leave_final_record({**env, "DDPJOB_PROGRESS_FILE": str(tmp_path / "none.json")})  # no record: left alone
+    assert json.loads(log.read_text()) == record

@@ -10,6 +10,7 @@ then says it is evaluating, saving or exiting: `progress_record.past_last_step`)
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -167,6 +168,19 @@ def status_progress(progress: ProgressState, now: datetime) -> dict | None:
     out["updateTime"] = (_time(when) if isinstance(when, (int, float))
                          else (now - timedelta(seconds=progress.seconds_since_progress)).strftime(times.FORMAT))
     return {k: v for k, v in out.items() if v is not None}
+
+
+def record_of(message: str | None) -> Mapping[str, Any] | None:
+    """The progress record a finished Pod left as its termination message (ddpjob-launch
+    writes the last one there when its run succeeded), else None. Untrusted: a valid record
+    or nothing."""
+    if not message or not message.startswith("{") or len(message) > progress_record.MAX_BYTES:
+        return None
+    try:
+        record = json.loads(message)
+    except ValueError:
+        return None
+    return record if not progress_record.validate(record) else None
 
 
 def final_progress(progress: Mapping[str, Any], phase: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import stall
 from ddpjob.job.conditions import build_conditions
-from ddpjob.job.decision import HALTED, LIVE_POD_PHASES, PENDING, RUNNING, Event, Observed
+from ddpjob.job.decision import HALTED, LIVE_POD_PHASES, PENDING, RUNNING, SUCCEEDED, Event, Observed
 from ddpjob.job.gang_wait import GangWait
 from ddpjob.job.observe import attempt_pods
 from ddpjob.times import format_time, parse_time
@@ -94,13 +94,22 @@ class Step:
             and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
         attempt = int(st.get("restarts") or 0)  # the attempt this status is about (a restart moves it on)
         fresh = progress is not None and progress.restart_count == attempt
-        st["progress"] = (stall.status_progress(progress, self.now) if fresh else None) \
-            or self.kept_progress(phase, attempt)
+        st["progress"] = self.last_progress(phase, attempt) or \
+            (stall.status_progress(progress, self.now) if fresh else None) or self.kept_progress(phase, attempt)
         if phase != RUNNING and isinstance(st.get("progress"), dict):
             # A job that is not running has no time left to estimate: the last record stays
             # (where training got to), marked final, its ETA goes and the ETA column is empty.
             st["progress"] = stall.final_progress(st["progress"], phase)
         return {k: v for k, v in st.items() if v is not None}
+
+    def last_progress(self, phase: str, attempt: int) -> dict[str, Any] | None:
+        """A job that succeeded: the last record, which Pod 0 left as its termination
+        message (a short job may end between two reads of its progress)."""
+        pod0 = self.current.get(0)
+        if phase != SUCCEEDED or pod0 is None or pod0.phase != "Succeeded":
+            return None
+        record = stall.record_of(pod0.message)
+        return stall.status_progress(stall.ProgressState(attempt, 0.0, record), self.now) if record else None
 
     def kept_progress(self, phase: str, attempt: int) -> dict[str, Any] | None:
         """The last record, while it is still this attempt's: a gang restart (a new attempt)

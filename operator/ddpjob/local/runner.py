@@ -71,7 +71,7 @@ class LocalRunner:
                                    phase=end.phase if end else "Running",
                                    exit_code=end.exit_code if end and end.exit_code else None,
                                    reason=end.reason if end and end.exit_code else None, finished_at=finished,
-                                   message=text.clean(end.message) if end and end.exit_code and end.message else None,
+                                   message=text.clean(end.message) if end and end.message else None,
                                    deleting=proc.stop_requested_at is not None and end is None))
         return states
 
