@@ -1,7 +1,7 @@
 """Stall detection and the progress part of the status, pure.
 
 The operator (from Pod 0's /progress) and `ddpjob run` (from the files themselves) build
-the same `ProgressState`; `lifecycle.plan()` asks `check()` whether the gang has stalled:
+the same `ProgressState`; the failure policy asks `check()` whether the gang has stalled:
 every Pod Running, `spec.stallTimeoutSeconds` set, the progress record of the current
 attempt not advanced for that long, and the record not past its last step (the trainer
 then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is then a failure of its own (reason

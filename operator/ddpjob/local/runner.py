@@ -2,7 +2,8 @@
 
 Each rendered Pod's trainer container becomes a local process group with exactly the
 Pod's env, except that the rendezvous points at 127.0.0.1 and a free port. Restarts,
-deadlines and the final status come from the same `lifecycle.plan()` the operator uses.
+deadlines and the final status come from the job logic the operator uses (`lifecycle.plan`,
+which is `lifecycle.decide` from what a local run knows).
 """
 
 from __future__ import annotations
