@@ -16,13 +16,18 @@ from tests.system.conftest import running_cluster
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
+def polling_every(interval: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
+    # The operator process inherits this: how often it reads /progress (0: never).
+    monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', interval)
+    with running_cluster(request, tmp_path / 'cluster') as local:
+        yield local
+
+
 @pytest.fixture
 def fast_progress_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path,
                           monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
-    # The operator process inherits this: read /progress every 2 s instead of 30 s.
-    monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', '2')
-    with running_cluster(request, tmp_path / 'cluster') as local:
-        yield local
+    yield from polling_every('2', request, tmp_path, monkeypatch)  # every 2 s instead of 30 s
 
 
 def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_cluster: LocalCluster) -> None:
@@ -66,9 +71,7 @@ def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_c
 def unpolled_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path,
                      monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
     # The operator never reads /progress: what the status says at the end came another way.
-    monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', '0')
-    with running_cluster(request, tmp_path / 'cluster') as local:
-        yield local
+    yield from polling_every('0', request, tmp_path, monkeypatch)
 
 
 def test_a_short_job_ends_with_its_final_progress(unpolled_cluster: LocalCluster) -> None:
