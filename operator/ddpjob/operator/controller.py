@@ -171,19 +171,20 @@ class Controller:
         # What a gang's scheduler or queue says of Pods it holds, and the Nodes of Pods
         # stuck terminating, are part of the observation.
         read_in = await self.gang_reader.read(job, None if errors else parsed, pods)
-        nodes = await self.children.read_nodes(n for _, n in creation.stuck_pods(pods, self.clock())[0])
+        now = self.clock()
+        nodes = await self.children.read_nodes(n for _, n in creation.stuck_pods(pods, now)[0])
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
-        observed = self._observe(job, body, pods, parsed, errors, nodes)
+        observed = self._observe(job, body, pods, parsed, errors, nodes, now)
         after = await self._act(job, body, observed, lifecycle.decide(observed))
         if key not in self._jobs or read_in is None:
             return after
         return read_in if after is None else min(after, read_in)
 
     def _observe(self, job: JobMemory, body: Mapping[str, Any], pods: list[PodState], parsed: spec.DDPJob | None,
-                 errors: tuple[str, ...], nodes: dict[str, str | None]) -> Observed:
+                 errors: tuple[str, ...], nodes: dict[str, str | None], now: datetime) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
-        observed = observer.observe(job, body, pods, (parsed, errors), self.clock(), self.gang, progress,
+        observed = observer.observe(job, body, pods, (parsed, errors), now, self.gang, progress,
                                     self.monotonic(), nodes)
         self._phases[job.key] = observed.previous.get("phase") or lifecycle.PENDING
         return observed
