@@ -77,7 +77,9 @@ bench: $(STAMP) tools control-plane gang-schedulers
 e2e-kind: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" hack/e2e-kind.sh
 
-demo-cluster: $(STAMP) tools control-plane
+# The real backend (the default) builds the control plane when it starts, as
+# ControlPlane.start() does for any caller, so `--backend emulator` never builds it.
+demo-cluster: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo $(DEMO_ARGS)
 
 clean:

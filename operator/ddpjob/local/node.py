@@ -6,8 +6,9 @@ cluster provides substituted, the same way for both:
 
 - a rendezvous port per gang attempt (`port_for`): two attempts may overlap while the old
   one terminates, and a fresh port keeps the new rendezvous away from the old one's store;
-- a loopback IP per Pod, as a CNI plugin gives one: a random 127/8 address, on which the
-  Pod's launcher binds the contract's progress port (so Pods never collide on it);
+- an IP per Pod, as a CNI plugin gives one: by default a random 127/8 address (the
+  dev cluster's own network namespace hands out Pod CIDR addresses instead), on which
+  the Pod's launcher binds the contract's progress port (so Pods never collide on it);
 - the checkpoint directory, the progress file and the termination log (the Pod's
   terminationMessagePath, read when the container ends) in local directories
   (`contract.local_overrides`);
@@ -40,7 +41,7 @@ TERMINATION_LOG_FILE = "termination-log"  # beside the Pod's progress file
 @dataclass(frozen=True)
 class Started:
     proc: ContainerProcess
-    ip: str  # the Pod's loopback address ("Pod IP"), where its progress port is served
+    ip: str  # the Pod's address ("Pod IP") on this machine, where its progress port is served
 
 
 @dataclass
@@ -49,6 +50,7 @@ class LocalNode:
     stop_grace: float = 10.0  # SIGTERM, then SIGKILL after this many seconds
     preexec: Callable[[], None] = ownership.die_with_parent
     ports: dict[Hashable, int] = field(default_factory=dict)  # attempt key -> rendezvous port
+    addresses: Callable[[], str] | None = None  # each Pod's IP (default: a random 127/8 one)
 
     def port_for(self, attempt: Hashable) -> int:
         """The rendezvous port of one gang attempt (a key such as (namespace, job, attempt))."""
@@ -62,7 +64,7 @@ class LocalNode:
               out: IO[str] | None = None, cwd: str | None = None, tag: str | None = None,
               extra_env: Mapping[str, str] | None = None) -> Started:
         """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
-        ip = loopback_address()
+        ip = (self.addresses or loopback_address)()
         termination_log = os.path.join(os.path.dirname(os.path.abspath(progress_file)), TERMINATION_LOG_FILE)
         overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log),
                      **(extra_env or {})}
