@@ -1,12 +1,12 @@
 """kopf handlers of the DDPJob operator: thin triggers into `controller.Controller`.
 
     kopf run -m ddpjob.operator.handlers --standalone --liveness=http://0.0.0.0:8080/healthz
-    ddpjob operator ...   (operator_main.run_operator)
+    ddpjob operator ...   (operator.main.run_operator, which hands its settings in as memo.settings)
 
 Nothing here decides anything: a DDPJob being created, resumed (operator restart) or
 changed, and any event of a Pod carrying the job label, ask the controller to reconcile
 that job; the controller observes through the two indices below (no handler lists the
-API), decides with `lifecycle.plan` and writes through `kube`.
+API), decides with `lifecycle.decide` and writes through `kube`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import sys
 from typing import Any
 
 import kopf
 
-from ddpjob.operator import controller as ctl
+from ddpjob.operator import bookkeeping, controller as ctl
 from ddpjob import text
 from ddpjob.api import names, spec
 from ddpjob.backoff import Backoff
@@ -33,8 +34,9 @@ PODS = ("", "v1", "pods")
 # kopf filters on labels client-side; only the operator's own Pods reach the handlers.
 POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
 
-# The operator's environment (/metrics, progress polling, liveness, gang integrations,
-# template allowances) is read once, at start, by `settings.from_env`.
+# The operator's settings (/metrics, progress polling, liveness, gang integrations,
+# template allowances) are one typed object made once, at start: the one `run_operator`
+# hands in (memo.settings), else `settings.from_env` (`kopf run -m ...`).
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
@@ -44,10 +46,17 @@ MAX_REQUEST_TIMEOUT = 60.0
 # retrying caller is no burden to a struggling server).
 API_BACKOFF = Backoff(base=0.5, cap=5.0)
 REPORTING_COMPONENT = "ddpjob-operator"
+# The API server stores objects nested up to 10,000 levels (apimachinery's JSON decoder),
+# and kopf decodes, copies and diffs every watched object recursively, in this process's
+# main thread: at Python's default limit of 1,000 one deep DDPJob ended the watch, and
+# with it the operator, for every job. Three frames a level, with room; the C stack of the
+# main thread holds it (tests/operator/test_hostile_objects.py decodes and diffs 10,000
+# levels). The job itself is then refused by `spec.parse_job` (api/bounds.py).
+RECURSION_LIMIT = 40_000
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
-    """The kopf settings the operator relies on (see docs in the report / README)."""
+    """The kopf settings the operator relies on (docs/design.md, "The API client")."""
     # Log lines stay log lines. Only the explicit Events (Created, Running, Restarting,
     # Succeeded, Failed, InvalidSpec) are posted: posting every log line is one API write
     # per line.
@@ -59,7 +68,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # under our group, never into .status: the status is computed in full by the job
     # logic and is ours alone.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
-    settings.persistence.diffbase_storage = DiffBaseStorage(prefix=names.GROUP, key="last-handled-configuration")
+    settings.persistence.diffbase_storage = bookkeeping.DiffBaseStorage(prefix=names.GROUP,
+                                                                        key="last-handled-configuration")
     # No handler needs a finalizer (children go by owner reference), so kopf adds none
     # and deleting a DDPJob never waits for the operator. The name is ours in case.
     settings.persistence.finalizer = f"{names.GROUP}/operator"
@@ -82,18 +92,6 @@ class _QuietPodEvents(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.levelno == logging.INFO and record.msg == self._SUCCEEDED)
-
-
-class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
-    """kopf builds the "essence" of every event's object (a deep copy minus kopf's own
-    fields) to detect changes, for every watched resource. Only DDPJobs have handlers that
-    use it (on.create/update/resume); Pods have only an index and on.event, so theirs is
-    empty: 1 to 2 ms saved per Pod event, which a 1,024-Pod gang pays in every phase."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
-        if body.get("kind") == "Pod" and body.get("apiVersion") == "v1":
-            return {}
-        return super().build(body=body, extra_fields=extra_fields)
 
 
 def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
@@ -126,10 +124,13 @@ async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
                 ddpjob_pods: kopf.Index, logger: logging.Logger, **_: Any) -> None:
     configure(settings)
-    try:
-        config = operator_settings.from_env()
-    except operator_settings.SettingsError as e:
-        raise kopf.PermanentError(str(e)) from None
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
+    config = getattr(memo, "settings", None)
+    if config is None:
+        try:
+            config = operator_settings.from_env()
+        except operator_settings.SettingsError as e:
+            raise kopf.PermanentError(str(e)) from None
     memo.settings = config
 
     def job_body(namespace: str, name: str) -> Any:
@@ -221,6 +222,9 @@ async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body,
                            memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     # The validity of the new spec alone is checked by every reconcile; what only an
     # update can show is a change to a field a running gang cannot take.
+    if bookkeeping.kept_only_a_digest(old):  # no old spec to compare (bookkeeping.py)
+        memo.controller.trigger(namespace, name)
+        return
     errors = spec.validate_update({"spec": old or {}}, body)
     generation = int(meta.get("generation") or 0)
     observed = (body.get("status") or {}).get("observedGeneration")
