@@ -10,8 +10,10 @@
 # waiting out the timeout: two `kubectl wait`s race, the first to finish decides.
 wait_succeeded() {
     local job=$1 ok bad
-    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Succeeded --timeout="$TIMEOUT" & ok=$!
-    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Failed --timeout="$TIMEOUT" >/dev/null & bad=$!
+    # kubectl itself in the background, not the function k: $! is then kubectl, and the
+    # kill below ends the loser instead of a subshell that would leave it waiting.
+    kubectl --context "$KCTX" -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Succeeded --timeout="$TIMEOUT" & ok=$!
+    kubectl --context "$KCTX" -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Failed --timeout="$TIMEOUT" >/dev/null 2>&1 & bad=$!
     local first rc=0
     wait -n -p first "$ok" "$bad" || rc=$?
     kill "$ok" "$bad" 2>/dev/null || true
@@ -114,7 +116,7 @@ scenario_example() {
 scenario_restart() {
     local job=mnist-restart
     job_from_example "$job" '{"maxRestarts": 3, "restartBackoffSeconds": 0}' \
-        '--epochs 20 --synthetic-size 32768 --log-every 10' | k -n "$JOB_NS" apply -f -
+        '--epochs 6 --synthetic-size 32768 --log-every 10' | k -n "$JOB_NS" apply -f -
     k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Running --timeout="$TIMEOUT"
     # Mid-run means training steps are being taken: rank 0's first progress line.
     timeout "${TIMEOUT%s}" bash -c "until kubectl --context '$KCTX' -n '$JOB_NS' logs -f '$job-0' -c trainer 2>/dev/null | grep -m1 -q 'epoch 1/'; do sleep 1; done" \
@@ -128,7 +130,7 @@ scenario_restart() {
     ((restarts >= 1)) || die "$job succeeded without a recorded restart"
     label=$(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.metadata.labels.ddpjob\.io/restart-count}')
     [[ "$label" == "$restarts" ]] || die "Pod $job-0 has restart-count label '$label', expected $restarts"
-    k -n "$JOB_NS" logs "$job-0" -c trainer | grep -q "done: 20 epoch(s)" || die "$job rank 0 did not finish after the restart"
+    k -n "$JOB_NS" logs "$job-0" -c trainer | grep -q "done: 6 epoch(s)" || die "$job rank 0 did not finish after the restart"
     log "$job: restart observed (restarts=$restarts) and the job succeeded"
 }
 
