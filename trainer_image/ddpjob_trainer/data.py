@@ -121,7 +121,12 @@ class TensorBatches:
             self.sampler = DistributedSampler(range(len(y)), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed)
             self.count = len(self.sampler)
         else:
-            self.shard = torch.arange(d.rank, len(y), d.world_size, device=d.device)
+            self.reshard(d.world_size, d.rank)
+
+    def reshard(self, world: int, rank: int) -> None:
+        """The evaluation shard of `rank` in a group of `world` (one that resized in place)."""
+        if not self.train:
+            self.shard = torch.arange(rank, len(self.y), world, device=self.y.device)
             self.count = len(self.shard)
 
     def __len__(self) -> int:

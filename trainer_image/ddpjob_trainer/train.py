@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ddpjob import contract
 
 from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
-from . import state
+from . import group_reset, resize, state
 from .data import load_data
 from .env import read_process_env
 from .micro_step import MicroStep
@@ -96,25 +96,40 @@ class Trainer:
                                                  self.data.num_classes, dev, self.autocast, args.channels_last)
             log(f"--batch-size auto: {args.batch_size} per process fits on {dev}")
             self.data = load_data(args, d)
+        self.progress = None
+        self.remake_progress()
+        self.heartbeat = Heartbeat(os.environ.get(contract.PROGRESS_FILE) or None, d.env.local_rank, d.rank)
+        self.step_seconds = min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
+        self.pos = state.Position()
+        # An elastic job that resizes in place: the group is formed (or joined) here.
+        self.in_place = resize.InPlace(self) if d.in_place else None
+        if self.in_place is not None:
+            self.in_place.join()
+        self.hang_at = self._hang_step()
+        state.seed_everything(args.seed, d.rank)
+
+    def remake_progress(self) -> None:
+        """The progress reporter of this rank (global rank 0 reports; in a group that
+        resizes in place that may change hands)."""
+        args, d = self.args, self.d
+        if self.progress is not None:
+            if self.progress.enabled == d.is_main:
+                return
+            self.progress.close()
         steps_per_epoch = (len(self.data.train) + args.grad_accum - 1) // args.grad_accum
         progress_file = os.environ.get(contract.PROGRESS_FILE) or None
-        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev,
-                                 progress_file=progress_file, total_steps=steps_per_epoch * args.epochs)
+        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs,
+                                 d.device, progress_file=progress_file, total_steps=steps_per_epoch * args.epochs)
         if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
             # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
             self.progress.progress_file = progress_file
-        self.heartbeat = Heartbeat(progress_file, d.env.local_rank, d.rank)
-        self.hang_at = self._hang_step()
-        self.step_seconds = min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
-        self.pos = state.Position()
-        state.seed_everything(args.seed, d.rank)
 
     def wrap(self) -> nn.Module:
         m, d = self.model, self.d
-        if self.args.strategy == "ddp" and d.world_size > 1:
+        if self.args.strategy == "ddp" and (d.world_size > 1 or self.in_place is not None):
             # Gradients live in the all-reduce buckets: no copy in and out of them.
-            m = DDP(m, device_ids=[d.device.index] if d.device.type == "cuda" else None,
-                    gradient_as_bucket_view=True)
+            ddp = DDP if self.in_place is None else self.in_place.el.wrap
+            m = ddp(m, device_ids=[d.device.index] if d.device.type == "cuda" else None, gradient_as_bucket_view=True)
         elif self.args.strategy == "dp":
             m = nn.DataParallel(m)  # splits each batch over all local GPUs; a no-op on CPU
         if self.args.compile:
@@ -133,7 +148,7 @@ class Trainer:
         p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data,
                  epochs=args.epochs, batch_size=args.batch_size, device=str(d.device), backend=d.backend)
         summary: dict = {}  # the last completed epoch's metrics
-        if args.checkpoint_dir:
+        if args.checkpoint_dir and not (self.in_place and self.in_place.from_peer):
             resumed = state.restore(d, args.checkpoint_dir, self.model, self.optimizer, self.scaler, args)
             if resumed:
                 self.pos, path, summary = resumed
@@ -148,17 +163,26 @@ class Trainer:
         while self.pos.epoch < args.epochs:
             epoch = self.pos.epoch + 1
             epoch_summary = self.train_epoch(model, epoch)
+            if isinstance(epoch_summary, resize.Regroup):
+                if epoch_summary.leave:  # this node goes away; the others train on without it
+                    self.progress.say("leaving the group: this node was asked to stop")
+                    return EXIT_PREEMPTED
+                model = self.in_place.regroup(epoch_summary)
+                continue
             if epoch_summary is None:
                 return self.preempted(summary)
             summary = epoch_summary
             self.pos = state.Position(epoch, 0, self.pos.step)
-            if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
-                summary.update(self.evaluate())
-            if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
-                self.save(summary)
-            p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
-            if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and d.is_main:
-                os.kill(os.getpid(), signal.SIGKILL)
+            while True:  # a peer lost here: re-form, then evaluate and save again
+                try:
+                    self.end_epoch(epoch, summary)
+                    break
+                except Exception as exc:  # noqa: BLE001 - in_place.failure re-raises what is a bug
+                    if self.in_place is None:
+                        raise
+                    model = self.in_place.regroup(self.in_place.failure(exc))
+            p = self.progress
+        p = self.progress
         ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
             ways["compile"] = model.chosen or "undecided"
@@ -166,8 +190,19 @@ class Trainer:
         p.say(f"done: {self.pos.epoch} epoch(s), {self.pos.step} steps")
         return 0
 
-    def train_epoch(self, model: nn.Module, epoch: int) -> dict | None:
-        """One epoch from self.pos.batch on; None when stopped by a signal (state saved)."""
+    def end_epoch(self, epoch: int, summary: dict) -> None:
+        args = self.args
+        if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
+            summary.update(self.evaluate())
+        if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
+            self.save(summary)
+        self.progress.end_epoch(epoch=epoch, step=self.pos.step, **summary)
+        if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and self.d.is_main:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def train_epoch(self, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
+        """One epoch from self.pos.batch on; None when stopped by a signal (state saved);
+        a Regroup when the group resizes in place (the epoch goes on from self.pos after)."""
         args, d, p, batches = self.args, self.d, self.progress, self.data.train
         n = len(batches)
         model.train()
@@ -176,37 +211,25 @@ class Trainer:
         window.zero_()
         total_n = window_n = 0
         window_start = epoch_start = time.perf_counter()
-        vote = distributed.StopVote(d)
+        vote = distributed.StopVote(d) if self.in_place is None else resize.BoundaryVote(self.in_place)
         p.start_epoch(epoch, (n + args.grad_accum - 1) // args.grad_accum, self.pos.batch // args.grad_accum)
         for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
             if self.pos.step + 1 == self.hang_at:
                 self.hang()
             self.heartbeat.reach(self.pos.step + 1)
             sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
-            if sync:
-                vote.start(self.stop.signum != 0)  # overlaps with this step's compute
-            if self.captured is not None:
-                self.captured(x, y)  # the micro-step and the optimizer's update, replayed
-            else:
-                with self.micro.accumulating(sync):
-                    self.micro(x, y, getattr(batches, "last_total", None))
-            window_n += len(y)
-            if self.samples is not None:
+            if self.samples is not None:  # before the step: a step a lost peer breaks is made again
                 self.samples.step(epoch, self.pos.step + 1, getattr(batches, "last_indices", ()))
+            try:
+                stop = self.step(i, x, y, sync, vote, getattr(batches, "last_total", None))
+            except Exception as exc:  # noqa: BLE001 - in_place.failure re-raises what is a bug
+                if self.in_place is None:
+                    raise
+                return self.in_place.failure(exc)
+            window_n += len(y)
             if not sync:
                 continue
-            if self.captured is None:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-                self.optimizer.zero_grad(set_to_none=True)
-            self.pos.step += 1
-            self.pos.batch = i + 1
-            if self.step_seconds:
-                time.sleep(self.step_seconds)
-            p.tick()
-            if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
-                self.save({})
-            if vote.result():
+            if stop:
                 # Say what will happen: "saving" only when there is somewhere to save to.
                 self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): " + (
                     "saving a checkpoint" if self.args.checkpoint_dir else
@@ -228,6 +251,32 @@ class Trainer:
         return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
                 "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3),
                 **distributed.peak_memory(d.device)}
+
+    def step(self, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
+        """One micro-batch, and at the end of an optimizer step the update and the vote;
+        True when every rank is to stop."""
+        args = self.args
+        if sync:
+            vote.start(self.stop.signum != 0)  # overlaps with this step's compute
+        if self.captured is not None:
+            self.captured(x, y)  # the micro-step and the optimizer's update, replayed
+        else:
+            with self.micro.accumulating(sync):
+                self.micro(x, y, total)
+        if not sync:
+            return False
+        if self.captured is None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.pos.step += 1
+        self.pos.batch = i + 1
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
+        self.progress.tick()
+        if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
+            self.save({})
+        return vote.result()
 
     def _hang_step(self) -> int | None:
         at = os.environ.get(HANG_AT_STEP)
@@ -276,20 +325,31 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv)  # exits 2 itself on a bad flag
     stop = StopRequest()
     trainer = None
+    code = 1
     try:
-        d = distributed.setup(read_process_env())
+        env = read_process_env()
+        if resize.wanted() and env.elastic_max_nodes:
+            d = distributed.setup_in_place(env)  # Trainer forms the group once it has a model to share
+        else:
+            d = distributed.setup(env)
         trainer = Trainer(args, d, stop)
-        return trainer.run()
+        code = trainer.run()
+        return code
     except UsageError as e:
         log(f"error: {e}")
-        return EXIT_BAD_INPUT
+        code = EXIT_BAD_INPUT
+        return code
     finally:
         if trainer is not None:
             if trainer.samples is not None:
                 trainer.samples.close()
             trainer.progress.close()
             trainer.heartbeat.close()
+            if trainer.in_place is not None:
+                trainer.in_place.close()
         trainer = None  # its model (a DDP) goes before the process group (distributed.teardown)
+        if group_reset.ABANDONED:
+            group_reset.end_process(code)  # groups a lost peer left blocked: do not wait for them
         distributed.teardown()
 
 
