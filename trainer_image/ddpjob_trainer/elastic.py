@@ -144,7 +144,7 @@ class Elastic:
     def _install(self, gen: Generation, t0: float, shrink: list[int] | None = None) -> Generation:
         t1 = time.monotonic()
         self.gen = gen
-        self.interrupts.reset()
+        self.interrupts.reset(gen.number)
         store = dist.PrefixStore(f"g{gen.number}/", self.stores.store(gen.round_node))
         if shrink is not None:  # NCCL: the survivors' communicator, without the lost ranks
             group_reset.shrink(shrink, [self.control], store)

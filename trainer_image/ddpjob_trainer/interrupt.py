@@ -30,15 +30,19 @@ class Interrupts:
         self.lock = threading.Lock()
         self.pending: dict[int, tuple[torch.futures.Future, float]] = {}
         self.reason: str | None = None
+        self.generation = 0
 
-    def reset(self) -> None:
+    def reset(self, generation: int = 0) -> None:
+        """A new group: nothing tracked, nothing tripped; trips meant for another are ignored."""
         with self.lock:
             self.pending.clear()
             self.reason = None
+            self.generation = generation
 
-    def trip(self, reason: str) -> None:
+    def trip(self, reason: str, generation: int | None = None) -> None:
+        """End every tracked wait with GroupLost (if `generation` is still the current one)."""
         with self.lock:
-            if self.reason is not None:
+            if self.reason is not None or (generation is not None and generation != self.generation):
                 return
             self.reason = reason
             waiting, self.pending = list(self.pending.values()), {}

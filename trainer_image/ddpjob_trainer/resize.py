@@ -101,16 +101,23 @@ class InPlace:
         raise exc
 
     def regroup(self, why: Regroup):
-        """Re-form and return the model to train through (a new DDP over the new group)."""
-        t = self.t
-        t.micro.model = t.model  # let go of the old DDP and its buckets
-        t.optimizer.zero_grad(set_to_none=True)
-        if t.samples is not None:
-            t.samples.close()
-            t.samples = None
-        prev = self.el.gen
-        gen = self.el.resize(t.pos.step, why.leaving, why.failed)
-        self._adopt()
+        """Re-form and return the model to train through (a new DDP over the new group);
+        again, as often as a peer is lost meanwhile."""
+        t, prev = self.t, self.el.gen
+        while True:
+            t.micro.model = t.model  # let go of the old DDP and its buckets
+            t.optimizer.zero_grad(set_to_none=True)
+            if t.samples is not None:
+                t.samples.close()
+                t.samples = None
+            try:
+                self.el.resize(t.pos.step, why.leaving, why.failed)
+                self._adopt()
+                model = t.wrap()
+                break
+            except Exception as exc:  # noqa: BLE001 - failure() re-raises what is a bug
+                why = self.failure(exc)
+        gen = self.el.gen
         cause = "a peer was lost" if why.failed else (f"node(s) {list(why.leaving)} left" if why.leaving
                                                        else "a newcomer joined")
         timings = " ".join(f"{k} {v:.2f}s" for k, v in self.el.timings.items())
@@ -118,7 +125,7 @@ class InPlace:
                        f"{len(gen.nodes)} nodes ({cause}); step {t.pos.step}; {timings}")
         print(f"ddpjob-train: resized group {gen.number} nodes={list(gen.nodes)} step={t.pos.step} {timings}",
               file=sys.stderr, flush=True)
-        return t.wrap()
+        return model
 
     def _adopt(self) -> None:
         """Everything that depends on the rank and size follows the new generation."""

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 import torch
 import torch.nn.functional as F
@@ -157,7 +158,7 @@ class Trainer:
                 p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
-        if args.sample_log:
+        if args.sample_log and self.samples is None:  # (a group that resizes in place made it)
             self.samples = SampleLog(args.sample_log, d, self.pos.step)
         model = self.wrap()
         while self.pos.epoch < args.epochs:
@@ -339,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"error: {e}")
         code = EXIT_BAD_INPUT
         return code
+    except BaseException:
+        if group_reset.ABANDONED:  # the exit below skips the interpreter's own report
+            traceback.print_exc()
+        raise
     finally:
         if trainer is not None:
             if trainer.samples is not None:

@@ -54,10 +54,10 @@ class Watcher:
             n = gen.number
             own = self.stores.call(el.node, lambda s: (s.check([f"fail/{n}"]), s.check([f"change/{n}"])))
             if own is None:
-                el.interrupts.trip("this node's launcher stopped answering")
+                el.interrupts.trip("this node's launcher stopped answering", n)
                 continue
             if own[0]:
-                el.interrupts.trip(f"generation {n} lost a peer")
+                el.interrupts.trip(f"generation {n} lost a peer", n)
             if own[1]:
                 self.change_wanted = True
             now = time.monotonic()
