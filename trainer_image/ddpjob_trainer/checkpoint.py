@@ -56,6 +56,13 @@ def candidates(directory: str) -> list[tuple[int, str]]:
     return [(step, path) for step, _, path in found]
 
 
+def newest_epoch(directory: str) -> int:
+    """Epochs done by the newest checkpoint, from its name alone (0: none)."""
+    if not os.path.isdir(directory):
+        return 0
+    return max((int(m.group(1)) for m in map(_NAME.match, os.listdir(directory)) if m), default=0)
+
+
 def save(directory: str, payload: dict, keep: int) -> str:
     os.makedirs(directory, exist_ok=True)
     buf = io.BytesIO()

@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 import sys
 
-from . import state
+from . import checkpoint, state
 from .distributed import collective_timeout
 from .elastic import Elastic
+from .roster import NoGroup
 from .in_place_launch import IN_PLACE, RESIZE_ENV
 from .sample_log import SampleLog
 
@@ -86,11 +87,21 @@ class InPlace:
         """Whether the group's state came from a member (else: the checkpoint, if any)."""
         return self.el.gen.source is not None
 
-    def join(self) -> None:
-        gen = self.el.join(-1)
+    def join(self) -> bool:
+        """Form or join the group; False when none is left because training is over (a
+        node created again that came too late: the others finished and left)."""
+        try:
+            gen = self.el.join(-1)
+        except NoGroup:
+            directory = self.t.args.checkpoint_dir
+            if directory and checkpoint.newest_epoch(directory) >= self.t.args.epochs:
+                self.t.progress.say("no group to join, and the checkpoint says training is over: nothing to do")
+                return False
+            raise
         self._adopt()
         self.t.progress.say(f"joined group {gen.number}: nodes {list(gen.nodes)}, rank {self.el.rank}/{gen.world_size}"
                             + (", state from a peer" if gen.needs_state else ""))
+        return True
 
     def failure(self, exc: BaseException) -> Regroup:
         """The Regroup a step's exception calls for; the exception itself when it is a bug."""
@@ -137,7 +148,7 @@ class InPlace:
         t.micro.world_size = d.world_size
         t.heartbeat.rank = d.rank
         t.remake_progress()
-        if t.args.sample_log:
+        if t.args.sample_log and self.from_peer:  # a first group opens it after the checkpoint's read
             t.samples = SampleLog(t.args.sample_log, d, t.pos.step)
 
     def close(self) -> None:

@@ -42,8 +42,9 @@ PROBE_TIMEOUT = 1.0
 STORE_TIMEOUT = 5.0  # one store operation, once connected
 
 
-class GroupGone(RuntimeError):
-    """No node of the newest generation answers: there is no group left to join."""
+class NoGroup(RuntimeError):
+    """This worker found no group to be in: none formed in time, or none is left (no node of
+    the newest generation answers). Retryable: a Pod that fails so is created again."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from .roster import POLL, Arrival, Generation, GroupGone, NodeStores, decide, parse_arrivals
+from .roster import POLL, Arrival, Generation, NoGroup, NodeStores, decide, parse_arrivals
 
 PROBE_EVERY = 0.5  # seconds between two probes of one expected node that has not arrived
 _FAILED = object()
@@ -42,11 +42,11 @@ class Rounds:
         member = prev is not None and self.node in prev.nodes
         while True:
             if self.clock() > deadline:
-                raise TimeoutError(f"no group formed with node {self.node} in time")
+                raise NoGroup(f"no group formed with node {self.node} in time")
             c = self.coordinator(prev)
             if c is None:
                 if prev is not None:
-                    raise GroupGone(f"no node of generation {prev.number} ({list(prev.nodes)}) answers")
+                    raise NoGroup(f"no node of generation {prev.number} ({list(prev.nodes)}) answers")
                 self.sleep(PROBE_EVERY)  # node 0 is not up yet
                 continue
             gen = self._round(c, prev, step, member, tuple(lost), tuple(leaving), deadline)
@@ -92,4 +92,4 @@ class Rounds:
                     won = self.stores.call(c, lambda s: s.compare_set(key_gen, "", replace(gen, round_node=c).text()))
                     return None if won is None else Generation.parse(won)
             self.sleep(POLL)
-        raise TimeoutError(f"round {n} did not close in time (node {self.node})")
+        raise NoGroup(f"round {n} did not close in time (node {self.node})")

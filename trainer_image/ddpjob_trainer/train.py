@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
+from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_RENDEZVOUS_TIMEOUT, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
 from . import group_reset, resize, state
 from .data import load_data
 from .env import read_process_env
@@ -27,6 +27,7 @@ from .micro_step import MicroStep
 from .models import build_model
 from .optimizer import make_optimizer
 from .progress import Heartbeat, Progress
+from .roster import NoGroup
 from .sample_log import SampleLog
 
 # Testing aid: SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
@@ -104,8 +105,7 @@ class Trainer:
         self.pos = state.Position()
         # An elastic job that resizes in place: the group is formed (or joined) here.
         self.in_place = resize.InPlace(self) if d.in_place else None
-        if self.in_place is not None:
-            self.in_place.join()
+        self.finished = self.in_place is not None and not self.in_place.join()
         self.hang_at = self._hang_step()
         state.seed_everything(args.seed, d.rank)
 
@@ -146,6 +146,8 @@ class Trainer:
 
     def run(self) -> int:
         args, d, p = self.args, self.d, self.progress
+        if self.finished:
+            return 0
         p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data,
                  epochs=args.epochs, batch_size=args.batch_size, device=str(d.device), backend=d.backend)
         summary: dict = {}  # the last completed epoch's metrics
@@ -339,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         log(f"error: {e}")
         code = EXIT_BAD_INPUT
+        return code
+    except NoGroup as e:
+        log(f"error: {e}")
+        code = EXIT_RENDEZVOUS_TIMEOUT
         return code
     except BaseException:
         if group_reset.ABANDONED:  # the exit below skips the interpreter's own report

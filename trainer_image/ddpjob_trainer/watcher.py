@@ -27,12 +27,17 @@ class Watcher:
         self.el, self.address = el, address
         self.stores = NodeStores(el.stores.template, el.max_nodes, connect)  # its own clients
         self.gen: Generation | None = None
-        self.change_wanted = False
+        self.changed = 0  # the generation in which a newcomer was seen waiting
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def change_wanted(self) -> bool:
+        gen = self.gen
+        return gen is not None and self.changed == gen.number
+
     def follow(self, gen: Generation) -> None:
-        self.gen, self.change_wanted = gen, False
+        self.gen = gen
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="ddpjob-elastic-watch", daemon=True)
             self._thread.start()
@@ -59,7 +64,7 @@ class Watcher:
             if own[0]:
                 el.interrupts.trip(f"generation {n} lost a peer", n)
             if own[1]:
-                self.change_wanted = True
+                self.changed = n
             now = time.monotonic()
             if el.local == 0 and el.interrupts.oldest_wait(now) >= HANG_PROBE and now - last_probe >= HANG_PROBE:
                 last_probe = now
