@@ -5,9 +5,10 @@ the other nodes, so no rendezvous of its own ever restarts the workers when one 
 joins (torchrun's elastic agent restarts every worker at each change, `num_nodes_waiting`
 included). The workers find each other through the nodes' stores.
 
-Which programs: `ddpjob-train` (it uses the API) unless its backend is nccl (the NCCL
-path is written, through the communicator's abort and shrink, but not measured yet: such
-jobs keep torchrun's restart), and any program run with `--resize in-place` (it must use
+Which programs: `ddpjob-train` (it uses the API) in a Pod of an elastic job
+(DDPJOB_NODE_ADDRESS is set) unless its backend is nccl (the NCCL path is written, through
+the communicator's abort and shrink, but not measured yet: such jobs keep torchrun's
+restart), and any program run with `--resize in-place` (it must use
 `ddpjob_trainer.elastic`); `--resize restart` keeps torchrun's elastic agent for any.
 """
 
@@ -37,7 +38,8 @@ def mode(launch: LaunchEnv, program: str, asked: str | None, env=None) -> str | 
     if asked:
         return asked
     nccl = (env.get(contract.BACKEND) or "").strip().lower() == "nccl"
-    return IN_PLACE if program == "ddpjob-train" and not nccl else RESTART
+    # Without the nodes' addresses (a launcher started by hand) the nodes cannot find each other.
+    return IN_PLACE if program == "ddpjob-train" and not nccl and env.get(contract.NODE_ADDRESS) else RESTART
 
 
 def worker_env(env=None) -> None:

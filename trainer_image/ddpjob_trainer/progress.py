@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from ddpjob import progress_record
+from ddpjob import contract, progress_record
 
 
 def gpu_memory(device: torch.device) -> dict:
@@ -84,6 +84,17 @@ class Progress:
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
             self.metrics = open(metrics_file, "a", encoding="utf-8")
+
+    @classmethod
+    def of_rank(cls, args, d, total_steps: int) -> "Progress":
+        """ddpjob-train's reporter for this rank (`d`: distributed.Dist): global rank 0's is on."""
+        progress_file = os.environ.get(contract.PROGRESS_FILE) or None
+        p = cls(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, d.device,
+                progress_file=progress_file, total_steps=total_steps)
+        if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
+            # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
+            p.progress_file = progress_file
+        return p
 
     def publish(self, epoch: int, step: int, **fields) -> None:
         """Rewrite the progress record (global rank 0 only)."""

@@ -111,10 +111,23 @@ class InPlace:
             return Regroup(failed=True)
         raise exc
 
+    def retry(self, work, model):
+        """Run `work` (collectives outside a step: evaluation, a checkpoint) until it ends
+        without losing a peer; the model to train through (re-wrapped after each loss)."""
+        while True:
+            try:
+                work()
+                return model
+            except Exception as exc:  # noqa: BLE001 - failure() re-raises what is a bug
+                model = self.regroup(self.failure(exc))
+
     def regroup(self, why: Regroup):
         """Re-form and return the model to train through (a new DDP over the new group);
-        again, as often as a peer is lost meanwhile."""
+        again, as often as a peer is lost meanwhile. None: this node leaves."""
         t, prev = self.t, self.el.gen
+        if why.leave:
+            t.progress.say("leaving the group: this node was asked to stop")
+            return None
         while True:
             t.micro.model = t.model  # let go of the old DDP and its buckets
             t.optimizer.zero_grad(set_to_none=True)

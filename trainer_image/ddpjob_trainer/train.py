@@ -13,15 +13,15 @@ import time
 import traceback
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_RENDEZVOUS_TIMEOUT, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
-from . import group_reset, resize, state
+from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_RENDEZVOUS_TIMEOUT, UsageError, batch_probe, cli, compile_choice
+from . import distributed, graph_step, group_reset, resize, state, testing_aids
 from .data import load_data
+from .evaluation import evaluate
 from .env import read_process_env
 from .micro_step import MicroStep
 from .models import build_model
@@ -29,16 +29,6 @@ from .optimizer import make_optimizer
 from .progress import Heartbeat, Progress
 from .roster import NoGroup
 from .sample_log import SampleLog
-
-# Testing aid: SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
-KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
-# Testing aid: in the first attempt only, global rank DDPJOB_TEST_HANG_RANK (default 1)
-# stops before optimizer step N without exiting, like a deadlocked data loader; it goes
-# on only when asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
-HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
-# Testing aid: every optimizer step takes at least this long (0-10 s), so a test's job
-# outlasts its resizes on a fast machine as on a slow one.
-STEP_SECONDS = "DDPJOB_TEST_STEP_SECONDS"
 
 
 def log(msg: str) -> None:
@@ -61,17 +51,8 @@ class Trainer:
     def __init__(self, args, d: distributed.Dist, stop: StopRequest):
         self.args, self.d, self.stop = args, d, stop
         dev = d.device
-        if args.strategy != "ddp" and d.world_size > 1:
-            raise UsageError(f"--strategy {args.strategy} runs in one process, but WORLD_SIZE={d.world_size}")
-        if args.amp == "fp16" and dev.type != "cuda":
-            raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
-        if args.decode == "gpu" and dev.type != "cuda":
-            raise UsageError("--decode gpu decodes JPEGs with nvJPEG and needs a CUDA device: use --decode cpu")
-        if args.sync_bn and dev.type != "cuda" and args.strategy == "ddp" and d.world_size > 1:
-            raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
+        cli.refuse_for_device(args, dev.type, d.world_size)
         auto_batch = args.batch_size == cli.AUTO_BATCH
-        if auto_batch and dev.type != "cuda":
-            raise UsageError("--batch-size auto finds what fits in GPU memory and needs a CUDA device: give a number")
         args.batch_size = args.batch_size or 1  # auto: 1 until the probe (batch_probe.py) has spoken
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
@@ -101,29 +82,22 @@ class Trainer:
         self.progress = None
         self.remake_progress()
         self.heartbeat = Heartbeat(os.environ.get(contract.PROGRESS_FILE) or None, d.env.local_rank, d.rank)
-        self.step_seconds = min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
+        self.step_seconds = testing_aids.step_seconds()
         self.pos = state.Position()
         # An elastic job that resizes in place: the group is formed (or joined) here.
         self.in_place = resize.InPlace(self) if d.in_place else None
         self.finished = self.in_place is not None and not self.in_place.join()
-        self.hang_at = self._hang_step()
+        self.hang_at = testing_aids.hang_step(d.env.restart_count, d.rank)
         state.seed_everything(args.seed, d.rank)
 
     def remake_progress(self) -> None:
         """The progress reporter of this rank (global rank 0 reports; in a group that
         resizes in place that may change hands)."""
-        args, d = self.args, self.d
-        if self.progress is not None:
-            if self.progress.enabled == d.is_main:
-                return
-            self.progress.close()
-        steps_per_epoch = (len(self.data.train) + args.grad_accum - 1) // args.grad_accum
-        progress_file = os.environ.get(contract.PROGRESS_FILE) or None
-        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs,
-                                 d.device, progress_file=progress_file, total_steps=steps_per_epoch * args.epochs)
-        if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
-            # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
-            self.progress.progress_file = progress_file
+        if self.progress is None or self.progress.enabled != self.d.is_main:
+            if self.progress is not None:
+                self.progress.close()
+            steps = (len(self.data.train) + self.args.grad_accum - 1) // self.args.grad_accum * self.args.epochs
+            self.progress = Progress.of_rank(self.args, self.d, steps)
 
     def wrap(self) -> nn.Module:
         m, d = self.model, self.d
@@ -146,10 +120,10 @@ class Trainer:
 
     def run(self) -> int:
         args, d, p = self.args, self.d, self.progress
-        if self.finished:
+        if self.finished:  # a node created again too late: the others finished
             return 0
-        p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data,
-                 epochs=args.epochs, batch_size=args.batch_size, device=str(d.device), backend=d.backend)
+        p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data, epochs=args.epochs,
+                 batch_size=args.batch_size, device=str(d.device), backend=d.backend)
         summary: dict = {}  # the last completed epoch's metrics
         if args.checkpoint_dir and not (self.in_place and self.in_place.from_peer):
             resumed = state.restore(d, args.checkpoint_dir, self.model, self.optimizer, self.scaler, args)
@@ -167,24 +141,18 @@ class Trainer:
             epoch = self.pos.epoch + 1
             epoch_summary = self.train_epoch(model, epoch)
             if isinstance(epoch_summary, resize.Regroup):
-                if epoch_summary.leave:  # this node goes away; the others train on without it
-                    self.progress.say("leaving the group: this node was asked to stop")
-                    return EXIT_PREEMPTED
                 model = self.in_place.regroup(epoch_summary)
+                if model is None:  # this node goes away; the others train on without it
+                    return EXIT_PREEMPTED
                 continue
             if epoch_summary is None:
                 return self.preempted(summary)
             summary = epoch_summary
             self.pos = state.Position(epoch, 0, self.pos.step)
-            while True:  # a peer lost here: re-form, then evaluate and save again
-                try:
-                    self.end_epoch(epoch, summary)
-                    break
-                except Exception as exc:  # noqa: BLE001 - in_place.failure re-raises what is a bug
-                    if self.in_place is None:
-                        raise
-                    model = self.in_place.regroup(self.in_place.failure(exc))
-            p = self.progress
+            if self.in_place is None:
+                self.end_epoch(epoch, summary)
+            else:  # a peer lost here: re-form, then evaluate and save again
+                model = self.in_place.retry(lambda: self.end_epoch(epoch, summary), model)
         p = self.progress
         ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
@@ -196,12 +164,11 @@ class Trainer:
     def end_epoch(self, epoch: int, summary: dict) -> None:
         args = self.args
         if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
-            summary.update(self.evaluate())
+            summary.update(evaluate(self.model, self.data.eval, self.d, self.autocast))
         if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
             self.save(summary)
         self.progress.end_epoch(epoch=epoch, step=self.pos.step, **summary)
-        if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and self.d.is_main:
-            os.kill(os.getpid(), signal.SIGKILL)
+        testing_aids.after_epoch(epoch, self.d.is_main)
 
     def train_epoch(self, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
         """One epoch from self.pos.batch on; None when stopped by a signal (state saved);
@@ -218,7 +185,8 @@ class Trainer:
         p.start_epoch(epoch, (n + args.grad_accum - 1) // args.grad_accum, self.pos.batch // args.grad_accum)
         for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
             if self.pos.step + 1 == self.hang_at:
-                self.hang()
+                self.hang_at = None
+                testing_aids.hang(d.rank, self.pos.step + 1, lambda: self.stop.signum)
             self.heartbeat.reach(self.pos.step + 1)
             sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
             if self.samples is not None:  # before the step: a step a lost peer breaks is made again
@@ -256,8 +224,7 @@ class Trainer:
                 **distributed.peak_memory(d.device)}
 
     def step(self, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
-        """One micro-batch, and at the end of an optimizer step the update and the vote;
-        True when every rank is to stop."""
+        """One micro-batch (the last of a step: the update and the vote); True: all stop."""
         args = self.args
         if sync:
             vote.start(self.stop.signum != 0)  # overlaps with this step's compute
@@ -281,40 +248,16 @@ class Trainer:
             self.save({})
         return vote.result()
 
-    def _hang_step(self) -> int | None:
-        at = os.environ.get(HANG_AT_STEP)
-        if not at or self.d.env.restart_count != 0 or str(self.d.rank) != os.environ.get(HANG_RANK, "1"):
-            return None
-        return int(at)
-
-    def hang(self) -> None:
-        self.hang_at = None
-        log(f"testing aid: rank {self.d.rank} hangs before step {self.pos.step + 1} ({HANG_AT_STEP})")
-        while not self.stop.signum:
-            time.sleep(0.1)
-
-    @torch.no_grad()
-    def evaluate(self) -> dict:
-        """Each rank scores its own disjoint shard; sums are all-reduced, so the numbers
-        are exact over the whole evaluation set."""
-        if self.data.eval is None:
-            return {}
-        self.model.eval()
-        totals = torch.zeros(3, device=self.d.device)
-        for x, y in self.data.eval.epoch(0):
-            with self.autocast():
-                out = self.model(x)  # the unwrapped model: shards may differ in size
-            totals += torch.stack([F.cross_entropy(out.float(), y, reduction="sum"),
-                                   (out.argmax(1) == y).sum().float(), torch.tensor(float(len(y)), device=x.device)])
-        self.model.train()
-        loss_sum, correct, count = distributed.all_reduce_sum(self.d, totals).tolist()
-        return {"eval_loss": round(loss_sum / max(count, 1), 6), "eval_accuracy": round(correct / max(count, 1), 6)}
-
     def save(self, summary: dict) -> None:
         path = state.save(self.d, self.args.checkpoint_dir, self.args.keep_checkpoints, self.pos,
                           self.model, self.optimizer, self.scaler, self.args, summary)
         if path:
             self.progress.say(f"checkpoint {path}")
+
+    def close(self) -> None:
+        for part in (self.samples, self.progress, self.heartbeat, self.in_place):
+            if part is not None:
+                part.close()
 
     def preempted(self, summary: dict) -> int:
         if self.args.checkpoint_dir:
@@ -331,20 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     code = 1
     try:
         env = read_process_env()
-        if resize.wanted() and env.elastic_max_nodes:
-            d = distributed.setup_in_place(env)  # Trainer forms the group once it has a model to share
-        else:
-            d = distributed.setup(env)
+        # Resizing in place, the Trainer forms the group once it has a model to share.
+        d = distributed.setup_in_place(env) if resize.wanted() and env.elastic_max_nodes else distributed.setup(env)
         trainer = Trainer(args, d, stop)
         code = trainer.run()
         return code
-    except UsageError as e:
+    except (UsageError, NoGroup) as e:
         log(f"error: {e}")
-        code = EXIT_BAD_INPUT
-        return code
-    except NoGroup as e:
-        log(f"error: {e}")
-        code = EXIT_RENDEZVOUS_TIMEOUT
+        code = EXIT_BAD_INPUT if isinstance(e, UsageError) else EXIT_RENDEZVOUS_TIMEOUT
         return code
     except BaseException:
         if group_reset.ABANDONED:  # the exit below skips the interpreter's own report
@@ -352,12 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         if trainer is not None:
-            if trainer.samples is not None:
-                trainer.samples.close()
-            trainer.progress.close()
-            trainer.heartbeat.close()
-            if trainer.in_place is not None:
-                trainer.in_place.close()
+            trainer.close()
         trainer = None  # its model (a DDP) goes before the process group (distributed.teardown)
         if group_reset.ABANDONED:
             group_reset.end_process(code)  # groups a lost peer left blocked: do not wait for them
