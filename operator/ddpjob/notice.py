@@ -98,11 +98,19 @@ def verify(token: str | None, body: bytes, signature: str | None, now: float, gu
 
 def post(host: str, port: int, token: str, lost: list[int] | tuple[int, ...], now: float,
          timeout: float = TIMEOUT) -> int:
-    """Send one notice; the HTTP status (204: taken). OSError when the Pod cannot be reached."""
+    """Send one notice; the HTTP status (204: taken). OSError when the Pod cannot be
+    reached or has not answered within `timeout` (for the whole exchange: a Pod that drips
+    its answer is cut off by a timer, as a progress read is)."""
     body = encode(lost, now)
     conn = http.client.HTTPConnection(host.strip("[]"), port, timeout=timeout)
+    timer = threading.Timer(timeout, lambda: conn.sock and conn.sock.shutdown(2))
+    timer.daemon = True
+    timer.start()
     try:
         conn.request("POST", PATH, body=body, headers={HEADER: sign(token, body), "Content-Type": "application/json"})
         return conn.getresponse().status
+    except http.client.HTTPException as e:
+        raise OSError(f"no answer: {e}") from None
     finally:
+        timer.cancel()
         conn.close()

@@ -40,6 +40,9 @@ class PodState:
     node_name: str | None = None  # spec.nodeName: where a stuck deletion's kubelet lives
     deletion_time: str | None = None  # metadata.deletionTimestamp: the end of its grace period
     uid: str | None = None
+    # False for a Running Pod whose Ready condition is False: with no readiness probe of
+    # ours, its node stopped reporting (the node lifecycle controller marks its Pods so).
+    ready: bool = True
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -81,6 +84,7 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
         ip=status.get("podIP") or None,
         node_name=(pod.get("spec") or {}).get("nodeName"), deletion_time=meta.get("deletionTimestamp"),
         uid=meta.get("uid"),
+        ready=not (phase == "Running" and (_conditions(status).get("Ready") or {}).get("status") == "False"),
     )
 
 
