@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob_devcluster import object_meta
+from ddpjob.api import object_meta
+
+_JSON = {str: 'string', int: 'number', float: 'number', bool: 'bool', list: 'array', dict: 'object'}
 
 
 class ApiError(Exception):
@@ -26,11 +28,20 @@ def require_object(body: Any) -> None:
 
 
 def decodable(body: Any) -> None:
-    """The checks the server's decoder makes of an object's metadata (object_meta.py)."""
-    try:
-        object_meta.check(body)
-    except object_meta.DecodeError as exc:
-        raise ApiError(400, 'BadRequest', str(exc)) from None
+    """The checks the server's decoder makes of an object's metadata (ddpjob.api.object_meta),
+    answered as kube-apiserver answers them: encoding/json's message in a 400."""
+    if not isinstance(body, dict):
+        return
+    found = object_meta.mismatches(body.get('metadata'))
+    if not found:
+        return
+    first, kind = found[0], str(body.get('kind') or 'object')
+    seen = 'null' if first.value is None else _JSON.get(type(first.value), type(first.value).__name__)
+    if first.go_type == 'int64' and seen == 'number':
+        seen = f'number {first.value}'  # Go names a number that does not fit
+    field = f'Go struct field ObjectMeta.metadata.{first.field}' if first.field else 'Go struct field'
+    raise ApiError(400, 'BadRequest', f'{kind} cannot be handled as a {kind}: json: cannot unmarshal {seen} '
+                                      f'into {field} of type {first.go_type}')
 
 
 def parse_rv(value: str) -> int:

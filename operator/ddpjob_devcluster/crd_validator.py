@@ -45,6 +45,7 @@ import celpy
 import re2
 import yaml
 
+from ddpjob.api import object_meta
 from ddpjob_devcluster.openapi_schema import (MISSING, CRDError, Run, apply_defaults, check_schema, correlate, join,
                                               prune_nulls, type_name, unknown_fields)
 
@@ -132,6 +133,12 @@ class CRDValidator:
         if not isinstance(obj, Mapping):
             run.add("", f"must be of type object (got {type_name(obj)})", blocking=True)
             return run.errors
+        # The server decodes the body before anything else: metadata of a type it cannot
+        # decode is an error on its own.
+        for bad in object_meta.mismatches(obj.get("metadata")):
+            run.add(bad.path, f"must be of type {bad.go_type} (got {type_name(bad.value)})", blocking=True)
+        if run.errors:
+            return run.errors
         self._check_routing(obj, run)
         if run.errors:
             return run.errors
@@ -170,10 +177,6 @@ class CRDValidator:
         name, generate = meta.get("name"), meta.get("generateName")
         if name is None and generate is None:
             run.add("metadata.name", "Required value: name or generateName is required")
-        for key in ("name", "generateName", "namespace"):
-            value = meta.get(key)
-            if value is not None and not isinstance(value, str):
-                run.add(f"metadata.{key}", f"must be of type string (got {type_name(value)})", blocking=True)
         if isinstance(name, str) and not (len(name) <= 253 and _DNS1123_SUBDOMAIN.search(name)):
             run.add("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of "
                                      "lower case alphanumeric characters, '-' or '.'")

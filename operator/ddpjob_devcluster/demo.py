@@ -7,12 +7,15 @@
 What runs, by default (`--backend real`): a real Kubernetes control plane built from
 pinned upstream modules (etcd, kube-apiserver, kube-controller-manager, kube-scheduler;
 `make control-plane`), process kubelets registered as Nodes (`--nodes`, `--gpu-nodes`
-with `nvidia.com/gpu` capacity), and the operator installed from the Helm chart
-(cluster-wide) and running with the chart's ServiceAccount token. With `--backend
+with `nvidia.com/gpu` capacity), a default StorageClass (`controlplane/storage.py`), and
+the operator installed from the Helm chart (cluster-wide) and running with the chart's
+ServiceAccount token, all in a network namespace of their own where Pods get Pod CIDR
+addresses (`cluster_network.py`; `--host-network` keeps the host's). With `--backend
 emulator`: the project's fast API emulator instead, with the same operator and kubelet and
-the same Nodes, placed by the development scheduler.
+the same Nodes, placed by the development scheduler (it builds nothing).
 Each Pod the operator creates runs as local processes. A kubeconfig for kubectl is
-written to the work directory.
+written to the work directory, which is removed at the end unless `--keep-workdir` (or a
+failure, whose logs are there) keeps it.
 
 Exit codes: 0 after Ctrl-C, or in --once mode when the job Succeeded; 1 when the job
 failed, timed out, or a part of the cluster died.
@@ -22,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import shutil
 import signal
 import sys
 import tempfile
@@ -31,16 +33,16 @@ import time
 import yaml
 
 from ddpjob import gc_tuning
-from ddpjob.local import pidlock
 from ddpjob.api import names
+from ddpjob_devcluster import cluster_network, demo_workdir
 from ddpjob_devcluster.cluster import EXAMPLE, LocalCluster
+from ddpjob_devcluster.controlplane import build
 from ddpjob_devcluster.controlplane.node import NodeShape
 from ddpjob_devcluster.real_cluster import RealCluster
 from ddpjob_devcluster.scheduler import NodeSpec
 
 ONCE_ENV = 'DDPJOB_DEMO_ONCE'
 BACKEND_ENV = 'DDPJOB_DEMO_BACKEND'
-MARKER = '.ddpjob-demo-cluster'  # only a directory carrying it is wiped on start
 COLUMNS = ('NAME:.metadata.name,PHASE:.status.phase,READY:.status.readyNodes,'
            'RESTARTS:.status.restarts,MESSAGE:.status.message')
 
@@ -49,6 +51,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog='python -m ddpjob_devcluster.demo', description=__doc__.split('\n\n')[0])
     p.add_argument('--workdir', default=os.path.join(tempfile.gettempdir(), 'ddpjob-demo-cluster'),
                    help='kubeconfig, operator log, Pod output and volumes (default: %(default)s)')
+    p.add_argument('--keep-workdir', action='store_true', help='keep the work directory at the end (else removed)')
+    p.add_argument('--host-network', action='store_true',
+                   help="real backend: run on the host's network (Pods get loopback addresses, which "
+                        "EndpointSlices refuse) instead of a network namespace of the cluster's own")
     p.add_argument('--once', '--smoke', action='store_true', default=os.environ.get(ONCE_ENV) == '1',
                    help=f'apply --example with kubectl, wait for Succeeded, exit (or set {ONCE_ENV}=1)')
     p.add_argument('--example', default=str(EXAMPLE), help='the DDPJob --once applies (default: %(default)s)')
@@ -69,7 +75,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def make_cluster(args: argparse.Namespace, workdir: pathlib.Path) -> LocalCluster | RealCluster:
+def make_cluster(args: argparse.Namespace, workdir: pathlib.Path,
+                 relay: cluster_network.Relay | None = None) -> LocalCluster | RealCluster:
+    """relay: the API server's port on the host, when the cluster has a network of its own."""
     if args.backend == 'emulator':
         # The same Nodes, placed by the development scheduler: a GPU job that fits no Node
         # waits Pending with the scheduler's reason, as on the real backend.
@@ -80,7 +88,27 @@ def make_cluster(args: argparse.Namespace, workdir: pathlib.Path) -> LocalCluste
     shapes = [NodeShape(f'cpu-{i}', cpu='64', memory='256Gi') for i in range(args.nodes)]
     shapes += [NodeShape(f'gpu-{i}', cpu='64', memory='256Gi', gpus=args.gpus_per_node,
                          labels=(('nvidia.com/gpu.present', 'true'),)) for i in range(args.gpu_nodes)]
-    return RealCluster(workdir, namespace='default', nodes=shapes, scope='cluster', stop_grace=10.0)
+    own = {'api_port': relay.port, 'addresses': cluster_network.PodAddresses()} if relay is not None else {}
+    return RealCluster(workdir, namespace='default', nodes=shapes, scope='cluster', stop_grace=10.0, **own)
+
+
+def own_network(args: argparse.Namespace) -> cluster_network.Relay | None:
+    """Move into the cluster's own network namespace (the real backend's endpoint
+    controllers refuse loopback Pod addresses); None, and why, where it stays on the host's."""
+    if args.backend != 'real':
+        return None  # the emulator runs no endpoint controller
+    why = '--host-network' if args.host_network else None
+    if why is None:
+        relay = cluster_network.Relay()
+        why = cluster_network.enter()
+        if why is None:
+            say(f'network: a namespace of its own, Pod IPs from {cluster_network.POD_CIDR}, the API server '
+                f'published on 127.0.0.1:{relay.port}; Pods reach nothing outside the cluster')
+            return relay.start()
+        relay.stop()
+    say(f"network: the host's ({why}); Pods get loopback addresses, which an EndpointSlice may not hold, so "
+        f"each job's Service gets FailedToUpdateEndpoint(Slices) Warning Events: expected here, not the job's fault")
+    return None
 
 
 def backend_line(cluster: LocalCluster | RealCluster) -> str:
@@ -91,39 +119,15 @@ def backend_line(cluster: LocalCluster | RealCluster) -> str:
     return f'API emulator {cluster.emulator.url} (the fast backend, not a real API server)'
 
 
-
 def say(message: str) -> None:
     print(f'[demo-cluster] {message}', flush=True)
 
 
-class AlreadyRunning(SystemExit):
-    pass
-
-
-def lock_workdir(path: pathlib.Path) -> object:
-    """Hold `<workdir>.lock` for the whole run: a second demo on the same work directory
-    stops with a clear message instead of wiping the first one's kubeconfig and Pods.
-    (Another --workdir gives a second, independent cluster.) The lock is the kernel's,
-    so it goes away with the process, however it ends."""
-    try:
-        return pidlock.acquire(path.parent / f'{path.name}.lock')
-    except pidlock.LockHeld as held:
-        raise AlreadyRunning(f'a demo cluster is already running in {path} (pid {held.holder}); use it '
-                             f'(export KUBECONFIG={path / "kubeconfig"}), stop it with Ctrl-C, '
-                             f'or start another with --workdir DIR') from None
-
-
-def prepare_workdir(path: pathlib.Path) -> None:
-    if path.exists() and (path / MARKER).exists():
-        shutil.rmtree(path)  # the last demo's Pods, logs and volumes
-    elif path.exists() and any(path.iterdir()):
-        raise SystemExit(f'{path} is not empty and was not made by this script; pick another --workdir')
-    path.mkdir(parents=True, exist_ok=True)
-    (path / MARKER).touch()
-
-
 def instructions(cluster: LocalCluster | RealCluster) -> str:
-    example = os.path.relpath(EXAMPLE, os.getcwd())
+    example, claim, elastic = (os.path.relpath(EXAMPLE.parent / name, os.getcwd())
+                               for name in (EXAMPLE.name, 'ckpt-claim.yaml', 'elastic-cpu.yaml'))
+    storage = ('the default StorageClass `standard` binds it' if isinstance(cluster, RealCluster)
+               else 'the emulator binds no claim, and its scheduler does not wait for one')
     return f"""
 ddpjob demo cluster is up: {backend_line(cluster)},
 the operator (pid {cluster.operator.popen.pid}) and process kubelets that run every Pod as local
@@ -137,8 +141,12 @@ processes. In another terminal:
     kubectl get ddpj -w -o custom-columns={COLUMNS}
     kubectl delete pod mnist-cpu-1     # watch the operator restart the gang
 
+An elastic job, with a checkpoint claim that names no StorageClass ({storage}):
+    kubectl apply -f {claim} -f {elastic}
+
 The operator's log is {cluster.operator.log_path}.
-Ctrl-C stops everything; a second demo needs another --workdir.
+Ctrl-C stops everything and removes {cluster.workdir} (--keep-workdir keeps it);
+a second demo at once needs another --workdir.
 """
 
 
@@ -203,7 +211,12 @@ def run_once(cluster: LocalCluster, example: str, timeout: float) -> int:
           end='', flush=True)
     print(cluster.kubectl('get', 'pods', '-n', namespace, '-o',
                           'custom-columns=NAME:.metadata.name,PHASE:.status.phase,'
-                          'EXIT:.status.containerStatuses[0].state.terminated.exitCode').stdout, end='', flush=True)
+                          'EXIT:.status.containerStatuses[0].state.terminated.exitCode,IP:.status.podIP'
+                          ).stdout, end='', flush=True)
+    say(f'kubectl get events -n {namespace}')
+    print(cluster.kubectl('get', 'events', '-n', namespace, '--sort-by=.metadata.creationTimestamp', '-o',
+                          'custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message'
+                          ).stdout, end='', flush=True)
     if phase == 'Succeeded':
         say(f'ddpjob {namespace}/{name} Succeeded')
         return 0
@@ -217,11 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = pathlib.Path(args.workdir).resolve()
     try:
-        lock = lock_workdir(workdir)  # noqa: F841  (held until the process exits)
-    except AlreadyRunning as exc:
+        lock = demo_workdir.lock(workdir)
+    except demo_workdir.AlreadyRunning as exc:
         say(f'error: {exc}')
         return 1
-    prepare_workdir(workdir)
+    demo_workdir.prepare(workdir)
 
     def interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
@@ -230,23 +243,35 @@ def main(argv: list[str] | None = None) -> int:
     # background job with SIGINT ignored, and Python then leaves it ignored.
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
-    cluster = make_cluster(args, workdir)
+    try:
+        relay = own_network(args)  # first: a user namespace is entered by one thread alone
+    except OSError as exc:  # the probe passed, the move itself did not: nothing can run here
+        say(f'error: moving into a network namespace: {exc}; try --host-network')
+        return 1
+    cluster = make_cluster(args, workdir, relay)
     gc_tuning.tune_for_long_running_server()  # this process serves the API until stopped
+    code = 1
     try:
         say(f'starting in {workdir}')
+        if isinstance(cluster, RealCluster) and not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
+            say('building the real control plane first: about 7 minutes the first time on 2 cores '
+                '(--backend emulator needs no build)')
         cluster.start()
-        return run_once(cluster, args.example, args.timeout) if args.once else run_forever(cluster)
+        code = run_once(cluster, args.example, args.timeout) if args.once else run_forever(cluster)
     except KeyboardInterrupt:
         say('stopping')
-        return 0
+        code = 0
     except (RuntimeError, OSError) as exc:  # StartFailure and BuildError are RuntimeErrors
         say(f'error: {exc}')
-        return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
         cluster.stop()
+        if relay is not None:
+            relay.stop()
         left = cluster.kubelet.live_processes() if cluster.kubelet is not None else []
         say(f'stopped; processes still running: {left}' if left else 'stopped: no process left running')
+        say(demo_workdir.finish(workdir, lock, keep=args.keep_workdir or code != 0 or bool(left)))
+    return code
 
 
 if __name__ == '__main__':

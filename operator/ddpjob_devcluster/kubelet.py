@@ -14,8 +14,8 @@ its own (two attempts may overlap while the old one terminates; a fresh port kee
 new rendezvous away from the old one's store). The checkpoint volume becomes one local
 directory per job, shared by all of the job's Pods and attempts, as a RWX volume is.
 Every Pod gets an IP of its own, as a CNI plugin gives one (kubelet's
-pkg/kubelet/kuberuntime sandbox status -> status.podIP): a random 127/8 address, which
-is this machine's loopback on Linux. Its launcher binds the contract's progress port on
+pkg/kubelet/kuberuntime sandbox status -> status.podIP): a random 127/8 address (this
+machine's loopback), or the demo's Pod CIDR's in its network (`cluster_network.py`). Its launcher binds the contract's progress port on
 that address (DDPJOB_PROGRESS_HOST), so Pods never collide on the port and the operator
 reaches `status.podIP:29510` exactly as in a cluster. The progress file (an emptyDir in
 a Pod) moves into the Pod's directory.
@@ -65,14 +65,14 @@ class ProcessKubelet:
     def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
                  stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN,
                  bound_only: bool = False, kubeconfig: pathlib.Path | None = None, node_name: str | None = None,
-                 ports: dict[Any, int] | None = None):
+                 ports: dict[Any, int] | None = None, addresses: Callable[[], str] | None = None):
         """kubeconfig: the node's own identity on a real API server (else `server` and
         `token`, as the emulator takes them). node_name: run only the Pods bound to this
         Node (`spec.nodeName`), listed and watched with that field selector as a kubelet
-        does; several kubelets are several nodes, sharing `ports` (each attempt's port)."""
+        does; several kubelets are several nodes, sharing `ports` (each attempt's port)
+        and `addresses` (each Pod's IP; default a random 127/8 one)."""
         self.server, self.kubeconfig, self.node_name = server, kubeconfig, node_name
-        # With a scheduler (ddpjob_devcluster.scheduler), run only Pods bound to a node,
-        # as a kubelet runs only the Pods whose spec.nodeName is its own.
+        # With a scheduler, run only Pods bound to a node, as a kubelet runs only its own.
         self.bound_only = bound_only or node_name is not None
         self.workdir = pathlib.Path(workdir)
         self.namespace, self.stop_grace = namespace, stop_grace
@@ -81,7 +81,7 @@ class ProcessKubelet:
         # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
         # stops them with the grace, as a kubelet shutting down does.
         self.node = LocalNode(f'{self.id}/', stop_grace, preexec=ownership.stop_with_parent,
-                              ports={} if ports is None else ports)
+                              ports={} if ports is None else ports, addresses=addresses)
         self.ports = self.node.ports  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()

@@ -14,6 +14,7 @@ import contextlib
 import pathlib
 import signal
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
@@ -93,12 +94,15 @@ class RealCluster(ClusterClient):
 
     def __init__(self, workdir: str | pathlib.Path, *, plane: ControlPlane | None = None,
                  namespace: str | None = None, nodes: tuple[NodeShape, ...] | list[NodeShape] = DEFAULT_NODES,
-                 scope: str = 'namespace', stop_grace: float = 5.0, values: dict[str, Any] | None = None):
-        """plane: a started control plane to use (else one of its own). namespace: the
-        jobs' namespace (default: a fresh one). scope: the chart's watch.scope."""
+                 scope: str = 'namespace', stop_grace: float = 5.0, values: dict[str, Any] | None = None,
+                 api_port: int = 0, addresses: Callable[[], str] | None = None):
+        """plane: a started control plane to use (else one of its own, its API server on
+        `api_port`, default a free one). namespace: the jobs' namespace (default: a fresh
+        one). scope: the chart's watch.scope. addresses: each Pod's IP (see kubelet.py)."""
         self.workdir = pathlib.Path(workdir)
         self.own_plane = plane is None
-        self.plane = plane or ControlPlane(self.workdir / 'control-plane')
+        self.plane = plane or ControlPlane(self.workdir / 'control-plane', port=api_port)
+        self.addresses = addresses
         self.namespace = namespace or f'test-{uuid.uuid4().hex[:8]}'
         self.fresh_namespace = namespace is None
         suffix = uuid.uuid4().hex[:6]
@@ -126,7 +130,7 @@ class RealCluster(ClusterClient):
             ports: dict[Any, int] = {}  # one rendezvous port per job attempt on every Node
             for shape in self.shapes:
                 self.agents.append(NodeAgent(self.plane, shape, kubelet_dir, stop_grace=self.stop_grace,
-                                             ports=ports).start())
+                                             ports=ports, addresses=self.addresses).start())
             self.kubelet = NamespacedKubelets(self.agents, kubelet_dir, self.namespace)
             self.operator = self._install()
             if operator:

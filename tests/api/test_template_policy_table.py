@@ -3,6 +3,9 @@ default with one error naming the field and the allowance that would let it thro
 and let through when (and only when) that allowance is given."""
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 
 from ddpjob.api import spec, template_policy
@@ -31,6 +34,9 @@ CASES = [
      "spec.template.spec.containers[0].securityContext.appArmorProfile.type", "unconfinedProfiles"),
     ({"metadata": {"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}},
      "spec.template.metadata.annotations[seccomp.security.alpha.kubernetes.io/pod]", "unconfinedProfiles"),
+    ({"metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"}}},
+     "spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/trainer]",
+     "unconfinedProfiles"),
     ({"spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}},
      "spec.template.spec.securityContext.sysctls[0]", "sysctls"),
     ({"spec": {"serviceAccountName": "admin"}}, "spec.template.spec.serviceAccountName", "serviceAccount"),
@@ -44,6 +50,32 @@ CASES = [
      "spec.template.spec.hostAliases", "hostAliases"),
     ({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "someone-elses"}}},
      "spec.template.metadata.labels[kueue.x-k8s.io/queue-name]", "controllerLabels"),
+    # Kubernetes 1.34+ baseline: a probe or handler host makes the kubelet connect there from the node.
+    ({"spec": {"containers": [{"name": "trainer", "livenessProbe": {"httpGet": {"host": "169.254.169.254",
+                                                                               "port": 80}}}]}},
+     "spec.template.spec.containers[0].livenessProbe.httpGet.host", "probeHosts"),
+    ({"spec": {"initContainers": [{"name": "i", "readinessProbe": {"tcpSocket": {"host": "127.0.0.1",
+                                                                                 "port": 10250}}}]}},
+     "spec.template.spec.initContainers[0].readinessProbe.tcpSocket.host", "probeHosts"),
+    ({"spec": {"containers": [{"name": "trainer", "lifecycle": {"preStop": {"httpGet": {"host": "10.0.0.1",
+                                                                                        "port": 443}}}}]}},
+     "spec.template.spec.containers[0].lifecycle.preStop.httpGet.host", "probeHosts"),
+    ({"spec": {"containers": [{"name": "trainer", "securityContext": {"appArmorProfile": {"type": "Localhostt"}}}]}},
+     "spec.template.spec.containers[0].securityContext.appArmorProfile.type", "unconfinedProfiles"),
+    ({"spec": {"volumes": [{"name": "c", "projected": {"sources": [{"podCertificate": {
+        "signerName": "example.com/s", "keyType": "ED25519", "credentialBundlePath": "c"}}]}}]}},
+     "spec.template.spec.volumes[0].projected.sources[0].podCertificate", "serviceAccount"),
+    ({"spec": {"tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                                "effect": "NoSchedule"}]}}, "spec.template.spec.tolerations[0]", "tolerateAll"),
+    # Fields that join another's gang or claim, as the controllers' labels do.
+    ({"spec": {"schedulingGroup": {"podGroupName": "someone-elses-attempt-0"}}},
+     "spec.template.spec.schedulingGroup", "controllerLabels"),
+    ({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "someone-elses-gpus"}]}},
+     "spec.template.spec.resourceClaims[0].resourceClaimName", "controllerLabels"),
+    ({"spec": {"evictionResponders": [{"name": "example.com/keeper", "priority": 10000}]}},
+     "spec.template.spec.evictionResponders", "controllerLabels"),
+    ({"spec": {"priorityClassName": "system-node-critical"}}, "spec.template.spec.priorityClassName",
+     "systemPriority"),
     # Volcano's group annotation: with schedulerName volcano, the Pods would join that gang.
     ({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "other-job-attempt-0"}},
       "spec": {"schedulerName": "volcano"}},
@@ -76,12 +108,25 @@ def test_the_checkpoint_volume_is_held_to_the_same_policy() -> None:
     assert template_policy.check_job(nfs) == []
 
 
+def test_a_system_priority_class_in_spec_scheduling_is_refused_too() -> None:
+    hostile = job(scheduling={"priorityClassName": "system-cluster-critical"})
+    errors = template_policy.check_job(hostile)
+    assert [e.path for e in errors] == ["spec.scheduling.priorityClassName"]
+    assert "templatePolicy.allow: [systemPriority]" in errors[0].message
+    assert template_policy.check_job(hostile, frozenset({"systemPriority"})) == []
+    assert template_policy.check_job(job(scheduling={"priorityClassName": "team-high"})) == []
+
+
 def test_what_a_training_job_needs_is_not_refused() -> None:
     fine = {"metadata": {"labels": {"team": "vision"}, "annotations": {"note": "x"}},
             "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "automountServiceAccountToken": False, "securityContext": {"seLinuxOptions": {"type": "container_t"},
-                                                                               "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]},
+                                                                               "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"},
+                                                                                           {"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}]},
+                     "nodeSelector": {"kubernetes.io/hostname": "gpu-node-3"}, "priorityClassName": "team-high",
+                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
                      "containers": [{"name": "trainer", "ports": [{"containerPort": 6006}],
+                                     "livenessProbe": {"httpGet": {"path": "/progress", "port": 29510}},
                                      "securityContext": {"procMount": "Default",
                                                          "seccompProfile": {"type": "RuntimeDefault"}}}],
                      "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}]}}
@@ -92,3 +137,9 @@ def test_an_unknown_allowance_is_one_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown template allowance 'root'"):
         template_policy.parse_allowances("hostPath, root")
     assert template_policy.parse_allowances("hostPath,nodeName") == {"hostPath", "nodeName"}
+
+
+def test_the_threat_model_describes_every_allowance_and_nothing_else() -> None:
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "threat-model.md").read_text()
+    table = doc.split("| allowance | what it lets a job's Pods do |")[1].split("\n\n")[0]
+    assert sorted(re.findall(r"^\| `(\w+)` \|", table, flags=re.M)) == sorted(template_policy.ALLOWANCES)

@@ -3,6 +3,7 @@ to Succeeded, and interactively until Ctrl-C. Every process the demo starts inhe
 marker variable, so the test finds and kills whatever a failing demo leaves behind."""
 from __future__ import annotations
 
+import ipaddress
 import os
 import pathlib
 import queue
@@ -51,8 +52,20 @@ def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_pa
     # A gang restart on a loaded test machine (seen once in a full run, its cause not
     # recorded then) is the product recovering; the demo must then say why it restarted.
     assert row.group(1) == '0' or '[last failure: mnist-cpu-' in out, out
-    assert re.search(r'mnist-cpu-0\s+Succeeded\s+0', out) and re.search(r'mnist-cpu-1\s+Succeeded\s+0', out), out
+    pods = dict(re.findall(r'^(mnist-cpu-[01])\s+Succeeded\s+0\s+(\S+)$', out, re.M))
+    assert sorted(pods) == ['mnist-cpu-0', 'mnist-cpu-1'], out
     assert 'stopped: no process left running' in out
+    # The job's Events tell its story; on the real backend the EndpointSlice controllers
+    # accept the Pods' addresses (a loopback one they refuse, with a Warning per job),
+    # unless the demo could not make a network of its own and said so.
+    events = out.split('kubectl get events', 1)[1]
+    assert re.search(r'Normal\s+Succeeded\s+mnist-cpu\s+all 2 nodes finished successfully', events), out
+    if backend == 'real' and "network: the host's" not in out:
+        assert 'network: a namespace of its own, Pod IPs from 10.244.0.0/16' in out, out
+        assert all(ipaddress.ip_address(ip) in ipaddress.ip_network('10.244.0.0/16') for ip in pods.values()), pods
+        assert 'FailedToUpdateEndpointSlices' not in events and 'Warning' not in events, events
+    # What it made is gone: the work directory and its lock file.
+    assert f'removed {tmp_path / "demo"}' in out and not list(tmp_path.iterdir()), list(tmp_path.iterdir())
 
 
 def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: pathlib.Path) -> None:
@@ -73,16 +86,38 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
         assert second.returncode == 1 and 'a demo cluster is already running in' in second.stdout, second.stdout
         assert f'pid {demo.pid}' in second.stdout
         # The printed kubeconfig works, and the CRD is there already.
-        got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', 'get', 'crd', 'ddpjobs.ddpjob.io',
-                              f'--cache-dir={tmp_path / "cache"}'], capture_output=True, text=True, timeout=30)
-        assert got.returncode == 0 and 'ddpjobs.ddpjob.io' in got.stdout, got.stderr
+        def kubectl(*args: str) -> str:
+            got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', f'--cache-dir={tmp_path / "cache"}',
+                                  *args], capture_output=True, text=True, timeout=30, cwd=ROOT)
+            assert got.returncode == 0, got.stderr
+            return got.stdout
+        assert 'ddpjobs.ddpjob.io' in kubectl('get', 'crd', 'ddpjobs.ddpjob.io')
+        # The README's checkpoint claim is bound by the default StorageClass.
+        kubectl('apply', '-f', 'manifests/examples/ckpt-claim.yaml')
+        volume = wait_until(lambda: kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.spec.volumeName}'), 60,
+                            'the claim was not bound', lambda: kubectl('describe', 'pvc', 'ckpt'))
+        made = pathlib.Path(kubectl('get', 'pv', volume, '-o', 'jsonpath={.spec.hostPath.path}'))
+        assert made.is_dir() and kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.status.phase}') == 'Bound'
 
         demo.send_signal(signal.SIGINT)
         assert demo.wait(30) == 0
+        # Ctrl-C removes the work directory and its lock (the kubectl cache is this test's),
+        # and the directory the provisioner made.
+        assert sorted(p.name for p in tmp_path.iterdir()) == ['cache'] and not made.exists()
     finally:
         if demo.poll() is None:
             demo.kill()
             demo.wait(10)
+
+
+def test_the_emulator_demo_builds_no_control_plane() -> None:
+    """`make demo-cluster DEMO_ARGS="--backend emulator"` runs no build (the real backend
+    builds the control plane when it starts it, as every ControlPlane does)."""
+    planned = subprocess.run(['make', '-n', 'demo-cluster', 'DEMO_ARGS=--backend emulator'], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert 'ddpjob_devcluster.demo --backend emulator' in planned.stdout, planned.stdout
+    assert 'controlplane.build' not in planned.stdout, planned.stdout
 
 
 def test_a_gpu_job_on_the_default_emulator_demo_waits_pending_with_the_schedulers_reason(tmp_path: pathlib.Path) -> None:

@@ -196,7 +196,7 @@ def test_a_failed_container_s_last_log_lines_are_its_termination_message(emulato
 def test_the_readme_progress_recipe_without_the_package_works_in_a_pod(emulator, core, kubelet):
     # The record's directory exists before the container starts, as a Pod's emptyDir does.
     recipe = pathlib.Path(__file__).resolve().parents[1] / 'local' / 'scripts' / 'progress_by_hand.py'
-    create_pods(core, job(recipe.read_text(), env=[{'name': 'PROGRESS_LINGER', 'value': '0'}]), ranks=(0,))
+    create_pods(core, job(recipe.read_text(), env=[{'name': 'DDPJOB_TEST_PROGRESS_LINGER', 'value': '0'}]), ranks=(0,))
     wait_phase(emulator, 'probe-0', 'Succeeded')
     log_dir = pathlib.Path(kubelet.container('probe-0', NS, running=False).log_path).parent
     assert json.loads((log_dir / 'progress.json').read_text())['step'] == 48

@@ -294,6 +294,24 @@ def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say
 
 
+def test_running_counts_processes_only_where_a_launcher_starts_them(job):
+    plain = job(command=["python", "train.py"], args=[])  # 2 nodes x nprocPerNode 2, no launcher
+    running = step(plain, pods(["Running", "Running"]), step(plain, [], None).status).status
+    assert running["message"] == "all 2 nodes running (python once per node, world size 4)"
+    launched = step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status
+    assert launched["message"] == "all 2 nodes running (4 processes)"
+
+
+def test_backend_auto_falling_back_to_gloo_on_a_gpu_job_is_said_once(job):
+    j = job(gpusPerNode=1, nprocPerNode=2)
+    first = step(j, [], None)
+    assert [(e.type, e.reason) for e in first.events] == [("Normal", "BackendGloo")]
+    assert first.events[0].message.startswith("spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s)")
+    assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
+    assert step(job(gpusPerNode=2, nprocPerNode=2), [], None).events == ()  # nccl: nothing to say
+    assert step(job(gpusPerNode=1, nprocPerNode=2, backend="gloo"), [], None).events == ()  # asked for
+
+
 CUDA_LOG = ("[rank0]: starting\nTraceback (most recent call last):\n  File \"/app/errors.py\", line 3, in <module>\n"
             "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device\n")
 
@@ -350,3 +368,21 @@ def test_a_failure_after_training_progress_or_a_different_one_is_not_called_repe
     # ExitCode already fails 1-127 at once: the advice is only for the policy that retries them.
     (only,) = attempts(job(restartPolicy="ExitCode"), [CUDA_LOG])
     assert only.status["phase"] == "Failed" and "restartPolicy: ExitCode" not in only.status["message"]
+
+
+def test_reordering_and_line_splitting_characters_of_a_termination_message_are_escaped(job):
+    """A Pod's termination message is written by the Pod: U+202E would show `exit 1` as
+    `1 tixe` in `kubectl describe`, U+2028 starts a new line where none is."""
+    j = job(restartPolicy="Never")
+    st = running_status(j)
+    message = "ok\u202e1 tixe\u2028forged: Succeeded\u2066x\u200b"
+    failed = pod_state({"metadata": {"name": "demo-0", "labels": {"ddpjob.io/job-name": "demo",
+                                                                   "ddpjob.io/node-rank": "0",
+                                                                   "ddpjob.io/restart-count": "0"}},
+                        "status": {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {
+                            "terminated": {"exitCode": 1, "reason": "Error", "message": message}}}]}})
+    p = step(j, [failed, *pods(["Failed", "Running"])[1:]], st)
+    shown = [p.status["message"], p.status["lastFailure"]["message"], *(e.message for e in p.events)]
+    assert p.status["lastFailure"]["message"].endswith("ok\\u202e1 tixe\\u2028forged: Succeeded\\u2066x\\u200b")
+    for text in shown:
+        assert not any(ch in text for ch in "\u202e\u2028\u2066\u200b"), text

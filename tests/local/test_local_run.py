@@ -23,7 +23,7 @@ def write_job(tmp_path, name="probe", nodes=2, nproc=2, command=None, env=None, 
         "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
         "spec": {"nodes": nodes, "nprocPerNode": nproc, "image": "local",
                  "command": command or TORCHRUN + [str(SCRIPTS / "allreduce_probe.py")],
-                 "env": [{"name": "PROBE_DIR", "value": str(probe_dir)}] + (env or []),
+                 "env": [{"name": "DDPJOB_TEST_PROBE_DIR", "value": str(probe_dir)}] + (env or []),
                  "restartBackoffSeconds": 0, **spec},
     }
     path = tmp_path / "job.yaml"
@@ -58,7 +58,7 @@ def test_two_nodes_two_processes_rendezvous_and_allreduce(tmp_path):
 
 
 def test_a_killed_process_restarts_the_gang_which_then_succeeds(tmp_path):
-    path, out = write_job(tmp_path, env=[{"name": "PROBE_CRASH_RANK", "value": "1"}])
+    path, out = write_job(tmp_path, env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "1"}])
     result = ddpjob("run", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
@@ -73,7 +73,7 @@ def test_a_killed_process_restarts_the_gang_which_then_succeeds(tmp_path):
 
 def test_exit_code_policy_stops_on_a_program_error(tmp_path):
     path, out = write_job(tmp_path, nodes=2, nproc=1, command=[sys.executable, str(SCRIPTS / "allreduce_probe.py")],
-                          env=[{"name": "PROBE_CRASH_RANK", "value": "0"}, {"name": "PROBE_CRASH_CODE", "value": "3"}],
+                          env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "0"}, {"name": "DDPJOB_TEST_PROBE_CRASH_CODE", "value": "3"}],
                           restartPolicy="ExitCode")
     result = ddpjob("run", str(path), cwd=tmp_path)
     assert result.returncode == 1
@@ -100,7 +100,7 @@ def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts
     assert "FileNotFoundError" not in first.stdout
     assert "summary: epoch 3/3 step 48/48 (100%)" in first.stdout  # the final status's progress, complete
     # The same job again, --fresh or not, writing no record: the last run's 48/48 is not its progress.
-    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "PROGRESS_STEPS", "value": "0"}])
+    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "DDPJOB_TEST_PROGRESS_STEPS", "value": "0"}])
     for flags in ((), ("--fresh",)):
         again = ddpjob("run", *flags, str(path), cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr
@@ -191,3 +191,40 @@ def test_the_example_job_runs_here_as_make_demo_does(tmp_path):
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
     assert status["phase"] == "Succeeded" and status["readyNodes"] == 2
     assert "[mnist-cpu-0] " in result.stdout and "epoch 3/3 done" in result.stdout
+
+
+def test_ctrl_c_of_the_built_in_trainer_is_quiet_saves_and_stops_everything(tmp_path):
+    """Ctrl-C mid-training: the trainer says once that it stops and saves its checkpoint,
+    torchrun's own stop warnings ("Received 15 death signal", "Sending process ... closing
+    signal") are not printed, no worker needs SIGKILL, and no process of the run is left."""
+    from ddpjob.local.container import CONTAINER_TAG_ENV, pids_with_env
+
+    command = ["ddpjob-launch", "ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1000",
+               "--log-every", "4"]
+    path, _ = write_job(tmp_path, name="quiet", nodes=2, nproc=2, command=command, checkpoint={"claimName": "c"})
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, before = [], []
+    try:
+        deadline = time.monotonic() + 240  # four trainers import torch on a busy machine
+        for line in proc.stdout:
+            before.append(line)
+            if "epoch 2/1000 done" in line or time.monotonic() > deadline:
+                break
+        assert "epoch 2/1000 done" in before[-1], "".join(before)[-3000:]
+        proc.send_signal(signal.SIGINT)
+        lines = proc.stdout.readlines()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    after = "".join(lines)
+    assert proc.returncode == 130, after[-3000:]
+    assert "[quiet-0] stop requested (signal 15): saving a checkpoint" in after
+    for noise in ("death signal", "closing signal", "Unable to shutdown process", "Traceback"):
+        assert noise not in after, after[-3000:]
+    stop = next(i for i, line in enumerate(lines) if "stop requested" in line)
+    saved = [line for line in lines[stop:] if line.startswith("[quiet-0] checkpoint ")]
+    assert len(saved) == 1 and Path(saved[0].split()[-1]).is_file()  # the stop's own checkpoint
+    assert pids_with_env(CONTAINER_TAG_ENV, f"ddpjob-run-{proc.pid}-") == []

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 SCRIPT = """
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-with open(os.path.join(os.environ["PID_DIR"], os.environ["NODE_RANK"] + ".pids"), "w") as f:
+with open(os.path.join(os.environ["DDPJOB_TEST_PID_DIR"], os.environ["NODE_RANK"] + ".pids"), "w") as f:
     f.write(f"{os.getpid()} {child.pid}")
 time.sleep(600)
 """
@@ -42,7 +42,7 @@ def _start(tmp_path: Path, name: str = "own", workdir: Path | None = None):
         old.unlink()
     body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
             "spec": {"nodes": 2, "nprocPerNode": 1, "image": "local", "command": [sys.executable, "-c", SCRIPT],
-                     "env": [{"name": "PID_DIR", "value": str(pid_dir)}]}}
+                     "env": [{"name": "DDPJOB_TEST_PID_DIR", "value": str(pid_dir)}]}}
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(body))
     args = [sys.executable, "-m", "ddpjob.cli", "run", str(job)] + (["--workdir", str(workdir)] if workdir else [])

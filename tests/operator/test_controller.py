@@ -137,6 +137,22 @@ def test_gang_restart_writes_status_before_deleting() -> None:
     assert c.metrics.sample("ddpjob_gang_restarts_total") == 1
 
 
+def test_a_gang_restart_deletes_each_pod_with_the_uid_it_was_seen_with() -> None:
+    """As PodGroups are deleted: a Pod made again under the name since is not the one meant."""
+    body = job_body(nodes=2, restartPolicy="OnFailure")
+    body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
+    c, kube, _, _ = make(body, [pod(0, uid="uid-0"), pod(1, "Failed", exit_code=3, uid="uid-1")])
+    preconditions: list[tuple[str, Any]] = []
+    delete = kube.delete
+
+    async def recorded(url: str, **kw: Any) -> bool:
+        preconditions.append((url.rsplit("/", 1)[1], kw.get("uid")))
+        return await delete(url, **kw)
+    kube.delete = recorded
+    once(c)
+    assert sorted(preconditions) == [("j-0", "uid-0"), ("j-1", "uid-1")]
+
+
 def test_a_failed_status_write_deletes_nothing() -> None:
     body = job_body(nodes=2, restartPolicy="OnFailure")
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}

@@ -23,6 +23,7 @@ GOOD = {"record": {"step": 5, "total_steps": 10}, "seconds_since_progress": 1, "
 class Hostile(http.server.BaseHTTPRequestHandler):
     behaviour = "good"
     hits: list[str] = []
+    sent = 0
 
     def log_message(self, *args: object) -> None:
         pass
@@ -43,10 +44,27 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b" ")
                 self.wfile.flush()
                 time.sleep(0.2)
+        elif self.behaviour == "continue-flood":  # interim answers without end, then none
+            self._flood(b"HTTP/1.1 100 Continue\r\n\r\n")
+        elif self.behaviour == "header-flood":  # 100 headers of 60 KB: within http.client's own limits
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            self._flood(b"X-Filler: " + b"x" * 60_000 + b"\r\n", times=100)
+            self._flood(b"Content-Length: 2\r\n\r\n{}", times=1)
         elif self.behaviour == "huge":
             self._raw(b'{"ranks": {' + b",".join(b'"%d": {"step": 1}' % i for i in range(100_000)) + b"}}")
         else:
             self._json(GOOD)
+
+    def _flood(self, chunk: bytes, times: int | None = None) -> None:
+        """Write `chunk` until the reader hangs up (or `times` times), for at most 10 s."""
+        Hostile.sent = 0
+        deadline = time.monotonic() + 10
+        try:
+            while (times is None or Hostile.sent < times * len(chunk)) and time.monotonic() < deadline:
+                self.wfile.write(chunk)
+                Hostile.sent += len(chunk)
+        except OSError:
+            pass
 
     def _json(self, doc: object) -> None:
         self._raw(json.dumps(doc).encode())
@@ -81,6 +99,20 @@ def test_a_dripping_answer_is_cut_at_the_whole_response_deadline(pod) -> None:
     with pytest.raises(TimeoutError, match="no whole answer within 1s"):
         fetch_json(f"http://{pod[0]}:{pod[1]}/progress", timeout=1.0)
     assert time.monotonic() - start < 4  # not 30 x 0.2 s: the deadline is for the whole answer
+
+
+def test_endless_interim_answers_end_the_read_at_the_third(pod) -> None:
+    """Before, http.client skipped `100 Continue` answers until the deadline: seconds of the
+    operator's CPU for every read of a hostile Pod."""
+    Hostile.behaviour = "continue-flood"
+    with pytest.raises(ValueError, match=r"more than 2 interim \(1xx\) answers"):
+        fetch_json(f"http://{pod[0]}:{pod[1]}/progress")
+
+
+def test_headers_past_the_answers_byte_budget_are_refused(pod) -> None:
+    Hostile.behaviour = "header-flood"
+    with pytest.raises(ValueError, match=r"answer larger than 327680 bytes"):
+        fetch_json(f"http://{pod[0]}:{pod[1]}/progress")
 
 
 def test_an_oversized_answer_is_refused(pod) -> None:

@@ -143,6 +143,15 @@ def test_pod_group_names_fit_a_label_value():
     assert names.pod_group_name(longest, 1) != names.pod_group_name(longest[:-1] + "b", 1)
 
 
+def test_two_long_names_found_to_collide_in_32_bits_of_hash_get_different_groups():
+    # Found by a birthday search of ~120,000 names: sha256's first 32 bits are both 350b6a4d.
+    first = "team-vision-resnet50-imagenet-sweep-learning-rate-009e92"
+    second = "team-vision-resnet50-imagenet-sweep-learning-rate-001b28f"
+    assert names.pod_group_name(first, 1) != names.pod_group_name(second, 1)
+    digest = names.pod_group_name(second, 1).rsplit("-", 2)[1]
+    assert len(digest) == 26  # 128 bits, base32
+
+
 def test_gang_requests_count_limits_where_no_request_is_given():
     pod = {"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
                                                   "requests": {"cpu": "250m"}}},

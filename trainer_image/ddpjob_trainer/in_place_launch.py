@@ -57,8 +57,9 @@ def torchrun_argv(launch: LaunchEnv, target: list[str]) -> list[str]:
 
 
 def serve_store(launch: LaunchEnv, env=None):
-    """The node's store, on the contract's port: the Pod's address in a cluster, the Pod's
-    own loopback address on one machine (DDPJOB_PROGRESS_HOST, which the local runners set)."""
+    """The node's store, where the others look for it (DDPJOB_NODE_ADDRESS with this node's
+    index): every address of the Pod in a cluster (its DNS name points at them), this
+    node's own loopback address on one machine (the template's host is an address there)."""
     from .node_store import NodeStore
 
     env = os.environ if env is None else env
@@ -66,7 +67,7 @@ def serve_store(launch: LaunchEnv, env=None):
     if not template:
         raise UsageError(f"--resize {IN_PLACE} needs {contract.NODE_ADDRESS} (an elastic job's Pod has it)")
     try:
-        _, port = contract.node_address(template, launch.node_rank)
+        host, port = contract.node_address(template, launch.node_rank)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return NodeStore(env.get(contract.PROGRESS_HOST) or "", port)
+    return NodeStore("" if contract.INDEX_FIELD in template else host, port)

@@ -131,7 +131,7 @@ class Trainer:
                 self.pos, path, summary = resumed
                 p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
                          step=self.pos.step, checkpoint=os.path.basename(path))
-                p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
+                p.say(state.resumed(self.pos, args.epochs, path, args.checkpoint_dir))
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
         if args.sample_log and self.samples is None:  # (a group that resizes in place made it)
@@ -297,4 +297,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .quick_exit import exit_with
+
+    exit_with(main(), quick=(EXIT_PREEMPTED,))  # asked to stop, saved, process group gone: go now

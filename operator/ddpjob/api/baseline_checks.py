@@ -15,20 +15,28 @@ from typing import Any
 
 PRIVILEGED, HOST_PATH, HOST_NAMESPACES, CAPABILITIES = "privileged", "hostPath", "hostNamespaces", "capabilities"
 HOST_PORTS, SELINUX, HOST_PROCESS, PROC_MOUNT = "hostPorts", "seLinux", "hostProcess", "procMount"
-UNCONFINED, SYSCTLS = "unconfinedProfiles", "sysctls"
+UNCONFINED, SYSCTLS, PROBE_HOSTS = "unconfinedProfiles", "sysctls", "probeHosts"
 BASELINE = (PRIVILEGED, HOST_PATH, HOST_NAMESPACES, CAPABILITIES, HOST_PORTS, SELINUX, HOST_PROCESS, PROC_MOUNT,
-            UNCONFINED, SYSCTLS)
+            UNCONFINED, SYSCTLS, PROBE_HOSTS)
 
-# policy/check_seLinuxOptions.go
+# The checks of k8s.io/pod-security-admission v0.37 (Kubernetes 1.37, the version the
+# project pins), policy/check_*.go; docs/threat-model.md compares them item by item.
+# check_seLinuxOptions.go (1.31+)
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
-# policy/check_sysctls.go (the safe set as of v1.32)
+# check_sysctls.go: the safe set of 1.37
 SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
                 "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
                 "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes"}
+                "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+                "net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}
 SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
 SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
 APPARMOR = "container.apparmor.security.beta.kubernetes.io/"
+# check_appArmorProfile.go: what the fields and the annotations may say
+APPARMOR_TYPES = {None, "RuntimeDefault", "Localhost"}
+# check_hostProbesAndhostLifecycle.go (1.34+): a probe or lifecycle handler with a host
+# makes the kubelet connect there, from the node (e.g. 169.254.169.254, 127.0.0.1:10250).
+PROBES, HANDLERS = ("livenessProbe", "readinessProbe", "startupProbe"), ("postStart", "preStop")
 
 Finding = tuple[str, str, str]  # (allowance, field path, what is asked)
 
@@ -56,8 +64,20 @@ def _security(sc: Mapping[str, Any], path: str) -> Iterator[Finding]:
         yield HOST_PROCESS, f"{path}.windowsOptions.hostProcess", "a Windows host process"
     if _mapping(sc.get("seccompProfile")).get("type") == "Unconfined":
         yield UNCONFINED, f"{path}.seccompProfile.type", "an Unconfined seccomp profile"
-    if _mapping(sc.get("appArmorProfile")).get("type") == "Unconfined":
-        yield UNCONFINED, f"{path}.appArmorProfile.type", "an Unconfined AppArmor profile"
+    apparmor = _mapping(sc.get("appArmorProfile")).get("type")
+    if apparmor not in APPARMOR_TYPES:
+        yield UNCONFINED, f"{path}.appArmorProfile.type", f"the AppArmor profile {apparmor!r}"[:200]
+
+
+def _hosts(container: Mapping[str, Any], path: str) -> Iterator[Finding]:
+    """Probes and lifecycle handlers that name a host."""
+    handlers = [(f"{path}.{p}", _mapping(container.get(p))) for p in PROBES]
+    handlers += [(f"{path}.lifecycle.{h}", _mapping(_mapping(container.get("lifecycle")).get(h))) for h in HANDLERS]
+    for where, handler in handlers:
+        for kind in ("httpGet", "tcpSocket"):
+            if _mapping(handler.get(kind)).get("host"):
+                yield PROBE_HOSTS, f"{where}.{kind}.host", "a probe or lifecycle handler that connects to a host " \
+                                                          "of its own choosing, from the node"
 
 
 def findings(template: Mapping[str, Any], base: str = "spec.template") -> Iterator[Finding]:
@@ -90,9 +110,10 @@ def findings(template: Mapping[str, Any], base: str = "spec.template") -> Iterat
         for j, port in enumerate(c.get("ports") or []):
             if _mapping(port).get("hostPort"):
                 yield HOST_PORTS, f"{path}.ports[{j}].hostPort", "a hostPort"
+        yield from _hosts(c, path)
     annotations = _mapping(_mapping(template.get("metadata")).get("annotations"))
     for key, value in annotations.items():
         unconfined = (key == SECCOMP_POD or key.startswith(SECCOMP_CONTAINER)) and value == "unconfined" \
-            or key.startswith(APPARMOR) and value == "unconfined"
+            or key.startswith(APPARMOR) and not (value in ("", "runtime/default") or str(value).startswith("localhost/"))
         if unconfined:
             yield UNCONFINED, f"{base}.metadata.annotations[{key}]", "an unconfined profile (legacy annotation)"

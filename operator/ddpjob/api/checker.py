@@ -5,14 +5,25 @@ field's own module (scheduling.py, elastic.py, container_fields.py) report throu
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from ddpjob.api import field_names
 from ddpjob.api.errors import FieldError
 
 
+MESSAGE_LIMIT = 1000  # one error line, whatever the input quoted in it
+
+
 def show(value: Any, limit: int = 60) -> str:
-    """A value as an error message quotes it: short, one line, whatever the input."""
-    text = repr(value)
+    """A value as an error message quotes it: short, one line, whatever the input (an
+    integer Python will not print, a megabyte of text)."""
+    if isinstance(value, str) and len(value) > limit:  # the head only: never the whole megabyte
+        return repr(value[:limit])[:limit] + f"... ({len(value)} characters)"
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits" if isinstance(value, int) \
+            else f"a {type(value).__name__} too large to show"
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
@@ -21,8 +32,13 @@ class Checker:
 
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
+        # Paths an unknown field was said to be a misspelling of: that field is then not
+        # also reported missing (`minNode` is one mistake, not two).
+        self.meant: set[str] = set()
 
     def err(self, path: str, message: str) -> None:
+        if len(message) > MESSAGE_LIMIT:
+            message = message[:MESSAGE_LIMIT - 1] + "…"
         self.errors.append(FieldError(path, message))
 
     def integer(self, spec: Mapping, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
@@ -44,7 +60,7 @@ class Checker:
         if value is None:
             return None
         if value not in options:
-            self.err(f"spec.{key}", f"must be one of {', '.join(options)} (got {value!r})")
+            self.err(f"spec.{key}", f"must be one of {', '.join(options)} (got {show(value)})")
             return None
         return value
 
@@ -52,10 +68,10 @@ class Checker:
         value = spec.get(key, default)
         if value is None:
             if required:
-                self.err(f"spec.{key}", "is required")
+                self.missing(f"spec.{key}")
             return None
         if not isinstance(value, str) or (required and not value):
-            self.err(f"spec.{key}", f"must be a non-empty string (got {value!r})")
+            self.err(f"spec.{key}", f"must be a non-empty string (got {show(value)})")
             return None
         return value
 
@@ -68,8 +84,25 @@ class Checker:
             return None
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                self.err(f"spec.{key}[{i}]", f"must be a string (got {item!r})")
+                self.err(f"spec.{key}[{i}]", f"must be a string (got {show(item)})")
         return tuple(str(v) for v in value)
+
+    def unknown(self, prefix: str, mapping: Mapping, known: Iterable[str]) -> bool:
+        """An error per key of `mapping` that is not `known`, naming the field it was
+        probably meant as; True when there was one. `prefix`: the mapping's path ("": the root)."""
+        known = tuple(known)
+        keys = field_names.unknown_keys(mapping, known)
+        for key in keys:
+            self.err(f"{prefix}.{key}" if prefix else str(key), field_names.unknown_field(key, known, mapping))
+            guess = field_names.closest(key, known, mapping)
+            if guess:
+                self.meant.add(f"{prefix}.{guess}" if prefix else guess)
+        return bool(keys)
+
+    def missing(self, path: str, message: str = "is required") -> None:
+        """A required field that is not there, unless an unknown field was its misspelling."""
+        if path not in self.meant:
+            self.err(path, message)
 
     def mapping(self, spec: Mapping, key: str) -> Mapping | None:
         value = spec.get(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 
@@ -74,10 +75,13 @@ def pod_group_name(job: str, attempt: int) -> str:
     """The PodGroup of one gang attempt. Each attempt gets its own: a native PodGroup
     waits on a protection finalizer until its old Pods are gone, so a new one of the
     same name could not be made yet, and a Volcano / coscheduling PodGroup that finished
-    is not scheduled again. Some integrations put it in a label value: 63 at most."""
+    is not scheduled again. Some integrations put it in a label value: 63 at most. A long
+    name keeps its head and gets 128 bits of its hash (26 base32 letters): with fewer (32
+    bits were used), a second job name giving the same group, and so joining the first
+    job's gang, could be searched for."""
     name = f"{job}-attempt-{attempt}"
     if len(name) <= MAX_LABEL:
         return name
-    digest = hashlib.sha256(job.encode()).hexdigest()[:8]
+    digest = base64.b32encode(hashlib.sha256(job.encode()).digest()[:16]).decode().lower().rstrip("=")
     suffix = f"-{digest}-{attempt}"
     return job[:MAX_LABEL - len(suffix)].rstrip("-") + suffix

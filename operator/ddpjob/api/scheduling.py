@@ -57,8 +57,7 @@ def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None, elastic: 
     `nodes`: the gang's minimum (spec.nodes, or spec.elastic.minNodes when `elastic`)."""
     if not sched:
         return Scheduling()
-    for key in sorted(set(sched) - FIELDS):
-        c.err(f"spec.scheduling.{key}", "unknown field")
+    c.unknown("spec.scheduling", sched, FIELDS)
     gang = sched.get("gang", "none")
     if gang not in GANGS:
         c.err("spec.scheduling.gang", f"must be one of {', '.join(GANGS)} (got {gang!r})")

@@ -9,12 +9,18 @@ operator refuses:
   the whole Pod template (every container: init, ephemeral, sidecars; Pod- and
   container-level securityContext; every volume) and the checkpoint volume;
 - and beyond that standard, what would let a job act as someone else or somewhere else:
-  a `serviceAccountName`, `automountServiceAccountToken: true` or a projected
-  ServiceAccount token (`serviceAccount`), `nodeName` (`nodeName`), a toleration of
-  every taint (`tolerateAll`), `hostAliases` (`hostAliases`: e.g. a fake
-  kubernetes.default.svc), and the labels other controllers act on
-  (`controllerLabels`: Kueue's queue, Volcano's and coscheduling's group names; the
-  operator sets those itself from `spec.scheduling`).
+  a `serviceAccountName`, `automountServiceAccountToken: true`, a projected
+  ServiceAccount token or Pod certificate (`serviceAccount`), `nodeName` (`nodeName`), a
+  toleration of every taint or of the control plane's (`tolerateAll`), `hostAliases`
+  (`hostAliases`: e.g. a fake kubernetes.default.svc), what joins another's gang, queue
+  or claim (`controllerLabels`: Kueue's queue, Volcano's and coscheduling's group labels
+  and annotations, `schedulingGroup`, a ResourceClaim by name, eviction responders; the
+  operator sets the gang's own from `spec.scheduling`), and the system's priority
+  classes (`systemPriority`: `system-cluster-critical`, `system-node-critical`).
+
+A job's Secret and ConfigMap references are checked against its author's own rights by
+the API server (the chart's admission policy, manifests/policy/): only it knows who
+wrote the job. docs/threat-model.md has the whole picture.
 
 A cluster admin allows items one by one with the operator's `DDPJOB_TEMPLATE_ALLOW`
 (chart value `templatePolicy.allow`). `ddpjob validate`, `ddpjob submit` and the
@@ -32,12 +38,18 @@ from ddpjob.api.baseline_checks import (CAPABILITIES, HOST_NAMESPACES, HOST_PATH
 from ddpjob.api.errors import FieldError
 
 SERVICE_ACCOUNT, NODE_NAME, TOLERATE_ALL = "serviceAccount", "nodeName", "tolerateAll"
-HOST_ALIASES, CONTROLLER_LABELS = "hostAliases", "controllerLabels"
-ALLOWANCES = (*baseline_checks.BASELINE, SERVICE_ACCOUNT, NODE_NAME, TOLERATE_ALL, HOST_ALIASES, CONTROLLER_LABELS)
+HOST_ALIASES, CONTROLLER_LABELS, SYSTEM_PRIORITY = "hostAliases", "controllerLabels", "systemPriority"
+ALLOWANCES = (*baseline_checks.BASELINE, SERVICE_ACCOUNT, NODE_NAME, TOLERATE_ALL, HOST_ALIASES, CONTROLLER_LABELS,
+              SYSTEM_PRIORITY)
 ENV = "DDPJOB_TEMPLATE_ALLOW"  # comma-separated allowances, set by the chart
 # Label prefixes other controllers act on: a Pod carrying them joins their queue or group.
 CONTROLLER_PREFIXES = ("kueue.x-k8s.io/", "volcano.sh/", "scheduling.volcano.sh/", "scheduling.x-k8s.io/",
                        "pod-group.scheduling.sigs.k8s.io", "scheduling.k8s.io/")
+# The taints kubeadm and every distribution put on control-plane nodes.
+CONTROL_PLANE_TAINTS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+# PriorityClass names with this prefix are the system's (the API server reserves it):
+# system-cluster-critical and system-node-critical preempt every workload.
+SYSTEM_PRIORITY_PREFIX = "system-"
 
 
 def parse_allowances(text: str | Iterable[str] | None) -> frozenset[str]:
@@ -60,16 +72,23 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
     for i, volume in enumerate(spec.get("volumes") or []):
         sources = (volume.get("projected") or {}).get("sources") if isinstance(volume, Mapping) else None
         for j, source in enumerate(sources or []):
-            if isinstance(source, Mapping) and "serviceAccountToken" in source:
-                yield (SERVICE_ACCOUNT, f"{sbase}.volumes[{i}].projected.sources[{j}].serviceAccountToken",
-                       "a projected ServiceAccount token")
+            for key, what in (("serviceAccountToken", "a projected ServiceAccount token"),
+                              ("podCertificate", "a projected Pod certificate (the ServiceAccount's identity)")):
+                if isinstance(source, Mapping) and key in source:
+                    yield SERVICE_ACCOUNT, f"{sbase}.volumes[{i}].projected.sources[{j}].{key}", what
     if spec.get("nodeName"):
         yield NODE_NAME, f"{sbase}.nodeName", "pinning the Pod to a node"
     for i, toleration in enumerate(spec.get("tolerations") or []):
         if isinstance(toleration, Mapping) and toleration.get("operator") == "Exists" and not toleration.get("key"):
             yield TOLERATE_ALL, f"{sbase}.tolerations[{i}]", "tolerating every taint"
+        elif isinstance(toleration, Mapping) and toleration.get("key") in CONTROL_PLANE_TAINTS:
+            yield TOLERATE_ALL, f"{sbase}.tolerations[{i}]", "tolerating the control plane's taint"
     if spec.get("hostAliases"):
         yield HOST_ALIASES, f"{sbase}.hostAliases", "hostAliases"
+    yield from _joining(spec, sbase)
+    priority = spec.get("priorityClassName")
+    if isinstance(priority, str) and priority.startswith(SYSTEM_PRIORITY_PREFIX):
+        yield SYSTEM_PRIORITY, f"{sbase}.priorityClassName", f"the system's priority class {priority[:80]!r}"
     metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
     # Annotations too: Volcano reads the group from `scheduling.k8s.io/group-name` and Kueue
     # the group size from `kueue.x-k8s.io/pod-group-total-count`; with the template's
@@ -81,6 +100,18 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
                 yield (CONTROLLER_LABELS, f"{base}.metadata.{kind}[{key}]",
                        f"a{'n annotation' if kind == 'annotations' else ' label'} another controller acts on "
                        "(spec.scheduling sets these)")
+
+
+def _joining(spec: Mapping[str, Any], sbase: str) -> Iterator[Finding]:
+    """Pod fields that put the Pods into someone else's group (as the labels do)."""
+    if spec.get("schedulingGroup"):
+        yield CONTROLLER_LABELS, f"{sbase}.schedulingGroup", "joining a PodGroup (spec.scheduling sets the job's own)"
+    for i, claim in enumerate(spec.get("resourceClaims") or []):
+        if isinstance(claim, Mapping) and claim.get("resourceClaimName"):
+            yield (CONTROLLER_LABELS, f"{sbase}.resourceClaims[{i}].resourceClaimName",
+                   "sharing an existing ResourceClaim (its devices are allocated to whoever made it)")
+    if spec.get("evictionResponders"):
+        yield CONTROLLER_LABELS, f"{sbase}.evictionResponders", "naming controllers that answer the Pods' evictions"
 
 
 def _errors(found: Iterable[Finding], allow: frozenset[str]) -> list[FieldError]:
@@ -108,4 +139,8 @@ def check_job(job: Any, allow: frozenset[str] = frozenset()) -> list[FieldError]
                  for a, p, w in [*baseline_checks.findings(as_template), *_beyond_baseline(as_template,
                                                                                             "spec.template")]]
         errors += _errors(found, allow)
-    return errors + check(job.template, allow)  # in the spec's order: checkpoint, then template
+    priority = job.scheduling.priority_class_name
+    if isinstance(priority, str) and priority.startswith(SYSTEM_PRIORITY_PREFIX):
+        errors += _errors([(SYSTEM_PRIORITY, "spec.scheduling.priorityClassName",
+                            f"the system's priority class {priority!r}")], allow)
+    return errors + check(job.template, allow)  # in the spec's order: checkpoint, scheduling, template

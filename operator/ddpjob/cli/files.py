@@ -7,9 +7,13 @@ traceback, a hang or unbounded memory.
 - YAML events are walked before anything is built: nesting deeper than MAX_DEPTH and
   more than MAX_NODES nodes are refused (PyYAML builds nested nodes recursively, so a
   deep file would otherwise be a RecursionError);
-- aliases: the size of the document with every alias expanded is computed on the node
-  graph (each node once) and capped at MAX_NODES, so a "billion laughs" file is refused
-  before anything expands it;
+- aliases: the size of the file with every alias expanded is computed on each
+  document's node graph (each node once, while the document holds every node: a size
+  remembered by `id()` across documents could be read back for a new node at a freed
+  node's address) and capped at MAX_NODES for all documents together, so a "billion
+  laughs" file is refused before anything expands it;
+- an integer longer than Python converts (4,300 digits; it raised a ValueError, a
+  traceback) is refused naming its line; a shorter one reaches the field's own check;
 - a mapping with the same key twice is an error (YAML 1.2 says keys are unique; PyYAML
   silently keeps the last one);
 - only plain data: the safe loader's types.
@@ -28,6 +32,7 @@ from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+MAX_INT_DIGITS = sys.int_info.default_max_str_digits  # 4,300
 
 
 class FileError(Exception):
@@ -52,6 +57,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        if len(node.value) > MAX_INT_DIGITS:
+            mark = node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(node.value)} characters (at most {MAX_INT_DIGITS}; "
+                            f"line {mark.line + 1}, column {mark.column + 1})", None)
+        return super().construct_yaml_int(node)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+
 
 def _check_events(text: str) -> None:
     depth = nodes = 0
@@ -69,9 +85,11 @@ def _check_events(text: str) -> None:
                 raise _Limit(f"more than {MAX_NODES} YAML nodes")
 
 
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+def _expanded_size(node: yaml.Node) -> int:
     """Nodes in the document once every alias is expanded, counting each distinct node once
-    (iterative: the graph can be deep in expansion even when shallow in text)."""
+    (iterative: the graph can be deep in expansion even when shallow in text). The memo
+    lives as long as the document, which keeps every node it names alive."""
+    memo: dict[int, int] = {}
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
     while stack:
         current, children_done = stack.pop()
@@ -110,10 +128,11 @@ def parse_documents(path: str, text: str) -> list[Any]:
         _check_events(text)
         loader = _UniqueKeyLoader(text)
         try:
-            docs, memo = [], {}
+            docs, expanded = [], 0
             while loader.check_node():
                 node = loader.get_node()
-                if node is not None and _expanded_size(node, memo) > MAX_NODES:
+                expanded += _expanded_size(node) if node is not None else 0
+                if expanded > MAX_NODES:
                     raise _Limit(f"YAML aliases expand to more than {MAX_NODES} nodes")
                 docs.append(loader.construct_document(node) if node is not None else None)
         finally:

@@ -9,17 +9,11 @@ import sys
 from pathlib import Path
 
 from ddpjob import render
-from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+from ddpjob.cli import notices
 from ddpjob.cli.files import FileError, load_documents, load_jobs
 from ddpjob.text import plural
 from ddpjob.version import __version__, image_tags
-
-
-def warn(args: argparse.Namespace, job: DDPJob) -> None:
-    message = world_warning(job)
-    if message:
-        print(f"{args.file}: warning: {message}", file=sys.stderr)
 
 
 def _template_allow(args: argparse.Namespace) -> frozenset[str]:
@@ -42,13 +36,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
               f"({plural(job.nodes, 'node')} x {plural(job.nproc_per_node, 'process')}, {job.backend})")
-        warn(args, job)
+        notices.say(args.file, job)
     return 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     objects = []
     for job in load_jobs(args.file, args.namespace):
+        notices.say(args.file, job)
         objects += render.render(job, restart_count=args.restart_count)
     if args.output == "json":
         # As `kubectl get -o json` prints several objects: one List.
@@ -70,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if blockers:  # before anything starts: each rank would fail with the same line
             raise InvalidSpec([f"{b} (ddpjob run --cpu)" for b in blockers])
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
-    warn(args, job)
+    notices.say(args.file, job)
     available = gpus.visible_gpus()
     problem = gpus.gpu_error(job, available)
     if problem:
@@ -172,8 +167,9 @@ def file_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="delete the checkpoints and status of an earlier run of this job first")
     p.add_argument("--allow-env", action="store_true",
-                   help="let the job's env set PATH, PYTHONPATH, LD_PRELOAD and the like for processes on this "
-                        "machine (refused by default: in a Pod they change only the container)")
+                   help="let the job's env set names other than the harmless ones (thread counts, NCCL and torch "
+                        "switches, DDPJOB_*) for processes on this machine: refused by default, since in a Pod "
+                        "they change only the container, here what code runs as you (PATH, LD_PRELOAD, HOME...)")
     p.set_defaults(func=cmd_run)
 
 

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpjob import text
+from ddpjob.api import backend
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions
@@ -131,6 +132,14 @@ def held(step: "Step") -> Plan | None:
                 requeue_after=step.earliest(step.deadline_in, wake))
 
 
+def _processes(job: Any) -> str:
+    """What runs: "4 processes" when a launcher starts them; a command that is no launcher
+    is started once per node, and how many processes it makes is its own business."""
+    if world_warning(job) is None:
+        return text.plural(job.world_size, "process")
+    return f"{job.command[0]} once per node, world size {job.world_size}"
+
+
 def running(step: "Step") -> Plan | None:
     """Every node runs (or has finished): the job is Running. An elastic job runs with
     `minNodes` (its other Pods may still be starting; elastic.py creates missing ones)."""
@@ -141,7 +150,7 @@ def running(step: "Step") -> Plan | None:
             return None
     elif len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
-    msg = (f"{text.all_of(job.nodes, 'node')} running ({text.plural(job.world_size, 'process')})" if up == job.nodes
+    msg = (f"{text.all_of(job.nodes, 'node')} running ({_processes(job)})" if up == job.nodes
            else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {job.elastic.max_nodes})")
     return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
                 requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
@@ -163,6 +172,8 @@ def start(step: "Step") -> Plan:
     # Event, when the job first starts: `kubectl apply` shows no CLI warning.
     world = world_warning(job)
     world_event = step.on_entry(PENDING, "Warning", "NotALauncher", world) if world else ()
+    gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
+    world_event += step.on_entry(PENDING, "Normal", backend.NOTICE_REASON, gloo) if gloo else ()
     plan = Plan(status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime")
                                    or step.now_s),
                 create=missing, requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),

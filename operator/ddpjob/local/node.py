@@ -6,11 +6,12 @@ cluster provides substituted, the same way for both:
 
 - a rendezvous port per gang attempt (`port_for`): two attempts may overlap while the old
   one terminates, and a fresh port keeps the new rendezvous away from the old one's store;
-- a loopback IP per Pod, as a CNI plugin gives one: a 127/8 address, on which the Pod's
-  launcher binds the contract's progress port (so Pods never collide on it). An attempt's
-  Pods get consecutive ones from a random block (`loopback_base`): node i's is node 0's
-  plus i, so each finds the others' stores (`contract.node_address`, an elastic job's
-  resize in place) as Pods find each other through the headless Service's DNS names;
+- an IP per Pod, as a CNI plugin gives one: by default a random 127/8 address (the
+  dev cluster's own network namespace hands out Pod CIDR addresses instead), on which
+  the Pod's launcher binds the contract's progress port (so Pods never collide on it);
+- an elastic job's node addresses (`contract.node_address`): node i's store is at node 0's
+  loopback address plus i, from a random block per attempt (`loopback_base`), as Pods
+  find each other through the headless Service's DNS names in a cluster;
 - the checkpoint directory and the progress file in local directories
   (`contract.local_overrides`);
 - die-with-parent: every container gets `preexec` before exec (ownership.py), so none
@@ -31,32 +32,25 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Hashable, Iterable, Mapping
 
 from ddpjob import contract
-from ddpjob.api import names
 from ddpjob.local import ownership, ports
 from ddpjob.local.container import ContainerProcess, kill_tagged, start_container, tagged_pids
+from ddpjob.local.progress_view import loopback_address
 
 POLL_SECONDS = 0.05
-BLOCK = 1024  # loopback addresses per attempt: nodes 0..1022 of a job
+BLOCK = 1024  # loopback addresses per attempt: node stores 0..1022 of a job
 
 
 def loopback_base(rng: random.Random | None = None) -> str:
-    """Node 0's "Pod IP" of one gang attempt: x.y.z.1 of a random block of BLOCK addresses
-    in 127.1.0.0-127.254.255.255 (all of 127/8 is this machine's loopback on Linux)."""
+    """Node 0's store address of one gang attempt: x.y.z.1 of a random block of BLOCK
+    addresses in 127.1.0.0-127.254.255.255 (all of 127/8 is this machine's loopback)."""
     value = (127 << 24) + (rng or random).randrange(0x010000, 0xFF0000, BLOCK) + 1
     return ".".join(str(b) for b in value.to_bytes(4, "big"))
-
-
-def _node_rank(pod: Mapping) -> int:
-    try:
-        return int(((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_NODE_RANK, 0))
-    except (TypeError, ValueError):
-        return 0
 
 
 @dataclass(frozen=True)
 class Started:
     proc: ContainerProcess
-    ip: str  # the Pod's loopback address ("Pod IP"), where its progress port is served
+    ip: str  # the Pod's address ("Pod IP") on this machine, where its progress port is served
 
 
 @dataclass
@@ -65,7 +59,8 @@ class LocalNode:
     stop_grace: float = 10.0  # SIGTERM, then SIGKILL after this many seconds
     preexec: Callable[[], None] = ownership.die_with_parent
     ports: dict[Hashable, int] = field(default_factory=dict)  # attempt key -> rendezvous port
-    bases: dict[int, str] = field(default_factory=dict)  # rendezvous port (one per attempt) -> node 0's IP
+    addresses: Callable[[], str] | None = None  # each Pod's IP (default: a random 127/8 one)
+    bases: dict[int, str] = field(default_factory=dict)  # rendezvous port (one per attempt) -> node 0's store
 
     def port_for(self, attempt: Hashable) -> int:
         """The rendezvous port of one gang attempt (a key such as (namespace, job, attempt))."""
@@ -79,8 +74,8 @@ class LocalNode:
               out: IO[str] | None = None, cwd: str | None = None, tag: str | None = None,
               extra_env: Mapping[str, str] | None = None) -> Started:
         """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
+        ip = (self.addresses or loopback_address)()
         base = self.bases.setdefault(port, loopback_base())
-        ip = contract.node_address(base + ":1", min(_node_rank(pod), BLOCK - 2))[0]
         overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, base), **(extra_env or {})}
         proc = start_container(pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex),
                                preexec=self.preexec)

@@ -6,6 +6,7 @@ when installed), plain lines otherwise.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from typing import IO
@@ -16,6 +17,12 @@ from ddpjob.job.stall import ProgressState
 PLAIN_EVERY_SECONDS = 10.0  # a log file gets a progress line at most this often
 _LOCK = threading.Lock()
 _ACTIVE: "Display | None" = None  # the display owning the terminal's last line, if any
+
+
+def loopback_address() -> str:
+    """A "Pod IP" for a Pod on this machine: any 127/8 address is this machine's loopback on
+    Linux, so every Pod's launcher can bind the contract port without colliding."""
+    return f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
 
 
 class AttemptProgress:

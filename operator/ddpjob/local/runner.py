@@ -212,7 +212,7 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
     # of the same job would share and overwrite its checkpoints.
     lock = ownership.JobLock(workdir, job.name)
     try:
-        safety.refuse_code_loading_env(job.env, allow_env, job.template)
+        safety.refuse_unvetted_env(job.env, allow_env, job.template)
         safety.refuse_links(workdir)
         lock.acquire()
     except LocalRunError as exc:
@@ -233,9 +233,14 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     earlier = previous_run(workdir)
     if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
             and any(runner.checkpoint_dir.glob("*")):
-        runner.log(f"this job ran here before ({earlier['phase']} at {earlier.get('completionTime', '?')}); "
-                   f"the trainer resumes from its checkpoints in {runner.checkpoint_dir} and may finish at once. "
-                   "`ddpjob run --fresh` starts from scratch")
+        when = earlier.get("completionTime", "?")
+        if earlier["phase"] == lifecycle.SUCCEEDED:
+            runner.log(f"this job already Succeeded here (at {when}): the trainer resumes from its final checkpoint "
+                       f"in {runner.checkpoint_dir}, so training is complete and nothing is left to train. "
+                       "`ddpjob run --fresh` starts over")
+        else:
+            runner.log(f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
+                       f"checkpoints in {runner.checkpoint_dir}. `ddpjob run --fresh` starts over")
     try:
         status = runner.run()
     except LocalRunError as exc:

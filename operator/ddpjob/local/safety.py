@@ -4,9 +4,13 @@
   the final status is written there, so a planted link would make them delete or
   overwrite files elsewhere. Nothing there is a link that ddpjob made, so any link is
   refused, naming it, and the status is written without following links.
-- Job `env` that changes how this machine's processes load code (`PYTHONPATH`,
-  `LD_PRELOAD`, `PATH`, ...): in a Pod it changes only the container; here it changes
-  what runs as the user on this machine. Refused unless `--allow-env` is given.
+- Job `env` other than names known to be harmless: in a Pod it changes only the
+  container; here it changes what runs as the user on this machine, and any name may
+  be one that some library reads as a path to load code from (`PYTHONPATH`,
+  `LD_PRELOAD`, `OPENSSL_CONF`/`OPENSSL_MODULES`, `HOME` with a planted `.local`...).
+  A list of dangerous names cannot be complete, so the list is of harmless ones: the
+  environment contract's names and defaults, ddpjob's own `DDPJOB_*`, and the numbers
+  and switches of `HARMLESS_ENV`. Anything else is refused unless `--allow-env` is given.
 """
 from __future__ import annotations
 
@@ -15,15 +19,38 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpjob import contract, text
 from ddpjob.api import names
 from ddpjob.local.container import LocalRunError
 
-CODE_LOADING_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE",
-                    "PYTHONPLATLIBDIR", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "BASH_ENV", "ENV", "GCONV_PATH",
-                    "NODE_OPTIONS", "PERL5LIB", "PERL5OPT", "RUBYOPT")
-# Every variable of the dynamic linkers (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, DYLD_*):
-# each decides which libraries a process loads, or how.
-CODE_LOADING_PREFIXES = ("LD_", "DYLD_")
+# Each read as a number, a switch, a level or an interface name; none names a file, a
+# directory or a module (so not NCCL_DEBUG_FILE, NCCL_NET_PLUGIN, TORCHINDUCTOR_CACHE_DIR,
+# HOME, PYTHONWARNINGS, which imports the module of a warning category, or
+# PYTHONIOENCODING, which looks a codec up by name).
+HARMLESS_ENV = frozenset({
+    # threads of the math libraries
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+    "OMP_PROC_BIND", "OMP_PLACES", "OMP_DYNAMIC", "OMP_WAIT_POLICY", "KMP_AFFINITY", "KMP_BLOCKTIME",
+    # Python's switches
+    "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONFAULTHANDLER", "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8",
+    "PYTHONOPTIMIZE", "PYTHONNODEBUGRANGES",
+    # torch, torchrun, NCCL and gloo: logging, timeouts and transports
+    "LOGLEVEL", "TORCH_CPP_LOG_LEVEL", "TORCH_DISTRIBUTED_DEBUG", "TORCH_SHOW_CPP_STACKTRACES",
+    "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ENABLE_MONITORING",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_TIMEOUT", "GLOO_SOCKET_IFNAME",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "TORCH_ELASTIC_WORKER_IDENTICAL", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+    # libraries' quiet and offline switches
+    "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
+    "HF_HUB_DISABLE_TELEMETRY", "WANDB_MODE", "WANDB_SILENT",
+    # the locale and the clock
+    "LANG", "LC_ALL", "TZ",
+})
+# ddpjob's own names (the launcher's and the trainer's numbers and switches, the tests' hooks).
+HARMLESS_PREFIXES = ("DDPJOB_",)
 
 
 def refuse_links(workdir: Path) -> None:
@@ -55,14 +82,15 @@ def write_no_follow(path: Path, text: str) -> None:
         f.write(text)
 
 
-def loads_code(name: Any) -> bool:
-    return isinstance(name, str) and (name in CODE_LOADING_ENV or name.startswith(CODE_LOADING_PREFIXES))
+def harmless(name: Any) -> bool:
+    return isinstance(name, str) and (name in HARMLESS_ENV or name in contract.RESERVED
+                                      or name in contract.DEFAULT_MEANING or name.startswith(HARMLESS_PREFIXES))
 
 
-def code_loading_env(env: Iterable[Mapping[str, Any]], template: Mapping[str, Any] | None = None) -> list[str]:
-    """Field paths (`spec.env[i].name=NAME`) of the entries that change how processes load
-    code: `spec.env`, and the env of the template's `trainer` container, which is merged
-    into the same container."""
+def unvetted_env(env: Iterable[Mapping[str, Any]], template: Mapping[str, Any] | None = None) -> list[str]:
+    """Field paths (`spec.env[i].name=NAME`) of the entries not known to be harmless:
+    `spec.env`, and the env of the template's `trainer` container, which is merged into
+    the same container."""
     found = [(f"spec.env[{i}].name", e.get("name")) for i, e in enumerate(env) if isinstance(e, Mapping)]
     spec = template.get("spec") if isinstance(template, Mapping) else None
     containers = spec.get("containers") if isinstance(spec, Mapping) else None
@@ -70,12 +98,15 @@ def code_loading_env(env: Iterable[Mapping[str, Any]], template: Mapping[str, An
         if isinstance(c, Mapping) and c.get("name") == names.TRAINER_CONTAINER and isinstance(c.get("env"), list):
             found += [(f"spec.template.spec.containers[{i}].env[{j}].name", e.get("name"))
                       for j, e in enumerate(c["env"]) if isinstance(e, Mapping)]
-    return [f"{path}={name}" for path, name in found if loads_code(name)]
+    return [f"{path}={text.clean(name, 80)}" for path, name in found if not harmless(name)]
 
 
-def refuse_code_loading_env(env: Iterable[Mapping[str, Any]], allowed: bool,
-                            template: Mapping[str, Any] | None = None) -> None:
-    found = code_loading_env(env, template)
+def refuse_unvetted_env(env: Iterable[Mapping[str, Any]], allowed: bool,
+                        template: Mapping[str, Any] | None = None) -> None:
+    found = unvetted_env(env, template)
     if found and not allowed:
-        raise LocalRunError(f"{', '.join(found)}: changes how processes on this machine load code; "
-                            "ddpjob run refuses it unless --allow-env is given")
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise LocalRunError(f"{shown}: on this machine a job's env is limited to names known to be harmless "
+                            "(the contract's, DDPJOB_*, thread counts, NCCL and torch switches; README: ddpjob run); "
+                            "any other name may change what code processes load here. "
+                            "ddpjob run sets it only with --allow-env")

@@ -88,12 +88,16 @@ class Children:
             job.pod_groups.pop(name, None)
 
     async def delete_pods(self, job: Any, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
-        """Delete Pods (`observed`: the job's Pods as this pass saw them)."""
+        """Delete Pods (`observed`: the job's Pods as this pass saw them), each with the uid
+        it was seen with as a precondition: a Pod made again under that name since (by this
+        job's next pass, or by anyone) is not the one the plan meant, and is left alone."""
         pod_names = list(pod_names)
         if not pod_names:
             return
+        observed = list(observed)
         restart_counts = {p.name: p.restart_count for p in observed}
-        results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n)) for n in pod_names),
+        uids = {p.name: p.uid for p in observed}
+        results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n), uid=uids.get(n)) for n in pod_names),
                                        return_exceptions=True)
         for pod_name, result in zip(pod_names, results):
             if not isinstance(result, BaseException):

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import sys
 from typing import Any
 
 import kopf
 
-from ddpjob.operator import controller as ctl
+from ddpjob.operator import bookkeeping, controller as ctl
 from ddpjob import text
 from ddpjob.api import names, spec
 from ddpjob.backoff import Backoff
@@ -44,6 +45,13 @@ MAX_REQUEST_TIMEOUT = 60.0
 # retrying caller is no burden to a struggling server).
 API_BACKOFF = Backoff(base=0.5, cap=5.0)
 REPORTING_COMPONENT = "ddpjob-operator"
+# The API server stores objects nested up to 10,000 levels (apimachinery's JSON decoder),
+# and kopf decodes, copies and diffs every watched object recursively, in this process's
+# main thread: at Python's default limit of 1,000 one deep DDPJob ended the watch, and
+# with it the operator, for every job. Three frames a level, with room; the C stack of the
+# main thread holds it (tests/operator/test_hostile_objects.py decodes and diffs 10,000
+# levels). The job itself is then refused by `spec.parse_job` (api/bounds.py).
+RECURSION_LIMIT = 40_000
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -59,7 +67,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # under our group, never into .status: the status is computed in full by the job
     # logic and is ours alone.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
-    settings.persistence.diffbase_storage = DiffBaseStorage(prefix=names.GROUP, key="last-handled-configuration")
+    settings.persistence.diffbase_storage = bookkeeping.DiffBaseStorage(prefix=names.GROUP,
+                                                                        key="last-handled-configuration")
     # No handler needs a finalizer (children go by owner reference), so kopf adds none
     # and deleting a DDPJob never waits for the operator. The name is ours in case.
     settings.persistence.finalizer = f"{names.GROUP}/operator"
@@ -82,18 +91,6 @@ class _QuietPodEvents(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.levelno == logging.INFO and record.msg == self._SUCCEEDED)
-
-
-class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
-    """kopf builds the "essence" of every event's object (a deep copy minus kopf's own
-    fields) to detect changes, for every watched resource. Only DDPJobs have handlers that
-    use it (on.create/update/resume); Pods have only an index and on.event, so theirs is
-    empty: 1 to 2 ms saved per Pod event, which a 1,024-Pod gang pays in every phase."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
-        if body.get("kind") == "Pod" and body.get("apiVersion") == "v1":
-            return {}
-        return super().build(body=body, extra_fields=extra_fields)
 
 
 def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
@@ -126,6 +123,7 @@ async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
                 ddpjob_pods: kopf.Index, logger: logging.Logger, **_: Any) -> None:
     configure(settings)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     try:
         config = operator_settings.from_env()
     except operator_settings.SettingsError as e:
@@ -221,6 +219,9 @@ async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body,
                            memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     # The validity of the new spec alone is checked by every reconcile; what only an
     # update can show is a change to a field a running gang cannot take.
+    if bookkeeping.kept_only_a_digest(old):  # no old spec to compare (bookkeeping.py)
+        memo.controller.trigger(namespace, name)
+        return
     errors = spec.validate_update({"spec": old or {}}, body)
     generation = int(meta.get("generation") or 0)
     observed = (body.get("status") or {}).get("observedGeneration")

@@ -7,7 +7,8 @@ x509 client certificates for every component (`pki.py`), Node and RBAC authoriza
 NodeRestriction on top of the default admission plugins (PodSecurity, ResourceQuota,
 LimitRanger, ServiceAccount, ... are on by default in kube-apiserver), ServiceAccount
 token signing, and the controller manager's default controllers (garbage collector,
-namespace, ResourceQuota, ServiceAccount, token, node lifecycle, Job, EndpointSlice...).
+namespace, ResourceQuota, ServiceAccount, token, node lifecycle, Job, EndpointSlice...),
+with its hostpath provisioner behind a default StorageClass (`storage.py`).
 What a test cluster does not need is off: leader election, the controllers' and the
 scheduler's own serving ports, etcd's fsync (its data dies with the cluster).
 """
@@ -22,7 +23,7 @@ import urllib.request
 from typing import Any
 
 from ddpjob.local.ports import free_port
-from ddpjob_devcluster.controlplane import build, pki
+from ddpjob_devcluster.controlplane import build, pki, storage
 from ddpjob_devcluster.controlplane.process import Component, StartFailure
 
 # On 2 busy cores a cold kube-apiserver needs 10-20 s for its post-start hooks
@@ -43,8 +44,9 @@ class ControlPlane:
 
     def __init__(self, workdir: str | pathlib.Path, *, feature_gates: dict[str, bool] | None = None,
                  runtime_config: list[str] | None = None, scheduler_config: pathlib.Path | None = None,
-                 verbosity: int = 1, api_server_args: list[str] | None = None):
-        """api_server_args: more kube-apiserver flags (e.g. an audit log for a benchmark)."""
+                 verbosity: int = 1, api_server_args: list[str] | None = None, port: int = 0):
+        """api_server_args: more kube-apiserver flags (e.g. an audit log for a benchmark).
+        port: the API server's (default: a free one), e.g. the one a relay publishes."""
         self.workdir = pathlib.Path(workdir)
         self.feature_gates = {**DEFAULT_FEATURE_GATES, **(feature_gates or {})}
         self.runtime_config = [*DEFAULT_RUNTIME_CONFIG, *(runtime_config or [])]
@@ -55,7 +57,7 @@ class ControlPlane:
         self.pki_dir = self.workdir / 'pki'
         self.logs = self.workdir / 'logs'
         self.authority: pki.Authority | None = None
-        self.port = 0
+        self.requested_port, self.port = port, 0
         self.admin_kubeconfig = self.workdir / 'admin.kubeconfig'
 
     @property
@@ -82,9 +84,12 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
+        serving = any(c.name == 'kube-apiserver' and c.alive for c in self.components)
+        made = storage.provisioned(self.admin_kubeconfig) if serving else []
         for component in reversed(self.components):
             component.stop()
         self.components = []
+        storage.remove(made)  # the volumes' objects went with etcd's data
 
     def __enter__(self) -> ControlPlane:
         return self.start()
@@ -142,7 +147,7 @@ class ControlPlane:
                         .get('health') == 'true', ETCD_READY_SECONDS, 'healthy')
 
     def _start_api_server(self, folder: pathlib.Path) -> None:
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
         args = [
             str(folder / 'kube-apiserver'), f'--etcd-servers={self.etcd_url}',
             '--bind-address=127.0.0.1', f'--secure-port={self.port}', '--advertise-address=127.0.0.1',
@@ -183,7 +188,8 @@ class ControlPlane:
             '--leader-elect=false', '--secure-port=0', '--use-service-account-credentials=true',
             f'--service-account-private-key-file={self.service_accounts.key}', f'--root-ca-file={self.ca}',
             f'--cluster-signing-cert-file={self.ca}', f'--cluster-signing-key-file={self.pki_dir / "ca.key"}',
-            '--controllers=*,bootstrapsigner,tokencleaner', '--profiling=false', f'--v={self.verbosity}', *gates,
+            '--controllers=*,bootstrapsigner,tokencleaner', *storage.KCM_FLAGS, '--profiling=false',
+            f'--v={self.verbosity}', *gates,
         ], self.logs / 'kube-controller-manager.log')
         self.components.append(kcm)
         scheduler_config = self.client_kubeconfig('scheduler', 'system:kube-scheduler')
@@ -199,6 +205,7 @@ class ControlPlane:
         # the ServiceAccount admission plugin refuses Pods until then.
         kcm.wait_ready(lambda: self._get('/api/v1/namespaces/default/serviceaccounts/default') is not None,
                        CONTROLLERS_READY_SECONDS, "running (no 'default' ServiceAccount made)")
+        storage.install(self.admin_kubeconfig)
 
     # ---- plain HTTPS as the admin -------------------------------------------------------
 

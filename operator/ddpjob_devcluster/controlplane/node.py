@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import pathlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
@@ -69,12 +70,12 @@ class NodeAgent:
     """`start()` registers the Node and runs its Pods; `stop()` undoes both."""
 
     def __init__(self, plane: Any, shape: NodeShape, workdir: pathlib.Path, *, stop_grace: float = 5.0,
-                 ports: dict[Any, int] | None = None):
+                 ports: dict[Any, int] | None = None, addresses: Callable[[], str] | None = None):
         self.plane, self.shape = plane, shape
         self.workdir = pathlib.Path(workdir)
         self.kubeconfig = plane.node_kubeconfig(shape.name)
         self.kubelet = ProcessKubelet(plane.server, self.workdir, stop_grace=stop_grace, kubeconfig=self.kubeconfig,
-                                      node_name=shape.name, ports=ports)
+                                      node_name=shape.name, ports=ports, addresses=addresses)
         pair = plane.authority.issue(f'kubelet-{shape.name}', shape.name, server=True, hosts=('127.0.0.1',))
         self.server = KubeletServer(self._find_log, pair.cert, pair.key, plane.ca)
         self._stopping = threading.Event()

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-out = Path(os.environ["PROBE_DIR"])
+out = Path(os.environ["DDPJOB_TEST_PROBE_DIR"])
 dist.init_process_group("gloo")  # env:// from MASTER_ADDR/PORT, RANK, WORLD_SIZE
 try:
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -21,9 +21,9 @@ try:
         "NODE_RANK", "NNODES", "NPROC_PER_NODE", "DDPJOB_NAME", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND")}
     record.update(rank=rank, world=world, allreduce=value.item(), t=time.time())
     (out / f"rank{rank}-attempt{attempt}.json").write_text(json.dumps(record))
-    crash = os.environ.get("PROBE_CRASH_RANK")
+    crash = os.environ.get("DDPJOB_TEST_PROBE_CRASH_RANK")
     if crash is not None and int(crash) == rank and attempt == "0":
-        os._exit(int(os.environ.get("PROBE_CRASH_CODE", "137")))
+        os._exit(int(os.environ.get("DDPJOB_TEST_PROBE_CRASH_CODE", "137")))
     dist.barrier()
 finally:
     if dist.is_initialized():

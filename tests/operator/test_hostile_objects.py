@@ -1,0 +1,104 @@
+"""One hostile DDPJob cannot stop the operator for everyone: kopf decodes, copies and diffs
+an object nested as deep as the API server stores (10,000 levels) at the operator's
+recursion limit, the spec is then refused before anything of ours walks it, and kopf's
+copy of the spec (an annotation) always fits, so its patch never fails for ever."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+import pytest
+from kopf._cogs.structs import diffs  # the diff kopf computes for on.update handlers
+
+from ddpjob.api import bounds, spec
+from ddpjob.operator import bookkeeping, handlers
+
+
+def deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def body(spec_fields: dict[str, Any], annotations: dict[str, str] | None = None) -> kopf.Body:
+    return kopf.Body({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
+                      "metadata": {"name": "j", "namespace": "ns", "annotations": annotations or {}},
+                      "spec": {"image": "img", **spec_fields}})
+
+
+@pytest.fixture
+def operator_recursion_limit() -> Iterator[None]:
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, handlers.RECURSION_LIMIT))  # what the operator's start sets
+    yield
+    sys.setrecursionlimit(before)
+
+
+def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and_refused(
+        operator_recursion_limit: None) -> None:
+    wire = json.dumps({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "j"},
+                       "spec": {"image": "img", "template": deep(10_000)}})
+    decoded = json.loads(wire)  # kopf's watch stream: json.loads of each line
+    storage = bookkeeping.DiffBaseStorage(prefix="ddpjob.io", key="last-handled-configuration")
+    essence = storage.build(body=kopf.Body(decoded))
+    assert essence["spec"]["template"] == decoded["spec"]["template"]  # a full copy: it fits
+    changed = json.loads(wire.replace('{}', '{"b": 1}'))
+    assert len(diffs.diff(essence, storage.build(body=kopf.Body(changed)))) == 1
+    with pytest.raises(spec.InvalidSpec, match=r"spec.template: is nested deeper than 32 levels"):
+        spec.parse_job(decoded)
+
+
+def test_at_pythons_default_limit_the_same_object_does_not_decode() -> None:
+    """What the operator's limit is for: kopf's decoder died on it, and the watch with it."""
+    assert sys.getrecursionlimit() < handlers.RECURSION_LIMIT
+    with pytest.raises(RecursionError):
+        json.loads(json.dumps({"spec": {"template": deep(10_000)}}))
+
+
+def test_a_spec_too_big_for_an_annotation_is_kept_as_a_digest_and_refused() -> None:
+    storage = bookkeeping.DiffBaseStorage(prefix="ddpjob.io", key="last-handled-configuration")
+    big = body({"args": ["x" * 1000] * 300})  # 300 KiB: kopf's copy would not fit in 256 KiB
+    essence = storage.build(body=big)
+    assert list(essence) == ["spec"] and bookkeeping.kept_only_a_digest(essence["spec"])
+    assert storage.build(body=big) == essence  # the same spec, the same digest: no change seen
+    other = storage.build(body=body({"args": ["y" * 1000] * 300}))
+    assert other != essence  # a changed spec is still a change
+    with pytest.raises(spec.InvalidSpec, match=r"spec: is 29\d KiB of JSON; at most 100 KiB"):
+        spec.parse_job(dict(big))
+
+
+def test_a_small_spec_beside_large_annotations_of_the_users_is_kept_as_a_digest() -> None:
+    storage = bookkeeping.DiffBaseStorage(prefix="ddpjob.io", key="last-handled-configuration")
+    crowded = body({"nodes": 2}, annotations={"team.example/notes": "n" * 200_000})
+    essence = storage.build(body=crowded)
+    assert bookkeeping.kept_only_a_digest(essence["spec"])
+    assert len(json.dumps(essence)) < 200
+    roomy = storage.build(body=body({"nodes": 2}, annotations={"team.example/notes": "short"}))
+    assert roomy["spec"] == {"image": "img", "nodes": 2}  # the usual full copy
+
+
+def test_the_spec_bound_leaves_room_for_kopfs_copy_and_kubectls() -> None:
+    # Two copies of the largest spec a job may have, plus kopf's own annotations.
+    assert 2 * bounds.MAX_SPEC_BYTES + bookkeeping.KOPF_ROOM <= bounds.ANNOTATIONS_LIMIT
+
+
+def test_an_update_whose_old_spec_is_a_digest_is_reconciled_not_rejected() -> None:
+    calls: list[tuple[str, ...]] = []
+
+    class Controller:
+        def trigger(self, namespace: str, name: str) -> None:
+            calls.append(("trigger", namespace, name))
+
+        def reject_update(self, *args: Any) -> None:
+            calls.append(("reject",))
+
+    memo = kopf.Memo(controller=Controller())
+    new = body({"nodes": 3})
+    asyncio.run(handlers.job_spec_changed(namespace="ns", name="j", old={bookkeeping.DIGEST: "0" * 64}, body=new,
+                                          meta=new.metadata, memo=memo, logger=None))
+    assert calls == [("trigger", "ns", "j")]
