@@ -14,9 +14,6 @@ in the same process (the resize in place, elastic.py).
 
 from __future__ import annotations
 
-import os
-import sys
-
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
@@ -61,10 +58,10 @@ def shrink(excluded: list[int], others: list, store) -> None:
 
 
 def end_process(code: int) -> None:
-    """Exit with `code`. With abandoned groups, skip interpreter teardown: their destructors
-    would wait for collectives still blocked on a lost peer (up to the group's timeout)."""
-    if not ABANDONED:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    """Exit with `code`. With abandoned groups, skip interpreter teardown (quick_exit.py):
+    their destructors would wait for collectives still blocked on a lost peer (up to the
+    group's timeout)."""
+    if ABANDONED:
+        from .quick_exit import exit_now
+
+        exit_now(code)

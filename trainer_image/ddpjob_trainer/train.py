@@ -277,12 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         # Resizing in place, the Trainer forms the group once it has a model to share.
         d = distributed.setup_in_place(env) if resize.wanted() and env.elastic_max_nodes else distributed.setup(env)
         trainer = Trainer(args, d, stop)
-        code = trainer.run()
-        return code
+        return (code := trainer.run())
     except (UsageError, NoGroup) as e:
         log(f"error: {e}")
-        code = EXIT_BAD_INPUT if isinstance(e, UsageError) else EXIT_RENDEZVOUS_TIMEOUT
-        return code
+        return (code := EXIT_BAD_INPUT if isinstance(e, UsageError) else EXIT_RENDEZVOUS_TIMEOUT)
     except BaseException:
         if group_reset.ABANDONED:  # the exit below skips the interpreter's own report
             traceback.print_exc()
