@@ -41,8 +41,10 @@ class Children:
     """Acts on one job's children with the API, gang settings, metrics and Event poster it
     is given (the controller hands its own in, and again when one is replaced)."""
 
-    def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster):
+    def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster,
+                 notice_token: Callable[[str, str, str], str] | None = None):
         self.kube, self.gang, self.metrics, self.post_event = kube, gang, metrics, post_event
+        self.notice_token = notice_token  # (namespace, name, uid) -> the token an elastic job's Pods get
 
     async def ensure_pod_group(self, job: Any, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
         """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
@@ -134,6 +136,9 @@ class Children:
         errors: list[BaseException] = []
         while ranks and refused is None and not errors:
             chunk = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in ranks[:batch]]
+            if self.notice_token is not None and parsed.elastic is not None:
+                token = self.notice_token(parsed.namespace, parsed.name, uid)
+                chunk = [render.with_notice_token(p, parsed, token) for p in chunk]
             ranks = ranks[batch:]
             batch *= 2
             results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)

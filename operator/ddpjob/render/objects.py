@@ -124,6 +124,16 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
     return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
 
+def with_notice_token(pod: dict, job: DDPJob, token: str) -> dict:
+    """An elastic job's rendered Pod with the key of the notices to it (contract.NOTICE_TOKEN),
+    which only the operator or `ddpjob run` knows: `ddpjob render` leaves it out."""
+    if job.elastic is not None:
+        for container in pod["spec"]["containers"]:
+            if container.get("name") == names.TRAINER_CONTAINER:
+                container.setdefault("env", []).append({"name": contract.NOTICE_TOKEN, "value": token})
+    return pod
+
+
 def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
     """The PodGroup of one gang attempt (spec.scheduling.gang), or None."""
     if job.scheduling.gang not in gang.POD_GROUP_KINDS:
