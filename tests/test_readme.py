@@ -87,3 +87,10 @@ def test_the_layout_map_names_every_module() -> None:
             if f"`{module.name}`" not in row and f" {module.name}" not in row and f"/{module.name}" not in row:
                 missing.append(rel)
     assert not missing, "modules missing from the README's Layout map: " + ", ".join(missing)
+
+
+def test_the_layout_map_names_every_script_of_hack() -> None:
+    row = _layout_rows()["hack/"]
+    missing = [p.name for p in sorted((ROOT / "hack").iterdir())
+               if not p.name.startswith(".") and f"`{p.name}`" not in row and f"`{p.name}/`" not in row]
+    assert not missing, "hack/ files missing from the README's Layout map: " + ", ".join(missing)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpjob_devcluster.cluster import wait_until
-from ddpjob import sample_audit
+from ddpjob_devcluster import sample_audit
 
 SIZE, EPOCHS, BATCH = 8000, 3, 32
 

@@ -108,8 +108,16 @@ def test_baseline_namespace_refuses_host_path_and_privileged(core) -> None:
 
 
 def test_unlabelled_namespace_is_privileged(core) -> None:
-    body = pod(securityContext={"privileged": True})
-    core.create_namespaced_pod("ns1", body)
+    """No pod-security label: the `privileged` level, as the real admission defaults it.
+    A privileged container is admitted and stored as asked."""
+    assert podsecurity.violations("privileged", pod(securityContext={"privileged": True})["spec"]) == []
+    created = core.create_namespaced_pod("ns1", pod(securityContext={"privileged": True}))
+    stored = core.read_namespaced_pod(created.metadata.name, "ns1")
+    assert stored.spec.containers[0].security_context.privileged is True
+    # The same Pod where the namespace asks for baseline is refused: the default is what let it in.
+    _namespace(core, "labelled", "baseline")
+    status, body = refused(core.create_namespaced_pod, "labelled", pod("again", securityContext={"privileged": True}))
+    assert status == 403 and "privileged" in body["message"]
 
 
 def test_the_operators_rendered_pod_passes_restricted() -> None:

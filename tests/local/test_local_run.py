@@ -167,6 +167,8 @@ def test_ctrl_c_stops_every_process(tmp_path):
     assert status["phase"] == "Failed" and conditions["Failed"]["status"] == "True"
     assert conditions["Failed"]["reason"] == "Interrupted"
     assert [t for t, c in conditions.items() if c["status"] == "True"] == ["Failed"]
+    # Nothing runs any more, and NODES says so beside readyNodes.
+    assert (status["readyNodes"], status["nodes"]) == (0, "0/3")
 
 
 def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_path):

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddpjob import contract
+from ddpjob import contract, progress_record
 
 from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_RENDEZVOUS_TIMEOUT, UsageError, batch_probe, cli, compile_choice
 from . import distributed, graph_step, group_reset, resize, state, testing_aids
@@ -157,17 +157,18 @@ class Trainer:
         ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
             ways["compile"] = model.chosen or "undecided"
-        p.record("final", epoch=self.pos.epoch, step=self.pos.step, **ways, **summary)
-        p.say(f"done: {self.pos.epoch} epoch(s), {self.pos.step} steps")
+        p.done(self.pos.epoch, self.pos.step, summary, **ways)
         return 0
 
     def end_epoch(self, epoch: int, summary: dict) -> None:
-        args = self.args
+        args, p = self.args, self.progress
         if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
+            p.publish(epoch, self.pos.step, progress_record.EVALUATING)
             summary.update(evaluate(self.model, self.data.eval, self.d, self.autocast))
         if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
+            p.publish(epoch, self.pos.step, progress_record.SAVING)
             self.save(summary)
-        self.progress.end_epoch(epoch=epoch, step=self.pos.step, **summary)
+        p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
         testing_aids.after_epoch(epoch, self.d.is_main)
 
     def train_epoch(self, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
@@ -276,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         env = read_process_env()
         # Resizing in place, the Trainer forms the group once it has a model to share.
         d = distributed.setup_in_place(env) if resize.wanted() and env.elastic_max_nodes else distributed.setup(env)
-        trainer = Trainer(args, d, stop)
-        return (code := trainer.run())
+        return (code := (trainer := Trainer(args, d, stop)).run())
     except (UsageError, NoGroup) as e:
         log(f"error: {e}")
         return (code := EXIT_BAD_INPUT if isinstance(e, UsageError) else EXIT_RENDEZVOUS_TIMEOUT)

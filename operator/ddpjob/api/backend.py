@@ -11,10 +11,16 @@ Normal Event `BackendGloo` when the job starts, job/creation.py) and the trainer
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ddpjob.api.spec import DDPJob
+
+class Resolved(Protocol):
+    """What of a parsed job (api/spec.py's DDPJob) the notice reads; a protocol, so that
+    spec.py, which resolves the backend here, is not imported back."""
+    backend_requested: str
+    backend: str
+    gpus_per_node: int
+    nproc_per_node: int
 
 AUTO = "auto"
 NOTICE_REASON = "BackendGloo"
@@ -27,7 +33,7 @@ def resolve(requested: str | None, gpus: int | None, nproc: int | None) -> str |
     return "nccl" if gpus and gpus >= (nproc or 1) else "gloo"
 
 
-def notice(job: "DDPJob") -> str | None:
+def notice(job: Resolved) -> str | None:
     """One line when `auto` chose gloo for a job that asks for GPUs; None otherwise."""
     if job.backend_requested != AUTO or job.backend != "gloo" or not job.gpus_per_node:
         return None

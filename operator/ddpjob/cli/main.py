@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -92,13 +92,18 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
-    from ddpjob.api import template_policy
+    from ddpjob.operator import settings as operator_settings
     from ddpjob.operator.main import run_operator  # needs the `operator` extra (kopf)
 
+    try:
+        config = operator_settings.from_env()
+    except operator_settings.SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.template_allow is not None:
-        os.environ[template_policy.ENV] = ",".join(sorted(_template_allow(args)))
+        config = dataclasses.replace(config, template_allow=_template_allow(args))
     run_operator(namespace=None if args.all_namespaces else args.namespace, standalone=args.standalone,
-                 liveness=args.liveness, metrics_port=args.metrics_port, peering=args.peering)
+                 liveness=args.liveness, metrics_port=args.metrics_port, peering=args.peering, settings=config)
     return 0
 
 

@@ -3,7 +3,8 @@ and how a refused create shows in the status.
 
 Pods are created only when no Pod of an earlier attempt (or of an earlier DDPJob of the
 same name) holds a name the gang needs; a Pod stuck terminating on a node past its grace
-period is listed for a force delete (the operator does it only when the node is lost).
+period is force-deleted when the observation says its Node is gone or not Ready, and
+waited for otherwise.
 
 The `PodsCreated` condition says whether the operator could create what was asked for:
 `False` with the API server's reason (`Forbidden` for a quota or Pod Security denial,
@@ -24,9 +25,10 @@ from ddpjob import text
 from ddpjob.api import backend
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
-from ddpjob.job.conditions import build_conditions
-from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, Observed, Plan
+from ddpjob.job.conditions import build_conditions, set_condition
+from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Observed, Plan
 from ddpjob.job.observe import PodState
+from ddpjob.job.step import stopped_counts
 from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
@@ -38,29 +40,12 @@ STUCK_MARGIN = timedelta(seconds=30)
 ROUNDING = timedelta(seconds=1)  # status times have whole seconds (step.ROUNDING)
 
 
-def _set_condition(conditions: list[Mapping[str, Any]] | None, status: str, reason: str, message: str,
-                   now: str) -> list[dict[str, Any]]:
-    out, found = [], False
-    for c in conditions or []:
-        c = dict(c)
-        if c.get("type") == PODS_CREATED:
-            found = True
-            if c.get("status") != status:
-                c["lastTransitionTime"] = now
-            c.update(status=status, reason=reason, message=message)
-        out.append(c)
-    if not found:
-        out.append({"type": PODS_CREATED, "status": status, "reason": reason, "message": message,
-                    "lastTransitionTime": now})
-    return out
-
-
 def refused_status(status: Mapping[str, Any], reason: str, message: str, created: int, wanted: int,
                    now: str) -> dict[str, Any]:
     """The status of a job whose creates are refused: it waits, and says why."""
     waiting = f"{created}/{wanted} Pods created; waiting: {message}"
     return {**status, "message": waiting,
-            "conditions": _set_condition(status.get("conditions"), "False", reason, message, now)}
+            "conditions": set_condition(status.get("conditions"), PODS_CREATED, "False", reason, message, now)}
 
 
 def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
@@ -71,17 +56,17 @@ def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     if not any(c.get("type") == PODS_CREATED and c.get("status") == "False"
                and str(c.get("message")) not in str(status.get("message")) for c in conditions):
         return dict(status)
-    return {**status, "conditions": _set_condition(conditions, "True", "Created", "all Pods created", now)}
+    return {**status, "conditions": set_condition(conditions, PODS_CREATED, "True", "Created", "all Pods created", now)}
 
 
 def failed_status(previous: Mapping[str, Any], reason: str, message: str, generation: int,
                   now: str) -> dict[str, Any]:
     """A permanent refusal (the API server finds the rendered Pod invalid): the job fails,
     because no retry can change the answer; the user fixes the spec."""
-    st = {**dict(previous), "phase": FAILED, "message": message, "readyNodes": 0,
+    st = {**stopped_counts(previous, None), "phase": FAILED, "message": message,
           "observedGeneration": generation, "restarts": int(previous.get("restarts", 0)), "completionTime": now}
     conditions = build_conditions(previous.get("conditions"), FAILED, "PodInvalid", message, now)
-    st["conditions"] = _set_condition(conditions, "False", reason, message, now)
+    st["conditions"] = set_condition(conditions, PODS_CREATED, "False", reason, message, now)
     return st
 
 
@@ -107,6 +92,23 @@ def stuck_pods(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, st
     return tuple(sorted(stuck)), wake
 
 
+def force_deletes(step: "Step", stuck: tuple[tuple[str, str], ...]) -> tuple[ForceDelete, ...]:
+    """Of the stuck Pods (`stuck_pods`), those whose Node is gone or not Ready: no kubelet
+    will ever confirm them (what PodGC does for a deleted Node, and what an admin does with
+    `kubectl delete --force` for an unreachable one). On a Ready Node the kubelet is alive
+    and is waited for: a force delete there could run two gangs at once; so is a Node the
+    observation did not read."""
+    uids, nodes = {p.name: p.uid for p in step.observed.pods}, step.observed.nodes
+    out = []
+    for pod, node in stuck:
+        if node not in nodes or nodes[node] == "True":
+            continue
+        ready = nodes[node]
+        why = "is gone" if ready is None else f"is not Ready (Ready={ready or 'unknown'})"
+        out.append(ForceDelete(pod, uids.get(pod), f"force-deleted Pod {pod}, stuck terminating: its node {node} {why}"))
+    return tuple(out)
+
+
 def held(step: "Step") -> Plan | None:
     """Names the gang needs are held: by an earlier DDPJob's Pods (never touched, the
     garbage collector's), or by an earlier attempt's (deleted, and waited for)."""
@@ -127,7 +129,7 @@ def held(step: "Step") -> Plan | None:
     if stuck:
         msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
                " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
-    return Plan(status=step.status(waiting, "Terminating", msg), stuck=stuck,
+    return Plan(status=step.status(waiting, "Terminating", msg), force_delete=force_deletes(step, stuck),
                 delete=tuple(p.name for p in step.leftover if not p.deleting),
                 requeue_after=step.earliest(step.deadline_in, wake))
 

@@ -12,7 +12,8 @@ cluster provides substituted, the same way for both:
 - an elastic job's node addresses (`contract.node_address`): node i's store is at node 0's
   loopback address plus i, from a random block per attempt (`loopback_base`), as Pods
   find each other through the headless Service's DNS names in a cluster;
-- the checkpoint directory and the progress file in local directories
+- the checkpoint directory, the progress file and the termination log (the Pod's
+  terminationMessagePath, read when the container ends) in local directories
   (`contract.local_overrides`);
 - die-with-parent: every container gets `preexec` before exec (ownership.py), so none
   outlives the thread that started it;
@@ -24,6 +25,7 @@ A container's end and exit code (128+N for a signal) are `ContainerProcess.termi
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import subprocess
 import time
@@ -37,6 +39,7 @@ from ddpjob.local.container import ContainerProcess, kill_tagged, start_containe
 from ddpjob.local.progress_view import loopback_address
 
 POLL_SECONDS = 0.05
+TERMINATION_LOG_FILE = "termination-log"  # beside the Pod's progress file
 BLOCK = 1024  # loopback addresses per attempt: node stores 0..1022 of a job
 
 
@@ -76,7 +79,9 @@ class LocalNode:
         """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
         ip = (self.addresses or loopback_address)()
         base = self.bases.setdefault(port, loopback_base())
-        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, base), **(extra_env or {})}
+        termination_log = os.path.join(os.path.dirname(os.path.abspath(progress_file)), TERMINATION_LOG_FILE)
+        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log, base),
+                     **(extra_env or {})}
         proc = start_container(pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex),
                                preexec=self.preexec)
         return Started(proc, ip)

@@ -8,7 +8,7 @@ Bounds: a Pod (by uid) is told of once; each POST has one deadline for the whole
 event loop, and a job's posts beyond MAX_PER_LOSS are dropped (a job's Pods are at most
 its maxNodes). A Pod that does not answer is no error: it finds the loss itself.
 
-The key: DDPJOB_NOTICE_KEY (read once, at start; a Secret's value, so that Pods outlive an
+The key: the settings' DDPJOB_NOTICE_KEY (a Secret's value, so that Pods outlive an
 operator restart) or one drawn at start. Each job's Pods get their token (`token`) in
 DDPJOB_NOTICE_TOKEN when created (children.py).
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import secrets
 import time
 from typing import Iterable
@@ -26,15 +25,13 @@ from ddpjob.job.observe import PodState
 
 logger = logging.getLogger("ddpjob.operator.notices")
 
-KEY_ENV = "DDPJOB_NOTICE_KEY"
 MAX_PER_LOSS = 1024
 Key = tuple[str, str]
 
 
 class Notifier:
     def __init__(self, key: bytes | None = None, max_in_flight: int = 8, port: int = contract.DEFAULT_PROGRESS_PORT):
-        configured = os.environ.get(KEY_ENV, "")
-        self.key = key or configured.encode() or secrets.token_bytes(32)
+        self.key = key or secrets.token_bytes(32)
         self.port = port
         self.pool = concurrent.futures.ThreadPoolExecutor(max_in_flight, thread_name_prefix="ddpjob-notice")
         self.told: dict[Key, set[str]] = {}

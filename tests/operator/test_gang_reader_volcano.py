@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from ddpjob.api.gangs import kueue, volcano
+from ddpjob.api.spec import parse_job
 from ddpjob.job.observe import PodState
-from ddpjob.operator import gang_readers
-from ddpjob.operator.gang_readers import volcano
+from ddpjob.operator import gang_reader
 from ddpjob.operator.kube import Forbidden, NotFound
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 
@@ -85,7 +86,8 @@ def test_a_refused_read_leaves_the_pods_words(refuse: type) -> None:
 
 
 def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
-    assert asyncio.run(volcano.read(VolcanoKube(), "ns", "j-attempt-0")) == \
+    reader = gang_reader.GangReader(VolcanoKube())
+    assert asyncio.run(reader._read(volcano.INTEGRATION, "ns", "j-attempt-0")) == \
         (None, "queue research: not admitted yet")
     kube = VolcanoKube()
     pods = [pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message="x")
@@ -100,11 +102,11 @@ def test_only_pods_the_integration_holds_are_read_for_and_the_newest_attempt() -
     def p(rank: int, attempt: int = 0, **kw: Any) -> PodState:
         fields = dict(scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) | kw
         return PodState(f"j-{rank}", rank, attempt, "Pending", **fields)
-    body = job_body(nodes=2, scheduling={"gang": "volcano"})
-    assert gang_readers.held(body, [p(0), p(1, attempt=1)]) == (volcano.READER, 1)
+    job = parse_job(job_body(nodes=2, scheduling={"gang": "volcano"}))
+    assert gang_reader.held(job, [p(0), p(1, attempt=1)]) == (volcano.INTEGRATION, 1)
     # Placed, going away (a finished or suspended job's), another job's leftover, or held by
     # nothing Volcano says more about (a gate): nothing to read.
     for pod_ in (p(0, scheduled=True), p(0, deleting=True), p(0, leftover=True), p(0, scheduling_reason="SchedulingGated")):
-        assert gang_readers.held(body, [pod_]) is None, pod_
-    assert gang_readers.held(job_body(nodes=2, scheduling={"gang": "kueue", "queue": "q"}),
-                             [p(0, scheduling_reason="SchedulingGated")]) == (gang_readers.kueue.READER, 0)
+        assert gang_reader.held(job, [pod_]) is None, pod_
+    assert gang_reader.held(parse_job(job_body(nodes=2, scheduling={"gang": "kueue", "queue": "q"})),
+                            [p(0, scheduling_reason="SchedulingGated")]) == (kueue.INTEGRATION, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpjob.operator.kube import Forbidden
-from ddpjob.operator.gang_readers.kueue import READER, workload_path
+from ddpjob.api.gangs.kueue import INTEGRATION, workload_path
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 
 pytestmark = pytest.mark.timeout(30)
@@ -68,5 +68,6 @@ def test_an_unreadable_workload_leaves_the_gates_words():
 
 
 def test_the_workload_is_read_again_after_2_4_8_at_most_30_seconds():
-    assert READER.recheck.delay(1, 0.0) == 2.0 and READER.recheck.delay(3, 0.0) == 8.0
-    assert READER.recheck.delay(10, 0.0) == 30.0
+    recheck = INTEGRATION.reads.recheck
+    assert recheck.delay(1, 0.0) == 2.0 and recheck.delay(3, 0.0) == 8.0
+    assert recheck.delay(10, 0.0) == 30.0
