@@ -1,8 +1,10 @@
 """`ddpjob run` runs an elastic job as the operator does, with the same plan: one node's
 processes killed mid-epoch, the others keep training at the smaller size (no gang
 restart), the lost node comes back after the restart backoff and the group grows back;
-the job succeeds with every sample trained on exactly once per epoch. Node 0, which hosts
-the rendezvous store, is lost the same way: the survivors rejoin its replacement."""
+the job succeeds with every sample trained on exactly once per epoch. ddpjob-train on gloo
+resizes in place: the survivors' worker processes (not only their launchers) are the same
+before and after both resizes, and the newcomer takes the state from a live peer. Node 0
+is lost the same way: no store of the group lives only there."""
 
 import json
 import os
@@ -69,6 +71,19 @@ def launcher_pids(job_name: str, ranks) -> list[int]:
     return found
 
 
+def worker_pids(job_name: str, ranks) -> list[int]:
+    """The training processes (torchrun's workers) of these nodes."""
+    found = []
+    for pid in sorted(pid for r in ranks for pid in node_processes(job_name, r)):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ddpjob_trainer.train" in cmd and b"torchrun" not in cmd:
+            found.append(pid)
+    return found
+
+
 def steps_logged(samples) -> int:
     return sum(1 for p in samples.glob("*.jsonl") for _ in p.open()) if samples.exists() else 0
 
@@ -90,7 +105,8 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         survivors = [pid for r in others for pid in node_processes(name, r)]
         victims = node_processes(name, node)
         assert victims and survivors
-        launchers = launcher_pids(name, others)
+        launchers, workers = launcher_pids(name, others), worker_pids(name, others)
+        assert len(workers) == 2, workers
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         while "Resized: training at 3/3" not in (tmp_path / "run.log").read_text() and run.poll() is None:
@@ -98,6 +114,8 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         # The survivors' launchers (their "containers") ran on: their Pods were never restarted.
         later = launcher_pids(name, others)
         assert len(launchers) == 2 and later == launchers, (launchers, later)
+        # Nor were their workers: the group re-formed in the same processes, twice.
+        assert worker_pids(name, others) == workers, (workers, worker_pids(name, others))
         run.wait(timeout=400)
     finally:
         if run.poll() is None:
@@ -110,6 +128,7 @@ def run_and_kill(tmp_path, node: int, backoff: int):
     assert status["phase"] == "Succeeded" and status["restarts"] == 0 and status["resizes"] >= 2
     assert f"NodeLost: training at 2/3 nodes: lost {name}-{node}" in out and "Resized: training at 3/3 nodes" in out
     assert out.count("started 1 node(s)") == 1  # only the lost node was started again
+    assert out.count("resized in place: group") >= 2  # shrunk and grown back, in the same processes
     return out, samples
 
 
@@ -126,5 +145,5 @@ def test_a_lost_node_shrinks_the_job_which_grows_back_and_sees_every_sample_once
 
 def test_losing_node_zero_and_its_store_is_rejoined_not_a_gang_restart(tmp_path):
     out, samples = run_and_kill(tmp_path, node=0, backoff=5)
-    assert "the rendezvous was lost (Pod 0 gone?): rejoining" in out
+    assert "the rendezvous was lost" not in out  # no launcher had to rejoin anything
     assert sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS) == (0, 0)
