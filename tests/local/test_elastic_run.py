@@ -13,12 +13,11 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
 
-from ddpjob_devcluster import sample_audit
+from ddpjob_devcluster import node_processes as procs, sample_audit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -43,47 +42,6 @@ def job_file(tmp_path, name, samples, backoff):
     return path
 
 
-def node_processes(job_name: str, node_rank: int) -> list[int]:
-    """Every process of one node of this run (its contract env names the job and the node)."""
-    marks = (f"DDPJOB_NAME={job_name}".encode(), f"NODE_RANK={node_rank}".encode())
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-            except OSError:
-                continue
-            if all(m in env for m in marks):
-                pids.append(int(entry))
-    return pids
-
-
-def launcher_pids(job_name: str, ranks) -> list[int]:
-    """The `ddpjob-launch` process (the "container") of each of these nodes."""
-    found = []
-    for pid in sorted(pid for r in ranks for pid in node_processes(job_name, r)):
-        try:
-            if b"ddpjob-launch" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            continue
-    return found
-
-
-def worker_pids(job_name: str, ranks) -> list[int]:
-    """The training processes (torchrun's workers) of these nodes."""
-    found = []
-    for pid in sorted(pid for r in ranks for pid in node_processes(job_name, r)):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"ddpjob_trainer.train" in cmd and b"torchrun" not in cmd:
-            found.append(pid)
-    return found
-
-
 def steps_logged(samples) -> int:
     return sum(1 for p in samples.glob("*.jsonl") for _ in p.open()) if samples.exists() else 0
 
@@ -102,20 +60,20 @@ def run_and_kill(tmp_path, node: int, backoff: int):
             assert time.monotonic() < deadline, "the job did not start training within 180 s"
             time.sleep(0.5)
         others = [r for r in range(3) if r != node]
-        survivors = [pid for r in others for pid in node_processes(name, r)]
-        victims = node_processes(name, node)
+        survivors = [pid for r in others for pid in procs.of_node(name, r)]
+        victims = procs.of_node(name, node)
         assert victims and survivors
-        launchers, workers = launcher_pids(name, others), worker_pids(name, others)
+        launchers, workers = procs.launchers(name, others), procs.workers(name, others)
         assert len(workers) == 2, workers
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         while "Resized: training at 3/3" not in (tmp_path / "run.log").read_text() and run.poll() is None:
             time.sleep(0.5)
         # The survivors' launchers (their "containers") ran on: their Pods were never restarted.
-        later = launcher_pids(name, others)
+        later = procs.launchers(name, others)
         assert len(launchers) == 2 and later == launchers, (launchers, later)
         # Nor were their workers: the group re-formed in the same processes, twice.
-        assert worker_pids(name, others) == workers, (workers, worker_pids(name, others))
+        assert procs.workers(name, others) == workers, (workers, procs.workers(name, others))
         run.wait(timeout=400)
     finally:
         if run.poll() is None:

@@ -1,0 +1,45 @@
+"""The processes of one node of a `ddpjob run` job, found by their contract environment
+(DDPJOB_NAME and NODE_RANK): what a test or benchmark kills to lose a node, and whose
+PIDs it compares to tell a resize in place (the same workers) from a restart. Linux
+/proc only; a process that ends while it is read is left out."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def of_node(job_name: str, node_rank: int) -> list[int]:
+    """Every process of one node of this job."""
+    marks = (f"DDPJOB_NAME={job_name}".encode(), f"NODE_RANK={node_rank}".encode())
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if all(m in env for m in marks):
+                pids.append(int(entry))
+    return sorted(pids)
+
+
+def _matching(job_name: str, ranks, keep) -> list[int]:
+    found = []
+    for pid in sorted(pid for r in ranks for pid in of_node(job_name, r)):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if keep(cmd):
+            found.append(pid)
+    return found
+
+
+def launchers(job_name: str, ranks) -> list[int]:
+    """The `ddpjob-launch` process (the "container") of each of these nodes."""
+    return _matching(job_name, ranks, lambda cmd: b"ddpjob-launch" in cmd)
+
+
+def workers(job_name: str, ranks) -> list[int]:
+    """The training processes (torchrun's workers running ddpjob-train) of these nodes."""
+    return _matching(job_name, ranks, lambda cmd: b"ddpjob_trainer.train" in cmd and b"torchrun" not in cmd)
