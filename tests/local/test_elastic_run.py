@@ -9,8 +9,6 @@ is lost the same way: no store of the group lives only there."""
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 
@@ -50,11 +48,7 @@ def run_and_kill(tmp_path, node: int, backoff: int):
     """Run the job, SIGKILL every process of `node` in epoch 1; (output, sample log)."""
     name = f"el{uuid.uuid4().hex[:8]}"
     samples = tmp_path / "samples"
-    log = (tmp_path / "run.log").open("w")
-    run = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(job_file(tmp_path, name, samples, backoff))],
-                           cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, text=True,
-                           env={**os.environ, "PYTHONUNBUFFERED": "1"})  # the log is read while it runs
-    try:
+    with procs.started(tmp_path, job_file(tmp_path, name, samples, backoff), tmp_path / "run.log") as run:
         deadline = time.monotonic() + 180
         while steps_logged(samples) < 3 * 40 and run.poll() is None:  # well into epoch 1 (84 steps)
             assert time.monotonic() < deadline, "the job did not start training within 180 s"
@@ -67,7 +61,9 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         assert len(workers) == 2, workers
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 300
         while "Resized: training at 3/3" not in (tmp_path / "run.log").read_text() and run.poll() is None:
+            assert time.monotonic() < deadline, "the lost node was not back in the group within 300 s"
             time.sleep(0.5)
         # The survivors' launchers (their "containers") ran on: their Pods were never restarted.
         later = procs.launchers(name, others)
@@ -75,11 +71,6 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         # Nor were their workers: the group re-formed in the same processes, twice.
         assert procs.workers(name, others) == workers, (workers, procs.workers(name, others))
         run.wait(timeout=400)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-        log.close()
     out = (tmp_path / "run.log").read_text()
     assert run.returncode == 0, out[-5000:]
     status = yaml.safe_load(out.split("\n---\n")[-1])["status"]

@@ -172,6 +172,17 @@ def test_a_newcomer_finds_no_group_when_no_member_answers(stores):
         r.form(prev, -1, r.clock() + 5)
 
 
+def test_a_newcomer_with_nobody_up_waits_for_node_0_unless_training_is_over(stores):
+    stores.up -= {0, 1, 3}  # only the newcomer's own node is up: node 0 not yet, or every node gone
+    r = Rounds(stores, 2, 0, 1, 1, 4, "boot2")
+    asked = []
+    with pytest.raises(NoGroup, match="no group formed"):  # a first start: it waited the whole deadline
+        r.form(None, -1, r.clock() + 1.5, over=lambda: asked.append(1) and False)
+    assert len(asked) >= 2
+    with pytest.raises(NoGroup, match="training is over"):  # came too late: it goes, not at the deadline
+        r.form(None, -1, r.clock() + 30, over=lambda: True)
+
+
 def test_the_newest_pointer_is_where_a_newcomer_goes(stores):
     old = Generation(1, (0, 1, 2, 3), 1, ("boot0", "boot1", "boot2", "boot3"), (0,) * 4, 0)
     new = Generation(2, (1, 2, 3), 1, ("boot1", "boot2", "boot3"), (0,) * 3, 1)

@@ -114,10 +114,11 @@ class Elastic:
     def world_size(self) -> int:
         return self.gen.world_size if self.gen else 1
 
-    def join(self, step: int = -1) -> Generation:
-        """Form the first group, or join the running one as a newcomer."""
+    def join(self, step: int = -1, over: Callable[[], bool] = lambda: False) -> Generation:
+        """Form the first group, or join the running one as a newcomer; NoGroup when none
+        forms in time, or when no node answers and `over()` says training is over."""
         t0 = time.monotonic()
-        gen = self.rounds.form(self.rounds.newest(), step, t0 + FORM_SECONDS)
+        gen = self.rounds.form(self.rounds.newest(), step, t0 + FORM_SECONDS, over=over)
         return self._install(gen, t0)
 
     def vote(self, leaving: bool = False) -> Vote:

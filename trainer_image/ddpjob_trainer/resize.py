@@ -90,11 +90,15 @@ class InPlace:
     def join(self) -> bool:
         """Form or join the group; False when none is left because training is over (a
         node created again that came too late: the others finished and left)."""
+        directory = self.t.args.checkpoint_dir
+
+        def over() -> bool:
+            return bool(directory) and checkpoint.newest_epoch(directory) >= self.t.args.epochs
+
         try:
-            gen = self.el.join(-1)
+            gen = self.el.join(-1, over)
         except NoGroup:
-            directory = self.t.args.checkpoint_dir
-            if directory and checkpoint.newest_epoch(directory) >= self.t.args.epochs:
+            if over():
                 self.t.progress.say("no group to join, and the checkpoint says training is over: nothing to do")
                 return False
             raise

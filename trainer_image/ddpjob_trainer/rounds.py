@@ -37,8 +37,10 @@ class Rounds:
         return best
 
     def form(self, prev: Generation | None, step: int, deadline: float, *, lost: Iterable[int] = (),
-             leaving: Iterable[int] = ()) -> Generation:
-        """Take part in rounds until one makes a generation with this worker in it."""
+             leaving: Iterable[int] = (), over: Callable[[], bool] = lambda: False) -> Generation:
+        """Take part in rounds until one makes a generation with this worker in it. `over`:
+        whether training is known to be over, asked while no node answers a newcomer (node 0
+        not up yet looks the same as every node gone: a node created again too late)."""
         member = prev is not None and self.node in prev.nodes
         while True:
             if self.clock() > deadline:
@@ -47,6 +49,8 @@ class Rounds:
             if c is None:
                 if prev is not None:
                     raise NoGroup(f"no node of generation {prev.number} ({list(prev.nodes)}) answers")
+                if over():
+                    raise NoGroup(f"no node answers node {self.node}, and training is over")
                 self.sleep(PROBE_EVERY)  # node 0 is not up yet
                 continue
             gen = self._round(c, prev, step, member, tuple(lost), tuple(leaving), deadline)
