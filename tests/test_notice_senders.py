@@ -97,3 +97,38 @@ def test_the_token_reaches_an_elastic_jobs_trainer_only():
     assert env(render.with_notice_token(render.render_pod(el, 0), el, "t0k"))["DDPJOB_NOTICE_TOKEN"] == "t0k"
     rigid = job(False)
     assert "DDPJOB_NOTICE_TOKEN" not in env(render.with_notice_token(render.render_pod(rigid, 0), rigid, "t0k"))
+
+
+def test_the_controller_tells_the_survivors_before_it_deletes_and_gives_new_pods_the_token():
+    from tests.operator.test_controller import job_body, make, once, pod
+
+    class Recording(Notifier):
+        def tell(self, job, uid, lost, pods):
+            kube.calls.append(("tell", tuple(lost)))
+            return super().tell(job, uid, lost, pods)
+
+    body = job_body(nodes=3, elastic={"minNodes": 2, "maxNodes": 3}, restartPolicy="OnFailure")
+    body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z", "nodes": "3/3"}
+    c, kube, _, index = make(body, [pod(0), pod(1, "Failed", exit_code=137), pod(2)])
+    c.notifier.close()
+    c.notifier = Recording(key=b"k" * 32, port=1)  # nothing listens on port 1: no error either
+    c.children.notice_token = c.notifier.token
+    try:
+        once(c)
+        kinds = [k for k, _ in kube.calls]
+        assert ("tell", ("j-1",)) in kube.calls and kinds.index("tell") < kinds.index("delete"), kube.calls
+        index["pods"] = [pod(0), pod(2)]  # j-1 gone: created again, with the job's token
+        created = []
+        real_create = kube.create
+
+        async def create(obj, read_existing=True):
+            created.append(obj)
+            return await real_create(obj, read_existing)
+
+        kube.create = create
+        once(c)
+        env = {e["name"]: e.get("value") for p in created if p["kind"] == "Pod"
+               for ct in p["spec"]["containers"] for e in ct.get("env", [])}
+        assert env.get("DDPJOB_NOTICE_TOKEN") == c.notifier.token("ns", "j", "u1")
+    finally:
+        c.notifier.close()
