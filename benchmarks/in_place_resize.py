@@ -8,7 +8,7 @@ own processes: ddpjob_trainer.elastic), once with `ddpjob-launch --resize restar
 each, every process of node `--node` is SIGKILLed after `--kill-after` steps; `ddpjob
 run` re-creates the node after `restartBackoffSeconds` and it joins again.
 
-Measured from the sample log (ddpjob_devcluster.sample_audit), per mode:
+Measured from the sample log (ddpjob_devcluster.scenarios.sample_audit), per mode:
 - heal: the SIGKILL to the first optimizer step of the next group;
 - join pause: the last step of the shrunk group to the first of the grown one;
 - whether the survivors' workers kept their PIDs, and the exactly-once audit.
@@ -30,7 +30,7 @@ import uuid
 
 import yaml
 
-from ddpjob_devcluster import node_processes as procs, sample_audit
+from ddpjob_devcluster.scenarios import node_processes as procs, sample_audit
 
 SIZE, EPOCHS, NODES = 3000, 4, 3
 MODES = ("in-place", "restart")

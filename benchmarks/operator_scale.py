@@ -1,4 +1,4 @@
-"""How the operator scales against the API emulator (`ddpjob_devcluster.emulator`).
+"""How the operator scales against the API emulator (`ddpjob_devcluster.apiserver.emulator`).
 
 The operator runs in its own process (`run_operator`, configured by KUBECONFIG like in a
 shell), so its peak RSS is its own; the emulator and this script share another process.
@@ -50,7 +50,7 @@ import yaml
 from kmock import resource
 
 from ddpjob import gc_tuning
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 
 from bare_client import CEILING_CLIENT, ceiling_pod  # scripts: their folder is on the path
 from process_stats import cpu_seconds, rss_peak_mb, wait_idle
@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--large-runs", type=int, default=3)
     parser.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     args = parser.parse_args()
-    # This process is the emulator's: tuned as the dev cluster's own process is (demo.py).
+    # This process is the emulator's: tuned as the dev cluster's own process is (demo/main.py).
     gc_tuning.tune_for_long_running_server()
     # The operator process finds kube_threads.py through PYTHONPATH (set below).
     install = "import kube_threads; kube_threads.install(); " if args.client == "threads" else ""

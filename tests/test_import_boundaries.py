@@ -134,7 +134,7 @@ def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
     ("ddpjob/job/lifecycle.py", "import subprocess"),
     ("ddpjob/local/runner.py", "from ddpjob.operator import handlers"),
     ("ddpjob/operator/controller.py", "from ddpjob.local import runner"),
-    ("ddpjob/operator/controller.py", "import ddpjob_devcluster.emulator"),
+    ("ddpjob/operator/controller.py", "import ddpjob_devcluster.apiserver.emulator"),
     ("ddpjob/cli/main.py", "from ddpjob.local.runner import run_job"),  # eager: only lazily allowed
     ("ddpjob/contract.py", "from ddpjob.api import names"),
     ("ddpjob/job/lifecycle.py", "from ddpjob import render"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ddpjob.api import spec
-from ddpjob_devcluster.api_errors import ApiError, decodable
+from ddpjob_devcluster.apiserver.errors import ApiError, decodable
 from tests.api.bad_jobs import job
 
 CASES = [

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ddpjob.cli.main import main
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from tests.conftest import project_crd
 
 pytestmark = pytest.mark.timeout(60)

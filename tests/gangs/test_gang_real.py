@@ -21,9 +21,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import read_metrics, wait_until
+from ddpjob_devcluster.clusters.client import read_metrics, wait_until
 from ddpjob_devcluster.controlplane.node import NodeShape
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

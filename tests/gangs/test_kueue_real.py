@@ -20,10 +20,10 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import wait_until
-from ddpjob_devcluster.cluster_api import ddpjob_command
+from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.client import ddpjob_command
 from ddpjob_devcluster.controlplane import kueue
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
 from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running
 

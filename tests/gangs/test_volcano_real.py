@@ -13,9 +13,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import wait_until
+from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.controlplane import volcano as vc
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
 from tests.system.test_cluster_workflow import ddpjob
 from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running, waits_whole_beside

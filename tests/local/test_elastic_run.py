@@ -15,7 +15,7 @@ import uuid
 import pytest
 import yaml
 
-from ddpjob_devcluster import node_processes as procs, sample_audit
+from ddpjob_devcluster.scenarios import node_processes as procs, sample_audit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -14,7 +14,7 @@ from ddpjob.api.gangs import coscheduling, kueue, volcano
 from ddpjob.api.scheduling import gang_names
 from ddpjob.api.spec import parse_job
 from ddpjob.render import gang
-from ddpjob_devcluster.crd_validator import CRDValidator
+from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
 
 ROOT = Path(__file__).resolve().parents[2]
 # Beside the checkout (../shared); a git worktree under ../wt/<name> looks one level higher.
@@ -176,7 +176,7 @@ def test_one_pod_times_the_nodes_is_the_sum_of_every_pod(job_body):
 
 
 def test_the_registry_serves_every_gang_of_the_api_and_of_the_crd():
-    from ddpjob_devcluster import crd_validator
+    from ddpjob_devcluster.apiserver import crd_validator
     assert gang_names() == ("none", *gangs.names())
     crd = crd_validator.load().schema["properties"]["spec"]["properties"]["scheduling"]["properties"]["gang"]
     assert crd["enum"] == ["none", *(i.name for i in gangs.BUILT_IN)]

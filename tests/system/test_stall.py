@@ -9,8 +9,8 @@ from typing import Iterator
 
 import pytest
 
-from ddpjob_devcluster.cluster import load_example, read_metrics, wait_until
-from ddpjob_devcluster.real_cluster import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
+from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
 from tests.system.conftest import running_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -22,8 +22,8 @@ import kubernetes
 import pytest
 import yaml
 
-from ddpjob_devcluster.cluster import wait_until
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.real import RealCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

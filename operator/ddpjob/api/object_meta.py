@@ -5,7 +5,7 @@ metadata field of the wrong JSON type is a 400 before admission or validation ev
 (apimachinery ObjectMeta; encoding/json's "cannot unmarshal ..."): `metadata.generation:
 abc`, a label whose value is a number, an integer outside int64. One rule, two users:
 spec.py reports each such field, so `ddpjob validate` refuses what the server refuses,
-and the dev cluster's emulator answers the server's 400 (ddpjob_devcluster/api_errors.py).
+and the dev cluster's emulator answers the server's 400 (ddpjob_devcluster/apiserver/errors.py).
 """
 from __future__ import annotations
 
