@@ -151,3 +151,25 @@ def test_a_newcomer_takes_a_peers_state_and_a_trip_ends_a_wait_on_a_silent_peer(
     assert r1["weight"] == r0["weight"] and r1["exp_avg"] == r0["exp_avg"] and r1["pos"] == [1, 2, 3]
     assert r0["names"] == r1["names"] == ["rank0", "rank1"]
     assert r1["ended"] == "peer lost"
+
+
+@pytest.mark.parametrize("epochs_done, joined", [(2, False), (1, True)])
+def test_a_newcomer_for_a_finished_job_does_nothing_instead_of_waiting_alone(tmp_path, epochs_done, joined):
+    """Node 0 created again after the others finished finds its own store alive: without
+    the checkpoint's word it would wait alone for a first round (600 s)."""
+    from types import SimpleNamespace
+
+    from ddpjob_trainer.resize import InPlace
+
+    (tmp_path / f"ckpt-e{epochs_done:05d}-s0000000063-0123456789abcdef.pt").write_bytes(b"")
+    said = []
+    in_place = object.__new__(InPlace)
+    in_place.t = SimpleNamespace(args=SimpleNamespace(checkpoint_dir=str(tmp_path), epochs=2),
+                                 progress=SimpleNamespace(say=said.append))
+    in_place.el = mock.Mock(join=mock.Mock(side_effect=RuntimeError("joined")))
+    if joined:
+        with pytest.raises(RuntimeError, match="joined"):  # training is not over: it joins
+            in_place.join()
+    else:
+        assert in_place.join() is False and in_place.el.join.call_count == 0
+        assert "training is over" in said[0]

@@ -95,13 +95,15 @@ class InPlace:
         def over() -> bool:
             return bool(directory) and checkpoint.newest_epoch(directory) >= self.t.args.epochs
 
-        try:
-            gen = self.el.join(-1, over)
+        try:  # node 0 created again after the others finished would otherwise wait alone
+            gen = None if over() else self.el.join(-1, over)
         except NoGroup:
-            if over():
-                self.t.progress.say("no group to join, and the checkpoint says training is over: nothing to do")
-                return False
-            raise
+            if not over():
+                raise
+            gen = None
+        if gen is None:
+            self.t.progress.say("no group to join, and the checkpoint says training is over: nothing to do")
+            return False
         self._adopt()
         self.t.progress.say(f"joined group {gen.number}: nodes {list(gen.nodes)}, rank {self.el.rank}/{gen.world_size}"
                             + (", state from a peer" if gen.needs_state else ""))
