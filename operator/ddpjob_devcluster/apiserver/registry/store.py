@@ -5,6 +5,8 @@ Objects live in kmock's `ObjectsArray` (so `emulator.objects[...]` keeps every v
 this module adds uid/resourceVersion/generation, finalizers, and ownerReference garbage collection
 (`garbage_collector.py`), with optimistic concurrency and the status subresource in `write_rules.py`, patches
 in `patches.py`, CRD discovery in `served_resources.py` and the event log that watches replay in `event_log.py`.
+Server-side apply (`apply.py`) and the collector use the store through its public methods only
+(`transaction`, `update`, `commit`, `delete_key`), as every other module does.
 """
 from __future__ import annotations
 
