@@ -29,7 +29,7 @@ IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
-    kind, sep, path = spec.partition(":")
+    kind, _sep, path = spec.partition(":")
     if kind not in KINDS:
         raise UsageError(f"unknown dataset {spec!r}: use synthetic, mnist:DIR, cifar10:DIR or imagefolder:DIR")
     if kind == "synthetic":

@@ -74,7 +74,7 @@ class Trainer:
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
-        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, args.elastic_global_batch is not None)):
+        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, bool(args.elastic_global_batch))):
             raise UsageError(why)
         self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:

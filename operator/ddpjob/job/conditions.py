@@ -39,7 +39,7 @@ def set_condition(conditions: list[Mapping[str, Any]] | None, ctype: str, status
     new = {"type": ctype, "status": status, "reason": reason, "message": message,
            "lastTransitionTime": transition_time(conditions, ctype, status, now)}
     out = [new if c.get("type") == ctype else dict(c) for c in conditions or []]
-    return out if any(c.get("type") == ctype for c in conditions or []) else out + [new]
+    return out if any(c.get("type") == ctype for c in conditions or []) else [*out, new]
 
 
 def build_conditions(

@@ -198,7 +198,7 @@ def refused(step: "Step", plan: Plan, observed: Observed) -> Plan:
         message = f"the API server refused {refusal.kind} {refusal.name!r}: {refusal.message}"
         # Its live Pods are stopped by the next step (a finished job's).
         return Plan(status=failed_status(step.prev, refusal.reason, message, step.job.generation, step.now_s),
-                    events=events + (Event("Warning", "Failed", message),))
+                    events=(*events, Event("Warning", "Failed", message)))
     if observed.refused.retry_in <= 0:
         return replace(plan, keep_refusal=True)  # due: try again
     status = refused_status(plan.status, refusal.reason, refusal.message, step.job.nodes - len(plan.create),

@@ -4,8 +4,9 @@ The operator (from Pod 0's /progress) and `ddpjob run` (from the files themselve
 the same `ProgressState`; the failure policy asks `check()` whether the gang has stalled:
 every Pod Running, `spec.stallTimeoutSeconds` set, the progress record of the current
 attempt not advanced for that long, and the record not past its last step (the trainer
-then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is then a failure of its own (reason
-`Stalled`): the gang restarts and resumes from its last checkpoint.
+then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is
+then a failure of its own (reason `Stalled`): the gang restarts and resumes from its last
+checkpoint.
 """
 
 from __future__ import annotations

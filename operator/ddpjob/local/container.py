@@ -113,7 +113,7 @@ def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
     field_refs = {"metadata.name": meta["name"], "metadata.namespace": meta.get("namespace", "default"),
                   "spec.nodeName": "localhost", "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
     env: dict[str, str] = {}
-    for i, entry in enumerate(container.get("env") or []):
+    for entry in container.get("env") or []:
         name = entry["name"]
         if "valueFrom" in entry:
             ref = (entry["valueFrom"] or {}).get("fieldRef", {}).get("fieldPath")
@@ -212,10 +212,8 @@ class ContainerProcess:
         return data.decode("utf-8", "replace") or None
 
     def signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def kill_tree(self) -> None:
         self.signal(signal.SIGKILL)

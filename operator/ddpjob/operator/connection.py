@@ -21,16 +21,15 @@ import urllib.request
 from typing import Any
 
 import kubernetes
+import contextlib
 
 _temp_files: list[str] = []
 
 
 def _remove_temp_files() -> None:
     for path in _temp_files:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
 
 
 atexit.register(_remove_temp_files)

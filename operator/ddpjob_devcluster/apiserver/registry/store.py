@@ -150,10 +150,10 @@ class Store:
 
     async def watch(self, res: Resource, namespace: str | None, name: str | None,
                     params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        matches = _matcher(params, res)
-        if name:
-            matches_name = matches
-            matches = lambda obj: obj['metadata'].get('name') == name and matches_name(obj)
+        selected = _matcher(params, res)
+
+        def matches(obj: Mapping[str, Any]) -> bool:
+            return (not name or obj['metadata'].get('name') == name) and selected(obj)
         timeout = float(params['timeoutSeconds']) if params.get('timeoutSeconds') else None
         deadline = asyncio.get_running_loop().time() + timeout if timeout else None
         since = params.get('resourceVersion') or '0'
