@@ -91,7 +91,7 @@ class DDPJob:
         return gang_minimum(self.nodes, self.elastic)
 
 
-def _check_name(c: Checker, metadata: Mapping, nodes: int) -> str:
+def _check_name(c: Checker, metadata: Mapping[str, Any], nodes: int) -> str:
     name = metadata.get("name")
     if name is None or name == "":
         c.err("metadata.name", "is required")

@@ -139,7 +139,7 @@ def check(timeout: int | None, progress: ProgressState | None, restarts: int, wo
             f"{ranks}")
 
 
-def conditions(built: list[dict], stalled: str | None, advancing: bool, now: str) -> list[dict]:
+def conditions(built: list[dict[str, Any]], stalled: str | None, advancing: bool, now: str) -> list[dict[str, Any]]:
     """`built` (the step's conditions, a `Stalled` one kept as it was) with `Stalled` set:
     True when this step found a stall, False once a later attempt advances again."""
     old = find(built, STALLED)
@@ -154,7 +154,7 @@ def _time(seconds: float) -> str:
     return times.format_timestamp(seconds)
 
 
-def status_progress(progress: ProgressState, now: datetime) -> dict | None:
+def status_progress(progress: ProgressState, now: datetime) -> dict[str, Any] | None:
     """`status.progress`; stable while the record is (so an unchanged job costs no write)."""
     record = progress.record
     if not record:
