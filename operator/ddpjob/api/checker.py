@@ -43,7 +43,7 @@ class Checker:
 
     def integer(self, spec: Mapping[str, Any], key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
         path = f"spec.{key}"
-        value = spec.get(key, default)
+        value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
@@ -56,7 +56,7 @@ class Checker:
         return value
 
     def choice(self, spec: Mapping[str, Any], key: str, default: str | None, options: tuple[str, ...]) -> str | None:
-        value = spec.get(key, default)
+        value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             return None
         if value not in options:
@@ -65,7 +65,7 @@ class Checker:
         return value
 
     def string(self, spec: Mapping[str, Any], key: str, default: str | None = None, required: bool = False) -> str | None:
-        value = spec.get(key, default)
+        value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             if required:
                 self.missing(f"spec.{key}")
