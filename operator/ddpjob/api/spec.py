@@ -206,7 +206,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     return DDPJob(
         name=name, namespace=namespace, uid=str(metadata.get("uid", "")),
         # Server-set; whatever a file says there is ignored, as the API server ignores it.
-        generation=metadata.get("generation") if type(metadata.get("generation")) is int else 0,
+        generation=int(metadata["generation"]) if type(metadata.get("generation")) is int else 0,
         nodes=nodes, nproc_per_node=nproc, backend=backend, image=image, command=command,
         args=args, env=env, gpus_per_node=gpus, gpu_resource=gpu_resource, port=port,
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,

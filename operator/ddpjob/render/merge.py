@@ -9,15 +9,19 @@ settings of the `trainer` container itself (probes, volumeMounts, securityContex
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ddpjob.api import names
 
 
-def _merge_named(user: list[dict[str, Any]], ours: list[dict[str, Any]], combine=None) -> list[dict[str, Any]]:
+Combine = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def _merge_named(user: list[dict[str, Any]], ours: list[dict[str, Any]], combine: Combine | None = None,
+                 ) -> list[dict[str, Any]]:
     """Lists keyed by name: ours replace the user's entry of the same name, order kept."""
     ours_by_name = {item["name"]: item for item in ours}
-    merged = []
+    merged: list[dict[str, Any]] = []
     for item in user:
         name = item.get("name")
         if name in ours_by_name:

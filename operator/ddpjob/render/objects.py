@@ -37,7 +37,10 @@ def _env() -> jinja2.Environment:
 
 
 def _render(template: str, **values: Any) -> dict[str, Any]:
-    return skeleton.render(_env(), template, **values)
+    obj = skeleton.render(_env(), template, **values)
+    if not isinstance(obj, dict):
+        raise TypeError(f"template {template} rendered {type(obj).__name__}, not one object")
+    return obj
 
 
 def job_labels(job: DDPJob) -> dict[str, str]:
