@@ -234,7 +234,8 @@ class ContainerProcess:
         self.popen.wait(timeout)
         if self._reader:
             self._reader.join(timeout=5)
-        return self.poll()
+        code = self.poll()
+        return self.popen.returncode if code is None else code
 
 
 def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock, tail: collections.deque) -> None:

@@ -82,7 +82,7 @@ class _Connection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         super().connect()
-        self.sock = _BoundedSocket(self.sock)  # type: ignore[assignment]
+        self.sock = _BoundedSocket(self.sock)
 
 
 def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> Any:
