@@ -86,7 +86,8 @@ MEANING: dict[str, str] = {
     RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
     RDZV_ID: "elastic jobs only: the job's name",
     RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; "
-               f"`last_call_timeout={LAST_CALL_SECONDS}`, `keep_alive_interval={KEEP_ALIVE_SECONDS}`, `keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
+               f"`last_call_timeout={LAST_CALL_SECONDS}`, `keep_alive_interval={KEEP_ALIVE_SECONDS}`, "
+               f"`keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
     MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
                   "of worker restarts (each lost Pod costs each survivor one)",
 }

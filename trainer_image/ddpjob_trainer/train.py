@@ -16,10 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddpjob import contract, progress_record
+from ddpjob import contract, exit_codes, progress_record
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
-from . import state
+from . import UsageError, batch_probe, cli, compile_choice, distributed, graph_step, state
 from .data import load_data
 from .env import read_process_env
 from .micro_step import MicroStep
@@ -269,8 +268,8 @@ class Trainer:
         if self.args.checkpoint_dir:
             self.save(summary)
         self.progress.record("preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step,
-                             exit_code=EXIT_PREEMPTED)
-        return EXIT_PREEMPTED
+                             exit_code=exit_codes.PREEMPTED)
+        return exit_codes.PREEMPTED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         return trainer.run()
     except UsageError as e:
         log(f"error: {e}")
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     finally:
         if trainer is not None:
             if trainer.samples is not None:
@@ -297,4 +296,4 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from .quick_exit import exit_with
 
-    exit_with(main(), quick=(EXIT_PREEMPTED,))  # asked to stop, saved, process group gone: go now
+    exit_with(main(), quick=(exit_codes.PREEMPTED,))  # asked to stop, saved, process group gone: go now

@@ -152,8 +152,9 @@ def running(step: "Step") -> Plan | None:
             return None
     elif len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
+    most = job.elastic.max_nodes if job.elastic else job.nodes
     msg = (f"{text.all_of(job.nodes, 'node')} running ({_processes(job)})" if up == job.nodes
-           else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {job.elastic.max_nodes if job.elastic else job.nodes})")
+           else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {most})")
     return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
                 requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
 

@@ -18,16 +18,13 @@ from typing import Any
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
 from ddpjob.times import now as _now
-from ddpjob_devcluster.apiserver.registry import garbage_collector, write_rules
+from ddpjob_devcluster.apiserver.registry import garbage_collector, selectors, served_resources, write_rules
 from ddpjob_devcluster.apiserver.errors import ApiError, decodable, parse_rv, require_object
 from ddpjob_devcluster.apiserver.registry.event_log import EventLog, initial_events_end
 from ddpjob_devcluster.apiserver.registry.graceful import PODS, graceful_delete
 from ddpjob_devcluster.apiserver.registry.patches import apply_patch
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
-from ddpjob_devcluster.apiserver.registry.selectors import (SelectorError, labels_of, parse_field_selector,
-                                                            parse_label_selector)
-from ddpjob_devcluster.apiserver.registry.served_resources import (Key, ServedResources, api_version,
-                                                                   is_status_subresource)
+from ddpjob_devcluster.apiserver.registry.served_resources import Key, ServedResources, api_version
 
 Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
 CRDS = Resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
@@ -217,7 +214,7 @@ class Store:
         if key in self.objects and not self.objects[key].deleted:
             raise ApiError(409, 'AlreadyExists', f'{res.plural} "{meta["name"]}" already exists',
                            {'name': meta['name'], 'group': res.group, 'kind': res.plural})
-        if is_status_subresource(info) and res != CRDS:
+        if served_resources.is_status_subresource(info) and res != CRDS:
             obj.pop('status', None)  # status is written through /status only
         obj.setdefault('apiVersion', api_version(res))
         obj.setdefault('kind', info.kind)
@@ -247,7 +244,7 @@ class Store:
 
     def _apply_write(self, res: Resource, current: dict[str, Any], candidate: dict[str, Any],
                      sub: str | None) -> dict[str, Any]:
-        return write_rules.apply_write(current, candidate, sub, is_status_subresource(self._info(res)))
+        return write_rules.apply_write(current, candidate, sub, served_resources.is_status_subresource(self._info(res)))
 
     def _commit(self, key: Key, current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         res = key[0]
@@ -293,8 +290,8 @@ class Store:
 
 def _matcher(params: Mapping[str, str], res: Resource | None = None):
     try:
-        labels_match = parse_label_selector(params.get('labelSelector'))
-        fields_match = parse_field_selector(params.get('fieldSelector'), getattr(res, 'plural', None))
-    except SelectorError as exc:
+        labels_match = selectors.parse_label_selector(params.get('labelSelector'))
+        fields_match = selectors.parse_field_selector(params.get('fieldSelector'), getattr(res, 'plural', None))
+    except selectors.SelectorError as exc:
         raise ApiError(400, 'BadRequest', str(exc)) from None
-    return lambda obj: labels_match(labels_of(obj)) and fields_match(obj)
+    return lambda obj: labels_match(selectors.labels_of(obj)) and fields_match(obj)
