@@ -196,8 +196,7 @@ class ContainerProcess:
             return None
         message = self._termination_message()
         if not message and code != 0 and self.fallback_to_logs and self.tail:
-            if self._reader:
-                self._reader.join(timeout=1)  # the last lines may still be on their way
+            self.output_written(1)  # the last lines may still be on their way
             message = "\n".join(self.tail).encode()[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
         return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time(), message)
 
@@ -232,10 +231,17 @@ class ContainerProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         self.popen.wait(timeout)
-        if self._reader:
-            self._reader.join(timeout=5)
+        self.output_written(5)
         code = self.poll()
         return self.popen.returncode if code is None else code
+
+    def output_written(self, timeout: float) -> bool:
+        """Whether the output pump has written all the container's output (it ends once
+        every writer is gone), waiting up to `timeout` seconds for it."""
+        if self._reader is None:
+            return True
+        self._reader.join(timeout=timeout)
+        return not self._reader.is_alive()
 
 
 def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock, tail: collections.deque) -> None:
