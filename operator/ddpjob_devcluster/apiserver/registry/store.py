@@ -277,7 +277,8 @@ class Store:
 
     def _update(self, key: Key, current: dict[str, Any], candidate: dict[str, Any], sub: str | None,
                 admit: Admit | None) -> dict[str, Any]:
-        new = write_rules.apply_write(current, candidate, sub, served_resources.is_status_subresource(self._info(key[0])))
+        status_apart = served_resources.is_status_subresource(self._info(key[0]))
+        new = write_rules.apply_write(current, candidate, sub, status_apart)
         return self.commit(key, current, admit(current, new) if admit else new)
 
     def _remove(self, key: Key, obj: dict[str, Any], propagation: str | None) -> dict[str, Any]:
