@@ -55,6 +55,7 @@ class Heartbeat:
         self.step, self.step_time = step, time.time()
 
     def _beat(self) -> None:
+        assert self.path is not None  # the thread beats only when there is a progress file
         # a full or read-only disk must not stop training; the reader sees an old beat
         with contextlib.suppress(OSError):
             progress_record.write_heartbeat(self.path, self.local_rank, self.rank, self.step, self.step_time)

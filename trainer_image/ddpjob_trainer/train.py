@@ -82,7 +82,8 @@ class Trainer:
         model = build_model(args.model, self.data.input_shape, self.data.num_classes)
         if args.sync_bn and args.strategy == "ddp" and d.world_size > 1:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        self.model = model.to(dev, memory_format=torch.channels_last if args.channels_last else torch.preserve_format)
+        layout = torch.channels_last if args.channels_last else torch.preserve_format
+        self.model = model.to(dev, memory_format=layout)  # type: ignore[call-overload]  # documented; stubs omit it
         self.optimizer = make_optimizer(args, self.model.parameters(), dev)
         # Loss scaling only for fp16; bf16 has fp32's range and needs none.
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
@@ -160,7 +161,7 @@ class Trainer:
             p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
             if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and d.is_main:
                 os.kill(os.getpid(), signal.SIGKILL)
-        ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
+        ways: dict[str, int | str] = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
             ways["compile"] = model.chosen or "undecided"
         p.done(self.pos.epoch, self.pos.step, summary, **ways)
