@@ -108,7 +108,7 @@ class ProcessKubelet:
         for thread in self._threads:
             thread.join(timeout=self.stop_grace + 15)
         self._threads = []
-        self.node.stop_all(c.proc for c in self.containers.values() if c.running)
+        self.node.stop_all(c.proc for c in self.containers.values() if c.running and c.proc is not None)
         self.node.sweep()
         for c in list(self.containers.values()):
             c.close_log()

@@ -29,6 +29,7 @@ from ddpjob_devcluster.apiserver.registry.selectors import matcher
 from ddpjob_devcluster.apiserver.registry.served_resources import Key, ServedResources, api_version
 
 Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
+Objects = list[dict[str, Any]]  # named out here: inside Store, `list` is its method
 CRDS = Resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
 NAMESPACES = Resource(group='', version='v1', plural='namespaces')
 
@@ -72,11 +73,11 @@ class Store:
             key = (res, namespace, name)
             return self.objects[key].raw if key in self.objects and not self.objects[key].deleted else None
 
-    def peek_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
+    def peek_all(self, res: Resource, namespace: str | None) -> Objects:
         with self._lock:
             return fresh(self._select(res, namespace, {}))
 
-    def view_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
+    def view_all(self, res: Resource, namespace: str | None) -> Objects:
         """The stored objects themselves, for readers inside the dev cluster (admission,
         scheduler): no copy, because a write stores a new dict and never changes a stored
         one. Callers must not mutate them. Copying every Pod on every Pod create made
@@ -84,7 +85,7 @@ class Store:
         with self._lock:
             return self._select(res, namespace, {})
 
-    def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> list[dict[str, Any]]:
+    def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> Objects:
         matches = matcher(params, res)
         objects = self.objects
         return [obj.raw for key in self._keys.get(res, ()) if namespace in (None, key[1])
