@@ -127,7 +127,9 @@ def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]
 
 
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
-    both = lambda name, value: [(name, value), (TORCHRUN_PREFIX + name, value)]  # noqa: E731
+    def both(name: str, value: str) -> list[tuple[str, str]]:
+        return [(name, value), (TORCHRUN_PREFIX + name, value)]
+
     elastic = getattr(job, "elastic", None)
     pairs = [
         *both(MASTER_ADDR, master_addr), *both(MASTER_PORT, str(job.port)),
