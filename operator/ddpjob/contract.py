@@ -110,8 +110,9 @@ MEANING: dict[str, str] = {
     RDZV_BACKEND: "elastic jobs only: `c10d`",
     RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
     RDZV_ID: "elastic jobs only: the job's name",
-    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; `last_call_timeout={LAST_CALL_SECONDS}`, "
-               f"`keep_alive_interval={KEEP_ALIVE_SECONDS}`, `keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
+    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; "
+               f"`last_call_timeout={LAST_CALL_SECONDS}`, `keep_alive_interval={KEEP_ALIVE_SECONDS}`, "
+               f"`keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
     MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
                   "of worker restarts (each lost Pod costs each survivor one)",
     NODE_ADDRESS: "elastic jobs only: `J-{index}.J.NS.svc:spec.port`, where each node's launcher serves its store",
@@ -157,7 +158,9 @@ def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]
 
 
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
-    both = lambda name, value: [(name, value), (TORCHRUN_PREFIX + name, value)]  # noqa: E731
+    def both(name: str, value: str) -> list[tuple[str, str]]:
+        return [(name, value), (TORCHRUN_PREFIX + name, value)]
+
     elastic = getattr(job, "elastic", None)
     pairs = [
         *both(MASTER_ADDR, master_addr), *both(MASTER_PORT, str(job.port)),

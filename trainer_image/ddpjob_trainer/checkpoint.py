@@ -20,6 +20,7 @@ import sys
 import torch
 
 from . import UsageError
+import contextlib
 
 FORMAT = 1
 _NAME = re.compile(r"^ckpt-e(\d+)-s(\d+)-([0-9a-f]{16})\.pt$")
@@ -92,10 +93,8 @@ def prune(directory: str, keep: int, current: str) -> None:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass
 
 
 def read(path: str) -> dict:

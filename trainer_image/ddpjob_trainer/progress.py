@@ -9,6 +9,7 @@ is rewritten at the same moments; every rank also keeps a heartbeat file next to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -54,10 +55,10 @@ class Heartbeat:
         self.step, self.step_time = step, time.time()
 
     def _beat(self) -> None:
-        try:
+        assert self.path is not None  # the thread beats only when there is a progress file
+        # a full or read-only disk must not stop training; the reader sees an old beat
+        with contextlib.suppress(OSError):
             progress_record.write_heartbeat(self.path, self.local_rank, self.rank, self.step, self.step_time)
-        except OSError:
-            pass  # a full or read-only disk must not stop training; the reader sees an old beat
 
     def _run(self) -> None:
         self._beat()
@@ -83,7 +84,7 @@ class Progress:
         self.total_steps = total_steps
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
-            self.metrics = open(metrics_file, "a", encoding="utf-8")
+            self.metrics = open(metrics_file, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
 
     @classmethod
     def of_rank(cls, args, d, total_steps: int) -> "Progress":

@@ -16,10 +16,10 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddpjob import contract, progress_record
+from ddpjob import contract, exit_codes, progress_record
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_RENDEZVOUS_TIMEOUT, UsageError, batch_probe, cli, compile_choice
-from . import distributed, graph_step, group_reset, resize, state, testing_aids
+from . import UsageError, batch_probe, cli, compile_choice, distributed, graph_step, group_reset, resize, state
+from . import testing_aids
 from .data import load_data
 from .evaluation import evaluate
 from .env import read_process_env
@@ -57,7 +57,7 @@ class Trainer:
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
-        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, args.elastic_global_batch is not None)):
+        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, bool(args.elastic_global_batch))):
             raise UsageError(why)
         self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:
@@ -66,10 +66,10 @@ class Trainer:
         model = build_model(args.model, self.data.input_shape, self.data.num_classes)
         if args.sync_bn and args.strategy == "ddp" and d.world_size > 1:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        self.model = model.to(dev, memory_format=torch.channels_last if args.channels_last else torch.preserve_format)
+        layout = torch.channels_last if args.channels_last else torch.preserve_format
+        self.model = model.to(dev, memory_format=layout)  # type: ignore[call-overload]  # documented; stubs omit it
         self.optimizer = make_optimizer(args, self.model.parameters(), dev)
-        # Loss scaling only for fp16; bf16 has fp32's range and needs none.
-        self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
+        self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")  # bf16 has fp32's range: no scaling
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
         self.micro = MicroStep(self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size,
                                graph_safe=args.cuda_graph)
@@ -143,7 +143,7 @@ class Trainer:
             if isinstance(epoch_summary, resize.Regroup):
                 model = self.in_place.regroup(epoch_summary)
                 if model is None:  # this node goes away; the others train on without it
-                    return EXIT_PREEMPTED
+                    return exit_codes.PREEMPTED
                 continue
             if epoch_summary is None:
                 return self.preempted(summary)
@@ -154,7 +154,7 @@ class Trainer:
             else:  # a peer lost here: re-form, then evaluate and save again
                 model = self.in_place.retry(lambda: self.end_epoch(epoch, summary), model)
         p = self.progress
-        ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
+        ways: dict[str, int | str] = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
             ways["compile"] = model.chosen or "undecided"
         p.done(self.pos.epoch, self.pos.step, summary, **ways)
@@ -264,8 +264,8 @@ class Trainer:
         if self.args.checkpoint_dir:
             self.save(summary)
         self.progress.record("preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step,
-                             exit_code=EXIT_PREEMPTED)
-        return EXIT_PREEMPTED
+                             exit_code=exit_codes.PREEMPTED)
+        return exit_codes.PREEMPTED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         return (code := (trainer := Trainer(args, d, stop)).run())
     except (UsageError, NoGroup) as e:
         log(f"error: {e}")
-        return (code := EXIT_BAD_INPUT if isinstance(e, UsageError) else EXIT_RENDEZVOUS_TIMEOUT)
+        return (code := exit_codes.BAD_INPUT if isinstance(e, UsageError) else exit_codes.RENDEZVOUS_TIMEOUT)
     except BaseException:
         if group_reset.ABANDONED:  # the exit below skips the interpreter's own report
             traceback.print_exc()
@@ -297,4 +297,4 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from .quick_exit import exit_with
 
-    exit_with(main(), quick=(EXIT_PREEMPTED,))  # asked to stop, saved, process group gone: go now
+    exit_with(main(), quick=(exit_codes.PREEMPTED,))  # asked to stop, saved, process group gone: go now

@@ -113,7 +113,7 @@ def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
     field_refs = {"metadata.name": meta["name"], "metadata.namespace": meta.get("namespace", "default"),
                   "spec.nodeName": "localhost", "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
     env: dict[str, str] = {}
-    for i, entry in enumerate(container.get("env") or []):
+    for entry in container.get("env") or []:
         name = entry["name"]
         if "valueFrom" in entry:
             ref = (entry["valueFrom"] or {}).get("fieldRef", {}).get("fieldPath")
@@ -211,10 +211,8 @@ class ContainerProcess:
         return data.decode("utf-8", "replace") or None
 
     def signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def kill_tree(self) -> None:
         self.signal(signal.SIGKILL)
@@ -234,7 +232,8 @@ class ContainerProcess:
     def wait(self, timeout: float | None = None) -> int:
         self.popen.wait(timeout)
         self.output_written(5)
-        return self.poll()
+        code = self.poll()
+        return self.popen.returncode if code is None else code
 
     def output_written(self, timeout: float) -> bool:
         """Whether the output pump has written all the container's output (it ends once

@@ -24,6 +24,7 @@ from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import JobMemory
+import contextlib
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
@@ -81,10 +82,8 @@ class Children:
         as the precondition."""
         for name in [n for n in pod_groups if n in job.pod_groups]:
             api_version, kind, uid = job.pod_groups[name]
-            try:
+            with contextlib.suppress(Conflict):
                 await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
-            except Conflict:
-                pass
             job.pod_groups.pop(name, None)
 
     async def delete_pods(self, job: JobMemory, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
@@ -99,7 +98,7 @@ class Children:
         uids = {p.name: p.uid for p in observed}
         results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n), uid=uids.get(n)) for n in pod_names),
                                        return_exceptions=True)
-        for pod_name, result in zip(pod_names, results):
+        for pod_name, result in zip(pod_names, results, strict=True):
             if not isinstance(result, BaseException):
                 job.expectations.deleted(pod_name, restart_counts.get(pod_name))
         for result in results:
@@ -140,7 +139,7 @@ class Children:
             ranks = ranks[batch:]
             batch *= 2
             results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
-            for rendered, result in zip(chunk, results):
+            for rendered, result in zip(chunk, results, strict=True):
                 if isinstance(result, APIError) and not refusals.transient(result):
                     refused = refused or refusals.from_api_error("Pod", rendered["metadata"]["name"], result)
                     continue

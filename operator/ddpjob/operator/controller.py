@@ -252,8 +252,8 @@ class Controller:
 
     # ---- acts ---------------------------------------------------------------------------
 
-    async def _write_status(self, job: JobMemory, body: Mapping[str, Any], previous: dict[str, Any],
-                            new: dict[str, Any]) -> dict[str, Any]:
+    async def _write_status(self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any],
+                            new: dict[str, Any]) -> Mapping[str, Any]:
         stored = await self.status_writer.write(job, body, previous, new)
         if stored is not previous:
             job.status_written_at = self.monotonic()

@@ -38,7 +38,7 @@ def _leaves(obj: Any, prefix: Path = ()) -> dict[Path, Any]:
                 continue
             if prefix == () and key in ('apiVersion', 'kind'):
                 continue
-            out.update(_leaves(value, prefix + (key,)))
+            out.update(_leaves(value, (*prefix, key)))
         return out
     return {prefix: obj}
 
@@ -55,7 +55,7 @@ def _fields_v1(paths: list[Path]) -> dict[str, Any]:
 def _paths(tree: Mapping[str, Any], prefix: Path = ()) -> list[Path]:
     out: list[Path] = []
     for key, sub in tree.items():
-        path = prefix + (key[2:],)
+        path = (*prefix, key[2:])
         out.extend(_paths(sub, path) if sub else [path])
     return out
 
@@ -139,5 +139,5 @@ def apply(store: Store, res: Any, namespace: str | None, name: str, sub: str | N
             left = [p for p in _paths(entry.get('fieldsV1') or {}) if not (force and p in applied)]
             if left:
                 kept.append({**entry, 'fieldsV1': _fields_v1(left)})
-        new['metadata']['managedFields'] = kept + [_entry(manager, list(applied), body['apiVersion'])]
+        new['metadata']['managedFields'] = [*kept, _entry(manager, list(applied), body['apiVersion'])]
         return store.update(res, namespace, name, sub, new, admit)

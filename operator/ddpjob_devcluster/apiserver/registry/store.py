@@ -19,17 +19,17 @@ from typing import Any
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
 from ddpjob.times import now as _now
-from ddpjob_devcluster.apiserver.registry import garbage_collector, write_rules
+from ddpjob_devcluster.apiserver.registry import garbage_collector, served_resources, write_rules
 from ddpjob_devcluster.apiserver.errors import ApiError, decodable, parse_rv, require_object
 from ddpjob_devcluster.apiserver.registry.event_log import EventLog, initial_events_end
 from ddpjob_devcluster.apiserver.registry.graceful import PODS, graceful_delete
 from ddpjob_devcluster.apiserver.registry.patches import apply_patch
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 from ddpjob_devcluster.apiserver.registry.selectors import matcher
-from ddpjob_devcluster.apiserver.registry.served_resources import (Key, ServedResources, api_version,
-                                                                   is_status_subresource)
+from ddpjob_devcluster.apiserver.registry.served_resources import Key, ServedResources, api_version
 
 Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
+Objects = list[dict[str, Any]]  # named out here: inside Store, `list` is its method
 CRDS = Resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
 NAMESPACES = Resource(group='', version='v1', plural='namespaces')
 
@@ -73,11 +73,11 @@ class Store:
             key = (res, namespace, name)
             return self.objects[key].raw if key in self.objects and not self.objects[key].deleted else None
 
-    def peek_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
+    def peek_all(self, res: Resource, namespace: str | None) -> Objects:
         with self._lock:
             return fresh(self._select(res, namespace, {}))
 
-    def view_all(self, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
+    def view_all(self, res: Resource, namespace: str | None) -> Objects:
         """The stored objects themselves, for readers inside the dev cluster (admission,
         scheduler): no copy, because a write stores a new dict and never changes a stored
         one. Callers must not mutate them. Copying every Pod on every Pod create made
@@ -85,7 +85,7 @@ class Store:
         with self._lock:
             return self._select(res, namespace, {})
 
-    def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> list[dict[str, Any]]:
+    def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> Objects:
         matches = matcher(params, res)
         objects = self.objects
         return [obj.raw for key in self._keys.get(res, ()) if namespace in (None, key[1])
@@ -156,10 +156,10 @@ class Store:
 
     async def watch(self, res: Resource, namespace: str | None, name: str | None,
                     params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        matches = matcher(params, res)
-        if name:
-            matches_name = matches
-            matches = lambda obj: obj['metadata'].get('name') == name and matches_name(obj)
+        selected = matcher(params, res)
+
+        def matches(obj: Mapping[str, Any]) -> bool:
+            return (not name or obj['metadata'].get('name') == name) and selected(obj)
         timeout = float(params['timeoutSeconds']) if params.get('timeoutSeconds') else None
         deadline = asyncio.get_running_loop().time() + timeout if timeout else None
         since = params.get('resourceVersion') or '0'
@@ -200,7 +200,8 @@ class Store:
             if new == current:
                 return fresh(current)
             meta = new['metadata']
-            if meta.get('deletionTimestamp') and not meta.get('finalizers') and not meta.get('deletionGracePeriodSeconds'):
+            gone = not meta.get('finalizers') and not meta.get('deletionGracePeriodSeconds')
+            if meta.get('deletionTimestamp') and gone:
                 return self._remove(key, new, propagation=None)
             if res == CRDS:
                 self.served.serve_crd(new)
@@ -248,7 +249,7 @@ class Store:
     def _create(self, res: Resource, namespace: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
         info = self._info(res)
         obj = write_rules.new_object(body, namespace, info, api_version(res),
-                                     keep_status=res == CRDS or not is_status_subresource(info))
+                                     keep_status=res == CRDS or not served_resources.is_status_subresource(info))
         meta = obj['metadata']
         key = (res, meta.get('namespace'), meta['name'])
         if key in self.objects and not self.objects[key].deleted:
@@ -277,7 +278,8 @@ class Store:
 
     def _update(self, key: Key, current: dict[str, Any], candidate: dict[str, Any], sub: str | None,
                 admit: Admit | None) -> dict[str, Any]:
-        new = write_rules.apply_write(current, candidate, sub, is_status_subresource(self._info(key[0])))
+        status_apart = served_resources.is_status_subresource(self._info(key[0]))
+        new = write_rules.apply_write(current, candidate, sub, status_apart)
         return self.commit(key, current, admit(current, new) if admit else new)
 
     def _remove(self, key: Key, obj: dict[str, Any], propagation: str | None) -> dict[str, Any]:
