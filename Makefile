@@ -14,7 +14,7 @@ WHEELS_PYTHON ?= 3.12
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv test test-gangs test-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
+.PHONY: venv lint test test-gangs test-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
 
 venv: $(STAMP)
 
@@ -43,10 +43,18 @@ control-plane: $(STAMP)
 gang-schedulers: $(STAMP)
 	$(PY) -m ddpjob_devcluster.controlplane.build gang-schedulers
 
+# The static checks, first in `make test` (and in .pre-commit-config.yaml): ruff's linter
+# and formatter, then mypy (strict on the pure packages), all configured in pyproject.toml.
+# mypy keeps its cache in .mypy_cache: a second run reads only what changed.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
+	$(PY) -m mypy
+
 # Everything but the gang tier (tests/gangs) and the real-Pods tier (marker e2e: kind),
 # which have targets of their own: CI (.ci/run) runs the first two; the kind tier runs by
-# hand and in the GitHub workflow (from nothing it takes hours on two cores: README).
-test: $(STAMP) tools control-plane
+# hand and in the GitHub workflow (from nothing it takes hours on two cores: docs/development.md).
+test: lint $(STAMP) tools control-plane
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e'
 
 # The gang tier: each gang integration against its real upstream scheduler or queue.
@@ -115,4 +123,4 @@ demo-cluster: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo $(DEMO_ARGS)
 
 clean:
-	rm -rf $(VENV) $(GPU_VENV) $(TOOLS) build *.egg-info
+	rm -rf $(VENV) $(GPU_VENV) $(TOOLS) .mypy_cache build *.egg-info

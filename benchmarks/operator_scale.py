@@ -78,8 +78,8 @@ class Tracker:
         self.events: collections.Counter = collections.Counter()  # job -> Events posted
 
     def poll(self) -> "Tracker":
-        with self.emu.store._lock:
-            fresh = self.emu.store._log[self.position:]
+        with self.emu.store.transaction():  # no write lands while the log is read
+            fresh = self.emu.store.events.entries[self.position:]
             self.position += len(fresh)
         for _, res, event in fresh:
             obj = event["object"]

@@ -32,6 +32,13 @@ PROGRESS_HOST = "DDPJOB_PROGRESS_HOST"
 TERMINATION_LOG = "DDPJOB_TERMINATION_LOG"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 COLLECTIVE_TIMEOUT = "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"
+# An elastic job's nodes, each reachable at its launcher's store (a resize in place:
+# ddpjob_trainer.roster): `{index}` in the host stands for the node's index.
+NODE_ADDRESS = "DDPJOB_NODE_ADDRESS"
+INDEX_FIELD = "{index}"
+# The key of one job's notices (ddpjob.notice): set by the operator or `ddpjob run` when
+# it starts a Pod, never rendered (`ddpjob render` has none).
+NOTICE_TOKEN = "DDPJOB_NOTICE_TOKEN"
 
 # An emptyDir every Pod gets, so the record has a writable home under a read-only root.
 PROGRESS_DIR = "/run/ddpjob"
@@ -57,6 +64,24 @@ LAST_CALL_SECONDS = 10
 # A node whose heartbeat is this many intervals late is dropped from the rendezvous:
 # 2 s x 3 (torchrun's 5 s x 3 kept the survivors of a lost Pod waiting 15 s for it).
 KEEP_ALIVE_SECONDS, KEEP_ALIVE_ATTEMPTS = 2, 3
+
+
+def node_address(template: str, index: int) -> tuple[str, int]:
+    """(host, port) of node `index` from NODE_ADDRESS: `{index}` in the host is the index
+    (a cluster's `J-{index}.J.NS.svc`); an IPv4 host is node 0's address and node i's is i
+    further on (one machine, a loopback address per node). ValueError when malformed."""
+    host, sep, port = template.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{NODE_ADDRESS}={template!r} is not HOST:PORT")
+    if INDEX_FIELD in host:
+        return host.replace(INDEX_FIELD, str(index)), int(port)
+    parts = host.split(".")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+        raise ValueError(f"{NODE_ADDRESS}={template!r}: the host has no {INDEX_FIELD} and is not an IPv4 address")
+    value = int.from_bytes(bytes(int(p) for p in parts), "big") + index
+    if value >= 2**32:
+        raise ValueError(f"{NODE_ADDRESS}={template!r}: node {index} is past the last IPv4 address")
+    return ".".join(str(b) for b in value.to_bytes(4, "big")), int(port)
 
 
 def rdzv_conf(node_rank: int) -> str:
@@ -85,10 +110,13 @@ MEANING: dict[str, str] = {
     RDZV_BACKEND: "elastic jobs only: `c10d`",
     RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
     RDZV_ID: "elastic jobs only: the job's name",
-    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; `last_call_timeout={LAST_CALL_SECONDS}`, "
-               f"`keep_alive_interval={KEEP_ALIVE_SECONDS}`, `keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
+    RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; "
+               f"`last_call_timeout={LAST_CALL_SECONDS}`, `keep_alive_interval={KEEP_ALIVE_SECONDS}`, "
+               f"`keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
     MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
                   "of worker restarts (each lost Pod costs each survivor one)",
+    NODE_ADDRESS: "elastic jobs only: `J-{index}.J.NS.svc:spec.port`, where each node's launcher serves its store",
+    NOTICE_TOKEN: "elastic jobs only: the key of the operator's notices to this job's Pods (not in `ddpjob render`)",
 }
 
 # Defaults, not reserved: a user's `spec.env` entry of the same name replaces them.
@@ -120,13 +148,19 @@ RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVE
 
 
 def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]]:
+    # Pod 0's DNS name is J-0.J.NS.svc: every node's is the same with its own index.
+    head, _, domain = master_addr.partition(".")
+    node_template = f"{head.removesuffix('-0')}-{INDEX_FIELD}.{domain}:{job.port}"
     return [(RDZV_BACKEND, "c10d"), (RDZV_ENDPOINT, f"{master_addr}:{job.port}"), (RDZV_ID, job.name),
             (RDZV_CONF, rdzv_conf(node_rank)),
-            (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes))]
+            (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes)),
+            (NODE_ADDRESS, node_template)]
 
 
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
-    both = lambda name, value: [(name, value), (TORCHRUN_PREFIX + name, value)]  # noqa: E731
+    def both(name: str, value: str) -> list[tuple[str, str]]:
+        return [(name, value), (TORCHRUN_PREFIX + name, value)]
+
     elastic = getattr(job, "elastic", None)
     pairs = [
         *both(MASTER_ADDR, master_addr), *both(MASTER_PORT, str(job.port)),
@@ -160,7 +194,8 @@ def pod_env(job: Any, master_addr: str, node_rank: int, restart_count: int = 0) 
 
 
 def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | None = None,
-                    progress_host: str | None = None, termination_log: str | None = None) -> dict[str, str]:
+                    progress_host: str | None = None, termination_log: str | None = None,
+                    node_zero_host: str | None = None) -> dict[str, str]:
     """The values that only make sense in a cluster, pointed at this machine. The progress
     file and the termination log move into the Pod's local directory; `progress_host` is
     the loopback address the Pod's launcher binds (its own "Pod IP"), so every Pod keeps
@@ -178,4 +213,7 @@ def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | 
         env[PROGRESS_HOST] = progress_host
     if termination_log is not None:
         env[TERMINATION_LOG] = termination_log
+    if node_zero_host is not None:
+        # Node i's loopback address is node 0's plus i (node_address), all on this port.
+        env[NODE_ADDRESS] = f"{node_zero_host}:{port}"
     return env

@@ -9,7 +9,8 @@ Record (written by global rank 0 to $DDPJOB_PROGRESS_FILE, atomically):
 Only `step` is required. `stage` says where the program is: `training` (the default),
 `evaluating`, `saving` (a checkpoint), `exiting` (training is over; it tears down).
 A record past its last step (`exiting`, or `step` at `total_steps`) is a job finishing,
-never a stalled one: evaluating, saving and tearing down can take minutes. Heartbeats (written by every rank to `<file>.rank<LOCAL_RANK>`):
+never a stalled one: evaluating, saving and tearing down can take minutes. Heartbeats
+(written by every rank to `<file>.rank<LOCAL_RANK>`):
     {"rank": 3, "step": 121, "time": ..., "step_time": ...}
 `step` there is the step the rank has *reached* (entered), so when one rank hangs the
 others, blocked in the next collective, are one step ahead of it: that names the culprit.
@@ -24,6 +25,7 @@ import os
 import tempfile
 import time
 from typing import Any, Mapping
+import contextlib
 
 INTS = ("step", "total_steps", "epoch", "total_epochs")
 FLOATS = ("samples_per_s", "loss", "time")
@@ -86,10 +88,8 @@ def _write_json(path: str, obj: Mapping[str, Any]) -> None:
             json.dump(obj, f, separators=(",", ":"))
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

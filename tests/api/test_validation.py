@@ -202,3 +202,16 @@ def test_control_a_good_job_does_touch_the_marker(tmp_path):
     result = console("run", str(path), "--workdir", str(tmp_path / "work"), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert marker.exists()
+
+
+def test_a_null_field_takes_its_default_as_an_unset_one() -> None:
+    """The API server prunes a null from a non-nullable field; a file read by `ddpjob run`
+    gets the same: the default, never a None in the model."""
+    fields = {"nodes": None, "port": None, "gpuResource": None, "nprocPerNode": None, "maxRestarts": None}
+    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "nulls"},
+            "spec": {"image": "trainer:1", **fields}}
+    job = spec.parse_job(body)
+    unset = spec.parse_job({**body, "spec": {"image": "trainer:1"}})
+    assert (job.nodes, job.port, job.gpu_resource, job.nproc_per_node, job.max_restarts) == (
+        unset.nodes, unset.port, unset.gpu_resource, unset.nproc_per_node, unset.max_restarts)
+    assert None not in (job.nodes, job.port, job.gpu_resource, job.nproc_per_node, job.max_restarts)

@@ -171,3 +171,19 @@ def test_a_pod_whose_delete_is_seen_after_its_replacement_is_named_as_lost():
     j = job()
     p = decide(j, [pod(0), pod(1), pod(2, "Pending"), pod(3)], running_status(j))
     assert p.events[0].message == "training at 3/4 nodes: lost demo-2: Pod deleted, created again"
+
+
+def test_the_survivors_are_told_whom_a_running_elastic_job_lost():
+    j = job()
+    st = running_status(j)
+    assert decide(j, [pod(r) for r in range(4)], st).tell_lost == ()
+    # Failed, being deleted, or on a node that stopped reporting (Ready False while Running).
+    p = decide(j, [pod(0), pod(1, "Failed", exit_code=137), pod(2, deleting=True), pod(3, ready=False)], st)
+    assert p.tell_lost == ("demo-1", "demo-2", "demo-3")
+    # A rigid job restarts its gang: nobody to tell.
+    r = job(lo=None)
+    rst = running_status(r)
+    assert decide(r, [pod(0), pod(1, "Failed", exit_code=137), pod(2), pod(3)], rst).tell_lost == ()
+    # Not yet running: nobody is training to be told.
+    assert decide(j, [pod(0, "Pending"), pod(1, "Failed", exit_code=137), pod(2, "Pending"), pod(3, "Pending")],
+                  {}).tell_lost == ()

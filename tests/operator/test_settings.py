@@ -83,3 +83,12 @@ def test_ddpjob_operator_hands_its_flags_to_the_operator_as_settings_not_through
     assert cli.main(["operator", "--standalone"]) == 2 and len(given) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: {settings.PROGRESS_INTERVAL_ENV}='soon' is not a number"]
+
+
+def test_the_notice_key_is_bounded_and_never_shown():
+    key = "k" * 40
+    config = settings.from_env({settings.NOTICE_KEY_ENV: key})
+    assert config.notice_key == key.encode() and key not in repr(config)
+    assert settings.from_env({}).notice_key is None  # drawn at start
+    with pytest.raises(settings.SettingsError, match=settings.NOTICE_KEY_ENV):
+        settings.from_env({settings.NOTICE_KEY_ENV: "short"})

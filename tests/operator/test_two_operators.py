@@ -12,8 +12,8 @@ pytestmark = pytest.mark.timeout(120)
 
 def status_history(cluster: Cluster, name: str) -> list[dict]:
     store = cluster.emulator.store
-    with store._lock:
-        log = list(store._log)
+    with store.transaction():  # no write lands while the log is copied
+        log = list(store.events.entries)
     return [dict(event["object"].get("status") or {}) for _, res, event in log
             if f"{res.group}/{res.version}/{res.plural}" == JOBS and event["object"]["metadata"]["name"] == name]
 

@@ -19,6 +19,21 @@ from ddpjob import exit_codes
 from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT
 
 
+class QuietStop(logging.Filter):
+    """torchrun logs a worker that stopped when asked (SIGTERM: it saved its state and exited
+    143, as ddpjob-train does at each resize torchrun makes, and when its Pod is deleted) as
+    `E... failed (exitcode: 143) local_rank: 0`, an error line for a planned stop. That
+    record becomes an INFO line that says what happened; any other exit stays an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if str(record.msg).startswith("failed (exitcode: %s)") and len(args) >= 3 and args[0] in (143, -15):
+            record.msg = "worker local_rank %s (pid %s) stopped when asked (exit 143: it saved its state)"
+            record.args = (args[1], args[2])
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def _code(exitcode: int) -> int:
     return exit_codes.of_returncode(exitcode) or 1
 
@@ -54,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.run import main as torchrun_main
 
     quiet_stop()
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(QuietStop())
     try:
         torchrun_main(sys.argv[1:] if argv is None else argv)
     except ChildFailedError as e:

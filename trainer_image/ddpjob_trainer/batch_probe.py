@@ -66,7 +66,7 @@ def step_fits(model: nn.Module, optimizer: torch.optim.Optimizer, input_shape: t
             torch.cuda.synchronize(device)
         except torch.OutOfMemoryError:
             out_of_memory = True  # handled outside: the traceback holds the failed step's tensors
-        x = y = loss = None  # noqa: F841 (freed before the cache is emptied)
+        x = y = loss = None  # freed before the cache is emptied
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()
         return not out_of_memory

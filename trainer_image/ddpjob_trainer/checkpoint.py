@@ -20,6 +20,7 @@ import sys
 import torch
 
 from . import UsageError
+import contextlib
 
 FORMAT = 1
 _NAME = re.compile(r"^ckpt-e(\d+)-s(\d+)-([0-9a-f]{16})\.pt$")
@@ -56,6 +57,13 @@ def candidates(directory: str) -> list[tuple[int, str]]:
     return [(step, path) for step, _, path in found]
 
 
+def newest_epoch(directory: str) -> int:
+    """Epochs done by the newest checkpoint, from its name alone (0: none)."""
+    if not os.path.isdir(directory):
+        return 0
+    return max((int(m.group(1)) for m in map(_NAME.match, os.listdir(directory)) if m), default=0)
+
+
 def save(directory: str, payload: dict, keep: int) -> str:
     os.makedirs(directory, exist_ok=True)
     buf = io.BytesIO()
@@ -85,10 +93,8 @@ def prune(directory: str, keep: int, current: str) -> None:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass
 
 
 def read(path: str) -> dict:

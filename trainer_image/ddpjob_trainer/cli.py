@@ -94,6 +94,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def refuse_for_device(args: argparse.Namespace, device_type: str, world_size: int) -> None:
+    """UsageError for flags this device or world cannot honour."""
+    from . import UsageError
+
+    cuda = device_type == "cuda"
+    if args.strategy != "ddp" and world_size > 1:
+        raise UsageError(f"--strategy {args.strategy} runs in one process, but WORLD_SIZE={world_size}")
+    if args.amp == "fp16" and not cuda:
+        raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
+    if args.decode == "gpu" and not cuda:
+        raise UsageError("--decode gpu decodes JPEGs with nvJPEG and needs a CUDA device: use --decode cpu")
+    if args.sync_bn and not cuda and args.strategy == "ddp" and world_size > 1:
+        raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
+    if args.batch_size == AUTO_BATCH and not cuda:
+        raise UsageError("--batch-size auto finds what fits in GPU memory and needs a CUDA device: give a number")
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser().parse_args(argv)
     if args.metrics_file is None and args.checkpoint_dir:

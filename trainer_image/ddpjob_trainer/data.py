@@ -29,7 +29,7 @@ IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
-    kind, sep, path = spec.partition(":")
+    kind, _sep, path = spec.partition(":")
     if kind not in KINDS:
         raise UsageError(f"unknown dataset {spec!r}: use synthetic, mnist:DIR, cifar10:DIR or imagefolder:DIR")
     if kind == "synthetic":
@@ -121,7 +121,12 @@ class TensorBatches:
             self.sampler = DistributedSampler(range(len(y)), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed)
             self.count = len(self.sampler)
         else:
-            self.shard = torch.arange(d.rank, len(y), d.world_size, device=d.device)
+            self.reshard(d.world_size, d.rank)
+
+    def reshard(self, world: int, rank: int) -> None:
+        """The evaluation shard of `rank` in a group of `world` (one that resized in place)."""
+        if not self.train:
+            self.shard = torch.arange(rank, len(self.y), world, device=self.y.device)
             self.count = len(self.shard)
 
     def __len__(self) -> int:
@@ -196,10 +201,11 @@ def load_data(args, d: Dist) -> Data:
         raise UsageError(f"--decode gpu decodes the JPEGs of --data imagefolder:DIR, not {kind} data")
     if kind == "imagefolder":
         train, evaluation = imagefolder(path, args.image_size, decode)
-        mk = lambda ds, is_train: LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl,  # noqa: E731
-                                                _elastic_global(args, d) if is_train else None,
-                                                args.image_size if decode == "gpu" else None)
-        return Data(mk(train, True), mk(evaluation, False) if evaluation else None,
+        def loader(ds, is_train: bool) -> LoaderBatches:
+            return LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl,
+                                 _elastic_global(args, d) if is_train else None,
+                                 args.image_size if decode == "gpu" else None)
+        return Data(loader(train, True), loader(evaluation, False) if evaluation else None,
                     (3, args.image_size, args.image_size), len(train.classes))
     if kind == "synthetic":
         train, evaluation = synthetic(args.synthetic_size, 1), synthetic(max(1, args.synthetic_size // 4), 2)
@@ -207,7 +213,9 @@ def load_data(args, d: Dist) -> Data:
         train, evaluation = mnist(path, args.download, d)
     else:
         train, evaluation = cifar10(path, args.download, d)
-    mk = lambda xy, is_train: TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)  # noqa: E731
+
+    def mk(xy, is_train: bool) -> TensorBatches:
+        return TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)
     if d.env.elastic_max_nodes:  # exactly once per epoch at any world size (elastic_data.py)
         from .elastic_data import ElasticBatches
 

@@ -1,5 +1,7 @@
 """Process-group set-up and tear-down, the device and backend, and the few collectives
-the trainer needs outside DDP's own gradient all-reduce."""
+the trainer needs outside DDP's own gradient all-reduce. In a group that resizes in place
+(`Dist.group`, elastic.py) the rank and size are the current generation's, and each
+collective waits through its interrupts (a lost peer ends it: collectives.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import gc
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -25,18 +28,25 @@ class Dist:
     device: torch.device
     backend: str | None  # None: no process group (world size 1)
     control: object = None  # a gloo group for CPU-side agreement (stop flag, RNG gather)
+    in_place: bool = False  # an elastic job's worker that resizes in place (elastic.py)
+    group: Any = None  # its elastic.Elastic, once made
 
     @property
     def rank(self) -> int:
-        return self.env.rank
+        return self.group.rank if self.group is not None else self.env.rank
 
     @property
     def world_size(self) -> int:
-        return self.env.world_size
+        return self.group.world_size if self.group is not None else self.env.world_size
+
+    @property
+    def grouped(self) -> bool:
+        """Whether collectives run: a process group exists (or will, for one resizing in place)."""
+        return self.backend is not None and (not self.in_place or (self.group is not None and self.group.gen is not None))
 
     @property
     def is_main(self) -> bool:
-        return self.env.rank == 0
+        return self.rank == 0
 
 
 def pick(env: ProcessEnv) -> tuple[torch.device, str]:
@@ -97,6 +107,26 @@ def setup(env: ProcessEnv) -> Dist:
     return Dist(env, device, backend, control)
 
 
+def setup_in_place(env: ProcessEnv) -> Dist:
+    """An elastic job's worker that resizes in place: the device and backend now, the group
+    when it joins one (elastic.Elastic.join); torchrun's RANK and WORLD_SIZE are this
+    node's only."""
+    set_cpu_threads(env)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    choice = backend_choice.choose(env.backend, env.local_rank, env.local_world_size, gpus)
+    if choice.device_index is None:
+        return Dist(env, torch.device("cpu"), choice.backend, in_place=True)
+    torch.cuda.set_device(choice.device_index)
+    return Dist(env, torch.device("cuda", choice.device_index), choice.backend, in_place=True)
+
+
+def _wait(d: Dist, work) -> None:
+    if d.group is not None:
+        d.group.wait(work)
+    else:
+        work.wait()
+
+
 def teardown() -> None:
     """After the trainer has let go of its model. torch.compile's code cache still holds
     the compiled DDP, whose reducer holds the process group's backend and its last
@@ -119,23 +149,27 @@ def peak_memory(device: torch.device) -> dict:
 
 def all_reduce_sum(d: Dist, values: torch.Tensor) -> torch.Tensor:
     """Sum a small tensor of metrics over all ranks (on the training device)."""
-    if d.backend is not None:
-        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    if d.grouped:
+        _wait(d, dist.all_reduce(values, op=dist.ReduceOp.SUM, async_op=True))
     return values
 
 
 def any_rank(d: Dist, flag: bool) -> bool:
     """True on every rank when it is true on at least one: how ranks agree to stop."""
-    if d.backend is None:
+    if not d.grouped:
         return flag
     t = torch.tensor([1 if flag else 0], dtype=torch.int32)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=d.control)
+    _wait(d, dist.all_reduce(t, op=dist.ReduceOp.MAX, group=d.control, async_op=True))
     return bool(t.item())
 
 
 def broadcast_object(d: Dist, obj):
-    if d.backend is None:
+    if not d.grouped:
         return obj
+    if d.group is not None:
+        from .collectives import broadcast_object as interruptible
+
+        return interruptible(obj, 0, d.rank, d.control, d.group.interrupts)
     box = [obj]
     dist.broadcast_object_list(box, src=0, group=d.control)
     return box[0]
@@ -143,8 +177,12 @@ def broadcast_object(d: Dist, obj):
 
 def gather_objects(d: Dist, obj) -> list:
     """Every rank's `obj`, in rank order (used for per-rank RNG states)."""
-    if d.backend is None:
+    if not d.grouped:
         return [obj]
+    if d.group is not None:
+        from .collectives import all_gather_object
+
+        return all_gather_object(obj, d.world_size, d.control, d.group.interrupts)
     out = [None] * d.world_size
     dist.all_gather_object(out, obj, group=d.control)
     return out

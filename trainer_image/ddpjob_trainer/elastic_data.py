@@ -68,6 +68,10 @@ class ElasticBatches:
     def __len__(self) -> int:
         return (len(self.y) + self.global_size - 1) // self.global_size
 
+    def reshard(self, world: int, rank: int) -> None:
+        """A group that resized in place: the next micro-batch is split over the new group."""
+        self.world, self.rank = world, rank
+
     def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = epoch_order(len(self.y), self.seed, epoch)
         for k in range(start_batch, len(self)):
@@ -90,6 +94,9 @@ class RankMicroBatches(torch.utils.data.Sampler):
     def __init__(self, size: int, global_size: int, world: int, rank: int, seed: int):
         self.size, self.global_size, self.world, self.rank, self.seed = size, global_size, world, rank, seed
         self.set_epoch(1)
+
+    def reshard(self, world: int, rank: int) -> None:
+        self.world, self.rank = world, rank
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         self.order, self.start = epoch_order(self.size, self.seed, epoch), start

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, MutableMapping
 
 from ddpjob import contract
 
@@ -27,11 +27,11 @@ REJOIN_SECONDS = 600.0
 REJOIN_BACKOFF = (1.0, 30.0)  # first delay, cap; doubling
 
 
-def set_defaults(env: dict | None = None) -> None:
+def set_defaults(env: MutableMapping[str, str] | None = None) -> None:
     """The contract's elastic defaults, for a launcher started by hand (a Pod has them)."""
-    env = os.environ if env is None else env
+    target = os.environ if env is None else env
     for name, value in contract.ELASTIC_DEFAULTS.items():
-        env.setdefault(name, value)
+        target.setdefault(name, value)
 
 
 def torchrun_args(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> list[str]:

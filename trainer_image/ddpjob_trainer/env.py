@@ -8,6 +8,7 @@ naming the variable rather than guessing: a wrong world size is a silently wrong
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Mapping
@@ -123,7 +124,8 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
         backend = None
     if backend not in (None, "nccl", "gloo", "mpi", "xccl"):
         raise UsageError(f"environment variable DDPJOB_BACKEND={backend!r} is not nccl or gloo")
-    common = dict(
+    make = functools.partial(
+        ProcessEnv,
         restart_count=restart,
         backend=backend,
         checkpoint_dir=env.get(contract.CHECKPOINT_DIR) or None,
@@ -139,13 +141,13 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
                 f"WORLD_SIZE={world} but RANK is not set: start ddpjob-train through "
                 "ddpjob-launch or torchrun"
             )
-        return ProcessEnv(0, 0, 1, 1, **common)
+        return make(0, 0, 1, 1)
     rank = _int(env, contract.RANK)
     if rank >= world:
         raise UsageError(f"environment variable RANK={rank} must be < WORLD_SIZE={world}")
     local_rank = _int(env, contract.LOCAL_RANK, default=0)
     local_world = _int(env, contract.LOCAL_WORLD_SIZE, default=1, minimum=1)
-    return ProcessEnv(rank, local_rank, world, local_world, **common)
+    return make(rank, local_rank, world, local_world)
 
 
 def available_cpus(cpu_max: str | None = None) -> int:

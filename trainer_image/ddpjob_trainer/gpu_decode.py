@@ -32,14 +32,14 @@ def random_resized_crop(width: int, height: int, rng=random) -> tuple[int, int, 
     for _ in range(10):
         target = area * rng.uniform(0.08, 1.0)
         ratio = math.exp(rng.uniform(*log_ratio))
-        w, h = int(round(math.sqrt(target * ratio))), int(round(math.sqrt(target / ratio)))
+        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
         if 0 < w <= width and 0 < h <= height:
             return rng.randint(0, height - h), rng.randint(0, width - w), h, w
     ratio = width / height  # the fallback: the central crop within the ratio bounds
     if ratio < 3 / 4:
-        w, h = width, int(round(width / (3 / 4)))
+        w, h = width, round(width / (3 / 4))
     elif ratio > 4 / 3:
-        h, w = height, int(round(height * (4 / 3)))
+        h, w = height, round(height * (4 / 3))
     else:
         w, h = width, height
     return (height - h) // 2, (width - w) // 2, h, w
@@ -85,7 +85,7 @@ def collate(batch):
     (x, y) with x still encoded. One buffer per batch, not one tensor per image: each
     tensor a worker sends costs a shared-memory file descriptor, and a batch's worth of
     them failed to cross (EBADF in the queue's feeder thread)."""
-    data, params, labels = zip(*batch)
+    data, params, labels = zip(*batch, strict=True)
     return (torch.cat(data), torch.tensor([len(b) for b in data]), torch.stack(params)), torch.tensor(labels)
 
 
@@ -98,7 +98,7 @@ def decode(data: torch.Tensor, lengths: torch.Tensor, params: torch.Tensor, imag
 
     images = decode_jpeg(list(data.split(lengths.tolist())), mode=ImageReadMode.RGB, device=device)
     out = torch.empty(len(images), 3, image_size, image_size, device=device)
-    for k, (image, (top, left, h, w, flip)) in enumerate(zip(images, params.tolist())):
+    for k, (image, (top, left, h, w, flip)) in enumerate(zip(images, params.tolist(), strict=True)):
         image = TF.resized_crop(image, top, left, h, w, [image_size, image_size], antialias=True)
         out[k] = image.flip(-1) if flip else image
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)

@@ -5,7 +5,9 @@ headless Service's DNS record exists), then runs CMD under torch.distributed.run
 static rendezvous -- torchrun does the process management, not us. The only case that
 skips torchrun is one process per node running an arbitrary executable: the contract
 already gives it RANK/WORLD_SIZE, so it is exec'ed as is. An elastic job (NNODES=MIN:MAX)
-always runs under torchrun's c10d rendezvous (elastic_launch.py).
+either resizes in place (in_place_launch.py: this launcher serves the node's store and
+torchrun only starts this node's workers) or runs under torchrun's c10d rendezvous, which
+restarts the workers at each resize (elastic_launch.py); `--resize` chooses.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 
 from ddpjob import contract, exit_codes, progress_record
 
-from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError, elastic_launch
+from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError, elastic_launch, in_place_launch
 from .backend import refuse_short_nccl
 from .env import LaunchEnv, read_launch_env, threads_per_process
 
@@ -30,7 +32,7 @@ TRAIN_CMD = "ddpjob-train"
 # CoreDNS or a slow node can take minutes; 5 minutes is well inside a Pod's useful life.
 DEFAULT_DNS_TIMEOUT = 300.0
 DNS_LOG_EVERY = 5.0
-USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] [--version] CMD [ARGS...]"
+USAGE = "usage: ddpjob-launch [--dns-timeout SECONDS] [--resize in-place|restart] [--version] CMD [ARGS...]"
 
 
 def visible_gpus() -> int:
@@ -86,8 +88,8 @@ def torchrun_target(cmd: list[str]) -> list[str] | None:
     return None
 
 
-def build_command(launch: LaunchEnv, cmd: list[str]) -> tuple[list[str], bool]:
-    """(argv, uses_torchrun)."""
+def build_command(launch: LaunchEnv, cmd: list[str], resize: str | None = None) -> tuple[list[str], bool]:
+    """(argv, uses_torchrun). `resize`: an elastic job's mode (in_place_launch.py)."""
     target = torchrun_target(cmd)
     if target is None:
         if shutil.which(cmd[0]) is None:
@@ -95,6 +97,8 @@ def build_command(launch: LaunchEnv, cmd: list[str]) -> tuple[list[str], bool]:
         if launch.nproc_per_node == 1 and not launch.elastic:
             return cmd, False
         target = ["--no-python", *cmd]
+    if resize == in_place_launch.IN_PLACE:
+        return in_place_launch.torchrun_argv(launch, target), True
     if launch.elastic:
         elastic_launch.set_defaults()
         return [sys.executable, "-m", "ddpjob_trainer._torchrun", *elastic_launch.torchrun_args(launch), *target], True
@@ -138,8 +142,9 @@ def run_forwarding_signals(argv: list[str], received: list[int] | None = None) -
     return code
 
 
-def start_progress_server(env=None) -> bool:
-    """Serve /progress and /metrics when the contract names a progress file and port.
+def start_progress_server(env=None, notices=None) -> bool:
+    """Serve /progress and /metrics when the contract names a progress file and port (and
+    the operator's notices, for a job that resizes in place: progress_server.py).
     A port that cannot be bound costs the job its progress view, never its run."""
     env = os.environ if env is None else env
     path, port = env.get(contract.PROGRESS_FILE), env.get(contract.PROGRESS_PORT)
@@ -149,7 +154,7 @@ def start_progress_server(env=None) -> bool:
     try:
         from .progress_server import serve_in_thread
 
-        serve_in_thread(path, host, int(port))
+        serve_in_thread(path, host, int(port), notices)
     except (OSError, ValueError) as e:
         log(f"warning: not serving progress on {host or '*'}:{port}: {e}")
         return False
@@ -183,13 +188,19 @@ def _seconds(value, what: str) -> float:
         raise UsageError(f"{what} {value!r} is not a number of seconds") from None
 
 
-def parse_argv(argv: list[str]) -> tuple[float, list[str]]:
+def parse_argv(argv: list[str]) -> tuple[float, str | None, list[str]]:
+    """(DNS timeout, --resize or None, the command)."""
     timeout = _seconds(os.environ.get("DDPJOB_DNS_TIMEOUT", DEFAULT_DNS_TIMEOUT), "DDPJOB_DNS_TIMEOUT")
+    resize = None
     while argv and argv[0].startswith("--"):
         flag = argv.pop(0)
         name, _, value = flag.partition("=")
         if name == "--dns-timeout":
             timeout = _seconds(value or (argv.pop(0) if argv else ""), "--dns-timeout")
+        elif name == "--resize":
+            resize = value or (argv.pop(0) if argv else "")
+            if resize not in in_place_launch.MODES:
+                raise UsageError(f"--resize {resize!r}: use {' or '.join(in_place_launch.MODES)}")
         elif name in ("--help",):
             print(USAGE)
             raise SystemExit(0)
@@ -203,15 +214,16 @@ def parse_argv(argv: list[str]) -> tuple[float, list[str]]:
             raise UsageError(f"unknown option {flag!r}; {USAGE}")
     if not argv:
         raise UsageError(USAGE)
-    return timeout, argv
+    return timeout, resize, argv
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        dns_timeout, cmd = parse_argv(argv)
+        dns_timeout, asked, cmd = parse_argv(argv)
         launch = read_launch_env()
-        command, uses_torchrun = build_command(launch, cmd)
+        resize = in_place_launch.mode(launch, cmd[0], asked)
+        command, uses_torchrun = build_command(launch, cmd, resize)
         if (os.environ.get(contract.BACKEND) or "").strip().lower() == "nccl":
             refuse_short_nccl(launch.nproc_per_node, visible_gpus())  # before any process starts
         log(
@@ -219,24 +231,33 @@ def main(argv: list[str] | None = None) -> int:
             f"{launch.nproc_per_node} process(es), "
             f"master {launch.master_addr}:{launch.master_port}"
             + ("" if launch.from_contract else " (no contract env: single-node defaults)")
+            + (f", resizes {resize}" if resize else "")
         )
-        wait_for_dns(launch.master_addr, dns_timeout)
+        store = None
+        if resize == in_place_launch.IN_PLACE:
+            store = in_place_launch.serve_store(launch)  # before the workers: they look for it
+            in_place_launch.worker_env()
+        else:
+            wait_for_dns(launch.master_addr, dns_timeout)
     except UsageError as e:
         log(f"error: {e}")
         return EXIT_BAD_INPUT
     except RendezvousTimeout as e:
         log(f"error: {e}")
         return EXIT_RENDEZVOUS_TIMEOUT
+    except OSError as e:  # the node's store: its port still taken (a predecessor on this machine)
+        log(f"error: cannot serve this node's store: {e}")
+        return EXIT_RENDEZVOUS_TIMEOUT
     if uses_torchrun and "OMP_NUM_THREADS" not in os.environ:
         # torchrun would set 1 for every worker (and warn): a 32-core node running 4
         # workers would use 4 cores. Share the container's CPUs instead.
         os.environ["OMP_NUM_THREADS"] = str(threads_per_process(launch.nproc_per_node))
-    serving = start_progress_server()
+    serving = start_progress_server(notices=store and (os.environ.get(contract.NOTICE_TOKEN), store.notice))
     if not uses_torchrun and not serving:
         sys.stdout.flush()
         os.execvp(command[0], command)  # signals and exit code are the program's own
     # The progress server lives in this process: stay as the parent, forwarding signals.
-    if not launch.elastic:
+    if not launch.elastic or store is not None:
         code = run_forwarding_signals(command)
     else:
         received: list[int] = []

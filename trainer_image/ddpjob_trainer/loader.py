@@ -80,6 +80,16 @@ class LoaderBatches:
             **({"collate_fn": gpu_decode.collate} if decode_size else {}),
         )
 
+    def reshard(self, world: int, rank: int) -> None:
+        """A group that resized in place: this rank's share from the next micro-batch on
+        (training), or its evaluation subset. Only an elastic job's loaders resize."""
+        if self.elastic is not None:
+            self.elastic.reshard(world, rank)
+        elif self.sampler is None:
+            size = len(self.loader.dataset.dataset)
+            self.loader.dataset.indices = range(rank, size, world)
+            self.count = len(self.loader.dataset)
+
     def __len__(self) -> int:
         if self.elastic is not None:
             return self.elastic.micro_batches()

@@ -9,6 +9,7 @@ is rewritten at the same moments; every rank also keeps a heartbeat file next to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -18,7 +19,7 @@ import time
 
 import torch
 
-from ddpjob import progress_record
+from ddpjob import contract, progress_record
 
 
 def gpu_memory(device: torch.device) -> dict:
@@ -54,10 +55,10 @@ class Heartbeat:
         self.step, self.step_time = step, time.time()
 
     def _beat(self) -> None:
-        try:
+        assert self.path is not None  # the thread beats only when there is a progress file
+        # a full or read-only disk must not stop training; the reader sees an old beat
+        with contextlib.suppress(OSError):
             progress_record.write_heartbeat(self.path, self.local_rank, self.rank, self.step, self.step_time)
-        except OSError:
-            pass  # a full or read-only disk must not stop training; the reader sees an old beat
 
     def _run(self) -> None:
         self._beat()
@@ -83,7 +84,18 @@ class Progress:
         self.total_steps = total_steps
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
-            self.metrics = open(metrics_file, "a", encoding="utf-8")
+            self.metrics = open(metrics_file, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
+
+    @classmethod
+    def of_rank(cls, args, d, total_steps: int) -> "Progress":
+        """ddpjob-train's reporter for this rank (`d`: distributed.Dist): global rank 0's is on."""
+        progress_file = os.environ.get(contract.PROGRESS_FILE) or None
+        p = cls(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, d.device,
+                progress_file=progress_file, total_steps=total_steps)
+        if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
+            # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
+            p.progress_file = progress_file
+        return p
 
     def publish(self, epoch: int, step: int, stage: str = progress_record.TRAINING, **fields) -> None:
         """Rewrite the progress record (global rank 0 only); `stage` says where the trainer

@@ -1,6 +1,8 @@
-"""ddpjob-launch's progress endpoint: `/progress` (JSON) and `/metrics` (Prometheus text).
+"""ddpjob-launch's progress endpoint: `/progress` (JSON) and `/metrics` (Prometheus text),
+and, for an elastic job that resizes in place, `POST /notice` (ddpjob.notice: the
+operator's word that nodes were lost, authenticated, bounded, handed to the node's store).
 
-Both are read from the progress record and the ranks' heartbeats on each request
+The first two are read from the progress record and the ranks' heartbeats on each request
 (`ddpjob.progress_record`); nothing is pushed anywhere. The server runs in a daemon
 thread of the launcher, so it lives exactly as long as the Pod's main process.
 """
@@ -9,12 +11,16 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from ddpjob import progress_record
+from ddpjob import notice, progress_record
+
+Notices = tuple[str | None, Callable[[tuple[int, ...]], object]]  # (the job's token, where lost nodes go)
 
 # Record field -> (metric name, help).
 _GAUGES = {
@@ -65,12 +71,15 @@ class _Collector:
         yield step
 
 
-def make_server(progress_file: str, host: str, port: int) -> ThreadingHTTPServer:
+def make_server(progress_file: str, host: str, port: int, notices: Notices | None = None) -> ThreadingHTTPServer:
     source = ProgressSource(progress_file)
+    guard = notice.ReplayGuard()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(source))
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = 5.0  # per socket read: a client that drips its request is cut off
+
         def do_GET(self):  # noqa: N802 (http.server's name)
             path = self.path.split("?", 1)[0]
             if path == "/progress":
@@ -86,6 +95,27 @@ def make_server(progress_file: str, host: str, port: int) -> ThreadingHTTPServer
             self.end_headers()
             self.wfile.write(body)
 
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            if self.path.split("?", 1)[0] != notice.PATH or notices is None:
+                self.send_error(404, "nothing to post here")
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or "-1")
+            except ValueError:
+                length = -1
+            if not 0 <= length <= notice.MAX_BODY:
+                self.send_error(413 if length > notice.MAX_BODY else 411, "a notice has a Content-Length within bounds")
+                return
+            token, take = notices
+            try:
+                lost = notice.verify(token, self.rfile.read(length), self.headers.get(notice.HEADER), time.time(), guard)
+            except notice.NoticeError as e:
+                self.send_error(e.status, str(e))
+                return
+            take(lost)
+            self.send_response(204)
+            self.end_headers()
+
         def log_message(self, *_):  # one line per poll would drown the training log
             pass
 
@@ -94,8 +124,8 @@ def make_server(progress_file: str, host: str, port: int) -> ThreadingHTTPServer
     return server
 
 
-def serve_in_thread(progress_file: str, host: str, port: int) -> ThreadingHTTPServer:
+def serve_in_thread(progress_file: str, host: str, port: int, notices: Notices | None = None) -> ThreadingHTTPServer:
     """Start serving; raises OSError when the address is taken."""
-    server = make_server(progress_file, host, port)
+    server = make_server(progress_file, host, port, notices)
     threading.Thread(target=server.serve_forever, name="ddpjob-progress", daemon=True).start()
     return server

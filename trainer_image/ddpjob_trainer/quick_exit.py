@@ -14,6 +14,7 @@ signal): a normal end is left as it was.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 from typing import NoReturn
@@ -24,10 +25,8 @@ def exit_now(code: int) -> NoReturn:
     # multiprocessing's reaping of daemonic children (DataLoader workers), torch's hooks.
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
     os._exit(code)
 
 

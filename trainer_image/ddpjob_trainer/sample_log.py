@@ -16,7 +16,8 @@ class SampleLog:
     def __init__(self, directory: str, d: Dist, start_step: int):
         gen = broadcast_object(d, time.time_ns())  # one id for the group, in time order
         os.makedirs(directory, exist_ok=True)
-        self.file = open(os.path.join(directory, f"samples-{gen:020d}-r{d.rank:05d}.jsonl"), "a", encoding="utf-8")
+        path = os.path.join(directory, f"samples-{gen:020d}-r{d.rank:05d}.jsonl")
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
         self._write({"gen": gen, "start_step": start_step, "world": d.world_size})
 
     def _write(self, record: dict) -> None:

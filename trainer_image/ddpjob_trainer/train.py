@@ -10,33 +10,25 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddpjob import contract, progress_record
+from ddpjob import contract, exit_codes, progress_record
 
-from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
-from . import state
+from . import UsageError, batch_probe, cli, compile_choice, distributed, graph_step, group_reset, resize, state
+from . import testing_aids
 from .data import load_data
+from .evaluation import evaluate
 from .env import read_process_env
 from .micro_step import MicroStep
 from .models import build_model
 from .optimizer import make_optimizer
 from .progress import Heartbeat, Progress
+from .roster import NoGroup
 from .sample_log import SampleLog
-
-# Testing aid: SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
-KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
-# Testing aid: in the first attempt only, global rank DDPJOB_TEST_HANG_RANK (default 1)
-# stops before optimizer step N without exiting, like a deadlocked data loader; it goes
-# on only when asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
-HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
-# Testing aid: every optimizer step takes at least this long (0-10 s), so a test's job
-# outlasts its resizes on a fast machine as on a slow one.
-STEP_SECONDS = "DDPJOB_TEST_STEP_SECONDS"
 
 
 def log(msg: str) -> None:
@@ -59,22 +51,13 @@ class Trainer:
     def __init__(self, args, d: distributed.Dist, stop: StopRequest):
         self.args, self.d, self.stop = args, d, stop
         dev = d.device
-        if args.strategy != "ddp" and d.world_size > 1:
-            raise UsageError(f"--strategy {args.strategy} runs in one process, but WORLD_SIZE={d.world_size}")
-        if args.amp == "fp16" and dev.type != "cuda":
-            raise UsageError("--amp fp16 needs a CUDA device (use bf16 on CPU)")
-        if args.decode == "gpu" and dev.type != "cuda":
-            raise UsageError("--decode gpu decodes JPEGs with nvJPEG and needs a CUDA device: use --decode cpu")
-        if args.sync_bn and dev.type != "cuda" and args.strategy == "ddp" and d.world_size > 1:
-            raise UsageError("--sync-bn needs CUDA devices (torch's SyncBatchNorm only works with GPU modules)")
+        cli.refuse_for_device(args, dev.type, d.world_size)
         auto_batch = args.batch_size == cli.AUTO_BATCH
-        if auto_batch and dev.type != "cuda":
-            raise UsageError("--batch-size auto finds what fits in GPU memory and needs a CUDA device: give a number")
         args.batch_size = args.batch_size or 1  # auto: 1 until the probe (batch_probe.py) has spoken
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
-        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, args.elastic_global_batch is not None)):
+        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, bool(args.elastic_global_batch))):
             raise UsageError(why)
         self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:
@@ -83,10 +66,10 @@ class Trainer:
         model = build_model(args.model, self.data.input_shape, self.data.num_classes)
         if args.sync_bn and args.strategy == "ddp" and d.world_size > 1:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        self.model = model.to(dev, memory_format=torch.channels_last if args.channels_last else torch.preserve_format)
+        layout = torch.channels_last if args.channels_last else torch.preserve_format
+        self.model = model.to(dev, memory_format=layout)  # type: ignore[call-overload]  # documented; stubs omit it
         self.optimizer = make_optimizer(args, self.model.parameters(), dev)
-        # Loss scaling only for fp16; bf16 has fp32's range and needs none.
-        self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
+        self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")  # bf16 has fp32's range: no scaling
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
         self.micro = MicroStep(self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size,
                                graph_safe=args.cuda_graph)
@@ -96,25 +79,32 @@ class Trainer:
                                                  self.data.num_classes, dev, self.autocast, args.channels_last)
             log(f"--batch-size auto: {args.batch_size} per process fits on {dev}")
             self.data = load_data(args, d)
-        steps_per_epoch = (len(self.data.train) + args.grad_accum - 1) // args.grad_accum
-        progress_file = os.environ.get(contract.PROGRESS_FILE) or None
-        self.progress = Progress(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, dev,
-                                 progress_file=progress_file, total_steps=steps_per_epoch * args.epochs)
-        if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
-            # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
-            self.progress.progress_file = progress_file
-        self.heartbeat = Heartbeat(progress_file, d.env.local_rank, d.rank)
-        self.hang_at = self._hang_step()
-        self.step_seconds = min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
+        self.progress = None
+        self.remake_progress()
+        self.heartbeat = Heartbeat(os.environ.get(contract.PROGRESS_FILE) or None, d.env.local_rank, d.rank)
+        self.step_seconds = testing_aids.step_seconds()
         self.pos = state.Position()
+        # An elastic job that resizes in place: the group is formed (or joined) here.
+        self.in_place = resize.InPlace(self) if d.in_place else None
+        self.finished = self.in_place is not None and not self.in_place.join()
+        self.hang_at = testing_aids.hang_step(d.env.restart_count, d.rank)
         state.seed_everything(args.seed, d.rank)
+
+    def remake_progress(self) -> None:
+        """The progress reporter of this rank (global rank 0 reports; in a group that
+        resizes in place that may change hands)."""
+        if self.progress is None or self.progress.enabled != self.d.is_main:
+            if self.progress is not None:
+                self.progress.close()
+            steps = (len(self.data.train) + self.args.grad_accum - 1) // self.args.grad_accum * self.args.epochs
+            self.progress = Progress.of_rank(self.args, self.d, steps)
 
     def wrap(self) -> nn.Module:
         m, d = self.model, self.d
-        if self.args.strategy == "ddp" and d.world_size > 1:
+        if self.args.strategy == "ddp" and (d.world_size > 1 or self.in_place is not None):
             # Gradients live in the all-reduce buckets: no copy in and out of them.
-            m = DDP(m, device_ids=[d.device.index] if d.device.type == "cuda" else None,
-                    gradient_as_bucket_view=True)
+            ddp = DDP if self.in_place is None else self.in_place.el.wrap
+            m = ddp(m, device_ids=[d.device.index] if d.device.type == "cuda" else None, gradient_as_bucket_view=True)
         elif self.args.strategy == "dp":
             m = nn.DataParallel(m)  # splits each batch over all local GPUs; a no-op on CPU
         if self.args.compile:
@@ -130,10 +120,12 @@ class Trainer:
 
     def run(self) -> int:
         args, d, p = self.args, self.d, self.progress
-        p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data,
-                 epochs=args.epochs, batch_size=args.batch_size, device=str(d.device), backend=d.backend)
+        if self.finished:  # a node created again too late: the others finished
+            return 0
+        p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data, epochs=args.epochs,
+                 batch_size=args.batch_size, device=str(d.device), backend=d.backend)
         summary: dict = {}  # the last completed epoch's metrics
-        if args.checkpoint_dir:
+        if args.checkpoint_dir and not (self.in_place and self.in_place.from_peer):
             resumed = state.restore(d, args.checkpoint_dir, self.model, self.optimizer, self.scaler, args)
             if resumed:
                 self.pos, path, summary = resumed
@@ -142,33 +134,46 @@ class Trainer:
                 p.say(state.resumed(self.pos, args.epochs, path, args.checkpoint_dir))
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
-        if args.sample_log:
+        if args.sample_log and self.samples is None:  # (a group that resizes in place made it)
             self.samples = SampleLog(args.sample_log, d, self.pos.step)
         model = self.wrap()
         while self.pos.epoch < args.epochs:
             epoch = self.pos.epoch + 1
             epoch_summary = self.train_epoch(model, epoch)
+            if isinstance(epoch_summary, resize.Regroup):
+                model = self.in_place.regroup(epoch_summary)
+                if model is None:  # this node goes away; the others train on without it
+                    return exit_codes.PREEMPTED
+                continue
             if epoch_summary is None:
                 return self.preempted(summary)
             summary = epoch_summary
             self.pos = state.Position(epoch, 0, self.pos.step)
-            if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
-                p.publish(epoch, self.pos.step, progress_record.EVALUATING)
-                summary.update(self.evaluate())
-            if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
-                p.publish(epoch, self.pos.step, progress_record.SAVING)
-                self.save(summary)
-            p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
-            if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and d.is_main:
-                os.kill(os.getpid(), signal.SIGKILL)
-        ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
+            if self.in_place is None:
+                self.end_epoch(epoch, summary)
+            else:  # a peer lost here: re-form, then evaluate and save again
+                model = self.in_place.retry(lambda: self.end_epoch(epoch, summary), model)
+        p = self.progress
+        ways: dict[str, int | str] = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
             ways["compile"] = model.chosen or "undecided"
         p.done(self.pos.epoch, self.pos.step, summary, **ways)
         return 0
 
-    def train_epoch(self, model: nn.Module, epoch: int) -> dict | None:
-        """One epoch from self.pos.batch on; None when stopped by a signal (state saved)."""
+    def end_epoch(self, epoch: int, summary: dict) -> None:
+        args, p = self.args, self.progress
+        if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
+            p.publish(epoch, self.pos.step, progress_record.EVALUATING)
+            summary.update(evaluate(self.model, self.data.eval, self.d, self.autocast))
+        if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
+            p.publish(epoch, self.pos.step, progress_record.SAVING)
+            self.save(summary)
+        p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
+        testing_aids.after_epoch(epoch, self.d.is_main)
+
+    def train_epoch(self, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
+        """One epoch from self.pos.batch on; None when stopped by a signal (state saved);
+        a Regroup when the group resizes in place (the epoch goes on from self.pos after)."""
         args, d, p, batches = self.args, self.d, self.progress, self.data.train
         n = len(batches)
         model.train()
@@ -177,37 +182,26 @@ class Trainer:
         window.zero_()
         total_n = window_n = 0
         window_start = epoch_start = time.perf_counter()
-        vote = distributed.StopVote(d)
+        vote = distributed.StopVote(d) if self.in_place is None else resize.BoundaryVote(self.in_place)
         p.start_epoch(epoch, (n + args.grad_accum - 1) // args.grad_accum, self.pos.batch // args.grad_accum)
         for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
             if self.pos.step + 1 == self.hang_at:
-                self.hang()
+                self.hang_at = None
+                testing_aids.hang(d.rank, self.pos.step + 1, lambda: self.stop.signum)
             self.heartbeat.reach(self.pos.step + 1)
             sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
-            if sync:
-                vote.start(self.stop.signum != 0)  # overlaps with this step's compute
-            if self.captured is not None:
-                self.captured(x, y)  # the micro-step and the optimizer's update, replayed
-            else:
-                with self.micro.accumulating(sync):
-                    self.micro(x, y, getattr(batches, "last_total", None))
-            window_n += len(y)
-            if self.samples is not None:
+            if self.samples is not None:  # before the step: a step a lost peer breaks is made again
                 self.samples.step(epoch, self.pos.step + 1, getattr(batches, "last_indices", ()))
+            try:
+                stop = self.step(i, x, y, sync, vote, getattr(batches, "last_total", None))
+            except Exception as exc:  # noqa: BLE001 - in_place.failure re-raises what is a bug
+                if self.in_place is None:
+                    raise
+                return self.in_place.failure(exc)
+            window_n += len(y)
             if not sync:
                 continue
-            if self.captured is None:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-                self.optimizer.zero_grad(set_to_none=True)
-            self.pos.step += 1
-            self.pos.batch = i + 1
-            if self.step_seconds:
-                time.sleep(self.step_seconds)
-            p.tick()
-            if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
-                self.save({})
-            if vote.result():
+            if stop:
                 # Say what will happen: "saving" only when there is somewhere to save to.
                 self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): " + (
                     "saving a checkpoint" if self.args.checkpoint_dir else
@@ -230,34 +224,30 @@ class Trainer:
                 "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3),
                 **distributed.peak_memory(d.device)}
 
-    def _hang_step(self) -> int | None:
-        at = os.environ.get(HANG_AT_STEP)
-        if not at or self.d.env.restart_count != 0 or str(self.d.rank) != os.environ.get(HANG_RANK, "1"):
-            return None
-        return int(at)
-
-    def hang(self) -> None:
-        self.hang_at = None
-        log(f"testing aid: rank {self.d.rank} hangs before step {self.pos.step + 1} ({HANG_AT_STEP})")
-        while not self.stop.signum:
-            time.sleep(0.1)
-
-    @torch.no_grad()
-    def evaluate(self) -> dict:
-        """Each rank scores its own disjoint shard; sums are all-reduced, so the numbers
-        are exact over the whole evaluation set."""
-        if self.data.eval is None:
-            return {}
-        self.model.eval()
-        totals = torch.zeros(3, device=self.d.device)
-        for x, y in self.data.eval.epoch(0):
-            with self.autocast():
-                out = self.model(x)  # the unwrapped model: shards may differ in size
-            totals += torch.stack([F.cross_entropy(out.float(), y, reduction="sum"),
-                                   (out.argmax(1) == y).sum().float(), torch.tensor(float(len(y)), device=x.device)])
-        self.model.train()
-        loss_sum, correct, count = distributed.all_reduce_sum(self.d, totals).tolist()
-        return {"eval_loss": round(loss_sum / max(count, 1), 6), "eval_accuracy": round(correct / max(count, 1), 6)}
+    def step(self, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
+        """One micro-batch (the last of a step: the update and the vote); True: all stop."""
+        args = self.args
+        if sync:
+            vote.start(self.stop.signum != 0)  # overlaps with this step's compute
+        if self.captured is not None:
+            self.captured(x, y)  # the micro-step and the optimizer's update, replayed
+        else:
+            with self.micro.accumulating(sync):
+                self.micro(x, y, total)
+        if not sync:
+            return False
+        if self.captured is None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.pos.step += 1
+        self.pos.batch = i + 1
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
+        self.progress.tick()
+        if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
+            self.save({})
+        return vote.result()
 
     def save(self, summary: dict) -> None:
         path = state.save(self.d, self.args.checkpoint_dir, self.args.keep_checkpoints, self.pos,
@@ -265,36 +255,46 @@ class Trainer:
         if path:
             self.progress.say(f"checkpoint {path}")
 
+    def close(self) -> None:
+        for part in (self.samples, self.progress, self.heartbeat, self.in_place):
+            if part is not None:
+                part.close()
+
     def preempted(self, summary: dict) -> int:
         if self.args.checkpoint_dir:
             self.save(summary)
         self.progress.record("preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step,
-                             exit_code=EXIT_PREEMPTED)
-        return EXIT_PREEMPTED
+                             exit_code=exit_codes.PREEMPTED)
+        return exit_codes.PREEMPTED
 
 
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv)  # exits 2 itself on a bad flag
     stop = StopRequest()
     trainer = None
+    code = 1
     try:
-        d = distributed.setup(read_process_env())
-        trainer = Trainer(args, d, stop)
-        return trainer.run()
-    except UsageError as e:
+        env = read_process_env()
+        # Resizing in place, the Trainer forms the group once it has a model to share.
+        d = distributed.setup_in_place(env) if resize.wanted() and env.elastic_max_nodes else distributed.setup(env)
+        return (code := (trainer := Trainer(args, d, stop)).run())
+    except (UsageError, NoGroup) as e:
         log(f"error: {e}")
-        return EXIT_BAD_INPUT
+        return (code := exit_codes.BAD_INPUT if isinstance(e, UsageError) else exit_codes.RENDEZVOUS_TIMEOUT)
+    except BaseException:
+        if group_reset.ABANDONED:  # the exit below skips the interpreter's own report
+            traceback.print_exc()
+        raise
     finally:
         if trainer is not None:
-            if trainer.samples is not None:
-                trainer.samples.close()
-            trainer.progress.close()
-            trainer.heartbeat.close()
+            trainer.close()
         trainer = None  # its model (a DDP) goes before the process group (distributed.teardown)
+        if group_reset.ABANDONED:
+            group_reset.end_process(code)  # groups a lost peer left blocked: do not wait for them
         distributed.teardown()
 
 
 if __name__ == "__main__":
     from .quick_exit import exit_with
 
-    exit_with(main(), quick=(EXIT_PREEMPTED,))  # asked to stop, saved, process group gone: go now
+    exit_with(main(), quick=(exit_codes.PREEMPTED,))  # asked to stop, saved, process group gone: go now

@@ -16,11 +16,16 @@ from typing import Protocol
 
 class Resolved(Protocol):
     """What of a parsed job (api/spec.py's DDPJob) the notice reads; a protocol, so that
-    spec.py, which resolves the backend here, is not imported back."""
-    backend_requested: str
-    backend: str
-    gpus_per_node: int
-    nproc_per_node: int
+    spec.py, which resolves the backend here, is not imported back. Read-only members, as
+    the job is a frozen dataclass."""
+    @property
+    def backend_requested(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def nproc_per_node(self) -> int: ...
 
 AUTO = "auto"
 NOTICE_REASON = "BackendGloo"

@@ -41,9 +41,9 @@ class Checker:
             message = message[:MESSAGE_LIMIT - 1] + "…"
         self.errors.append(FieldError(path, message))
 
-    def integer(self, spec: Mapping, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+    def integer(self, spec: Mapping[str, Any], key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
         path = f"spec.{key}"
-        value = spec.get(key, default)
+        value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
@@ -55,8 +55,8 @@ class Checker:
             self.err(path, f"must be <= {hi} (got {show(value)})")
         return value
 
-    def choice(self, spec: Mapping, key: str, default: str | None, options: tuple[str, ...]) -> str | None:
-        value = spec.get(key, default)
+    def choice(self, spec: Mapping[str, Any], key: str, default: str | None, options: tuple[str, ...]) -> str | None:
+        value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             return None
         if value not in options:
@@ -64,8 +64,8 @@ class Checker:
             return None
         return value
 
-    def string(self, spec: Mapping, key: str, default: str | None = None, required: bool = False) -> str | None:
-        value = spec.get(key, default)
+    def string(self, spec: Mapping[str, Any], key: str, default: str | None = None, required: bool = False) -> str | None:
+        value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             if required:
                 self.missing(f"spec.{key}")
@@ -75,7 +75,7 @@ class Checker:
             return None
         return value
 
-    def strings(self, spec: Mapping, key: str) -> tuple[str, ...] | None:
+    def strings(self, spec: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
         value = spec.get(key)
         if value is None:
             return None
@@ -87,7 +87,7 @@ class Checker:
                 self.err(f"spec.{key}[{i}]", f"must be a string (got {show(item)})")
         return tuple(str(v) for v in value)
 
-    def unknown(self, prefix: str, mapping: Mapping, known: Iterable[str]) -> bool:
+    def unknown(self, prefix: str, mapping: Mapping[str, Any], known: Iterable[str]) -> bool:
         """An error per key of `mapping` that is not `known`, naming the field it was
         probably meant as; True when there was one. `prefix`: the mapping's path ("": the root)."""
         known = tuple(known)
@@ -104,7 +104,7 @@ class Checker:
         if path not in self.meant:
             self.err(path, message)
 
-    def mapping(self, spec: Mapping, key: str) -> Mapping | None:
+    def mapping(self, spec: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
         value = spec.get(key)
         if value is not None and not isinstance(value, Mapping):
             self.err(f"spec.{key}", f"must be an object (got {type(value).__name__})")

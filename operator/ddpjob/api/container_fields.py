@@ -55,7 +55,7 @@ def check_env(c: Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(dict(e) for e in env if isinstance(e, Mapping))
 
 
-def check_resources(c: Checker, resources: Mapping | None) -> Mapping[str, Any]:
+def check_resources(c: Checker, resources: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not resources:
         return {}
     c.unknown("spec.resources", resources, RESOURCES_FIELDS)
@@ -71,7 +71,7 @@ def check_resources(c: Checker, resources: Mapping | None) -> Mapping[str, Any]:
     return dict(resources)
 
 
-def check_checkpoint(c: Checker, ckpt: Mapping | None) -> Checkpoint | None:
+def check_checkpoint(c: Checker, ckpt: Mapping[str, Any] | None) -> Checkpoint | None:
     if ckpt is None:
         return None
     mount = ckpt.get("mountPath", names.DEFAULT_CHECKPOINT_MOUNT)

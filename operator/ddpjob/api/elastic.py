@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ddpjob.api.checker import Checker
+
 FIELDS = frozenset({"minNodes", "maxNodes"})
 MAX_NODES = 1024
 
@@ -32,7 +34,7 @@ class Elastic:
         return f"{self.min_nodes}:{self.max_nodes}"
 
 
-def _count(c: Any, elastic: Mapping, key: str) -> int | None:
+def _count(c: Checker, elastic: Mapping[str, Any], key: str) -> int | None:
     path = f"spec.elastic.{key}"
     value = elastic.get(key)
     if value is None:
@@ -47,7 +49,7 @@ def _count(c: Any, elastic: Mapping, key: str) -> int | None:
     return value
 
 
-def check_elastic(c: Any, elastic: Mapping | None, nodes: int | None) -> Elastic | None:
+def check_elastic(c: Checker, elastic: Mapping[str, Any] | None, nodes: int | None) -> Elastic | None:
     """Read spec.elastic, reporting every bad field through the checker `c` (api.checker.Checker)."""
     if elastic is None:
         return None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ddpjob.api import gangs, names
+from ddpjob.api.checker import Checker
 
 TIMEOUT_ACTIONS = ("Report", "Fail")
 FIELDS = frozenset({"gang", "queue", "priorityClassName", "minAvailable", "scheduleTimeoutSeconds",
@@ -47,7 +48,7 @@ def _either(words: list[str]) -> str:
     return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
+def _name(c: Checker, sched: Mapping[str, Any], key: str, limit: int) -> str | None:
     value = sched.get(key)
     path = f"spec.scheduling.{key}"
     if value is None:
@@ -60,7 +61,7 @@ def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
     return value
 
 
-def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None, elastic: bool = False) -> Scheduling:
+def check_scheduling(c: Checker, sched: Mapping[str, Any] | None, nodes: int | None, elastic: bool = False) -> Scheduling:
     """Read spec.scheduling, reporting every bad field through the checker `c` (api.checker.Checker).
     `nodes`: the gang's minimum (spec.nodes, or spec.elastic.minNodes when `elastic`)."""
     if not sched:

@@ -91,7 +91,7 @@ class DDPJob:
         return gang_minimum(self.nodes, self.elastic)
 
 
-def _check_name(c: Checker, metadata: Mapping, nodes: int) -> str:
+def _check_name(c: Checker, metadata: Mapping[str, Any], nodes: int) -> str:
     name = metadata.get("name")
     if name is None or name == "":
         c.err("metadata.name", "is required")
@@ -141,7 +141,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
 
     nodes = c.integer(spec, "nodes", 1, 1, 1024)
     gpus = c.integer(spec, "gpusPerNode", 0, 0, 64)
-    nproc_raw = spec.get("nprocPerNode", "auto")
+    nproc_raw = "auto" if spec.get("nprocPerNode") is None else spec["nprocPerNode"]
     nproc: int | None
     if nproc_raw == "auto":
         nproc = max(gpus or 0, 1)
@@ -199,10 +199,14 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
 
     if c.errors:
         raise InvalidSpec(c.errors)
+    # No error: every field with a default or marked required was read.
+    assert nodes is not None and nproc is not None and backend is not None and image is not None
+    assert gpus is not None and gpu_resource is not None and port is not None and policy is not None
+    assert max_restarts is not None and backoff is not None
     return DDPJob(
         name=name, namespace=namespace, uid=str(metadata.get("uid", "")),
         # Server-set; whatever a file says there is ignored, as the API server ignores it.
-        generation=metadata.get("generation") if type(metadata.get("generation")) is int else 0,
+        generation=int(metadata["generation"]) if type(metadata.get("generation")) is int else 0,
         nodes=nodes, nproc_per_node=nproc, backend=backend, image=image, command=command,
         args=args, env=env, gpus_per_node=gpus, gpu_resource=gpu_resource, port=port,
         restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,

@@ -61,8 +61,13 @@ def parse_allowances(text: str | Iterable[str] | None) -> frozenset[str]:
     return frozenset(items)
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    """A field that should hold an object: itself, or empty when it holds anything else."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding]:
-    spec = template.get("spec") if isinstance(template.get("spec"), Mapping) else {}
+    spec = _mapping(template.get("spec"))
     sbase = f"{base}.spec"
     for key in ("serviceAccountName", "serviceAccount"):
         if spec.get(key):
@@ -89,12 +94,12 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
     priority = spec.get("priorityClassName")
     if isinstance(priority, str) and priority.startswith(SYSTEM_PRIORITY_PREFIX):
         yield SYSTEM_PRIORITY, f"{sbase}.priorityClassName", f"the system's priority class {priority[:80]!r}"
-    metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    metadata = _mapping(template.get("metadata"))
     # Annotations too: Volcano reads the group from `scheduling.k8s.io/group-name` and Kueue
     # the group size from `kueue.x-k8s.io/pod-group-total-count`; with the template's
     # schedulerName, such an annotation would put the Pods in another job's gang.
     for kind in ("labels", "annotations"):
-        keys = metadata.get(kind) if isinstance(metadata.get(kind), Mapping) else {}
+        keys = _mapping(metadata.get(kind))
         for key in keys:
             if isinstance(key, str) and key.startswith(CONTROLLER_PREFIXES):
                 yield (CONTROLLER_LABELS, f"{base}.metadata.{kind}[{key}]",

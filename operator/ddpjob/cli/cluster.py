@@ -16,7 +16,9 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import yaml
 
@@ -255,15 +257,13 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
 
 
 def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
-    from datetime import datetime, timezone
-
     from ddpjob.cli.describe import describe
     job = get_job(conn, args.name)
     events = conn.core.list_namespaced_event(
         conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
     # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
     print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"],
-                              datetime.now(timezone.utc)), limit=1 << 20))
+                              datetime.now(UTC)), limit=1 << 20))
     return 0
 
 

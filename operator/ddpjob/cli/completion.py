@@ -19,7 +19,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 def _describe(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]], list[str]]:
     """(option strings, choices of each option that has them, choices of the first
     positional that has them)."""
-    options, option_choices, positional = [], {}, []
+    options: list[str] = []
+    option_choices: dict[str, list[str]] = {}
+    positional: list[str] = []
     for action in parser._actions:
         if action.option_strings:
             options += action.option_strings

@@ -60,7 +60,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], indent: int = 2
     """kubectl describe's tables: a header, an underline, columns two spaces apart."""
     body = [list(headers), ["-" * len(h) for h in headers], *[list(r) for r in rows]]
     widths = [max(len(r[i]) for r in body) for i in range(len(headers) - 1)]
-    return [(" " * indent + "  ".join([c.ljust(w) for c, w in zip(r, widths)] + [r[-1]])).rstrip() for r in body]
+    return [(" " * indent + "  ".join([c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)] + [r[-1]])).rstrip() for r in body]
 
 
 def timed(v: Any, now: datetime) -> str:

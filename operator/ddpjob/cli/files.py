@@ -76,7 +76,8 @@ def _check_events(text: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 mark = event.start_mark
-                raise _Limit(f"nested deeper than {MAX_DEPTH} levels at line {mark.line + 1}")
+                where = f" at line {mark.line + 1}" if mark is not None else ""
+                raise _Limit(f"nested deeper than {MAX_DEPTH} levels{where}")
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
         if isinstance(event, yaml.NodeEvent):

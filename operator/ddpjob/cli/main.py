@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ddpjob import render
+from ddpjob.api.errors import FieldError
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
 from ddpjob.cli import notices
 from ddpjob.cli.files import FileError, load_documents, load_jobs
@@ -63,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.cpu:
         blockers = gpus.cpu_blockers(jobs[0])
         if blockers:  # before anything starts: each rank would fail with the same line
-            raise InvalidSpec([f"{b} (ddpjob run --cpu)" for b in blockers])
+            raise InvalidSpec([FieldError(b.path, f"{b.message} (ddpjob run --cpu)") for b in blockers])
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
     notices.say(args.file, job)
     available = gpus.visible_gpus()

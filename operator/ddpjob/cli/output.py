@@ -24,4 +24,4 @@ def format_table(table: dict[str, Any], wide: bool = False) -> str:
     for row in table["rows"]:
         rows.append(["<none>" if row["cells"][i] in (None, "") else str(row["cells"][i]) for i in index])
     widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)

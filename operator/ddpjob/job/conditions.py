@@ -10,7 +10,7 @@ scheduling.py) and `Stalled` (stall.py).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 CONDITION_TYPES = ("Running", "Restarting", "Suspended", "Succeeded", "Failed")
 # What ends a condition, when that says more than the phase that follows it: a resumed
@@ -19,11 +19,11 @@ CONDITION_TYPES = ("Running", "Restarting", "Suspended", "Succeeded", "Failed")
 ENDED_BY = {"Suspended": ("Resumed", "resumed: spec.suspend is false")}
 
 
-def find(conditions: list[Mapping[str, Any]] | None, ctype: str) -> Mapping[str, Any] | None:
+def find(conditions: Sequence[Mapping[str, Any]] | None, ctype: str) -> Mapping[str, Any] | None:
     return next((c for c in conditions or [] if c.get("type") == ctype), None)
 
 
-def transition_time(conditions: list[Mapping[str, Any]] | None, ctype: str, status: str, now: str) -> str:
+def transition_time(conditions: Sequence[Mapping[str, Any]] | None, ctype: str, status: str, now: str) -> str:
     """When the condition of `ctype` took `status`: its lastTransitionTime while it keeps
     its status, `now` when it is new or flips."""
     old = find(conditions, ctype)
@@ -32,18 +32,18 @@ def transition_time(conditions: list[Mapping[str, Any]] | None, ctype: str, stat
     return str(old.get("lastTransitionTime") or now)
 
 
-def set_condition(conditions: list[Mapping[str, Any]] | None, ctype: str, status: str, reason: str, message: str,
+def set_condition(conditions: Sequence[Mapping[str, Any]] | None, ctype: str, status: str, reason: str, message: str,
                   now: str) -> list[dict[str, Any]]:
     """`conditions` with the one of `ctype` set (added at the end when new, else in its
     place): reason and message always, lastTransitionTime only on a flip of its status."""
     new = {"type": ctype, "status": status, "reason": reason, "message": message,
            "lastTransitionTime": transition_time(conditions, ctype, status, now)}
     out = [new if c.get("type") == ctype else dict(c) for c in conditions or []]
-    return out if any(c.get("type") == ctype for c in conditions or []) else out + [new]
+    return out if any(c.get("type") == ctype for c in conditions or []) else [*out, new]
 
 
 def build_conditions(
-    previous: list[Mapping[str, Any]] | None, phase: str, reason: str, message: str, now: str,
+    previous: Sequence[Mapping[str, Any]] | None, phase: str, reason: str, message: str, now: str,
 ) -> list[dict[str, Any]]:
     """One condition per phase type that has ever been True, in CONDITION_TYPES' order,
     then the conditions of other types (PodsCreated, ...) as they were: each is set by

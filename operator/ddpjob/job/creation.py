@@ -26,7 +26,7 @@ from ddpjob.api import backend
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions, set_condition
-from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Observed, Plan
+from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Plan, RefusedCreates
 from ddpjob.job.observe import PodState
 from ddpjob.job.step import stopped_counts
 from ddpjob.times import parse_time
@@ -152,8 +152,9 @@ def running(step: "Step") -> Plan | None:
             return None
     elif len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
+    most = job.elastic.max_nodes if job.elastic else job.nodes
     msg = (f"{text.all_of(job.nodes, 'node')} running ({_processes(job)})" if up == job.nodes
-           else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {job.elastic.max_nodes})")
+           else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {most})")
     return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
                 requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
 
@@ -185,24 +186,24 @@ def start(step: "Step") -> Plan:
     if observed.gang_blocked is not None:
         return scheduling.blocked(step, plan)
     if observed.refused is not None:
-        return refused(step, plan, observed)
+        return refused(step, plan, observed.refused)
     return plan
 
 
-def refused(step: "Step", plan: Plan, observed: Observed) -> Plan:
+def refused(step: "Step", plan: Plan, refused: RefusedCreates) -> Plan:
     """Creates the API server refused: fail for good (422), or wait out the backoff."""
-    refusal, events = observed.refused.refusal, ()
-    if observed.refused.fresh and not refusal.silent:
+    refusal, events = refused.refusal, tuple[Event, ...]()
+    if refused.fresh and not refusal.silent:
         events = (Event("Warning", refusal.event_reason, refusal.event_message),)
     if refusal.permanent:
         message = f"the API server refused {refusal.kind} {refusal.name!r}: {refusal.message}"
         # Its live Pods are stopped by the next step (a finished job's).
         return Plan(status=failed_status(step.prev, refusal.reason, message, step.job.generation, step.now_s),
-                    events=events + (Event("Warning", "Failed", message),))
-    if observed.refused.retry_in <= 0:
+                    events=(*events, Event("Warning", "Failed", message)))
+    if refused.retry_in <= 0:
         return replace(plan, keep_refusal=True)  # due: try again
     status = refused_status(plan.status, refusal.reason, refusal.message, step.job.nodes - len(plan.create),
                             step.job.nodes, step.now_s)
-    return Plan(status=status, requeue_after=step.earliest(observed.refused.retry_in, plan.requeue_after),
+    return Plan(status=status, requeue_after=step.earliest(refused.retry_in, plan.requeue_after),
                 events=events + plan.events, keep_refusal=True)
 

@@ -136,6 +136,9 @@ class Plan:
     gang_blocked: bool = False  # waiting on the gang integration (counts gang_waits up)
     check_gang_apis: bool = False  # ask API discovery again whether the PodGroup API is served
     plan_again: bool = False  # the phase changed: take another step now (before any timer)
+    # Pods a running elastic job lost (or whose node stopped reporting): the survivors are
+    # told at once (survivor_notices.py), so they re-form without waiting to find out.
+    tell_lost: tuple[str, ...] = ()
 
     @property
     def restart_count(self) -> int:

@@ -156,4 +156,4 @@ def settle(step: "Step", plan: Plan) -> Plan:
                          for r, e in sorted(found.items()) if lost_indices.wait(step, e))
     event = Event("Warning" if lost else "Normal", NODE_LOST if lost else RESIZED, f"{size}: {cause}")
     status = {**status, "resizes": int(prev.get("resizes", 0)) + 1}
-    return replace(plan, status=status, events=plan.events + (event,))
+    return replace(plan, status=status, events=(*plan.events, event))

@@ -46,7 +46,8 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     # A container ended by a signal (a kill, the OOM killer) wrote no verdict of its own:
     # the last line of its log is whatever it was doing, not why it ended.
     exited = pod.exit_code is not None and not pod.disruption
-    line = error_line(pod.message) if exited and not exit_codes.is_signal(pod.exit_code) else None
+    signalled = pod.exit_code is not None and exit_codes.is_signal(pod.exit_code)
+    line = error_line(pod.message) if exited and not signalled else None
     default = f"Pod {pod.name} failed ({exit_text}, {reason})"
     out = {
         "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,

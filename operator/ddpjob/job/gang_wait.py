@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ddpjob.api.spec import DDPJob
 from ddpjob.job.conditions import find, set_condition, transition_time
@@ -51,7 +51,7 @@ class GangWait:
     def message(self) -> str:
         return self.said[2] if self.said is not None else ""
 
-    def conditions(self, conditions: list[Mapping[str, Any]], now_s: str) -> list[dict[str, Any]]:
+    def conditions(self, conditions: Sequence[Mapping[str, Any]], now_s: str) -> list[dict[str, Any]]:
         """`conditions` with GangScheduled set from this wait (kept as it was without one)."""
         if self.said is None:
             return [dict(c) for c in conditions]
@@ -72,7 +72,7 @@ def _verdict(job: DDPJob, pods: list[PodState], said: GangSaid | None) -> tuple[
     return "False", reason, f"Scheduled {scheduled}/{job.nodes}: {why}"
 
 
-def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping[str, Any]] | None,
+def observe(job: DDPJob, current: Mapping[int, PodState], previous: Sequence[Mapping[str, Any]] | None,
             now: datetime, now_s: str, said: GangSaid | None = None) -> GangWait:
     """`current`: the attempt's Pods by node rank (deleting ones are not placed for long);
     `said`: what the gang's integration says of Pods it holds, which the Pods' own words
@@ -91,8 +91,7 @@ def observe(job: DDPJob, current: Mapping[int, PodState], previous: list[Mapping
         waited = (now - (parse_time(since) or now)).total_seconds()
         if waited >= timeout:
             timed_out = True
-            flipped = old is None or old.get("status") != status
-            newly = flipped or old.get("reason") != TIMEOUT_REASON
+            newly = old is None or old.get("status") != status or old.get("reason") != TIMEOUT_REASON
             reason = TIMEOUT_REASON
             message = f"not placed within scheduleTimeoutSeconds={timeout}: {message}"
         else:

@@ -15,7 +15,7 @@ from ddpjob.job.step import stopped_counts
 from ddpjob.times import format_time
 
 
-def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict:
+def invalid_status(errors: list[str], generation: int, previous: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
     """Status of a job whose spec is rejected: Failed, nothing created."""
     message = "; ".join(errors)
     return {

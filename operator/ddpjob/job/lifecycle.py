@@ -18,7 +18,8 @@ applies decides:
                    refused create's backoff holds them
 
 then `_settle` adds what every step does: the PodsCreated condition flips back after a
-refusal, an elastic job's resize is counted and said (elastic.settle), a write that only
+refusal, an elastic job's resize is counted and said (elastic.settle) and its survivors
+are told whom it lost (survivor_notices.py), a write that only
 moves counts waits (count_writes.py), a phase change asks for another step at once
 (`plan_again`), and Events name the failed Pod.
 """
@@ -34,7 +35,7 @@ from typing import Any, Mapping
 from ddpjob.api.spec import DDPJob
 from ddpjob import text
 from ddpjob.job import (count_writes, creation, deadline, elastic, failure, gang_wait, invalid_spec, scheduling, stall,
-                        success, suspend)
+                        success, survivor_notices, suspend)
 from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING, SUCCEEDED, SUSPENDED, Event,
                                  Observed, Plan)
 from ddpjob.job.invalid_spec import invalid_status
@@ -110,7 +111,7 @@ def _settle(step: Step, plan: Plan) -> Plan:
     status = plan.status
     if not plan.keep_refusal:
         status = creation.created_status(status, step.now_s)
-    plan = elastic.settle(step, replace(plan, status=status))
+    plan = survivor_notices.annotate(step, elastic.settle(step, replace(plan, status=status)))
     status, requeue = plan.status, plan.requeue_after
     if plan.write_status and not (plan.delete or plan.delete_job):
         held = count_writes.held(prev, status, step.job.nodes, observed.since_last_write)

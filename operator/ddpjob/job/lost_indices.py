@@ -67,7 +67,7 @@ def entries(step: "Step") -> dict[int, dict[str, Any]]:
             entry = {**entry, "replaced": True}
             if pod.phase == "Running":
                 entry["runningSince"] = entry.get("runningSince") or step.now_s
-                if step.now - parse_time(entry["runningSince"]) >= timedelta(seconds=HEALTHY_SECONDS):
+                if step.now - (parse_time(entry["runningSince"]) or step.now) >= timedelta(seconds=HEALTHY_SECONDS):
                     continue  # healthy again: its next loss starts the backoff anew
             out[r] = entry
     return out
@@ -83,13 +83,13 @@ def wait(step: "Step", entry: dict[str, Any] | None) -> float:
         return 0.0
     # At most 2^20 x base: more losses only mean the cap (and no huge power of two).
     losses = min(max(entry["losses"], 1), 20)
-    due = parse_time(entry["lostAt"]) + timedelta(seconds=backoff_seconds(step.job.restart_backoff_seconds, losses))
+    due = (parse_time(entry.get("lostAt")) or step.now) + timedelta(seconds=backoff_seconds(step.job.restart_backoff_seconds, losses))
     return max((due - step.now).total_seconds(), 0.0)
 
 
 def healthy_in(step: "Step", found: dict[int, dict[str, Any]]) -> float | None:
     """Seconds until the first running replacement counts as healthy (its entry goes)."""
-    due = [(parse_time(e["runningSince"]) + timedelta(seconds=HEALTHY_SECONDS) - step.now).total_seconds()
+    due = [((parse_time(e["runningSince"]) or step.now) + timedelta(seconds=HEALTHY_SECONDS) - step.now).total_seconds()
            for e in found.values() if e.get("runningSince")]
     return max(min(due), 0.0) if due else None
 

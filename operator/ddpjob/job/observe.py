@@ -40,6 +40,9 @@ class PodState:
     node_name: str | None = None  # spec.nodeName: where a stuck deletion's kubelet lives
     deletion_time: str | None = None  # metadata.deletionTimestamp: the end of its grace period
     uid: str | None = None
+    # False for a Running Pod whose Ready condition is False: with no readiness probe of
+    # ours, its node stopped reporting (the node lifecycle controller marks its Pods so).
+    ready: bool = True
 
 
 def attempt_pods(pods: Iterable[PodState], restarts: int, nodes: int) -> dict[int, PodState]:
@@ -48,10 +51,10 @@ def attempt_pods(pods: Iterable[PodState], restarts: int, nodes: int) -> dict[in
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
-    for cs in status.get("containerStatuses") or []:
+    statuses = [cs for cs in status.get("containerStatuses") or [] if isinstance(cs, Mapping)]
+    for cs in statuses:
         if cs.get("name") == names.TRAINER_CONTAINER:
             return cs
-    statuses = status.get("containerStatuses") or []
     return statuses[0] if statuses else {}
 
 
@@ -86,18 +89,19 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
         ip=status.get("podIP") or None,
         node_name=(pod.get("spec") or {}).get("nodeName"), deletion_time=meta.get("deletionTimestamp"),
         uid=meta.get("uid"),
+        ready=not (phase == "Running" and (_conditions(status).get("Ready") or {}).get("status") == "False"),
     )
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+    return {c["type"]: c for c in status.get("conditions") or [] if isinstance(c, Mapping) and isinstance(c.get("type"), str)}
 
 
 def _scheduling(spec: Mapping[str, Any], status: Mapping[str, Any], phase: str) -> tuple[bool, str | None, str | None]:
     cond = _conditions(status).get("PodScheduled")
     if phase != "Pending" or spec.get("nodeName") or (cond and cond.get("status") == "True"):
         return True, None, None
-    gates = [g.get("name") for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
+    gates = [str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
     if cond:
         return False, cond.get("reason"), cond.get("message")
     if gates:

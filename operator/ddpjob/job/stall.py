@@ -4,8 +4,9 @@ The operator (from Pod 0's /progress) and `ddpjob run` (from the files themselve
 the same `ProgressState`; the failure policy asks `check()` whether the gang has stalled:
 every Pod Running, `spec.stallTimeoutSeconds` set, the progress record of the current
 attempt not advanced for that long, and the record not past its last step (the trainer
-then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is then a failure of its own (reason
-`Stalled`): the gang restarts and resumes from its last checkpoint.
+then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is
+then a failure of its own (reason `Stalled`): the gang restarts and resumes from its last
+checkpoint.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def check(timeout: int | None, progress: ProgressState | None, restarts: int, wo
             f"{ranks}")
 
 
-def conditions(built: list[dict], stalled: str | None, advancing: bool, now: str) -> list[dict]:
+def conditions(built: list[dict[str, Any]], stalled: str | None, advancing: bool, now: str) -> list[dict[str, Any]]:
     """`built` (the step's conditions, a `Stalled` one kept as it was) with `Stalled` set:
     True when this step found a stall, False once a later attempt advances again."""
     old = find(built, STALLED)
@@ -153,7 +154,7 @@ def _time(seconds: float) -> str:
     return times.format_timestamp(seconds)
 
 
-def status_progress(progress: ProgressState, now: datetime) -> dict | None:
+def status_progress(progress: ProgressState, now: datetime) -> dict[str, Any] | None:
     """`status.progress`; stable while the record is (so an unchanged job costs no write)."""
     record = progress.record
     if not record:

@@ -93,9 +93,9 @@ class Step:
             phase == RUNNING and progress is not None and progress.record is not None
             and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
         attempt = int(st.get("restarts") or 0)  # the attempt this status is about (a restart moves it on)
-        fresh = progress is not None and progress.restart_count == attempt
+        fresh = progress if progress is not None and progress.restart_count == attempt else None
         st["progress"] = self.last_progress(phase, attempt) or \
-            (stall.status_progress(progress, self.now) if fresh else None) or self.kept_progress(phase, attempt)
+            (stall.status_progress(fresh, self.now) if fresh else None) or self.kept_progress(phase, attempt)
         if phase != RUNNING and isinstance(st.get("progress"), dict):
             # A job that is not running has no time left to estimate: the last record stays
             # (where training got to), marked final, its ETA goes and the ETA column is empty.

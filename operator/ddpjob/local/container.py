@@ -113,7 +113,7 @@ def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
     field_refs = {"metadata.name": meta["name"], "metadata.namespace": meta.get("namespace", "default"),
                   "spec.nodeName": "localhost", "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
     env: dict[str, str] = {}
-    for i, entry in enumerate(container.get("env") or []):
+    for entry in container.get("env") or []:
         name = entry["name"]
         if "valueFrom" in entry:
             ref = (entry["valueFrom"] or {}).get("fieldRef", {}).get("fieldPath")
@@ -196,8 +196,7 @@ class ContainerProcess:
             return None
         message = self._termination_message()
         if not message and code != 0 and self.fallback_to_logs and self.tail:
-            if self._reader:
-                self._reader.join(timeout=1)  # the last lines may still be on their way
+            self.output_written(1)  # the last lines may still be on their way
             message = "\n".join(self.tail).encode()[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
         return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time(), message)
 
@@ -212,10 +211,8 @@ class ContainerProcess:
         return data.decode("utf-8", "replace") or None
 
     def signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def kill_tree(self) -> None:
         self.signal(signal.SIGKILL)
@@ -234,9 +231,17 @@ class ContainerProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         self.popen.wait(timeout)
-        if self._reader:
-            self._reader.join(timeout=5)
-        return self.poll()
+        self.output_written(5)
+        code = self.poll()
+        return self.popen.returncode if code is None else code
+
+    def output_written(self, timeout: float) -> bool:
+        """Whether the output pump has written all the container's output (it ends once
+        every writer is gone), waiting up to `timeout` seconds for it."""
+        if self._reader is None:
+            return True
+        self._reader.join(timeout=timeout)
+        return not self._reader.is_alive()
 
 
 def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock, tail: collections.deque) -> None:

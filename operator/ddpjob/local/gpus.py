@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
+from ddpjob.api.errors import FieldError
 from ddpjob.api.spec import DDPJob
 from ddpjob.text import plural
 
@@ -80,12 +81,12 @@ _CUDA_ONLY = (
 )
 
 
-def cpu_blockers(job: DDPJob) -> list[str]:
+def cpu_blockers(job: DDPJob) -> list[FieldError]:
     """One message per argument or env value of the job that cannot run on CPU, each
     naming its field (spec.args[3]: ...)."""
-    found = []
-    for field, words in (("spec.command", job.command or ()), ("spec.args", job.args)):
-        words = [str(w) for w in words]
+    found: list[FieldError] = []
+    for field, argv in (("spec.command", job.command or ()), ("spec.args", job.args)):
+        words = [str(w) for w in argv]
         for i, word in enumerate(words):
             # `--amp fp16` and `--amp=fp16` alike; `--backend nccl` and `--backend=nccl`.
             parts = tuple(word.split("=", 1)) if word.startswith("--") and "=" in word else (word,)
@@ -93,10 +94,10 @@ def cpu_blockers(job: DDPJob) -> list[str]:
                 if parts == pattern or (len(pattern) == 2 and parts == pattern[:1]
                                         and i + 1 < len(words) and words[i + 1] == pattern[1]) \
                         or (pattern == ("nccl",) and parts[-1].lower() == "nccl"):
-                    found.append(f"{field}[{i}]: {message}")
+                    found.append(FieldError(f"{field}[{i}]", message))
     for i, entry in enumerate(job.env):
         if str(entry.get("value", "")).strip().lower() == "nccl":
-            found.append(f"spec.env[{i}].value: {_CUDA_ONLY[2][1]}")
+            found.append(FieldError(f"spec.env[{i}].value", _CUDA_ONLY[2][1]))
     return found
 
 

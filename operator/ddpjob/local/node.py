@@ -9,6 +9,9 @@ cluster provides substituted, the same way for both:
 - an IP per Pod, as a CNI plugin gives one: by default a random 127/8 address (the
   dev cluster's own network namespace hands out Pod CIDR addresses instead), on which
   the Pod's launcher binds the contract's progress port (so Pods never collide on it);
+- an elastic job's node addresses (`contract.node_address`): node i's store is at node 0's
+  loopback address plus i, from a random block per attempt (`loopback_base`), as Pods
+  find each other through the headless Service's DNS names in a cluster;
 - the checkpoint directory, the progress file and the termination log (the Pod's
   terminationMessagePath, read when the container ends) in local directories
   (`contract.local_overrides`);
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import subprocess
 import time
 import uuid
@@ -36,6 +40,14 @@ from ddpjob.local.progress_view import loopback_address
 
 POLL_SECONDS = 0.05
 TERMINATION_LOG_FILE = "termination-log"  # beside the Pod's progress file
+BLOCK = 1024  # loopback addresses per attempt: node stores 0..1022 of a job
+
+
+def loopback_base(rng: random.Random | None = None) -> str:
+    """Node 0's store address of one gang attempt: x.y.z.1 of a random block of BLOCK
+    addresses in 127.1.0.0-127.254.255.255 (all of 127/8 is this machine's loopback)."""
+    value = (127 << 24) + (rng or random).randrange(0x010000, 0xFF0000, BLOCK) + 1
+    return ".".join(str(b) for b in value.to_bytes(4, "big"))
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class LocalNode:
     preexec: Callable[[], None] = ownership.die_with_parent
     ports: dict[Hashable, int] = field(default_factory=dict)  # attempt key -> rendezvous port
     addresses: Callable[[], str] | None = None  # each Pod's IP (default: a random 127/8 one)
+    bases: dict[int, str] = field(default_factory=dict)  # rendezvous port (one per attempt) -> node 0's store
 
     def port_for(self, attempt: Hashable) -> int:
         """The rendezvous port of one gang attempt (a key such as (namespace, job, attempt))."""
@@ -65,8 +78,9 @@ class LocalNode:
               extra_env: Mapping[str, str] | None = None) -> Started:
         """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
         ip = (self.addresses or loopback_address)()
+        base = self.bases.setdefault(port, loopback_base())
         termination_log = os.path.join(os.path.dirname(os.path.abspath(progress_file)), TERMINATION_LOG_FILE)
-        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log),
+        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log, base),
                      **(extra_env or {})}
         proc = start_container(pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex),
                                preexec=self.preexec)

@@ -73,14 +73,15 @@ class Watchdog:
     """Kills every process tagged `tag_prefix` once this process is gone."""
 
     def __init__(self, tag_prefix: str):
-        read_end, self._write_end = os.pipe()
+        read_end, write_end = os.pipe()
+        self._write_end: int | None = write_end
         env = dict(os.environ)  # the watchdog imports ddpjob as this process did
         env.pop(CONTAINER_TAG_ENV, None)  # never a target of its own sweep
         self.proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, CONTAINER_TAG_ENV, tag_prefix],
                                      stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env=env, start_new_session=True, close_fds=True)
         os.close(read_end)
-        os.set_inheritable(self._write_end, False)  # the containers must not keep it open
+        os.set_inheritable(write_end, False)  # the containers must not keep it open
 
     def close(self) -> None:
         """A clean end: the runner already stopped everything; the sweep finds nothing."""

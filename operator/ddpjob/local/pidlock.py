@@ -24,7 +24,7 @@ def acquire(path: Path) -> IO[str]:
     """Take the lock at `path` (made if missing) and write this pid into it; keep the
     returned file open for as long as the lock is held. Raises `LockHeld`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+", encoding="utf-8")
+    f = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - the open file is the lock: the caller holds it
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import IO
+from typing import IO, Any
 
 from ddpjob import progress_record
 from ddpjob.job.stall import ProgressState
@@ -59,7 +59,7 @@ class Display:
     def __init__(self, out: IO[str], name: str):
         self.out, self.name = out, name
         self.tty = hasattr(out, "isatty") and out.isatty()
-        self.bar = None
+        self.bar: Any = None  # a tqdm bar, once the first record comes (tqdm is untyped)
         self.last_line = ""
         self.last_plain = 0.0
 

@@ -27,6 +27,7 @@ from ddpjob.local import ownership, safety
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError
 from ddpjob.local.node import LocalNode
+from ddpjob.local.notices import LocalNotices
 from ddpjob.local.progress_view import AttemptProgress, Display, write_line
 from ddpjob.job.observe import PodState
 from ddpjob.api.spec import DDPJob
@@ -49,6 +50,8 @@ class LocalRunner:
         self.stop_grace = stop_grace
         self.checkpoint_dir = (workdir / "checkpoints") if job.checkpoint else None
         self.procs: dict[str, tuple[int, int, ContainerProcess]] = {}  # name -> (rank, attempt, process)
+        self.ips: dict[str, str] = {}  # name -> the Pod's address, where its launcher takes notices
+        self.notices = LocalNotices()
         self.status: dict = {}
         self.port: int | None = None
         self._interrupted = False
@@ -77,6 +80,11 @@ class LocalRunner:
         return states
 
     def apply(self, plan: lifecycle.Plan) -> None:
+        if plan.tell_lost:  # before the deletes, as the operator does
+            lost = {id(self.procs[n][2]): self.procs[n][0] for n in plan.tell_lost if n in self.procs}
+            self.notices.tell(lost, [self.ips[n] for n, (_, _, p) in self.procs.items()
+                                     if n not in plan.tell_lost and n in self.ips and p.poll() is None
+                                     and p.stop_requested_at is None])
         for name in plan.delete:
             if name in self.procs:
                 proc = self.procs[name][2]
@@ -91,7 +99,8 @@ class LocalRunner:
             if self.attempt_progress is None or self.attempt_progress.attempt != plan.restart_count:
                 self.attempt_progress = AttemptProgress(plan.restart_count, {})
             for rank in plan.create:
-                pod = render.render_pod(self.job, rank, plan.restart_count)
+                pod = render.with_notice_token(render.render_pod(self.job, rank, plan.restart_count), self.job,
+                                               self.notices.token)
                 name = pod["metadata"]["name"]
                 # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
                 progress_dir = self.workdir / PODS_DIR / f"{name}-a{plan.restart_count}"
@@ -104,7 +113,7 @@ class LocalRunner:
                 started = self.node.start(pod, port=self.port, checkpoint_dir=checkpoint, progress_file=progress_file,
                                           out=self.out, extra_env={**gpus, **devices_for_node(self.job, rank, self.gpus)})
                 proc, host = started.proc, started.ip
-                self.procs[name] = (rank, plan.restart_count, proc)
+                self.procs[name], self.ips[name] = (rank, plan.restart_count, proc), host
                 self.attempt_progress.files[rank] = progress_file
                 if rank == 0:
                     self.log(f"progress of {name}: http://{host}:{contract.DEFAULT_PROGRESS_PORT}/progress")

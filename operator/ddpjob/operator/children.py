@@ -24,6 +24,7 @@ from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import JobMemory
+import contextlib
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
@@ -44,8 +45,10 @@ class Children:
     """Acts on one job's children with the API, gang settings, metrics and Event poster it
     is given (the controller hands its own in, and again when one is replaced)."""
 
-    def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster):
+    def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster,
+                 notice_token: Callable[[str, str, str], str] | None = None):
         self.kube, self.gang, self.metrics, self.post_event = kube, gang, metrics, post_event
+        self.notice_token = notice_token  # (namespace, name, uid) -> the token an elastic job's Pods get
 
     async def ensure_pod_group(self, job: JobMemory, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
         """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
@@ -79,10 +82,8 @@ class Children:
         as the precondition."""
         for name in [n for n in pod_groups if n in job.pod_groups]:
             api_version, kind, uid = job.pod_groups[name]
-            try:
+            with contextlib.suppress(Conflict):
                 await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
-            except Conflict:
-                pass
             job.pod_groups.pop(name, None)
 
     async def delete_pods(self, job: JobMemory, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
@@ -97,7 +98,7 @@ class Children:
         uids = {p.name: p.uid for p in observed}
         results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n), uid=uids.get(n)) for n in pod_names),
                                        return_exceptions=True)
-        for pod_name, result in zip(pod_names, results):
+        for pod_name, result in zip(pod_names, results, strict=True):
             if not isinstance(result, BaseException):
                 job.expectations.deleted(pod_name, restart_counts.get(pod_name))
         for result in results:
@@ -132,10 +133,13 @@ class Children:
         errors: list[BaseException] = []
         while ranks and refused is None and not errors:
             chunk = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in ranks[:batch]]
+            if self.notice_token is not None and parsed.elastic is not None:
+                token = self.notice_token(parsed.namespace, parsed.name, uid)
+                chunk = [render.with_notice_token(p, parsed, token) for p in chunk]
             ranks = ranks[batch:]
             batch *= 2
             results = await asyncio.gather(*(self.kube.create(p) for p in chunk), return_exceptions=True)
-            for rendered, result in zip(chunk, results):
+            for rendered, result in zip(chunk, results, strict=True):
                 if isinstance(result, APIError) and not refusals.transient(result):
                     refused = refused or refusals.from_api_error("Pod", rendered["metadata"]["name"], result)
                     continue

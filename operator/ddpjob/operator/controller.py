@@ -30,6 +30,7 @@ from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
+from ddpjob.operator.notices import Notifier
 from ddpjob.operator import observer
 from ddpjob.operator.progress import ProgressPoller, Target
 from ddpjob.operator.gang_reader import GangReader
@@ -69,6 +70,7 @@ class Controller:
         gang: GangSupport | None = None,
         template_allow: frozenset[str] = frozenset(),
         monotonic: Callable[[], float] = time.monotonic,
+        notifier: Notifier | None = None,
     ):
         self.template_allow = template_allow  # what job templates may ask for (template_policy)
         self.job_body = job_body
@@ -80,7 +82,8 @@ class Controller:
         self._jobs: dict[Key, JobMemory] = {}
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
-        self.children = Children(kube, gang or GangSupport(), self.metrics, post_event)
+        self.notifier = notifier or Notifier()  # tells an elastic job's survivors whom it lost
+        self.children = Children(kube, gang or GangSupport(), self.metrics, post_event, self.notifier.token)
         self.status_writer = StatusWriter(kube, job_body)
         self.gang_reader = GangReader(kube)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
@@ -123,11 +126,13 @@ class Controller:
         self._jobs.pop((namespace, name), None)
         self._phases.pop((namespace, name), None)
         self.queue.forget((namespace, name))
+        self.notifier.forget((namespace, name))
         if self.poller is not None:
             self.poller.unwatch((namespace, name))
 
     async def close(self) -> None:
         await self.queue.close()
+        self.notifier.close()
         self._jobs.clear()
 
     @property
@@ -200,6 +205,8 @@ class Controller:
             job.gang_waits += 1
         if plan.write_status:
             await self._write_status(job, body, observed.previous, plan.status)
+        if plan.tell_lost and job.uid:  # before the deletes: the survivors hear of it first
+            self.notifier.tell(job.key, job.uid, plan.tell_lost, observed.pods)
         await self.children.delete_pods(job, ns, plan.delete, observed.pods)
         if plan.delete_job:
             if await self.kube.delete(job_path(ns, name), uid=job.uid):
@@ -245,8 +252,8 @@ class Controller:
 
     # ---- acts ---------------------------------------------------------------------------
 
-    async def _write_status(self, job: JobMemory, body: Mapping[str, Any], previous: dict[str, Any],
-                            new: dict[str, Any]) -> dict[str, Any]:
+    async def _write_status(self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any],
+                            new: dict[str, Any]) -> Mapping[str, Any]:
         stored = await self.status_writer.write(job, body, previous, new)
         if stored is not previous:
             job.status_written_at = self.monotonic()

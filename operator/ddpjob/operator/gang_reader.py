@@ -53,7 +53,7 @@ class GangReader:
         """Read for `job` if its gang is held; returns when to read again (seconds), None
         while nothing holds it."""
         found = held(parsed, pods) if parsed is not None else None
-        if found is None:
+        if found is None or parsed is None:
             job.gang_said, job.gang_reads = None, 0
             return None
         integration, attempt = found

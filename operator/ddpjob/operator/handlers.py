@@ -26,6 +26,7 @@ from ddpjob.backoff import Backoff
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator import settings as operator_settings
 from ddpjob.operator.kube import Kube
+from ddpjob.operator.notices import Notifier
 from ddpjob.operator.progress import ProgressPoller
 from ddpjob.operator.settings import Settings
 
@@ -149,7 +150,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     poller = _progress_poller(config, lambda key: memo.controller.trigger(*key), logger)
     allow = config.template_allow
     controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
-                                poller=poller, template_allow=allow)
+                                poller=poller, template_allow=allow, notifier=Notifier(config.notice_key))
     if allow:
         logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
     if config.metrics_port:

@@ -41,6 +41,7 @@ from ddpjob.api import gangs, names
 from ddpjob.operator import connection
 from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
 from ddpjob.backoff import Backoff
+import contextlib
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -92,10 +93,8 @@ _BY_STATUS: dict[int, type[APIError]] = {403: Forbidden, 404: NotFound, 409: Con
 def error_from_response(status: int, data: bytes | str | None, http_reason: str = "") -> APIError:
     """The typed error of an API answer, from its `Status` body when it has one."""
     body: Any = None
-    try:
+    with contextlib.suppress(ValueError):
         body = json.loads(data) if data else None
-    except ValueError:
-        pass
     if not isinstance(body, dict):
         body = {}
     reason = str(body.get("reason") or http_reason or "Unknown")
@@ -141,8 +140,14 @@ def collection_path(obj: Mapping[str, Any]) -> str:
     return object_path(obj.get("apiVersion", "v1"), obj["kind"], obj["metadata"]["namespace"])
 
 
+# The loop keeps only weak references to tasks: these hold the closes until they finish.
+_closing: set[asyncio.Future[None]] = set()
+
+
 def _close_soon(transport: Transport) -> None:
-    asyncio.ensure_future(transport.aclose())
+    task = asyncio.ensure_future(transport.aclose())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 class Kube:
@@ -184,7 +189,8 @@ class Kube:
             self._ready = asyncio.Event()
         return self._ready
 
-    async def _request(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> dict[str, Any]:
+    async def _request(self, method: str, path: str, body: Any = None,
+                       content_type: str | None = None) -> dict[str, Any]:
         if self._transport is None:
             await self._event().wait()
         if self._slots is None:
@@ -215,10 +221,8 @@ class Kube:
                 raise error
             delay = self.backoff.delay(attempt)
             if retry_after:
-                try:
+                with contextlib.suppress(ValueError):
                     delay = max(delay, min(float(retry_after), self.backoff.cap * 5))
-                except ValueError:
-                    pass
             logger.debug("%s %s failed (%s), retry %d in %.2fs", method, path, error, attempt, delay)
             await asyncio.sleep(delay)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter as _Tally
 from typing import Callable, Iterable, Mapping
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -51,7 +52,7 @@ class OperatorMetrics:
         self.gang_restarts = Counter(
             "ddpjob_gang_restarts", "Gang restarts (all Pods of a job deleted and recreated)",
             registry=self.registry)
-        self._server = None
+        self._server: WSGIServer | None = None
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         """Serve /metrics from a thread (prometheus-client's own HTTP server)."""

@@ -50,6 +50,7 @@ from typing import Any, Callable
 from ddpjob import contract
 from ddpjob.job.stall import MAX_RANKS, ProgressState
 from ddpjob.operator.progress_fetch import fetch_json, progress_url
+import contextlib
 
 logger = logging.getLogger("ddpjob.operator.progress")
 
@@ -184,10 +185,8 @@ class ProgressPoller:
             now = self.clock()
             if due > now:
                 self._wake.clear()
-                try:
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), due - now)
-                except asyncio.TimeoutError:
-                    pass
                 continue
             target = self.targets.get(key)
             if target is None or self._scheduled.get(key) != self._due[0][1]:

@@ -18,6 +18,7 @@ import json
 import socket
 import threading
 from typing import Any
+import contextlib
 
 FETCH_TIMEOUT = 5.0  # for the whole response, headers and body
 MAX_BODY = 256 * 1024
@@ -81,7 +82,7 @@ class _Connection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         super().connect()
-        self.sock = _BoundedSocket(self.sock)  # type: ignore[assignment]
+        self.sock = _BoundedSocket(self.sock)
 
 
 def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> Any:
@@ -97,10 +98,8 @@ def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> Any:
     def cut() -> None:
         expired.set()
         for sock in held:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
     timer = threading.Timer(timeout, cut)
     timer.daemon = True
     timer.start()

@@ -15,6 +15,8 @@ start with one line naming the variable; nothing reads the environment later.
     DDPJOB_GANG_INTEGRATIONS                 enabled gang integrations (unset: all; empty: none)
     each integration's scheduler name, where it has one (its `SchedulerSetting`, api/gangs/):
     DDPJOB_VOLCANO_SCHEDULER, DDPJOB_COSCHEDULING_SCHEDULER
+    DDPJOB_NOTICE_KEY                        the key of the notices to elastic jobs' Pods (notices.py;
+                                             32..512 characters; unset: one drawn at start)
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
 PROGRESS_WRITES_ENV = "DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND"
 LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
 GANG_INTEGRATIONS_ENV = "DDPJOB_GANG_INTEGRATIONS"
+NOTICE_KEY_ENV = "DDPJOB_NOTICE_KEY"
 
 DEFAULT_LIVENESS_OUTAGE = 300.0
 # Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
@@ -55,6 +58,7 @@ class Settings:
     gang_integrations: frozenset[str] = field(default_factory=lambda: frozenset(gangs.names()))
     gang_explicit: bool = False  # the chart named the integrations (a missing API is an error)
     gang_options: GangOptions = DEFAULT_OPTIONS
+    notice_key: bytes | None = field(default=None, repr=False)  # a secret: never in a log line
 
     @property
     def progress_polling(self) -> bool:
@@ -134,10 +138,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     if interval and rate and not writes:
         raise SettingsError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
                             f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
+    key = env.get(NOTICE_KEY_ENV, "")
+    if key and not 32 <= len(key) <= 512:
+        raise SettingsError(f"{NOTICE_KEY_ENV}: {len(key)} characters; use 32 to 512 (a Secret's random value)")
     enabled, explicit = _gangs(env)
     options = _gang_options(env)
     return Settings(
         template_allow=allow, metrics_port=_port(env, METRICS_PORT_ENV), progress_interval=interval,
         progress_max_per_second=rate, progress_max_writes_per_second=writes,
         liveness_outage_seconds=_number(env, LIVENESS_OUTAGE_ENV, DEFAULT_LIVENESS_OUTAGE, 1, 86400, off=False),
-        gang_integrations=enabled, gang_explicit=explicit, gang_options=options)
+        gang_integrations=enabled, gang_explicit=explicit, gang_options=options, notice_key=key.encode() or None)

@@ -39,8 +39,8 @@ class StatusWriter:
         self.kube = kube  # the controller hands in a replacement too
         self.job_body = job_body  # the index of DDPJobs: the newest resourceVersion known
 
-    async def write(self, job: JobMemory, body: Mapping[str, Any], previous: dict[str, Any],
-                    new: dict[str, Any]) -> dict[str, Any]:
+    async def write(self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any],
+                    new: dict[str, Any]) -> Mapping[str, Any]:
         """Write `new` over `previous` (nothing when equal); returns the stored status and
         keeps it and its resourceVersion in `job`."""
         if new == previous:
@@ -74,7 +74,7 @@ class StatusWriter:
             return job.resource_version
         return (body.get("metadata") or {}).get("resourceVersion")
 
-    async def _conflict(self, job: JobMemory, previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    async def _conflict(self, job: JobMemory, previous: Mapping[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """The object changed since `previous` was read. If only its metadata did (kopf's
         annotations), write again onto the current version; if its status did (another
         replica), write nothing and plan again from that status."""

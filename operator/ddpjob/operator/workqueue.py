@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Hashable
+from typing import Any, Awaitable, Callable, Generic, Hashable, TypeVar
 
 from ddpjob.backoff import Backoff
 
@@ -33,6 +33,9 @@ def retry_delay(failures: int) -> float:
     return Backoff(RETRY_BASE, RETRY_CAP, jitter=0.25).delay(failures)
 
 
+K = TypeVar("K", bound=Hashable)  # what a queue is keyed by (the controller's: namespace, name)
+
+
 @dataclass
 class _Entry:
     dirty: bool = False
@@ -42,18 +45,18 @@ class _Entry:
     failures: int = 0
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(self, handle: Handler, max_concurrent: int,
-                 on_error: Callable[[Hashable, int, float, BaseException], None] | None = None,
+                 on_error: Callable[[K, int, float, BaseException], None] | None = None,
                  on_done: Callable[[float], None] | None = None):
         self._handle = handle
         self._on_error = on_error
         self._on_done = on_done
-        self._entries: dict[Hashable, _Entry] = {}
+        self._entries: dict[K, _Entry] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
         self._closed = False
 
-    def trigger(self, key: Hashable, delay: float = 0.0) -> None:
+    def trigger(self, key: K, delay: float = 0.0) -> None:
         """Handle `key` now, or after `delay` (the triggers in between coalesce)."""
         if self._closed:
             return
@@ -63,7 +66,7 @@ class WorkQueue:
         elif entry.debounce is None:
             entry.debounce = asyncio.get_running_loop().call_later(delay, self._kick, key)
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         """Drop the key's timers; a worker in flight finishes its pass."""
         entry = self._entries.pop(key, None)
         if entry is not None:
@@ -84,11 +87,11 @@ class WorkQueue:
     def busy(self) -> bool:
         return any(e.task is not None or e.dirty for e in self._entries.values())
 
-    def failures(self, key: Hashable) -> int:
+    def failures(self, key: K) -> int:
         entry = self._entries.get(key)
         return entry.failures if entry else 0
 
-    def _kick(self, key: Hashable) -> None:
+    def _kick(self, key: K) -> None:
         entry = self._entries.get(key)
         if entry is None or self._closed:
             return
@@ -99,14 +102,14 @@ class WorkQueue:
         if entry.task is None:
             entry.task = asyncio.get_running_loop().create_task(self._worker(key, entry), name=f"reconcile {key}")
 
-    def _schedule(self, key: Hashable, entry: _Entry, delay: float | None) -> None:
+    def _schedule(self, key: K, entry: _Entry, delay: float | None) -> None:
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
         if delay is not None and not self._closed and self._entries.get(key) is entry:
             entry.timer = asyncio.get_running_loop().call_later(max(delay, 0.0) + TIMER_SLACK, self._kick, key)
 
-    async def _worker(self, key: Hashable, entry: _Entry) -> None:
+    async def _worker(self, key: K, entry: _Entry) -> None:
         try:
             while entry.dirty and not self._closed:
                 entry.dirty = False

@@ -39,8 +39,8 @@ def pod_group_name(job: DDPJob, attempt: int) -> str | None:
     return integration.group_name(job, attempt) if integration else None
 
 
-def render_pod_group(job: DDPJob, attempt: int, pod: dict, owner_references: list[dict],
-                     labels: dict[str, str]) -> dict | None:
+def render_pod_group(job: DDPJob, attempt: int, pod: dict[str, Any], owner_references: list[dict[str, Any]],
+                     labels: dict[str, str]) -> dict[str, Any] | None:
     """The PodGroup of attempt `attempt` (None when the integration has none). `pod` is
     one rendered Pod of the attempt: the gang's resources are its requests times its
     minimum, `job.min_nodes` (every node of a rigid gang, `elastic.minNodes` otherwise)."""
@@ -55,7 +55,7 @@ def render_pod_group(job: DDPJob, attempt: int, pod: dict, owner_references: lis
             "spec": integration.pod_group_spec(job, pod)}
 
 
-def apply_to_pod(pod: dict, job: DDPJob, attempt: int, options: GangOptions = DEFAULT_OPTIONS) -> dict:
+def apply_to_pod(pod: dict[str, Any], job: DDPJob, attempt: int, options: GangOptions = DEFAULT_OPTIONS) -> dict[str, Any]:
     """Add the gang's fields to a rendered Pod (after the user's template: these win)."""
     if job.scheduling.priority_class_name:
         pod["spec"]["priorityClassName"] = job.scheduling.priority_class_name

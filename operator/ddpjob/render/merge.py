@@ -9,15 +9,19 @@ settings of the `trainer` container itself (probes, volumeMounts, securityContex
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ddpjob.api import names
 
 
-def _merge_named(user: list[dict], ours: list[dict], combine=None) -> list[dict]:
+Combine = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def _merge_named(user: list[dict[str, Any]], ours: list[dict[str, Any]], combine: Combine | None = None,
+                 ) -> list[dict[str, Any]]:
     """Lists keyed by name: ours replace the user's entry of the same name, order kept."""
     ours_by_name = {item["name"]: item for item in ours}
-    merged = []
+    merged: list[dict[str, Any]] = []
     for item in user:
         name = item.get("name")
         if name in ours_by_name:
@@ -39,12 +43,12 @@ def _with_defaults(ours: Any, user: Any) -> Any:
     return user if user is not None else ours
 
 
-def _secure(container: dict, defaults: Mapping[str, Any]) -> dict:
+def _secure(container: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """A container with the restricted securityContext defaults under its own settings."""
     return {**container, "securityContext": _with_defaults(dict(defaults), container.get("securityContext"))}
 
 
-def _merge_trainer(user: dict, ours: dict) -> dict:
+def _merge_trainer(user: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
     # Our keys first (readable `kubectl get -o yaml`), then whatever else the user set.
     out = {**ours, **{k: v for k, v in user.items() if k not in ours}}
     if "securityContext" in ours:
@@ -62,7 +66,7 @@ def _merge_trainer(user: dict, ours: dict) -> dict:
     return out
 
 
-def merge_pod_template(pod: dict, template: Mapping[str, Any] | None) -> dict:
+def merge_pod_template(pod: dict[str, Any], template: Mapping[str, Any] | None) -> dict[str, Any]:
     if not template:
         return pod
     template = copy.deepcopy(dict(template))

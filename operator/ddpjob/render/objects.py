@@ -36,8 +36,11 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _render(template: str, **values: Any) -> dict:
-    return skeleton.render(_env(), template, **values)
+def _render(template: str, **values: Any) -> dict[str, Any]:
+    obj = skeleton.render(_env(), template, **values)
+    if not isinstance(obj, dict):
+        raise TypeError(f"template {template} rendered {type(obj).__name__}, not one object")
+    return obj
 
 
 def job_labels(job: DDPJob) -> dict[str, str]:
@@ -52,7 +55,7 @@ def pod_labels(job: DDPJob, node_rank: int, restart_count: int) -> dict[str, str
     }
 
 
-def owner_references(job: DDPJob) -> list[dict]:
+def owner_references(job: DDPJob) -> list[dict[str, Any]]:
     # A job read from a file has no uid yet: the operator always has one.
     if not job.uid:
         return []
@@ -67,7 +70,7 @@ def contract_env(job: DDPJob, node_rank: int, restart_count: int = 0) -> list[di
     return contract.pod_env(job, names.pod_fqdn(job.name, job.namespace, 0), node_rank, restart_count)
 
 
-def _resources(job: DDPJob) -> dict:
+def _resources(job: DDPJob) -> dict[str, Any]:
     res = {k: dict(v) for k, v in job.resources.items()}
     if job.gpus_per_node:
         # Extended resources must be equal in requests and limits.
@@ -76,7 +79,7 @@ def _resources(job: DDPJob) -> dict:
     return res
 
 
-def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
+def _volumes(job: DDPJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     shm: dict[str, Any] = {"medium": "Memory"}
     if job.shm_size is not None:
         shm["sizeLimit"] = job.shm_size
@@ -98,7 +101,7 @@ def _volumes(job: DDPJob) -> tuple[list[dict], list[dict]]:
 CONTAINER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def render_service(job: DDPJob) -> dict:
+def render_service(job: DDPJob) -> dict[str, Any]:
     return _render(
         "service.yaml.j2", name=names.service_name(job.name), namespace=job.namespace,
         labels=job_labels(job), owner_references=owner_references(job),
@@ -107,7 +110,7 @@ def render_service(job: DDPJob) -> dict:
 
 
 def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
-               options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> dict:
+               options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> dict[str, Any]:
     volumes, mounts = _volumes(job)
     pod = _render(
         "pod.yaml.j2", name=names.pod_name(job.name, node_rank), namespace=job.namespace,
@@ -124,7 +127,17 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
     return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
 
-def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
+def with_notice_token(pod: dict[str, Any], job: DDPJob, token: str) -> dict[str, Any]:
+    """An elastic job's rendered Pod with the key of the notices to it (contract.NOTICE_TOKEN),
+    which only the operator or `ddpjob run` knows: `ddpjob render` leaves it out."""
+    if job.elastic is not None:
+        for container in pod["spec"]["containers"]:
+            if container.get("name") == names.TRAINER_CONTAINER:
+                container.setdefault("env", []).append({"name": contract.NOTICE_TOKEN, "value": token})
+    return pod
+
+
+def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict[str, Any] | None:
     """The PodGroup of one gang attempt (spec.scheduling.gang), or None."""
     if not gang.has_pod_group(job):
         return None
@@ -133,7 +146,7 @@ def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
                                  job_labels(job))
 
 
-def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> list[dict]:
+def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> list[dict[str, Any]]:
     """Everything the operator creates for a job, in its order: the PodGroup (the
     scheduler needs it before the Pods), the Service, the Pods."""
     group = render_pod_group(job, restart_count)
@@ -141,5 +154,5 @@ def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang
         render_pod(job, i, restart_count, options) for i in range(job.nodes)]
 
 
-def to_yaml_stream(objects: list[dict]) -> str:
+def to_yaml_stream(objects: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)

@@ -100,9 +100,9 @@ def _skeleton(template: jinja2.Template, shape: tuple[tuple[str, bool], ...]) ->
 def _find_slots(node: Any, path: tuple[Any, ...], slots: list[tuple[tuple[Any, ...], str]]) -> bool:
     """Collect the placeholder nodes' paths; False where a placeholder is a mapping key."""
     if isinstance(node, dict):
-        return all(not _is_mark(k) and _find_slots(v, path + (k,), slots) for k, v in node.items())
+        return all(not _is_mark(k) and _find_slots(v, (*path, k), slots) for k, v in node.items())
     if isinstance(node, list):
-        return all(_find_slots(v, path + (i,), slots) for i, v in enumerate(node))
+        return all(_find_slots(v, (*path, i), slots) for i, v in enumerate(node))
     if _is_mark(node):
         slots.append((path, node[len(_MARK):]))
     return True

@@ -78,6 +78,7 @@ class CRDValidator:
         self.has_status_subresource = "status" in (chosen.get("subresources") or {})
         self.schema: Mapping[str, Any] = chosen["schema"]["openAPIV3Schema"]
         self._env = celpy.Environment()  # celpy's `matches` is RE2 already, as in Kubernetes
+        self._programs: dict[str, celpy.Runner] = {}  # compiled once per rule, for this validator's life
 
     @classmethod
     def from_file(cls, path: Path | str = CRD_PATH, version: str | None = None) -> "CRDValidator":
@@ -112,9 +113,10 @@ class CRDValidator:
                 errors.append(CRDError(r.path or "(root)", f"rule {r.rule!r} does not compile: {_one_line(exc)}"))
         return errors
 
-    @functools.lru_cache(maxsize=None)
     def _program(self, rule: str) -> celpy.Runner:
-        return self._env.program(self._env.compile(rule))
+        if rule not in self._programs:
+            self._programs[rule] = self._env.program(self._env.compile(rule))
+        return self._programs[rule]
 
     # --- what the API server does to an incoming object --------------------------------
 
@@ -222,7 +224,7 @@ class CRDValidator:
             result = program.evaluate(activation)
         except Exception as exc:  # noqa: BLE001 - celpy raises CELEvalError and friends
             result = exc
-        if isinstance(result, celpy.celtypes.BoolType) or isinstance(result, bool):
+        if isinstance(result, (celpy.celtypes.BoolType, bool)):
             if not result:
                 run.add(where, self._message(r, activation, rule))
             return

@@ -36,6 +36,7 @@ from ddpjob_devcluster.apiserver.request_log import REASONS, Fault, RecordedRequ
 from ddpjob_devcluster.apiserver.errors import ApiError
 from ddpjob_devcluster.apiserver.registry.store import Store
 from ddpjob_devcluster.apiserver.registry.served_resources import is_status_subresource
+import contextlib
 
 # kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
 _NAMESPACES_PATH = re.compile(r'/api/v1/namespaces(?:/([^/]+)(?:/(status|finalize))?)?')
@@ -184,10 +185,8 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     async def _sleep_unless_stopping(self, delay: float) -> None:
         # A hung request must not hold up the server's shutdown.
         assert self._stopping is not None
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), delay)
-        except asyncio.TimeoutError:
-            pass
 
     async def _render_error(self, exc: Exception) -> aiohttp.web.StreamResponse:
         if isinstance(exc, ApiError):
@@ -265,8 +264,8 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
                                                           request.params)
 
     async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        deleted = self.store.delete(request.resource, request.namespace, request.name, request_body.propagation(request),
-                                    *request_body.grace_and_uid(request))
+        deleted = self.store.delete(request.resource, request.namespace, request.name,
+                                    request_body.propagation(request), *request_body.grace_and_uid(request))
         self._pods_changed(request)
         return deleted
 

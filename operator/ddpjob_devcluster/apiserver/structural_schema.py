@@ -122,9 +122,9 @@ def prune_nulls(schema: Mapping, value: Any) -> Any:
         out = {}
         for key, sub in value.items():
             sub_schema = props.get(key, extra if isinstance(extra, Mapping) else None)
-            if sub is None and (sub_schema is None or not sub_schema.get("nullable")):
-                if sub_schema is not None or not _preserves(schema):
-                    continue
+            if (sub is None and (sub_schema is None or not sub_schema.get("nullable"))
+                    and (sub_schema is not None or not _preserves(schema))):
+                continue
             out[key] = prune_nulls(sub_schema, sub) if sub_schema is not None else sub
         return out
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):

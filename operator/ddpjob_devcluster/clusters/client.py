@@ -56,10 +56,9 @@ class OperatorProcess:
             command = [*ddpjob_command(), *command[1:]]
         env = self.env or dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED='1')
         self.starts += 1
-        log = open(self.log_path, 'a', encoding='utf-8')
-        log.write(f'===== operator start #{self.starts} =====\n')
-        log.flush()
-        with log:
+        with open(self.log_path, 'a', encoding='utf-8') as log:
+            log.write(f'===== operator start #{self.starts} =====\n')
+            log.flush()
             self.popen = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, preexec_fn=stop_with_parent)
         return self

@@ -14,7 +14,8 @@ from kmock._internal import rendering
 from ddpjob.api import names
 from ddpjob_devcluster.apiserver import openapi, pod_logs
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-from ddpjob_devcluster.clusters.client import JOBS, ClusterClient, OperatorProcess
+from ddpjob_devcluster.clusters.client import JOBS, OperatorProcess
+from ddpjob_devcluster.clusters.lifecycle import Cluster
 from ddpjob_devcluster.controlplane.build import KUBERNETES
 from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
 from ddpjob_devcluster.scheduler.scheduler import NodeSpec, Scheduler, serve_native_pod_groups
@@ -56,7 +57,7 @@ def serve_empty_openapi(emulator: KubeEmulator) -> None:
     emulator['get /openapi/v2'] << b''
 
 
-class LocalCluster(ClusterClient):
+class LocalCluster(Cluster):
     """Emulator + CRD + operator process + process kubelet, in a work directory."""
 
     def __init__(self, workdir: str | pathlib.Path, *, namespace: str = 'default', operator_namespace: str | None = None,
@@ -76,52 +77,39 @@ class LocalCluster(ClusterClient):
         self.operator: OperatorProcess | None = None
         self.kubeconfig = self.workdir / 'kubeconfig'
 
-    # ---- lifecycle ----
+    # ---- the steps of its start (lifecycle.Cluster) ----
 
-    def start(self, *, operator: bool = True) -> LocalCluster:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            self.emulator.start()
-            serve_empty_openapi(self.emulator)
-            openapi.serve(self.emulator)  # kubectl explain
-            self.emulator.write_kubeconfig(self.kubeconfig, namespace=self.namespace)
-            self.api = kubernetes.config.new_client_from_config(str(self.kubeconfig))
-            self.apply_crd()
-            if self.nodes is not None:
-                serve_native_pod_groups(self.emulator.store)
-                self.scheduler = Scheduler(self.emulator.store)
-                self.scheduler.add_nodes(self.nodes)
-                self.scheduler.start()
-            self.kubelet = ProcessKubelet(self.emulator.url, self.workdir / 'kubelet', stop_grace=self.stop_grace,
-                                          bound_only=self.scheduler is not None).start()
-            pod_logs.attach(self.emulator, pod_logs.kubelet_source(self.kubelet))  # kubectl logs
-            self.operator = OperatorProcess(self.kubeconfig, self.workdir / 'operator.log', self.operator_namespace)
-            if operator:
-                self.operator.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def _start_api(self) -> None:
+        self.emulator.start()
+        serve_empty_openapi(self.emulator)
+        openapi.serve(self.emulator)  # kubectl explain
+        self.emulator.write_kubeconfig(self.kubeconfig, namespace=self.namespace)
 
-    def stop(self) -> None:
-        """Operator first (so it does not react to the kubelet's teardown), then every
-        training process, then the API server. Safe to call more than once."""
-        if self.operator is not None:
-            self.operator.stop()
+    def _install(self) -> None:
+        self.apply_crd()
+
+    def _start_nodes(self) -> None:
+        if self.nodes is not None:
+            serve_native_pod_groups(self.emulator.store)
+            self.scheduler = Scheduler(self.emulator.store)
+            self.scheduler.add_nodes(self.nodes)
+            self.scheduler.start()
+        self.kubelet = ProcessKubelet(self.emulator.url, self.workdir / 'kubelet', stop_grace=self.stop_grace,
+                                      bound_only=self.scheduler is not None).start()
+        pod_logs.attach(self.emulator, pod_logs.kubelet_source(self.kubelet))  # kubectl logs
+
+    def _operator_process(self) -> OperatorProcess:
+        return OperatorProcess(self.kubeconfig, self.workdir / 'operator.log', self.operator_namespace)
+
+    def _stop_nodes(self) -> None:
+        """Every training process, then the scheduler."""
         if self.kubelet is not None:
             self.kubelet.stop()
         if self.scheduler is not None:
             self.scheduler.stop()
-        if self.api is not None:
-            self.api.close()
-            self.api = None
+
+    def _stop_api(self) -> None:
         self.emulator.stop()
-
-    def __enter__(self) -> LocalCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ---- reads straight from the emulator's store (no HTTP) ----
 

@@ -115,7 +115,8 @@ def run_operator(
     if configure is not None:
         configure(settings)
 
-    stop_flag, ready_flag, errors = threading.Event(), threading.Event(), []
+    stop_flag, ready_flag = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
     # An operator whose own login handler builds an API client (ddpjob's does) takes the
     # same credentials from memo.connection instead of the user's kubeconfig.
     coro = kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=clusterwide,

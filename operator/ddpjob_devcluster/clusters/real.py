@@ -2,7 +2,8 @@
 kube-controller-manager and kube-scheduler (`controlplane/`), process kubelets
 registered as Nodes, and the operator installed from the Helm chart and authenticated
 with the chart's ServiceAccount token. The same client API as the emulator's
-`LocalCluster` (`ClusterClient`), so a system test runs on either.
+`LocalCluster` (`ClusterClient`), and the same start (`lifecycle.Cluster`), so a
+system test runs on either.
 
 One control plane may serve many `RealCluster`s in turn (the test suite starts one per
 worker): each gets a namespace, Nodes and an operator of its own, and gives them back
@@ -20,7 +21,8 @@ from typing import Any
 import kubernetes
 
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.client import ClusterClient, OperatorProcess, wait_until
+from ddpjob_devcluster.clusters.client import OperatorProcess, wait_until
+from ddpjob_devcluster.clusters.lifecycle import Cluster
 from ddpjob_devcluster.controlplane import install, pki
 from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 from ddpjob_devcluster.controlplane.node import NodeAgent, NodeShape
@@ -89,7 +91,7 @@ class NamespacedKubelets(Kubelets):
         return super().checkpoint_dir(job, namespace or self.namespace)
 
 
-class RealCluster(ClusterClient):
+class RealCluster(Cluster):
     backend = 'real'
 
     def __init__(self, workdir: str | pathlib.Path, *, plane: ControlPlane | None = None,
@@ -112,53 +114,66 @@ class RealCluster(ClusterClient):
         self.agents: list[NodeAgent] = []
         self.kubelet: NamespacedKubelets | None = None
         self.operator: OperatorProcess | None = None
+        self.deployment: install.OperatorDeployment | None = None
         self.kubeconfig = self.workdir / 'kubeconfig'
 
-    # ---- lifecycle ----
+    # ---- the steps of its start (lifecycle.Cluster) ----
 
-    def start(self, *, operator: bool = True) -> RealCluster:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            if self.own_plane:
-                self.plane.start()
-            pki.write_kubeconfig(self.kubeconfig, self.plane.server, self.plane.ca, user='ddpjob-admin',
-                                 client=pki.Pair(self.plane.pki_dir / 'admin.crt', self.plane.pki_dir / 'admin.key'),
-                                 namespace=self.namespace)
-            self.api = kubernetes.config.new_client_from_config(str(self.kubeconfig))
-            self._namespace()
-            kubelet_dir = self.workdir / 'kubelet'
-            ports: dict[Any, int] = {}  # one rendezvous port per job attempt on every Node
-            for shape in self.shapes:
-                self.agents.append(NodeAgent(self.plane, shape, kubelet_dir, stop_grace=self.stop_grace,
-                                             ports=ports, addresses=self.addresses).start())
-            self.kubelet = NamespacedKubelets(self.agents, kubelet_dir, self.namespace)
-            self.operator = self._install()
-            if operator:
-                self.operator.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def _start_api(self) -> None:
+        if self.own_plane:
+            self.plane.start()
+        pki.write_kubeconfig(self.kubeconfig, self.plane.server, self.plane.ca, user='ddpjob-admin',
+                             client=pki.Pair(self.plane.pki_dir / 'admin.crt', self.plane.pki_dir / 'admin.key'),
+                             namespace=self.namespace)
 
-    def stop(self) -> None:
-        if self.operator is not None:
-            self.operator.stop()
+    def _install(self) -> None:
+        """The jobs' namespace, then the chart, rendered and applied (all but its Deployment)."""
+        self._namespace()
+        values: dict[str, Any] = {'metrics': {'enabled': False}, **self.values}
+        if self.scope == 'namespace':
+            values['watch'] = {'scope': 'namespace', 'namespace': self.namespace}
+            release_namespace = self.namespace
+        else:
+            values['watch'] = {'scope': 'cluster'}
+            release_namespace = 'ddpjob-system'
+            with contextlib.suppress(kubernetes.client.ApiException):
+                self.core.create_namespace({'metadata': {'name': release_namespace}})
+        docs = install.render(release_namespace, values)
+        install.apply(self.kubeconfig, docs, kubectl=self.kubectl_path())
+        self.deployment = install.deployment(docs)
+
+    def _start_nodes(self) -> None:
+        kubelet_dir = self.workdir / 'kubelet'
+        ports: dict[Any, int] = {}  # one rendezvous port per job attempt on every Node
+        for shape in self.shapes:
+            self.agents.append(NodeAgent(self.plane, shape, kubelet_dir, stop_grace=self.stop_grace,
+                                         ports=ports, addresses=self.addresses).start())
+        self.kubelet = NamespacedKubelets(self.agents, kubelet_dir, self.namespace)
+
+    def _operator_process(self) -> OperatorProcess:
+        """What the chart's Deployment runs, as its ServiceAccount (a token, as a kubelet projects it)."""
+        deploy = self.deployment
+        assert deploy is not None, 'the chart is installed before the operator is made'
+        token = install.service_account_token(self.api, deploy.service_account, deploy.namespace)
+        config = self.plane.token_kubeconfig(self.workdir / 'operator.kubeconfig', token,
+                                             f'system:serviceaccount:{deploy.namespace}:{deploy.service_account}',
+                                             namespace=deploy.namespace)
+        return OperatorProcess(config, self.workdir / 'operator.log', command=deploy.command,
+                               env=install.operator_env(deploy, config))
+
+    def _stop_nodes(self) -> None:
         for agent in self.agents:
             agent.stop()
-        if self.api is not None:
-            if self.fresh_namespace and not self.own_plane:
-                with contextlib.suppress(kubernetes.client.ApiException):
-                    self.core.delete_namespace(self.namespace, _request_timeout=10)
-            self.api.close()
-            self.api = None
+
+    def _uninstall(self) -> None:
+        """A namespace made for this cluster goes with it (with the plane, when its own)."""
+        if self.fresh_namespace and not self.own_plane:
+            with contextlib.suppress(kubernetes.client.ApiException):
+                self.core.delete_namespace(self.namespace, _request_timeout=10)
+
+    def _stop_api(self) -> None:
         if self.own_plane:
             self.plane.stop()
-
-    def __enter__(self) -> RealCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _namespace(self) -> None:
         with contextlib.suppress(kubernetes.client.ApiException):
@@ -177,27 +192,6 @@ class RealCluster(ClusterClient):
                 return False
             raise
         return True
-
-    def _install(self) -> OperatorProcess:
-        """The chart, rendered and applied; the operator runs as its ServiceAccount."""
-        values: dict[str, Any] = {'metrics': {'enabled': False}, **self.values}
-        if self.scope == 'namespace':
-            values['watch'] = {'scope': 'namespace', 'namespace': self.namespace}
-            release_namespace = self.namespace
-        else:
-            values['watch'] = {'scope': 'cluster'}
-            release_namespace = 'ddpjob-system'
-            with contextlib.suppress(kubernetes.client.ApiException):
-                self.core.create_namespace({'metadata': {'name': release_namespace}})
-        docs = install.render(release_namespace, values)
-        install.apply(self.kubeconfig, docs, kubectl=self.kubectl_path())
-        deploy = install.deployment(docs)
-        token = install.service_account_token(self.api, deploy.service_account, deploy.namespace)
-        config = self.plane.token_kubeconfig(self.workdir / 'operator.kubeconfig', token,
-                                             f'system:serviceaccount:{deploy.namespace}:{deploy.service_account}',
-                                             namespace=deploy.namespace)
-        return OperatorProcess(config, self.workdir / 'operator.log', command=deploy.command,
-                               env=install.operator_env(deploy, config))
 
     # ---- storage: what a provisioner would do for the checkpoint claims ----
 

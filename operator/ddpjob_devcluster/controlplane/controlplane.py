@@ -168,7 +168,8 @@ class ControlPlane:
             '--allow-privileged=true', '--profiling=false', f'--v={self.verbosity}',
         ]
         if self.feature_gates:
-            args.append('--feature-gates=' + ','.join(f'{k}={str(v).lower()}' for k, v in sorted(self.feature_gates.items())))
+            args.append('--feature-gates=' + ','.join(f'{k}={str(v).lower()}'
+                                                      for k, v in sorted(self.feature_gates.items())))
         if self.runtime_config:
             args.append('--runtime-config=' + ','.join(self.runtime_config))
         args += self.api_server_args
@@ -180,7 +181,8 @@ class ControlPlane:
 
     def _start_controllers(self, folder: pathlib.Path) -> None:
         kcm_config = self.client_kubeconfig('controller-manager', 'system:kube-controller-manager')
-        gates = ([('--feature-gates=' + ','.join(f'{k}={str(v).lower()}' for k, v in sorted(self.feature_gates.items())))]
+        gates = ([('--feature-gates=' + ','.join(f'{k}={str(v).lower()}'
+                                                 for k, v in sorted(self.feature_gates.items())))]
                  if self.feature_gates else [])
         kcm = Component('kube-controller-manager', [
             str(folder / 'kube-controller-manager'), f'--kubeconfig={kcm_config}',
@@ -196,7 +198,8 @@ class ControlPlane:
         scheduler_args = [str(folder / 'kube-scheduler'), f'--kubeconfig={scheduler_config}',
                           f'--authentication-kubeconfig={scheduler_config}',
                           f'--authorization-kubeconfig={scheduler_config}',
-                          '--leader-elect=false', '--secure-port=0', '--profiling=false', f'--v={self.verbosity}', *gates]
+                          '--leader-elect=false', '--secure-port=0', '--profiling=false',
+                          f'--v={self.verbosity}', *gates]
         if self.scheduler_config is not None:
             scheduler_args.append(f'--config={self.scheduler_config}')
         scheduler = Component('kube-scheduler', scheduler_args, self.logs / 'kube-scheduler.log')

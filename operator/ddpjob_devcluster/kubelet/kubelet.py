@@ -14,9 +14,9 @@ its own (two attempts may overlap while the old one terminates; a fresh port kee
 new rendezvous away from the old one's store). The checkpoint volume becomes one local
 directory per job, shared by all of the job's Pods and attempts, as a RWX volume is.
 Every Pod gets an IP of its own, as a CNI plugin gives one (kubelet's
-pkg/kubelet/kuberuntime sandbox status -> status.podIP): a random 127/8 address (this
-machine's loopback), or the demo's Pod CIDR's in its network (`demo/network.py`). Its launcher binds the contract's progress port on
-that address (DDPJOB_PROGRESS_HOST), so Pods never collide on the port and the operator
+pkg/kubelet/kuberuntime sandbox status -> status.podIP): a random 127/8 address (this machine's
+loopback), or the demo's Pod CIDR's in its network (`demo/network.py`). Its launcher binds the
+contract's progress port on that address (DDPJOB_PROGRESS_HOST), so Pods never collide on the port and the operator
 reaches `status.podIP:29510` exactly as in a cluster. The progress file (an emptyDir in
 a Pod) moves into the Pod's directory.
 
@@ -108,7 +108,7 @@ class ProcessKubelet:
         for thread in self._threads:
             thread.join(timeout=self.stop_grace + 15)
         self._threads = []
-        self.node.stop_all(c.proc for c in self.containers.values() if c.running)
+        self.node.stop_all(c.proc for c in self.containers.values() if c.running and c.proc is not None)
         self.node.sweep()
         for c in list(self.containers.values()):
             c.close_log()
@@ -235,7 +235,7 @@ class ProcessKubelet:
         with self._lock:
             self.containers[uid] = c
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        c.log_file = open(c.log_path, 'a', encoding='utf-8')
+        c.log_file = open(c.log_path, 'a', encoding='utf-8')  # noqa: SIM115 - closed with the container
         try:
             started = self.node.start(pod, port=self.node.port_for((namespace, job, attempt)),
                                       checkpoint_dir=str(checkpoint) if checkpoint else None,

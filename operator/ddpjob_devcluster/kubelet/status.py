@@ -53,10 +53,8 @@ class Container:
         """Close the log once the output pump has written everything (else: later)."""
         if self.log_file is None:
             return
-        if self.proc is not None and self.proc._reader is not None:
-            self.proc._reader.join(timeout=1)  # the output pump ends once every writer is gone
-            if self.proc._reader.is_alive():
-                return  # try again later (stop() calls this once more)
+        if self.proc is not None and not self.proc.output_written(1):
+            return  # try again later (stop() calls this once more)
         self.log_file.close()
         self.log_file = None
 

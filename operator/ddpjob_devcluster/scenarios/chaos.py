@@ -47,6 +47,11 @@ class Chaos:
         status = self._random.choice(self.statuses)
         return (status, *MESSAGES.get(status, ('InternalError', 'injected')))
 
+    def watch_seconds(self) -> float | None:
+        """How long the next watch stream lives: `watch_lifetime`, jittered so that streams
+        do not end in step (None: for ever)."""
+        return None if self.watch_lifetime is None else self.watch_lifetime * self._random.uniform(0.5, 1.5)
+
     async def limit(self, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """End a watch stream after `watch_lifetime` seconds (jittered, so streams do not end in step)."""
         if self.watch_lifetime is None:
@@ -54,7 +59,7 @@ class Chaos:
                 yield event
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.watch_lifetime * self._random.uniform(0.5, 1.5)
+        deadline = loop.time() + (self.watch_seconds() or 0.0)
         iterator = aiter(events)
         try:
             while True:

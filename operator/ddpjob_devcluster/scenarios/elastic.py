@@ -96,7 +96,9 @@ def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: 
 
 
 def report(label: str, outcome: Outcome) -> str:
-    fmt = lambda s: "-" if s is None else f"{s:.1f} s"  # noqa: E731
+    def fmt(s: float | None) -> str:
+        return "-" if s is None else f"{s:.1f} s"
+
     return (f"{label}: restarts {outcome.status.get('restarts')}, resizes {outcome.status.get('resizes', 0)}, "
             f"survivors kept {outcome.survivors_kept}, groups {[w for w, _ in outcome.groups]}, "
             f"back to training {fmt(outcome.back_to_training_s)}, grown back {fmt(outcome.grown_back_s)}, "

@@ -117,8 +117,8 @@ class FaultProxy:
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS - {'content-encoding'}})
             await response.prepare(request)
             watch = request.query.get('watch') in ('true', '1')
-            lifetime = self.chaos.watch_lifetime if watch else None
-            deadline = self._loop.time() + lifetime * self.chaos._random.uniform(0.5, 1.5) if lifetime else None
+            lifetime = self.chaos.watch_seconds() if watch else None
+            deadline = self._loop.time() + lifetime if lifetime else None
             while True:
                 timeout = None if deadline is None else max(0.0, deadline - self._loop.time())
                 try:

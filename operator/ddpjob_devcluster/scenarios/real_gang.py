@@ -112,7 +112,10 @@ def run(plane: Any, workdir: str | pathlib.Path, gang: str, *, values: dict[str,
         watch = BindingWatch(cluster.core, cluster.namespace).start()
         start = time.time()
         extra = scheduling(cluster) if scheduling is not None else {}
-        body = lambda name: _with_scheduling(job_body(name, gang, work_seconds), extra)  # noqa: E731
+
+        def body(name: str) -> dict[str, Any]:
+            return _with_scheduling(job_body(name, gang, work_seconds), extra)
+
         cluster.create_job(body('job-a'))
         wait_until(lambda: len(cluster.pods('job-a')) >= JOB_NODES - 1, 30, 'job-a has 3 Pods')
         cluster.create_job(body('job-b'))

@@ -32,6 +32,16 @@ def groups(directory: str) -> list[tuple[int, float | None]]:
     return out
 
 
+def spans(directory: str) -> list[tuple[int, float, float]]:
+    """(world size, time of its first step, of its last) of each group that stepped, in time order."""
+    out = []
+    for _, (_, entries, header) in sorted(_read(directory).items()):
+        times = [e["t"] for e in entries if "t" in e]
+        if times:
+            out.append((header["world"], min(times), max(times)))
+    return out
+
+
 def _groups(directory: str) -> dict[int, tuple[int, list[dict]]]:
     return {gen: (start, entries) for gen, (start, entries, _) in _read(directory).items()}
 

@@ -204,7 +204,8 @@ class Scheduler:
                    and holds_resources(p)]
         if group is None:
             return 0  # PreEnqueue: "The referenced PodGroup object exists"
-        min_count = int((((group.get('spec') or {}).get('schedulingPolicy') or {}).get('gang') or {}).get('minCount') or 1)
+        policy = (group.get('spec') or {}).get('schedulingPolicy') or {}
+        min_count = int((policy.get('gang') or {}).get('minCount') or 1)
         if len(members) < min_count:
             return 0  # PreEnqueue: fewer than minCount Pods created
         waiting = [p for p in members if not (p.get('spec') or {}).get('nodeName')]
@@ -281,10 +282,12 @@ class Scheduler:
             return
         conds = list((current.get('status') or {}).get('conditions') or [])
         old = next((c for c in conds if c.get('type') == 'PodScheduled'), None)
-        if not force and old and (old.get('status'), old.get('reason'), old.get('message')) == (status, reason, message):
+        unchanged = old and (old.get('status'), old.get('reason'), old.get('message')) == (status, reason, message)
+        if not force and unchanged:
             return  # unchanged: no write, as the scheduler skips a no-op status update
         new = {'type': 'PodScheduled', 'status': status,
-               'lastTransitionTime': _now() if not old or old.get('status') != status else old.get('lastTransitionTime')}
+               'lastTransitionTime': (_now() if not old or old.get('status') != status
+                                      else old.get('lastTransitionTime'))}
         if reason:
             new.update(reason=reason, message=message or '')
         conds = [c for c in conds if c.get('type') != 'PodScheduled'] + [new]

@@ -96,11 +96,11 @@ class Integration:
     name: str  # spec.scheduling.gang
     needs: str  # what the cluster must serve, in the operator's messages
     # (pod, job, the attempt's group, the scheduler's name or None): add its fields to a rendered Pod.
-    join: Callable[[dict, GangJob, str, str | None], None]
+    join: Callable[[dict[str, Any], GangJob, str, str | None], None]
     group_name: Callable[[GangJob, int], str] = attempt_group  # (job, attempt) -> the group every Pod names
     pod_group: PodGroupKind | None = None  # None: no object of ours (the Pods' labels are the group)
     # (job, one rendered Pod of the gang) -> the PodGroup's spec; with `pod_group` only.
-    pod_group_spec: Callable[[GangJob, dict], dict[str, Any]] | None = None
+    pod_group_spec: Callable[[GangJob, dict[str, Any]], dict[str, Any]] | None = None
     # What spec.scheduling.queue names (Volcano's Queue, Kueue's LocalQueue); None: it has no queues.
     queue: str | None = None
     queue_required: bool = False

@@ -14,14 +14,14 @@ API = "scheduling.x-k8s.io/v1alpha1"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-def pod_group_spec(job: GangJob, pod: dict) -> dict[str, Any]:
+def pod_group_spec(job: GangJob, pod: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": job.min_nodes}
     if job.scheduling.schedule_timeout_seconds:
         spec["scheduleTimeoutSeconds"] = job.scheduling.schedule_timeout_seconds
     return spec
 
 
-def join(pod: dict, job: GangJob, group: str, scheduler: str | None) -> None:
+def join(pod: dict[str, Any], job: GangJob, group: str, scheduler: str | None) -> None:
     if scheduler:
         pod["spec"]["schedulerName"] = scheduler
     pod["metadata"]["labels"][GROUP_LABEL] = group

@@ -17,14 +17,14 @@ from ddpjob.api.gangs.base import GangJob, Integration, PodGroupKind
 API = "scheduling.k8s.io/v1beta1"
 
 
-def pod_group_spec(job: GangJob, pod: dict) -> dict[str, Any]:
+def pod_group_spec(job: GangJob, pod: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.min_nodes}}}
     if job.scheduling.priority_class_name:
         spec["priorityClassName"] = job.scheduling.priority_class_name
     return spec
 
 
-def join(pod: dict, job: GangJob, group: str, scheduler: str | None) -> None:
+def join(pod: dict[str, Any], job: GangJob, group: str, scheduler: str | None) -> None:
     # All Pods of a group must use the same scheduler: the default one.
     pod["spec"].pop("schedulerName", None)
     pod["spec"]["schedulingGroup"] = {"podGroupName": group}

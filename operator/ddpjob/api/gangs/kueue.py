@@ -47,7 +47,7 @@ GATED = "SchedulingGated"  # the PodScheduled reason of a gated Pod (the API ser
 REASON = "Queued"  # GangScheduled's reason while the queue holds the gang
 
 
-def join(pod: dict, job: GangJob, group: str, scheduler: str | None) -> None:
+def join(pod: dict[str, Any], job: GangJob, group: str, scheduler: str | None) -> None:
     labels = pod["metadata"]["labels"]
     labels[QUEUE_LABEL] = job.scheduling.queue
     labels[GROUP_LABEL] = group

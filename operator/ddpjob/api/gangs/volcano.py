@@ -34,7 +34,7 @@ PENDING = "Pending"
 UNSCHEDULABLE = "Unschedulable"
 
 
-def pod_requests(pod: dict) -> dict[str, Decimal]:
+def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
     """One Pod's requests, as the scheduler counts them: a container's limit is its
     request where no request is given (the API server defaults it so)."""
     total: dict[str, Decimal] = {}
@@ -45,14 +45,14 @@ def pod_requests(pod: dict) -> dict[str, Decimal]:
     return total
 
 
-def gang_requests(pod: dict, nodes: int) -> dict[str, str]:
+def gang_requests(pod: dict[str, Any], nodes: int) -> dict[str, str]:
     """What the whole gang requests: one Pod's requests times the nodes (every Pod of a
     gang has the same resources; only names and env differ per rank)."""
     return {key: format_quantity(qty * nodes, binary=is_bytes(key))
             for key, qty in sorted(pod_requests(pod).items())}
 
 
-def pod_group_spec(job: GangJob, pod: dict) -> dict[str, Any]:
+def pod_group_spec(job: GangJob, pod: dict[str, Any]) -> dict[str, Any]:
     # minResources lets Volcano's enqueue action admit the group only when the queue
     # can hold all of it; "if queue does not exist, the PodGroup will not be scheduled".
     spec: dict[str, Any] = {"minMember": job.min_nodes, "queue": job.scheduling.queue or "default",
@@ -62,7 +62,7 @@ def pod_group_spec(job: GangJob, pod: dict) -> dict[str, Any]:
     return spec
 
 
-def join(pod: dict, job: GangJob, group: str, scheduler: str | None) -> None:
+def join(pod: dict[str, Any], job: GangJob, group: str, scheduler: str | None) -> None:
     if scheduler:
         pod["spec"]["schedulerName"] = scheduler
     pod["metadata"].setdefault("annotations", {})[GROUP_ANNOTATION] = group

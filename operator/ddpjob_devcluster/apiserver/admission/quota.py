@@ -114,10 +114,11 @@ def admit(quotas: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], pod: M
         exceeded = sorted(k for k in hard if k in requested
                           and used.get(k, Decimal(0)) + requested[k] > hard[k])
         if exceeded:
-            def show(values: Mapping[str, Decimal]) -> str:
-                return ','.join(f'{k}={fmt(values.get(k, Decimal(0)))}' for k in exceeded)
+            def show(values: Mapping[str, Decimal], keys: list[str]) -> str:
+                return ','.join(f'{k}={fmt(values.get(k, Decimal(0)))}' for k in keys)
             raise ApiError(403, 'Forbidden', f'pods "{name}" is forbidden: exceeded quota: {qname}, requested: '
-                           f'{show(requested)}, used: {show(used)}, limited: {show(hard)}',
+                           f'{show(requested, exceeded)}, used: {show(used, exceeded)}, '
+                           f'limited: {show(hard, exceeded)}',
                            {'name': name, 'kind': 'pods'})
 
 

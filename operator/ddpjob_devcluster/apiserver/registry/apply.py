@@ -15,11 +15,14 @@ create/update/patch requests, so those writers never cause an apply conflict her
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpjob import times
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 from ddpjob_devcluster.apiserver.errors import ApiError
+
+if TYPE_CHECKING:
+    from ddpjob_devcluster.apiserver.registry.store import Store
 
 APPLY_TYPES = ('application/apply-patch+yaml', 'application/apply-patch+json')
 Path = tuple[str, ...]
@@ -35,7 +38,7 @@ def _leaves(obj: Any, prefix: Path = ()) -> dict[Path, Any]:
                 continue
             if prefix == () and key in ('apiVersion', 'kind'):
                 continue
-            out.update(_leaves(value, prefix + (key,)))
+            out.update(_leaves(value, (*prefix, key)))
         return out
     return {prefix: obj}
 
@@ -52,7 +55,7 @@ def _fields_v1(paths: list[Path]) -> dict[str, Any]:
 def _paths(tree: Mapping[str, Any], prefix: Path = ()) -> list[Path]:
     out: list[Path] = []
     for key, sub in tree.items():
-        path = prefix + (key[2:],)
+        path = (*prefix, key[2:])
         out.extend(_paths(sub, path) if sub else [path])
     return out
 
@@ -93,7 +96,7 @@ def _entry(manager: str, paths: list[Path], api_version: str) -> dict[str, Any]:
             'fieldsType': 'FieldsV1', 'fieldsV1': _fields_v1(paths)}
 
 
-def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | None,
+def apply(store: Store, res: Any, namespace: str | None, name: str, sub: str | None,
           body: Any, params: Mapping[str, str], admit: Any = None, admit_create: Any = None) -> dict[str, Any]:
     """`admit(current, new)` / `admit_create(body)`: the emulator's admission for the update
     or the create an apply turns into (returns what to store, or raises the refusal)."""
@@ -106,16 +109,16 @@ def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | Non
         raise ApiError(400, 'BadRequest', 'the name of the object does not match the URL')
     force = params.get('force') in ('true', '1')
     applied = _leaves(body)
-    with store._lock:
-        key = store._key(res, namespace, name)
-        if store.peek(res, namespace, name) is None:
+    with store.transaction():  # the merge below is of the version it writes over
+        store.served.info(res)  # a kind not served is a 404 before admission sees the body
+        current = store.view(res, namespace, name)
+        if current is None:
             new = fresh(body)
             new.setdefault('metadata', {})['name'] = name
             new['metadata']['managedFields'] = [_entry(manager, list(applied), body['apiVersion'])]
             if admit_create is not None:
                 new = admit_create(new)
-            return store._create(res, namespace, new)
-        current = store._live(key)
+            return store.create(res, namespace, new)
         entries = [e for e in current['metadata'].get('managedFields') or [] if e.get('operation') == 'Apply']
         owned = {e['manager']: set(_paths(e.get('fieldsV1') or {})) for e in entries}
         conflicts = [(path, other) for other, paths in owned.items() if other != manager
@@ -136,6 +139,5 @@ def apply(store: Any, res: Any, namespace: str | None, name: str, sub: str | Non
             left = [p for p in _paths(entry.get('fieldsV1') or {}) if not (force and p in applied)]
             if left:
                 kept.append({**entry, 'fieldsV1': _fields_v1(left)})
-        new['metadata']['managedFields'] = kept + [_entry(manager, list(applied), body['apiVersion'])]
-        new = store._apply_write(res, current, new, sub)
-        return store._commit(key, current, admit(current, new) if admit else new)
+        new['metadata']['managedFields'] = [*kept, _entry(manager, list(applied), body['apiVersion'])]
+        return store.update(res, namespace, name, sub, new, admit)

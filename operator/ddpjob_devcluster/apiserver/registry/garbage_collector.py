@@ -32,9 +32,9 @@ def collect_dependents(store: Store, owner: dict[str, Any], namespace: str | Non
             orphan['metadata']['ownerReferences'] = [r for r in refs if r.get('uid') != uid] or None
             if orphan['metadata']['ownerReferences'] is None:
                 del orphan['metadata']['ownerReferences']
-            store._commit(key, obj.raw, orphan)
+            store.commit(key, obj.raw, orphan)
         else:
-            store._delete(key, propagation)
+            store.delete_key(key, propagation)
 
 
 def owners_absent(store: Store, obj: dict[str, Any]) -> bool:

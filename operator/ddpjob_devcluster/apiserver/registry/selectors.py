@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ddpjob_devcluster.apiserver.errors import ApiError
+
 Predicate = Callable[[Mapping[str, str]], bool]
 
 # Set-based requirements: `key in (a,b)`, `key notin (a,b)`.
@@ -96,3 +98,14 @@ def parse_field_selector(selector: str | None, plural: str | None = None) -> Cal
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get('metadata') or {}).get('labels') or {}
+
+
+def matcher(params: Mapping[str, str], res: Any = None) -> Callable[[Mapping[str, Any]], bool]:
+    """The objects a request's `labelSelector` and `fieldSelector` select; a selector the
+    API server would refuse is a 400 BadRequest."""
+    try:
+        labels_match = parse_label_selector(params.get('labelSelector'))
+        fields_match = parse_field_selector(params.get('fieldSelector'), getattr(res, 'plural', None))
+    except SelectorError as exc:
+        raise ApiError(400, 'BadRequest', str(exc)) from None
+    return lambda obj: labels_match(labels_of(obj)) and fields_match(obj)

@@ -7,15 +7,49 @@ names a resourceVersion is a precondition (409 Conflict when it is stale).
 """
 from __future__ import annotations
 
+import secrets
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob_devcluster.apiserver.errors import ApiError
+from kmock import ResourceInfo
+
+from ddpjob.times import now as _now
+from ddpjob_devcluster.apiserver.errors import ApiError, decodable, require_object
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 
 # Fields the server owns: a client's PUT/PATCH cannot change them.
 SERVER_OWNED_META = ('uid', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds',
                      'generation', 'namespace', 'name', 'resourceVersion')
+
+
+def new_object(body: Any, namespace: str | None, info: ResourceInfo, api_version: str, *,
+               keep_status: bool) -> dict[str, Any]:
+    """What a create stores of `body` (before its resourceVersion): its namespace from the URL
+    (none for a cluster-scoped kind), a name made from generateName, and the server's
+    metadata; the status dropped where it is written through /status only."""
+    require_object(body)
+    decodable(body)
+    obj = fresh(body)
+    meta = obj.setdefault('metadata', {})
+    if info.namespaced:
+        if namespace and meta.get('namespace') not in (None, namespace):
+            raise ApiError(400, 'BadRequest', 'the namespace of the object does not match the URL')
+        meta['namespace'] = namespace or meta.get('namespace') or 'default'
+    else:
+        meta.pop('namespace', None)
+    if not meta.get('name') and meta.get('generateName'):
+        meta['name'] = meta['generateName'] + secrets.token_hex(3)[:5]
+    if not meta.get('name'):
+        raise ApiError(422, 'Invalid', 'metadata.name: Required value: name or generateName is required')
+    if not keep_status:
+        obj.pop('status', None)
+    obj.setdefault('apiVersion', api_version)
+    obj.setdefault('kind', info.kind)
+    meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+    for field in ('deletionTimestamp', 'deletionGracePeriodSeconds', 'resourceVersion'):
+        meta.pop(field, None)
+    return obj
 
 
 def spec_part(obj: Mapping[str, Any]) -> dict[str, Any]:

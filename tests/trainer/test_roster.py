@@ -1,0 +1,192 @@
+"""The roster of a group that resizes in place (ddpjob_trainer.roster, .rounds): which
+generation a round makes, and the rounds themselves over stores that live and die with
+their nodes (torch's in-memory HashStore stands for each node's TCPStore here)."""
+
+import threading
+
+import pytest
+import torch.distributed as dist
+
+from ddpjob_trainer import roster
+from ddpjob_trainer.roster import Arrival, Generation, NoGroup, decide, parse_arrivals
+from ddpjob_trainer.rounds import Rounds
+
+
+def arrivals(*specs, expect=(), lost=(), leaving=()):
+    """(node, local, step) triples -> arrivals, every one expecting `expect`."""
+    return [Arrival(n, r, s, f"boot{n}", tuple(expect), tuple(lost), tuple(leaving)) for n, r, s in specs]
+
+
+def test_a_first_round_closes_with_every_node_or_after_it_settles_with_the_minimum():
+    three = arrivals((0, 0, -1), (1, 0, -1), (2, 0, -1))
+    assert decide(three, nproc=1, min_nodes=2, max_nodes=4, prev=None, dead=(), waited=0, quiet=0) is None
+    gen = decide(three, nproc=1, min_nodes=2, max_nodes=4, prev=None, dead=(), waited=0, quiet=roster.SETTLE)
+    assert gen.number == 1 and gen.nodes == (0, 1, 2) and gen.source is None and not gen.needs_state
+    four = three + arrivals((3, 0, -1))
+    assert decide(four, nproc=1, min_nodes=2, max_nodes=4, prev=None, dead=(), waited=0, quiet=0).nodes == (0, 1, 2, 3)
+    one = arrivals((0, 0, -1))
+    assert decide(one, nproc=1, min_nodes=2, max_nodes=4, prev=None, dead=(), waited=99, quiet=99) is None
+
+
+def test_a_node_counts_only_once_every_one_of_its_workers_arrived():
+    partial = arrivals((0, 0, -1), (0, 1, -1), (1, 0, -1))
+    assert decide(partial, nproc=2, min_nodes=2, max_nodes=2, prev=None, dead=(), waited=9, quiet=9) is None
+    gen = decide(partial + arrivals((1, 1, -1)), nproc=2, min_nodes=2, max_nodes=2, prev=None, dead=(), waited=0,
+                 quiet=0)
+    assert gen.world_size == 4 and gen.rank(1, 1) == 3 and gen.rank(5, 0) is None
+
+
+PREV = Generation(4, (0, 1, 2, 3), 1, ("boot0", "boot1", "boot2", "boot3"), (9, 9, 9, 9), 0)
+
+
+def test_a_later_round_waits_for_every_expected_node_unless_it_is_dead_leaving_or_late():
+    survivors = arrivals((0, 0, 10), (1, 0, 10), (3, 0, 10), expect=PREV.nodes)
+    kw = dict(nproc=1, min_nodes=2, max_nodes=4, prev=PREV, quiet=0)
+    assert decide(survivors, dead=(), waited=0, **kw) is None  # node 2 may still come
+    gen = decide(survivors, dead=(2,), waited=0, **kw)  # its store does not answer
+    assert (gen.number, gen.nodes, gen.left) == (5, (0, 1, 3), (2,))
+    assert decide(arrivals((0, 0, 10), (1, 0, 10), (3, 0, 10), expect=PREV.nodes, leaving=(2,)), dead=(), waited=0,
+                  **kw).nodes == (0, 1, 3)
+    assert decide(survivors, dead=(), waited=roster.ROUND_WAIT, **kw).nodes == (0, 1, 3)  # it took too long
+    noticed = arrivals((0, 0, 10), (1, 0, 10), (3, 0, 10), expect=PREV.nodes, lost=(2,))
+    assert decide(noticed, dead=(), waited=0, **kw).nodes == (0, 1, 3)
+    assert decide(survivors[:1], dead=(1, 2, 3), waited=99, **kw) is None  # under the minimum: wait
+
+
+def test_the_state_comes_from_the_member_with_the_most_steps():
+    mixed = arrivals((0, 0, 10), (1, 0, 11), (2, 0, -1), expect=(0, 1))
+    gen = decide(mixed, nproc=1, min_nodes=1, max_nodes=4, prev=Generation(1, (0, 1), 1, ("boot0", "boot1"), (9, 9), 0),
+                 dead=(), waited=0, quiet=0)
+    assert gen.steps == (10, 11, -1) and gen.source == 1 and gen.needs_state
+    same = decide(arrivals((0, 0, 10), (1, 0, 10), expect=(0, 1)), nproc=1, min_nodes=1, max_nodes=4,
+                  prev=Generation(1, (0, 1), 1, ("boot0", "boot1"), (9, 9), 0), dead=(), waited=0, quiet=0)
+    assert same.source == 0 and not same.needs_state
+    assert Generation.parse(gen.text()) == gen
+
+
+def test_arrivals_are_parsed_as_untrusted_lines():
+    good = Arrival(1, 0, 5, "b", (0, 1), (), ()).line()
+    raw = (good + "not json\n" + '{"node": 9, "local": 0, "step": 1, "boot": "x", "expect": [], "lost": [], "leaving": []}\n'
+           + '{"node": 0, "local": 3, "step": 1, "boot": "x", "expect": [], "lost": [], "leaving": []}\n'
+           + '{"node": 0, "local": 0, "step": 1, "boot": "x", "expect": [77], "lost": [], "leaving": []}\n'
+           + Arrival(1, 0, 6, "b", (0, 1), (), ()).line()).encode()
+    assert parse_arrivals(raw, nproc=2, max_nodes=4) == [Arrival(1, 0, 6, "b", (0, 1), (), ())]
+
+
+class FakeStores(roster.NodeStores):
+    """Nodes whose stores are HashStores, alive while in `up`; `boots` says whose store is
+    which (a node created again gets a new store and a new boot)."""
+
+    def __init__(self, max_nodes):
+        super().__init__("127.0.0.1:1", max_nodes)
+        self.up, self.backing, self.lock = set(), {}, threading.Lock()
+
+    def start(self, node, boot):
+        store = dist.HashStore()
+        store.set("boot", boot)
+        self.backing[node] = store
+        self.up.add(node)
+
+    def alive(self, node, timeout=0):
+        return node in self.up
+
+    def store(self, node):
+        if node not in self.up:
+            raise ConnectionError(f"node {node} is down")
+        return self.backing[node]
+
+
+def form_all(stores, nodes, prev, steps, deadline_s=10, **kw):
+    """Every node's (one) worker takes part in the rounds at once; node -> its generation."""
+    out, errors = {}, []
+
+    def one(node):
+        try:
+            r = Rounds(stores, node, 0, 1, kw.get("min_nodes", 2), stores.max_nodes, f"boot{node}")
+            out[node] = r.form(prev, steps.get(node, -1), r.clock() + deadline_s, **kw.get("extra", {}))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(deadline_s + 5)
+    assert not errors, errors
+    return out
+
+
+@pytest.fixture
+def stores():
+    s = FakeStores(4)
+    for n in range(4):
+        s.start(n, f"boot{n}")
+    return s
+
+
+def test_the_first_round_is_held_by_node_0_and_all_agree(stores):
+    gens = form_all(stores, range(4), None, {})
+    assert {g.nodes for g in gens.values()} == {(0, 1, 2, 3)} and all(g.round_node == 0 for g in gens.values())
+
+
+def test_survivors_of_a_lost_node_agree_without_it_and_a_lost_node_0_moves_the_round(stores):
+    prev = form_all(stores, range(4), None, {})[0]
+    stores.up.discard(0)  # node 0, which held the first round, is gone
+    gens = form_all(stores, (1, 2, 3), prev, {1: 7, 2: 7, 3: 7})
+    g = gens[1]
+    assert all(x == g for x in gens.values()) and g.nodes == (1, 2, 3) and g.left == (0,) and g.round_node == 1
+    # Node 0 created again: a new store under the same address, not the member it was.
+    stores.start(0, "boot0-again")
+    r = Rounds(stores, 1, 0, 1, 2, 4, "boot1")
+    assert r.coordinator(prev) == 1 and r.coordinator(g) == 1
+
+
+def test_a_newcomer_waits_for_the_members_and_takes_their_state(stores):
+    prev = Generation(1, (0, 1), 1, ("boot0", "boot1"), (3, 3), 0)
+    result = {}
+
+    def newcomer():
+        r = Rounds(stores, 2, 0, 1, 1, 4, "boot2")
+        result["gen"] = r.form(prev, -1, r.clock() + 10)
+
+    t = threading.Thread(target=newcomer)
+    t.start()
+    # It asked the members to come (change/1 in their stores) and did not close alone,
+    # although the minimum is 1.
+    for _ in range(200):
+        if stores.backing[0].check(["change/1"]) and stores.backing[1].check(["change/1"]):
+            break
+        threading.Event().wait(0.02)
+    assert stores.backing[0].check(["change/1"]) and "gen" not in result
+    gens = form_all(stores, (0, 1), prev, {0: 5, 1: 5}, min_nodes=1)
+    t.join(10)
+    assert result["gen"] == gens[0] and result["gen"].nodes == (0, 1, 2)
+    assert result["gen"].source == 0 and result["gen"].needs_state
+
+
+def test_a_newcomer_finds_no_group_when_no_member_answers(stores):
+    prev = Generation(3, (0, 1), 1, ("boot0", "boot1"), (3, 3), 0)
+    stores.up -= {0, 1}
+    r = Rounds(stores, 2, 0, 1, 1, 4, "boot2")
+    with pytest.raises(NoGroup, match="generation 3"):
+        r.form(prev, -1, r.clock() + 5)
+
+
+def test_a_newcomer_with_nobody_up_waits_for_node_0_unless_training_is_over(stores):
+    stores.up -= {0, 1, 3}  # only the newcomer's own node is up: node 0 not yet, or every node gone
+    r = Rounds(stores, 2, 0, 1, 1, 4, "boot2")
+    asked = []
+    with pytest.raises(NoGroup, match="no group formed"):  # a first start: it waited the whole deadline
+        r.form(None, -1, r.clock() + 1.5, over=lambda: asked.append(1) and False)
+    assert len(asked) >= 2
+    with pytest.raises(NoGroup, match="training is over"):  # came too late: it goes, not at the deadline
+        r.form(None, -1, r.clock() + 30, over=lambda: True)
+
+
+def test_the_newest_pointer_is_where_a_newcomer_goes(stores):
+    old = Generation(1, (0, 1, 2, 3), 1, ("boot0", "boot1", "boot2", "boot3"), (0,) * 4, 0)
+    new = Generation(2, (1, 2, 3), 1, ("boot1", "boot2", "boot3"), (0,) * 3, 1)
+    stores.backing[1].set("pointer", new.text())
+    stores.backing[2].set("pointer", old.text())
+    stores.backing[3].set("pointer", "garbage")
+    assert Rounds(stores, 0, 0, 1, 2, 4, "boot0-again").newest() == new

@@ -1,0 +1,44 @@
+"""ddpjob-train's testing aids, each switched on by one variable of the environment (tests
+and benchmarks set them in a job's `env`): failures and timings on demand, in the very
+trainer a job runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+# SIGKILL rank 0 right after epoch N's checkpoint, like a node dying there.
+KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
+# In the first attempt only, global rank DDPJOB_TEST_HANG_RANK (default 1) stops before
+# optimizer step N without exiting, like a deadlocked data loader; it goes on only when
+# asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
+HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
+# Every optimizer step takes at least this long (0-10 s), so a test's job outlasts its
+# resizes on a fast machine as on a slow one.
+STEP_SECONDS = "DDPJOB_TEST_STEP_SECONDS"
+
+
+def step_seconds() -> float:
+    return min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
+
+
+def hang_step(restart_count: int, rank: int) -> int | None:
+    at = os.environ.get(HANG_AT_STEP)
+    if not at or restart_count != 0 or str(rank) != os.environ.get(HANG_RANK, "1"):
+        return None
+    return int(at)
+
+
+def hang(rank: int, step: int, stopping) -> None:
+    """Block before `step` until `stopping()` (a SIGTERM was received)."""
+    print(f"ddpjob-train: testing aid: rank {rank} hangs before step {step} ({HANG_AT_STEP})", file=sys.stderr,
+          flush=True)
+    while not stopping():
+        time.sleep(0.1)
+
+
+def after_epoch(epoch: int, is_main: bool) -> None:
+    if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and is_main:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,75 @@
+"""Each worker's watcher thread (an in-place elastic group, elastic.py): it polls its own
+node's store for what the roster announces (roster.py) and acts at once:
+
+- `fail/<n>`: the generation lost a peer (a worker saw its collective fail, or the launcher
+  took the operator's notice): trip the interrupts, so the training thread stops waiting;
+- `change/<n>`: a newcomer waits: this rank's next vote asks the group to re-form;
+- a collective waited on for HANG_PROBE seconds: local rank 0 of each node probes the
+  members' stores, and announces any that does not answer (a peer that went silent
+  without a connection reset: its node gone, or frozen) as lost.
+
+It only ever reads its own node's store, so the polling costs nothing across the network.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .roster import Generation, NodeStores
+
+WATCH_EVERY = 0.05
+HANG_PROBE = 3.0
+
+
+class Watcher:
+    def __init__(self, el, address: tuple[str, int], connect=None):
+        self.el, self.address = el, address
+        self.stores = NodeStores(el.stores.template, el.max_nodes, connect)  # its own clients
+        self.gen: Generation | None = None
+        self.changed = 0  # the generation in which a newcomer was seen waiting
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def change_wanted(self) -> bool:
+        gen = self.gen
+        return gen is not None and self.changed == gen.number
+
+    def follow(self, gen: Generation) -> None:
+        self.gen = gen
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="ddpjob-elastic-watch", daemon=True)
+            self._thread.start()
+
+    def lost(self, node: int) -> bool:
+        """Whether this node's store holds a notice that `node` was lost."""
+        return bool(self.el.stores.call(self.el.node, lambda s: s.check([f"lost/{node}"]), False))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            self._thread = None
+
+    def _run(self) -> None:
+        last_probe = 0.0
+        while not self._stop.wait(WATCH_EVERY):
+            gen, el = self.gen, self.el
+            n = gen.number
+            own = self.stores.call(el.node, lambda s: (s.check([f"fail/{n}"]), s.check([f"change/{n}"])))
+            if own is None:
+                el.interrupts.trip("this node's launcher stopped answering", n)
+                continue
+            if own[0]:
+                el.interrupts.trip(f"generation {n} lost a peer", n)
+            if own[1]:
+                self.changed = n
+            now = time.monotonic()
+            if el.local == 0 and el.interrupts.oldest_wait(now) >= HANG_PROBE and now - last_probe >= HANG_PROBE:
+                last_probe = now
+                dead = [m for m in gen.nodes if m != el.node and not self.stores.alive(m)]
+                for m in dead:
+                    self.stores.announce(gen.nodes, f"lost/{m}")
+                if dead:
+                    self.stores.announce(gen.nodes, f"fail/{n}")
