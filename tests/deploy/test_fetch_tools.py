@@ -46,3 +46,15 @@ def test_pins_and_no_registry_host_in_deploy_files() -> None:
         lowered = path.read_text().lower()
         for host in ('pypi.org', 'pythonhosted.org', 'download.pytorch.org'):
             assert host not in lowered, f'{path.relative_to(ROOT)} names {host}'
+
+
+def test_the_tools_folder_is_never_tracked() -> None:
+    """.tools is made by `make tools` in each checkout; a tracked .tools (a link a worktree
+    made to another checkout's tools) leaves a fresh clone with a dangling link where
+    .tools/bin must go, and `make tools` fails."""
+    if not (ROOT / '.git').exists():
+        import pytest
+        pytest.skip('not a git checkout (an sdist): nothing is tracked')
+    tracked = subprocess.run(['git', 'ls-files', '--', '.tools'], cwd=ROOT, capture_output=True, text=True,
+                             timeout=30, check=True).stdout.split()
+    assert tracked == [], f'.tools is tracked: {tracked} (git rm --cached .tools)'
