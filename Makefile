@@ -68,7 +68,19 @@ gpu-wheels:
 	@test -n "$(WHEELS)" || { echo "make gpu-wheels: say where the wheels go: WHEELS=DIR" >&2; exit 2; }
 	PY=$(PYTHON) hack/gpu-wheels.sh "$(WHEELS)" $(WHEELS_PYTHON)
 
-demo: $(STAMP)
+# `make demo` installs only what runs a job on this machine: the core and the trainer's
+# extra, not the operator's or the tests' (`make test` adds them to the same .venv later).
+# Most of it is torch: the package index's Linux torch is the CUDA build, with its nvidia
+# wheels and triton (about 5.5 GB installed, a few minutes the first time), and the index
+# has no CPU-only build to choose instead.
+DEMO_STAMP := $(VENV)/.demo-stamp
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[trainer]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ddpjob run manifests/examples/mnist-cpu.yaml
 
 bench: $(STAMP) tools control-plane gang-schedulers

@@ -1,6 +1,6 @@
 """An elastic job against a rigid one when a Pod is deleted mid-run, on the real control
 plane (upstream kube-apiserver, scheduler, etcd; process kubelets; the chart-installed
-operator): `ddpjob_devcluster.elastic_scenario` for each case, one after the other.
+operator): `ddpjob_devcluster.scenarios.elastic` for each case, one after the other.
 
 4 nodes x 1 process, CPU/gloo, the built-in trainer on 8,000 synthetic samples x 3 epochs
 (global batch 128), a checkpoint every 10 steps; Pod 2 deleted after about 60 steps.
@@ -20,8 +20,8 @@ import pathlib
 import sys
 import tempfile
 
-from ddpjob_devcluster import elastic_scenario
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.scenarios import elastic as elastic_scenario
+from ddpjob_devcluster.clusters.real import RealCluster
 
 CASES = (("elastic, backoff 10 s", "elastic-a", True, 10), ("elastic, backoff 30 s", "elastic-b", True, 30),
          ("rigid gang restart, backoff 10 s", "rigid", False, 10))

@@ -1,7 +1,7 @@
 """Two 4-node jobs on six 1-GPU nodes, job A's fourth Pod create held back so job B's
 Pods arrive in between: GPU-seconds held idle, and whether both jobs finish, for each
 gang integration, on the development cluster's scheduler and on the real ones side by
-side (the scenarios: ddpjob_devcluster/gang_scenario.py and real_gang_scenario.py).
+side (the scenarios: ddpjob_devcluster/scenarios/gang.py and real_gang.py).
 
 Real rows: kube-scheduler v1.37.2 for `none` and `kubernetes` (the native PodGroup),
 scheduler-plugins' coscheduling scheduler for `coscheduling`, Volcano v1.10.0's
@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ddpjob_devcluster import gang_scenario, real_gang_scenario
+from ddpjob_devcluster.scenarios import gang as gang_scenario, real_gang as real_gang_scenario
 
 DEADLOCK_WAIT = 30.0
 EMULATOR_GANGS = ("none", "kubernetes")

@@ -31,7 +31,7 @@ import kubernetes
 import yaml
 
 from ddpjob import contract
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from process_stats import cpu_seconds  # a script: its folder is on the path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The operator against a struggling API server: time from DDPJob creation to Succeeded
 when a share of all requests (0%, 30%, 60%) is answered with 500/503/429 and every watch
-stream is closed after about 3 s (ddpjob_devcluster.chaos).
+stream is closed after about 3 s (ddpjob_devcluster.scenarios.chaos).
 
 The operator runs in its own process (KUBECONFIG, like in a shell); the script plays the
 kubelet directly on the emulator's store (its own writes are not subject to the faults):
@@ -24,8 +24,8 @@ import time
 import kubernetes
 import yaml
 
-from ddpjob_devcluster.chaos import Chaos
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.scenarios.chaos import Chaos
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 # A benchmark run as a script has its own folder first on the import path.
 from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet
 

@@ -1,4 +1,4 @@
-"""How the operator scales against the API emulator (`ddpjob_devcluster.emulator`).
+"""How the operator scales against the API emulator (`ddpjob_devcluster.apiserver.emulator`).
 
 The operator runs in its own process (`run_operator`, configured by KUBECONFIG like in a
 shell), so its peak RSS is its own; the emulator and this script share another process.
@@ -20,6 +20,11 @@ shell), so its peak RSS is its own; the emulator and this script share another p
 
 `--client threads` runs the operator's API calls on the synchronous official client in a
 thread pool (benchmarks/kube_threads.py) instead of `kubernetes_asyncio`.
+
+Each part also prints the operator process's CPU time (user + system, /proc): on a busy
+machine the wall-clock figures follow the load, what the operator itself spent does far
+less. To compare two trees, run this one script with each tree's Python (it imports
+`ddpjob` from the interpreter's environment), alternating, in one sitting.
 
     .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50] [--client asyncio|threads]
 """
@@ -45,10 +50,10 @@ import yaml
 from kmock import resource
 
 from ddpjob import gc_tuning
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 
 from bare_client import CEILING_CLIENT, ceiling_pod  # scripts: their folder is on the path
-from process_stats import rss_peak_mb, wait_idle
+from process_stats import cpu_seconds, rss_peak_mb, wait_idle
 
 JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
 PODS = resource("v1/pods")
@@ -129,7 +134,7 @@ def main() -> None:
     parser.add_argument("--large-runs", type=int, default=3)
     parser.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     args = parser.parse_args()
-    # This process is the emulator's: tuned as the dev cluster's own process is (demo.py).
+    # This process is the emulator's: tuned as the dev cluster's own process is (demo/main.py).
     gc_tuning.tune_for_long_running_server()
     # The operator process finds kube_threads.py through PYTHONPATH (set below).
     install = "import kube_threads; kube_threads.install(); " if args.client == "threads" else ""
@@ -153,6 +158,8 @@ def main() -> None:
             custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob("warmup", 1))
             track = Tracker(emu)
             wait(lambda: track.poll().pods["warmup"] == 1, timeout=60, interval=0.05)
+            # The operator's own CPU time per part: what it spent, whatever else the machine ran.
+            cpu = [cpu_seconds(proc.pid)]
 
             # ---- 1. creation -> all N Pods, one job at a time ----
             latencies = []
@@ -170,8 +177,10 @@ def main() -> None:
                   f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
 
             print(f"API client: {args.client}")
+            cpu.append(cpu_seconds(proc.pid))
             if args.large_runs:
                 large_gang(emu, custom, api, track, args.large_nodes, args.large_runs, proc.pid)
+            cpu.append(cpu_seconds(proc.pid))
 
             # ---- 2. a burst of jobs ----
             first_request = len(emu.requests)
@@ -211,6 +220,10 @@ def main() -> None:
                     last, quiet_since = count, time.perf_counter()
                 time.sleep(0.2)
             peak = rss_peak_mb(proc.pid)
+            cpu.append(cpu_seconds(proc.pid))
+            print(f"operator CPU time: {cpu[1] - cpu[0]:.2f} s for the {args.latency_jobs} one-at-a-time jobs, "
+                  f"{cpu[2] - cpu[1]:.2f} s for the {args.large_nodes}-node job(s), "
+                  f"{cpu[3] - cpu[2]:.2f} s for the {args.jobs}-job burst to Succeeded")
             print(f"all {args.jobs} jobs Succeeded {finished - done:.1f} s after their Pods existed")
             print(f"operator peak RSS (VmHWM): {peak:.0f} MB")
 

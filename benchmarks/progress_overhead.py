@@ -1,6 +1,6 @@
 """What progress polling costs the operator: API writes and CPU per minute with N Running jobs.
 
-The operator runs in its own process against the API emulator (`ddpjob_devcluster.emulator`);
+The operator runs in its own process against the API emulator (`ddpjob_devcluster.apiserver.emulator`);
 this script plays the kubelet (every job's one Pod reported Running with a Pod IP) and the
 Pods' launchers: one HTTP server at that Pod IP answers every `/progress` with a record
 whose step has advanced since the last read, the worst case (every read is news, so every
@@ -37,7 +37,7 @@ from kmock import resource
 
 from ddpjob import contract
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_WRITES_PER_SECOND
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 
 from process_stats import cpu_seconds  # a script: its folder is on the path
 

@@ -40,10 +40,10 @@ from typing import Any
 import kubernetes
 import yaml
 
-from ddpjob_devcluster.cluster_api import OperatorProcess
+from ddpjob_devcluster.clusters.client import OperatorProcess
 from ddpjob_devcluster.controlplane.controlplane import ControlPlane
-from ddpjob_devcluster.emulator import KubeEmulator
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.clusters.real import RealCluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 from bare_client import ceiling_pod  # scripts: their folder is on the path  # noqa: E402

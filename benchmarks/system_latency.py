@@ -51,7 +51,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 import yaml
 
-from ddpjob_devcluster.cluster import LocalCluster, load_example, read_metrics, wait_until
+from ddpjob_devcluster.clusters.local import LocalCluster
+from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
 
 PHASES = ('apply', 'operator reaction', 'pod creation', 'process start', 'torchrun start', 'rendezvous',
           'first step', 'training', 'process exit', 'status')

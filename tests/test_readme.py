@@ -36,6 +36,25 @@ def test_the_first_steps_say_how_to_get_ddpjob_on_path() -> None:
     assert re.search(r"^demo:", make, re.M) and re.search(r"^test:", make, re.M)
 
 
+def _rule(make: str, target: str) -> tuple[list[str], list[str]]:
+    """A Makefile rule's prerequisites and recipe lines (variables as written)."""
+    match = re.search(rf"^{re.escape(target)}:([^\n]*)\n((?:\t[^\n]*\n)*)", make, re.M)
+    assert match, f"the Makefile has no rule for {target}"
+    return match.group(1).split(), [line.strip() for line in match.group(2).splitlines()]
+
+
+def test_make_demo_installs_only_what_a_local_run_needs_and_the_readme_says_what_it_costs() -> None:
+    make = (ROOT / "Makefile").read_text()
+    (stamp,), _ = _rule(make, "demo")
+    _, recipe = _rule(make, stamp)
+    installs = [line for line in recipe if "pip install" in line and " -e " in line]
+    assert installs and all("'.[trainer]'" in line for line in installs), installs  # not operator, not test
+    first = README.split("## A first job", 1)[0]
+    # The first `make demo` downloads the CUDA build of torch: the README says how big and how long.
+    assert re.search(r"make demo[^\n]*\n(?:[^\n]*\n)*?[^\n]*\d(?:\.\d)? GB", first), "the size of the first make demo"
+    assert re.search(r"\d+ min", first) and "CUDA build" in first
+
+
 def _layout_rows() -> dict[str, str]:
     """The Layout table: each row's folder (its first path, up to the last /) -> the row."""
     section = README.split("## Layout: where each concept lives", 1)[1].split("\n## ", 1)[0]
@@ -68,3 +87,10 @@ def test_the_layout_map_names_every_module() -> None:
             if f"`{module.name}`" not in row and f" {module.name}" not in row and f"/{module.name}" not in row:
                 missing.append(rel)
     assert not missing, "modules missing from the README's Layout map: " + ", ".join(missing)
+
+
+def test_the_layout_map_names_every_script_of_hack() -> None:
+    row = _layout_rows()["hack/"]
+    missing = [p.name for p in sorted((ROOT / "hack").iterdir())
+               if not p.name.startswith(".") and f"`{p.name}`" not in row and f"`{p.name}/`" not in row]
+    assert not missing, "hack/ files missing from the README's Layout map: " + ", ".join(missing)

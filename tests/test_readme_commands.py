@@ -81,7 +81,7 @@ def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from ddpjob_devcluster.cluster import LocalCluster
+    from ddpjob_devcluster.clusters.local import LocalCluster
     with LocalCluster(tmp_path_factory.mktemp("readme-cluster"), stop_grace=5.0) as running:
         yield running
 

@@ -10,7 +10,7 @@ many clients that failed together do not retry in step. Who uses it, with which 
 - a refused create (0.5 s .. 30 s, operator/refusals.py);
 - a gang waiting on its integration (2 s .. 300 s, job/scheduling.py);
 - a gang held by its integration, what it says read again (Kueue's Workload 2 s .. 30 s,
-  Volcano's PodGroup Events 5 s .. 2 min, operator/gang_readers/);
+  Volcano's PodGroup Events 5 s .. 2 min: their descriptions in api/gangs/);
 - a gang restart (`restartBackoffSeconds` .. 300 s, no jitter, job/restart_policy.py).
 - an elastic job's lost index created again (the same numbers, per index: its losses in a
   row, job/lost_indices.py).

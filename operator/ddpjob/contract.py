@@ -25,6 +25,12 @@ PROGRESS_FILE, PROGRESS_PORT = "DDPJOB_PROGRESS_FILE", "DDPJOB_PROGRESS_PORT"
 # The address ddpjob-launch binds; unset in a Pod (all of the Pod's addresses). Only the
 # local runners set it: Pods that share this machine's network each get a loopback address.
 PROGRESS_HOST = "DDPJOB_PROGRESS_HOST"
+# Where a container leaves its termination message: the Pod's terminationMessagePath (the
+# kubelet's default, which it reads when the container ends). Unset in a Pod; only the
+# local runners set it, to a file of the Pod's own directory that they read the same way.
+# ddpjob-launch writes a finished run's last progress record there.
+TERMINATION_LOG = "DDPJOB_TERMINATION_LOG"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 COLLECTIVE_TIMEOUT = "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"
 
 # An emptyDir every Pod gets, so the record has a writable home under a read-only root.
@@ -110,7 +116,7 @@ DEFAULT_MEANING: dict[str, str] = {
 }
 
 # What users may not set in `spec.env`: the operator and the local runner own these.
-RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL) | {PROGRESS_HOST}
+RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL) | {PROGRESS_HOST, TERMINATION_LOG}
 
 
 def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]]:
@@ -154,10 +160,11 @@ def pod_env(job: Any, master_addr: str, node_rank: int, restart_count: int = 0) 
 
 
 def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | None = None,
-                    progress_host: str | None = None) -> dict[str, str]:
+                    progress_host: str | None = None, termination_log: str | None = None) -> dict[str, str]:
     """The values that only make sense in a cluster, pointed at this machine. The progress
-    file moves into the Pod's local directory; `progress_host` is the loopback address
-    the Pod's launcher binds (its own "Pod IP"), so every Pod keeps the contract port."""
+    file and the termination log move into the Pod's local directory; `progress_host` is
+    the loopback address the Pod's launcher binds (its own "Pod IP"), so every Pod keeps
+    the contract port."""
     env = {MASTER_ADDR: "127.0.0.1", TORCHRUN_PREFIX + MASTER_ADDR: "127.0.0.1",
            MASTER_PORT: str(port), TORCHRUN_PREFIX + MASTER_PORT: str(port)}
     # An elastic job's c10d endpoint is the same place. (Set for a rigid one too, where
@@ -169,4 +176,6 @@ def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | 
         env[PROGRESS_FILE] = str(progress_file)
     if progress_host is not None:
         env[PROGRESS_HOST] = progress_host
+    if termination_log is not None:
+        env[TERMINATION_LOG] = termination_log
     return env

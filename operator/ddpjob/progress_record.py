@@ -5,8 +5,11 @@ Pure and dependency-free (the trainer image imports it without kopf, jinja2 or y
 
 Record (written by global rank 0 to $DDPJOB_PROGRESS_FILE, atomically):
     {"step": 120, "total_steps": 900, "epoch": 1, "total_epochs": 3,
-     "samples_per_s": 5120.0, "loss": 0.41, "time": 1763900000.0}
-Only `step` is required. Heartbeats (written by every rank to `<file>.rank<LOCAL_RANK>`):
+     "samples_per_s": 5120.0, "loss": 0.41, "time": 1763900000.0, "stage": "training"}
+Only `step` is required. `stage` says where the program is: `training` (the default),
+`evaluating`, `saving` (a checkpoint), `exiting` (training is over; it tears down).
+A record past its last step (`exiting`, or `step` at `total_steps`) is a job finishing,
+never a stalled one: evaluating, saving and tearing down can take minutes. Heartbeats (written by every rank to `<file>.rank<LOCAL_RANK>`):
     {"rank": 3, "step": 121, "time": ..., "step_time": ...}
 `step` there is the step the rank has *reached* (entered), so when one rank hangs the
 others, blocked in the next collective, are one step ahead of it: that names the culprit.
@@ -24,6 +27,8 @@ from typing import Any, Mapping
 
 INTS = ("step", "total_steps", "epoch", "total_epochs")
 FLOATS = ("samples_per_s", "loss", "time")
+TRAINING, EVALUATING, SAVING, EXITING = "training", "evaluating", "saving", "exiting"
+STAGES = (TRAINING, EVALUATING, SAVING, EXITING)
 HEARTBEAT_SUFFIX = ".rank"
 MAX_BYTES = 64 * 1024  # a record is a few hundred bytes; refuse to parse anything huge
 
@@ -55,7 +60,19 @@ def validate(record: Any) -> list[str]:
         v = record.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v)):
             errors.append(f"{key}: must be a finite number of at most {MAX_INT} in size (got {str(v)[:40]!r})")
+    stage = record.get("stage")
+    if stage is not None and stage not in STAGES:
+        errors.append(f"stage: must be one of {', '.join(STAGES)} (got {str(stage)[:40]!r})")
     return errors
+
+
+def past_last_step(record: Mapping | None) -> bool:
+    """Training is over: the program says it is exiting, or it reached its last step (and
+    may now evaluate, save a final checkpoint and tear down)."""
+    if not record:
+        return False
+    total = record.get("total_steps")
+    return record.get("stage") == EXITING or bool(total and record.get("step", 0) >= total)
 
 
 def _write_json(path: str, obj: Mapping[str, Any]) -> None:
@@ -190,4 +207,5 @@ def summary(record: Mapping | None) -> str:
     if record.get("total_steps"):
         step += f"/{record['total_steps']} ({100 * record['step'] // max(1, record['total_steps'])}%)"
     parts.append(step)
-    return " ".join(parts)
+    stage = record.get("stage")
+    return " ".join(parts) + (f", {stage}" if stage in STAGES and stage != TRAINING else "")

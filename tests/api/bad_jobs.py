@@ -180,11 +180,19 @@ BAD: list[Case] = [
     Case("name-raw-anchor-is-null", "metadata.name", text=raw("", "name: &anchor")),
     Case("name-raw-flow-mapping", "metadata.name", text=raw("", "name: {x}")),
     Case("namespace-invalid", "metadata.namespace", job(metadata={"namespace": "Team_A"})),
+    # what the API server cannot decode (a 400 before validation): validate refuses it too
+    Case("generation-a-string", "metadata.generation", job(metadata={"generation": "abc"})),
+    Case("generation-beyond-int64", "metadata.generation", job(metadata={"generation": 1 << 63})),
+    Case("label-value-a-number", "metadata.labels.team", job(metadata={"labels": {"team": 7}})),
+    Case("annotations-a-list", "metadata.annotations", job(metadata={"annotations": ["a"]})),
     # unknown fields
     Case("spec-typo-node", "spec.node", job({"node": 2})),
     Case("spec-typo-gpus", "spec.gpus", job({"gpus": 1})),
     Case("unknown-top-level-field", "specs", job(root={"specs": {"nodes": 2}})),
     Case("resources-unknown-key", "spec.resources.cpu", job({"resources": {"cpu": "1"}})),
+    Case("spec-typo-nproc", "spec.nprocPerNod", job({"nprocPerNode": DROP, "nprocPerNod": 2})),
+    Case("checkpoint-typo-claim-name", "spec.checkpoint.claimname", job({"checkpoint": {"claimname": "ckpt"}})),
+    Case("elastic-typo-min-nodes", "spec.elastic.minNode", job({"elastic": {"minNode": 1, "maxNodes": 2}})),
     # checkpoint
     Case("checkpoint-both", "spec.checkpoint", job({"checkpoint": {"claimName": "c", "volume": {"emptyDir": {}}}})),
     Case("checkpoint-neither", "spec.checkpoint", job({"checkpoint": {"mountPath": "/ckpt"}})),

@@ -1,7 +1,7 @@
 """The CRD (what `kubectl apply` enforces) and ddpjob.api.spec reject the same objects
 for the same fields, and agree on which changes an update may make.
 
-The CRD side runs through ddpjob_devcluster/crd_validator.py: the structural schema with its
+The CRD side runs through ddpjob_devcluster/apiserver/crd_validator.py: the structural schema with its
 defaults, strict unknown-field checks, and every CEL rule evaluated by celpy.
 """
 
@@ -11,7 +11,7 @@ import pytest
 
 from ddpjob.api import spec
 from tests.api.bad_jobs import BAD, GOOD, job, top_level
-from ddpjob_devcluster import crd_validator
+from ddpjob_devcluster.apiserver import crd_validator
 
 CASES = BAD + GOOD
 

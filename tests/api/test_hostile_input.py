@@ -176,9 +176,13 @@ def test_hostile_input_is_one_line_naming_the_field(doc: Any, expected: str, tmp
     assert "Traceback" not in err and len(lines[0]) < 2000
 
 
-def test_metadata_generation_of_any_type_is_ignored_as_the_api_server_ignores_it(tmp_path, capsys) -> None:
+def test_metadata_generation_is_ignored_but_must_decode_as_the_api_server_decodes_it(tmp_path, capsys) -> None:
+    # The server sets generation itself, but refuses (400) a body where it is no int64.
+    assert main(["validate", str(_write(tmp_path, job(metadata={"generation": 7})))]) == 0
     path = _write(tmp_path, job(metadata={"generation": "seven"}))
-    assert main(["validate", str(path)]) == 0
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == \
+        f"{path}: metadata.generation: must be an integer (int64) (got 'seven')"
 
 
 def test_a_utf8_bom_is_fine(tmp_path) -> None:

@@ -192,3 +192,42 @@ def test_an_elastic_job_without_a_launcher_is_warned_about():
                                                               "elastic": {"minNodes": 1, "maxNodes": 2}}})
     assert world_warning(elastic(["python", "train.py"])).startswith("spec.elastic: spec.command 'python' is not")
     assert world_warning(elastic(["torchrun", "train.py"])) is None
+
+
+GLOO_NOTICE = ("notice: spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s), and nccl needs one "
+               "GPU per process (for nccl, set nprocPerNode to at most 1)")
+
+
+def gpu_job(tmp_path: Path, **spec) -> Path:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["spec"].update({"gpusPerNode": 1, "nprocPerNode": 2, "backend": "auto", **spec})
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+@pytest.mark.parametrize("command", ["validate", "render", "run"])
+def test_backend_auto_falling_back_to_gloo_is_said_once_by_each_command(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("ddpjob.local.gpus.visible_gpus", lambda: [])  # run stops at the GPU check, after the notice
+    path = gpu_job(tmp_path)
+    code, out, err = ddpjob(capsys, command, str(path))
+    assert err.splitlines().count(f"{path}: {GLOO_NOTICE}") == 1, err
+    assert GLOO_NOTICE not in out  # stdout stays the result (render's YAML)
+    if command == "validate":
+        assert code == 0 and out.endswith("(2 nodes x 2 processes, gloo)\n")
+
+
+@pytest.mark.parametrize("spec", [{}, {"gpusPerNode": 2}, {"backend": "gloo"}], ids=["cpu", "gpu-each", "asked"])
+def test_no_notice_when_gloo_is_no_fallback(spec, tmp_path, capsys):
+    path = gpu_job(tmp_path, **spec) if spec else EXAMPLE
+    code, _, err = ddpjob(capsys, "validate", str(path))
+    assert (code, err) == (0, "")
+
+
+def test_the_readme_says_when_backend_auto_gives_a_notice_and_who_says_it():
+    from ddpjob.api import backend
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `backend` |"))
+    for who in ("`ddpjob validate`", "`render`", "`run`", f"`{backend.NOTICE_REASON}`", "trainer"):
+        assert who in row, who
+    assert "a CPU job" in row  # which jobs get no notice, and why

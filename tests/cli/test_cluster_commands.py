@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ddpjob.cli.main import main
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from tests.conftest import project_crd
 
 pytestmark = pytest.mark.timeout(60)
@@ -248,8 +248,36 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
     wait("--for=Failed")
     status(phase="Succeeded", message="every node finished", lastFailure=None)
     wait("--for=Succeeded")
+    wait("--for=Failed")  # ended otherwise: the phase is said once, then the message
     text = "\n".join(transcript) + "\n"
     golden = ROOT / "tests" / "cli" / "golden" / "wait.txt"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, with_crd, tmp_path, monkeypatch) -> None:
+    from ddpjob.cli import cluster
+    statuses = iter([{}, {}, {"phase": "Pending", "message": "creating 2 Pod(s)"},
+                     {"phase": "Pending", "restarts": 0, "message": "0/2 nodes running"},
+                     {"phase": "Running", "restarts": 0, "message": "all 2 nodes running (2 processes)"},
+                     {"phase": "Succeeded", "restarts": 0, "message": "all 2 nodes finished successfully"}])
+    real_get = cluster.get_job
+    monkeypatch.setattr(cluster, "get_job", lambda conn, name: {**real_get(conn, name), "status": next(statuses)})
+    monkeypatch.setattr(cluster.time, "sleep", lambda seconds: None)
+    code, out, err = ddpjob(capsys, "submit", job_file(tmp_path), "--wait")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["ddpjob.ddpjob.io/hello", "hello: Pending: creating 2 Pod(s)",
+                                "hello: Running: all 2 nodes running (2 processes)",
+                                "hello: Succeeded: all 2 nodes finished successfully"]
+
+
+def test_submit_wait_says_once_when_no_operator_writes_a_status(capsys, with_crd, tmp_path, monkeypatch) -> None:
+    from ddpjob.cli import cluster
+    clock = [0.0]
+    monkeypatch.setattr(cluster.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(cluster.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + max(seconds, 0.1)))
+    code, out, err = ddpjob(capsys, "submit", job_file(tmp_path), "--wait", "--timeout=30s")
+    assert code == 2 and "timed out waiting for hello (phase Pending)" in err
+    assert out.splitlines() == ["ddpjob.ddpjob.io/hello", f"hello: no status after {cluster.NO_STATUS_SAY_AFTER:.0f}s: "
+                                "is the ddpjob operator running on this cluster?"]

@@ -71,6 +71,50 @@ def test_describe_a_new_job_golden() -> None:
     check_golden("describe-new.txt", describe(job, [], [], NOW))
 
 
+ELASTIC = {
+    "metadata": {"name": "elastic", "namespace": "team-a", "creationTimestamp": "2026-11-24T07:20:00Z"},
+    "spec": {"nodes": 3, "elastic": {"minNodes": 2, "maxNodes": 4}, "nprocPerNode": 1, "image": "ddpjob/trainer:x",
+             "checkpoint": {"claimName": "ckpt", "mountPath": "/checkpoints"},
+             "scheduling": {"gang": "kubernetes", "minAvailable": 2}, "command": ["ddpjob-launch"]},
+    "status": {
+        "phase": "Running", "message": "3/3 nodes running (elastic, 2 to 4)", "nodes": "3/3", "desiredNodes": 3,
+        "readyNodes": 3, "restarts": 0, "resizes": 2, "worldSize": 3, "startTime": "2026-11-24T07:20:02Z",
+        "lostIndices": [{"index": 1, "losses": 2, "lostAt": "2026-11-24T07:28:00Z", "replaced": True},
+                        {"index": 2, "losses": 1, "lostAt": "2026-11-24T07:29:30Z"}]},
+}
+RESIZE_EVENTS = [
+    {"type": "Normal", "reason": "Resized", "message": "spec.nodes changed from 4 to 3",
+     "lastTimestamp": "2026-11-24T07:27:00Z", "source": {"component": "ddpjob-operator"}},
+    {"type": "Warning", "reason": "NodeLost", "message": "Pod elastic-2 failed: training goes on with 2 nodes",
+     "lastTimestamp": "2026-11-24T07:29:30Z", "source": {"component": "ddpjob-operator"}},
+]
+
+
+def test_describe_an_elastic_job_golden() -> None:
+    """The range it trains in, its checkpoint and gang, its size as the operator acted on it,
+    its resizes, and the indices it lost lately."""
+    check_golden("describe-elastic.txt", describe(ELASTIC, [], RESIZE_EVENTS, NOW))
+
+
+def test_describe_says_the_range_checkpoint_resizes_and_lost_indices() -> None:
+    lines = describe(ELASTIC, [], RESIZE_EVENTS, NOW).splitlines()
+    assert "  elastic:       2 to 4 nodes" in lines
+    assert "  checkpoint:    claimName ckpt at /checkpoints" in lines
+    assert [line.split() for line in lines if line.startswith(("  resizes:", "  desiredNodes:", "  nodes:"))] == [
+        ["nodes:", "3"], ["nodes:", "3/3"], ["desiredNodes:", "3"], ["resizes:", "2"]]
+    lost = lines[lines.index("Lost Indices:") + 1:lines.index("Lost Indices:") + 5]
+    assert [line.split() for line in lost] == [["Index", "Losses", "Lost", "Replaced"], ["-----", "------", "----", "--------"],
+                                               ["1", "2", "2m", "true"], ["2", "1", "30s", "false"]]
+    volume = {**ELASTIC, "spec": {**ELASTIC["spec"], "checkpoint": {"volume": {"nfs": {"server": "s", "path": "/x"}}}}}
+    assert "  checkpoint:    volume nfs at /checkpoints" in describe(volume, [], [], NOW).splitlines()
+
+
+def test_a_rigid_job_shows_no_elastic_only_fields() -> None:
+    job = {**JOB, "status": {**JOB["status"], "desiredNodes": 2}}
+    text = describe(job, [], [], NOW)
+    assert "desiredNodes" not in text and "Lost Indices" not in text and "elastic" not in text
+
+
 def test_describe_is_aligned_and_says_values_as_yaml_does() -> None:
     text = describe(JOB, PODS, EVENTS, NOW)
     assert "False" not in text.replace("Status  ", "").split("Conditions:")[0]  # suspend: false, not Python's

@@ -17,7 +17,7 @@ import yaml
 from ddpjob import render
 from ddpjob.api import spec
 from ddpjob.operator.gang import GangSupport
-from ddpjob_devcluster import crd_validator
+from ddpjob_devcluster.apiserver import crd_validator
 from tests.deploy.deploy_helpers import ROOT, helm_template, require_tool
 from tests.render.test_gang import upstream
 

@@ -105,7 +105,7 @@ def test_apply_k_client_dry_run_is_the_expected_objects(kubectl: str, tmp_path: 
     """`kubectl apply -k --dry-run=client` still asks a server for API discovery (the REST
     mapping of each kind), so it runs against the API emulator. `--validate=false`
     because the emulator serves no OpenAPI document; kubernetes-validate does that above."""
-    emulator_module = pytest.importorskip('ddpjob_devcluster.emulator')
+    emulator_module = pytest.importorskip('ddpjob_devcluster.apiserver.emulator')
 
     with emulator_module.KubeEmulator() as emu:
         config = emu.write_kubeconfig(tmp_path / 'kubeconfig')

@@ -20,7 +20,7 @@ from tests.deploy.deploy_helpers import RELEASE_NS, by_kind, helm_template, one,
 # The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
 from tests.operator.conftest import (cluster, crd, kubeconfig,  # noqa: F401
                                      lifecycle_request_log, start_operator)
-from ddpjob_devcluster.emulator import RecordedRequest
+from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 
 JOB_NS = 'default'  # where tests/operator's Cluster helper creates jobs
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ddpjob_devcluster.operator_runner import wait_for
-from ddpjob_devcluster.scheduler import serve_native_pod_groups
+from ddpjob_devcluster.clusters.operator_runner import wait_for
+from ddpjob_devcluster.scheduler.scheduler import serve_native_pod_groups
 from tests.deploy.deploy_helpers import helm_template, require_tool
 from tests.deploy.test_rbac import SCOPES, Grants, operator_requests, triple
 from tests.operator.conftest import (Cluster, cluster, crd, ddpjob, kubeconfig,  # noqa: F401
@@ -60,7 +60,7 @@ def test_podgroups_are_granted_only_for_enabled_integrations(gang, group, tmp_pa
 
 
 def test_events_are_listed_only_for_volcano(tmp_path: pathlib.Path) -> None:
-    """Volcano's queue verdict is read from the Events on its PodGroup (operator/gang_readers/volcano.py)."""
+    """Volcano's queue verdict is read from the Events on its PodGroup (api/gangs/volcano.py, read by operator/gang_reader.py)."""
     helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
     for scope in SCOPES.values():
         for gang in ('kubernetes', 'coscheduling', 'volcano'):
@@ -74,5 +74,5 @@ def test_kueue_workloads_are_readable_only_with_kueue_enabled(tmp_path: pathlib.
         off = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {'kubernetes': {'enabled': True}}}))
         assert not {t for t in off.all() if t[1] == 'workloads'}
         on = Grants(helm_template(helm, tmp_path, {**scope, 'gang': {'kueue': {'enabled': True}}}))
-        # Only read: the operator GETs the Workload of a gated job (operator/gang_readers/kueue.py).
+        # Only read: the operator GETs the Workload of a gated job (api/gangs/kueue.py).
         assert {t for t in on.all() if t[1] == 'workloads'} == {('kueue.x-k8s.io', 'workloads', 'get')}

@@ -7,7 +7,7 @@ import kubernetes
 import pytest
 
 from tests.devcluster.emulator_helpers import WIDGET_CRD
-from ddpjob_devcluster.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 
 @pytest.fixture
 def kubeconfig(emulator: KubeEmulator, tmp_path: pathlib.Path) -> pathlib.Path:

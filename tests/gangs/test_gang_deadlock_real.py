@@ -1,4 +1,4 @@
-"""The gang deadlock on the real kube-scheduler (`ddpjob_devcluster.real_gang_scenario`):
+"""The gang deadlock on the real kube-scheduler (`ddpjob_devcluster.scenarios.real_gang`):
 two 4-node jobs whose Pods interleave on six 1-GPU Nodes. Without a gang the real
 scheduler binds 3 + 3 and both jobs hold their GPUs waiting for ever; with the native
 gang the whole one runs first, then the other, with no GPU held idle.
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ddpjob_devcluster import real_gang_scenario
+from ddpjob_devcluster.scenarios import real_gang as real_gang_scenario
 from tests.support.deadlines import CLUSTER_TEST
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]

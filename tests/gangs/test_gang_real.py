@@ -21,15 +21,19 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import read_metrics, wait_until
+from ddpjob_devcluster.clusters.client import read_metrics, wait_until
 from ddpjob_devcluster.controlplane.node import NodeShape
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 GPU_NODES = tuple(NodeShape(f'gpu-{i}', cpu='8', memory='32Gi', gpus=1) for i in range(6))
-SCRIPT = "import os, time; print('node', os.environ['NODE_RANK'], flush=True); time.sleep(float(os.environ['SLEEP']))"
+# The Pods are processes of this machine (the process kubelet), so a file the test holds
+# keeps a job running until the test has seen what it must see: no guessed duration that
+# a busy machine outlasts.
+SCRIPT = ("import os, time; print('node', os.environ['NODE_RANK'], flush=True); time.sleep(float(os.environ['SLEEP']))\n"
+          "while os.path.exists(os.environ.get('HOLD') or '/nonexistent'): time.sleep(0.2)")
 # Each integration's PodGroup (group, version), its minimum-count field, and what its
 # scheduler says of a gang that cannot be placed (its own words, read from a run).
 INTEGRATIONS = {
@@ -53,11 +57,24 @@ def gang_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path, gang: s
         yield real
 
 
-def gang_job(name: str, gang: str, nodes: int = 4, sleep: float = 4, **scheduling: Any) -> dict[str, Any]:
+class Hold:
+    """Keeps the jobs given its path running past their SLEEP until released."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        path.touch()
+
+    def release(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def gang_job(name: str, gang: str, nodes: int = 4, sleep: float = 4, hold: Hold | None = None,
+             **scheduling: Any) -> dict[str, Any]:
+    env = [{"name": "SLEEP", "value": str(sleep)}] + ([{"name": "HOLD", "value": str(hold.path)}] if hold else [])
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
             "spec": {"nodes": nodes, "nprocPerNode": 1, "gpusPerNode": 1, "backend": "gloo",
                      "image": "ddpjob/trainer:test", "command": [sys.executable, "-c", SCRIPT],
-                     "env": [{"name": "SLEEP", "value": str(sleep)}], "restartBackoffSeconds": 0,
+                     "env": env, "restartBackoffSeconds": 0,
                      "scheduling": {"gang": gang, **scheduling}}}
 
 
@@ -69,19 +86,25 @@ def running(cluster: RealCluster, job: str) -> int:
     return sum(1 for p in cluster.pods(job) if (p.get('status') or {}).get('phase') == 'Running')
 
 
-def waits_whole_beside(cluster: RealCluster, waiting: str, running_job: str) -> None:
+def waits_whole_beside(cluster: RealCluster, waiting: str, running_job: str, hold: Hold, looks: int = 10) -> None:
     """While `running_job`'s 4 Pods run, none of `waiting`'s 4 Pods is bound: all or
-    nothing (without a gang, 2 of them would sit on the free GPUs, waiting)."""
+    nothing (without a gang, 2 of them would sit on the free GPUs, waiting). The running
+    job is held until `looks` reads have seen it, then released to end on its own."""
     wait_until(lambda: len(cluster.pods(waiting)) == 4, 60, f"{waiting}'s Pods were not created")
     seen = []
-    while running(cluster, running_job) == 4:
-        placed = bound(cluster, waiting)
-        if running(cluster, running_job) < 4:
-            break  # it ended between the two reads: the waiting gang may be binding now
-        seen.append(placed)
-        assert placed == 0, f"{waiting} partly placed beside the running {running_job}: {seen}"
-        time.sleep(0.3)
-    assert seen, f"{running_job} ended before {waiting}'s Pods could be watched waiting"
+    try:
+        while running(cluster, running_job) == 4:
+            placed = bound(cluster, waiting)
+            if running(cluster, running_job) < 4:
+                break  # it ended between the two reads: the waiting gang may be binding now
+            seen.append(placed)
+            assert placed == 0, f"{waiting} partly placed beside the running {running_job}: {seen}"
+            if len(seen) >= looks:
+                hold.release()
+            time.sleep(0.3)
+    finally:
+        hold.release()
+    assert len(seen) >= looks, f"{running_job} ended before {waiting}'s Pods could be watched waiting: {seen}"
 
 
 def pod_groups(cluster: RealCluster, gang: str) -> list[dict[str, Any]]:
@@ -90,13 +113,15 @@ def pod_groups(cluster: RealCluster, gang: str) -> list[dict[str, Any]]:
     return custom.list_namespaced_custom_object(group, version, cluster.namespace, 'podgroups')['items']
 
 
-def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(gang_cluster: RealCluster, gang: str) -> None:
+def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(gang_cluster: RealCluster, gang: str,
+                                                                      tmp_path: pathlib.Path) -> None:
     cluster = gang_cluster
-    cluster.create_job(gang_job("job-a", gang, sleep=8))
+    hold = Hold(tmp_path / 'hold-job-a')
+    cluster.create_job(gang_job("job-a", gang, sleep=1, hold=hold))
     wait_until(lambda: running(cluster, "job-a") == 4, 60, "job-a's gang never ran",
                lambda: cluster.pods("job-a"))
     cluster.create_job(gang_job("job-b", gang, sleep=1))
-    waits_whole_beside(cluster, "job-b", "job-a")
+    waits_whole_beside(cluster, "job-b", "job-a", hold)
     cluster.wait_phase("job-b", "Succeeded", timeout=90)
     wait_until(lambda: not any(g['metadata']['name'].startswith("job-a") for g in pod_groups(cluster, gang)), 30,
                "job-a's PodGroup outlived its attempt", lambda: pod_groups(cluster, gang))

@@ -20,12 +20,12 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import wait_until
-from ddpjob_devcluster.cluster_api import ddpjob_command
+from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.client import ddpjob_command
 from ddpjob_devcluster.controlplane import kueue
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
-from tests.gangs.test_gang_real import GPU_NODES, bound, gang_job, running
+from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -67,9 +67,10 @@ def queued(request: pytest.FixtureRequest, tmp_path: pathlib.Path, kueue_control
                     custom.delete_cluster_custom_object(*KUEUE, plural, obj)
 
 
-def kueue_job(cluster: RealCluster, name: str, nodes: int = 4, sleep: float = 4, **extra: Any) -> dict[str, Any]:
+def kueue_job(cluster: RealCluster, name: str, nodes: int = 4, sleep: float = 4, hold: Hold | None = None,
+              **extra: Any) -> dict[str, Any]:
     scheduling = {'queue': cluster.namespace, **extra.pop('scheduling', {})}
-    body = gang_job(name, 'kueue', nodes=nodes, sleep=sleep, **scheduling)
+    body = gang_job(name, 'kueue', nodes=nodes, sleep=sleep, hold=hold, **scheduling)
     body['spec'].update(extra)
     return body
 
@@ -106,9 +107,11 @@ def quota_message(cluster: RealCluster, name: str) -> str:
     return cond.get('message', '') if cond.get('status') == 'False' else ''
 
 
-def test_two_gangs_on_a_six_gpu_quota_the_second_waits_whole_with_the_queues_reason(queued: RealCluster) -> None:
+def test_two_gangs_on_a_six_gpu_quota_the_second_waits_whole_with_the_queues_reason(
+        queued: RealCluster, tmp_path: pathlib.Path) -> None:
     cluster = queued
-    cluster.create_job(kueue_job(cluster, 'job-a', sleep=10))
+    hold = Hold(tmp_path / 'hold-job-a')  # job-a runs until job-b was seen waiting whole
+    cluster.create_job(kueue_job(cluster, 'job-a', sleep=1, hold=hold))
     wait_until(lambda: running(cluster, 'job-a') == 4, 90, "job-a's gang was never admitted and run",
                lambda: (cluster.pods('job-a'), workloads(cluster)))
     cluster.create_job(kueue_job(cluster, 'job-b', sleep=1))
@@ -129,14 +132,19 @@ def test_two_gangs_on_a_six_gpu_quota_the_second_waits_whole_with_the_queues_rea
     assert described.returncode == 0 and said in described.stdout, described.stdout + described.stderr
     # Whole or nothing while job-a runs: every one of job-b's Pods stays gated, none bound.
     seen = []
-    while running(cluster, 'job-a') == 4:
-        placed, held = bound(cluster, 'job-b'), gated(cluster, 'job-b')
-        if running(cluster, 'job-a') < 4:
-            break
-        seen.append((placed, held))
-        assert placed == 0 and held == 4, f'job-b partly admitted beside the running job-a: {seen}'
-        time.sleep(0.3)
-    assert seen, 'job-a ended before job-b could be watched waiting'
+    try:
+        while running(cluster, 'job-a') == 4:
+            placed, held = bound(cluster, 'job-b'), gated(cluster, 'job-b')
+            if running(cluster, 'job-a') < 4:
+                break
+            seen.append((placed, held))
+            assert placed == 0 and held == 4, f'job-b partly admitted beside the running job-a: {seen}'
+            if len(seen) >= 10:
+                hold.release()
+            time.sleep(0.3)
+    finally:
+        hold.release()
+    assert len(seen) >= 10, f'job-a ended before job-b could be watched waiting: {seen}'
     cluster.wait_phase('job-a', 'Succeeded', timeout=60)
     cluster.wait_phase('job-b', 'Succeeded', timeout=120)
 
@@ -173,17 +181,21 @@ def test_deleting_a_waiting_job_removes_its_pods_and_workload(queued: RealCluste
 
 
 def test_a_higher_priority_gang_preempts_and_the_victim_restarts_without_using_max_restarts(
-        queued: RealCluster) -> None:
+        queued: RealCluster, tmp_path: pathlib.Path) -> None:
     cluster = queued
     ns = cluster.namespace
-    cluster.create_job(kueue_job(cluster, 'victim', sleep=20, maxRestarts=0, restartPolicy='OnFailure',
+    hold = Hold(tmp_path / 'hold-victim')  # the victim runs until the urgent gang has finished
+    cluster.create_job(kueue_job(cluster, 'victim', sleep=1, hold=hold, maxRestarts=0, restartPolicy='OnFailure',
                                  scheduling={'priorityClassName': f'{ns}-low'}))
     wait_until(lambda: running(cluster, 'victim') == 4, 90, 'the victim never ran', lambda: workloads(cluster))
     cluster.create_job(kueue_job(cluster, 'urgent', sleep=2, scheduling={'priorityClassName': f'{ns}-high'}))
     # Kueue evicts the victim's Workload (4 + 4 GPUs > 6) and stops its Pods; the urgent
     # gang is admitted and runs; the victim restarts, waits for quota, and finishes.
-    wait_until(lambda: cluster.status('urgent').get('phase') == 'Succeeded', 120, 'the urgent gang never finished',
-               lambda: state(cluster, 'urgent') + state(cluster, 'victim'))
+    try:
+        wait_until(lambda: cluster.status('urgent').get('phase') == 'Succeeded', 120, 'the urgent gang never finished',
+                   lambda: state(cluster, 'urgent') + state(cluster, 'victim'))
+    finally:
+        hold.release()
     st = wait_until(lambda: (s := cluster.status('victim')).get('phase') == 'Succeeded' and s, 180,
                     'the victim never finished', lambda: state(cluster, 'victim'))
     assert st['disruptions'] >= 1 and st['restarts'] == st['disruptions'], st

@@ -13,12 +13,12 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.cluster import wait_until
+from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.controlplane import volcano as vc
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
 from tests.system.test_cluster_workflow import ddpjob
-from tests.gangs.test_gang_real import GPU_NODES, bound, gang_job, running, waits_whole_beside
+from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running, waits_whole_beside
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -37,8 +37,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path, volcano: vc.
         yield real
 
 
-def job(name: str, nodes: int = 4, sleep: float = 4, **scheduling: Any) -> dict[str, Any]:
-    return gang_job(name, 'volcano', nodes=nodes, sleep=sleep, **scheduling)
+def job(name: str, nodes: int = 4, sleep: float = 4, hold: Hold | None = None, **scheduling: Any) -> dict[str, Any]:
+    return gang_job(name, 'volcano', nodes=nodes, sleep=sleep, hold=hold, **scheduling)
 
 
 def pod_groups(cluster: RealCluster) -> list[dict[str, Any]]:
@@ -51,11 +51,13 @@ def waiting_message(cluster: RealCluster, name: str, words: str) -> dict[str, An
                       f'{name} never said {words!r}', lambda: (cluster.status(name), pod_groups(cluster)))
 
 
-def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(cluster: RealCluster) -> None:
-    cluster.create_job(job('job-a', sleep=8))
+def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(cluster: RealCluster,
+                                                                      tmp_path: pathlib.Path) -> None:
+    hold = Hold(tmp_path / 'hold-job-a')
+    cluster.create_job(job('job-a', sleep=1, hold=hold))
     wait_until(lambda: running(cluster, 'job-a') == 4, 60, "job-a's gang never ran", lambda: cluster.pods('job-a'))
     cluster.create_job(job('job-b', sleep=1))
-    waits_whole_beside(cluster, 'job-b', 'job-a')
+    waits_whole_beside(cluster, 'job-b', 'job-a', hold)
     cluster.wait_phase('job-b', 'Succeeded', timeout=90)
     assert cluster.status('job-a')['phase'] == 'Succeeded'
     wait_until(lambda: pod_groups(cluster) == [], 30, 'the finished jobs\' PodGroups outlived them',
@@ -135,15 +137,19 @@ def priorities(cluster: RealCluster) -> Iterator[tuple[str, str]]:
 
 
 def test_a_higher_priority_gang_preempts_the_victim_restarts_later_without_using_max_restarts(
-        cluster: RealCluster, volcano: vc.Volcano, priorities: tuple[str, str]) -> None:
+        cluster: RealCluster, volcano: vc.Volcano, priorities: tuple[str, str], tmp_path: pathlib.Path) -> None:
     low, high = priorities
+    hold = Hold(tmp_path / 'hold-victim')  # the victim runs until the urgent gang has finished
     with volcano.actions(vc.PREEMPTING):
-        victim = job('victim', nodes=6, sleep=12, priorityClassName=low)
+        victim = job('victim', nodes=6, sleep=1, hold=hold, priorityClassName=low)
         victim['spec']['maxRestarts'] = 0
         cluster.create_job(victim)
         wait_until(lambda: running(cluster, 'victim') == 6, 60, 'the victim never ran', lambda: cluster.pods('victim'))
         cluster.create_job(job('urgent', nodes=4, sleep=2, priorityClassName=high))
-        urgent = cluster.wait_phase('urgent', 'Succeeded', timeout=120)
+        try:
+            urgent = cluster.wait_phase('urgent', 'Succeeded', timeout=120)
+        finally:
+            hold.release()
         victim = cluster.wait_phase('victim', 'Succeeded', timeout=120)
     assert urgent['restarts'] == 0, urgent
     # Volcano evicted the victim's Pods (Ready=False, reason Evict, then deleted): a
@@ -160,15 +166,19 @@ def test_a_higher_priority_gang_preempts_the_victim_restarts_later_without_using
 
 
 def test_with_volcanos_default_actions_a_higher_priority_gang_waits_instead(
-        cluster: RealCluster, priorities: tuple[str, str]) -> None:
+        cluster: RealCluster, priorities: tuple[str, str], tmp_path: pathlib.Path) -> None:
     """Upstream's own e2e: with the enqueue action, a gang that does not fit the idle
     resources stays Pending, and preempt skips Pending PodGroups."""
     low, high = priorities
-    cluster.create_job(job('victim', nodes=6, sleep=15, priorityClassName=low))
+    hold = Hold(tmp_path / 'hold-victim')  # the victim runs until the urgent gang was seen waiting
+    cluster.create_job(job('victim', nodes=6, sleep=1, hold=hold, priorityClassName=low))
     wait_until(lambda: running(cluster, 'victim') == 6, 60, 'the victim never ran', lambda: cluster.pods('victim'))
     cluster.create_job(job('urgent', nodes=4, sleep=1, priorityClassName=high))
-    st = waiting_message(cluster, 'urgent', 'queue default: resource in cluster is overused')
-    assert bound(cluster, 'urgent') == 0 and running(cluster, 'victim') == 6, st
+    try:
+        st = waiting_message(cluster, 'urgent', 'queue default: resource in cluster is overused')
+        assert bound(cluster, 'urgent') == 0 and running(cluster, 'victim') == 6, st
+    finally:
+        hold.release()
     victim = cluster.wait_phase('victim', 'Succeeded', timeout=90)
     assert victim['restarts'] == 0 and 'disruptions' not in victim, victim
     cluster.wait_phase('urgent', 'Succeeded', timeout=90)

@@ -120,9 +120,19 @@ def test_spec_nodes_lowered_stops_the_pods_above_it():
     st = running_status(job())
     p = decide(job(nodes=3), [pod(r) for r in range(4)], st)
     assert p.delete == ("demo-3",) and p.status["phase"] == "Running" and p.status["desiredNodes"] == 3
-    assert p.events[0].message.endswith("spec.nodes changed from 4 to 3") and p.status["resizes"] == 1
+    # A resize the user asked for: Normal, not a lost node.
+    assert [(e.type, e.reason, e.message) for e in p.events] == [
+        ("Normal", "Resized", "training at 3/3 nodes: spec.nodes changed from 4 to 3")]
+    assert p.status["resizes"] == 1
     p = decide(job(nodes=3), [pod(0), pod(1), pod(2), pod(3, deleting=True)], p.status)
     assert p.delete == () and p.events == () and p.status["nodes"] == "3/3"
+
+
+def test_a_node_lost_while_spec_nodes_is_lowered_is_still_a_loss():
+    st = running_status(job())
+    p = decide(job(nodes=3), [pod(0), pod(1, "Failed", exit_code=137), pod(2), pod(3)], st)
+    assert [(e.type, e.reason) for e in p.events] == [("Warning", "NodeLost")]
+    assert p.events[0].message.startswith("training at 2/3 nodes: lost demo-1")
 
 
 def test_spec_nodes_raised_creates_the_new_index():

@@ -5,6 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from ddpjob.job import lifecycle
+from ddpjob.job.decision import Observed
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
 from ddpjob.api.spec import parse_job
@@ -185,7 +186,27 @@ def test_finished_job_stays_finished(job):
     j = job()
     failed = {"phase": "Failed", "completionTime": "2026-01-01T12:00:00Z", "restarts": 0}
     p = step(j, pods(["Failed", "Running"]), failed)
-    assert p.status == failed and p.delete == ("demo-1",) and p.create == ()
+    assert p.status == {**failed, "readyNodes": 0, "nodes": "0/2"} and p.delete == ("demo-1",) and p.create == ()
+
+
+def test_nodes_and_ready_nodes_say_no_pod_runs_once_the_job_failed_or_stopped(job):
+    j = job(restartPolicy="Never")
+    # One member exits 3, the other still runs: the job fails, and the survivor is stopped.
+    failing = step(j, pods(["Running", "Failed"], extra={1: {"exit_code": 3}}), running_status(j))
+    assert failing.status["phase"] == "Failed" and failing.delete == ("demo-0",)
+    assert (failing.status["readyNodes"], failing.status["nodes"]) == (0, "0/2")
+    # A status written before this rule (1/2 while no Pod ran) is put right.
+    stale = {**failing.status, "readyNodes": 1, "nodes": "1/2"}
+    assert (step(j, [], stale).status["readyNodes"], step(j, [], stale).status["nodes"]) == (0, "0/2")
+    # A job that succeeded says how many of its nodes did.
+    done = step(j, pods(["Succeeded", "Succeeded"]), running_status(j)).status
+    assert done["phase"] == "Succeeded" and (done["readyNodes"], done["nodes"]) == (2, "2/2")
+    suspended = step(job(suspend=True), pods(["Running", "Running"]), running_status(j)).status
+    assert (suspended["phase"], suspended["readyNodes"], suspended["nodes"]) == ("Suspended", 0, "0/2")
+    # `ddpjob run` stopped by Ctrl-C: the same counts beside its Failed phase.
+    stopped = lifecycle.interrupted(running_status(j), 2, T0)
+    assert (stopped["phase"], stopped["readyNodes"], stopped["nodes"]) == ("Failed", 0, "0/2")
+    assert {c["type"]: c["status"] for c in stopped["conditions"]} == {"Running": "False", "Failed": "True"}
 
 
 def test_pod_state_reads_a_pod_body():
@@ -220,11 +241,22 @@ def test_pods_of_an_earlier_attempt_stuck_terminating_are_named_once_past_grace_
     old = pods(["Running", "Running"], attempt=0, extra={
         0: {"deleting": True, "deletion_time": ends, "node_name": "n0"},
         1: {"deleting": True, "deletion_time": ends, "node_name": None}})  # no node: never stuck
-    early = step(j, old, st, T0 + timedelta(seconds=20))
-    assert early.stuck == () and early.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
-    late = step(j, old, st, T0 + timedelta(seconds=41))
-    assert late.stuck == (("demo-0", "n0"),) and "demo-0 on node n0" in late.status["message"]
+    lost = {"n0": "Unknown"}  # its kubelet stopped reporting
+    early = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=20), nodes=lost))
+    assert early.force_delete == () and early.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
+    at = T0 + timedelta(seconds=41)
+    late = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=at, nodes=lost))
+    assert [(f.pod, f.message) for f in late.force_delete] == [
+        ("demo-0", "force-deleted Pod demo-0, stuck terminating: its node n0 is not Ready (Ready=Unknown)")]
+    assert "demo-0 on node n0" in late.status["message"]
     assert late.delete == () and late.requeue_after == pytest.approx(30)  # looked at again
+    # The plan judges the Node: gone, force-deleted; Ready (its kubelet will confirm) or not
+    # read, waited for.
+    gone = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=at, nodes={"n0": None}))
+    assert [f.message.rsplit(": ", 1)[1] for f in gone.force_delete] == ["its node n0 is gone"]
+    for nodes in ({"n0": "True"}, {}):
+        waiting = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=at, nodes=nodes))
+        assert waiting.force_delete == () and "demo-0 on node n0" in waiting.status["message"]
 
 
 def test_pods_of_an_earlier_ddpjob_are_never_deleted(job):
@@ -292,6 +324,24 @@ def test_a_world_the_command_cannot_fill_is_a_warning_event_once(job):
     assert "spec.nprocPerNode: 2 processes per node" in first.events[0].message
     assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
     assert step(job(), [], None).events == ()  # ddpjob-launch: nothing to say
+
+
+def test_running_counts_processes_only_where_a_launcher_starts_them(job):
+    plain = job(command=["python", "train.py"], args=[])  # 2 nodes x nprocPerNode 2, no launcher
+    running = step(plain, pods(["Running", "Running"]), step(plain, [], None).status).status
+    assert running["message"] == "all 2 nodes running (python once per node, world size 4)"
+    launched = step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status
+    assert launched["message"] == "all 2 nodes running (4 processes)"
+
+
+def test_backend_auto_falling_back_to_gloo_on_a_gpu_job_is_said_once(job):
+    j = job(gpusPerNode=1, nprocPerNode=2)
+    first = step(j, [], None)
+    assert [(e.type, e.reason) for e in first.events] == [("Normal", "BackendGloo")]
+    assert first.events[0].message.startswith("spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s)")
+    assert step(j, pods(["Pending", "Pending"]), first.status).events == ()
+    assert step(job(gpusPerNode=2, nprocPerNode=2), [], None).events == ()  # nccl: nothing to say
+    assert step(job(gpusPerNode=1, nprocPerNode=2, backend="gloo"), [], None).events == ()  # asked for
 
 
 CUDA_LOG = ("[rank0]: starting\nTraceback (most recent call last):\n  File \"/app/errors.py\", line 3, in <module>\n"

@@ -2,12 +2,11 @@
 gate's. Pure: a Workload and Pods as plain data."""
 
 from ddpjob.job.observe import PodState
-from ddpjob.job.queue_wait import REASON, waiting_reason
+from ddpjob.api.gangs.kueue import GATED, REASON, waiting_reason
 from tests.job.test_gang_waiting import condition
 from tests.job.test_lifecycle import T0, job  # noqa: F401 (fixture)
 from ddpjob.job import lifecycle
 from ddpjob.job.decision import GangSaid, Observed
-from ddpjob.job.queue_wait import GATED
 
 NO_QUOTA = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, "
             "2 more needed")
@@ -49,7 +48,7 @@ def test_a_gated_gang_shows_the_queues_reason_in_status_and_condition(job):
     first = lifecycle.plan(j, [], None, T0)
     reason, words = waiting_reason(workload(("QuotaReserved", "False", "Pending", NO_QUOTA)))
     p = lifecycle.decide(Observed(job=j, pods=(gated(0), gated(1)), previous=first.status, now=T0,
-                                  gang_said=GangSaid(0, GATED, words, reason)))
+                                  gang_said=GangSaid(0, GATED, words, reason, replaces=True)))
     assert p.status["phase"] == "Pending" and p.status["message"] == f"Scheduled 0/2: Kueue queue team-a: {NO_QUOTA}"
     cond = condition(p.status)
     assert cond["status"] == "False" and cond["reason"] == REASON and NO_QUOTA in cond["message"]

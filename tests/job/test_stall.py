@@ -148,3 +148,47 @@ def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_em
     assert paused["progress"]["step"] == 40 and "eta" not in paused["progress"]
     resumed = lifecycle.plan(j, [], paused, T0 + timedelta(seconds=50)).status
     assert resumed["phase"] == "Pending" and "progress" not in resumed
+
+
+@pytest.mark.parametrize("record", [
+    {**RECORD, "step": 100},  # the last step done: evaluating, saving, tearing down
+    {**RECORD, "step": 100, "stage": "saving"},
+    {"step": 7, "stage": "exiting"},  # no total known: the trainer says so
+])
+def test_a_job_past_its_last_step_is_never_stalled(job, record):
+    j = job(stallTimeoutSeconds=10)
+    st = running(j)
+    p = lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(3600, record=record))
+    assert p.status["phase"] == "Running" and p.delete == () and p.events == ()
+    assert "Stalled" not in {c["type"] for c in p.status["conditions"]}
+
+
+def test_evaluating_or_saving_between_epochs_still_counts(job):
+    j = job(stallTimeoutSeconds=10)
+    record = {**RECORD, "stage": "evaluating"}  # step 40 of 100: training is not over
+    p = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(11, record=record))
+    assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["reason"] == "Stalled"
+
+
+def test_a_short_job_keeps_the_record_its_pod_0_left_when_it_succeeded(job):
+    """Records are read every 30 s: a job may end between two reads, or before the first.
+    Pod 0's launcher leaves the last record as its termination message."""
+    import dataclasses
+    import json
+
+    j = job()
+    st = running(j)  # no progress was ever read
+    last = {"step": 100, "total_steps": 100, "epoch": 3, "total_epochs": 3, "loss": 0.1, "time": T0.timestamp(),
+            "stage": "exiting"}
+    done = [PodState(name="demo-0", node_rank=0, restart_count=0, phase="Succeeded", exit_code=0,
+                     message=json.dumps(last)),
+            PodState(name="demo-1", node_rank=1, restart_count=0, phase="Succeeded", exit_code=0)]
+    p = lifecycle.plan(j, done, st, T0)
+    assert p.status["phase"] == "Succeeded"
+    assert p.status["progress"] == {"step": 100, "totalSteps": 100, "epoch": 3, "totalEpochs": 3, "loss": 0.1,
+                                    "summary": "epoch 3/3 step 100/100 (100%)", "attempt": 0, "final": True,
+                                    "updateTime": "2026-01-01T12:00:00Z"}
+    # Anything else a Pod says is no record: the last one read stays.
+    for message in ("done", '{"step": "x"}', "{" * 10):
+        other = lifecycle.plan(j, [dataclasses.replace(done[0], message=message), done[1]], st, T0)
+        assert "progress" not in other.status

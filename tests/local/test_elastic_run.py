@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpjob import sample_audit
+from ddpjob_devcluster.scenarios import sample_audit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

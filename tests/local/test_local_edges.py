@@ -140,17 +140,17 @@ def test_a_rerun_of_a_finished_job_says_so_and_fresh_starts_over(tmp_path):
     path = write(tmp_path, "resume", command, checkpoint={"claimName": "ckpt"})
     runs = tmp_path / ".ddpjob" / "resume" / "checkpoints" / "runs"
     first = run(tmp_path, "run", str(path))
-    assert first.returncode == 0 and "ran here before" not in first.stdout
+    assert first.returncode == 0 and "here before" not in first.stdout and "already Succeeded" not in first.stdout
     status = final_status(first.stdout)
     assert status["observedGeneration"] == 1  # a file has no generation; a new object has 1
     assert (status["nprocPerNode"], status["backend"], status["worldSize"]) == (1, "gloo", 1)
     second = run(tmp_path, "run", str(path))
     assert second.returncode == 0 and runs.read_text() == "run\nrun\n"
-    assert (f"[ddpjob] this job ran here before (Succeeded at {status['completionTime']}); the trainer resumes "
-            f"from its checkpoints in {runs.parent} and may finish at once. `ddpjob run --fresh` starts from "
-            "scratch") in second.stdout
+    assert (f"[ddpjob] this job already Succeeded here (at {status['completionTime']}): the trainer resumes from "
+            f"its final checkpoint in {runs.parent}, so training is complete and nothing is left to train. "
+            "`ddpjob run --fresh` starts over") in second.stdout
     third = run(tmp_path, "run", "--fresh", str(path))
-    assert third.returncode == 0 and "ran here before" not in third.stdout
+    assert third.returncode == 0 and "already Succeeded" not in third.stdout
     assert runs.read_text() == "run\n"
 
 

@@ -167,6 +167,8 @@ def test_ctrl_c_stops_every_process(tmp_path):
     assert status["phase"] == "Failed" and conditions["Failed"]["status"] == "True"
     assert conditions["Failed"]["reason"] == "Interrupted"
     assert [t for t, c in conditions.items() if c["status"] == "True"] == ["Failed"]
+    # Nothing runs any more, and NODES says so beside readyNodes.
+    assert (status["readyNodes"], status["nodes"]) == (0, "0/3")
 
 
 def test_processes_that_left_the_session_are_stopped_with_their_container(tmp_path):
@@ -191,3 +193,40 @@ def test_the_example_job_runs_here_as_make_demo_does(tmp_path):
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
     assert status["phase"] == "Succeeded" and status["readyNodes"] == 2
     assert "[mnist-cpu-0] " in result.stdout and "epoch 3/3 done" in result.stdout
+
+
+def test_ctrl_c_of_the_built_in_trainer_is_quiet_saves_and_stops_everything(tmp_path):
+    """Ctrl-C mid-training: the trainer says once that it stops and saves its checkpoint,
+    torchrun's own stop warnings ("Received 15 death signal", "Sending process ... closing
+    signal") are not printed, no worker needs SIGKILL, and no process of the run is left."""
+    from ddpjob.local.container import CONTAINER_TAG_ENV, pids_with_env
+
+    command = ["ddpjob-launch", "ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1000",
+               "--log-every", "4"]
+    path, _ = write_job(tmp_path, name="quiet", nodes=2, nproc=2, command=command, checkpoint={"claimName": "c"})
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, before = [], []
+    try:
+        deadline = time.monotonic() + 240  # four trainers import torch on a busy machine
+        for line in proc.stdout:
+            before.append(line)
+            if "epoch 2/1000 done" in line or time.monotonic() > deadline:
+                break
+        assert "epoch 2/1000 done" in before[-1], "".join(before)[-3000:]
+        proc.send_signal(signal.SIGINT)
+        lines = proc.stdout.readlines()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    after = "".join(lines)
+    assert proc.returncode == 130, after[-3000:]
+    assert "[quiet-0] stop requested (signal 15): saving a checkpoint" in after
+    for noise in ("death signal", "closing signal", "Unable to shutdown process", "Traceback"):
+        assert noise not in after, after[-3000:]
+    stop = next(i for i, line in enumerate(lines) if "stop requested" in line)
+    saved = [line for line in lines[stop:] if line.startswith("[quiet-0] checkpoint ")]
+    assert len(saved) == 1 and Path(saved[0].split()[-1]).is_file()  # the stop's own checkpoint
+    assert pids_with_env(CONTAINER_TAG_ENV, f"ddpjob-run-{proc.pid}-") == []

@@ -69,3 +69,26 @@ def test_a_pod_gets_the_local_overrides_and_a_loopback_ip_then_stops_whole(tmp_p
     while node.live_pids() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert node.live_pids() == [] and node.sweep() == 0
+
+
+@pytest.mark.parametrize("code, left, policy, expected", [
+    (0, '{"step": 9}', None, '{"step": 9}'),  # whatever the exit code: the file is the message
+    (3, "bad input", "FallbackToLogsOnError", "bad input"),  # the file first, as the kubelet reads it
+    (3, "", "FallbackToLogsOnError", "last words"),  # empty and failed: the log's tail
+    (0, "", "FallbackToLogsOnError", None),  # empty and succeeded: no message
+])
+def test_the_termination_log_is_the_containers_message_as_the_kubelet_reads_it(
+        tmp_path: Path, code: int, left: str, policy: str | None, expected: str | None) -> None:
+    node = LocalNode(f"test-{uuid.uuid4().hex[:8]}/")
+    script = (f"import os, sys; print('last words', flush=True); "
+              f"open(os.environ['{contract.TERMINATION_LOG}'], 'w').write({left!r}); sys.exit({code})")
+    spec = pod(sys.executable, "-c", script)
+    if policy:
+        spec["spec"]["containers"][0]["terminationMessagePolicy"] = policy
+    started = node.start(spec, port=29998, checkpoint_dir=None, progress_file=str(tmp_path / "pod" / "progress.json"),
+                         out=io.StringIO())
+    started.proc.wait(60)
+    end = started.proc.terminated()
+    assert end is not None and end.exit_code == code and end.message == expected
+    # The file is the Pod's own, beside its progress file, and made before the container started.
+    assert (tmp_path / "pod" / "termination-log").read_text() == left

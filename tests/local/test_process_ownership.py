@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

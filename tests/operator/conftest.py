@@ -15,9 +15,10 @@ import kubernetes
 import pytest
 import yaml
 
-from ddpjob_devcluster.emulator import KubeEmulator, RecordedRequest
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 from tests.support.kubelet import set_pod_status
-from ddpjob_devcluster.operator_runner import run_operator, wait_for
+from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
 from tests.support.deadlines import REACTION
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

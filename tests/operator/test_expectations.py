@@ -52,3 +52,18 @@ def test_results_are_ordered_by_rank_then_attempt() -> None:
     exp = Expectations(clock=Clock())
     got = exp.apply({"b": pod("b", rank=1), "a": pod("a", rank=0, attempt=1), "c": pod("c", rank=0)})
     assert [(p.node_rank, p.restart_count) for p in got] == [(0, 0), (0, 1), (1, 0)]
+
+
+def test_a_reconcile_applies_the_expectations_once() -> None:
+    """Applying drops the expectations the watch confirmed: a pass sees one view of its Pods
+    (what the gang reader, the plan and the progress poller look at is the same)."""
+    from tests.operator.test_controller import job_body, make, once, pod
+
+    c, _, _, _ = make(job_body(nodes=2, scheduling={"gang": "volcano"}), [pod(0), pod(1)])
+    memory = c._job(("ns", "j"))
+    memory.uid = "u1"
+    calls = []
+    apply = memory.expectations.apply
+    memory.expectations.apply = lambda seen: calls.append(1) or apply(seen)  # type: ignore[method-assign]
+    once(c)
+    assert calls == [1]

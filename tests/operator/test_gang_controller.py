@@ -142,7 +142,7 @@ def test_startup_check_logs_each_missing_api(caplog):
 
 def test_chart_settings_reach_the_rendered_pods():
     gang = GangSupport.from_env({"DDPJOB_COSCHEDULING_SCHEDULER": "cosched", "DDPJOB_GANG_INTEGRATIONS": ""})
-    assert gang.options.coscheduling_scheduler == "cosched" and gang.enabled == frozenset()
+    assert gang.options.schedulers["coscheduling"] == "cosched" and gang.enabled == frozenset()
 
 
 def test_a_preempted_member_that_vanished_is_still_a_disruption():

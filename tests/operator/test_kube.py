@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ddpjob.operator import kube
-from ddpjob_devcluster.operator_runner import EMULATOR_TOKEN
+from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
 from tests.operator.conftest import NS, Cluster, ddpjob
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ from kmock._internal import references
 from ddpjob import render
 from ddpjob.api import spec
 from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)

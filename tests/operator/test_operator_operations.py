@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.operator.conftest import CRD_PATH, ROOT, Cluster, ddpjob
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 
 from ddpjob.local.ports import free_port
 from tests.support.deadlines import REACTION, TEST

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.operator.conftest import ROOT, Cluster, ddpjob
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from tests.operator.conftest import NS, Cluster, ddpjob, fast_settings
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)

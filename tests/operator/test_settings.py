@@ -19,14 +19,14 @@ def test_every_setting_is_read() -> None:
         settings.TEMPLATE_ALLOW_ENV: "hostPath, privileged", settings.METRICS_PORT_ENV: "9090",
         settings.PROGRESS_INTERVAL_ENV: "5", settings.PROGRESS_RATE_ENV: "2.5", settings.PROGRESS_WRITES_ENV: "1",
         settings.LIVENESS_OUTAGE_ENV: "60", settings.GANG_INTEGRATIONS_ENV: "volcano,kueue",
-        settings.VOLCANO_SCHEDULER_ENV: "my-volcano", settings.COSCHEDULING_SCHEDULER_ENV: "cosched"})
+        "DDPJOB_VOLCANO_SCHEDULER": "my-volcano", "DDPJOB_COSCHEDULING_SCHEDULER": "cosched"})
     assert config.template_allow == {"hostPath", "privileged"} and config.metrics_port == 9090
     assert (config.progress_interval, config.progress_max_per_second, config.progress_max_writes_per_second) == \
         (5.0, 2.5, 1.0)
     assert config.liveness_outage_seconds == 60.0
     assert config.gang_integrations == {"volcano", "kueue"} and config.gang_explicit
     gang = GangSupport.from_settings(config)
-    assert (gang.options.volcano_scheduler, gang.options.coscheduling_scheduler) == ("my-volcano", "cosched")
+    assert gang.options.schedulers == {"volcano": "my-volcano", "coscheduling": "cosched"}
     assert gang.unavailable("kubernetes") and gang.unavailable("volcano") is None
 
 
@@ -46,7 +46,7 @@ def test_polling_is_off_with_a_zero_interval_or_rate() -> None:
     (settings.LIVENESS_OUTAGE_ENV, "0", "must be within [1, 86400]"),
     (settings.LIVENESS_OUTAGE_ENV, "soon", "is not a number"),
     (settings.GANG_INTEGRATIONS_ENV, "kubernetes,slurm", "unknown gang integration(s) 'slurm'"),
-    (settings.VOLCANO_SCHEDULER_ENV, "Volcano Scheduler", "must be a scheduler name"),
+    ("DDPJOB_VOLCANO_SCHEDULER", "Volcano Scheduler", "must be a scheduler name"),
     (settings.TEMPLATE_ALLOW_ENV, "everything", "unknown template allowance 'everything'"),
 ])
 def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, says: str) -> None:
@@ -60,3 +60,26 @@ def test_a_hostile_value_is_shown_bounded() -> None:
     with pytest.raises(settings.SettingsError) as err:
         settings.from_env({settings.METRICS_PORT_ENV: "9" * 10_000})
     assert len(str(err.value)) < 300
+
+
+def test_ddpjob_operator_hands_its_flags_to_the_operator_as_settings_not_through_the_environment(
+        monkeypatch, capsys) -> None:
+    import os
+
+    from ddpjob import cli
+    from ddpjob.operator import main as operator_main
+    given: list = []
+    monkeypatch.setattr(operator_main, "run_operator", lambda **kw: given.append(kw))
+    monkeypatch.setenv(settings.PROGRESS_INTERVAL_ENV, "7")
+    monkeypatch.delenv(settings.TEMPLATE_ALLOW_ENV, raising=False)
+    before = dict(os.environ)
+    assert cli.main(["operator", "-n", "ns", "--standalone", "--template-allow", "hostPath",
+                     "--metrics-port", "9099"]) == 0
+    config = given[0]["settings"]
+    assert config.template_allow == {"hostPath"} and config.progress_interval == 7.0  # flags and environment
+    assert given[0]["metrics_port"] == 9099 and dict(os.environ) == before  # nothing written into it
+    # A bad setting is one line, and nothing starts.
+    monkeypatch.setenv(settings.PROGRESS_INTERVAL_ENV, "soon")
+    assert cli.main(["operator", "--standalone"]) == 2 and len(given) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {settings.PROGRESS_INTERVAL_ENV}='soon' is not a number"]

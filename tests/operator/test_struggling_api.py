@@ -12,9 +12,9 @@ import pytest
 from kmock import resource
 
 from ddpjob.operator import handlers, settings
-from ddpjob_devcluster.chaos import Chaos
-from ddpjob_devcluster.emulator import KubeEmulator
-from ddpjob_devcluster.operator_runner import wait_for
+from ddpjob_devcluster.scenarios.chaos import Chaos
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.operator.conftest import NS, ddpjob
 from tests.support.deadlines import PHASE, REACTION, TEST
 

@@ -9,11 +9,12 @@ import pytest
 
 from ddpjob import cli, render
 from ddpjob.api import names
-from ddpjob.api.scheduling import GANGS
+from ddpjob.api import gangs
+from ddpjob.api.gangs import coscheduling, kueue, volcano
+from ddpjob.api.scheduling import gang_names
 from ddpjob.api.spec import parse_job
-from ddpjob.render import gang, gangs
-from ddpjob.render.gangs import coscheduling, kueue, volcano
-from ddpjob_devcluster.crd_validator import CRDValidator
+from ddpjob.render import gang
+from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
 
 ROOT = Path(__file__).resolve().parents[2]
 # Beside the checkout (../shared); a git worktree under ../wt/<name> looks one level higher.
@@ -105,7 +106,7 @@ def test_volcano_default_queue(job_body):
 def test_coscheduling_pod_group_matches_the_upstream_crd(job_body):
     crd = upstream("scheduling.x-k8s.io_podgroups.yaml")
     job = gang_job(job_body, "coscheduling", scheduleTimeoutSeconds=600)
-    objects = render.render(job, options=gang.GangOptions(coscheduling_scheduler="my-coscheduler"))
+    objects = render.render(job, options=gang.GangOptions(schedulers={"coscheduling": "my-coscheduler"}))
     group = objects[0]
     assert kinds([group]) == [("scheduling.x-k8s.io/v1alpha1", "PodGroup")]
     assert group["spec"] == {"minMember": 4, "scheduleTimeoutSeconds": 600}
@@ -174,14 +175,19 @@ def test_one_pod_times_the_nodes_is_the_sum_of_every_pod(job_body):
         assert render.render_pod_group(candidate)["spec"]["minResources"] == expected
 
 
-def test_the_registry_serves_every_gang_of_the_api():
-    assert set(gangs.INTEGRATIONS) == set(GANGS) - {"none"}
-    for name, integration in gangs.INTEGRATIONS.items():
+def test_the_registry_serves_every_gang_of_the_api_and_of_the_crd():
+    from ddpjob_devcluster.apiserver import crd_validator
+    assert gang_names() == ("none", *gangs.names())
+    crd = crd_validator.load().schema["properties"]["spec"]["properties"]["scheduling"]["properties"]["gang"]
+    assert crd["enum"] == ["none", *(i.name for i in gangs.BUILT_IN)]
+    for name in gangs.names():
+        integration = gangs.get(name)
         assert integration.name == name and integration.needs
-        assert (integration.pod_group is None) == (integration.plural is None) == (integration.pod_group_spec is None)
-    assert gangs.POD_GROUP_KINDS == {"kubernetes": ("scheduling.k8s.io/v1beta1", "PodGroup"),
-                                     "volcano": ("scheduling.volcano.sh/v1beta1", "PodGroup"),
-                                     "coscheduling": ("scheduling.x-k8s.io/v1alpha1", "PodGroup")}
+        assert (integration.pod_group is None) == (integration.pod_group_spec is None)
+    kinds_ = {i.name: (i.pod_group.api_version, i.pod_group.kind) for i in gangs.BUILT_IN if i.pod_group}
+    assert kinds_ == {"kubernetes": ("scheduling.k8s.io/v1beta1", "PodGroup"),
+                      "volcano": ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+                      "coscheduling": ("scheduling.x-k8s.io/v1alpha1", "PodGroup")}
 
 
 @pytest.mark.parametrize("gang_name, first_kind", [("none", "Service"), ("kubernetes", "PodGroup"),

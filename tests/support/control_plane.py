@@ -42,7 +42,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 @contextlib.contextmanager
 def real_cluster(request: pytest.FixtureRequest, workdir: pathlib.Path, **kwargs: Any) -> Iterator[RealCluster]:
-    from ddpjob_devcluster.real_cluster import RealCluster
+    from ddpjob_devcluster.clusters.real import RealCluster
 
     plane: ControlPlane = request.getfixturevalue('control_plane')
     plane.check_alive()

@@ -15,7 +15,7 @@ import pytest
 @pytest.fixture
 def emulator() -> Iterator[Any]:
     """A fresh emulator per test: one starts in about 10 ms."""
-    from ddpjob_devcluster.emulator import KubeEmulator
+    from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 
     with KubeEmulator() as emu:
         yield emu

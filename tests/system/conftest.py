@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster as running_cluster
 
 __all__ = ['running_cluster']

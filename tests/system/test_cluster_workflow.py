@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ddpjob_devcluster.real_cluster import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob_devcluster import elastic_scenario
+from ddpjob_devcluster.scenarios import elastic as elastic_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

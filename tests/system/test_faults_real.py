@@ -1,6 +1,6 @@
 """The operator against a struggling real API server: a proxy in front of kube-apiserver
 answers a share of the operator's requests with 500/503/429 and cuts its watch streams
-every few seconds (`ddpjob_devcluster.fault_proxy`); the job still runs to Succeeded with
+every few seconds (`ddpjob_devcluster.scenarios.fault_proxy`); the job still runs to Succeeded with
 a true status, no Pod created twice."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from ddpjob_devcluster.chaos import Chaos
-from ddpjob_devcluster.fault_proxy import FaultProxy, point_kubeconfig_at
+from ddpjob_devcluster.scenarios.chaos import Chaos
+from ddpjob_devcluster.scenarios.fault_proxy import FaultProxy, point_kubeconfig_at
 from tests.support.control_plane import real_cluster
 from tests.support.deadlines import CLUSTER_TEST, RUN
 

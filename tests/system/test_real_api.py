@@ -22,8 +22,8 @@ import yaml
 
 from ddpjob import render
 from ddpjob.api.spec import parse_job
-from ddpjob_devcluster.cluster import wait_until
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "examples"
@@ -244,7 +244,7 @@ def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: Real
     other and the job's history never goes backwards."""
     import copy
     import threading
-    from ddpjob_devcluster.cluster_api import OperatorProcess
+    from ddpjob_devcluster.clusters.client import OperatorProcess
 
     second = OperatorProcess(cluster.operator.kubeconfig, cluster.workdir / 'operator-2.log',
                              command=list(cluster.operator.command), env=dict(cluster.operator.env)).start()

@@ -9,20 +9,25 @@ from typing import Iterator
 
 import pytest
 
-from ddpjob_devcluster.cluster import load_example, read_metrics, wait_until
-from ddpjob_devcluster.real_cluster import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
+from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
 from tests.system.conftest import running_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
+def polling_every(interval: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
+    # The operator process inherits this: how often it reads /progress (0: never).
+    monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', interval)
+    with running_cluster(request, tmp_path / 'cluster') as local:
+        yield local
+
+
 @pytest.fixture
 def fast_progress_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path,
                           monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
-    # The operator process inherits this: read /progress every 2 s instead of 30 s.
-    monkeypatch.setenv('DDPJOB_PROGRESS_INTERVAL_SECONDS', '2')
-    with running_cluster(request, tmp_path / 'cluster') as local:
-        yield local
+    yield from polling_every('2', request, tmp_path, monkeypatch)  # every 2 s instead of 30 s
 
 
 def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_cluster: LocalCluster) -> None:
@@ -60,3 +65,27 @@ def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_c
     assert len(resumes) == 1 and resumes[0]['restart'] == 1 and resumes[0]['step'] >= 16, resumes
     final = [r for r in records if r['event'] == 'final']
     assert len(final) == 1 and final[0]['restart'] == 1 and final[0]['step'] == 32, final
+
+
+@pytest.fixture
+def unpolled_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path,
+                     monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
+    # The operator never reads /progress: what the status says at the end came another way.
+    yield from polling_every('0', request, tmp_path, monkeypatch)
+
+
+def test_a_short_job_ends_with_its_final_progress(unpolled_cluster: LocalCluster) -> None:
+    """A job may end between two reads of its progress (every 30 s), or before the first:
+    Pod 0's launcher leaves the last record as its termination message, which the kubelet
+    reports and the operator puts in the finished job's status."""
+    cluster, name = unpolled_cluster, 'short'
+    script = pathlib.Path(__file__).resolve().parents[1] / 'local' / 'scripts' / 'progress_by_hand.py'
+    body = copy.deepcopy(load_example())
+    body['metadata']['name'] = name
+    body['spec'].update(nodes=1, nprocPerNode=1, command=['ddpjob-launch'], args=[str(script)],
+                        env=[{'name': 'PROGRESS_STEPS', 'value': '6'}, {'name': 'PROGRESS_LINGER', 'value': '0'}])
+    cluster.create_job(body)
+    status = cluster.wait_phase(name, 'Succeeded', timeout=240)
+    progress = status.get('progress') or {}
+    assert (progress.get('step'), progress.get('totalSteps'), progress.get('final')) == (6, 6, True), status
+    assert progress['summary'] == 'epoch 3/3 step 6/6 (100%)'

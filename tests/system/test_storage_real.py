@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from ddpjob_devcluster.cluster import ROOT, wait_until
+from ddpjob_devcluster.clusters.client import ROOT, wait_until
 from ddpjob_devcluster.controlplane import storage
 from tests.support.deadlines import CLUSTER_TEST, PHASE, RUN
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ddpjob_devcluster.cluster import load_example, read_metrics, wait_until
-from ddpjob_devcluster.real_cluster import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
+from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
@@ -49,7 +49,7 @@ def epoch_done(metrics: pathlib.Path, epoch: int) -> bool:
 def wait_epoch(cluster: LocalCluster, name: str, metrics: pathlib.Path, epoch: int = 1) -> None:
     def check() -> bool:
         if cluster.status(name).get('phase') in ('Succeeded', 'Failed'):
-            from ddpjob_devcluster.cluster import Abort
+            from ddpjob_devcluster.clusters.operator_runner import Abort
             raise Abort(f'{name} finished before epoch {epoch}: {cluster.status(name)}')
         return epoch_done(metrics, epoch)
     wait_until(check, RUN, f'{name}: epoch {epoch} was not completed', lambda: f'status {cluster.status(name)}')

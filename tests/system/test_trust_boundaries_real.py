@@ -22,8 +22,8 @@ import kubernetes
 import pytest
 import yaml
 
-from ddpjob_devcluster.cluster import wait_until
-from ddpjob_devcluster.real_cluster import RealCluster
+from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]

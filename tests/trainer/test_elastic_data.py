@@ -1,4 +1,4 @@
-"""Exactly-once sampling across resizes (elastic_data.py) and its audit (sample_audit.py),
+"""Exactly-once sampling across resizes (elastic_data.py) and its audit (ddpjob_devcluster/scenarios/sample_audit.py),
 pure: no process group."""
 
 import json
@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 import torch
 
-from ddpjob import sample_audit
+from ddpjob_devcluster.scenarios import sample_audit
 from ddpjob_trainer import elastic_data
 
 

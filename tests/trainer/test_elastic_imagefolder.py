@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ddpjob import sample_audit
+from ddpjob_devcluster.scenarios import sample_audit
 from trainer_helpers import BIN, contract, events, free_port, write_imagefolder
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]

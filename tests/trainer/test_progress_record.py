@@ -20,6 +20,7 @@ def test_write_then_read_round_trips(tmp_path):
     ({"total_steps": 3}, "step"), ({"step": -1}, "step"), ({"step": "3"}, "step"), ({"step": True}, "step"),
     ({"step": 1, "loss": "nan"}, "loss"), ({"step": 1, "loss": float("nan")}, "loss"),
     ({"step": 1, "samples_per_s": float("inf")}, "samples_per_s"), ({"step": 1, "epoch": 1.5}, "epoch"), ([1], "object"),
+    ({"step": 1, "stage": "napping"}, "stage"), ({"step": 1, "stage": 3}, "stage"),
 ])
 def test_validate_names_the_bad_field(record, field):
     errors = pr.validate(record)
@@ -58,6 +59,15 @@ def test_tracker_measures_advance_eta_and_heartbeats(tmp_path):
 def test_summary_and_duration():
     assert pr.summary({"step": 45, "total_steps": 90, "epoch": 1, "total_epochs": 3}) == "epoch 1/3 step 45/90 (50%)"
     assert pr.summary({"step": 7}) == "step 7"
+    assert pr.summary({"step": 90, "total_steps": 90, "stage": "saving"}) == "step 90/90 (100%), saving"
+    assert pr.summary({"step": 9, "stage": "training"}) == "step 9"
+
+
+def test_past_the_last_step_is_said_by_the_step_or_the_stage():
+    assert pr.past_last_step({"step": 90, "total_steps": 90})
+    assert pr.past_last_step({"step": 7, "stage": "exiting"})  # no total known: the stage says it
+    assert not pr.past_last_step({"step": 89, "total_steps": 90, "stage": "evaluating"})  # between epochs
+    assert not pr.past_last_step({"step": 7}) and not pr.past_last_step(None)
     assert [pr.format_duration(s) for s in (5, 125, 3725, 90000)] == ["5s", "2m05s", "1h02m", "1d1h"]
 
 
@@ -83,3 +93,32 @@ def test_the_trainer_leaves_a_diverged_loss_out_instead_of_failing(tmp_path):
     p.publish(1, 3, loss=float("nan"), samples_per_s=100.0)
     record = pr.read(path)
     assert record["step"] == 3 and "loss" not in record and record["samples_per_s"] == 100.0
+
+
+def test_the_trainer_says_where_it_is_past_its_last_step(tmp_path):
+    """The record's stage follows the trainer through its end: evaluating, saving, exiting."""
+    from tests.trainer.trainer_helpers import clean_env, train
+
+    path = tmp_path / "progress.json"
+    done = train(["--model", "mlp", "--data", "synthetic", "--epochs", "1", "--synthetic-size", "64",
+                  "--batch-size", "32", "--checkpoint-dir", str(tmp_path / "ckpt"), "--log-every", "1"],
+                 clean_env(DDPJOB_PROGRESS_FILE=str(path)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = pr.read(str(path))
+    assert record["stage"] == "exiting" and record["step"] == record["total_steps"] == 2
+    assert any(line.startswith("checkpoint ") for line in done.stdout.splitlines())  # it saved first
+
+
+def test_the_launcher_leaves_the_last_record_as_the_termination_message(tmp_path):
+    from ddpjob_trainer.launch import leave_final_record
+
+    progress, log = tmp_path / "progress.json", tmp_path / "termination-log"
+    record = pr.write(str(progress), step=32, total_steps=32, epoch=2, total_epochs=2, stage="exiting")
+    env = {"DDPJOB_PROGRESS_FILE": str(progress), "DDPJOB_TERMINATION_LOG": str(log)}
+    leave_final_record(env)
+    assert not log.exists()  # nothing made where no kubelet made the file
+    log.write_text("")
+    leave_final_record(env)
+    assert json.loads(log.read_text()) == record
+    leave_final_record({**env, "DDPJOB_PROGRESS_FILE": str(tmp_path / "none.json")})  # no record: left alone
+    assert json.loads(log.read_text()) == record

@@ -65,7 +65,7 @@ def test_imagefolder_with_loader_workers(tmp_path):
     assert 0 <= events(m, "final")[0]["eval_accuracy"] <= 1
 
 
-def test_resume_continues_at_next_epoch_with_identical_weights(tmp_path):
+def test_resume_continues_at_next_epoch_with_identical_weights(tmp_path, capsys):
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert main(["--epochs", "4", "--checkpoint-dir", str(whole), *FAST]) == 0
     assert main(["--epochs", "2", "--checkpoint-dir", str(parts), *FAST]) == 0
@@ -75,9 +75,14 @@ def test_resume_continues_at_next_epoch_with_identical_weights(tmp_path):
     assert [(r["epoch"], r["next_epoch"]) for r in events(m, "resume")] == [(2, 3)]
     a, b = checkpoint.newest(str(whole))[1]["model"], checkpoint.newest(str(parts))[1]["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
-    # Resuming a finished run trains nothing and still reports the final metrics.
+    # Resuming a finished run trains nothing, says so, and still reports the final metrics.
+    capsys.readouterr()
     assert main(["--epochs", "4", "--checkpoint-dir", str(parts), *FAST]) == 0
     assert events(m, "final")[-1]["accuracy"] == events(m, "epoch")[-1]["accuracy"]
+    said = capsys.readouterr().out
+    assert "continuing at epoch" not in said
+    assert (f": training is complete (4 of 4 epoch(s) done), nothing is left to train; to start over, delete the "
+            f"checkpoints in {parts} (`ddpjob run --fresh` does), or raise --epochs to train on") in said
     assert len(checkpoint.candidates(str(parts))) == 3  # --keep-checkpoints default
 
 

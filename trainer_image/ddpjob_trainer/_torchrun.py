@@ -5,10 +5,14 @@ Plain `torchrun` exits 1 whenever a worker fails, which would turn a worker's re
 143 (saved a checkpoint after SIGTERM) or a kill by the OOM killer into a "permanent"
 failure under the operator's ExitCode policy. This wrapper calls torchrun's own `main`
 and exits with the first failing worker's code instead (128+N for a signal N).
+
+Asked to stop (SIGTERM), it says nothing of it (the trainer does, in one line) and exits
+as soon as its workers have (quick_exit.py).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from ddpjob import exit_codes
@@ -19,6 +23,29 @@ def _code(exitcode: int) -> int:
     return exit_codes.of_returncode(exitcode) or 1
 
 
+# What torchrun logs as warnings when it was asked to stop (SIGTERM from the kubelet or
+# `ddpjob run`, a gang restart, Ctrl-C): the stop is expected, and the trainer says it in
+# one line ("stop requested (signal 15): ..."). A worker it had to SIGKILL is still said.
+QUIET_ON_STOP = {
+    "torch.distributed.elastic.agent.server.api": ("Received %s death signal, shutting down workers",),
+    "torch.distributed.elastic.multiprocessing.api": ("Sending process %s closing signal %s",),
+}
+
+
+class _Quiet(logging.Filter):
+    def __init__(self, messages: tuple[str, ...]):
+        super().__init__()
+        self.messages = messages
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in self.messages
+
+
+def quiet_stop() -> None:
+    for name, messages in QUIET_ON_STOP.items():
+        logging.getLogger(name).addFilter(_Quiet(messages))
+
+
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed import DistNetworkError, DistStoreError
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -26,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun_main
 
+    quiet_stop()
     try:
         torchrun_main(sys.argv[1:] if argv is None else argv)
     except ChildFailedError as e:
@@ -38,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return EXIT_RENDEZVOUS_TIMEOUT
     except SignalException as e:
-        # torchrun already forwarded the signal to the workers and waited for them.
-        return exit_codes.of_signal(e.sigval)
+        # torchrun already forwarded the signal to the workers and waited for them:
+        # nothing is left to do, and finalizing torch would only delay the stop.
+        from ddpjob_trainer.quick_exit import exit_now
+
+        exit_now(exit_codes.of_signal(e.sigval))
     return 0
 
 

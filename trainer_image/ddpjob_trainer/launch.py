@@ -10,6 +10,7 @@ always runs under torchrun's c10d rendezvous (elastic_launch.py).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from ddpjob import contract, exit_codes
+from ddpjob import contract, exit_codes, progress_record
 
 from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError, elastic_launch
 from .backend import refuse_short_nccl
@@ -156,6 +157,25 @@ def start_progress_server(env=None) -> bool:
     return True
 
 
+def leave_final_record(env=None) -> None:
+    """A finished run's last progress record as the container's termination message, so
+    a job that ended between two of the operator's reads still shows where it got to
+    (the kubelet reads the file when the container ends). Only into a file that is there
+    (the kubelet, or a local runner, made it): outside a container nothing is created."""
+    env = os.environ if env is None else env
+    progress_file = env.get(contract.PROGRESS_FILE)
+    record = progress_record.read(progress_file) if progress_file else None
+    path = env.get(contract.TERMINATION_LOG) or contract.DEFAULT_TERMINATION_LOG
+    if record is None or not os.path.isfile(path):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # never O_CREAT
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(record, separators=(",", ":")))
+    except OSError as e:
+        log(f"warning: cannot leave the last progress record in {path}: {e}")
+
+
 def _seconds(value, what: str) -> float:
     try:
         return float(value)
@@ -217,11 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         os.execvp(command[0], command)  # signals and exit code are the program's own
     # The progress server lives in this process: stay as the parent, forwarding signals.
     if not launch.elastic:
-        return run_forwarding_signals(command)
-    received: list[int] = []
-    return elastic_launch.run_rejoining(lambda: run_forwarding_signals(command, received),
-                                        lambda left: wait_for_dns(launch.master_addr, min(left, dns_timeout)),
-                                        lambda: bool(received), log)
+        code = run_forwarding_signals(command)
+    else:
+        received: list[int] = []
+        code = elastic_launch.run_rejoining(lambda: run_forwarding_signals(command, received),
+                                            lambda left: wait_for_dns(launch.master_addr, min(left, dns_timeout)),
+                                            lambda: bool(received), log)
+    if code == 0:
+        leave_final_record()
+    return code
 
 
 if __name__ == "__main__":

@@ -85,15 +85,17 @@ class Progress:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
             self.metrics = open(metrics_file, "a", encoding="utf-8")
 
-    def publish(self, epoch: int, step: int, **fields) -> None:
-        """Rewrite the progress record (global rank 0 only)."""
+    def publish(self, epoch: int, step: int, stage: str = progress_record.TRAINING, **fields) -> None:
+        """Rewrite the progress record (global rank 0 only); `stage` says where the trainer
+        is (training, evaluating, saving, exiting: past its last step a job is finishing,
+        never stalled)."""
         if self.progress_file is None:
             return
         # A diverged loss (nan, inf) is no number JSON can carry: leave it out, keep training.
         fields = {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
         try:
             progress_record.write(self.progress_file, step=step, total_steps=self.total_steps, epoch=epoch,
-                                  total_epochs=self.epochs, **fields)
+                                  total_epochs=self.epochs, stage=stage, **fields)
         except OSError as e:
             self.say(f"warning: cannot write the progress record {self.progress_file}: {e}")
             self.progress_file = None
@@ -146,6 +148,14 @@ class Progress:
         self.publish(fields["epoch"], fields["step"], loss=fields.get("loss"), samples_per_s=fields.get("samples_per_s"))
         self.say("epoch {epoch}/{n} done: ".format(n=self.epochs, **fields) + " ".join(
             f"{k} {_num(v)}" for k, v in fields.items() if k != "epoch"))
+
+    def done(self, epoch: int, step: int, summary: dict, **fields) -> None:
+        """Training is over: the final metrics line, and the record says the trainer is
+        exiting (tearing the group down is no stall)."""
+        self.record("final", epoch=epoch, step=step, **fields, **summary)
+        self.publish(epoch, step, progress_record.EXITING, loss=summary.get("loss"),
+                     samples_per_s=summary.get("samples_per_s"))
+        self.say(f"done: {epoch} epoch(s), {step} steps")
 
     def close(self) -> None:
         if self.bar is not None:

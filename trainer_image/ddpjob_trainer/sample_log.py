@@ -1,5 +1,5 @@
 """`--sample-log DIR`: which samples went into which optimizer step, for the audit that
-proves every sample was trained on exactly once per epoch (ddpjob.sample_audit reads it;
+proves every sample was trained on exactly once per epoch (ddpjob_devcluster.scenarios.sample_audit reads it;
 the format is described there)."""
 
 from __future__ import annotations

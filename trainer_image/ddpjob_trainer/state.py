@@ -20,6 +20,16 @@ class Position:
     step: int = 0  # optimizer steps done in total
 
 
+def resumed(pos: Position, epochs: int, path: str, directory: str) -> str:
+    """What a resume says: where it goes on, or, for a checkpoint of the last epoch (a rerun
+    of a finished job), that nothing is left to train and how to start over."""
+    if pos.epoch < epochs:
+        return f"resumed from {path}: {pos.epoch} epoch(s) done, continuing at epoch {pos.epoch + 1}"
+    return (f"resumed from {path}: training is complete ({pos.epoch} of {epochs} epoch(s) done), nothing is left "
+            f"to train; to start over, delete the checkpoints in {directory} (`ddpjob run --fresh` does), "
+            "or raise --epochs to train on")
+
+
 def seed_everything(seed: int, rank: int) -> None:
     # Each rank its own stream (dropout, augmentation); the same seed gives the same run.
     random.seed(seed + rank)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddpjob import contract
+from ddpjob import contract, progress_record
 
 from . import EXIT_BAD_INPUT, EXIT_PREEMPTED, UsageError, batch_probe, cli, compile_choice, distributed, graph_step
 from . import state
@@ -139,7 +139,7 @@ class Trainer:
                 self.pos, path, summary = resumed
                 p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
                          step=self.pos.step, checkpoint=os.path.basename(path))
-                p.say(f"resumed from {path}: {self.pos.epoch} epoch(s) done, continuing at epoch {self.pos.epoch + 1}")
+                p.say(state.resumed(self.pos, args.epochs, path, args.checkpoint_dir))
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
         if args.sample_log:
@@ -153,8 +153,10 @@ class Trainer:
             summary = epoch_summary
             self.pos = state.Position(epoch, 0, self.pos.step)
             if args.eval_every and (epoch % args.eval_every == 0 or epoch == args.epochs):
+                p.publish(epoch, self.pos.step, progress_record.EVALUATING)
                 summary.update(self.evaluate())
             if args.checkpoint_dir and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
+                p.publish(epoch, self.pos.step, progress_record.SAVING)
                 self.save(summary)
             p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
             if os.environ.get(KILL_AFTER_EPOCH) == str(epoch) and d.is_main:
@@ -162,8 +164,7 @@ class Trainer:
         ways = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
             ways["compile"] = model.chosen or "undecided"
-        p.record("final", epoch=self.pos.epoch, step=self.pos.step, **ways, **summary)
-        p.say(f"done: {self.pos.epoch} epoch(s), {self.pos.step} steps")
+        p.done(self.pos.epoch, self.pos.step, summary, **ways)
         return 0
 
     def train_epoch(self, model: nn.Module, epoch: int) -> dict | None:
@@ -294,4 +295,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .quick_exit import exit_with
+
+    exit_with(main(), quick=(EXIT_PREEMPTED,))  # asked to stop, saved, process group gone: go now

@@ -5,8 +5,9 @@ field's own module (scheduling.py, elastic.py, container_fields.py) report throu
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from ddpjob.api import field_names
 from ddpjob.api.errors import FieldError
 
 
@@ -31,6 +32,9 @@ class Checker:
 
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
+        # Paths an unknown field was said to be a misspelling of: that field is then not
+        # also reported missing (`minNode` is one mistake, not two).
+        self.meant: set[str] = set()
 
     def err(self, path: str, message: str) -> None:
         if len(message) > MESSAGE_LIMIT:
@@ -64,7 +68,7 @@ class Checker:
         value = spec.get(key, default)
         if value is None:
             if required:
-                self.err(f"spec.{key}", "is required")
+                self.missing(f"spec.{key}")
             return None
         if not isinstance(value, str) or (required and not value):
             self.err(f"spec.{key}", f"must be a non-empty string (got {show(value)})")
@@ -82,6 +86,23 @@ class Checker:
             if not isinstance(item, str):
                 self.err(f"spec.{key}[{i}]", f"must be a string (got {show(item)})")
         return tuple(str(v) for v in value)
+
+    def unknown(self, prefix: str, mapping: Mapping, known: Iterable[str]) -> bool:
+        """An error per key of `mapping` that is not `known`, naming the field it was
+        probably meant as; True when there was one. `prefix`: the mapping's path ("": the root)."""
+        known = tuple(known)
+        keys = field_names.unknown_keys(mapping, known)
+        for key in keys:
+            self.err(f"{prefix}.{key}" if prefix else str(key), field_names.unknown_field(key, known, mapping))
+            guess = field_names.closest(key, known, mapping)
+            if guess:
+                self.meant.add(f"{prefix}.{guess}" if prefix else guess)
+        return bool(keys)
+
+    def missing(self, path: str, message: str = "is required") -> None:
+        """A required field that is not there, unless an unknown field was its misspelling."""
+        if path not in self.meant:
+            self.err(path, message)
 
     def mapping(self, spec: Mapping, key: str) -> Mapping | None:
         value = spec.get(key)

@@ -12,6 +12,9 @@ from ddpjob.api.checker import Checker, show
 
 # The environment contract is set by the operator and the local runner only.
 RESERVED_ENV = contract.RESERVED
+ENV_FIELDS = ("name", "value", "valueFrom")
+RESOURCES_FIELDS = ("limits", "requests")
+CHECKPOINT_FIELDS = ("mountPath", "claimName", "volume")
 
 
 @dataclass(frozen=True)
@@ -48,19 +51,18 @@ def check_env(c: Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
             c.err(f"{path}.value", f"must be a string (got {show(entry['value'])}); quote numbers in YAML")
         if "valueFrom" in entry and not isinstance(entry["valueFrom"], Mapping):
             c.err(f"{path}.valueFrom", "must be an object")
-        unknown = set(entry) - {"name", "value", "valueFrom"}
-        if unknown:
-            c.err(path, f"unknown field(s): {', '.join(sorted(unknown))}")
+        c.unknown(path, entry, ENV_FIELDS)
     return tuple(dict(e) for e in env if isinstance(e, Mapping))
 
 
 def check_resources(c: Checker, resources: Mapping | None) -> Mapping[str, Any]:
     if not resources:
         return {}
+    c.unknown("spec.resources", resources, RESOURCES_FIELDS)
     for key, value in resources.items():
-        if key not in ("limits", "requests"):
-            c.err(f"spec.resources.{key}", "unknown field (limits or requests)")
-        elif not isinstance(value, Mapping):
+        if key not in RESOURCES_FIELDS:
+            continue
+        if not isinstance(value, Mapping):
             c.err(f"spec.resources.{key}", "must be a map of resource name to quantity")
         else:
             for res, qty in value.items():
@@ -76,13 +78,14 @@ def check_checkpoint(c: Checker, ckpt: Mapping | None) -> Checkpoint | None:
     if not isinstance(mount, str) or not mount.startswith("/"):
         c.err("spec.checkpoint.mountPath", f"must be an absolute path (got {show(mount)})")
     claim, volume = ckpt.get("claimName"), ckpt.get("volume")
-    if (claim is None) == (volume is None):
+    c.unknown("spec.checkpoint", ckpt, CHECKPOINT_FIELDS)
+    if claim is not None and volume is not None:
+        c.err("spec.checkpoint", "set exactly one of claimName or volume")
+    elif claim is None and volume is None and not c.meant & {"spec.checkpoint.claimName", "spec.checkpoint.volume"}:
+        # A misspelt claimName is one mistake, said once as the unknown field it is.
         c.err("spec.checkpoint", "set exactly one of claimName or volume")
     if claim is not None and (not isinstance(claim, str) or not claim):
         c.err("spec.checkpoint.claimName", "must be a non-empty string")
     if volume is not None and not isinstance(volume, Mapping):
         c.err("spec.checkpoint.volume", "must be a volume source object such as {nfs: {...}}")
-    unknown = set(ckpt) - {"mountPath", "claimName", "volume"}
-    if unknown:
-        c.err("spec.checkpoint", f"unknown field(s): {', '.join(sorted(unknown))}")
     return Checkpoint(mount_path=str(mount), claim_name=claim, volume=volume)

@@ -36,7 +36,7 @@ def _count(c: Any, elastic: Mapping, key: str) -> int | None:
     path = f"spec.elastic.{key}"
     value = elastic.get(key)
     if value is None:
-        c.err(path, "is required")
+        c.missing(path)
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         c.err(path, f"must be an integer (got {value!r})"[:200])
@@ -51,8 +51,7 @@ def check_elastic(c: Any, elastic: Mapping | None, nodes: int | None) -> Elastic
     """Read spec.elastic, reporting every bad field through the checker `c` (api.checker.Checker)."""
     if elastic is None:
         return None
-    for key in sorted(set(elastic) - FIELDS):
-        c.err(f"spec.elastic.{key}", "unknown field")
+    c.unknown("spec.elastic", elastic, FIELDS)
     lo, hi = _count(c, elastic, "minNodes"), _count(c, elastic, "maxNodes")
     if lo is None or hi is None:
         return None

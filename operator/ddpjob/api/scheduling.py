@@ -1,7 +1,8 @@
 """spec.scheduling: how the gang is placed on a shared cluster.
 
-    gang: none | kubernetes | volcano | coscheduling | kueue
-    queue: a Volcano Queue or a Kueue LocalQueue (only those two have queues; Kueue needs one)
+    gang: none, or an integration of the registry (api/gangs/: kubernetes, volcano, coscheduling, kueue)
+    queue: a queue of the integration, where it has them (a Volcano Queue, a Kueue LocalQueue;
+      Kueue needs one)
     priorityClassName: set on every Pod (and on the PodGroup where the integration has the field)
     minAvailable: must equal spec.nodes (a rigid gang needs every node), or spec.elastic.minNodes
     scheduleTimeoutSeconds: how long the gang may wait to be placed before the job reports it
@@ -15,10 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddpjob.api import names
+from ddpjob.api import gangs, names
 
-GANGS = ("none", "kubernetes", "volcano", "coscheduling", "kueue")
-QUEUED_GANGS = ("volcano", "kueue")
 TIMEOUT_ACTIONS = ("Report", "Fail")
 FIELDS = frozenset({"gang", "queue", "priorityClassName", "minAvailable", "scheduleTimeoutSeconds",
                     "onScheduleTimeout"})
@@ -39,6 +38,15 @@ class Scheduling:
     on_schedule_timeout: str = "Report"
 
 
+def gang_names() -> tuple[str, ...]:
+    """Every value `spec.scheduling.gang` may take."""
+    return ("none", *gangs.names())
+
+
+def _either(words: list[str]) -> str:
+    return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _name(c: Any, sched: Mapping, key: str, limit: int) -> str | None:
     value = sched.get(key)
     path = f"spec.scheduling.{key}"
@@ -57,17 +65,18 @@ def check_scheduling(c: Any, sched: Mapping | None, nodes: int | None, elastic: 
     `nodes`: the gang's minimum (spec.nodes, or spec.elastic.minNodes when `elastic`)."""
     if not sched:
         return Scheduling()
-    for key in sorted(set(sched) - FIELDS):
-        c.err(f"spec.scheduling.{key}", "unknown field")
+    c.unknown("spec.scheduling", sched, FIELDS)
     gang = sched.get("gang", "none")
-    if gang not in GANGS:
-        c.err("spec.scheduling.gang", f"must be one of {', '.join(GANGS)} (got {gang!r})")
+    if gang not in gang_names():
+        c.err("spec.scheduling.gang", f"must be one of {', '.join(gang_names())} (got {gang!r})")
         gang = "none"
+    integration = gangs.get(gang)
     queue = _name(c, sched, "queue", MAX_QUEUE_NAME)
-    if queue is not None and gang not in QUEUED_GANGS:
-        c.err("spec.scheduling.queue", "only volcano and kueue have queues (set gang to one of them)")
-    if queue is None and gang == "kueue":
-        c.err("spec.scheduling.queue", "kueue needs the LocalQueue to submit the gang to")
+    if queue is not None and not (integration and integration.queue):
+        queued = [name for name in gangs.names() if (i := gangs.get(name)) is not None and i.queue]
+        c.err("spec.scheduling.queue", f"only {_either(queued)} have queues (set gang to one of them)")
+    if queue is None and integration is not None and integration.queue_required:
+        c.err("spec.scheduling.queue", f"{gang} needs the {integration.queue} to submit the gang to")
     priority = _name(c, sched, "priorityClassName", 253)
     min_available = sched.get("minAvailable")
     if min_available is not None:

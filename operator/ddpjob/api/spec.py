@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpjob import contract
-from ddpjob.api import bounds, names
+from ddpjob.api import backend as backend_choice
+from ddpjob.api import bounds, names, object_meta
 from ddpjob.api.checker import Checker, show, without_nulls
 from ddpjob.api.container_fields import RESERVED_ENV, Checkpoint, check_checkpoint, check_env, check_resources
 from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
@@ -77,6 +78,7 @@ class DDPJob:
     template: Mapping[str, Any] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=lambda: Scheduling())
     elastic: Elastic | None = None  # None: a rigid gang
+    backend_requested: str = "auto"  # what spec.backend says (backend is what it resolved to)
 
     @property
     def world_size(self) -> int:
@@ -95,8 +97,7 @@ def _check_name(c: Checker, metadata: Mapping, nodes: int) -> str:
         c.err("metadata.name", "is required")
         return ""
     if not isinstance(name, str):
-        c.err("metadata.name", f"must be a string (got {show(name)})")
-        return ""
+        return ""  # said with every other field the API server cannot decode (object_meta.py)
     limit = names.max_job_name_length(nodes)
     # The job's headless Service is named after it: a DNS-1035 label (a real API server
     # refuses the Service of a job named `1abc`, which a DNS-1123 label would allow).
@@ -118,14 +119,16 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         c.err("apiVersion", f"must be {names.API_VERSION} (got {show(body.get('apiVersion'))})")
     if body.get("kind", names.KIND) != names.KIND:
         c.err("kind", f"must be {names.KIND} (got {show(body.get('kind'))})")
-    for key in sorted(set(body) - ROOT_FIELDS):
-        c.err(key, "unknown field")
+    c.unknown("", body, ROOT_FIELDS)
     metadata = body.get("metadata") or {}
     spec = body.get("spec")
     metadata_ok = isinstance(metadata, Mapping)
     if not metadata_ok:
         c.err("metadata", "must be an object")
         metadata = {}
+    # A field the API server cannot decode is refused there before anything else (a 400).
+    for bad in object_meta.mismatches(dict(metadata)):
+        c.err(bad.path, f"must be {bad.expected} (got {show(bad.value)})")
     if not isinstance(spec, Mapping):
         c.err("spec", "is required and must be an object")
         raise InvalidSpec(c.errors)
@@ -134,8 +137,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         raise InvalidSpec(c.errors + too_deep_or_big)
     spec = without_nulls(spec)
 
-    for key in sorted(set(spec) - SPEC_FIELDS):
-        c.err(f"spec.{key}", "unknown field")
+    c.unknown("spec", spec, SPEC_FIELDS)
 
     nodes = c.integer(spec, "nodes", 1, 1, 1024)
     gpus = c.integer(spec, "gpusPerNode", 0, 0, 64)
@@ -148,9 +150,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         if isinstance(nproc_raw, str):
             c.err("spec.nprocPerNode", f"must be an integer from 1 to 256 or 'auto' (got {show(nproc_raw)})")
     backend_raw = c.choice(spec, "backend", "auto", BACKENDS)
-    # auto: nccl only when every process of a node has a GPU of its own (two ranks on
-    # one GPU crash inside NCCL), else gloo.
-    backend = backend_raw if backend_raw != "auto" else ("nccl" if gpus and gpus >= (nproc or 1) else "gloo")
+    backend = backend_choice.resolve(backend_raw, gpus, nproc)  # auto: nccl only with a GPU per process
     if backend_raw == "nccl" and gpus == 0:
         c.err("spec.backend", "nccl needs gpusPerNode > 0 (use gloo or auto on CPU)")
     if backend_raw == "nccl" and gpus is not None and isinstance(nproc_raw, int) and nproc and nproc > gpus:
@@ -194,7 +194,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     most = elastic.max_nodes if elastic else nodes
     name = _check_name(c, metadata, most if most and 1 <= most <= 1024 else 1) if metadata_ok else ""
     namespace = metadata.get("namespace") or "default"
-    if not isinstance(namespace, str) or not names.is_dns1123_label(namespace):
+    if isinstance(namespace, str) and not names.is_dns1123_label(namespace):
         c.err("metadata.namespace", f"{show(namespace)} must be a DNS-1123 label")
 
     if c.errors:
@@ -210,6 +210,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
         stall_timeout_seconds=stall,
         checkpoint=checkpoint, template=dict(template), scheduling=scheduling, elastic=elastic,
+        backend_requested=backend_raw or "auto",
     )
 
 

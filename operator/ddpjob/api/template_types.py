@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from ddpjob.api import field_names
 from ddpjob.api.errors import FieldError
 
 BASE = "spec.template"
@@ -88,7 +89,9 @@ def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors:
     for k, v in value.items():
         attr = by_json.get(k)
         if attr is None:
-            errors.append(FieldError(f"{path}.{k}", f"unknown field in {type_name[2:] if type_name.startswith('V1') else type_name}"))
+            kind = type_name[2:] if type_name.startswith("V1") else type_name
+            errors.append(FieldError(f"{path}.{k}", field_names.unknown_field(
+                k, by_json, value, f"unknown field in {kind}")))
             continue
         _check(client, model.openapi_types[attr], v, f"{path}.{k}", k, errors)
 

@@ -30,6 +30,9 @@ TERMINAL = ("Succeeded", "Failed")
 WAIT_TIMED_OUT = 2
 # The largest --timeout accepted (a week): every wait has a bound.
 MAX_TIMEOUT = 7 * 24 * 3600.0
+# `submit --wait` on a job the operator has not written a status to after this long says so
+# once (an operator that is not running leaves a job without one for ever).
+NO_STATUS_SAY_AFTER = 10.0
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
@@ -156,6 +159,9 @@ def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
         if isinstance(exc, InvalidSpec):
             raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
         raise ClusterError(f"--template-allow: {exc}") from None
+    from ddpjob.cli import notices
+    for job in jobs:
+        notices.say(args.file, job)
     from ddpjob.cli.files import load_documents
     submitted = []
     for doc in load_documents(args.file):
@@ -177,32 +183,46 @@ def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float 
     """Poll the job until its phase is in `wanted` (0), it ends elsewhere (1) or time runs out (2).
     With `report`, print each phase change; `Succeeded` is then the goal."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    last, delay = None, 0.2
+    started = time.monotonic()
+    last, delay, said_no_status = None, 0.2, False
     while True:
         job = get_job(conn, name)
         status = job.get("status") or {}
         phase = phase_of(job)
-        if report and (phase, status.get("restarts")) != last:
-            restarts = status.get("restarts") or 0
-            print(f"{name}: {phase}" + (f" (restarts {restarts})" if restarts else "")
-                  + (f": {status['message']}" if status.get("message") else ""), flush=True)
-            last = (phase, status.get("restarts"))
+        if report:
+            if not status.get("phase"):
+                # Not seen by the operator yet: its first status says what Pending means.
+                if not said_no_status and time.monotonic() - started >= NO_STATUS_SAY_AFTER:
+                    print(f"{name}: no status after {NO_STATUS_SAY_AFTER:.0f}s: is the ddpjob operator running "
+                          "on this cluster?", flush=True)
+                    said_no_status = True
+            elif (phase, status.get("restarts") or 0) != last:
+                restarts = status.get("restarts") or 0
+                print(f"{name}: {phase}" + (f" (restarts {restarts})" if restarts else "")
+                      + (f": {text.clean(status['message'], 500)}" if status.get("message") else ""), flush=True)
+                last = (phase, restarts)
         if phase in wanted:
             if not report:
                 print(f"{name} {phase}", flush=True)
             return 1 if report and phase == "Failed" else 0
         if phase in TERMINAL:
             if not report:  # `ddpjob wait` always says what happened
-                failure = status.get("lastFailure") or {}
-                why = ": ".join(text.clean(x, 500) for x in (failure.get("reason") or status.get("phase"),
-                                                             status.get("message")) if x)
-                print(f"{name} {phase}: {why}" if why else f"{name} {phase}", file=sys.stderr, flush=True)
+                print(ended_otherwise(name, status), file=sys.stderr, flush=True)
             return 1
         if deadline is not None and time.monotonic() >= deadline:
             print(f"error: timed out waiting for {name} (phase {phase})", file=sys.stderr)
             return WAIT_TIMED_OUT
         time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
         delay = min(delay * 1.5, 2.0)  # polls back off to one every 2 s
+
+
+def ended_otherwise(name: str, status: dict[str, Any]) -> str:
+    """`J Failed: Error: <message>`, `J Succeeded: <message>`: a failure's reason is said,
+    a phase is never said twice."""
+    phase = status.get("phase")
+    reason = (status.get("lastFailure") or {}).get("reason") if phase == "Failed" else None
+    why = ": ".join(text.clean(x, 500) for x in (reason, status.get("message")) if x)
+    return f"{name} {phase}: {why}" if why else f"{name} {phase}"
 
 
 def cmd_wait(args: argparse.Namespace, conn: Connection) -> int:

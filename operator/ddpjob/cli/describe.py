@@ -15,11 +15,12 @@ from ddpjob import times
 from ddpjob.api import names
 
 NONE = "<none>"
-SPEC_FIELDS = ("nodes", "nprocPerNode", "backend", "image", "gpusPerNode", "restartPolicy", "maxRestarts",
+SPEC_FIELDS = ("nodes", "elastic", "nprocPerNode", "backend", "image", "gpusPerNode", "restartPolicy", "maxRestarts",
                "restartBackoffSeconds", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "stallTimeoutSeconds",
-               "suspend")
-STATUS_FIELDS = ("phase", "message", "readyNodes", "scheduledNodes", "restarts", "disruptions", "worldSize",
-                 "startTime", "completionTime")
+               "suspend", "checkpoint", "scheduling")
+# desiredNodes only tells something in an elastic job (a rigid one's is spec.nodes).
+STATUS_FIELDS = ("phase", "message", "nodes", "desiredNodes", "readyNodes", "scheduledNodes", "restarts", "resizes",
+                 "disruptions", "worldSize", "startTime", "completionTime")
 PROGRESS_FIELDS = ("summary", "attempt", "samplesPerSecond", "loss", "eta", "updateTime")
 FAILURE_FIELDS = ("pod", "nodeRank", "exitCode", "reason", "errorLine", "sameOnAttempts", "message", "retryable",
                   "time")
@@ -105,11 +106,52 @@ def event_age(e: Mapping[str, Any], now: datetime) -> str:
     return f"{last} (x{count} over {first})" if isinstance(count, int) and count > 1 and first else last
 
 
+def elastic_range(elastic: Any) -> Any:
+    """`2 to 4 nodes`: the range an elastic job trains in."""
+    if not isinstance(elastic, Mapping):
+        return elastic
+    return f"{value(elastic.get('minNodes'))} to {value(elastic.get('maxNodes'))} nodes"
+
+
+def checkpoint_source(ckpt: Any) -> Any:
+    """`claimName ckpt at /checkpoints`, or `volume nfs at /ckpt` (the volume's kind)."""
+    if not isinstance(ckpt, Mapping):
+        return ckpt
+    volume = ckpt.get("volume")
+    source = (f"claimName {value(ckpt.get('claimName'))}" if ckpt.get("claimName") is not None
+              else f"volume {', '.join(map(str, volume)) if isinstance(volume, Mapping) else value(volume)}")
+    return f"{source} at {value(ckpt.get('mountPath') or names.DEFAULT_CHECKPOINT_MOUNT)}"
+
+
+def scheduling_view(sched: Any) -> Any:
+    """`gang volcano, queue team-a, ...`: the fields set, in the order the API lists them."""
+    if not isinstance(sched, Mapping):
+        return sched
+    return ", ".join(f"{k} {value(v)}" for k, v in sched.items()) or NONE
+
+
+SPEC_VIEWS = {"elastic": elastic_range, "checkpoint": checkpoint_source, "scheduling": scheduling_view}
+
+
+def lost_indices(status: Mapping[str, Any], now: datetime) -> list[str]:
+    """An elastic job's indices lost lately (status.lostIndices): each one's losses in a row,
+    when the last was seen, and whether its Pod has been created again."""
+    lost = [e for e in status.get("lostIndices") or [] if isinstance(e, Mapping)]
+    if not lost:
+        return []
+    return ["Lost Indices:", *table(("Index", "Losses", "Lost", "Replaced"), (
+        (cell(e.get("index")), cell(e.get("losses")), times.since(e.get("lostAt"), now) or NONE,
+         cell(bool(e.get("replaced")))) for e in lost))]
+
+
 def describe(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]],
              now: datetime) -> str:
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     command = " ".join(map(str, (spec.get("command") or []) + (spec.get("args") or [])))
-    spec_view = {**{k: spec[k] for k in SPEC_FIELDS if k in spec}, **({"command": command} if command else {})}
+    spec_view = {**{k: SPEC_VIEWS.get(k, lambda v: v)(spec[k]) for k in SPEC_FIELDS if k in spec},
+                 **({"command": command} if command else {})}
+    if not spec.get("elastic"):
+        status = {k: v for k, v in status.items() if k != "desiredNodes"}
     out = fields([("Name", value(meta.get("name"))), ("Namespace", value(meta.get("namespace"))),
                   ("Created", timed(meta.get("creationTimestamp"), now))], 0)
     out += section("Spec", spec_view, (*SPEC_FIELDS, "command"), now)
@@ -117,6 +159,7 @@ def describe(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: 
     # The progress record of the attempt that wrote it; a job that is not running has no ETA.
     out += section("Progress", status.get("progress") or {}, PROGRESS_FIELDS, now, ("updateTime",))
     out += section("Last Failure", status.get("lastFailure") or {}, FAILURE_FIELDS, now, ("time",))
+    out += lost_indices(status, now)
     conditions = status.get("conditions") or []
     out.append("Conditions:" + ("" if conditions else f"  {NONE}"))
     if conditions:

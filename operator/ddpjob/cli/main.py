@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
 from ddpjob import render
-from ddpjob.api.launchers import world_warning
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+from ddpjob.cli import notices
 from ddpjob.cli.files import FileError, load_documents, load_jobs
 from ddpjob.text import plural
 from ddpjob.version import __version__, image_tags
-
-
-def warn(args: argparse.Namespace, job: DDPJob) -> None:
-    message = world_warning(job)
-    if message:
-        print(f"{args.file}: warning: {message}", file=sys.stderr)
 
 
 def _template_allow(args: argparse.Namespace) -> frozenset[str]:
@@ -42,13 +36,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for job in jobs:
         print(f"{args.file}: DDPJob {job.namespace}/{job.name} is valid "
               f"({plural(job.nodes, 'node')} x {plural(job.nproc_per_node, 'process')}, {job.backend})")
-        warn(args, job)
+        notices.say(args.file, job)
     return 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     objects = []
     for job in load_jobs(args.file, args.namespace):
+        notices.say(args.file, job)
         objects += render.render(job, restart_count=args.restart_count)
     if args.output == "json":
         # As `kubectl get -o json` prints several objects: one List.
@@ -70,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if blockers:  # before anything starts: each rank would fail with the same line
             raise InvalidSpec([f"{b} (ddpjob run --cpu)" for b in blockers])
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
-    warn(args, job)
+    notices.say(args.file, job)
     available = gpus.visible_gpus()
     problem = gpus.gpu_error(job, available)
     if problem:
@@ -97,13 +92,18 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
-    from ddpjob.api import template_policy
+    from ddpjob.operator import settings as operator_settings
     from ddpjob.operator.main import run_operator  # needs the `operator` extra (kopf)
 
+    try:
+        config = operator_settings.from_env()
+    except operator_settings.SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.template_allow is not None:
-        os.environ[template_policy.ENV] = ",".join(sorted(_template_allow(args)))
+        config = dataclasses.replace(config, template_allow=_template_allow(args))
     run_operator(namespace=None if args.all_namespaces else args.namespace, standalone=args.standalone,
-                 liveness=args.liveness, metrics_port=args.metrics_port, peering=args.peering)
+                 liveness=args.liveness, metrics_port=args.metrics_port, peering=args.peering, settings=config)
     return 0
 
 

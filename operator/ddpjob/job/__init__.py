@@ -1,2 +1,3 @@
 """The job state machine: observed Pods + previous status -> the next status and what to
-create or delete. Pure; the operator and the local runner both call `lifecycle.plan`."""
+create or delete. Pure; the operator calls `lifecycle.decide`, the local runner
+`lifecycle.plan` (the same decision, from what it knows)."""

@@ -3,7 +3,8 @@ and how a refused create shows in the status.
 
 Pods are created only when no Pod of an earlier attempt (or of an earlier DDPJob of the
 same name) holds a name the gang needs; a Pod stuck terminating on a node past its grace
-period is listed for a force delete (the operator does it only when the node is lost).
+period is force-deleted when the observation says its Node is gone or not Ready, and
+waited for otherwise.
 
 The `PodsCreated` condition says whether the operator could create what was asked for:
 `False` with the API server's reason (`Forbidden` for a quota or Pod Security denial,
@@ -21,11 +22,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ddpjob import text
+from ddpjob.api import backend
 from ddpjob.api.launchers import world_warning
 from ddpjob.job import scheduling
-from ddpjob.job.conditions import build_conditions
-from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, Observed, Plan
+from ddpjob.job.conditions import build_conditions, set_condition
+from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Observed, Plan
 from ddpjob.job.observe import PodState
+from ddpjob.job.step import stopped_counts
 from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
@@ -37,29 +40,12 @@ STUCK_MARGIN = timedelta(seconds=30)
 ROUNDING = timedelta(seconds=1)  # status times have whole seconds (step.ROUNDING)
 
 
-def _set_condition(conditions: list[Mapping[str, Any]] | None, status: str, reason: str, message: str,
-                   now: str) -> list[dict[str, Any]]:
-    out, found = [], False
-    for c in conditions or []:
-        c = dict(c)
-        if c.get("type") == PODS_CREATED:
-            found = True
-            if c.get("status") != status:
-                c["lastTransitionTime"] = now
-            c.update(status=status, reason=reason, message=message)
-        out.append(c)
-    if not found:
-        out.append({"type": PODS_CREATED, "status": status, "reason": reason, "message": message,
-                    "lastTransitionTime": now})
-    return out
-
-
 def refused_status(status: Mapping[str, Any], reason: str, message: str, created: int, wanted: int,
                    now: str) -> dict[str, Any]:
     """The status of a job whose creates are refused: it waits, and says why."""
     waiting = f"{created}/{wanted} Pods created; waiting: {message}"
     return {**status, "message": waiting,
-            "conditions": _set_condition(status.get("conditions"), "False", reason, message, now)}
+            "conditions": set_condition(status.get("conditions"), PODS_CREATED, "False", reason, message, now)}
 
 
 def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
@@ -70,17 +56,17 @@ def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     if not any(c.get("type") == PODS_CREATED and c.get("status") == "False"
                and str(c.get("message")) not in str(status.get("message")) for c in conditions):
         return dict(status)
-    return {**status, "conditions": _set_condition(conditions, "True", "Created", "all Pods created", now)}
+    return {**status, "conditions": set_condition(conditions, PODS_CREATED, "True", "Created", "all Pods created", now)}
 
 
 def failed_status(previous: Mapping[str, Any], reason: str, message: str, generation: int,
                   now: str) -> dict[str, Any]:
     """A permanent refusal (the API server finds the rendered Pod invalid): the job fails,
     because no retry can change the answer; the user fixes the spec."""
-    st = {**dict(previous), "phase": FAILED, "message": message, "readyNodes": 0,
+    st = {**stopped_counts(previous, None), "phase": FAILED, "message": message,
           "observedGeneration": generation, "restarts": int(previous.get("restarts", 0)), "completionTime": now}
     conditions = build_conditions(previous.get("conditions"), FAILED, "PodInvalid", message, now)
-    st["conditions"] = _set_condition(conditions, "False", reason, message, now)
+    st["conditions"] = set_condition(conditions, PODS_CREATED, "False", reason, message, now)
     return st
 
 
@@ -106,6 +92,23 @@ def stuck_pods(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, st
     return tuple(sorted(stuck)), wake
 
 
+def force_deletes(step: "Step", stuck: tuple[tuple[str, str], ...]) -> tuple[ForceDelete, ...]:
+    """Of the stuck Pods (`stuck_pods`), those whose Node is gone or not Ready: no kubelet
+    will ever confirm them (what PodGC does for a deleted Node, and what an admin does with
+    `kubectl delete --force` for an unreachable one). On a Ready Node the kubelet is alive
+    and is waited for: a force delete there could run two gangs at once; so is a Node the
+    observation did not read."""
+    uids, nodes = {p.name: p.uid for p in step.observed.pods}, step.observed.nodes
+    out = []
+    for pod, node in stuck:
+        if node not in nodes or nodes[node] == "True":
+            continue
+        ready = nodes[node]
+        why = "is gone" if ready is None else f"is not Ready (Ready={ready or 'unknown'})"
+        out.append(ForceDelete(pod, uids.get(pod), f"force-deleted Pod {pod}, stuck terminating: its node {node} {why}"))
+    return tuple(out)
+
+
 def held(step: "Step") -> Plan | None:
     """Names the gang needs are held: by an earlier DDPJob's Pods (never touched, the
     garbage collector's), or by an earlier attempt's (deleted, and waited for)."""
@@ -126,9 +129,17 @@ def held(step: "Step") -> Plan | None:
     if stuck:
         msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
                " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
-    return Plan(status=step.status(waiting, "Terminating", msg), stuck=stuck,
+    return Plan(status=step.status(waiting, "Terminating", msg), force_delete=force_deletes(step, stuck),
                 delete=tuple(p.name for p in step.leftover if not p.deleting),
                 requeue_after=step.earliest(step.deadline_in, wake))
+
+
+def _processes(job: Any) -> str:
+    """What runs: "4 processes" when a launcher starts them; a command that is no launcher
+    is started once per node, and how many processes it makes is its own business."""
+    if world_warning(job) is None:
+        return text.plural(job.world_size, "process")
+    return f"{job.command[0]} once per node, world size {job.world_size}"
 
 
 def running(step: "Step") -> Plan | None:
@@ -141,7 +152,7 @@ def running(step: "Step") -> Plan | None:
             return None
     elif len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
-    msg = (f"{text.all_of(job.nodes, 'node')} running ({text.plural(job.world_size, 'process')})" if up == job.nodes
+    msg = (f"{text.all_of(job.nodes, 'node')} running ({_processes(job)})" if up == job.nodes
            else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {job.elastic.max_nodes})")
     return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
                 requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
@@ -163,6 +174,8 @@ def start(step: "Step") -> Plan:
     # Event, when the job first starts: `kubectl apply` shows no CLI warning.
     world = world_warning(job)
     world_event = step.on_entry(PENDING, "Warning", "NotALauncher", world) if world else ()
+    gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
+    world_event += step.on_entry(PENDING, "Normal", backend.NOTICE_REASON, gloo) if gloo else ()
     plan = Plan(status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime")
                                    or step.now_s),
                 create=missing, requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from ddpjob.job.decision import FAILED, FINISHED, Plan
-from ddpjob.job.step import ROUNDING
+from ddpjob.job.decision import FAILED, FINISHED, HALTED, Plan
+from ddpjob.job.step import ROUNDING, stopped_counts
 from ddpjob.times import parse_time
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ def finished(step: "Step") -> Plan | None:
     if step.prev_phase not in FINISHED:
         return None
     prev, job, now = step.prev, step.job, step.now
+    if step.prev_phase in HALTED:
+        prev = stopped_counts(prev, job.nodes)  # a status written before this rule said 1/2
     if job.ttl_seconds_after_finished is None:
         return Plan(status=prev, delete=step.live)
     done = parse_time(prev.get("completionTime")) or now

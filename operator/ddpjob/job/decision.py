@@ -20,6 +20,8 @@ from ddpjob.job.stall import ProgressState
 PENDING, RUNNING, RESTARTING = "Pending", "Running", "Restarting"
 SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
 FINISHED = (SUCCEEDED, FAILED)
+# Stopped short of success: no member of the gang runs (what still runs is being stopped).
+HALTED = (FAILED, SUSPENDED)
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 
 
@@ -71,11 +73,23 @@ class RefusedCreates:
 @dataclass(frozen=True)
 class GangSaid:
     """What the gang's scheduler or queue says of the attempt's held Pods that they do not
-    carry (a Kueue Workload's reason, a Volcano queue's verdict: operator/gang_readers/)."""
+    carry (a Kueue Workload's reason, a Volcano queue's verdict), read as its description
+    (api/gangs/) says by the operator's gang reader."""
     attempt: int
     held: str  # the PodScheduled reason of the Pods it speaks for
     words: str
     reason: str | None = None  # its own GangScheduled reason (Kueue: Queued); None: the Pods' stays
+    # Its words replace the Pods' (a gate's say only that it is closed), else they go
+    # before them (a scheduler's say what it found).
+    replaces: bool = False
+
+
+@dataclass(frozen=True)
+class ForceDelete:
+    """A Pod stuck terminating that no kubelet will confirm: deleted with grace 0."""
+    pod: str
+    uid: str | None  # the precondition: only this very Pod
+    message: str  # the ForceDeleted Event, posted once the delete went through
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,10 @@ class Observed:
     gang_said: GangSaid | None = None  # of this attempt's held Pods, when read
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
+    # The Nodes of Pods stuck terminating (creation.stuck_pods), by name: the status of their
+    # Ready condition ("True", "False", "Unknown", "" without one), None for a Node that is gone.
+    nodes: Mapping[str, str | None] = field(default_factory=dict)
+    pod_groups: tuple[str, ...] = ()  # the PodGroups this job's attempts made that still exist
 
 
 @dataclass(frozen=True)
@@ -106,10 +124,10 @@ class Plan:
     delete_job: bool = False  # ttlSecondsAfterFinished has passed
     requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
     events: tuple[Event, ...] = field(default_factory=tuple)
-    # Pods past their grace period plus STUCK_MARGIN, still terminating: (pod, node). The
-    # operator force-deletes one only when its node is gone or NotReady (its kubelet can
-    # no longer confirm); on a Ready node it waits for the kubelet.
-    stuck: tuple[tuple[str, str], ...] = ()
+    # Pods past their grace period plus STUCK_MARGIN, still terminating, whose Node is gone
+    # or not Ready (its kubelet can no longer confirm); on a Ready Node the kubelet is waited for.
+    force_delete: tuple[ForceDelete, ...] = ()
+    delete_pod_groups: tuple[str, ...] = ()  # PodGroups of attempts that ended
     # False when the plan creates: the status that holds is the next step's, which sees
     # the new Pods. A writer that pays per write (the operator) writes that one instead,
     # with this step's events; `ddpjob run` may keep this one.

@@ -95,14 +95,24 @@ def plan(step: "Step") -> Plan | None:
     create = tuple(r for r in missing if not waits[r])
     later = min((w for w in waits.values() if w), default=None)
     return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
-                create=create, delete=tuple(p.name for p in lost + above if not p.deleting), stuck=stuck,
+                create=create, delete=tuple(p.name for p in lost + above if not p.deleting),
+                force_delete=creation.force_deletes(step, stuck),
                 requeue_after=step.earliest(step.deadline_in, wake, later), write_status=not create)
 
 
-def _cause(step: "Step", before: int, after: int) -> str:
+def _requested(step: "Step") -> str | None:
+    """A change of size the user asked for (spec.nodes changed), in words, else None."""
     job, prev_desired = step.job, step.prev.get("desiredNodes")
     if prev_desired is not None and prev_desired != job.nodes:
         return f"spec.nodes changed from {prev_desired} to {job.nodes}"
+    return None
+
+
+def _cause(step: "Step", before: int, after: int) -> str:
+    requested = _requested(step)
+    if requested and after >= min(before, step.job.nodes):
+        return requested
+    job = step.job
     if after > before:
         return "Pod(s) joined"
     lost = _lost(step)
@@ -137,11 +147,13 @@ def settle(step: "Step", plan: Plan) -> Plan:
     if before == after and prev.get("desiredNodes", job.nodes) == job.nodes:
         return plan
     size = f"training at {after}/{job.nodes} nodes"
-    kind = "Normal" if after >= before else "Warning"
+    # A loss is fewer Pods running than before and than wanted: a smaller spec.nodes the
+    # user asked for is a resize (Normal), not a lost node (Warning).
+    lost = after < min(before, job.nodes)
     cause = _cause(step, before, after)
-    if after < before:  # when each lost index comes back, if it has to wait
+    if lost:  # when each lost index comes back, if it has to wait
         cause += "".join(f"; creating {names.pod_name(job.name, r)} again{lost_indices.describe(step, e)}"
                          for r, e in sorted(found.items()) if lost_indices.wait(step, e))
-    event = Event(kind, RESIZED if after >= before else NODE_LOST, f"{size}: {cause}")
+    event = Event("Warning" if lost else "Normal", NODE_LOST if lost else RESIZED, f"{size}: {cause}")
     status = {**status, "resizes": int(prev.get("resizes", 0)) + 1}
     return replace(plan, status=status, events=plan.events + (event,))

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.decision import FAILED, LIVE_POD_PHASES, SUCCEEDED, Event, Observed, Plan
+from ddpjob.job.step import stopped_counts
 from ddpjob.times import format_time
 
 
@@ -18,8 +19,8 @@ def invalid_status(errors: list[str], generation: int, previous: Mapping[str, An
     """Status of a job whose spec is rejected: Failed, nothing created."""
     message = "; ".join(errors)
     return {
-        **dict(previous or {}),
-        "phase": FAILED, "message": message, "readyNodes": 0, "observedGeneration": generation,
+        **stopped_counts(previous or {}, None),
+        "phase": FAILED, "message": message, "observedGeneration": generation,
         "restarts": int((previous or {}).get("restarts", 0)),
         "conditions": build_conditions((previous or {}).get("conditions"), FAILED, "InvalidSpec", message,
                                        format_time(now)),

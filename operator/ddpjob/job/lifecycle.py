@@ -33,29 +33,40 @@ from typing import Any, Mapping
 
 from ddpjob.api.spec import DDPJob
 from ddpjob import text
-from ddpjob.job import (count_writes, creation, deadline, elastic, failure, invalid_spec, scheduling, stall, success,
-                        suspend)
+from ddpjob.job import (count_writes, creation, deadline, elastic, failure, gang_wait, invalid_spec, scheduling, stall,
+                        success, suspend)
 from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING, SUCCEEDED, SUSPENDED, Event,
                                  Observed, Plan)
 from ddpjob.job.invalid_spec import invalid_status
 from ddpjob.job.observe import PodState
-from ddpjob.job.step import Step, resolved
+from ddpjob.job.conditions import build_conditions
+from ddpjob.job.step import Step, resolved, stopped_counts
 from ddpjob.times import format_time, parse_time
 
 __all__ = ["PENDING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "SUSPENDED", "FINISHED", "Event", "Plan",
-           "Observed", "decide", "plan", "invalid_status", "resolved", "format_time", "parse_time"]
+           "Observed", "decide", "plan", "interrupted", "invalid_status", "resolved", "format_time", "parse_time"]
+
+INTERRUPTED = "interrupted by the user"
 
 
 def decide(observed: Observed) -> Plan:
     """The whole next step of one job."""
     if observed.errors or observed.job is None:
-        return _bounded(invalid_spec.plan(observed))
-    step = Step(observed)
+        return _bounded(_ended_groups(observed, invalid_spec.plan(observed)))
+    step = Step(observed, gang_wait.of(observed))
     decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or elastic.plan(step)
                or failure.plan(step)
                or success.plan(step) or creation.held(step) or failure.backing_off(step)
                or creation.running(step) or scheduling.timed_out(step) or creation.start(step))
-    return _bounded(_settle(step, decided))
+    return _bounded(_ended_groups(observed, _settle(step, decided)))
+
+
+def _ended_groups(observed: Observed, plan: Plan) -> Plan:
+    """A plan that writes its status also deletes the PodGroups of attempts that ended (a
+    plan that creates leaves it to the next step, which writes)."""
+    if not plan.write_status or plan.delete_job or not observed.pod_groups:
+        return plan
+    return replace(plan, delete_pod_groups=scheduling.ended_pod_groups(observed, plan.status))
 
 
 def _bounded(plan: Plan) -> Plan:
@@ -81,6 +92,15 @@ def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, 
     """`decide` for a caller that knows only the job, its Pods, its status and its progress
     (`ddpjob run`, and most tests)."""
     return decide(Observed(job=job, pods=tuple(pods), previous=dict(previous or {}), now=now, progress=progress))
+
+
+def interrupted(status: Mapping[str, Any], nodes: int, now: datetime) -> dict[str, Any]:
+    """The status of a run its user stopped (`ddpjob run`'s Ctrl-C): Failed, its conditions
+    following the phase as every other step's do (Failed=True, Running=False), and no Pod
+    running (NODES 0/nodes)."""
+    now_s = format_time(now)
+    return {**stopped_counts(status, nodes), "phase": FAILED, "message": INTERRUPTED, "completionTime": now_s,
+            "conditions": build_conditions(status.get("conditions"), FAILED, "Interrupted", INTERRUPTED, now_s)}
 
 
 def _settle(step: Step, plan: Plan) -> Plan:

@@ -7,7 +7,7 @@ sees where a Pod came from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ddpjob import text
 from ddpjob.api import names
@@ -40,6 +40,11 @@ class PodState:
     node_name: str | None = None  # spec.nodeName: where a stuck deletion's kubelet lives
     deletion_time: str | None = None  # metadata.deletionTimestamp: the end of its grace period
     uid: str | None = None
+
+
+def attempt_pods(pods: Iterable[PodState], restarts: int, nodes: int) -> dict[int, PodState]:
+    """The gang attempt `restarts`' own Pods (this job's, within `nodes`), by node rank."""
+    return {p.node_rank: p for p in pods if not p.leftover and p.restart_count == restarts and p.node_rank < nodes}
 
 
 def _trainer_status(status: Mapping[str, Any]) -> Mapping[str, Any]:

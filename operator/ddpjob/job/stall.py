@@ -1,20 +1,23 @@
 """Stall detection and the progress part of the status, pure.
 
 The operator (from Pod 0's /progress) and `ddpjob run` (from the files themselves) build
-the same `ProgressState`; `lifecycle.plan()` asks `check()` whether the gang has stalled:
-every Pod Running, `spec.stallTimeoutSeconds` set, and the progress record of the current
-attempt not advanced for that long. A stall is then a failure of its own (reason
+the same `ProgressState`; the failure policy asks `check()` whether the gang has stalled:
+every Pod Running, `spec.stallTimeoutSeconds` set, the progress record of the current
+attempt not advanced for that long, and the record not past its last step (the trainer
+then says it is evaluating, saving or exiting: `progress_record.past_last_step`). A stall is then a failure of its own (reason
 `Stalled`): the gang restarts and resumes from its last checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from ddpjob import progress_record, times
+from ddpjob.job.conditions import find, set_condition
 
 STALLED = "Stalled"
 MAX_SECONDS = 10 * 365 * 86400  # a number of seconds past this is a lie, not a job
@@ -125,28 +128,25 @@ def check(timeout: int | None, progress: ProgressState | None, restarts: int, wo
         return None
     if progress.seconds_since_progress < timeout:
         return None
+    if progress_record.past_last_step(progress.record):
+        # Past its last step the program evaluates, saves and tears down: no step advances
+        # for as long as that takes, and none of it is a hang.
+        return None
     _, ranks = stale_ranks(progress, world_size)
     where = f" (last: {progress_record.summary(progress.record)})"
     return (f"no progress for {progress.seconds_since_progress:.0f}s (stallTimeoutSeconds={timeout}){where}; "
             f"{ranks}")
 
 
-def conditions(built: list[dict], previous: list[Mapping] | None, stalled: str | None, advancing: bool,
-               now: str) -> list[dict]:
-    """`built` (the phase conditions) plus a `Stalled` condition: True when this step found a
-    stall, False once a later attempt advances again, otherwise as it was."""
-    old = next((dict(c) for c in previous or [] if c.get("type") == STALLED), None)
-    built = [c for c in built if c.get("type") != STALLED]  # build_conditions keeps other types as they were
+def conditions(built: list[dict], stalled: str | None, advancing: bool, now: str) -> list[dict]:
+    """`built` (the step's conditions, a `Stalled` one kept as it was) with `Stalled` set:
+    True when this step found a stall, False once a later attempt advances again."""
+    old = find(built, STALLED)
     if stalled is not None:
-        changed = old is None or old.get("status") != "True"
-        cond = {"type": STALLED, "status": "True", "reason": STALLED, "message": stalled,
-                "lastTransitionTime": now if changed else old.get("lastTransitionTime", now)}
-    elif old is not None and advancing and old.get("status") == "True":
-        cond = {"type": STALLED, "status": "False", "reason": "Progressing",
-                "message": "the progress record advances again", "lastTransitionTime": now}
-    else:
-        cond = old
-    return built + ([cond] if cond else [])
+        return set_condition(built, STALLED, "True", STALLED, stalled, now)
+    if old is not None and advancing and old.get("status") == "True":
+        return set_condition(built, STALLED, "False", "Progressing", "the progress record advances again", now)
+    return built
 
 
 def _time(seconds: float) -> str:
@@ -168,6 +168,19 @@ def status_progress(progress: ProgressState, now: datetime) -> dict | None:
     out["updateTime"] = (_time(when) if isinstance(when, (int, float))
                          else (now - timedelta(seconds=progress.seconds_since_progress)).strftime(times.FORMAT))
     return {k: v for k, v in out.items() if v is not None}
+
+
+def record_of(message: str | None) -> Mapping[str, Any] | None:
+    """The progress record a finished Pod left as its termination message (ddpjob-launch
+    writes the last one there when its run succeeded), else None. Untrusted: a valid record
+    or nothing."""
+    if not message or not message.startswith("{") or len(message) > progress_record.MAX_BYTES:
+        return None
+    try:
+        record = json.loads(message)
+    except ValueError:
+        return None
+    return record if not progress_record.validate(record) else None
 
 
 def final_progress(progress: Mapping[str, Any], phase: str) -> dict[str, Any]:

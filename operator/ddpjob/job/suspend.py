@@ -18,6 +18,6 @@ def plan(step: "Step") -> Plan | None:
     if not step.job.suspend:
         return None
     # Like a Kubernetes Job, the deadline clock restarts on resume (startTime dropped).
-    return Plan(status=step.status(SUSPENDED, "Suspended", MESSAGE, startTime=None) | {"readyNodes": 0},
+    return Plan(status=step.status(SUSPENDED, "Suspended", MESSAGE, startTime=None),
                 delete=tuple(p.name for p in step.pods if not p.deleting),
                 events=step.on_entry(SUSPENDED, "Normal", "Suspended", MESSAGE))

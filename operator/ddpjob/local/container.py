@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import IO, Callable, Mapping
 
-from ddpjob import exit_codes
+from ddpjob import contract, exit_codes
 from ddpjob.api import names
 from ddpjob.local.progress_view import write_line
 
@@ -33,6 +33,8 @@ CONTAINER_TAG_ENV = "DDPJOB_CONTAINER"
 # The kubelet's bounds on a termination message taken from the log
 # (kubecontainer.MaxContainerTerminationMessageLogLines and ...LogLength).
 LOG_TAIL_LINES, LOG_TAIL_BYTES = 80, 2048
+# What the kubelet reads of a container's terminationMessagePath (kubecontainer's 4 KiB).
+TERMINATION_MESSAGE_BYTES = 4096
 
 
 class LocalRunError(RuntimeError):
@@ -171,6 +173,9 @@ class ContainerProcess:
     # terminationMessagePolicy FallbackToLogsOnError: a failed container's last log lines
     # are its termination message, as the kubelet makes it (80 lines, 2 KiB at most).
     fallback_to_logs: bool = False
+    # The container's terminationMessagePath, here (contract.TERMINATION_LOG): what it left
+    # there is its termination message, whatever its exit code, as the kubelet reads it.
+    termination_log: str | None = None
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LOG_TAIL_LINES))
     _reader: threading.Thread | None = None
 
@@ -189,12 +194,22 @@ class ContainerProcess:
         code = self.poll()
         if code is None:
             return None
-        message = None
-        if code != 0 and self.fallback_to_logs and self.tail:
+        message = self._termination_message()
+        if not message and code != 0 and self.fallback_to_logs and self.tail:
             if self._reader:
                 self._reader.join(timeout=1)  # the last lines may still be on their way
             message = "\n".join(self.tail).encode()[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
         return Terminated(code, "Completed" if code == 0 else "Error", self.finished_at or time.time(), message)
+
+    def _termination_message(self) -> str | None:
+        if not self.termination_log:
+            return None
+        try:
+            with open(self.termination_log, "rb") as f:
+                data = f.read(TERMINATION_MESSAGE_BYTES)
+        except OSError:
+            return None
+        return data.decode("utf-8", "replace") or None
 
     def signal(self, sig: int) -> None:
         try:
@@ -247,6 +262,12 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
     env = {**os.environ, "PATH": child_path(os.environ), **container_env(pod, container), **(overrides or {}),
            CONTAINER_TAG_ENV: tag}
     env.setdefault("PYTHONUNBUFFERED", "1")
+    termination_log = (overrides or {}).get(contract.TERMINATION_LOG)
+    if termination_log:
+        # The kubelet makes the file before the container starts: an empty message.
+        os.makedirs(os.path.dirname(termination_log) or ".", exist_ok=True)
+        with open(termination_log, "wb"):
+            pass
     # The image's workingDir rarely exists on this machine; use it only when it does.
     image_dir = container.get("workingDir") or ""
     workdir = cwd or (image_dir if os.path.isdir(image_dir) else None)
@@ -257,7 +278,8 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
         preexec_fn=preexec,  # e.g. ownership.die_with_parent
     )
     proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag,
-                            fallback_to_logs=container.get("terminationMessagePolicy") == "FallbackToLogsOnError")
+                            fallback_to_logs=container.get("terminationMessagePolicy") == "FallbackToLogsOnError",
+                            termination_log=termination_log)
     proc._reader = threading.Thread(target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout,
                                                         _OUTPUT_LOCK, proc.tail), daemon=True)
     proc._reader.start()

@@ -9,7 +9,8 @@ cluster provides substituted, the same way for both:
 - an IP per Pod, as a CNI plugin gives one: by default a random 127/8 address (the
   dev cluster's own network namespace hands out Pod CIDR addresses instead), on which
   the Pod's launcher binds the contract's progress port (so Pods never collide on it);
-- the checkpoint directory and the progress file in local directories
+- the checkpoint directory, the progress file and the termination log (the Pod's
+  terminationMessagePath, read when the container ends) in local directories
   (`contract.local_overrides`);
 - die-with-parent: every container gets `preexec` before exec (ownership.py), so none
   outlives the thread that started it;
@@ -21,6 +22,7 @@ A container's end and exit code (128+N for a signal) are `ContainerProcess.termi
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 import uuid
@@ -33,6 +35,7 @@ from ddpjob.local.container import ContainerProcess, kill_tagged, start_containe
 from ddpjob.local.progress_view import loopback_address
 
 POLL_SECONDS = 0.05
+TERMINATION_LOG_FILE = "termination-log"  # beside the Pod's progress file
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,9 @@ class LocalNode:
               extra_env: Mapping[str, str] | None = None) -> Started:
         """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
         ip = (self.addresses or loopback_address)()
-        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip), **(extra_env or {})}
+        termination_log = os.path.join(os.path.dirname(os.path.abspath(progress_file)), TERMINATION_LOG_FILE)
+        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log),
+                     **(extra_env or {})}
         proc = start_container(pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex),
                                preexec=self.preexec)
         return Started(proc, ip)

@@ -2,7 +2,8 @@
 
 Each rendered Pod's trainer container becomes a local process group with exactly the
 Pod's env, except that the rendezvous points at 127.0.0.1 and a free port. Restarts,
-deadlines and the final status come from the same `lifecycle.plan()` the operator uses.
+deadlines and the final status come from the job logic the operator uses (`lifecycle.plan`,
+which is `lifecycle.decide` from what a local run knows).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import yaml
 
 from ddpjob import contract, render, text
 from ddpjob.job import elastic, lifecycle
-from ddpjob.job.conditions import build_conditions
 from ddpjob.local import ownership, safety
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError
@@ -72,7 +72,7 @@ class LocalRunner:
                                    phase=end.phase if end else "Running",
                                    exit_code=end.exit_code if end and end.exit_code else None,
                                    reason=end.reason if end and end.exit_code else None, finished_at=finished,
-                                   message=text.clean(end.message) if end and end.exit_code and end.message else None,
+                                   message=text.clean(end.message) if end and end.message else None,
                                    deleting=proc.stop_requested_at is not None and end is None))
         return states
 
@@ -172,12 +172,7 @@ class LocalRunner:
     def _shutdown(self) -> dict:
         self.log("interrupted: stopping every process")
         self._stop_all()
-        now = lifecycle.format_time(datetime.now(timezone.utc))
-        message = "interrupted by the user"
-        # The conditions follow the phase, as every other step's do: Failed=True, Running=False.
-        self.status = {**self.status, "phase": lifecycle.FAILED, "message": message, "completionTime": now,
-                       "readyNodes": 0, "conditions": build_conditions(
-                           self.status.get("conditions"), lifecycle.FAILED, "Interrupted", message, now)}
+        self.status = lifecycle.interrupted(self.status, self.job.nodes, datetime.now(timezone.utc))
         return self.status
 
 
@@ -233,9 +228,14 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     earlier = previous_run(workdir)
     if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
             and any(runner.checkpoint_dir.glob("*")):
-        runner.log(f"this job ran here before ({earlier['phase']} at {earlier.get('completionTime', '?')}); "
-                   f"the trainer resumes from its checkpoints in {runner.checkpoint_dir} and may finish at once. "
-                   "`ddpjob run --fresh` starts from scratch")
+        when = earlier.get("completionTime", "?")
+        if earlier["phase"] == lifecycle.SUCCEEDED:
+            runner.log(f"this job already Succeeded here (at {when}): the trainer resumes from its final checkpoint "
+                       f"in {runner.checkpoint_dir}, so training is complete and nothing is left to train. "
+                       "`ddpjob run --fresh` starts over")
+        else:
+            runner.log(f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
+                       f"checkpoints in {runner.checkpoint_dir}. `ddpjob run --fresh` starts over")
     try:
         status = runner.run()
     except LocalRunError as exc:
@@ -250,4 +250,4 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
         return 1
     if status.get("phase") == lifecycle.SUCCEEDED:
         return 0
-    return 130 if status.get("message") == "interrupted by the user" else 1
+    return 130 if status.get("message") == lifecycle.INTERRUPTED else 1

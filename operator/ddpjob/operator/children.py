@@ -1,5 +1,6 @@
-"""What the controller does to one job's children: the attempt's PodGroup, its Service
-and Pods, their deletion, and force deletion of Pods stuck on a lost node.
+"""What the controller does to one job's children, as the plan says: the attempt's
+PodGroup, its Service and Pods, their deletion, the PodGroups of ended attempts, and
+force deletion of Pods stuck on a lost node. Nothing here decides which.
 
 Creates are idempotent and never adopt: an object of a child's name that this job does not
 control is reported as a refusal, not touched. Pods go out in slow-start batches (1, 2, 4,
@@ -16,11 +17,13 @@ from typing import Any, Callable, Iterable, Mapping
 from ddpjob import render, text
 from ddpjob.api import names, spec
 from ddpjob.job import lifecycle
+from ddpjob.job.decision import ForceDelete
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.operator import refusals
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
+from ddpjob.operator.observer import JobMemory
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
@@ -44,7 +47,7 @@ class Children:
     def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster):
         self.kube, self.gang, self.metrics, self.post_event = kube, gang, metrics, post_event
 
-    async def ensure_pod_group(self, job: Any, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
+    async def ensure_pod_group(self, job: JobMemory, parsed: spec.DDPJob, attempt: int) -> tuple[str, str] | None:
         """Create the attempt's PodGroup before its Pods (create-if-absent). Returns
         (reason, message) when the Pods must not be created yet."""
         gang = parsed.scheduling.gang
@@ -71,15 +74,10 @@ class Children:
             return "PodGroupTerminating", f"waiting for PodGroup {name} of the previous run to be deleted"
         return None
 
-    async def delete_pod_groups(self, job: Any, ns: str, status: Mapping[str, Any]) -> None:
-        """Delete the PodGroups of attempts that ended: Volcano reserves queue capacity
-        for a PodGroup, and a finished native or coscheduling one is never placed again.
-        A native PodGroup goes once its Pods have ended (its protection finalizer)."""
-        phase = status.get("phase")
-        live = phase in (lifecycle.PENDING, lifecycle.RUNNING, lifecycle.RESTARTING)
-        current = names.pod_group_name(job.key[1], int(status.get("restarts", 0)))
-        keep = {current} if live else set()
-        for name in [n for n in job.pod_groups if n not in keep]:
+    async def delete_pod_groups(self, job: JobMemory, ns: str, pod_groups: Iterable[str]) -> None:
+        """Delete the PodGroups the plan names (of attempts that ended), each with its uid
+        as the precondition."""
+        for name in [n for n in pod_groups if n in job.pod_groups]:
             api_version, kind, uid = job.pod_groups[name]
             try:
                 await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
@@ -87,7 +85,7 @@ class Children:
                 pass
             job.pod_groups.pop(name, None)
 
-    async def delete_pods(self, job: Any, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
+    async def delete_pods(self, job: JobMemory, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
         """Delete Pods (`observed`: the job's Pods as this pass saw them), each with the uid
         it was seen with as a precondition: a Pod made again under that name since (by this
         job's next pass, or by anyone) is not the one the plan meant, and is left alone."""
@@ -106,7 +104,7 @@ class Children:
             if isinstance(result, BaseException):
                 raise result
 
-    async def create_pods(self, job: Any, parsed: spec.DDPJob, body: Mapping[str, Any],
+    async def create_pods(self, job: JobMemory, parsed: spec.DDPJob, body: Mapping[str, Any],
                            plan: lifecycle.Plan) -> refusals.Refusal | None:
         """Create the Service and the Pods the plan asks for; the first refusal stops it
         (and is returned). Errors other than the API server's answer are raised."""
@@ -162,21 +160,20 @@ class Children:
             raise errors[0]  # retried by the worker; what was created is remembered
         return refused
 
-    async def force_delete_lost(self, job: Any, body: Mapping[str, Any], stuck: Iterable[tuple[str, str]],
-                                observed: Iterable[PodState]) -> None:
-        """Force-delete Pods stuck terminating whose node is gone or NotReady: no kubelet
-        will ever confirm them (what PodGC does for a deleted Node, and what an admin does
-        with `kubectl delete --force` for an unreachable one). On a Ready node the kubelet
-        is alive and is waited for: a force delete there could run two gangs at once."""
-        ns = job.key[0]
-        uids = {p.name: p.uid for p in observed}
-        for pod_name, node_name in stuck:
-            node = await self.kube.get_node(node_name)
-            ready = next((c.get("status") for c in ((node or {}).get("status") or {}).get("conditions") or []
-                          if c.get("type") == "Ready"), None)
-            if node is not None and ready == "True":
-                continue
-            why = "is gone" if node is None else f"is not Ready (Ready={ready or 'unknown'})"
-            if await self.kube.delete(pods_path(ns, pod_name), uid=uids.get(pod_name), grace_period=0):
-                self.post_event(body, "Warning", "ForceDeleted",
-                                f"force-deleted Pod {pod_name}, stuck terminating: its node {node_name} {why}")
+    async def force_delete(self, job: JobMemory, body: Mapping[str, Any], pods: Iterable[ForceDelete]) -> None:
+        """Force-delete (grace 0, its uid as the precondition) each Pod the plan found stuck
+        on a lost Node; its Event once the delete went through."""
+        for pod in pods:
+            if await self.kube.delete(pods_path(job.key[0], pod.pod), uid=pod.uid, grace_period=0):
+                self.post_event(body, "Warning", "ForceDeleted", pod.message)
+
+    async def read_nodes(self, names_: Iterable[str]) -> dict[str, str | None]:
+        """What the plan needs to judge Pods stuck on these Nodes: each one's Ready
+        condition status ("" without one), None for a Node that is gone."""
+        out: dict[str, str | None] = {}
+        for name in sorted(set(names_)):
+            node = await self.kube.get_node(name)
+            out[name] = None if node is None else next(
+                (str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "Ready"), "")
+        return out

@@ -22,8 +22,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ddpjob.api import spec
-from ddpjob.job import lifecycle, observe
+from ddpjob.job import creation, lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
+from ddpjob.job.observe import PodState
 from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube, job_path
@@ -31,7 +32,7 @@ from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator import observer
 from ddpjob.operator.progress import ProgressPoller, Target
-from ddpjob.operator.gang_readers import GangReaders
+from ddpjob.operator.gang_reader import GangReader
 from ddpjob.operator.status_writes import StatusChanged, StatusWriter
 from ddpjob.operator.workqueue import WorkQueue
 
@@ -81,7 +82,7 @@ class Controller:
         self.metrics = metrics or OperatorMetrics(self.phases)
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event)
         self.status_writer = StatusWriter(kube, job_body)
-        self.gang_readers = GangReaders(kube)
+        self.gang_reader = GangReader(kube)
         self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
                                on_done=self.metrics.reconcile_seconds.observe)
 
@@ -93,7 +94,7 @@ class Controller:
 
     @kube.setter
     def kube(self, kube: Kube) -> None:
-        self.children.kube = self.status_writer.kube = self.gang_readers.kube = kube
+        self.children.kube = self.status_writer.kube = self.gang_reader.kube = kube
 
     @property
     def gang(self) -> GangSupport:
@@ -164,29 +165,35 @@ class Controller:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if job.uid != uid:
             job.reset(uid)
-        # What a gang's scheduler or queue says of Pods it holds is part of the observation.
-        read_in = await self.gang_readers.read(job, body, indexed_pods(job, self.pods_of(*key), uid))
+        # The Pods as this pass sees them: the index corrected by the expectations, once.
+        pods = indexed_pods(job, self.pods_of(*key), uid)
+        parsed, errors = observer.parse(job, body, self.template_allow)
+        # What a gang's scheduler or queue says of Pods it holds, and the Nodes of Pods
+        # stuck terminating, are part of the observation.
+        read_in = await self.gang_reader.read(job, None if errors else parsed, pods)
+        now = self.clock()
+        nodes = await self.children.read_nodes(n for _, n in creation.stuck_pods(pods, now)[0])
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
-        observed = self._observe(job, body)
+        observed = self._observe(job, body, pods, parsed, errors, nodes, now)
         after = await self._act(job, body, observed, lifecycle.decide(observed))
         if key not in self._jobs or read_in is None:
             return after
         return read_in if after is None else min(after, read_in)
 
-    def _observe(self, job: JobMemory, body: Mapping[str, Any]) -> Observed:
+    def _observe(self, job: JobMemory, body: Mapping[str, Any], pods: list[PodState], parsed: spec.DDPJob | None,
+                 errors: tuple[str, ...], nodes: dict[str, str | None], now: datetime) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
-        observed = observer.observe(job, body, self.pods_of(*job.key), self.clock(), self.template_allow,
-                                    self.gang, progress, self.monotonic())
+        observed = observer.observe(job, body, pods, (parsed, errors), now, self.gang, progress,
+                                    self.monotonic(), nodes)
         self._phases[job.key] = observed.previous.get("phase") or lifecycle.PENDING
         return observed
 
     async def _act(self, job: JobMemory, body: Mapping[str, Any], observed: Observed, plan: Plan) -> float | None:
-        """Carry out the plan: force deletes, the status (first: if it fails, nothing is
-        deleted and no restart is lost), deletes, PodGroups, Events, creates."""
+        """Carry out the plan, deciding nothing: force deletes, the status (first: if it
+        fails, nothing is deleted and no restart is lost), deletes, PodGroups, Events, creates."""
         ns, name = job.key
-        if plan.stuck:
-            await self.children.force_delete_lost(job, body, plan.stuck, observed.pods)
+        await self.children.force_delete(job, body, plan.force_delete)
         if not plan.keep_refusal:
             job.backoff.clear()
         if plan.gang_blocked:
@@ -201,7 +208,7 @@ class Controller:
             self.forget(ns, name)
             return None
         if plan.write_status:  # else the next step, which sees the creates, says it
-            await self.children.delete_pod_groups(job, ns, plan.status)
+            await self.children.delete_pod_groups(job, ns, plan.delete_pod_groups)
             self._post(body, plan.events)
         if plan.check_gang_apis:
             await self.gang.check_apis(self.kube.served)
@@ -231,7 +238,7 @@ class Controller:
         if plan.status.get("phase") != lifecycle.RUNNING or parsed is None:
             self.poller.unwatch(job.key)
             return
-        ips = {p.node_rank: p.ip for p in indexed_pods(job, self.pods_of(*job.key), job.uid or "")
+        ips = {p.node_rank: p.ip for p in observed.pods
                if p.restart_count == plan.restart_count and not p.leftover}
         self.poller.watch(job.key, Target(plan.restart_count, tuple(ips.get(r) for r in range(parsed.nodes)),
                                           parsed.stall_timeout_seconds, world_size=parsed.world_size))

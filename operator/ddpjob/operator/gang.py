@@ -18,26 +18,26 @@ import logging
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping
 
+from ddpjob.api import gangs
 from ddpjob.job.scheduling import UNAVAILABLE
 from ddpjob.operator import settings as operator_settings
-from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS as REGISTRY, GangOptions
+from ddpjob.render.gang import DEFAULT_OPTIONS, GangOptions
 
 logger = logging.getLogger("ddpjob.operator.gang")
 
-INTEGRATIONS = operator_settings.GANG_INTEGRATIONS
-__all__ = ["UNAVAILABLE", "GangSupport", "INTEGRATIONS", "api_group_path"]
-
+__all__ = ["UNAVAILABLE", "GangSupport", "api_group_path"]
 
 
 def api_group_path(gang: str) -> str | None:
-    """The discovery path of an integration's PodGroup API (None: kueue has no object of ours)."""
-    kind = REGISTRY[gang].pod_group if gang in REGISTRY else None
-    return f"/apis/{kind[0]}" if kind else None
+    """The discovery path of an integration's PodGroup API (None: no object of ours, as kueue)."""
+    integration = gangs.get(gang)
+    return integration.pod_group.group_version_path if integration and integration.pod_group else None
 
 
 @dataclass
 class GangSupport:
-    enabled: frozenset[str] = frozenset(INTEGRATIONS)
+    # Unset: every integration registered when it is made.
+    enabled: frozenset[str] = field(default_factory=lambda: frozenset(gangs.names()))
     options: GangOptions = DEFAULT_OPTIONS
     missing: dict[str, str] = field(default_factory=dict)  # gang -> why its API is not there
     explicit: bool = False  # enabled by the chart (an error when missing), not by default
@@ -61,7 +61,8 @@ class GangSupport:
                 self.missing.pop(gang, None)
                 logger.info("gang integration %s: %s is served", gang, path)
             else:
-                self.missing[gang] = f"{REGISTRY[gang].needs} is not served by this cluster ({path} not found)"
+                needs = integration.needs if (integration := gangs.get(gang)) else gang
+                self.missing[gang] = f"{needs} is not served by this cluster ({path} not found)"
                 # Enabled by the chart: an error. Unset (development clusters, every
                 # integration on by default): a note.
                 logger.log(logging.ERROR if self.explicit else logging.INFO,

@@ -1,12 +1,12 @@
 """kopf handlers of the DDPJob operator: thin triggers into `controller.Controller`.
 
     kopf run -m ddpjob.operator.handlers --standalone --liveness=http://0.0.0.0:8080/healthz
-    ddpjob operator ...   (operator_main.run_operator)
+    ddpjob operator ...   (operator.main.run_operator, which hands its settings in as memo.settings)
 
 Nothing here decides anything: a DDPJob being created, resumed (operator restart) or
 changed, and any event of a Pod carrying the job label, ask the controller to reconcile
 that job; the controller observes through the two indices below (no handler lists the
-API), decides with `lifecycle.plan` and writes through `kube`.
+API), decides with `lifecycle.decide` and writes through `kube`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ PODS = ("", "v1", "pods")
 # kopf filters on labels client-side; only the operator's own Pods reach the handlers.
 POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
 
-# The operator's environment (/metrics, progress polling, liveness, gang integrations,
-# template allowances) is read once, at start, by `settings.from_env`.
+# The operator's settings (/metrics, progress polling, liveness, gang integrations,
+# template allowances) are one typed object made once, at start: the one `run_operator`
+# hands in (memo.settings), else `settings.from_env` (`kopf run -m ...`).
 # A write that hangs longer than this fails into kopf's retries instead of stalling a
 # reconcile for kopf's default of 5 minutes.
 MAX_REQUEST_TIMEOUT = 60.0
@@ -55,7 +56,7 @@ RECURSION_LIMIT = 40_000
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
-    """The kopf settings the operator relies on (see docs in the report / README)."""
+    """The kopf settings the operator relies on (docs/design.md, "The API client")."""
     # Log lines stay log lines. Only the explicit Events (Created, Running, Restarting,
     # Succeeded, Failed, InvalidSpec) are posted: posting every log line is one API write
     # per line.
@@ -124,10 +125,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
                 ddpjob_pods: kopf.Index, logger: logging.Logger, **_: Any) -> None:
     configure(settings)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
-    try:
-        config = operator_settings.from_env()
-    except operator_settings.SettingsError as e:
-        raise kopf.PermanentError(str(e)) from None
+    config = getattr(memo, "settings", None)
+    if config is None:
+        try:
+            config = operator_settings.from_env()
+        except operator_settings.SettingsError as e:
+            raise kopf.PermanentError(str(e)) from None
     memo.settings = config
 
     def job_body(namespace: str, name: str) -> Any:

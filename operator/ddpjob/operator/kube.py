@@ -37,11 +37,10 @@ from typing import Any, Mapping
 
 import aiohttp
 
-from ddpjob.api import names
+from ddpjob.api import gangs, names
 from ddpjob.operator import connection
 from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
 from ddpjob.backoff import Backoff
-from ddpjob.render.gangs import POD_GROUP_PLURALS
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -118,15 +117,21 @@ def job_path(namespace: str, name: str) -> str:
     return f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}/{name}"
 
 
-# What the operator creates, by (apiVersion, kind): the plural of its collection.
-CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services",
-                 **POD_GROUP_PLURALS}
+# What the operator creates, by (apiVersion, kind): the plural of its collection (and the
+# PodGroups of the gang integrations: created_kinds()).
+CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services"}
+
+
+def created_kinds() -> dict[tuple[str, str], str]:
+    groups = (i.pod_group for name in gangs.names() if (i := gangs.get(name)) is not None)
+    return {**CREATED_KINDS, **{(g.api_version, g.kind): g.plural for g in groups if g is not None}}
 
 
 def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
-    plural = CREATED_KINDS.get((api_version, kind))
+    kinds = created_kinds()
+    plural = kinds.get((api_version, kind))
     if plural is None:
-        raise ValueError(f"the operator creates only {sorted(CREATED_KINDS)}, not {api_version} {kind}")
+        raise ValueError(f"the operator creates only {sorted(kinds)}, not {api_version} {kind}")
     base = f"/api/v1/namespaces/{namespace}/{plural}" if api_version == "v1" else (
         f"/apis/{api_version}/namespaces/{namespace}/{plural}")
     return f"{base}/{name}" if name else base

@@ -49,7 +49,7 @@ class JobMemory:
     disrupted: dict[str, IndexedPod] = field(default_factory=dict)
     gang_waits: int = 0  # consecutive steps that found the gang blocked
     gang_block: tuple[str, str] | None = None  # the last act's PodGroup answer, for the next step
-    # What the gang's scheduler or queue said of its held Pods (gang_readers/), and how
+    # What the gang's scheduler or queue said of its held Pods (gang_reader.py), and how
     # many reconciles in a row read it (the re-read's backoff).
     gang_said: GangSaid | None = None
     gang_reads: int = 0
@@ -105,17 +105,19 @@ def parse(job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str
     return parsed, tuple(errors)
 
 
-def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod], now: datetime,
-            template_allow: frozenset[str], gang: GangSupport, progress: Any, monotonic: float) -> Observed:
-    """One observation of the job. Consumes what the last act learned (it is said once)."""
+def observe(job: JobMemory, body: Mapping[str, Any], current: list[PodState],
+            spec_: tuple[spec.DDPJob | None, tuple[str, ...]], now: datetime, gang: GangSupport, progress: Any,
+            monotonic: float, nodes: Mapping[str, str | None] | None = None) -> Observed:
+    """One observation of the job: `current` its Pods (`indexed_pods`), `spec_` its spec as
+    `parse` read it, `nodes` the Nodes of its Pods stuck terminating as just read. Consumes
+    what the last act learned (it is said once)."""
     uid = job.uid or ""
     previous = job.status if job.status is not None else dict(body.get("status") or {})
     generation = int((body.get("metadata") or {}).get("generation") or 0)
-    parsed, errors = parse(job, body, template_allow)
-    current = indexed_pods(job, pods, uid)
+    parsed, errors = spec_
     if errors or parsed is None:
         return Observed(job=parsed, pods=tuple(current), previous=previous, now=now, errors=errors,
-                        generation=generation)
+                        generation=generation, pod_groups=tuple(job.pod_groups))
     refused = None
     if job.backoff.active and job.backoff.last is not None:
         refused = RefusedCreates(job.backoff.last, job.backoff.wait(now), fresh=job.backoff.take_fresh())
@@ -128,6 +130,7 @@ def observe(job: JobMemory, body: Mapping[str, Any], pods: Iterable[IndexedPod],
     return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
                     now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
                     gang_waits=job.gang_waits, gang_said=said,
-                    since_last_write=since, jitter=random.random())
+                    since_last_write=since, jitter=random.random(), nodes=dict(nodes or {}),
+                    pod_groups=tuple(job.pod_groups))
 
 

@@ -13,17 +13,18 @@ start with one line naming the variable; nothing reads the environment later.
     DDPJOB_LIVENESS_OUTAGE_SECONDS           liveness fails after the API gave no answer this long
                                              (default 300, 1..86400)
     DDPJOB_GANG_INTEGRATIONS                 enabled gang integrations (unset: all; empty: none)
-    DDPJOB_VOLCANO_SCHEDULER, DDPJOB_COSCHEDULING_SCHEDULER   their schedulers' names
+    each integration's scheduler name, where it has one (its `SchedulerSetting`, api/gangs/):
+    DDPJOB_VOLCANO_SCHEDULER, DDPJOB_COSCHEDULING_SCHEDULER
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
-from ddpjob.api import names, template_policy
+from ddpjob.api import gangs, names, template_policy
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND
-from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS, GangOptions
+from ddpjob.render.gang import DEFAULT_OPTIONS, GangOptions
 
 TEMPLATE_ALLOW_ENV = template_policy.ENV
 METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
@@ -32,11 +33,8 @@ PROGRESS_RATE_ENV = "DDPJOB_PROGRESS_MAX_PER_SECOND"
 PROGRESS_WRITES_ENV = "DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND"
 LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
 GANG_INTEGRATIONS_ENV = "DDPJOB_GANG_INTEGRATIONS"
-VOLCANO_SCHEDULER_ENV = "DDPJOB_VOLCANO_SCHEDULER"
-COSCHEDULING_SCHEDULER_ENV = "DDPJOB_COSCHEDULING_SCHEDULER"
 
 DEFAULT_LIVENESS_OUTAGE = 300.0
-GANG_INTEGRATIONS = tuple(INTEGRATIONS)
 # Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
 _MAX_SHOWN = 80
 
@@ -53,7 +51,8 @@ class Settings:
     progress_max_per_second: float = DEFAULT_MAX_PER_SECOND  # 0: polling off
     progress_max_writes_per_second: float = DEFAULT_MAX_WRITES_PER_SECOND
     liveness_outage_seconds: float = DEFAULT_LIVENESS_OUTAGE
-    gang_integrations: frozenset[str] = frozenset(GANG_INTEGRATIONS)
+    # Unset: every integration registered when the settings are made.
+    gang_integrations: frozenset[str] = field(default_factory=lambda: frozenset(gangs.names()))
     gang_explicit: bool = False  # the chart named the integrations (a missing API is an error)
     gang_options: GangOptions = DEFAULT_OPTIONS
 
@@ -100,15 +99,26 @@ def _scheduler(env: Mapping[str, str], name: str, default: str) -> str:
 
 
 def _gangs(env: Mapping[str, str]) -> tuple[frozenset[str], bool]:
+    known = gangs.names()
     raw = env.get(GANG_INTEGRATIONS_ENV)
     if raw is None:
-        return frozenset(GANG_INTEGRATIONS), False
+        return frozenset(known), False
     enabled = frozenset(g.strip() for g in raw.split(",") if g.strip())
-    unknown = sorted(enabled - set(GANG_INTEGRATIONS))
+    unknown = sorted(enabled - set(known))
     if unknown:
         raise SettingsError(f"{GANG_INTEGRATIONS_ENV} names unknown gang integration(s) "
-                            f"{_shown(', '.join(unknown))}; known: {', '.join(GANG_INTEGRATIONS)}")
+                            f"{_shown(', '.join(unknown))}; known: {', '.join(known)}")
     return enabled, True
+
+
+def _gang_options(env: Mapping[str, str]) -> GangOptions:
+    """The scheduler each integration's Pods name, where its setting names one (else its default)."""
+    schedulers = {}
+    for name in gangs.names():
+        setting = (integration := gangs.get(name)) and integration.scheduler
+        if setting and (chosen := _scheduler(env, setting.env, "")):
+            schedulers[name] = chosen
+    return GangOptions(schedulers=schedulers) if schedulers else DEFAULT_OPTIONS
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -125,10 +135,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
                             f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
     enabled, explicit = _gangs(env)
-    defaults = DEFAULT_OPTIONS
-    options = GangOptions(
-        volcano_scheduler=_scheduler(env, VOLCANO_SCHEDULER_ENV, defaults.volcano_scheduler),
-        coscheduling_scheduler=_scheduler(env, COSCHEDULING_SCHEDULER_ENV, defaults.coscheduling_scheduler))
+    options = _gang_options(env)
     return Settings(
         template_allow=allow, metrics_port=_port(env, METRICS_PORT_ENV), progress_interval=interval,
         progress_max_per_second=rate, progress_max_writes_per_second=writes,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ddpjob.operator.kube import Conflict, Kube, job_path
+from ddpjob.operator.observer import JobMemory
 
 
 def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,7 +39,7 @@ class StatusWriter:
         self.kube = kube  # the controller hands in a replacement too
         self.job_body = job_body  # the index of DDPJobs: the newest resourceVersion known
 
-    async def write(self, job: Any, body: Mapping[str, Any], previous: dict[str, Any],
+    async def write(self, job: JobMemory, body: Mapping[str, Any], previous: dict[str, Any],
                     new: dict[str, Any]) -> dict[str, Any]:
         """Write `new` over `previous` (nothing when equal); returns the stored status and
         keeps it and its resourceVersion in `job`."""
@@ -61,7 +62,7 @@ class StatusWriter:
         job.resource_version = ((stored or {}).get("metadata") or {}).get("resourceVersion")
         return job.status
 
-    def _version_of(self, job: Any, body: Mapping[str, Any], previous: Mapping[str, Any]) -> str | None:
+    def _version_of(self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any]) -> str | None:
         """The resourceVersion of an object whose status is `previous`: the newest the index
         has (kopf's own annotation patches bump it without touching the status), else the
         one this operator's last write returned, else the body this pass started from."""
@@ -73,7 +74,7 @@ class StatusWriter:
             return job.resource_version
         return (body.get("metadata") or {}).get("resourceVersion")
 
-    async def _conflict(self, job: Any, previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    async def _conflict(self, job: JobMemory, previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """The object changed since `previous` was read. If only its metadata did (kopf's
         annotations), write again onto the current version; if its status did (another
         replica), write nothing and plan again from that status."""

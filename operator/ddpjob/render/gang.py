@@ -1,25 +1,41 @@
 """Gang scheduling, pure: the PodGroup of one gang attempt and what each Pod carries to join it.
 
-Each integration (`spec.scheduling.gang`) is a module of `render/gangs/` (kubernetes,
-volcano, coscheduling, kueue) behind its registry; this module renders through it.
-
-Each PodGroup-based attempt gets its own PodGroup (`names.pod_group_name`), owned by the
-DDPJob; the operator deletes the one of an attempt that ended. Kueue's group is the job's
-name for every attempt.
+Each integration (`spec.scheduling.gang`) is a module of pure description in
+`api/gangs/` behind its registry; this module renders through it. Every integration
+names a group per gang attempt (`Integration.group_name`: `<job>-attempt-<n>` for the
+built-in ones, Kueue's included); one with a PodGroup gets its own per attempt, owned by
+the DDPJob, and the operator deletes the one of an attempt that ended.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
+from ddpjob.api import gangs
+from ddpjob.api.gangs import Integration
 from ddpjob.api.spec import DDPJob
-from ddpjob.render.gangs import DEFAULT_OPTIONS, INTEGRATIONS, POD_GROUP_KINDS, GangOptions
 
-__all__ = ["DEFAULT_OPTIONS", "GangOptions", "POD_GROUP_KINDS", "apply_to_pod", "pod_group_name", "render_pod_group"]
+__all__ = ["DEFAULT_OPTIONS", "GangOptions", "apply_to_pod", "has_pod_group", "pod_group_name", "render_pod_group"]
+
+
+@dataclass(frozen=True)
+class GangOptions:
+    """Cluster-side settings (the operator's chart values), not the job's: the scheduler
+    the Pods of each integration name, where it is not the integration's default."""
+    schedulers: Mapping[str, str] = field(default_factory=dict)  # integration -> scheduler name
+
+    def scheduler(self, integration: Integration) -> str | None:
+        if integration.scheduler is None:
+            return None
+        return self.schedulers.get(integration.name) or integration.scheduler.default
+
+
+DEFAULT_OPTIONS = GangOptions()
 
 
 def pod_group_name(job: DDPJob, attempt: int) -> str | None:
-    integration = INTEGRATIONS.get(job.scheduling.gang)
+    integration = gangs.get(job.scheduling.gang)
     return integration.group_name(job, attempt) if integration else None
 
 
@@ -28,15 +44,14 @@ def render_pod_group(job: DDPJob, attempt: int, pod: dict, owner_references: lis
     """The PodGroup of attempt `attempt` (None when the integration has none). `pod` is
     one rendered Pod of the attempt: the gang's resources are its requests times its
     minimum, `job.min_nodes` (every node of a rigid gang, `elastic.minNodes` otherwise)."""
-    integration = INTEGRATIONS.get(job.scheduling.gang)
+    integration = gangs.get(job.scheduling.gang)
     if integration is None or integration.pod_group is None or integration.pod_group_spec is None:
         return None
-    api_version, kind = integration.pod_group
     meta: dict[str, Any] = {"name": integration.group_name(job, attempt), "namespace": job.namespace,
                             "labels": labels}
     if owner_references:
         meta["ownerReferences"] = owner_references
-    return {"apiVersion": api_version, "kind": kind, "metadata": meta,
+    return {"apiVersion": integration.pod_group.api_version, "kind": integration.pod_group.kind, "metadata": meta,
             "spec": integration.pod_group_spec(job, pod)}
 
 
@@ -44,7 +59,12 @@ def apply_to_pod(pod: dict, job: DDPJob, attempt: int, options: GangOptions = DE
     """Add the gang's fields to a rendered Pod (after the user's template: these win)."""
     if job.scheduling.priority_class_name:
         pod["spec"]["priorityClassName"] = job.scheduling.priority_class_name
-    integration = INTEGRATIONS.get(job.scheduling.gang)
+    integration = gangs.get(job.scheduling.gang)
     if integration is not None:
-        integration.join(pod, job, integration.group_name(job, attempt), options)
+        integration.join(pod, job, integration.group_name(job, attempt), options.scheduler(integration))
     return pod
+
+
+def has_pod_group(job: DDPJob) -> bool:
+    integration = gangs.get(job.scheduling.gang)
+    return integration is not None and integration.pod_group is not None

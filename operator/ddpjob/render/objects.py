@@ -126,7 +126,7 @@ def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
 
 def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict | None:
     """The PodGroup of one gang attempt (spec.scheduling.gang), or None."""
-    if job.scheduling.gang not in gang.POD_GROUP_KINDS:
+    if not gang.has_pod_group(job):
         return None
     # One Pod stands for all: the Pods of a gang differ only in names and env.
     return gang.render_pod_group(job, restart_count, render_pod(job, 0, restart_count), owner_references(job),

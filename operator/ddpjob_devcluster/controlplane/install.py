@@ -88,7 +88,7 @@ def apply(kubeconfig: pathlib.Path, docs: list[dict[str, Any]], *, kubectl: str)
 def admin_apply(plane: Any) -> Any:
     """`apply(objects)` as the plane's admin, with kubectl: how a gang scheduler's or queue's
     CRDs and RBAC are installed (their `start(plane, apply)`)."""
-    from ddpjob_devcluster.cluster_api import ClusterClient  # the cluster API imports this module
+    from ddpjob_devcluster.clusters.client import ClusterClient  # the cluster API imports this module
 
     kubectl = ClusterClient.kubectl_path()
     return lambda objects: apply(plane.admin_kubeconfig, objects, kubectl=kubectl)

@@ -22,7 +22,7 @@ from typing import Any
 import kubernetes
 
 from ddpjob_devcluster.controlplane.kubelet_server import KubeletServer
-from ddpjob_devcluster.kubelet import ProcessKubelet
+from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
 
 LEASE_SECONDS = 40  # kubelet's nodeLeaseDurationSeconds
 RENEW_SECONDS = 10  # a quarter of it, as the kubelet renews

@@ -1,0 +1,1 @@
+"""`make demo-cluster`: a whole ddpjob cluster on this machine (`main.py`)."""
