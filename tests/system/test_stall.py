@@ -89,7 +89,8 @@ def test_a_short_job_ends_with_its_final_progress(unpolled_cluster: LocalCluster
     body = copy.deepcopy(load_example())
     body['metadata']['name'] = name
     body['spec'].update(nodes=1, nprocPerNode=1, command=['ddpjob-launch'], args=[str(script)],
-                        env=[{'name': 'PROGRESS_STEPS', 'value': '6'}, {'name': 'PROGRESS_LINGER', 'value': '0'}])
+                        env=[{'name': 'DDPJOB_TEST_PROGRESS_STEPS', 'value': '6'},
+                             {'name': 'DDPJOB_TEST_PROGRESS_LINGER', 'value': '0'}])
     cluster.create_job(body)
     status = cluster.wait_phase(name, 'Succeeded', timeout=RUN)
     progress = status.get('progress') or {}
