@@ -9,6 +9,7 @@ from ddpjob.api.spec import IMMUTABLE_FIELDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+DEVELOPMENT = (ROOT / "docs" / "development.md").read_text()  # the developer material, layout included
 
 
 def test_every_immutable_field_is_called_immutable() -> None:
@@ -57,7 +58,7 @@ def test_make_demo_installs_only_what_a_local_run_needs_and_the_readme_says_what
 
 def _layout_rows() -> dict[str, str]:
     """The Layout table: each row's folder (its first path, up to the last /) -> the row."""
-    section = README.split("## Layout: where each concept lives", 1)[1].split("\n## ", 1)[0]
+    section = DEVELOPMENT.split("## Layout: where each concept lives", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
         cells = line.split("|")
@@ -86,11 +87,22 @@ def test_the_layout_map_names_every_module() -> None:
             row = rows[max(folders, key=len)]
             if f"`{module.name}`" not in row and f" {module.name}" not in row and f"/{module.name}" not in row:
                 missing.append(rel)
-    assert not missing, "modules missing from the README's Layout map: " + ", ".join(missing)
+    assert not missing, "modules missing from docs/development.md's Layout map: " + ", ".join(missing)
 
 
 def test_the_layout_map_names_every_script_of_hack() -> None:
     row = _layout_rows()["hack/"]
     missing = [p.name for p in sorted((ROOT / "hack").iterdir())
                if not p.name.startswith(".") and f"`{p.name}`" not in row and f"`{p.name}/`" not in row]
-    assert not missing, "hack/ files missing from the README's Layout map: " + ", ".join(missing)
+    assert not missing, "hack/ files missing from docs/development.md's Layout map: " + ", ".join(missing)
+
+
+def test_the_user_path_comes_first_and_the_developer_material_lives_in_docs() -> None:
+    """The README is the user's path; what only a contributor needs (the tiers, the layout,
+    what the dev cluster is built from) is in docs/development.md, which the README links."""
+    for developer_only in ("## Layout: where each concept lives", "`make test-gpu WHEELS=", "| etcd | `go.etcd.io"):
+        assert developer_only not in README, developer_only
+        assert developer_only in DEVELOPMENT, developer_only
+    assert "(docs/development.md)" in README
+    sections = [line for line in README.splitlines() if line.startswith("## ")]
+    assert sections[0] == "## A first job" and sections[-2:] == ["## Developing ddpjob", "## Releases"], sections

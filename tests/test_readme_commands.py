@@ -1,4 +1,4 @@
-"""Every command block of the README runs here, as written, in order, so the README
+"""Every command block of the README (and of docs/development.md, its developer part) runs here, as written, in order, so the README
 cannot drift from the code: `ddpjob` and kubectl from the venv, `job.yaml` the README's
 own first job, and a development cluster (API emulator, the real operator process, the
 process kubelet) as "a cluster with the operator installed".
@@ -29,8 +29,11 @@ from tests.conftest import project_crd
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+# The files whose command blocks run: the user's path, then the developer material.
+DOCUMENTS = {"README.md": README, "docs/development.md": (ROOT / "docs" / "development.md").read_text()}
 BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```",
                    re.M | re.S)
+NEWLINE = "\n"
 COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
 WATCH_SECONDS = 8
 RETRY_SECONDS = 120
@@ -38,10 +41,11 @@ RETRY_SECONDS = 120
 PLACEHOLDERS = {"<printed path>": "{kubeconfig}"}
 
 
-def blocks() -> list[tuple[int, str | None, str]]:
-    """(line, marker, body) of each command block."""
-    return [(README[:m.start()].count("\n") + 1, m.group("how"), m.group("body"))
-            for m in BLOCK.finditer(README) if m.group("lang") in COMMAND_LANGUAGES]
+def blocks() -> list[tuple[str, str | None, str]]:
+    """(where, marker, body) of each command block; `where` is `file:line`."""
+    return [(f"{name}:{text.count(NEWLINE, 0, m.start()) + 1}", m.group("how"), m.group("body"))
+            for name, text in DOCUMENTS.items()
+            for m in BLOCK.finditer(text) if m.group("lang") in COMMAND_LANGUAGES]
 
 
 def commands(body: str) -> list[str]:
@@ -63,10 +67,10 @@ def test_every_command_block_runs_or_says_why_not() -> None:
     assert len(found) >= 6, "the README's command blocks were not found"
     for line, how, body in found:
         assert how is None or re.fullmatch(r"skip: \S.{10,}", how), \
-            f"README.md:{line}: a marker is `<!-- readme-test: skip: <why it cannot run in a test> -->` (got {how!r})"
+            f"{line}: a marker is `<!-- readme-test: skip: <why it cannot run in a test> -->` (got {how!r})"
         for command in commands(body):
             assert command.split()[0] in ("make", "ddpjob", "kubectl", "helm", "export"), \
-                f"README.md:{line}: {command!r}: teach tests/test_readme_commands.py to run it, or mark the block"
+                f"{line}: {command!r}: teach tests/test_readme_commands.py to run it, or mark the block"
 
 
 def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
@@ -125,13 +129,14 @@ def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Pat
             continue
         # Each block on a cluster of its own, as the README means them (the demo cluster is
         # not the cluster of "A first job"): a namespace of its own, the context's default.
-        kubeconfig = str(cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{line}", namespace=f"readme-{line}"))
+        slug = re.sub(r"[^a-z0-9]+", "-", line.lower()).strip("-")[-40:]
+        kubeconfig = str(cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{slug}", namespace=slug))
         env = dict(os.environ, KUBECONFIG=kubeconfig, PYTHONUNBUFFERED="1",
                    PATH=os.pathsep.join([str(ROOT / ".tools" / "bin"), os.path.dirname(sys.executable),
                                          os.environ.get("PATH", "")]))
         for placeholder, value in PLACEHOLDERS.items():
             body = body.replace(placeholder, shlex.quote(value.format(kubeconfig=kubeconfig)))
         for command in commands(body):
-            run(command, env, tmp_path, f"README.md:{line}")
+            run(command, env, tmp_path, line)
             ran += 1
     assert ran >= 25  # the first job, the demo cluster's, the cluster workflow, plain kubectl
