@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import kubernetes
+from tests.support.deadlines import REACTION
 
 WIDGET_CRD = {
     'apiVersion': 'apiextensions.k8s.io/v1',
@@ -25,10 +26,10 @@ def widget(name: str, **spec) -> dict:
 
 
 def collect_events(list_fn, count: int, *args, **kwargs) -> list[tuple[str, str]]:
-    """The first `count` watch events as (type, name); a 5 s server timeout guards a hang."""
+    """The first `count` watch events as (type, name); the server's timeout only guards a hang."""
     watch = kubernetes.watch.Watch()
     events = []
-    for event in watch.stream(list_fn, *args, timeout_seconds=5, **kwargs):
+    for event in watch.stream(list_fn, *args, timeout_seconds=int(REACTION), **kwargs):
         obj = event['object']
         name = obj['metadata']['name'] if isinstance(obj, dict) else obj.metadata.name
         events.append((event['type'], name))

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from ddpjob_devcluster.scenarios import real_gang as real_gang_scenario
+from tests.support.deadlines import CLUSTER_TEST
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 
 def test_without_a_gang_the_real_scheduler_deadlocks_two_jobs(control_plane: Any, tmp_path: pathlib.Path) -> None:
@@ -29,4 +30,6 @@ def test_with_the_native_gang_both_jobs_run_whole_one_after_the_other(control_pl
     assert r.finished == {'job-a': 'Succeeded', 'job-b': 'Succeeded'} and not r.deadlocked, r
     # job-b's Pods were whole first; job-a's fourth came late and its gang waited for room.
     assert r.order == ['job-b', 'job-a'] and len(r.bindings) == 8, r
-    assert r.idle_gpu_seconds < 1.0, r  # only the spread of one gang's bindings
+    # Each gang bound whole: every Pod's peers existed when it was bound, so no GPU waited
+    # on a missing one (benchmarks/gang_deadlock.py measures the idle GPU-seconds).
+    assert r.peers_at_binding == [(job, 4) for job, _ in r.bindings], r

@@ -2,7 +2,8 @@
 emulator, the CRD applied with the official client, and helpers that play the kubelet.
 
 Tests use restartBackoffSeconds: 0 and short deadlines/TTLs, and poll with `wait_for`;
-no test sleeps in place of an assertion.
+no test sleeps in place of an assertion. A wait ends when what it waits for happens; its
+bound (tests.support.deadlines) only ends one that would hang.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 from tests.support.kubelet import set_pod_status
 from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
+from tests.support.deadlines import REACTION
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
@@ -57,7 +59,7 @@ class Cluster:
     def status(self, name: str) -> dict[str, Any]:
         return (self.job(name) or {}).get("status") or {}
 
-    def wait_phase(self, name: str, phase: str, timeout: float = 15, **fields: Any) -> dict[str, Any]:
+    def wait_phase(self, name: str, phase: str, timeout: float = REACTION, **fields: Any) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             st = self.status(name)
             ok = st.get("phase") == phase and all(st.get(k) == v for k, v in fields.items())
@@ -72,7 +74,8 @@ class Cluster:
             pods = [p for p in pods if (p["metadata"].get("labels") or {}).get("ddpjob.io/job-name") == job]
         return sorted(pods, key=lambda p: p["metadata"]["name"])
 
-    def wait_pods(self, job: str, count: int, restart_count: int | None = None, timeout: float = 15) -> list[dict]:
+    def wait_pods(self, job: str, count: int, restart_count: int | None = None,
+                  timeout: float = REACTION) -> list[dict]:
         def check() -> list[dict] | None:
             pods = [p for p in self.pods(job) if not p["metadata"].get("deletionTimestamp")]
             if restart_count is not None:
@@ -90,7 +93,7 @@ class Cluster:
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") == name]
         return events
 
-    def wait_event(self, name: str, reason: str, timeout: float = 15) -> dict[str, Any]:
+    def wait_event(self, name: str, reason: str, timeout: float = REACTION) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             return next((e for e in self.events(name) if e.get("reason") == reason), None)
         return wait_for(check, timeout=timeout, message=f"no {reason} event for {name}")
@@ -188,5 +191,5 @@ def lifecycle_request_log(cluster: Cluster, operator: Any) -> list[RecordedReque
     cluster.set_phase("rbac", "Failed", ranks=[1], exit_code=137)
     cluster.run_gang("rbac", 2, attempt=1)
     cluster.set_phase("rbac", "Succeeded")
-    wait_for(lambda: cluster.job("rbac") is None, timeout=15, message="the TTL did not delete the job")
+    wait_for(lambda: cluster.job("rbac") is None, timeout=REACTION, message="the TTL did not delete the job")
     return list(cluster.emulator.requests)

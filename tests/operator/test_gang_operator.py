@@ -10,8 +10,9 @@ import pytest
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 from ddpjob_devcluster.scheduler.scheduler import serve_native_pod_groups
 from tests.operator.conftest import Cluster, ddpjob
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(TEST)
 MERGE = "application/merge-patch+json"
 
 
@@ -58,7 +59,7 @@ def test_unschedulable_pods_are_reported(cluster: Cluster, operator: Any) -> Non
         cluster.core.patch_namespaced_pod_status(name, cluster.ns, {"status": {"conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}})
     st = cluster.wait_phase("wait", "Pending", scheduledNodes=0)
-    wait_for(lambda: cluster.status("wait")["message"].startswith("Scheduled 0/2"), timeout=15)
+    wait_for(lambda: cluster.status("wait")["message"].startswith("Scheduled 0/2"), timeout=REACTION)
     cluster.wait_event("wait", "ScheduleTimeout")
     st = cluster.status("wait")
     cond = next(c for c in st["conditions"] if c["type"] == "GangScheduled")
@@ -83,7 +84,7 @@ def test_pod_groups_come_first_and_per_attempt(cluster: Cluster, operator: Any) 
     cluster.patch_spec("pg", suspend=True)
     cluster.wait_phase("pg", "Suspended")
     wait_for(lambda: cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns,
-                                                 "pg-attempt-1") is None, timeout=15)
+                                                 "pg-attempt-1") is None, timeout=REACTION)
     cluster.patch_spec("pg", suspend=False)
     cluster.run_gang("pg", 2, attempt=1)
     assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1")

@@ -9,8 +9,9 @@ from ddpjob import render
 from ddpjob.api import spec
 from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(TEST)
 
 
 def env_of(pod: dict) -> dict[str, str]:
@@ -151,7 +152,7 @@ def test_active_deadline_fails_the_job_and_stops_its_pods(cluster: Cluster, oper
     cluster.create(ddpjob("slow", nodes=2, activeDeadlineSeconds=1))
     cluster.wait_pods("slow", 2)
     cluster.set_phase("slow", "Running")
-    st = cluster.wait_phase("slow", "Failed", timeout=20)
+    st = cluster.wait_phase("slow", "Failed", timeout=REACTION)
     assert any(c["type"] == "Failed" and c["reason"] == "DeadlineExceeded" for c in st["conditions"])
     wait_for(lambda: cluster.pods("slow") == [], message="the deadline did not stop the Pods")
 
@@ -159,7 +160,7 @@ def test_active_deadline_fails_the_job_and_stops_its_pods(cluster: Cluster, oper
 def test_ttl_deletes_the_finished_job(cluster: Cluster, operator) -> None:
     cluster.create(ddpjob("ttl", nodes=1, ttlSecondsAfterFinished=1))
     cluster.run_to_success("ttl", 1)
-    wait_for(lambda: cluster.job("ttl") is None, timeout=20, message="the TTL did not delete the job")
+    wait_for(lambda: cluster.job("ttl") is None, timeout=REACTION, message="the TTL did not delete the job")
     # Its children went with it (owner references).
     assert cluster.pods("ttl") == [] and cluster.service("ttl") is None
 
@@ -230,7 +231,7 @@ def test_a_gang_restart_brings_back_a_service_deleted_by_hand(cluster: Cluster, 
     cluster.wait_phase("svc", "Running")
     cluster.set_phase("svc", "Failed", ranks=[0], exit_code=137)
     cluster.wait_pods("svc", 2, restart_count=1)
-    service = wait_for(lambda: cluster.service("svc"), timeout=15, message="Service recreated")
+    service = wait_for(lambda: cluster.service("svc"), timeout=REACTION, message="Service recreated")
     assert service["spec"]["clusterIP"] == "None"
 
 

@@ -16,8 +16,9 @@ from tests.operator.conftest import CRD_PATH, ROOT, Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 
 from ddpjob.local.ports import free_port
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(TEST)
 
 VENV_BIN = ROOT / ".venv" / "bin"
 KUBECTL = shutil.which("kubectl", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
@@ -77,7 +78,7 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
     proc = operator_process(argv)
     if entry == "kopf-run":
         prom = None  # /metrics needs DDPJOB_METRICS_PORT there; covered by run_operator
-    wait_for(lambda: proc.poll() is None and http_get(liveness), timeout=30, message="no liveness answer")
+    wait_for(lambda: proc.poll() is None and http_get(liveness), timeout=REACTION, message="no liveness answer")
     cluster.create(ddpjob("proc", nodes=2))
     cluster.run_to_success("proc", 2)
     if prom is not None:

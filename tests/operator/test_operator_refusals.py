@@ -12,8 +12,9 @@ import pytest
 
 from tests.operator.conftest import ROOT, Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(TEST)
 
 
 def _pod_creates(cluster: Cluster, job: str) -> int:
@@ -43,7 +44,7 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(c
                                                                "spec": {"hard": {"pods": "1"}}})
     cluster.create(ddpjob("quota", nodes=2))
     st = wait_for(lambda: (s := cluster.status("quota")) and "exceeded quota" in s.get("message", "") and s,
-                  timeout=20, message="the job never said it is over quota")
+                  timeout=REACTION, message="the job never said it is over quota")
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
     assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
         in st["message"]
@@ -53,7 +54,7 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(c
     assert event["type"] == "Warning" and event["message"].startswith('Error creating: pods "quota-1" is forbidden')
     # Backoff: after several retries the creates stay few.
     first = _pod_creates(cluster, "quota")
-    wait_for(lambda: _pod_creates(cluster, "quota") >= first + 3, timeout=20, message="no retries")
+    wait_for(lambda: _pod_creates(cluster, "quota") >= first + 3, timeout=REACTION, message="no retries")
     assert _pod_creates(cluster, "quota") <= 20
     # What a user types: `kubectl get` shows why it waits (the MESSAGE column), and
     # `kubectl describe` shows the message, the condition and the Event.
@@ -75,11 +76,11 @@ def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster:
     uid = cluster.core.read_namespaced_pod("taken-0", cluster.ns).metadata.uid
     cluster.create(ddpjob("taken", nodes=1))
     st = wait_for(lambda: (s := cluster.status("taken")) and _condition(s, "PodsCreated").get("reason") == "NotOwned"
-                  and s, timeout=20, message="the conflict was not reported")
+                  and s, timeout=REACTION, message="the conflict was not reported")
     assert "'taken-0' already exists and is not controlled by DDPJob 'taken'" in st["message"]
     assert "taken-0" in cluster.wait_event("taken", "FailedCreatePod")["message"]
     before = _pod_creates(cluster, "taken")  # the test's own foreign Pod included
-    wait_for(lambda: _pod_creates(cluster, "taken") >= before + 2, timeout=20, message="no retry")
+    wait_for(lambda: _pod_creates(cluster, "taken") >= before + 2, timeout=REACTION, message="no retry")
     assert _pod_creates(cluster, "taken") <= 20  # a hot loop made ~180 in 5 s
     pod = cluster.core.read_namespaced_pod("taken-0", cluster.ns)
     assert pod.metadata.uid == uid and pod.metadata.owner_references is None  # never adopted
@@ -95,7 +96,7 @@ def test_a_pod_the_api_server_finds_invalid_fails_the_job(cluster: Cluster, oper
     template = {"spec": {"containers": [{"name": "trainer", "resources": {
         "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}}
     cluster.create(ddpjob("bad", nodes=1, template=template))
-    st = cluster.wait_phase("bad", "Failed", timeout=20)
+    st = cluster.wait_phase("bad", "Failed", timeout=REACTION)
     assert "must be less than or equal to cpu limit of 1" in st["message"]
     assert _condition(st, "PodsCreated")["reason"] == "Invalid"
     assert cluster.pods("bad") == []
@@ -118,7 +119,7 @@ def test_a_template_loosening_security_is_refused_by_pod_security_with_the_reaso
     template = {"spec": {"securityContext": {"runAsNonRoot": False}}}
     cluster.create(ddpjob("loose", nodes=1, template=template))
     st = wait_for(lambda: (s := cluster.status("loose")) and "violates PodSecurity" in s.get("message", "") and s,
-                  timeout=20, message="the Pod Security refusal was not reported")
+                  timeout=REACTION, message="the Pod Security refusal was not reported")
     assert 'pod must not set securityContext.runAsNonRoot=false' in st["message"]
     assert _condition(st, "PodsCreated")["reason"] == "Forbidden"
 
@@ -157,7 +158,7 @@ def test_a_pod_stuck_terminating_is_force_deleted_only_when_its_node_is_lost(clu
     cluster.set_phase("stuck", "Failed", ranks=[2], exit_code=137)
     # The running Pods are deleted gracefully; neither kubelet confirms yet.
     st = wait_for(lambda: (s := cluster.status("stuck")) and "stuck terminating" in s.get("message", "") and s,
-                  timeout=20, message="the stuck Pods were not reported")
+                  timeout=REACTION, message="the stuck Pods were not reported")
     assert "stuck-0 on node alive" in st["message"]
     # The lost node's Pod is force-deleted; the Ready node's Pod is waited for.
     event = cluster.wait_event("stuck", "ForceDeleted")

@@ -7,8 +7,9 @@ import pytest
 
 from tests.operator.conftest import NS, Cluster, ddpjob, fast_settings
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(TEST)
 
 
 def pod_creates(cluster: Cluster) -> int:
@@ -63,7 +64,7 @@ def test_api_errors_on_writes_are_retried_without_duplicates(cluster: Cluster, s
     start_operator(configure=settings)
     cluster.emulator.inject_fault(**fault)
     cluster.create(ddpjob("faulty", nodes=3))
-    cluster.wait_pods("faulty", 3, timeout=30)
+    cluster.wait_pods("faulty", 3, timeout=REACTION)
     assert_one_gang(cluster, "faulty", 3)
     cluster.run_to_success("faulty", 3)
     assert_one_gang(cluster, "faulty", 3)
@@ -78,7 +79,7 @@ def test_failed_status_write_deletes_nothing_then_restarts_once(cluster: Cluster
     cluster.emulator.inject_fault(verb="patch", resource="ddpjobs", subresource="status", status=500, count=5)
     before = len(cluster.emulator.requests)
     cluster.set_phase("order", "Failed", ranks=[0], exit_code=1)
-    cluster.wait_pods("order", 2, restart_count=1, timeout=30)
+    cluster.wait_pods("order", 2, restart_count=1, timeout=REACTION)
     log = cluster.emulator.requests[before:]
     status_ok = [i for i, r in enumerate(log) if r.subresource == "status" and r.resource == "ddpjobs"]
     deletes = [i for i, r in enumerate(log) if r.verb == "delete" and r.resource == "pods"]

@@ -1,6 +1,10 @@
 """The operator's progress poller alone (fake fetches, no HTTP) and its use by the controller:
 bounded reads, a reconcile only on change, every Pod read once when a stall is suspected,
-status.progress written only when it changed, a Stalled restart."""
+status.progress written only when it changed, a Stalled restart.
+
+The fetches run on the poller's threads: a test waits for the reads it needs (`until`),
+never for a time in which it hopes they happened; only the rate caps are checked against
+the time the reads really took."""
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +16,9 @@ import pytest
 from ddpjob.operator import controller as ctl
 from ddpjob.operator.progress import ProgressPoller, Target, TokenBucket
 from tests.operator.test_controller import FakeKube, NOW, job_body, pod
+from tests.support.deadlines import REACTION
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(2 * REACTION)
 
 
 def snap(step: int, since: float = 0.0, ranks: dict | None = None) -> dict:
@@ -47,6 +52,14 @@ async def poll_for(poller: ProgressPoller, seconds: float) -> None:
     await poller.close()
 
 
+async def until(condition: Any, what: str) -> None:
+    """Let the poller run until `condition()` holds (a bound only against a hang)."""
+    deadline = time.monotonic() + REACTION
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {REACTION}s"
+        await asyncio.sleep(0.01)
+
+
 def test_a_reconcile_is_asked_for_only_when_the_record_changes() -> None:
     triggered: list = []
     fetch = Fetches({"10.0.0.1": snap(5)})
@@ -54,12 +67,13 @@ def test_a_reconcile_is_asked_for_only_when_the_record_changes() -> None:
     async def go():
         poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, fetch=fetch)
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), None))
-        await asyncio.sleep(0.3)
-        assert len(fetch.urls) >= 3  # polled again and again ...
+        await until(lambda: len(fetch.urls) >= 4, "3 reads after the first")  # polled again and again ...
         assert triggered == [("ns", "j")]  # ... but only the first read was news
         assert poller.take(("ns", "j")).record["step"] == 5 and poller.take(("ns", "j")) is None
         fetch.answers["10.0.0.1"] = snap(6)
-        await asyncio.sleep(0.2)
+        await until(lambda: len(triggered) >= 2, "the new record handed over")
+        read = len(fetch.urls)
+        await until(lambda: len(fetch.urls) >= read + 3, "3 more reads")
         assert triggered == [("ns", "j")] * 2
         poller.unwatch(("ns", "j"))
         before = len(fetch.urls)
@@ -79,7 +93,7 @@ def test_a_suspected_stall_reads_every_pod_once_to_name_ranks() -> None:
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1", "10.0.0.2"), stall_timeout=20))
         await asyncio.sleep(0)
         poller._schedule(("ns", "j"), 0)  # now rather than somewhere in the first interval
-        await asyncio.sleep(0.2)
+        await until(lambda: triggered, "the suspected stall handed over")
         state = poller.take(("ns", "j"))
         await poller.close()
         return state
@@ -98,7 +112,9 @@ def test_a_pod_that_does_not_answer_is_no_news() -> None:
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), 10))
         poller.watch(("ns", "k"), Target(0, (None,), 10))  # no Pod IP yet: nothing to read
         poller.watch(("ns", "m"), Target(0, ("10.0.0.9",), 10))  # a malformed answer
-        await poll_for(poller, 0.2)
+        await until(lambda: sum("10.0.0.9" in u for u in fetch.urls) > 1 and any("10.0.0.1" in u for u in fetch.urls),
+                    "both Pods read, the malformed one twice")
+        await poller.close()
         return poller
     poller = asyncio.run(go())
     assert triggered == [] and poller.failures == len(fetch.urls) > 0
@@ -146,7 +162,8 @@ def test_changed_records_are_handed_over_at_most_once_per_write_interval(writes_
         # 10 jobs at 100 writes/s: each job's record at most every 0.1 s, read every 0.02 s.
         assert poller.write_interval() == pytest.approx(at_most or 0.02)
         start = time.monotonic()
-        await poll_for(poller, 0.6)
+        await until(lambda: fetch.reads > 11 * len(jobs) and time.monotonic() - start > 0.3, "11 reads a job")
+        await poller.close()
         return time.monotonic() - start
     elapsed = asyncio.run(go())
     per_job = [triggered.count(key) for key in jobs]
@@ -173,13 +190,16 @@ def test_hand_overs_never_exceed_the_write_rate_even_when_many_are_due_at_once()
                                 max_writes_per_second=1, fetch=fetch)
         for i, key in enumerate(jobs):
             poller.watch(key, Target(0, (f"10.0.1.{i}",), None))
-        await asyncio.sleep(0.3)
+        await until(lambda: len(triggered) >= len(jobs), "every job's first record")
+        await asyncio.sleep(0.1)
         assert sorted(triggered) == sorted(jobs)
         # ... and when all are due at once, the bucket lets one through per second.
         poller._delivered_at.clear()
+        start = time.monotonic()
         await poll_for(poller, 0.5)
-    asyncio.run(go())
-    assert len(triggered) - len(jobs) <= 2
+        return time.monotonic() - start
+    elapsed = asyncio.run(go())
+    assert len(triggered) - len(jobs) <= 2 + int(elapsed)
 
 
 def test_a_suspected_stall_is_handed_over_whatever_the_write_cap() -> None:
@@ -189,7 +209,8 @@ def test_a_suspected_stall_is_handed_over_whatever_the_write_cap() -> None:
     async def go():
         poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, max_writes_per_second=0.1, fetch=fetch)
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), stall_timeout=30))
-        await poll_for(poller, 0.3)
+        await until(lambda: fetch.reads >= 4, "4 reads")
+        await poller.close()
     asyncio.run(go())
     assert len(triggered) >= 3 and len(triggered) >= fetch.reads - 1  # every read (but one in flight)
 

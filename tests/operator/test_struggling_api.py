@@ -16,8 +16,9 @@ from ddpjob_devcluster.scenarios.chaos import Chaos
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.operator.conftest import NS, ddpjob
+from tests.support.deadlines import PHASE, REACTION, TEST
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(TEST)
 JOBS, PODS = resource("ddpjob.io/v1alpha1/ddpjobs"), resource("v1/pods")
 
 
@@ -54,13 +55,13 @@ def test_jobs_succeed_through_a_struggling_api_server(emulator: KubeEmulator, cr
     for name in names:
         in_emulator(emulator, lambda name=name: emulator.store.create(JOBS, NS, ddpjob(name, nodes=2)))
     for name in names:
-        wait_for(lambda: len(pods_of(emulator, name)) == 2, timeout=60, message=f"{name}: Pods not created")
+        wait_for(lambda: len(pods_of(emulator, name)) == 2, timeout=PHASE, message=f"{name}: Pods not created")
         kubelet(emulator, name, "Running")
     for name in names:
-        wait_for(lambda: phase(emulator, name) == "Running", timeout=60, message=f"{name}: not Running")
+        wait_for(lambda: phase(emulator, name) == "Running", timeout=PHASE, message=f"{name}: not Running")
         kubelet(emulator, name, "Succeeded")
     for name in names:
-        wait_for(lambda: phase(emulator, name) == "Succeeded", timeout=60, message=f"{name}: not Succeeded")
+        wait_for(lambda: phase(emulator, name) == "Succeeded", timeout=PHASE, message=f"{name}: not Succeeded")
     assert chaos.failed > 20, "the chaos did not bite"
     assert operator.alive
 
@@ -80,10 +81,10 @@ def test_a_total_outage_does_not_stop_the_operator(emulator: KubeEmulator, crd: 
     emulator.chaos = Chaos(rate=1.0, watch_lifetime=1.0)
     in_emulator(emulator, lambda: emulator.store.create(JOBS, NS, ddpjob("after", nodes=1)))
     # kopf's discovery and watches, and the operator's calls, back off and keep asking.
-    wait_for(lambda: emulator.chaos.failed > 10, timeout=40, message="the operator stopped asking")
+    wait_for(lambda: emulator.chaos.failed > 10, timeout=REACTION, message="the operator stopped asking")
     assert operator.alive
     emulator.chaos = None  # the server recovers: the job created during the outage is served
-    wait_for(lambda: len(pods_of(emulator, "after")) == 1, timeout=30, message="no Pod after the recovery")
+    wait_for(lambda: len(pods_of(emulator, "after")) == 1, timeout=REACTION, message="no Pod after the recovery")
 
 
 def test_liveness_fails_only_after_a_long_outage() -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
+from tests.support.deadlines import TEST
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(TEST)
 
 
 def status_history(cluster: Cluster, name: str) -> list[dict]:

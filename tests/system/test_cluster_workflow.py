@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 SCRIPT = ("import os, sys; r = int(os.environ['NODE_RANK']); "
           "print(f'hello from node {r} of {os.environ[\"NNODES\"]}', flush=True); "
@@ -29,7 +30,7 @@ def job(name: str, exit_code: int = 0, **spec: Any) -> dict[str, Any]:
                      "env": [{"name": "EXIT_CODE", "value": str(exit_code)}], "restartBackoffSeconds": 0, **spec}}
 
 
-def ddpjob(cluster: LocalCluster, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def ddpjob(cluster: LocalCluster, *args: str, timeout: float = REACTION) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     return subprocess.run([sys.executable, "-m", "ddpjob.cli", *args], env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -42,7 +43,8 @@ def write(tmp_path: pathlib.Path, body: dict[str, Any]) -> str:
 
 
 def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
-    done = ddpjob(cluster, "submit", write(tmp_path, job("hello")), "--wait", "--timeout=90s", timeout=100)
+    done = ddpjob(cluster, "submit", write(tmp_path, job("hello")), "--wait", f"--timeout={PHASE:.0f}s",
+                  timeout=PHASE + 30)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "ddpjob.ddpjob.io/hello" and lines[-1].startswith("hello: Succeeded"), lines
@@ -65,8 +67,9 @@ def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: 
     header, row = table.stdout.splitlines()
     assert header.split()[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"]
     assert row.split()[:5] == ["hello", "2/2", "1", "Succeeded", "0"]
-    assert ddpjob(cluster, "wait", "hello", "--for=Succeeded", "--timeout=5s").returncode == 0
-    assert ddpjob(cluster, "wait", "hello", "--for=Running", "--timeout=5s").returncode == 1
+    # The job has ended: either wait answers at once, whatever its timeout.
+    assert ddpjob(cluster, "wait", "hello", "--for=Succeeded", f"--timeout={REACTION:.0f}s").returncode == 0
+    assert ddpjob(cluster, "wait", "hello", "--for=Running", f"--timeout={REACTION:.0f}s").returncode == 1
 
     # The same through kubectl: the server's table, Events in describe, container logs.
     got = cluster.kubectl("get", "ddpj").stdout.splitlines()
@@ -80,7 +83,7 @@ def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: 
 
 def test_submit_wait_reports_a_failure_and_describe_shows_it(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
     done = ddpjob(cluster, "submit", write(tmp_path, job("broken", exit_code=3, restartPolicy="ExitCode")),
-                  "--wait", "--timeout=90s", timeout=100)
+                  "--wait", f"--timeout={PHASE:.0f}s", timeout=PHASE + 30)
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert done.stdout.splitlines()[-1].startswith("broken: Failed"), done.stdout
     text = ddpjob(cluster, "describe", "broken").stdout

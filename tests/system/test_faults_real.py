@@ -11,8 +11,9 @@ import pytest
 from ddpjob_devcluster.scenarios.chaos import Chaos
 from ddpjob_devcluster.scenarios.fault_proxy import FaultProxy, point_kubeconfig_at
 from tests.support.control_plane import real_cluster
+from tests.support.deadlines import CLUSTER_TEST, RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 SCRIPT = "import os, time; time.sleep(2); print('node', os.environ['NODE_RANK'])"
 
@@ -28,7 +29,7 @@ def test_a_job_succeeds_through_a_struggling_real_api_server(request, tmp_path) 
                     "spec": {"nodes": 3, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
                              "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0}}
             cluster.create_job(body)
-            status = cluster.wait_phase("rough", "Succeeded", timeout=180)
+            status = cluster.wait_phase("rough", "Succeeded", timeout=RUN)
         finally:
             proxy.stop()
         assert status["restarts"] == 0 and status["readyNodes"] == 3

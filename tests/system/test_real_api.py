@@ -24,20 +24,26 @@ from ddpjob import render
 from ddpjob.api.spec import parse_job
 from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "examples"
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
+# HOLD: a file the test makes when the Pods may end (they run on this machine): a job
+# that must still run while the test looks holds until the test has looked, however
+# slowly the machine runs, not for a number of seconds (the bound only ends a lost test's).
 SCRIPT = ("import os, sys, time; print('node', os.environ['NODE_RANK'], flush=True); "
-          "time.sleep(float(os.environ.get('SLEEP', '0')))")
+          "time.sleep(float(os.environ.get('SLEEP', '0'))); hold = os.environ.get('HOLD'); "
+          f"end = time.monotonic() + {RUN}\n"
+          "while hold and not os.path.exists(hold) and time.monotonic() < end: time.sleep(0.1)")
 
 
-def job(name: str, nodes: int = 2, sleep: float = 0, **spec: Any) -> dict[str, Any]:
+def job(name: str, nodes: int = 2, sleep: float = 0, hold: pathlib.Path | None = None, **spec: Any) -> dict[str, Any]:
+    env = [{"name": "SLEEP", "value": str(sleep)}] + ([{"name": "HOLD", "value": str(hold)}] if hold else [])
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
             "spec": {"nodes": nodes, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
-                     "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0,
-                     "env": [{"name": "SLEEP", "value": str(sleep)}], **spec}}
+                     "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0, "env": env, **spec}}
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -61,7 +67,8 @@ def apply(cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *a
 def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: RealCluster) -> None:
     cluster.core.create_namespaced_resource_quota(cluster.namespace, {"metadata": {"name": "one-pod"},
                                                                       "spec": {"hard": {"pods": "1"}}})
-    cluster.create_job(job("quota", sleep=8))  # Pod 0 holds the quota while the test looks
+    release = cluster.workdir / "release-quota"
+    cluster.create_job(job("quota", hold=release))  # Pod 0 holds the quota while the test looks
     st = waiting_for(cluster, "quota", "exceeded quota")
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
     assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
@@ -72,14 +79,16 @@ def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: R
     described = cluster.kubectl("describe", "ddpj", "quota").stdout
     assert "PodsCreated" in described and "FailedCreatePod" in described
     cluster.core.patch_namespaced_resource_quota("one-pod", cluster.namespace, {"spec": {"hard": {"pods": "4"}}})
-    cluster.wait_phase("quota", "Succeeded", timeout=90)
+    cluster.wait_phase("quota", "Running", timeout=PHASE, readyNodes=2)
+    release.touch()
+    cluster.wait_phase("quota", "Succeeded", timeout=PHASE)
 
 
 def test_a_restricted_namespace_runs_the_rendered_pods_and_refuses_a_loosened_template(cluster: RealCluster) -> None:
     cluster.core.patch_namespace(cluster.namespace, {"metadata": {"labels": {
         "pod-security.kubernetes.io/enforce": "restricted"}}})
     cluster.create_job(job("locked", checkpoint={"claimName": "ckpt"}))
-    cluster.wait_phase("locked", "Succeeded", timeout=90)
+    cluster.wait_phase("locked", "Succeeded", timeout=PHASE)
 
     cluster.create_job(job("loose", nodes=1, template={"spec": {"securityContext": {"runAsNonRoot": False}}}))
     st = waiting_for(cluster, "loose", "violates PodSecurity")
@@ -115,7 +124,7 @@ def test_a_pod_the_real_api_server_finds_invalid_fails_the_job(cluster: RealClus
     template = {"spec": {"containers": [{"name": "trainer", "resources": {
         "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}}
     cluster.create_job(job("bad", nodes=1, template=template))
-    st = cluster.wait_phase("bad", "Failed", timeout=30)
+    st = cluster.wait_phase("bad", "Failed", timeout=PHASE)
     assert "must be less than or equal to cpu limit of 1" in st["message"]
     assert condition(st, "PodsCreated")["reason"] == "Invalid" and cluster.pods("bad") == []
 
@@ -137,14 +146,14 @@ def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(cluster: R
         cluster.create_job(generation)
     assert raised.value.status == 400
 
-    body = job("defaults", sleep=30)
+    body = job("defaults", hold=cluster.workdir / "never")  # Running while the test looks
     del body["spec"]["nprocPerNode"]
     apply(cluster, tmp_path, body)
     stored = cluster.job("defaults")["spec"]
     assert stored["nprocPerNode"] == "auto" and stored["backend"] == "auto" and stored["nodes"] == 2
     patched = cluster.kubectl("patch", "ddpj", "defaults", "--type=merge", "-p", '{"spec":{"nodes":3}}', check=False)
     assert patched.returncode != 0 and "spec.nodes: Invalid value: is immutable" in patched.stderr, patched.stderr
-    cluster.wait_phase("defaults", "Running", timeout=60)
+    cluster.wait_phase("defaults", "Running", timeout=PHASE)
     header = cluster.kubectl("get", "ddpj").stdout.splitlines()[0].split()
     assert header[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"] and "AGE" in header
     wide = cluster.kubectl("get", "ddpj", "defaults", "-o", "wide").stdout.splitlines()
@@ -161,7 +170,7 @@ def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(cluster: R
 def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(cluster: RealCluster,
                                                                            tmp_path: pathlib.Path) -> None:
     apply(cluster, tmp_path, job("ssa", sleep=2), "--server-side", "--field-manager=team-a")
-    cluster.wait_phase("ssa", "Succeeded", timeout=90)
+    cluster.wait_phase("ssa", "Succeeded", timeout=PHASE)
     managers = {m["manager"]: m for m in cluster.job("ssa")["metadata"]["managedFields"]}
     assert managers["team-a"]["operation"] == "Apply" and "f:spec" in json.dumps(managers["team-a"]["fieldsV1"])
     status_writers = [m for m in managers.values() if m.get("subresource") == "status"]
@@ -174,28 +183,28 @@ def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(cluste
 # ---- the job's life ---------------------------------------------------------------------------
 
 def test_suspend_resume_deadline_ttl_and_garbage_collection(cluster: RealCluster) -> None:
-    cluster.create_job(job("pause", sleep=60))
-    cluster.wait_phase("pause", "Running", timeout=60, readyNodes=2)
+    cluster.create_job(job("pause", hold=cluster.workdir / "never"))
+    cluster.wait_phase("pause", "Running", timeout=PHASE, readyNodes=2)
     cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause",
                                                   {"spec": {"suspend": True}})
-    cluster.wait_phase("pause", "Suspended", timeout=60)
-    wait_until(lambda: cluster.pods("pause") == [], 60, "the suspended job's Pods were not deleted")
+    cluster.wait_phase("pause", "Suspended", timeout=PHASE)
+    wait_until(lambda: cluster.pods("pause") == [], PHASE, "the suspended job's Pods were not deleted")
     cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause",
                                                   {"spec": {"suspend": False}})
-    cluster.wait_phase("pause", "Running", timeout=60, readyNodes=2)
+    cluster.wait_phase("pause", "Running", timeout=PHASE, readyNodes=2)
 
     # Deleting the job: the real garbage collector removes its Pods and Service.
     cluster.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause")
     wait_until(lambda: cluster.pods("pause") == [] and not cluster.core.list_namespaced_service(
-        cluster.namespace, field_selector="metadata.name=pause").items, 90, "Pods or Service outlived their job",
+        cluster.namespace, field_selector="metadata.name=pause").items, PHASE, "Pods or Service outlived their job",
         lambda: cluster.pods("pause"))
 
-    cluster.create_job(job("late", nodes=1, sleep=60, activeDeadlineSeconds=3))
-    st = cluster.wait_phase("late", "Failed", timeout=60)
+    cluster.create_job(job("late", nodes=1, hold=cluster.workdir / "never", activeDeadlineSeconds=3))
+    st = cluster.wait_phase("late", "Failed", timeout=PHASE)
     assert condition(st, "Failed").get("reason") == "DeadlineExceeded" or "DeadlineExceeded" in json.dumps(st)
 
     cluster.create_job(job("brief", nodes=1, ttlSecondsAfterFinished=1))
-    wait_until(lambda: cluster.job("brief") is None, 90, "the finished job was not deleted after its TTL",
+    wait_until(lambda: cluster.job("brief") is None, PHASE, "the finished job was not deleted after its TTL",
                lambda: cluster.status("brief"))
 
 
@@ -204,7 +213,7 @@ def test_a_cluster_wide_install_runs_jobs_in_any_namespace(request: pytest.Fixtu
     from tests.support.control_plane import real_cluster
     with real_cluster(request, tmp_path / "cluster", scope="cluster") as wide:
         wide.create_job(job("anywhere", nodes=1))
-        assert wide.wait_phase("anywhere", "Succeeded", timeout=90)["restarts"] == 0
+        assert wide.wait_phase("anywhere", "Succeeded", timeout=PHASE)["restarts"] == 0
 
 
 def test_the_charts_rbac_grants_the_operator_what_it_uses_and_nothing_more(cluster: RealCluster) -> None:
@@ -254,7 +263,7 @@ def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: Real
         body["spec"]["command"] = [sys.executable, "-c", FAIL_TWICE]
         watcher.start()
         cluster.create_job(copy.deepcopy(body))
-        final = cluster.wait_phase("pair", "Succeeded", timeout=120)
+        final = cluster.wait_phase("pair", "Succeeded", timeout=PHASE)
     finally:
         done.set()
         second.stop()
@@ -276,7 +285,7 @@ def test_the_operator_refuses_a_checkpoint_hostpath_job_and_creates_nothing(clus
                                             "mountPath": "/host"},
                template={"spec": {"nodeName": "anywhere", "tolerations": [{"operator": "Exists"}]}})
     cluster.create_job(body)
-    st = cluster.wait_phase("host", "Failed", timeout=30)
+    st = cluster.wait_phase("host", "Failed", timeout=PHASE)
     assert "spec.checkpoint.volume.hostPath" in st["message"] and "spec.template.spec.nodeName" in st["message"]
     assert cluster.pods("host") == []
 
@@ -294,5 +303,5 @@ def test_a_user_with_the_default_edit_role_may_run_jobs_and_a_viewer_only_read_t
         done = cluster.kubectl("auth", "can-i", verb, "ddpjobs.ddpjob.io", f"--as={user}", "-n", cluster.namespace,
                                check=False)
         return done.stdout.strip() == "yes"
-    wait_until(lambda: can("alice", "create"), 30, "edit did not come to include DDPJobs")
+    wait_until(lambda: can("alice", "create"), REACTION, "edit did not come to include DDPJobs")
     assert can("alice", "delete") and can("bob", "list") and not can("bob", "create")

@@ -11,9 +11,15 @@ import pytest
 
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
 from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 from tests.system.conftest import running_cluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
+
+# Long enough that a healthy rank never looks stalled on a busy machine (the time since
+# its launcher started counts: torch imported, the checkpoint loaded, a rendezvous made),
+# however long the hung one then waits to be seen.
+STALL_TIMEOUT = 60
 
 
 def polling_every(interval: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path,
@@ -35,7 +41,7 @@ def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_c
     body = copy.deepcopy(load_example())  # 2 nodes x 2 processes
     body['metadata']['name'] = name
     body['spec'].update(
-        restartBackoffSeconds=0, maxRestarts=1, stallTimeoutSeconds=10, checkpoint={'claimName': 'ckpt'},
+        restartBackoffSeconds=0, maxRestarts=1, stallTimeoutSeconds=STALL_TIMEOUT, checkpoint={'claimName': 'ckpt'},
         # 1024 samples / (16 x 4 ranks) = 16 steps an epoch; rank 1 hangs before step 20.
         args=['ddpjob-train', '--epochs', '2', '--synthetic-size', '1024', '--batch-size', '16',
               '--log-every', '2', '--eval-every', '0'],
@@ -43,21 +49,21 @@ def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_c
     cluster.create_job(body)
 
     # While it runs, the operator publishes the progress record it read from Pod 0.
-    progress = wait_until(lambda: (cluster.status(name).get('progress') or {}).get('step'), 120,
+    progress = wait_until(lambda: (cluster.status(name).get('progress') or {}).get('step'), PHASE,
                           'no status.progress', lambda: cluster.status(name))
     assert progress > 0
     shown = cluster.status(name)['progress']
     assert shown['totalSteps'] == 32 and shown['totalEpochs'] == 2 and shown['summary'].startswith('epoch ')
 
-    status = cluster.wait_phase(name, 'Succeeded', timeout=240)
+    status = cluster.wait_phase(name, 'Succeeded', timeout=RUN)
     assert status['restarts'] == 1
     failure = status['lastFailure']
-    assert failure['reason'] == 'Stalled' and 'stallTimeoutSeconds=10' in failure['message']
+    assert failure['reason'] == 'Stalled' and f'stallTimeoutSeconds={STALL_TIMEOUT}' in failure['message']
     # Rank 1 (Pod 0's second process) stopped; ranks 0, 2 and 3 wait for it in step 20.
     assert 'rank(s) 1 stopped at step 19 while the others reached step 20' in failure['message']
     assert {c['type']: c['status'] for c in status['conditions']}['Stalled'] == 'False'  # advancing again
     wait_until(lambda: any(e['reason'] == 'Stalled' and e['type'] == 'Warning' and 'rank(s) 1' in e['message']
-                           for e in cluster.events(name)), 15, 'no Warning event Stalled naming rank 1',
+                           for e in cluster.events(name)), REACTION, 'no Warning event Stalled naming rank 1',
                lambda: cluster.events(name))
 
     records = read_metrics(cluster.kubelet.checkpoint_dir(name) / 'metrics.jsonl')
@@ -83,9 +89,10 @@ def test_a_short_job_ends_with_its_final_progress(unpolled_cluster: LocalCluster
     body = copy.deepcopy(load_example())
     body['metadata']['name'] = name
     body['spec'].update(nodes=1, nprocPerNode=1, command=['ddpjob-launch'], args=[str(script)],
-                        env=[{'name': 'PROGRESS_STEPS', 'value': '6'}, {'name': 'PROGRESS_LINGER', 'value': '0'}])
+                        env=[{'name': 'DDPJOB_TEST_PROGRESS_STEPS', 'value': '6'},
+                             {'name': 'DDPJOB_TEST_PROGRESS_LINGER', 'value': '0'}])
     cluster.create_job(body)
-    status = cluster.wait_phase(name, 'Succeeded', timeout=240)
+    status = cluster.wait_phase(name, 'Succeeded', timeout=RUN)
     progress = status.get('progress') or {}
     assert (progress.get('step'), progress.get('totalSteps'), progress.get('final')) == (6, 6, True), status
     assert progress['summary'] == 'epoch 3/3 step 6/6 (100%)'

@@ -9,8 +9,9 @@ import pytest
 
 from ddpjob_devcluster.clusters.client import ROOT, wait_until
 from ddpjob_devcluster.controlplane import storage
+from tests.support.deadlines import CLUSTER_TEST, PHASE, RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 EXAMPLES = ROOT / 'manifests' / 'examples'
 
@@ -19,7 +20,7 @@ def test_the_readme_elastic_example_runs_on_a_claim_of_the_default_storage_class
     # The README's commands, in the cluster's namespace (the kubeconfig's default).
     cluster.kubectl('apply', '-f', str(EXAMPLES / 'ckpt-claim.yaml'), '-f', str(EXAMPLES / 'elastic-cpu.yaml'))
     claim = wait_until(lambda: (c := cluster.core.read_namespaced_persistent_volume_claim('ckpt', cluster.namespace))
-                       .status.phase == 'Bound' and c, 60, 'the claim was not bound',
+                       .status.phase == 'Bound' and c, PHASE, 'the claim was not bound',
                        lambda: cluster.kubectl('describe', 'pvc', 'ckpt', check=False).stdout)
     assert claim.spec.storage_class_name == storage.CLASS_NAME and claim.status.access_modes == ['ReadWriteMany']
     volume = cluster.core.read_persistent_volume(claim.spec.volume_name)
@@ -27,7 +28,7 @@ def test_the_readme_elastic_example_runs_on_a_claim_of_the_default_storage_class
     assert made.is_dir() and made in storage.provisioned(cluster.plane.admin_kubeconfig)
 
     # Every Pod placed and running: the claim no longer holds the scheduler back.
-    status = wait_until(lambda: (st := cluster.status('elastic-cpu')).get('nodes') == '4/4' and st, 240,
+    status = wait_until(lambda: (st := cluster.status('elastic-cpu')).get('nodes') == '4/4' and st, RUN,
                         'the elastic example did not run 4/4', lambda: cluster.status('elastic-cpu'))
     assert status['phase'] == 'Running' and status.get('restarts', 0) == 0
     assert all(any(v.get('persistentVolumeClaim') == {'claimName': 'ckpt'} for v in p['spec']['volumes'])
@@ -36,4 +37,4 @@ def test_the_readme_elastic_example_runs_on_a_claim_of_the_default_storage_class
     # And the README's last command: the provisioner's deleter removes the directory.
     cluster.kubectl('delete', '-f', str(EXAMPLES / 'elastic-cpu.yaml'), '-f', str(EXAMPLES / 'ckpt-claim.yaml'),
                     '--wait=false')
-    wait_until(lambda: not made.exists(), 120, f'{made} was not removed with its claim')
+    wait_until(lambda: not made.exists(), PHASE, f'{made} was not removed with its claim')

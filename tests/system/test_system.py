@@ -20,8 +20,9 @@ import pytest
 
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
 from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 EXAMPLE = 'mnist-cpu'
 SAMPLES = 8192  # per epoch in the fault tests: 32 steps of 4 x 64
@@ -51,7 +52,7 @@ def wait_epoch(cluster: LocalCluster, name: str, metrics: pathlib.Path, epoch: i
             from ddpjob_devcluster.clusters.operator_runner import Abort
             raise Abort(f'{name} finished before epoch {epoch}: {cluster.status(name)}')
         return epoch_done(metrics, epoch)
-    wait_until(check, 90, f'{name}: epoch {epoch} was not completed', lambda: f'status {cluster.status(name)}')
+    wait_until(check, RUN, f'{name}: epoch {epoch} was not completed', lambda: f'status {cluster.status(name)}')
 
 
 def assert_resumed_without_gaps(metrics: pathlib.Path, epochs: int) -> None:
@@ -82,7 +83,7 @@ def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pa
     body['spec']['args'] = [*body['spec']['args'], '--metrics-file', str(metrics)]
     cluster.create_job(body)
 
-    status = cluster.wait_phase(EXAMPLE, 'Succeeded', timeout=120)
+    status = cluster.wait_phase(EXAMPLE, 'Succeeded', timeout=RUN)
 
     assert status['readyNodes'] == 2 and status['restarts'] == 0
     assert status['startTime'] <= status['completionTime']
@@ -118,7 +119,7 @@ def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: LocalCl
 
     cluster.kubelet.kill(f'{name}-1', sig=signal.SIGKILL)  # node 1's container dies: exit 137
 
-    status = cluster.wait_phase(name, 'Succeeded', timeout=120)
+    status = cluster.wait_phase(name, 'Succeeded', timeout=RUN)
     assert status['restarts'] == 1
     assert status['lastFailure']['pod'] == f'{name}-1' and status['lastFailure']['exitCode'] == 137
     assert {p['metadata']['labels']['ddpjob.io/restart-count'] for p in cluster.pods(name)} == {'1'}
@@ -136,7 +137,7 @@ def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: LocalCluster) -> None:
 
     cluster.core.delete_namespaced_pod(f'{name}-0', cluster.namespace)  # as `kubectl delete pod` does
 
-    status = cluster.wait_phase(name, 'Succeeded', timeout=120)
+    status = cluster.wait_phase(name, 'Succeeded', timeout=RUN)
     assert status['restarts'] == 1
     assert status['lastFailure']['pod'] == f'{name}-0' and status['lastFailure']['reason'] == 'PodDeleted'
     # The kubelet stopped the deleted Pod's processes (SIGTERM: the trainer saves and exits).
@@ -155,7 +156,7 @@ def test_the_operator_restarted_mid_training_finishes_the_job_without_duplicates
     assert cluster.status(name)['phase'] == 'Running'
     cluster.operator.start()
 
-    status = cluster.wait_phase(name, 'Succeeded', timeout=120)
+    status = cluster.wait_phase(name, 'Succeeded', timeout=RUN)
     assert status['restarts'] == 0
     pods = cluster.pods(name)
     assert [p['metadata']['name'] for p in pods] == [f'{name}-0', f'{name}-1']
@@ -174,16 +175,16 @@ def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: Lo
             60, f'no running container of attempt {attempt}', lambda: cluster.diagnostics())
         cluster.kubelet.kill(f'{name}-1', sig=signal.SIGKILL)
 
-    status = cluster.wait_phase(name, 'Failed', timeout=60)
+    status = cluster.wait_phase(name, 'Failed', timeout=PHASE)
     assert status['restarts'] == 1
     failure = status['lastFailure']
     assert failure['pod'] == f'{name}-1' and failure['exitCode'] == 137 and failure['reason'] == 'Error'
     assert 'maxRestarts=1' in status['message']
     # kopf posts events in the background: the status may be written first.
     warning = wait_until(lambda: [e for e in cluster.events(name) if e['type'] == 'Warning'
-                                  and e['reason'] == 'Failed'], 15, 'no Warning event Failed')
+                                  and e['reason'] == 'Failed'], REACTION, 'no Warning event Failed')
     assert len(warning) == 1 and f'{name}-1' in warning[0]['message']
     # The failed gang is stopped: the surviving node's Pod is deleted and its processes end.
-    wait_until(lambda: not any(c.running for c in cluster.kubelet.snapshot()), 30,
+    wait_until(lambda: not any(c.running for c in cluster.kubelet.snapshot()), PHASE,
                'processes of the failed job still run')
     assert container.exit_code == 137

@@ -24,8 +24,9 @@ import yaml
 
 from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 POLICY = "ddpjob-author-rights"
 
@@ -101,7 +102,8 @@ def test_a_job_only_user_cannot_make_a_job_use_what_they_may_not_read_and_edit_u
                                                                   "data": {"k": "v"}})
     mallory, alice = bind(cluster, "mallory", JOB_ONLY), bind(cluster, "alice", "edit")
     wait_until(lambda: cluster.kubectl(f"--kubeconfig={alice}", "auth", "can-i", "create", "ddpjobs.ddpjob.io",
-                                       check=False).stdout.strip() == "yes", 30, "edit did not come to include DDPJobs")
+                                       check=False).stdout.strip() == "yes", REACTION,
+               "edit did not come to include DDPJobs")
 
     for case, spec, named in REFERENCES:
         refused = as_user(cluster, mallory, tmp_path, "create", job(f"m-{case}", **spec))
@@ -116,7 +118,7 @@ def test_a_job_only_user_cannot_make_a_job_use_what_they_may_not_read_and_edit_u
     for case, spec, _ in REFERENCES:
         done = as_user(cluster, alice, tmp_path, "create", job(f"a-{case}", **spec))
         assert done.returncode == 0, (case, done.stderr)
-    pods = wait_until(lambda: cluster.pods("a-secret-volume"), 60, "the edit user's job got no Pod")
+    pods = wait_until(lambda: cluster.pods("a-secret-volume"), PHASE, "the edit user's job got no Pod")
     volumes = pods[0]["spec"]["volumes"]
     assert {"name": "t", "secret": {"secretName": "admin-token", "defaultMode": 420}} in volumes
 
@@ -132,7 +134,7 @@ def test_a_job_only_user_cannot_make_a_job_use_what_they_may_not_read_and_edit_u
 
     # And a job that names nothing of the namespace's is the job-only user's to run.
     assert as_user(cluster, mallory, tmp_path, "create", job("m-plain")).returncode == 0
-    cluster.wait_phase("m-plain", "Succeeded", timeout=90)
+    cluster.wait_phase("m-plain", "Succeeded", timeout=PHASE)
 
 
 def test_a_user_allowed_one_secret_by_name_may_use_that_one_only(cluster: RealCluster,
@@ -153,7 +155,7 @@ def test_a_user_allowed_one_secret_by_name_may_use_that_one_only(cluster: RealCl
 def test_the_api_server_refuses_a_spec_nested_deeper_than_32_levels(cluster: RealCluster) -> None:
     # The policy type-checks against the CRD's schema: no warning on any expression.
     admission = kubernetes.client.AdmissionregistrationV1Api(cluster.api)
-    checked = wait_until(lambda: admission.read_validating_admission_policy(POLICY).status, 30,
+    checked = wait_until(lambda: admission.read_validating_admission_policy(POLICY).status, REACTION,
                          "the API server did not type-check the policy")
     assert not (checked.type_checking and checked.type_checking.expression_warnings), checked.type_checking
     deep: dict[str, Any] = {}
@@ -170,16 +172,16 @@ def test_one_deep_or_huge_job_ends_neither_the_operator_nor_anyone_elses_job(clu
     them, refuses each once, and goes on with every other job."""
     admission = kubernetes.client.AdmissionregistrationV1Api(cluster.api)
     admission.delete_validating_admission_policy_binding(POLICY)  # the next cluster's install puts it back
-    wait_until(lambda: _stored_despite_policy(cluster), 30, "the policy still refused the deep job")
+    wait_until(lambda: _stored_despite_policy(cluster), REACTION, "the policy still refused the deep job")
     cluster.create_job(job("huge", args=["x" * 1000] * 300))  # 300 KiB: kopf's copy cannot be an annotation
     cluster.create_job(job("bystander", nodes=2))
-    assert cluster.wait_phase("bystander", "Succeeded", timeout=90)["restarts"] == 0
+    assert cluster.wait_phase("bystander", "Succeeded", timeout=PHASE)["restarts"] == 0
     # Read with kubectl: this process's decoder stops at 1,000 levels.
     deep = wait_until(lambda: (st := json.loads(cluster.kubectl("get", "ddpj", "deep", "-o",
                                                                 "jsonpath={.status}").stdout or "{}"))
-                      .get("phase") == "Failed" and st, 30, "the deep job was not refused")
+                      .get("phase") == "Failed" and st, PHASE, "the deep job was not refused")
     assert "spec.template: is nested deeper than 32 levels" in deep["message"]
-    huge = cluster.wait_phase("huge", "Failed", timeout=30)
+    huge = cluster.wait_phase("huge", "Failed", timeout=PHASE)
     assert "spec: is 29" in huge["message"] and "at most 100 KiB" in huge["message"]
     assert cluster.pods("deep") == [] and cluster.pods("huge") == []
     assert cluster.operator.alive, cluster.operator.log_tail()
@@ -212,7 +214,7 @@ def test_fields_that_join_anothers_gang_or_reach_from_the_node_are_refused(clust
         "containers": [{"name": "trainer", "livenessProbe": {"httpGet": {"host": "169.254.169.254", "port": 80}},
                         "lifecycle": {"preStop": {"httpGet": {"host": "127.0.0.1", "port": 10250}}}}]}}
     cluster.create_job(job("joiner", template=template))
-    st = cluster.wait_phase("joiner", "Failed", timeout=30)
+    st = cluster.wait_phase("joiner", "Failed", timeout=PHASE)
     for path in ("spec.template.spec.schedulingGroup", "spec.template.spec.tolerations[0]",
                  "spec.template.spec.priorityClassName",
                  "spec.template.spec.containers[0].livenessProbe.httpGet.host",
@@ -231,11 +233,11 @@ def test_a_cluster_wide_operator_creates_nothing_in_the_system_namespaces(reques
         wide.create_job(body)
         try:
             st = wait_until(lambda: (s := wide.status("intruder", "kube-system")) and "does not act" in
-                            s.get("message", "") and s, 60, "the job in kube-system was not refused",
+                            s.get("message", "") and s, PHASE, "the job in kube-system was not refused",
                             lambda: wide.status("intruder", "kube-system"))
             assert "the ddpjob operator does not act in namespace kube-system" in st["message"]
             assert wide.pods("intruder", "kube-system") == []
         finally:
             wide.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", "kube-system", "ddpjobs", "intruder")
         wide.create_job(job("elsewhere"))
-        assert wide.wait_phase("elsewhere", "Succeeded", timeout=90)["restarts"] == 0
+        assert wide.wait_phase("elsewhere", "Succeeded", timeout=PHASE)["restarts"] == 0

@@ -173,7 +173,8 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         if record is not None:
             fault = self._take_fault(record)
             if fault is not None:
-                await self._sleep_unless_stopping(fault.delay)
+                assert self._stopping is not None
+                await fault.hold(self._stopping)
                 if fault.status is not None:
                     raise ApiError(fault.status, REASONS.get(fault.status, 'InjectedFault'),
                                    f'injected fault for {record.verb} {record.resource}')
@@ -181,12 +182,6 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
                 return await pod_logs.serve(self, request)
         # Skip KubernetesEmulator._handle: it mutates its naive store before dispatching.
         return await self._dispatch(request)
-
-    async def _sleep_unless_stopping(self, delay: float) -> None:
-        # A hung request must not hold up the server's shutdown.
-        assert self._stopping is not None
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), delay)
 
     async def _render_error(self, exc: Exception) -> aiohttp.web.StreamResponse:
         if isinstance(exc, ApiError):

@@ -6,7 +6,10 @@ matching requests slow or failing.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+import time
 from typing import NamedTuple
 
 import attrs
@@ -27,9 +30,28 @@ class RecordedRequest(NamedTuple):
 WRITE_VERBS = frozenset({'create', 'update', 'patch', 'delete', 'deletecollection'})
 
 
+async def hold(delay: float, release: threading.Event | None, stopping: asyncio.Event | None = None) -> None:
+    """Wait `delay` seconds, or less: until `release` is set (a scenario's thread sets it at
+    the event it waits for; it is looked at every 50 ms) or `stopping` is."""
+    end = time.monotonic() + delay
+    while not (stopping is not None and stopping.is_set()) and not (release is not None and release.is_set()):
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        step = left if release is None else min(left, 0.05)
+        if stopping is None:
+            await asyncio.sleep(step)  # the event loop serves the other requests meanwhile
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), step)
+
+
 @attrs.define
 class Fault:
-    """The next `count` requests matching verb/resource fail with `status` after `delay`."""
+    """The next `count` requests matching verb/resource fail with `status` after `delay`;
+    with `release`, they are held until it is set, `delay` being only the bound (a
+    scenario that needs a request to come late releases it at the event it waits for,
+    whatever the machine's speed)."""
     verb: str | None
     resource: str | None
     subresource: str | None
@@ -37,6 +59,12 @@ class Fault:
     count: int
     delay: float
     skip: int = 0  # matching requests to let through untouched first
+    release: threading.Event | None = None
+
+    async def hold(self, stopping: asyncio.Event) -> None:
+        """Wait `delay`, or until `release` is set, or the server stops (a hung request
+        must not hold up the server's shutdown)."""
+        await hold(self.delay, self.release, stopping)
 
     def matches(self, record: RecordedRequest) -> bool:
         hit = (
@@ -90,11 +118,12 @@ class RequestLog:
 
     def inject_fault(self, *, verb: str | None = None, resource: str | None = None,
                      subresource: str | None = None, status: int | None = 500,
-                     count: int = 1, delay: float = 0.0, skip: int = 0) -> Fault:
+                     count: int = 1, delay: float = 0.0, skip: int = 0,
+                     release: threading.Event | None = None) -> Fault:
         """Make the next `count` matching requests (after `skip` of them) wait `delay`
-        seconds, then fail with `status` (or, with status=None, proceed normally: a slow
-        API server)."""
-        fault = Fault(verb, resource, subresource, status, count, delay, skip)
+        seconds (or until `release` is set, at most `delay`), then fail with `status`
+        (or, with status=None, proceed normally: a slow API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay, skip, release)
         with self._lock:
             self._faults.append(fault)
         return fault

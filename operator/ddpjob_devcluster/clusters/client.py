@@ -115,7 +115,7 @@ class ClusterClient:
         # The group is served once discovery lists it (kubectl and kopf both look there).
         wait_until(lambda: any(g.name == names.GROUP for g in
                                kubernetes.client.ApisApi(self.api).get_api_versions().groups),
-                   10, 'the DDPJob CRD is not served')
+                   60, 'the DDPJob CRD is not served')
 
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
         ns = body['metadata'].get('namespace', self.namespace)
@@ -124,7 +124,7 @@ class ClusterClient:
     def status(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         return (self.job(name, namespace) or {}).get('status') or {}
 
-    def wait_phase(self, name: str, phase: str, timeout: float = 60, **fields: Any) -> dict[str, Any]:
+    def wait_phase(self, name: str, phase: str, timeout: float = 180, **fields: Any) -> dict[str, Any]:
         """Wait for `phase` (and fields); fail at once if the job finishes otherwise."""
         finished = {'Succeeded', 'Failed'} - {phase}
 

@@ -73,7 +73,7 @@ class OperatorRun:
     def alive(self) -> bool:
         return self.thread.is_alive()
 
-    def stop(self, timeout: float = 15) -> None:
+    def stop(self, timeout: float = 60) -> None:
         self.stop_flag.set()
         self.thread.join(timeout)
         if self.thread.is_alive():
@@ -90,7 +90,7 @@ def run_operator(
         namespace: str | None = None,
         clusterwide: bool = False,
         configure: Callable[[kopf.OperatorSettings], None] | None = None,
-        startup_timeout: float = 30,
+        startup_timeout: float = 120,
 ) -> Iterator[OperatorRun]:
     """Run kopf with `handlers` against `server` (a KubeEmulator, a URL or a kubeconfig path).
 
@@ -155,11 +155,15 @@ class Abort(AssertionError):
     """Raised by a wait predicate: stop waiting, the awaited state can no longer come."""
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 10, interval: float = 0.05,
+def wait_for(predicate: Callable[[], T], timeout: float = 60, interval: float = 0.05,
              message: str = 'condition not met', describe: Callable[[], Any] | None = None) -> T:
     """Poll `predicate` until it returns a truthy value and return it; exceptions count as
     "not yet" (e.g. 404 before an object exists), except `Abort`, and the last one is
-    reported on timeout, with `describe()` (the state worth seeing) when given."""
+    reported on timeout, with `describe()` (the state worth seeing) when given.
+
+    The wait ends when the predicate holds; `timeout` only ends one that would hang, so
+    the default is generous for a busy machine (what takes milliseconds alone takes
+    seconds beside other work)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:

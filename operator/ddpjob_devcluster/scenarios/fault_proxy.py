@@ -4,7 +4,8 @@ everything else through unchanged (`chaos.Chaos` decides, as it does for the emu
 
 It can also hold one request back (`SlowCreate`): the Nth create of a resource waits
 before it is passed on, as one request of a burst often does on a loaded server. The
-gang deadlock scenario uses it to make two gangs' Pods interleave deterministically.
+gang deadlock scenario uses it to make two gangs' Pods interleave deterministically: it
+releases the held create once the other gang's Pods exist.
 
 Clients talk plain HTTP to the proxy on 127.0.0.1 with their own credentials (a bearer
 token is passed through); the proxy talks TLS to kube-apiserver, verifying it with the
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import aiohttp
 import aiohttp.web
 
+from ddpjob_devcluster.apiserver.request_log import hold
 from ddpjob_devcluster.scenarios.chaos import Chaos
 
 HOP_HEADERS = {'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade',
@@ -30,11 +32,13 @@ HOP_HEADERS = {'connection', 'keep-alive', 'transfer-encoding', 'content-length'
 
 @dataclass
 class SlowCreate:
-    """Creates of `resource` (a collection POST) after the first `skip` wait `delay` s, `count` of them."""
+    """Creates of `resource` (a collection POST) after the first `skip` wait `delay` s, `count`
+    of them; with `release`, until it is set (`delay` then only bounds the wait)."""
     resource: str
     delay: float
     skip: int = 0
     count: int = 1
+    release: threading.Event | None = None
 
     def take(self, method: str, path: str) -> float:
         """The delay for this request (0: none); counts the matching ones."""
@@ -103,8 +107,8 @@ class FaultProxy:
                     'message': message, 'metadata': {}}
             return aiohttp.web.json_response(body, status=code, headers={'Retry-After': '1'} if code == 429 else None)
         delay = self.slow.take(request.method, request.path) if self.slow is not None else 0.0
-        if delay:
-            await asyncio.sleep(delay)  # the event loop serves the other requests meanwhile
+        if delay and self.slow is not None:
+            await hold(delay, self.slow.release)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         data = await request.read()
         assert self._session is not None

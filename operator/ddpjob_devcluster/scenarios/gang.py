@@ -1,8 +1,8 @@
 """Two 4-node jobs on a cluster of six 1-GPU nodes, with and without gang scheduling.
 
 The first job's Pods reach the API server in two parts (one create is slow, as one
-request of a burst often is), so the second job's Pods arrive in between. The scheduler
-places Pods one at a time:
+request of a burst often is: it is held until the second job's Pods exist), so the second
+job's Pods arrive in between. The scheduler places Pods one at a time:
 
 - gang none: job A gets 3 nodes, job B the other 3; each waits for its 4th Pod for ever
   while 6 GPUs sit idle (a deadlock). It is detected by a bounded wait: both jobs still
@@ -14,21 +14,28 @@ Each Pod runs a tiny rendezvous (rank 0 waits for every peer to connect, then al
 `work_seconds` of "training"), so a partly placed gang blocks exactly as DDP does.
 
 `idle GPU-seconds`: for every binding, the time from the Pod being bound to its gang being
-complete (or to the end of the run if it never is), times the Pod's GPUs.
-Used by tests/devcluster/scenarios/test_gang_deadlock.py and benchmarks/gang_deadlock.py.
+complete (or to the end of the run if it never is), times the Pod's GPUs: a wall-clock
+figure, which benchmarks/gang_deadlock.py reports. What the tests assert instead is the
+order of events: `peers_at_binding`, how many Pods of its job existed when each Pod was
+bound (`binding_watch`): all of them for a gang bound whole.
+Used by tests/devcluster/scenarios/test_gang_deadlock.py, tests/gangs/test_gang_deadlock_real.py
+and benchmarks/gang_deadlock.py.
 """
 from __future__ import annotations
 
 import pathlib
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.local import LocalCluster
 from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.local import LocalCluster
+from ddpjob_devcluster.scenarios.binding_watch import BindingWatch
 from ddpjob_devcluster.scheduler.scheduler import gpu_nodes
 
 NODES, JOB_NODES = 6, 4
@@ -75,6 +82,7 @@ class Result:
     order: list[str]  # jobs in the order their gangs were completely bound
     deadlocked: bool
     bindings: list[tuple[str, float]]  # (job, time since start) of every binding
+    peers_at_binding: list[tuple[str, int]]  # (job, its Pods that existed then) of every binding
 
 
 def job_body(name: str, gang: str, work_seconds: float) -> dict[str, Any]:
@@ -107,43 +115,71 @@ def idle_seconds(bindings: list[Any], end: float) -> tuple[float, list[str]]:
     return idle, sorted(complete, key=complete.get)
 
 
-def run(workdir: str | pathlib.Path, gang: str, *, deadlock_wait: float = 10.0, finish_timeout: float = 120.0,
-        work_seconds: float = 2.0, slow_create: float = 4.0) -> Result:
-    workdir = pathlib.Path(workdir)
-    with LocalCluster(workdir, nodes=gpu_nodes(NODES), stop_grace=1.0) as cluster:
+JOBS = ('job-a', 'job-b')
+
+
+def interleave(cluster: Any, create: Callable[[str], None], release: threading.Event) -> None:
+    """Job A's first three Pods, then job B's four, then A's fourth: its create is held
+    (by the emulator or the proxy) until `release`, set here once B's Pods exist. (The
+    operator creates a gang in slow-start batches 1, 2, 4, ...: A's fourth is the held one.)"""
+    create('job-a')
+    wait_until(lambda: len(cluster.pods('job-a')) >= JOB_NODES - 1, 120, 'job-a has 3 Pods')
+    create('job-b')
+    wait_until(lambda: len(cluster.pods('job-b')) == JOB_NODES, 120, 'job-b has its 4 Pods')
+    release.set()
+    wait_until(lambda: len(cluster.pods('job-a')) + len(cluster.pods('job-b')) == 2 * JOB_NODES, 120,
+               'all 8 Pods exist')
+
+
+def deadlocked(cluster: Any, gang: str, deadlock_wait: float, finish_timeout: float) -> bool:
+    """Without a gang: whether both jobs still wait at 3/4 after `deadlock_wait` s. With
+    one: both jobs end (False), or the wait fails after `finish_timeout` s."""
+    messages = lambda: [cluster.status(j).get('message') for j in JOBS]  # noqa: E731
+    if gang != 'none':
+        wait_until(lambda: all(cluster.status(j).get('phase') in ('Succeeded', 'Failed') for j in JOBS),
+                   finish_timeout, 'both jobs finish', messages)
+        return False
+
+    def both_stuck() -> bool:
+        st = [cluster.status(j) for j in JOBS]
+        return all(s.get('scheduledNodes') == JOB_NODES - 1 and s.get('message', '').startswith('Scheduled 3/4')
+                   for s in st)
+    wait_until(both_stuck, 180, 'both jobs report Scheduled 3/4', messages)
+    time.sleep(deadlock_wait)  # the bounded wait: nothing may change in it
+    return both_stuck() and not any(cluster.status(j).get('phase') in ('Succeeded', 'Failed') for j in JOBS)
+
+
+def result(cluster: Any, gang: str, bindings: list[Any], peers: dict[str, int], start: float, end: float,
+           stuck: bool) -> Result:
+    """The run's outcome; `bindings` in time order, `peers` of each bound Pod."""
+    idle, order = idle_seconds(bindings, end)
+    statuses = {j: cluster.status(j) for j in JOBS}
+    return Result(
+        gang=gang, finished={j: s.get('phase', '') for j, s in statuses.items()},
+        scheduled={j: s.get('scheduledNodes', 0) for j, s in statuses.items()},
+        messages={j: s.get('message', '') for j, s in statuses.items()},
+        idle_gpu_seconds=idle, wall_seconds=end - start, order=order, deadlocked=stuck,
+        bindings=[(b.labels.get(names.LABEL_JOB_NAME, ''), b.time - start) for b in bindings],
+        peers_at_binding=[(b.labels.get(names.LABEL_JOB_NAME, ''), peers.get(b.pod, 0)) for b in bindings])
+
+
+def run(workdir: str | pathlib.Path, gang: str, *, deadlock_wait: float = 10.0, finish_timeout: float = 600.0,
+        work_seconds: float = 2.0, slow_create: float = 300.0) -> Result:
+    """slow_create: how long job A's fourth Pod create is held at most (it is let go as soon
+    as job B's Pods exist)."""
+    with LocalCluster(pathlib.Path(workdir), nodes=gpu_nodes(NODES), stop_grace=1.0) as cluster:
         start = time.time()
-        # One of job A's Pod creates is slow; B's Pods arrive before it. (The operator creates
-        # a gang in slow-start batches 1, 2, 4, ...: the last of A's four is the slow one.)
-        cluster.emulator.inject_fault(verb='create', resource='pods', status=None, delay=slow_create, count=1,
-                                      skip=JOB_NODES - 1)
-        cluster.create_job(job_body('job-a', gang, work_seconds))
-        wait_until(lambda: len(cluster.pods('job-a')) >= JOB_NODES - 1, 30, 'job-a has 3 Pods')
-        cluster.create_job(job_body('job-b', gang, work_seconds))
-        wait_until(lambda: len(cluster.pods('job-a')) + len(cluster.pods('job-b')) == 2 * JOB_NODES, 30,
-                   'all 8 Pods exist')
-        deadlocked = False
-        if gang == 'none':
-            def both_stuck() -> bool:
-                st = [cluster.status(j) for j in ('job-a', 'job-b')]
-                return all(s.get('scheduledNodes') == JOB_NODES - 1 and
-                           s.get('message', '').startswith('Scheduled 3/4') for s in st)
-            wait_until(both_stuck, 30, 'both jobs report Scheduled 3/4')
-            time.sleep(deadlock_wait)  # the bounded wait: nothing may change in it
-            deadlocked = both_stuck() and not any(
-                cluster.status(j).get('phase') in ('Succeeded', 'Failed') for j in ('job-a', 'job-b'))
-        else:
-            wait_until(lambda: all(cluster.status(j).get('phase') in ('Succeeded', 'Failed')
-                                   for j in ('job-a', 'job-b')), finish_timeout, 'both jobs finish',
-                       describe=lambda: [cluster.status(j).get('message') for j in ('job-a', 'job-b')])
-        end = time.time()
+        watch = BindingWatch(cluster.core, cluster.namespace).start()
+        try:
+            release = threading.Event()
+            cluster.emulator.inject_fault(verb='create', resource='pods', status=None, delay=slow_create, count=1,
+                                          skip=JOB_NODES - 1, release=release)
+            interleave(cluster, lambda name: cluster.create_job(job_body(name, gang, work_seconds)), release)
+            stuck = deadlocked(cluster, gang, deadlock_wait, finish_timeout)
+            end = time.time()
+        finally:
+            watched = watch.stop()
         assert cluster.scheduler is not None
-        bindings = list(cluster.scheduler.bindings)
-        idle, order = idle_seconds(bindings, end)
-        statuses = {j: cluster.status(j) for j in ('job-a', 'job-b')}
-        return Result(
-            gang=gang, finished={j: s.get('phase', '') for j, s in statuses.items()},
-            scheduled={j: s.get('scheduledNodes', 0) for j, s in statuses.items()},
-            messages={j: s.get('message', '') for j, s in statuses.items()},
-            idle_gpu_seconds=idle, wall_seconds=end - start, order=order,
-            deadlocked=deadlocked,
-            bindings=[(b.labels.get(names.LABEL_JOB_NAME, ''), b.time - start) for b in bindings])
+        # The scheduler's own record times the bindings; the watch says who existed then.
+        return result(cluster, gang, list(cluster.scheduler.bindings), {b.pod: b.peers for b in watched},
+                      start, end, stuck)

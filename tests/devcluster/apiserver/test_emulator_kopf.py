@@ -7,6 +7,7 @@ import pytest
 
 from tests.devcluster.emulator_helpers import widget
 from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
+from tests.support.deadlines import REACTION
 
 HANDLERS = pathlib.Path(__file__).with_name('kopf_handlers_widgets.py')
 
@@ -21,8 +22,8 @@ def test_kopf_reacts_to_a_created_object(emulator, widgets, scope):
 
     with run_operator(emulator, HANDLERS, **scope) as operator:
         widgets.create_namespaced_custom_object('example.com', 'v1', 'ns1', 'widgets', widget('after', size=2))
-        assert wait_for(lambda: _status(widgets, 'after'), timeout=15)['phase'] == 'Seen'
-        assert wait_for(lambda: _status(widgets, 'before'), timeout=15)['size'] == 1
+        assert wait_for(lambda: _status(widgets, 'after'), timeout=REACTION)['phase'] == 'Seen'
+        assert wait_for(lambda: _status(widgets, 'before'), timeout=REACTION)['size'] == 1
         assert operator.alive
 
     # kopf wrote the status through the /status subresource (the CRD declares it).
@@ -35,6 +36,6 @@ def test_kopf_retries_through_injected_api_errors(emulator, widgets):
     fault = emulator.inject_fault(verb='patch', resource='widgets', subresource='status', status=503, count=2)
 
     with run_operator(emulator, HANDLERS, namespace='ns1'):
-        assert wait_for(lambda: _status(widgets, 'w'), timeout=20)['phase'] == 'Seen'
+        assert wait_for(lambda: _status(widgets, 'w'), timeout=REACTION)['phase'] == 'Seen'
 
     assert fault.count == 0  # both failures were served, and kopf retried past them

@@ -8,6 +8,7 @@ from ddpjob_devcluster.clusters.operator_runner import wait_for
 from ddpjob_devcluster.apiserver.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 from tests.devcluster.emulator_helpers import collect_events
+from tests.support.deadlines import REACTION
 
 
 @pytest.mark.parametrize('selector, expected', [
@@ -83,7 +84,7 @@ def test_watch_streams_live_events_with_a_label_selector(core, emulator):
     watching.start()
     core.create_namespaced_config_map('ns1', {'metadata': {'name': 'skip', 'labels': {'keep': 'no'}}})
     core.create_namespaced_config_map('ns1', {'metadata': {'name': 'kept', 'labels': {'keep': 'yes'}}})
-    watching.join(timeout=10)
+    watching.join(timeout=REACTION)
     assert results == [('ADDED', 'kept')]
 
 
@@ -116,7 +117,7 @@ def test_writes_from_the_test_thread_wake_watchers(core, emulator):
     watching = threading.Thread(target=lambda: results.extend(collect_events(
         core.list_namespace, 1, resource_version=core.list_namespace().metadata.resource_version)))
     watching.start()
-    wait_for(lambda: any(r.verb == 'watch' for r in emulator.requests), timeout=5)
+    wait_for(lambda: any(r.verb == 'watch' for r in emulator.requests), timeout=REACTION)
     emulator.store.create(kmock.resource('v1/namespaces'), None, {'metadata': {'name': 'direct'}})
-    watching.join(timeout=10)
+    watching.join(timeout=REACTION)
     assert results == [('ADDED', 'direct')]

@@ -17,8 +17,9 @@ from ddpjob_devcluster.clusters.local import ClusterEmulator, serve_empty_openap
 from ddpjob_devcluster.controlplane.build import KUBERNETES
 from tests.devcluster.apiserver.test_emulator_kubectl import KUBECTL
 from tests.conftest import project_crd
+from tests.support.deadlines import CLUSTER_TEST, REACTION
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(CLUSTER_TEST)
 CRD = project_crd()
 JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "hello"},
        "spec": {"nodes": 1, "image": "x"}}
@@ -55,9 +56,9 @@ def test_kubectl_wait_both_forms_returns_when_the_condition_holds(cluster) -> No
         "status": {"phase": "Succeeded", "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
                                                          "message": "done", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
     # The README's two forms; with kubectl 1.37 each watch asks for sendInitialEvents.
-    assert "condition met" in kubectl("wait", "ddpj/hello", "--for=condition=Succeeded", "--timeout=20s")
+    assert "condition met" in kubectl("wait", "ddpj/hello", "--for=condition=Succeeded", f"--timeout={REACTION:.0f}s")
     assert "condition met" in kubectl("wait", "ddpj/hello", "--for=jsonpath={.status.phase}=Succeeded",
-                                      "--timeout=20s")
+                                      f"--timeout={REACTION:.0f}s")
     out = kubectl("wait", "ddpj/hello", "--for=condition=Failed", "--timeout=2s", check=False)
     assert "timed out" in out and "bookmark" not in out
 

@@ -15,8 +15,9 @@ from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.controlplane import build
 from ddpjob_devcluster.controlplane.node import NodeAgent, NodeShape
 from ddpjob_devcluster.controlplane.process import Component, StartFailure
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(CLUSTER_TEST)
 
 
 def module(root: pathlib.Path, name: str, main_go: str) -> build.Component:
@@ -73,7 +74,7 @@ def test_a_binary_that_exits_at_start_is_one_line_naming_its_log(tmp_path) -> No
     component = Component('fake-apiserver', [sys.executable, '-c', 'import sys; print("unknown flag: --x"); sys.exit(3)'],
                           tmp_path / 'fake.log')
     with pytest.raises(StartFailure) as raised:
-        component.wait_ready(lambda: False, 30, 'ready')
+        component.wait_ready(lambda: False, REACTION, 'ready')
     assert str(raised.value) == (f'fake-apiserver exited with code 3 during start (unknown flag: --x); '
                                  f'log: {tmp_path / "fake.log"}')
 
@@ -108,9 +109,9 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
                 return leases.read_namespaced_lease('gpu-node', 'kube-node-lease')
             except kubernetes.client.ApiException:
                 return None
-        renewed = wait_until(lease, 30, 'the node did not take its Lease')  # its heartbeat thread makes it
+        renewed = wait_until(lease, REACTION, 'the node did not take its Lease')  # its heartbeat thread makes it
         assert renewed.spec.holder_identity == 'gpu-node' and renewed.spec.lease_duration_seconds == 40
-        wait_until(lambda: not (core.read_node('gpu-node').spec.taints or []), 30,
+        wait_until(lambda: not (core.read_node('gpu-node').spec.taints or []), PHASE,
                    'the node lifecycle controller did not lift the not-ready taint')
 
         def pod(name: str, gpus: int) -> dict:
@@ -119,11 +120,11 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
                 'resources': {'limits': {'nvidia.com/gpu': str(gpus)}}}]}}
         core.create_namespaced_pod('default', pod('fits', 2))
         core.create_namespaced_pod('default', pod('too-big', 3))
-        wait_until(lambda: core.read_namespaced_pod('fits', 'default').status.phase == 'Succeeded', 60,
+        wait_until(lambda: core.read_namespaced_pod('fits', 'default').status.phase == 'Succeeded', PHASE,
                    'the Pod that fits did not run')
         pending = wait_until(lambda: next((c for c in core.read_namespaced_pod('too-big', 'default').status.conditions
                                            or [] if c.type == 'PodScheduled' and c.status == 'False'), None),
-                             30, 'the Pod asking for 3 GPUs was not reported unschedulable')
+                             REACTION, 'the Pod asking for 3 GPUs was not reported unschedulable')
         assert pending.reason == 'Unschedulable' and 'Insufficient nvidia.com/gpu' in pending.message
     finally:
         for name in ('fits', 'too-big'):

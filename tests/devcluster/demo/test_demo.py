@@ -19,8 +19,9 @@ import pytest
 
 from ddpjob.local.container import kill_with_env, pids_with_env
 from ddpjob_devcluster.clusters.client import BIN, ROOT, wait_until
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 DEMO = ['-m', 'ddpjob_devcluster.demo']
 MARK = 'DDPJOB_TEST_DEMO_MARK'
@@ -43,7 +44,7 @@ def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_pa
     # What `DDPJOB_DEMO_ONCE=1 make demo-cluster` sets; the real control plane is the default.
     env = dict(demo_env, DDPJOB_DEMO_ONCE='1', **({'DDPJOB_DEMO_BACKEND': backend} if backend != 'real' else {}))
     done = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=env,
-                          capture_output=True, text=True, timeout=170, cwd=ROOT)
+                          capture_output=True, text=True, timeout=RUN, cwd=ROOT)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert 'ddpjob.ddpjob.io/mnist-cpu created' in out  # kubectl's own words
@@ -76,25 +77,25 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
     try:
         seen = []
         while not any('Ctrl-C stops everything' in line for line in seen):
-            seen.append(lines.get(timeout=60))
+            seen.append(lines.get(timeout=PHASE))
         text = ''.join(seen)
         kubeconfig = re.search(r'export KUBECONFIG=(\S+)', text).group(1)
         assert 'kubectl apply -f manifests/examples/mnist-cpu.yaml' in text and 'kubectl get ddpj -w' in text
         # A second demo on the same work directory refuses, and leaves the first alone.
         second = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=demo_env,
-                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+                                capture_output=True, text=True, timeout=PHASE, cwd=ROOT)
         assert second.returncode == 1 and 'a demo cluster is already running in' in second.stdout, second.stdout
         assert f'pid {demo.pid}' in second.stdout
         # The printed kubeconfig works, and the CRD is there already.
         def kubectl(*args: str) -> str:
             got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', f'--cache-dir={tmp_path / "cache"}',
-                                  *args], capture_output=True, text=True, timeout=30, cwd=ROOT)
+                                  *args], capture_output=True, text=True, timeout=REACTION, cwd=ROOT)
             assert got.returncode == 0, got.stderr
             return got.stdout
         assert 'ddpjobs.ddpjob.io' in kubectl('get', 'crd', 'ddpjobs.ddpjob.io')
         # The README's checkpoint claim is bound by the default StorageClass.
         kubectl('apply', '-f', 'manifests/examples/ckpt-claim.yaml')
-        volume = wait_until(lambda: kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.spec.volumeName}'), 60,
+        volume = wait_until(lambda: kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.spec.volumeName}'), REACTION,
                             'the claim was not bound', lambda: kubectl('describe', 'pvc', 'ckpt'))
         made = pathlib.Path(kubectl('get', 'pv', volume, '-o', 'jsonpath={.spec.hostPath.path}'))
         assert made.is_dir() and kubectl('get', 'pvc', 'ckpt', '-o', 'jsonpath={.status.phase}') == 'Bound'
@@ -130,7 +131,7 @@ def test_a_gpu_job_on_the_default_emulator_demo_waits_pending_with_the_scheduler
                             'spec': {'nodes': 2, 'gpusPerNode': 4, 'image': 'x', 'command': ['sleep'],
                                      'args': ['60']}})
         status = wait_until(lambda: (st := cluster.status('gpu')).get('scheduledNodes') == 0
-                            and 'Insufficient nvidia.com/gpu' in st.get('message', '') and st, 60,
+                            and 'Insufficient nvidia.com/gpu' in st.get('message', '') and st, REACTION,
                             'the GPU job was not reported unschedulable', lambda: cluster.status('gpu'))
         assert status['phase'] == 'Pending' and status.get('restarts', 0) == 0
         assert status['message'].startswith('Scheduled 0/2: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu')

@@ -22,8 +22,9 @@ from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
 from ddpjob_devcluster.kubelet.status import Container
 from ddpjob_devcluster.clusters.local import ClusterEmulator
 from ddpjob_devcluster.clusters.client import wait_until
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(TEST)
 
 NS = 'ml'
 
@@ -76,7 +77,7 @@ def pod_status(emulator: ClusterEmulator, name: str) -> dict[str, Any]:
 
 
 def wait_phase(emulator: ClusterEmulator, name: str, phase: str) -> dict[str, Any]:
-    return wait_until(lambda: (st := pod_status(emulator, name)).get('phase') == phase and st, 30,
+    return wait_until(lambda: (st := pod_status(emulator, name)).get('phase') == phase and st, REACTION,
                       f'{name} did not reach {phase}', lambda: pod_status(emulator, name))
 
 
@@ -123,7 +124,7 @@ def test_each_attempt_of_a_job_gets_its_own_port(emulator, core, kubelet):
     wait_phase(emulator, 'probe-0', 'Succeeded')
     core.delete_namespaced_pod('probe-0', NS)
     create_pods(core, ddpjob, restart_count=1, ranks=(0,))
-    wait_until(lambda: len(kubelet.ports) == 2, 30, 'the second attempt did not start')
+    wait_until(lambda: len(kubelet.ports) == 2, REACTION, 'the second attempt did not start')
     assert kubelet.ports[(NS, 'probe', 0)] != kubelet.ports[(NS, 'probe', 1)]
 
 
@@ -143,15 +144,15 @@ STUBBORN = """
 
 def test_a_deleted_pod_gets_sigterm_then_its_whole_tree_is_killed(emulator, core, kubelet):
     create_pods(core, job(STUBBORN), ranks=(0,))
-    container = wait_until(lambda: kubelet.container('probe-0', NS), 30, 'the Pod did not start')
+    container = wait_until(lambda: kubelet.container('probe-0', NS), REACTION, 'the Pod did not start')
     workdir = container.log_path.parent
-    wait_until(lambda: (workdir / 'ready').exists(), 30, 'the script did not start')
+    wait_until(lambda: (workdir / 'ready').exists(), REACTION, 'the script did not start')
     assert len(kubelet.live_processes()) == 2
 
     core.delete_namespaced_pod('probe-0', NS)
 
-    wait_until(lambda: (workdir / 'got-sigterm').exists(), 10, 'no SIGTERM on deletion')
-    wait_until(lambda: container.exit_code is not None and not kubelet.live_processes(), 10,
+    wait_until(lambda: (workdir / 'got-sigterm').exists(), REACTION, 'no SIGTERM on deletion')
+    wait_until(lambda: container.exit_code is not None and not kubelet.live_processes(), REACTION,
                'the container was not killed after its grace')
     assert container.exit_code == 128 + signal.SIGKILL
     assert emulator.get_object('v1/pods', NS, 'probe-0') is None  # gone at once, as the emulator does
@@ -163,7 +164,7 @@ def test_when_the_main_process_ends_the_container_ends(emulator, core, kubelet):
         subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)
     """), ranks=(0,))
     wait_phase(emulator, 'probe-0', 'Succeeded')
-    wait_until(lambda: not kubelet.live_processes(), 10, 'a process outlived its container')
+    wait_until(lambda: not kubelet.live_processes(), REACTION, 'a process outlived its container')
 
 
 def test_a_command_that_cannot_start_fails_the_pod(emulator, core, kubelet):

@@ -5,8 +5,9 @@ with the native PodGroup both finish, one after the other (ddpjob_devcluster.sce
 import pytest
 
 from ddpjob_devcluster.scenarios import gang as gang_scenario
+from tests.support.deadlines import CLUSTER_TEST
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(CLUSTER_TEST)
 
 
 def test_gang_none_deadlocks_and_says_why(tmp_path):
@@ -29,5 +30,6 @@ def test_gang_scheduling_runs_both_one_after_the_other(tmp_path):
     assert (first, second) == ("job-b", "job-a")
     last_of_first = max(t for job, t in result.bindings if job == first)
     assert min(t for job, t in result.bindings if job == second) > last_of_first
-    # each gang is bound in one scheduling pass: no GPU waits on a missing peer
-    assert result.idle_gpu_seconds < 1.0
+    # each gang is bound whole: every Pod's peers existed when it was bound, so no GPU
+    # waited on a missing one (benchmarks/gang_deadlock.py measures the idle GPU-seconds)
+    assert result.peers_at_binding == [(job, 4) for job, _ in result.bindings] and len(result.bindings) == 8
