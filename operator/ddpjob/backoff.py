@@ -21,8 +21,8 @@ The job logic is pure: it passes the random draw in (`delay(n, draw)`), from its
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 
 @dataclass(frozen=True)

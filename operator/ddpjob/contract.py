@@ -85,8 +85,11 @@ def node_address(template: str, index: int) -> tuple[str, int]:
 
 
 def rdzv_conf(node_rank: int) -> str:
-    return (f"is_host={int(node_rank == 0)},last_call_timeout={LAST_CALL_SECONDS},"
-            f"keep_alive_interval={KEEP_ALIVE_SECONDS},keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}")
+    return (
+        f"is_host={int(node_rank == 0)},last_call_timeout={LAST_CALL_SECONDS},"
+        f"keep_alive_interval={KEEP_ALIVE_SECONDS},keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}"
+    )
+
 
 # name -> meaning; docs/design.md's table is checked against it.
 MEANING: dict[str, str] = {
@@ -106,15 +109,15 @@ MEANING: dict[str, str] = {
     CHECKPOINT_DIR: "mount path of the checkpoint volume, when `spec.checkpoint` is set",
     PROGRESS_FILE: f"where a process may write the progress record (`{PROGRESS_PATH}`, an emptyDir)",
     PROGRESS_PORT: f"port of ddpjob-launch's /progress and /metrics ({DEFAULT_PROGRESS_PORT}, containerPort "
-                   f"`{PROGRESS_PORT_NAME}`)",
+    f"`{PROGRESS_PORT_NAME}`)",
     RDZV_BACKEND: "elastic jobs only: `c10d`",
     RDZV_ENDPOINT: "elastic jobs only: `MASTER_ADDR:MASTER_PORT`, the c10d store that Pod 0's torchrun hosts",
     RDZV_ID: "elastic jobs only: the job's name",
     RDZV_CONF: f"elastic jobs only: `is_host=1` on Pod 0, `is_host=0` elsewhere; "
-               f"`last_call_timeout={LAST_CALL_SECONDS}`, `keep_alive_interval={KEEP_ALIVE_SECONDS}`, "
-               f"`keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
+    f"`last_call_timeout={LAST_CALL_SECONDS}`, `keep_alive_interval={KEEP_ALIVE_SECONDS}`, "
+    f"`keep_alive_max_attempt={KEEP_ALIVE_ATTEMPTS}`",
     MAX_RESTARTS: f"elastic jobs only: {ELASTIC_RESTARTS_PER_NODE} x `elastic.maxNodes`, torchrun's budget "
-                  "of worker restarts (each lost Pod costs each survivor one)",
+    "of worker restarts (each lost Pod costs each survivor one)",
     NODE_ADDRESS: "elastic jobs only: `J-{index}.J.NS.svc:spec.port`, where each node's launcher serves its store",
     NOTICE_TOKEN: "elastic jobs only: the key of the operator's notices to this job's Pods (not in `ddpjob render`)",
 }
@@ -151,10 +154,14 @@ def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]
     # Pod 0's DNS name is J-0.J.NS.svc: every node's is the same with its own index.
     head, _, domain = master_addr.partition(".")
     node_template = f"{head.removesuffix('-0')}-{INDEX_FIELD}.{domain}:{job.port}"
-    return [(RDZV_BACKEND, "c10d"), (RDZV_ENDPOINT, f"{master_addr}:{job.port}"), (RDZV_ID, job.name),
-            (RDZV_CONF, rdzv_conf(node_rank)),
-            (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes)),
-            (NODE_ADDRESS, node_template)]
+    return [
+        (RDZV_BACKEND, "c10d"),
+        (RDZV_ENDPOINT, f"{master_addr}:{job.port}"),
+        (RDZV_ID, job.name),
+        (RDZV_CONF, rdzv_conf(node_rank)),
+        (MAX_RESTARTS, str(ELASTIC_RESTARTS_PER_NODE * job.elastic.max_nodes)),
+        (NODE_ADDRESS, node_template),
+    ]
 
 
 def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> list[tuple[str, str]]:
@@ -163,8 +170,10 @@ def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> li
 
     elastic = getattr(job, "elastic", None)
     pairs = [
-        *both(MASTER_ADDR, master_addr), *both(MASTER_PORT, str(job.port)),
-        *both(NNODES, elastic.nnodes if elastic else str(job.nodes)), *both(NODE_RANK, str(node_rank)),
+        *both(MASTER_ADDR, master_addr),
+        *both(MASTER_PORT, str(job.port)),
+        *both(NNODES, elastic.nnodes if elastic else str(job.nodes)),
+        *both(NODE_RANK, str(node_rank)),
         *both(NPROC_PER_NODE, str(job.nproc_per_node)),
     ]
     if elastic:
@@ -175,8 +184,12 @@ def _pairs(job: Any, master_addr: str, node_rank: int, restart_count: int) -> li
     if job.nproc_per_node == 1 and not elastic:
         # One process per Pod: a plain init_process_group("env://") script works unchanged.
         pairs += [(RANK, str(node_rank)), (LOCAL_RANK, "0"), (LOCAL_WORLD_SIZE, "1")]
-    pairs += [(JOB_NAME, job.name), (JOB_NAMESPACE, job.namespace),
-              (RESTART_COUNT, str(restart_count)), (BACKEND, job.backend)]
+    pairs += [
+        (JOB_NAME, job.name),
+        (JOB_NAMESPACE, job.namespace),
+        (RESTART_COUNT, str(restart_count)),
+        (BACKEND, job.backend),
+    ]
     if job.checkpoint:
         pairs.append((CHECKPOINT_DIR, job.checkpoint.mount_path))
     pairs += [(PROGRESS_FILE, PROGRESS_PATH), (PROGRESS_PORT, str(DEFAULT_PROGRESS_PORT))]
@@ -193,15 +206,24 @@ def pod_env(job: Any, master_addr: str, node_rank: int, restart_count: int = 0) 
     return [{"name": k, "value": v} for k, v in _pairs(job, master_addr, node_rank, restart_count)]
 
 
-def local_overrides(port: int, checkpoint_dir: str | None, progress_file: str | None = None,
-                    progress_host: str | None = None, termination_log: str | None = None,
-                    node_zero_host: str | None = None) -> dict[str, str]:
+def local_overrides(
+    port: int,
+    checkpoint_dir: str | None,
+    progress_file: str | None = None,
+    progress_host: str | None = None,
+    termination_log: str | None = None,
+    node_zero_host: str | None = None,
+) -> dict[str, str]:
     """The values that only make sense in a cluster, pointed at this machine. The progress
     file and the termination log move into the Pod's local directory; `progress_host` is
     the loopback address the Pod's launcher binds (its own "Pod IP"), so every Pod keeps
     the contract port."""
-    env = {MASTER_ADDR: "127.0.0.1", TORCHRUN_PREFIX + MASTER_ADDR: "127.0.0.1",
-           MASTER_PORT: str(port), TORCHRUN_PREFIX + MASTER_PORT: str(port)}
+    env = {
+        MASTER_ADDR: "127.0.0.1",
+        TORCHRUN_PREFIX + MASTER_ADDR: "127.0.0.1",
+        MASTER_PORT: str(port),
+        TORCHRUN_PREFIX + MASTER_PORT: str(port),
+    }
     # An elastic job's c10d endpoint is the same place. (Set for a rigid one too, where
     # torchrun's static rendezvous would read the same address from it.)
     env[RDZV_ENDPOINT] = f"127.0.0.1:{port}"

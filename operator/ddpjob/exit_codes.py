@@ -8,6 +8,7 @@ it. Pure and dependency-free: the trainer image imports it.
 - 128+N: ended by signal N (OOM kill, preemption, SIGTERM), or asked to stop: retryable.
 - 128 with reason StartError: the command could not start (containerd's report).
 """
+
 from __future__ import annotations
 
 import signal

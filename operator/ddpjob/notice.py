@@ -85,9 +85,12 @@ def verify(token: str | None, body: bytes, signature: str | None, now: float, gu
         notice = json.loads(body)
         lost, sent = notice["lost"], float(notice["time"])
     except (ValueError, KeyError, TypeError):
-        raise NoticeError(400, "not a notice: {\"lost\": [...], \"time\": seconds}") from None
-    if not isinstance(lost, list) or len(lost) > MAX_LOST or not all(
-            type(i) is int and 0 <= i < MAX_INDEX for i in lost):
+        raise NoticeError(400, 'not a notice: {"lost": [...], "time": seconds}') from None
+    if (
+        not isinstance(lost, list)
+        or len(lost) > MAX_LOST
+        or not all(type(i) is int and 0 <= i < MAX_INDEX for i in lost)
+    ):
         raise NoticeError(400, f"lost: at most {MAX_LOST} node indices")
     if abs(now - sent) > MAX_AGE:
         raise NoticeError(400, f"time is {now - sent:+.0f}s off this Pod's clock")
@@ -96,8 +99,9 @@ def verify(token: str | None, body: bytes, signature: str | None, now: float, gu
     return tuple(lost)
 
 
-def post(host: str, port: int, token: str, lost: list[int] | tuple[int, ...], now: float,
-         timeout: float = TIMEOUT) -> int:
+def post(
+    host: str, port: int, token: str, lost: list[int] | tuple[int, ...], now: float, timeout: float = TIMEOUT
+) -> int:
     """Send one notice; the HTTP status (204: taken). OSError when the Pod cannot be
     reached or has not answered within `timeout` (for the whole exchange: a Pod that drips
     its answer is cut off by a timer, as a progress read is)."""

@@ -18,14 +18,15 @@ others, blocked in the next collective, are one step ahead of it: that names the
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import math
 import os
 import tempfile
 import time
-from typing import Any, Mapping
-import contextlib
+from collections.abc import Mapping
+from typing import Any
 
 INTS = ("step", "total_steps", "epoch", "total_epochs")
 FLOATS = ("samples_per_s", "loss", "time")
@@ -129,8 +130,10 @@ def heartbeat_path(path: str, local_rank: int) -> str:
 
 
 def write_heartbeat(path: str, local_rank: int, rank: int, step: int, step_time: float) -> None:
-    _write_json(heartbeat_path(path, local_rank),
-                {"rank": rank, "step": step, "time": round(time.time(), 3), "step_time": round(step_time, 3)})
+    _write_json(
+        heartbeat_path(path, local_rank),
+        {"rank": rank, "step": step, "time": round(time.time(), 3), "step_time": round(step_time, 3)},
+    )
 
 
 def read_heartbeats(path: str, now: float | None = None) -> dict[int, dict]:
@@ -139,12 +142,15 @@ def read_heartbeats(path: str, now: float | None = None) -> dict[int, dict]:
     out = {}
     for name in glob.glob(glob.escape(path) + HEARTBEAT_SUFFIX + "*"):
         beat = _read_json(name)
-        if not isinstance(beat, Mapping) or not all(isinstance(beat.get(k), (int, float)) for k in
-                                                    ("rank", "step", "time", "step_time")):
+        if not isinstance(beat, Mapping) or not all(
+            isinstance(beat.get(k), (int, float)) for k in ("rank", "step", "time", "step_time")
+        ):
             continue
-        out[int(beat["rank"])] = {"step": int(beat["step"]),
-                                  "heartbeat_age": round(max(0.0, now - beat["time"]), 3),
-                                  "step_age": round(max(0.0, now - beat["step_time"]), 3)}
+        out[int(beat["rank"])] = {
+            "step": int(beat["step"]),
+            "heartbeat_age": round(max(0.0, now - beat["time"]), 3),
+            "step_age": round(max(0.0, now - beat["step_time"]), 3),
+        }
     return out
 
 
@@ -167,9 +173,12 @@ class Tracker:
             self.advanced_at = now
             if self.first is None:
                 self.first = (record["step"], now)
-        return {"record": record, "seconds_since_progress": round(now - self.advanced_at, 3),
-                "eta_seconds": self.eta(record, now), "ranks": {str(r): v for r, v in
-                                                                sorted(read_heartbeats(path, now).items())}}
+        return {
+            "record": record,
+            "seconds_since_progress": round(now - self.advanced_at, 3),
+            "eta_seconds": self.eta(record, now),
+            "ranks": {str(r): v for r, v in sorted(read_heartbeats(path, now).items())},
+        }
 
     def eta(self, record: Mapping | None, now: float) -> int | None:
         if not record or not record.get("total_steps") or self.first is None:

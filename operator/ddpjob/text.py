@@ -8,14 +8,17 @@ isolates such as U+202E, which can make `exit 1` read as `1 tixe`; the line and 
 separators U+2028/U+2029; zero-width and other format characters) and lone surrogates
 become `\\uNNNN`.
 """
+
 from __future__ import annotations
 
 import re
 
 # The CRD bounds condition and failure messages to this; Events are cut at 1,024.
 MESSAGE_LIMIT = 4096
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
-                      "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]"
+)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -26,15 +29,15 @@ def _escape(match: re.Match[str]) -> str:
 def clean(value: object, limit: int = MESSAGE_LIMIT) -> str:
     text = _CONTROL.sub(_escape, str(value))
     if len(text) > limit:
-        text = text[:limit - 1] + "…"
+        text = text[: limit - 1] + "…"
     return text
 
 
 def plural(count: int, noun: str) -> str:
-    """"1 node", "2 nodes", "1 process", "2 processes": what users read says it right."""
+    """ "1 node", "2 nodes", "1 process", "2 processes": what users read says it right."""
     return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("s") else "s")
 
 
 def all_of(count: int, noun: str) -> str:
-    """"all 4 nodes", but "1 node" (never "all 1 nodes")."""
+    """ "all 4 nodes", but "1 node" (never "all 1 nodes")."""
     return f"all {plural(count, noun)}" if count != 1 else plural(count, noun)

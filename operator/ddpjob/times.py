@@ -6,22 +6,22 @@ time and the dev cluster's object times all read and write it here.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def format_time(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime(FORMAT)
+    return t.astimezone(UTC).strftime(FORMAT)
 
 
 def format_timestamp(seconds: float) -> str:
     """A Unix time (`time.time()`) in the same format."""
-    return format_time(datetime.fromtimestamp(seconds, timezone.utc))
+    return format_time(datetime.fromtimestamp(seconds, UTC))
 
 
 def now() -> str:
-    return format_time(datetime.now(timezone.utc))
+    return format_time(datetime.now(UTC))
 
 
 def parse_time(value: str | None) -> datetime | None:

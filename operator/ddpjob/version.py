@@ -43,8 +43,11 @@ def trainer_image(variant: str, version: str = __version__) -> str:
 
 def image_tags(version: str = __version__) -> dict[str, str]:
     """The image each release publishes, by build name (the release workflow's matrix)."""
-    return {"operator": operator_image(version), "trainer-cpu": trainer_image("cpu", version),
-            "trainer-cuda": trainer_image("cuda", version)}
+    return {
+        "operator": operator_image(version),
+        "trainer-cpu": trainer_image("cpu", version),
+        "trainer-cuda": trainer_image("cuda", version),
+    }
 
 
 if __name__ == "__main__":  # `python -m ddpjob.version [BUILD]`: what the release workflow tags

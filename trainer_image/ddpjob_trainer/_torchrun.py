@@ -64,8 +64,8 @@ def quiet_stop() -> None:
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed import DistNetworkError, DistStoreError
     from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.run import main as torchrun_main
 
     quiet_stop()
@@ -78,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     except (RendezvousError, DistNetworkError, DistStoreError) as e:
         # The static rendezvous (the TCPStore on node 0) did not see every node in time,
         # or node 0's store was not reachable: peers not scheduled yet. Retryable.
-        print(f"ddpjob-launch: error: rendezvous failed before the gang was complete: {e}".splitlines()[0],
-              file=sys.stderr, flush=True)
+        print(
+            f"ddpjob-launch: error: rendezvous failed before the gang was complete: {e}".splitlines()[0],
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_RENDEZVOUS_TIMEOUT
     except SignalException as e:
         # torchrun already forwarded the signal to the workers and waited for them:

@@ -7,6 +7,7 @@ GPU (shared, `local_rank % gpus`), and says so in one line. An explicit nccl wit
 GPUs is refused in one line, by the launcher before any process starts and by the
 trainer. Pure: the GPU count is an argument.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ class Choice:
 
 def refuse_short_nccl(processes: int, gpus: int) -> None:
     if gpus < processes:
-        raise UsageError(f"DDPJOB_BACKEND=nccl needs one GPU per process: {processes} process(es) on this node, "
-                         f"{gpus} GPU(s) visible (use backend auto or gloo, or fewer processes per node)")
+        raise UsageError(
+            f"DDPJOB_BACKEND=nccl needs one GPU per process: {processes} process(es) on this node, "
+            f"{gpus} GPU(s) visible (use backend auto or gloo, or fewer processes per node)"
+        )
 
 
 def choose(requested: str | None, local_rank: int, local_world: int, gpus: int) -> Choice:
@@ -39,5 +42,8 @@ def choose(requested: str | None, local_rank: int, local_world: int, gpus: int) 
         return Choice("gloo", None)
     if gpus >= local_world:
         return Choice("nccl", local_rank)
-    return Choice("gloo", device, f"{local_world} processes share {gpus} GPU(s) on this node: using gloo "
-                                  f"(nccl needs one GPU per process)")
+    return Choice(
+        "gloo",
+        device,
+        f"{local_world} processes share {gpus} GPU(s) on this node: using gloo (nccl needs one GPU per process)",
+    )

@@ -14,10 +14,11 @@ on the CPU, and the optimizer forgets the state the probe's steps made, so the t
 that follows starts exactly where it would have. On a CPU there is no memory limit to find
 (the host swaps or the kernel kills the process): `--batch-size auto` is refused there.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -49,9 +50,15 @@ def largest(fits: Callable[[int], bool], limit: int = LIMIT) -> int:
     return good
 
 
-def step_fits(model: nn.Module, optimizer: torch.optim.Optimizer, input_shape: tuple, classes: int,
-              device: torch.device, autocast: Callable[[], contextlib.AbstractContextManager],
-              channels_last: bool) -> Callable[[int], bool]:
+def step_fits(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    input_shape: tuple,
+    classes: int,
+    device: torch.device,
+    autocast: Callable[[], contextlib.AbstractContextManager],
+    channels_last: bool,
+) -> Callable[[int], bool]:
     def fits(size: int) -> bool:
         out_of_memory = False
         try:
@@ -70,11 +77,19 @@ def step_fits(model: nn.Module, optimizer: torch.optim.Optimizer, input_shape: t
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()
         return not out_of_memory
+
     return fits
 
 
-def choose(model: nn.Module, optimizer: torch.optim.Optimizer, input_shape: tuple, classes: int,
-           device: torch.device, autocast: Callable[[], contextlib.AbstractContextManager], channels_last: bool) -> int:
+def choose(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    input_shape: tuple,
+    classes: int,
+    device: torch.device,
+    autocast: Callable[[], contextlib.AbstractContextManager],
+    channels_last: bool,
+) -> int:
     """Probe this GPU (leaving the model and optimizer as they were); every rank's minimum.
     UsageError when not even a batch of 2 fits on some rank."""
     saved = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}

@@ -11,6 +11,7 @@ silent fresh start would throw away someone's training.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -20,7 +21,6 @@ import sys
 import torch
 
 from . import UsageError
-import contextlib
 
 FORMAT = 1
 _NAME = re.compile(r"^ckpt-e(\d+)-s(\d+)-([0-9a-f]{16})\.pt$")
@@ -83,7 +83,7 @@ def save(directory: str, payload: dict, keep: int) -> str:
 
 
 def prune(directory: str, keep: int, current: str) -> None:
-    for _, path in candidates(directory)[max(1, keep):]:
+    for _, path in candidates(directory)[max(1, keep) :]:
         if path != current:
             _remove(path)
     # Temporary files of writers that died mid-write; only rank 0 ever writes here.
@@ -127,8 +127,9 @@ def newest(directory: str) -> tuple[str, dict] | None:
         except (OSError, ValueError) as e:
             log(f"warning: skipping checkpoint {path}: {e}")
     if found:
-        raise UsageError(f"none of the {len(found)} checkpoint(s) in {directory} is readable; "
-                         "move them away to start from scratch")
+        raise UsageError(
+            f"none of the {len(found)} checkpoint(s) in {directory} is readable; move them away to start from scratch"
+        )
     return None
 
 

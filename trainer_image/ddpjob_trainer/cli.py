@@ -8,7 +8,6 @@ import os
 
 from ddpjob import contract
 
-
 AUTO_BATCH = 0  # args.batch_size of `--batch-size auto` (batch_probe.py finds the number)
 
 
@@ -60,36 +59,62 @@ def parser() -> argparse.ArgumentParser:
     a("--download", action="store_true", help="download MNIST/CIFAR-10 into DIR if missing")
     a("--image-size", type=_positive(int), default=224, help="imagefolder crop size")
     a("--workers", type=_non_negative, default=None, help="DataLoader workers per process (imagefolder)")
-    a("--decode", choices=("cpu", "gpu"), default="cpu",
-      help="imagefolder JPEGs: decoded by the workers (cpu) or in one batched nvJPEG call on the GPU (gpu)")
+    a(
+        "--decode",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="imagefolder JPEGs: decoded by the workers (cpu) or in one batched nvJPEG call on the GPU (gpu)",
+    )
     a("--epochs", type=_positive(int), default=3)
-    a("--batch-size", type=batch_size, default=64,
-      help="per process; auto: the largest whose step fits this GPU (tried, then 90%% of it; CUDA only)")
+    a(
+        "--batch-size",
+        type=batch_size,
+        default=64,
+        help="per process; auto: the largest whose step fits this GPU (tried, then 90%% of it; CUDA only)",
+    )
     a("--lr", type=_positive(float), default=1e-3)
     a("--optimizer", choices=("adam", "adamw", "sgd"), default="adam")
     a("--momentum", type=float, default=0.9, help="sgd only")
     a("--weight-decay", type=float, default=0.0)
     a("--amp", choices=("none", "bf16", "fp16"), default="none", help="autocast dtype (fp16 needs CUDA)")
     a("--compile", action="store_true", help="torch.compile the model")
-    a("--cuda-graph", action="store_true",
-      help="replay each step as one captured CUDA graph (one process, adam/adamw, fixed batch; CUDA only)")
+    a(
+        "--cuda-graph",
+        action="store_true",
+        help="replay each step as one captured CUDA graph (one process, adam/adamw, fixed batch; CUDA only)",
+    )
     a("--channels-last", action="store_true", help="NHWC memory format (faster convolutions on GPU)")
     a("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (ddp only)")
     a("--grad-accum", type=_positive(int), default=1, help="micro-batches per optimizer step (no_sync between)")
     a("--eval-every", type=_non_negative, default=1, help="evaluate every N epochs and after the last; 0: never")
     a("--seed", type=int, default=0)
-    a("--strategy", choices=("ddp", "dp", "single"), default="ddp",
-      help="ddp (default); dp = torch.nn.DataParallel in one process, for comparison only; single")
-    a("--checkpoint-dir", default=os.environ.get(contract.CHECKPOINT_DIR) or None,
-      help="default: $DDPJOB_CHECKPOINT_DIR; no checkpoints when unset")
+    a(
+        "--strategy",
+        choices=("ddp", "dp", "single"),
+        default="ddp",
+        help="ddp (default); dp = torch.nn.DataParallel in one process, for comparison only; single",
+    )
+    a(
+        "--checkpoint-dir",
+        default=os.environ.get(contract.CHECKPOINT_DIR) or None,
+        help="default: $DDPJOB_CHECKPOINT_DIR; no checkpoints when unset",
+    )
     a("--checkpoint-every", type=_positive(int), default=1, help="epochs between checkpoints")
     a("--keep-checkpoints", type=_positive(int), default=3, help="keep the newest K")
     a("--metrics-file", default=None, help="JSON-lines metrics; default: CHECKPOINT_DIR/metrics.jsonl")
     a("--log-every", type=_positive(int), default=50, help="optimizer steps between progress lines")
-    a("--checkpoint-every-steps", type=_non_negative, default=0,
-      help="also checkpoint every N optimizer steps (an elastic job redoes at most N after a lost node); 0: off")
-    a("--global-batch-size", type=_positive(int), default=None,
-      help="elastic jobs: samples per global micro-batch at every size (default: batch size x procs x maxNodes)")
+    a(
+        "--checkpoint-every-steps",
+        type=_non_negative,
+        default=0,
+        help="also checkpoint every N optimizer steps (an elastic job redoes at most N after a lost node); 0: off",
+    )
+    a(
+        "--global-batch-size",
+        type=_positive(int),
+        default=None,
+        help="elastic jobs: samples per global micro-batch at every size (default: batch size x procs x maxNodes)",
+    )
     a("--sample-log", default=None, help="write which samples went into which step to DIR (the exactly-once audit)")
     return p
 

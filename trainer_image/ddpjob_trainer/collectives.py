@@ -22,8 +22,11 @@ from .interrupt import Interrupts
 def broadcast_bytes(data: bytes | None, src: int, rank: int, group, interrupts: Interrupts) -> bytes:
     size = torch.tensor([len(data) if rank == src and data is not None else 0], dtype=torch.int64)
     interrupts.wait(dist.broadcast(size, src=src, group=group, async_op=True))
-    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8) if rank == src and data else \
-        torch.empty(int(size.item()), dtype=torch.uint8)
+    buf = (
+        torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        if rank == src and data
+        else torch.empty(int(size.item()), dtype=torch.uint8)
+    )
     if len(buf):
         interrupts.wait(dist.broadcast(buf, src=src, group=group, async_op=True))
     return bytes(buf.numpy())
@@ -41,10 +44,10 @@ def all_gather_object(obj, world: int, group, interrupts: Interrupts) -> list:
     interrupts.wait(dist.all_gather_single(sizes, mine, group=group, async_op=True))
     longest = int(sizes.max())
     padded = torch.zeros(longest, dtype=torch.uint8)
-    padded[:len(data)] = data
+    padded[: len(data)] = data
     out = torch.empty(world * longest, dtype=torch.uint8)
     interrupts.wait(dist.all_gather_single(out, padded, group=group, async_op=True))
-    return [pickle.loads(bytes(out[i * longest:i * longest + int(n)].numpy())) for i, n in enumerate(sizes.tolist())]
+    return [pickle.loads(bytes(out[i * longest : i * longest + int(n)].numpy())) for i, n in enumerate(sizes.tolist())]
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,9 @@ class _Slot:
 def _flatten(value, tensors: list):
     if isinstance(value, torch.Tensor):
         tensors.append(value.detach().contiguous())
-        return _Slot(len(tensors) - 1, tuple(value.shape), str(value.dtype).removeprefix("torch."),
-                     value.device.type != "cpu")
+        return _Slot(
+            len(tensors) - 1, tuple(value.shape), str(value.dtype).removeprefix("torch."), value.device.type != "cpu"
+        )
     if isinstance(value, dict):
         return {k: _flatten(v, tensors) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -79,8 +83,9 @@ def _fill(value, tensors: list):
     return value
 
 
-def broadcast_state(state: dict | None, src: int, rank: int, group, control, device: torch.device,
-                    interrupts: Interrupts) -> dict:
+def broadcast_state(
+    state: dict | None, src: int, rank: int, group, control, device: torch.device, interrupts: Interrupts
+) -> dict | None:
     """`state` (on `src`) as every rank receives it: new tensors elsewhere, `state` on src."""
     tensors: list[torch.Tensor] = []
     skeleton = _flatten(state, tensors) if rank == src else None
@@ -88,8 +93,10 @@ def broadcast_state(state: dict | None, src: int, rank: int, group, control, dev
     slots: list[_Slot] = []
     _collect(skeleton, slots)
     if rank != src:
-        tensors = [torch.empty(s.shape, dtype=getattr(torch, s.dtype), device=device if s.on_device else "cpu")
-                   for s in sorted(slots, key=lambda s: s.index)]
+        tensors = [
+            torch.empty(s.shape, dtype=getattr(torch, s.dtype), device=device if s.on_device else "cpu")
+            for s in sorted(slots, key=lambda s: s.index)
+        ]
     for slot in sorted(slots, key=lambda s: s.index):
         t = tensors[slot.index]
         interrupts.wait(dist.broadcast(t, src=src, group=group if slot.on_device else control, async_op=True))

@@ -37,10 +37,18 @@ def compile_model(model: nn.Module) -> nn.Module:
 class CompileChoice(nn.Module):
     """Called as the model; `chosen` is "compiled" or "eager" once the trial is over."""
 
-    def __init__(self, eager: nn.Module, compiled: nn.Module, device: torch.device, grad_accum: int,
-                 say: Callable[[str], None], agree: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
-                 warmup: int = WARMUP_STEPS, trial: int = TRIAL_STEPS,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        eager: nn.Module,
+        compiled: nn.Module,
+        device: torch.device,
+        grad_accum: int,
+        say: Callable[[str], None],
+        agree: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
+        warmup: int = WARMUP_STEPS,
+        trial: int = TRIAL_STEPS,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         """`agree`: a sum over the ranks (every rank reaches the decision at the same step)."""
         super().__init__()
         self.eager, self.compiled = eager, compiled
@@ -82,9 +90,12 @@ class CompileChoice(nn.Module):
             self._decide()
 
     def _decide(self) -> None:
-        medians = torch.tensor([statistics.median(self.times[k]) for k in ("compiled", "eager")],
-                               dtype=torch.float64, device=self.device)
+        medians = torch.tensor(
+            [statistics.median(self.times[k]) for k in ("compiled", "eager")], dtype=torch.float64, device=self.device
+        )
         compiled, eager = self.agree(medians).tolist()
         self.chosen = "compiled" if compiled <= eager else "eager"
-        self.say(f"--compile: a step takes {compiled * 1e3:.2f} ms compiled and {eager * 1e3:.2f} ms eager "
-                 f"(median of {self.trial} each, summed over ranks): training on with the {self.chosen} model")
+        self.say(
+            f"--compile: a step takes {compiled * 1e3:.2f} ms compiled and {eager * 1e3:.2f} ms eager "
+            f"(median of {self.trial} each, summed over ranks): training on with the {self.chosen} model"
+        )

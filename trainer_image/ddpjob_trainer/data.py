@@ -12,8 +12,8 @@ job's ranks take their shares of global micro-batches (elastic_data.py), on both
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch.utils.data import DistributedSampler
@@ -75,7 +75,9 @@ def mnist(root: str, download: bool, d: Dist):
         any_rank(d, False)
         raw = _mnist_raw_dir(root)
     if raw is None:
-        raise UsageError(f"no MNIST files under {root} (expected {root}/MNIST/raw/train-images-idx3-ubyte; --download fetches them)")
+        raise UsageError(
+            f"no MNIST files under {root} (expected {root}/MNIST/raw/train-images-idx3-ubyte; --download fetches them)"
+        )
 
     def read(prefix):
         images = os.path.join(raw, f"{prefix}-images-idx3-ubyte")
@@ -118,7 +120,9 @@ class TensorBatches:
         self.x, self.y = x.to(d.device), y.to(d.device)
         self.batch_size, self.train, self.channels_last = batch_size, train, channels_last
         if train:
-            self.sampler = DistributedSampler(range(len(y)), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed)
+            self.sampler = DistributedSampler(
+                range(len(y)), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed
+            )
             self.count = len(self.sampler)
         else:
             self.reshard(d.world_size, d.rank)
@@ -139,7 +143,7 @@ class TensorBatches:
         else:
             order = self.shard
         for start in range(start_batch * self.batch_size, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
+            idx = order[start : start + self.batch_size]
             self.last_indices = idx  # for --sample-log
             xb = self.x.index_select(0, idx)
             if self.channels_last and xb.dim() == 4:
@@ -201,12 +205,26 @@ def load_data(args, d: Dist) -> Data:
         raise UsageError(f"--decode gpu decodes the JPEGs of --data imagefolder:DIR, not {kind} data")
     if kind == "imagefolder":
         train, evaluation = imagefolder(path, args.image_size, decode)
+
         def loader(ds, is_train: bool) -> LoaderBatches:
-            return LoaderBatches(ds, args.batch_size, d, args.seed, is_train, args.workers, cl,
-                                 _elastic_global(args, d) if is_train else None,
-                                 args.image_size if decode == "gpu" else None)
-        return Data(loader(train, True), loader(evaluation, False) if evaluation else None,
-                    (3, args.image_size, args.image_size), len(train.classes))
+            return LoaderBatches(
+                ds,
+                args.batch_size,
+                d,
+                args.seed,
+                is_train,
+                args.workers,
+                cl,
+                _elastic_global(args, d) if is_train else None,
+                args.image_size if decode == "gpu" else None,
+            )
+
+        return Data(
+            loader(train, True),
+            loader(evaluation, False) if evaluation else None,
+            (3, args.image_size, args.image_size),
+            len(train.classes),
+        )
     if kind == "synthetic":
         train, evaluation = synthetic(args.synthetic_size, 1), synthetic(max(1, args.synthetic_size // 4), 2)
     elif kind == "mnist":
@@ -216,9 +234,14 @@ def load_data(args, d: Dist) -> Data:
 
     def mk(xy, is_train: bool) -> TensorBatches:
         return TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)
+
     if d.env.elastic_max_nodes:  # exactly once per epoch at any world size (elastic_data.py)
         from .elastic_data import ElasticBatches
 
-        return Data(ElasticBatches(*train, _elastic_global(args, d), d, args.seed, cl), mk(evaluation, False) if evaluation else None,
-                    tuple(train[0].shape[1:]), 10)
+        return Data(
+            ElasticBatches(*train, _elastic_global(args, d), d, args.seed, cl),
+            mk(evaluation, False) if evaluation else None,
+            tuple(train[0].shape[1:]),
+            10,
+        )
     return Data(mk(train, True), mk(evaluation, False) if evaluation else None, tuple(train[0].shape[1:]), 10)

@@ -17,8 +17,7 @@ import torch.distributed as dist
 
 from ddpjob import contract
 
-from . import UsageError
-from . import backend as backend_choice
+from . import UsageError, backend as backend_choice
 from .env import ProcessEnv, threads_per_process
 
 
@@ -42,7 +41,9 @@ class Dist:
     @property
     def grouped(self) -> bool:
         """Whether collectives run: a process group exists (or will, for one resizing in place)."""
-        return self.backend is not None and (not self.in_place or (self.group is not None and self.group.gen is not None))
+        return self.backend is not None and (
+            not self.in_place or (self.group is not None and self.group.gen is not None)
+        )
 
     @property
     def is_main(self) -> bool:

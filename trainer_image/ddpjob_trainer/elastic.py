@@ -33,8 +33,8 @@ from __future__ import annotations
 import datetime
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -67,7 +67,7 @@ class Verdict:
 class Vote:
     """Every rank's LEAVE/CHANGE bits, all-reduced on the CPU group while the step runs."""
 
-    def __init__(self, el: "Elastic", leaving: bool):
+    def __init__(self, el: Elastic, leaving: bool):
         self.el, self.gen = el, el.gen
         self.flags = torch.zeros(el.world_size, dtype=torch.int32)
         self.flags[el.rank] = (LEAVE if leaving else 0) | (CHANGE if el.watcher.change_wanted else 0)
@@ -82,13 +82,24 @@ class Vote:
 
 
 class Elastic:
-    def __init__(self, get_state: Callable[[], dict], set_state: Callable[[dict], None], *, backend: str = "gloo",
-                 device: torch.device | None = None, timeout: datetime.timedelta | None = None, env=None,
-                 log: Callable[[str], None] = print, connect=None):
+    def __init__(
+        self,
+        get_state: Callable[[], dict],
+        set_state: Callable[[dict], None],
+        *,
+        backend: str = "gloo",
+        device: torch.device | None = None,
+        timeout: datetime.timedelta | None = None,
+        env=None,
+        log: Callable[[str], None] = print,
+        connect=None,
+    ):
         env = os.environ if env is None else env
         launch = read_launch_env(env)
         if not launch.elastic or not env.get(contract.NODE_ADDRESS):
-            raise UsageError("a resize in place needs an elastic job's environment (NNODES=MIN:MAX, DDPJOB_NODE_ADDRESS)")
+            raise UsageError(
+                "a resize in place needs an elastic job's environment (NNODES=MIN:MAX, DDPJOB_NODE_ADDRESS)"
+            )
         self.get_state, self.set_state, self.log = get_state, set_state, log
         self.backend, self.device = backend, device or torch.device("cpu")
         self.timeout = timeout or datetime.timedelta(seconds=600)
@@ -97,8 +108,10 @@ class Elastic:
         self.stores = NodeStores(env[contract.NODE_ADDRESS], self.max_nodes, connect)
         boot = self.stores.boot(self.node)
         if boot is None:
-            raise UsageError(f"this node's store ({env[contract.NODE_ADDRESS]}, node {self.node}) does not answer: "
-                             "start the worker through ddpjob-launch")
+            raise UsageError(
+                f"this node's store ({env[contract.NODE_ADDRESS]}, node {self.node}) does not answer: "
+                "start the worker through ddpjob-launch"
+            )
         self.rounds = Rounds(self.stores, self.node, self.local, self.nproc, self.min_nodes, self.max_nodes, boot)
         self.interrupts = Interrupts()
         self.gen: Generation | None = None
@@ -151,14 +164,22 @@ class Elastic:
             group_reset.shrink(shrink, [self.control], store)
         else:
             kwargs = {"device_id": self.device} if self.device.type == "cuda" else {}
-            dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=gen.world_size,
-                                    timeout=self.timeout, **kwargs)
+            dist.init_process_group(
+                self.backend, store=store, rank=self.rank, world_size=gen.world_size, timeout=self.timeout, **kwargs
+            )
         self.control = dist.new_group(backend="gloo", timeout=self.timeout)
         t2 = time.monotonic()
         if gen.needs_state:
             src = gen.source
-            state = broadcast_state(self.get_state() if self.rank == src else None, src, self.rank,
-                                    dist.group.WORLD, self.control, self.device, self.interrupts)
+            state = broadcast_state(
+                self.get_state() if self.rank == src else None,
+                src,
+                self.rank,
+                dist.group.WORLD,
+                self.control,
+                self.device,
+                self.interrupts,
+            )
             if gen.steps[self.rank] != gen.steps[src]:
                 self.set_state(state)
         if self.local == 0:

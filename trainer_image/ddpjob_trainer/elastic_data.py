@@ -23,7 +23,7 @@ by DataLoader workers (`RankMicroBatches`, the batch sampler of data.py's Loader
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -49,7 +49,7 @@ def share(count: int, world: int, rank: int) -> tuple[int, int]:
 
 def micro_batch(order: torch.Tensor, k: int, global_size: int, world: int, rank: int) -> tuple[torch.Tensor, int]:
     """This rank's indices of micro-batch `k`, and the micro-batch's size over all ranks."""
-    chunk = order[k * global_size:(k + 1) * global_size]
+    chunk = order[k * global_size : (k + 1) * global_size]
     start, end = share(len(chunk), world, rank)
     return chunk[start:end], len(chunk)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 
 from ddpjob import contract
 
@@ -41,14 +41,33 @@ def torchrun_args(launch: LaunchEnv, env: Mapping[str, str] | None = None) -> li
     endpoint = env.get(contract.RDZV_ENDPOINT) or f"{launch.master_addr}:{launch.master_port}"
     conf = env.get(contract.RDZV_CONF) or contract.rdzv_conf(launch.node_rank)
     restarts = env.get(contract.MAX_RESTARTS) or str(contract.ELASTIC_RESTARTS_PER_NODE * launch.nnodes)
-    return ["--nnodes", f"{launch.min_nodes}:{launch.nnodes}", "--nproc-per-node", str(launch.nproc_per_node),
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-            "--rdzv-id", env.get(contract.RDZV_ID) or "ddpjob", "--rdzv-conf", conf, "--max-restarts", restarts]
+    return [
+        "--nnodes",
+        f"{launch.min_nodes}:{launch.nnodes}",
+        "--nproc-per-node",
+        str(launch.nproc_per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        env.get(contract.RDZV_ID) or "ddpjob",
+        "--rdzv-conf",
+        conf,
+        "--max-restarts",
+        restarts,
+    ]
 
 
-def run_rejoining(run: Callable[[], int], wait_for_master: Callable[[float], None], stopping: Callable[[], bool],
-                  log: Callable[[str], None], budget: float = REJOIN_SECONDS,
-                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> int:
+def run_rejoining(
+    run: Callable[[], int],
+    wait_for_master: Callable[[float], None],
+    stopping: Callable[[], bool],
+    log: Callable[[str], None],
+    budget: float = REJOIN_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
     """Run torchrun (`run`) again while it ends because the rendezvous was lost, with backoff,
     for at most `budget` seconds from the first loss; any other end is returned as is."""
     first_loss, delay = None, REJOIN_BACKOFF[0]

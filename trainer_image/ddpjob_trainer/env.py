@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ddpjob import contract
 
@@ -138,8 +138,7 @@ def read_process_env(env: Mapping[str, str] | None = None) -> ProcessEnv:
             # The contract sets WORLD_SIZE = nodes x procs but RANK only when procs == 1:
             # this process was started by hand in a multi-process Pod.
             raise UsageError(
-                f"WORLD_SIZE={world} but RANK is not set: start ddpjob-train through "
-                "ddpjob-launch or torchrun"
+                f"WORLD_SIZE={world} but RANK is not set: start ddpjob-train through ddpjob-launch or torchrun"
             )
         return make(0, 0, 1, 1)
     rank = _int(env, contract.RANK)

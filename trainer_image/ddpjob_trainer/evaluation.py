@@ -19,8 +19,13 @@ def evaluate(model: torch.nn.Module, batches, d: distributed.Dist, autocast) -> 
     for x, y in batches.epoch(0):
         with autocast():
             out = model(x)
-        totals += torch.stack([F.cross_entropy(out.float(), y, reduction="sum"),
-                               (out.argmax(1) == y).sum().float(), torch.tensor(float(len(y)), device=x.device)])
+        totals += torch.stack(
+            [
+                F.cross_entropy(out.float(), y, reduction="sum"),
+                (out.argmax(1) == y).sum().float(),
+                torch.tensor(float(len(y)), device=x.device),
+            ]
+        )
     model.train()
     loss_sum, correct, count = distributed.all_reduce_sum(d, totals).tolist()
     return {"eval_loss": round(loss_sum / max(count, 1), 6), "eval_accuracy": round(correct / max(count, 1), 6)}

@@ -57,8 +57,9 @@ class EncodedImages(Dataset):
     def __init__(self, samples: list[tuple[str, int]], image_size: int, train: bool):
         bad = next((path for path, _ in samples if not path.lower().endswith(JPEG)), None)
         if bad is not None:
-            raise UsageError(f"--decode gpu decodes JPEG files only, and the data has {os.path.basename(bad)}; "
-                             "use --decode cpu")
+            raise UsageError(
+                f"--decode gpu decodes JPEG files only, and the data has {os.path.basename(bad)}; use --decode cpu"
+            )
         self.samples, self.image_size, self.train = samples, image_size, train
 
     def __len__(self) -> int:
@@ -89,8 +90,9 @@ def collate(batch):
     return (torch.cat(data), torch.tensor([len(b) for b in data]), torch.stack(params)), torch.tensor(labels)
 
 
-def decode(data: torch.Tensor, lengths: torch.Tensor, params: torch.Tensor, image_size: int,
-           device: torch.device) -> torch.Tensor:
+def decode(
+    data: torch.Tensor, lengths: torch.Tensor, params: torch.Tensor, image_size: int, device: torch.device
+) -> torch.Tensor:
     """One batch (as `collate` made it): decoded on `device` in one call, cropped, resized,
     flipped, normalized."""
     from torchvision.io import ImageReadMode, decode_jpeg

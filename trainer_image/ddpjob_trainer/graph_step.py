@@ -28,8 +28,10 @@ def refusal(args, device: torch.device, world_size: int, elastic: bool) -> str |
     if device.type != "cuda":
         return f"--cuda-graph needs a CUDA device (this process has {device})"
     if world_size > 1:
-        return (f"--cuda-graph captures one process's step, and WORLD_SIZE={world_size}: "
-                "DDP's all-reduce is not captured (run one process, or drop --cuda-graph)")
+        return (
+            f"--cuda-graph captures one process's step, and WORLD_SIZE={world_size}: "
+            "DDP's all-reduce is not captured (run one process, or drop --cuda-graph)"
+        )
     if elastic:
         return "--cuda-graph needs a fixed batch, and an elastic job's share of each global batch changes"
     if args.grad_accum != 1:
@@ -39,7 +41,9 @@ def refusal(args, device: torch.device, world_size: int, elastic: bool) -> str |
     if args.optimizer not in CAPTURABLE:
         return f"--cuda-graph needs a capturable optimizer ({', '.join(CAPTURABLE)}), not --optimizer {args.optimizer}"
     if args.compile:
-        return "--cuda-graph and --compile: pick one (torch.compile captures CUDA graphs itself in reduce-overhead mode)"
+        return (
+            "--cuda-graph and --compile: pick one (torch.compile captures CUDA graphs itself in reduce-overhead mode)"
+        )
     if args.strategy == "dp":
         return "--cuda-graph and --strategy dp: DataParallel's threads cannot be captured"
     return None

@@ -52,8 +52,19 @@ def worker_env(env=None) -> None:
 
 
 def torchrun_argv(launch: LaunchEnv, target: list[str]) -> list[str]:
-    return [sys.executable, "-m", "ddpjob_trainer._torchrun", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", str(launch.nproc_per_node), "--max-restarts", "0", *target]
+    return [
+        sys.executable,
+        "-m",
+        "ddpjob_trainer._torchrun",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(launch.nproc_per_node),
+        "--max-restarts",
+        "0",
+        *target,
+    ]
 
 
 def serve_store(launch: LaunchEnv, env=None):

@@ -103,15 +103,24 @@ def build_command(launch: LaunchEnv, cmd: list[str], resize: str | None = None) 
         elastic_launch.set_defaults()
         return [sys.executable, "-m", "ddpjob_trainer._torchrun", *elastic_launch.torchrun_args(launch), *target], True
     argv = [
-        sys.executable, "-m", "ddpjob_trainer._torchrun",
-        "--nnodes", str(launch.nnodes),
-        "--node-rank", str(launch.node_rank),
-        "--nproc-per-node", str(launch.nproc_per_node),
-        "--master-addr", launch.master_addr,
-        "--master-port", str(launch.master_port),
-        "--rdzv-backend", "static",
+        sys.executable,
+        "-m",
+        "ddpjob_trainer._torchrun",
+        "--nnodes",
+        str(launch.nnodes),
+        "--node-rank",
+        str(launch.node_rank),
+        "--nproc-per-node",
+        str(launch.nproc_per_node),
+        "--master-addr",
+        launch.master_addr,
+        "--master-port",
+        str(launch.master_port),
+        "--rdzv-backend",
+        "static",
         # Restarts are decided for the whole gang by the operator, never per node.
-        "--max-restarts", "0",
+        "--max-restarts",
+        "0",
         *target,
     ]
     return argv, True
@@ -261,9 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         code = run_forwarding_signals(command)
     else:
         received: list[int] = []
-        code = elastic_launch.run_rejoining(lambda: run_forwarding_signals(command, received),
-                                            lambda left: wait_for_dns(launch.master_addr, min(left, dns_timeout)),
-                                            lambda: bool(received), log)
+        code = elastic_launch.run_rejoining(
+            lambda: run_forwarding_signals(command, received),
+            lambda left: wait_for_dns(launch.master_addr, min(left, dns_timeout)),
+            lambda: bool(received),
+            log,
+        )
     if code == 0:
         leave_final_record()
     return code

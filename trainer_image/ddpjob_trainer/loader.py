@@ -37,7 +37,7 @@ class _SkippingSampler(torch.utils.data.Sampler):
         self.skip, self.order = skip, list(self.inner)
 
     def __iter__(self):
-        return iter(self.order[self.skip:])
+        return iter(self.order[self.skip :])
 
     def __len__(self) -> int:
         return len(self.inner) - self.skip
@@ -50,8 +50,18 @@ class LoaderBatches:
     nothing. After each yield `last_indices` are the batch's samples (for --sample-log)
     and, when elastic, `last_total` the micro-batch's size over all ranks (for the loss)."""
 
-    def __init__(self, dataset, batch_size: int, d: Dist, seed: int, train: bool, workers: int | None, channels_last: bool,
-                 global_size: int | None = None, decode_size: int | None = None):
+    def __init__(
+        self,
+        dataset,
+        batch_size: int,
+        d: Dist,
+        seed: int,
+        train: bool,
+        workers: int | None,
+        channels_last: bool,
+        global_size: int | None = None,
+        decode_size: int | None = None,
+    ):
         """`decode_size`: the samples are encoded JPEGs (gpu_decode.py), decoded here to that size."""
         self.device, self.batch_size, self.channels_last = d.device, batch_size, channels_last
         self.decode_size = decode_size
@@ -73,7 +83,10 @@ class LoaderBatches:
             dataset = Subset(dataset, range(d.rank, len(dataset), d.world_size))
         self.count = len(self.sampler.inner) if self.sampler is not None else len(dataset)
         self.loader = DataLoader(
-            dataset, num_workers=workers, **batching, worker_init_fn=_ignore_stop_signals if workers else None,
+            dataset,
+            num_workers=workers,
+            **batching,
+            worker_init_fn=_ignore_stop_signals if workers else None,
             pin_memory=d.device.type == "cuda",  # page-locked buffers: async host-to-GPU copies
             persistent_workers=workers > 0,  # no worker re-spawn (and re-import) every epoch
             prefetch_factor=4 if workers > 0 else None,
@@ -115,7 +128,7 @@ class LoaderBatches:
         start = self.sampler.skip if self.sampler is not None else 0
         for j, (xb, yb) in enumerate(self.loader):
             if self.sampler is not None:
-                self.last_indices = self.sampler.order[start + j * self.batch_size:][:len(yb)]
+                self.last_indices = self.sampler.order[start + j * self.batch_size :][: len(yb)]
             yield self._move(xb, yb)
 
     def _elastic_epoch(self, epoch: int, start_batch: int):

@@ -20,8 +20,16 @@ from .compile_choice import CompileChoice
 class MicroStep:
     """`model` is what the loop trains through (the DDP or compiled wrapper, once made)."""
 
-    def __init__(self, model: nn.Module, scaler: torch.amp.GradScaler, amp: torch.dtype | None,
-                 device: torch.device, grad_accum: int, world_size: int, graph_safe: bool = False):
+    def __init__(
+        self,
+        model: nn.Module,
+        scaler: torch.amp.GradScaler,
+        amp: torch.dtype | None,
+        device: torch.device,
+        grad_accum: int,
+        world_size: int,
+        graph_safe: bool = False,
+    ):
         self.model, self.scaler, self.amp, self.device = model, scaler, amp, device
         self.grad_accum, self.world_size = grad_accum, world_size
         # Autocast's cast cache holds tensors made during one forward; a captured graph

@@ -14,8 +14,10 @@ def mlp(in_features: int, num_classes: int) -> nn.Module:
     # 784-512-256-10 on MNIST: the model of the PyTorch DDP tutorials this replaces.
     return nn.Sequential(
         nn.Flatten(),
-        nn.Linear(in_features, 512), nn.ReLU(),
-        nn.Linear(512, 256), nn.ReLU(),
+        nn.Linear(in_features, 512),
+        nn.ReLU(),
+        nn.Linear(512, 256),
+        nn.ReLU(),
         nn.Linear(256, num_classes),
     )
 
@@ -27,10 +29,14 @@ def cnn(channels: int, num_classes: int) -> nn.Module:
         return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
 
     return nn.Sequential(
-        block(channels, 32), nn.MaxPool2d(2),
-        block(32, 64), nn.MaxPool2d(2),
-        block(64, 128), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(128, num_classes),
+        block(channels, 32),
+        nn.MaxPool2d(2),
+        block(32, 64),
+        nn.MaxPool2d(2),
+        block(64, 128),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(128, num_classes),
     )
 
 

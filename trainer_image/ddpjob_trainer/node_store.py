@@ -45,8 +45,15 @@ def listen(host: str, port: int, deadline: float) -> socket.socket:
 class NodeStore:
     def __init__(self, host: str, port: int):
         self.socket = listen(host, port, time.monotonic() + BIND_SECONDS)
-        self.server = dist.TCPStore(host or "localhost", port, None, True, timeout=datetime.timedelta(seconds=30),
-                                    wait_for_workers=False, master_listen_fd=self.socket.fileno())
+        self.server = dist.TCPStore(
+            host or "localhost",
+            port,
+            None,
+            True,
+            timeout=datetime.timedelta(seconds=30),
+            wait_for_workers=False,
+            master_listen_fd=self.socket.fileno(),
+        )
         self.boot = uuid.uuid4().hex[:16]
         self.server.set("boot", self.boot)
         self.lock = threading.Lock()  # notices come in on the HTTP server's threads

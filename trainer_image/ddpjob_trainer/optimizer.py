@@ -11,5 +11,10 @@ def make_optimizer(args, params, device) -> torch.optim.Optimizer:
     cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
     # Fused kernels: one launch per step instead of one per parameter tensor; capturable
     # (the step count on the GPU) when the step is replayed as a CUDA graph.
-    return cls(params, lr=args.lr, weight_decay=args.weight_decay, fused=device.type == "cuda" or None,
-               capturable=bool(args.cuda_graph))
+    return cls(
+        params,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        fused=device.type == "cuda" or None,
+        capturable=bool(args.cuda_graph),
+    )

@@ -74,9 +74,24 @@ class Heartbeat:
 
 
 class Progress:
-    def __init__(self, enabled: bool, metrics_file: str | None, restart: int, log_every: int, epochs: int, device,
-                 progress_file: str | None = None, total_steps: int | None = None):
-        self.enabled, self.restart, self.log_every, self.epochs, self.device = enabled, restart, log_every, epochs, device
+    def __init__(
+        self,
+        enabled: bool,
+        metrics_file: str | None,
+        restart: int,
+        log_every: int,
+        epochs: int,
+        device,
+        progress_file: str | None = None,
+        total_steps: int | None = None,
+    ):
+        self.enabled, self.restart, self.log_every, self.epochs, self.device = (
+            enabled,
+            restart,
+            log_every,
+            epochs,
+            device,
+        )
         self.tty = enabled and sys.stdout.isatty()
         self.bar = None
         self.metrics = None
@@ -87,11 +102,19 @@ class Progress:
             self.metrics = open(metrics_file, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
 
     @classmethod
-    def of_rank(cls, args, d, total_steps: int) -> "Progress":
+    def of_rank(cls, args, d, total_steps: int) -> Progress:
         """ddpjob-train's reporter for this rank (`d`: distributed.Dist): global rank 0's is on."""
         progress_file = os.environ.get(contract.PROGRESS_FILE) or None
-        p = cls(d.is_main, args.metrics_file, d.env.restart_count, args.log_every, args.epochs, d.device,
-                progress_file=progress_file, total_steps=total_steps)
+        p = cls(
+            d.is_main,
+            args.metrics_file,
+            d.env.restart_count,
+            args.log_every,
+            args.epochs,
+            d.device,
+            progress_file=progress_file,
+            total_steps=total_steps,
+        )
         if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
             # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
             p.progress_file = progress_file
@@ -106,8 +129,15 @@ class Progress:
         # A diverged loss (nan, inf) is no number JSON can carry: leave it out, keep training.
         fields = {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
         try:
-            progress_record.write(self.progress_file, step=step, total_steps=self.total_steps, epoch=epoch,
-                                  total_epochs=self.epochs, stage=stage, **fields)
+            progress_record.write(
+                self.progress_file,
+                step=step,
+                total_steps=self.total_steps,
+                epoch=epoch,
+                total_epochs=self.epochs,
+                stage=stage,
+                **fields,
+            )
         except OSError as e:
             self.say(f"warning: cannot write the progress record {self.progress_file}: {e}")
             self.progress_file = None
@@ -132,8 +162,14 @@ class Progress:
         if self.tty:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, desc=f"epoch {epoch}/{self.epochs}", file=sys.stdout,
-                            unit="step", dynamic_ncols=True)
+            self.bar = tqdm(
+                total=total,
+                initial=done,
+                desc=f"epoch {epoch}/{self.epochs}",
+                file=sys.stdout,
+                unit="step",
+                dynamic_ncols=True,
+            )
 
     def tick(self) -> None:
         if self.bar is not None:
@@ -141,15 +177,23 @@ class Progress:
 
     def step(self, epoch: int, step: int, loss: float, accuracy: float, samples_per_s: float) -> None:
         """Called every `log_every` optimizer steps with the window's metrics."""
-        fields = dict(epoch=epoch, step=step, loss=round(loss, 6), accuracy=round(accuracy, 6),
-                      samples_per_s=round(samples_per_s, 1), **gpu_memory(self.device))
+        fields = dict(
+            epoch=epoch,
+            step=step,
+            loss=round(loss, 6),
+            accuracy=round(accuracy, 6),
+            samples_per_s=round(samples_per_s, 1),
+            **gpu_memory(self.device),
+        )
         self.record("step", **fields)
         self.publish(epoch, step, loss=round(loss, 6), samples_per_s=round(samples_per_s, 1))
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{loss:.4f}", acc=f"{accuracy:.3f}", sps=f"{samples_per_s:.0f}")
         else:
-            self.say(f"epoch {epoch}/{self.epochs} step {step} loss {loss:.4f} acc {accuracy:.4f} "
-                     f"{samples_per_s:.0f} samples/s")
+            self.say(
+                f"epoch {epoch}/{self.epochs} step {step} loss {loss:.4f} acc {accuracy:.4f} "
+                f"{samples_per_s:.0f} samples/s"
+            )
 
     def end_epoch(self, **fields) -> None:
         if self.bar is not None:
@@ -157,16 +201,21 @@ class Progress:
             self.bar = None
         fields.update(gpu_memory(self.device))
         self.record("epoch", **fields)
-        self.publish(fields["epoch"], fields["step"], loss=fields.get("loss"), samples_per_s=fields.get("samples_per_s"))
-        self.say("epoch {epoch}/{n} done: ".format(n=self.epochs, **fields) + " ".join(
-            f"{k} {_num(v)}" for k, v in fields.items() if k != "epoch"))
+        self.publish(
+            fields["epoch"], fields["step"], loss=fields.get("loss"), samples_per_s=fields.get("samples_per_s")
+        )
+        self.say(
+            "epoch {epoch}/{n} done: ".format(n=self.epochs, **fields)
+            + " ".join(f"{k} {_num(v)}" for k, v in fields.items() if k != "epoch")
+        )
 
     def done(self, epoch: int, step: int, summary: dict, **fields) -> None:
         """Training is over: the final metrics line, and the record says the trainer is
         exiting (tearing the group down is no stall)."""
         self.record("final", epoch=epoch, step=step, **fields, **summary)
-        self.publish(epoch, step, progress_record.EXITING, loss=summary.get("loss"),
-                     samples_per_s=summary.get("samples_per_s"))
+        self.publish(
+            epoch, step, progress_record.EXITING, loss=summary.get("loss"), samples_per_s=summary.get("samples_per_s")
+        )
         self.say(f"done: {epoch} epoch(s), {step} steps")
 
     def close(self) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -55,14 +55,18 @@ class _Collector:
         for key, (name, help_) in _GAUGES.items():
             if record.get(key) is not None:
                 yield GaugeMetricFamily(name, help_, value=float(record[key]))
-        yield GaugeMetricFamily("ddpjob_progress_seconds_since_progress",
-                                "Seconds since the progress record last advanced (or since start)",
-                                value=snap["seconds_since_progress"])
+        yield GaugeMetricFamily(
+            "ddpjob_progress_seconds_since_progress",
+            "Seconds since the progress record last advanced (or since start)",
+            value=snap["seconds_since_progress"],
+        )
         if snap["eta_seconds"] is not None:
-            yield GaugeMetricFamily("ddpjob_progress_eta_seconds", "Estimated seconds to the last step",
-                                    value=snap["eta_seconds"])
-        age = GaugeMetricFamily("ddpjob_rank_heartbeat_age_seconds", "Seconds since a rank's last heartbeat",
-                                labels=["rank"])
+            yield GaugeMetricFamily(
+                "ddpjob_progress_eta_seconds", "Estimated seconds to the last step", value=snap["eta_seconds"]
+            )
+        age = GaugeMetricFamily(
+            "ddpjob_rank_heartbeat_age_seconds", "Seconds since a rank's last heartbeat", labels=["rank"]
+        )
         step = GaugeMetricFamily("ddpjob_rank_step", "The step a rank has reached", labels=["rank"])
         for rank, beat in snap["ranks"].items():
             age.add_metric([rank], beat["heartbeat_age"])
@@ -108,7 +112,9 @@ def make_server(progress_file: str, host: str, port: int, notices: Notices | Non
                 return
             token, take = notices
             try:
-                lost = notice.verify(token, self.rfile.read(length), self.headers.get(notice.HEADER), time.time(), guard)
+                lost = notice.verify(
+                    token, self.rfile.read(length), self.headers.get(notice.HEADER), time.time(), guard
+                )
             except notice.NoticeError as e:
                 self.send_error(e.status, str(e))
                 return

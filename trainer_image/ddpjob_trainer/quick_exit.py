@@ -11,6 +11,7 @@ the standard streams are flushed here, then the process ends without unloading.
 Used on the stop path only (train.py after a stop asked for, _torchrun.py after a
 signal): a normal end is left as it was.
 """
+
 from __future__ import annotations
 
 import atexit

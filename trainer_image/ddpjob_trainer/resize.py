@@ -24,8 +24,8 @@ import sys
 from . import checkpoint, state
 from .distributed import collective_timeout
 from .elastic import Elastic
-from .roster import NoGroup
 from .in_place_launch import IN_PLACE, RESIZE_ENV
+from .roster import NoGroup
 from .sample_log import SampleLog
 
 
@@ -47,7 +47,7 @@ class BoundaryVote:
     """The trainer's vote (distributed.StopVote's interface) over the in-place group:
     `result()` is True to stop everywhere (and save), raises Regroup to re-form."""
 
-    def __init__(self, owner: "InPlace"):
+    def __init__(self, owner: InPlace):
         self.owner, self.vote = owner, None
 
     def start(self, stopping: bool) -> None:
@@ -66,14 +66,24 @@ class InPlace:
     def __init__(self, trainer):
         self.t = trainer
         d = trainer.d
-        self.el = Elastic(self.state, self.take, backend=d.backend, device=d.device, timeout=collective_timeout(),
-                          log=trainer.progress.say)
+        self.el = Elastic(
+            self.state,
+            self.take,
+            backend=d.backend,
+            device=d.device,
+            timeout=collective_timeout(),
+            log=trainer.progress.say,
+        )
         d.group = self.el
 
     def state(self) -> dict:
         t = self.t
-        return {"model": t.model.state_dict(), "optimizer": t.optimizer.state_dict(), "scaler": t.scaler.state_dict(),
-                "pos": [t.pos.epoch, t.pos.batch, t.pos.step]}
+        return {
+            "model": t.model.state_dict(),
+            "optimizer": t.optimizer.state_dict(),
+            "scaler": t.scaler.state_dict(),
+            "pos": [t.pos.epoch, t.pos.batch, t.pos.step],
+        }
 
     def take(self, peer: dict) -> None:
         t = self.t
@@ -105,8 +115,10 @@ class InPlace:
             self.t.progress.say("no group to join, and the checkpoint says training is over: nothing to do")
             return False
         self._adopt()
-        self.t.progress.say(f"joined group {gen.number}: nodes {list(gen.nodes)}, rank {self.el.rank}/{gen.world_size}"
-                            + (", state from a peer" if gen.needs_state else ""))
+        self.t.progress.say(
+            f"joined group {gen.number}: nodes {list(gen.nodes)}, rank {self.el.rank}/{gen.world_size}"
+            + (", state from a peer" if gen.needs_state else "")
+        )
         return True
 
     def failure(self, exc: BaseException) -> Regroup:
@@ -148,13 +160,21 @@ class InPlace:
             except Exception as exc:  # noqa: BLE001 - failure() re-raises what is a bug
                 why = self.failure(exc)
         gen = self.el.gen
-        cause = "a peer was lost" if why.failed else (f"node(s) {list(why.leaving)} left" if why.leaving
-                                                       else "a newcomer joined")
+        cause = (
+            "a peer was lost"
+            if why.failed
+            else (f"node(s) {list(why.leaving)} left" if why.leaving else "a newcomer joined")
+        )
         timings = " ".join(f"{k} {v:.2f}s" for k, v in self.el.timings.items())
-        t.progress.say(f"resized in place: group {prev.number} -> {gen.number}, {len(prev.nodes)} -> "
-                       f"{len(gen.nodes)} nodes ({cause}); step {t.pos.step}; {timings}")
-        print(f"ddpjob-train: resized group {gen.number} nodes={list(gen.nodes)} step={t.pos.step} {timings}",
-              file=sys.stderr, flush=True)
+        t.progress.say(
+            f"resized in place: group {prev.number} -> {gen.number}, {len(prev.nodes)} -> "
+            f"{len(gen.nodes)} nodes ({cause}); step {t.pos.step}; {timings}"
+        )
+        print(
+            f"ddpjob-train: resized group {gen.number} nodes={list(gen.nodes)} step={t.pos.step} {timings}",
+            file=sys.stderr,
+            flush=True,
+        )
         return model
 
     def _adopt(self) -> None:

@@ -29,9 +29,8 @@ from __future__ import annotations
 import datetime
 import json
 import socket
-import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
 
 from ddpjob import contract
 
@@ -73,10 +72,22 @@ def parse_arrivals(raw: bytes, nproc: int, max_nodes: int) -> list[Arrival]:
     for line in raw.decode(errors="replace").splitlines():
         try:
             d = json.loads(line)
-            a = Arrival(d["node"], d["local"], d["step"], str(d["boot"])[:64], _ints(d["expect"], max_nodes),
-                        _ints(d["lost"], max_nodes), _ints(d["leaving"], max_nodes))
-            if not (type(a.node) is int and 0 <= a.node < max_nodes and type(a.local) is int
-                    and 0 <= a.local < nproc and type(a.step) is int):
+            a = Arrival(
+                d["node"],
+                d["local"],
+                d["step"],
+                str(d["boot"])[:64],
+                _ints(d["expect"], max_nodes),
+                _ints(d["lost"], max_nodes),
+                _ints(d["leaving"], max_nodes),
+            )
+            if not (
+                type(a.node) is int
+                and 0 <= a.node < max_nodes
+                and type(a.local) is int
+                and 0 <= a.local < nproc
+                and type(a.step) is int
+            ):
                 continue
         except (ValueError, KeyError, TypeError):
             continue
@@ -121,14 +132,30 @@ class Generation:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @staticmethod
-    def parse(raw: bytes | str) -> "Generation":
+    def parse(raw: bytes | str) -> Generation:
         d = json.loads(raw)
-        return Generation(int(d["number"]), tuple(d["nodes"]), int(d["nproc"]), tuple(d["boots"]),
-                          tuple(d["steps"]), int(d["round_node"]), tuple(d.get("left", ())))
+        return Generation(
+            int(d["number"]),
+            tuple(d["nodes"]),
+            int(d["nproc"]),
+            tuple(d["boots"]),
+            tuple(d["steps"]),
+            int(d["round_node"]),
+            tuple(d.get("left", ())),
+        )
 
 
-def decide(arrivals: list[Arrival], *, nproc: int, min_nodes: int, max_nodes: int, prev: Generation | None,
-           dead: Iterable[int], waited: float, quiet: float) -> Generation | None:
+def decide(
+    arrivals: list[Arrival],
+    *,
+    nproc: int,
+    min_nodes: int,
+    max_nodes: int,
+    prev: Generation | None,
+    dead: Iterable[int],
+    waited: float,
+    quiet: float,
+) -> Generation | None:
     """The generation the round makes, if it may close now (None: wait). Pure: every
     participant that closes computes it from the same arrivals and its own probes."""
     by_node: dict[int, list[Arrival]] = {}
@@ -150,8 +177,9 @@ def decide(arrivals: list[Arrival], *, nproc: int, min_nodes: int, max_nodes: in
     chosen = [a for a in arrivals if a.node in eligible]
     boots = tuple(by_node[n][0].boot for n in eligible)
     left = tuple(sorted(set(prev.nodes) - set(eligible))) if prev else ()
-    return Generation((prev.number if prev else 0) + 1, tuple(eligible), nproc, boots,
-                      tuple(a.step for a in chosen), -1, left)
+    return Generation(
+        (prev.number if prev else 0) + 1, tuple(eligible), nproc, boots, tuple(a.step for a in chosen), -1, left
+    )
 
 
 class NodeStores:
@@ -211,5 +239,6 @@ class NodeStores:
 def _tcp_client(host: str, port: int):
     import torch.distributed as dist
 
-    return dist.TCPStore(host, port, None, False, timeout=datetime.timedelta(seconds=STORE_TIMEOUT),
-                         wait_for_workers=False)
+    return dist.TCPStore(
+        host, port, None, False, timeout=datetime.timedelta(seconds=STORE_TIMEOUT), wait_for_workers=False
+    )

@@ -4,18 +4,28 @@ find the store that holds the round, arrive, wait for it or close it, read what 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Callable, Iterable
 
-from .roster import POLL, Arrival, Generation, NoGroup, NodeStores, decide, parse_arrivals
+from .roster import POLL, Arrival, Generation, NodeStores, NoGroup, decide, parse_arrivals
 
 PROBE_EVERY = 0.5  # seconds between two probes of one expected node that has not arrived
 _FAILED = object()
 
 
 class Rounds:
-    def __init__(self, stores: NodeStores, node: int, local: int, nproc: int, min_nodes: int, max_nodes: int,
-                 boot: str, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        stores: NodeStores,
+        node: int,
+        local: int,
+        nproc: int,
+        min_nodes: int,
+        max_nodes: int,
+        boot: str,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.stores, self.node, self.local, self.nproc = stores, node, local, nproc
         self.min_nodes, self.max_nodes, self.boot = min_nodes, max_nodes, boot
         self.clock, self.sleep = clock, sleep
@@ -36,8 +46,16 @@ class Rounds:
                 best = found
         return best
 
-    def form(self, prev: Generation | None, step: int, deadline: float, *, lost: Iterable[int] = (),
-             leaving: Iterable[int] = (), over: Callable[[], bool] = lambda: False) -> Generation:
+    def form(
+        self,
+        prev: Generation | None,
+        step: int,
+        deadline: float,
+        *,
+        lost: Iterable[int] = (),
+        leaving: Iterable[int] = (),
+        over: Callable[[], bool] = lambda: False,
+    ) -> Generation:
         """Take part in rounds until one makes a generation with this worker in it. `over`:
         whether training is known to be over, asked while no node answers a newcomer (node 0
         not up yet looks the same as every node gone: a node created again too late)."""
@@ -60,8 +78,16 @@ class Rounds:
                 return gen
             prev, member, lost, leaving = gen, False, (), ()  # left out: the next round, as a newcomer
 
-    def _round(self, c: int, prev: Generation | None, step: int, member: bool, lost: tuple[int, ...],
-               leaving: tuple[int, ...], deadline: float) -> Generation | None:
+    def _round(
+        self,
+        c: int,
+        prev: Generation | None,
+        step: int,
+        member: bool,
+        lost: tuple[int, ...],
+        leaving: tuple[int, ...],
+        deadline: float,
+    ) -> Generation | None:
         n = prev.number + 1 if prev else 1
         expect = prev.nodes if prev else ()
         arrival = Arrival(self.node, self.local, step, self.boot, tuple(expect), lost, leaving)
@@ -71,7 +97,7 @@ class Rounds:
         if prev is not None and not member:
             self.stores.announce(prev.nodes, f"change/{prev.number}")  # members: come at your next step
         opened = last_change = self.clock()
-        count, dead, probed = 0, set(), {}
+        count, dead, probed = 0, set[int](), dict[int, float]()
         while self.clock() < deadline:
             raw = self.stores.call(c, lambda s: s.get(key_gen) if s.check([key_gen]) else b"")
             if raw is None:
@@ -79,8 +105,7 @@ class Rounds:
             if raw:
                 return Generation.parse(raw)
             if member or prev is None:  # a newcomer never closes: it waits for the members
-                arrivals = parse_arrivals(self.stores.call(c, lambda s: s.get(key_in), b""), self.nproc,
-                                          self.max_nodes)
+                arrivals = parse_arrivals(self.stores.call(c, lambda s: s.get(key_in), b""), self.nproc, self.max_nodes)
                 now = self.clock()
                 if len(arrivals) != count:
                     count, last_change = len(arrivals), now
@@ -90,10 +115,20 @@ class Rounds:
                         probed[node] = now
                         if not self.stores.alive(node):
                             dead.add(node)
-                gen = decide(arrivals, nproc=self.nproc, min_nodes=self.min_nodes, max_nodes=self.max_nodes,
-                             prev=prev, dead=dead, waited=now - opened, quiet=now - last_change)
+                gen = decide(
+                    arrivals,
+                    nproc=self.nproc,
+                    min_nodes=self.min_nodes,
+                    max_nodes=self.max_nodes,
+                    prev=prev,
+                    dead=dead,
+                    waited=now - opened,
+                    quiet=now - last_change,
+                )
                 if gen is not None:
-                    won = self.stores.call(c, lambda s: s.compare_set(key_gen, "", replace(gen, round_node=c).text()))
+                    won = self.stores.call(
+                        c, lambda s, gen=gen: s.compare_set(key_gen, "", replace(gen, round_node=c).text())
+                    )
                     return None if won is None else Generation.parse(won)
             self.sleep(POLL)
         raise NoGroup(f"round {n} did not close in time (node {self.node})")

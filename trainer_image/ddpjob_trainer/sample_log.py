@@ -8,7 +8,6 @@ import json
 import os
 import time
 
-
 from .distributed import Dist, broadcast_object
 
 

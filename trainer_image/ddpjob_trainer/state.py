@@ -25,9 +25,11 @@ def resumed(pos: Position, epochs: int, path: str, directory: str) -> str:
     of a finished job), that nothing is left to train and how to start over."""
     if pos.epoch < epochs:
         return f"resumed from {path}: {pos.epoch} epoch(s) done, continuing at epoch {pos.epoch + 1}"
-    return (f"resumed from {path}: training is complete ({pos.epoch} of {epochs} epoch(s) done), nothing is left "
-            f"to train; to start over, delete the checkpoints in {directory} (`ddpjob run --fresh` does), "
-            "or raise --epochs to train on")
+    return (
+        f"resumed from {path}: training is complete ({pos.epoch} of {epochs} epoch(s) done), nothing is left "
+        f"to train; to start over, delete the checkpoints in {directory} (`ddpjob run --fresh` does), "
+        "or raise --epochs to train on"
+    )
 
 
 def seed_everything(seed: int, rank: int) -> None:
@@ -51,24 +53,32 @@ def set_rng_state(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def save(d: Dist, directory: str, keep: int, pos: Position, model, optimizer, scaler, args,
-         summary: dict) -> str | None:
+def save(
+    d: Dist, directory: str, keep: int, pos: Position, model, optimizer, scaler, args, summary: dict
+) -> str | None:
     """Collective (RNG gather); rank 0 writes. Returns the path on rank 0."""
     rngs = gather_objects(d, rng_state(d.device))
     if not d.is_main:
         return None
-    return checkpoint.save(directory, {
-        "model_name": args.model,
-        "data": args.data,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scaler": scaler.state_dict(),
-        "epoch": pos.epoch, "batch": pos.batch, "step": pos.step,
-        "world_size": d.world_size, "batch_size": args.batch_size,
-        "global_batch": getattr(args, "elastic_global_batch", None),
-        "rng": rngs,
-        "summary": summary,  # so a run resumed after its last epoch can still report it
-    }, keep)
+    return checkpoint.save(
+        directory,
+        {
+            "model_name": args.model,
+            "data": args.data,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict(),
+            "epoch": pos.epoch,
+            "batch": pos.batch,
+            "step": pos.step,
+            "world_size": d.world_size,
+            "batch_size": args.batch_size,
+            "global_batch": getattr(args, "elastic_global_batch", None),
+            "rng": rngs,
+            "summary": summary,  # so a run resumed after its last epoch can still report it
+        },
+        keep,
+    )
 
 
 def restore(d: Dist, directory: str, model, optimizer, scaler, args) -> tuple[Position, str, dict] | None:
@@ -94,7 +104,9 @@ def restore(d: Dist, directory: str, model, optimizer, scaler, args) -> tuple[Po
         payload = found[1] if d.is_main else checkpoint.read(chosen)
         checkpoint.check_compatible(chosen, payload, args.model, model)
     except (OSError, ValueError) as e:
-        error = UsageError(f"rank {d.rank} cannot read checkpoint {chosen} ({e}): is the checkpoint volume shared by all nodes?")
+        error = UsageError(
+            f"rank {d.rank} cannot read checkpoint {chosen} ({e}): is the checkpoint volume shared by all nodes?"
+        )
     except UsageError as e:
         error = e
     if any_rank(d, error is not None):

@@ -33,8 +33,9 @@ def hang_step(restart_count: int, rank: int) -> int | None:
 
 def hang(rank: int, step: int, stopping) -> None:
     """Block before `step` until `stopping()` (a SIGTERM was received)."""
-    print(f"ddpjob-train: testing aid: rank {rank} hangs before step {step} ({HANG_AT_STEP})", file=sys.stderr,
-          flush=True)
+    print(
+        f"ddpjob-train: testing aid: rank {rank} hangs before step {step} ({HANG_AT_STEP})", file=sys.stderr, flush=True
+    )
     while not stopping():
         time.sleep(0.1)
 

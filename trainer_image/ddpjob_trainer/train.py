@@ -19,16 +19,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ddpjob import contract, exit_codes, progress_record
 
 from . import UsageError, batch_probe, cli, compile_choice, distributed, graph_step, group_reset, resize, state
-from . import testing_aids
 from .data import load_data
-from .evaluation import evaluate
 from .env import read_process_env
+from .evaluation import evaluate
 from .micro_step import MicroStep
 from .models import build_model
 from .optimizer import make_optimizer
 from .progress import Heartbeat, Progress
 from .roster import NoGroup
 from .sample_log import SampleLog
+from .testing_aids import after_epoch, hang, hang_step, step_seconds
 
 
 def log(msg: str) -> None:
@@ -82,12 +82,12 @@ class Trainer:
         self.progress = None
         self.remake_progress()
         self.heartbeat = Heartbeat(os.environ.get(contract.PROGRESS_FILE) or None, d.env.local_rank, d.rank)
-        self.step_seconds = testing_aids.step_seconds()
+        self.step_seconds = step_seconds()
         self.pos = state.Position()
         # An elastic job that resizes in place: the group is formed (or joined) here.
         self.in_place = resize.InPlace(self) if d.in_place else None
         self.finished = self.in_place is not None and not self.in_place.join()
-        self.hang_at = testing_aids.hang_step(d.env.restart_count, d.rank)
+        self.hang_at = hang_step(d.env.restart_count, d.rank)
         state.seed_everything(args.seed, d.rank)
 
     def remake_progress(self) -> None:
@@ -152,7 +152,7 @@ class Trainer:
             if self.in_place is None:
                 self.end_epoch(epoch, summary)
             else:  # a peer lost here: re-form, then evaluate and save again
-                model = self.in_place.retry(lambda: self.end_epoch(epoch, summary), model)
+                model = self.in_place.retry(lambda epoch=epoch, summary=summary: self.end_epoch(epoch, summary), model)
         p = self.progress
         ways: dict[str, int | str] = {"graph_replays": self.captured.replays} if self.captured is not None else {}
         if isinstance(model, compile_choice.CompileChoice):
@@ -169,7 +169,7 @@ class Trainer:
             p.publish(epoch, self.pos.step, progress_record.SAVING)
             self.save(summary)
         p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
-        testing_aids.after_epoch(epoch, self.d.is_main)
+        after_epoch(epoch, self.d.is_main)
 
     def train_epoch(self, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
         """One epoch from self.pos.batch on; None when stopped by a signal (state saved);
@@ -187,7 +187,7 @@ class Trainer:
         for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
             if self.pos.step + 1 == self.hang_at:
                 self.hang_at = None
-                testing_aids.hang(d.rank, self.pos.step + 1, lambda: self.stop.signum)
+                hang(d.rank, self.pos.step + 1, lambda: self.stop.signum)
             self.heartbeat.reach(self.pos.step + 1)
             sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
             if self.samples is not None:  # before the step: a step a lost peer breaks is made again

@@ -57,7 +57,7 @@ class Watcher:
         while not self._stop.wait(WATCH_EVERY):
             gen, el = self.gen, self.el
             n = gen.number
-            own = self.stores.call(el.node, lambda s: (s.check([f"fail/{n}"]), s.check([f"change/{n}"])))
+            own = self.stores.call(el.node, lambda s, n=n: (s.check([f"fail/{n}"]), s.check([f"change/{n}"])))
             if own is None:
                 el.interrupts.trip("this node's launcher stopped answering", n)
                 continue

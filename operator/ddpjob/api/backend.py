@@ -9,6 +9,7 @@ said once, by `ddpjob validate`, `render` and `run` (cli/main.py), the operator 
 Normal Event `BackendGloo` when the job starts, job/creation.py) and the trainer
 (ddpjob_trainer/backend.py, on the node it runs on). Pure.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -18,6 +19,7 @@ class Resolved(Protocol):
     """What of a parsed job (api/spec.py's DDPJob) the notice reads; a protocol, so that
     spec.py, which resolves the backend here, is not imported back. Read-only members, as
     the job is a frozen dataclass."""
+
     @property
     def backend_requested(self) -> str: ...
     @property
@@ -26,6 +28,7 @@ class Resolved(Protocol):
     def gpus_per_node(self) -> int: ...
     @property
     def nproc_per_node(self) -> int: ...
+
 
 AUTO = "auto"
 NOTICE_REASON = "BackendGloo"
@@ -42,6 +45,8 @@ def notice(job: Resolved) -> str | None:
     """One line when `auto` chose gloo for a job that asks for GPUs; None otherwise."""
     if job.backend_requested != AUTO or job.backend != "gloo" or not job.gpus_per_node:
         return None
-    return (f"spec.backend: auto chose gloo: {job.nproc_per_node} processes per node share "
-            f"{job.gpus_per_node} GPU(s), and nccl needs one GPU per process "
-            f"(for nccl, set nprocPerNode to at most {job.gpus_per_node})")
+    return (
+        f"spec.backend: auto chose gloo: {job.nproc_per_node} processes per node share "
+        f"{job.gpus_per_node} GPU(s), and nccl needs one GPU per process "
+        f"(for nccl, set nprocPerNode to at most {job.gpus_per_node})"
+    )

@@ -8,6 +8,7 @@ k8s.io/pod-security-admission policy/check_*.go). Each check yields
 (allowance, path, what): the operator's `templatePolicy.allow` names the allowance that
 lets it through. Pure: no I/O.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -16,19 +17,41 @@ from typing import Any
 PRIVILEGED, HOST_PATH, HOST_NAMESPACES, CAPABILITIES = "privileged", "hostPath", "hostNamespaces", "capabilities"
 HOST_PORTS, SELINUX, HOST_PROCESS, PROC_MOUNT = "hostPorts", "seLinux", "hostProcess", "procMount"
 UNCONFINED, SYSCTLS, PROBE_HOSTS = "unconfinedProfiles", "sysctls", "probeHosts"
-BASELINE = (PRIVILEGED, HOST_PATH, HOST_NAMESPACES, CAPABILITIES, HOST_PORTS, SELINUX, HOST_PROCESS, PROC_MOUNT,
-            UNCONFINED, SYSCTLS, PROBE_HOSTS)
+BASELINE = (
+    PRIVILEGED,
+    HOST_PATH,
+    HOST_NAMESPACES,
+    CAPABILITIES,
+    HOST_PORTS,
+    SELINUX,
+    HOST_PROCESS,
+    PROC_MOUNT,
+    UNCONFINED,
+    SYSCTLS,
+    PROBE_HOSTS,
+)
 
 # The checks of k8s.io/pod-security-admission v0.37 (Kubernetes 1.37, the version the
 # project pins), policy/check_*.go; docs/threat-model.md compares them item by item.
 # check_seLinuxOptions.go (1.31+)
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 # check_sysctls.go: the safe set of 1.37
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
-                "net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_notsent_lowat",
+}
 SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
 SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
 APPARMOR = "container.apparmor.security.beta.kubernetes.io/"
@@ -76,8 +99,11 @@ def _hosts(container: Mapping[str, Any], path: str) -> Iterator[Finding]:
     for where, handler in handlers:
         for kind in ("httpGet", "tcpSocket"):
             if _mapping(handler.get(kind)).get("host"):
-                yield PROBE_HOSTS, f"{where}.{kind}.host", "a probe or lifecycle handler that connects to a host " \
-                                                          "of its own choosing, from the node"
+                yield (
+                    PROBE_HOSTS,
+                    f"{where}.{kind}.host",
+                    "a probe or lifecycle handler that connects to a host of its own choosing, from the node",
+                )
 
 
 def findings(template: Mapping[str, Any], base: str = "spec.template") -> Iterator[Finding]:
@@ -94,7 +120,11 @@ def findings(template: Mapping[str, Any], base: str = "spec.template") -> Iterat
     yield from _security(pod_sc, f"{sbase}.securityContext")
     for i, sysctl in enumerate(pod_sc.get("sysctls") or []):
         if _mapping(sysctl).get("name") not in SAFE_SYSCTLS:
-            yield SYSCTLS, f"{sbase}.securityContext.sysctls[{i}]", f"the unsafe sysctl {_mapping(sysctl).get('name')!r}"
+            yield (
+                SYSCTLS,
+                f"{sbase}.securityContext.sysctls[{i}]",
+                f"the unsafe sysctl {_mapping(sysctl).get('name')!r}",
+            )
     for path, c in _containers(spec, sbase):
         sc = _mapping(c.get("securityContext"))
         if sc.get("privileged") is True:
@@ -113,7 +143,8 @@ def findings(template: Mapping[str, Any], base: str = "spec.template") -> Iterat
         yield from _hosts(c, path)
     annotations = _mapping(_mapping(template.get("metadata")).get("annotations"))
     for key, value in annotations.items():
-        unconfined = (key == SECCOMP_POD or key.startswith(SECCOMP_CONTAINER)) and value == "unconfined" \
-            or key.startswith(APPARMOR) and not (value in ("", "runtime/default") or str(value).startswith("localhost/"))
+        unconfined = ((key == SECCOMP_POD or key.startswith(SECCOMP_CONTAINER)) and value == "unconfined") or (
+            key.startswith(APPARMOR) and not (value in ("", "runtime/default") or str(value).startswith("localhost/"))
+        )
         if unconfined:
             yield UNCONFINED, f"{base}.metadata.annotations[{key}]", "an unconfined profile (legacy annotation)"

@@ -13,6 +13,7 @@ the last handled spec in an annotation, and a job's annotations are at most 256 
 all (`kubectl apply` keeps another copy there). Users: `spec.parse_job` (so `ddpjob
 validate`, `submit` and the operator), the operator's kopf bookkeeping (handlers.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,15 +53,23 @@ def free_form(spec: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 
 def check(spec: Mapping[str, Any]) -> list[FieldError]:
     """Errors for a spec too deep or too big to be read any further."""
-    errors = [FieldError(path, f"is nested deeper than {MAX_NESTING} levels (no Pod template needs half as many)")
-              for path, value in free_form(spec) if nesting(value) > MAX_NESTING]
+    errors = [
+        FieldError(path, f"is nested deeper than {MAX_NESTING} levels (no Pod template needs half as many)")
+        for path, value in free_form(spec)
+        if nesting(value) > MAX_NESTING
+    ]
     # The rest of a spec has a schema (the CRD's; a file's depth is bounded by its loader):
     # the free-form parts sit at most 3 levels down (spec.env[i].valueFrom).
     if errors or nesting(spec) > MAX_NESTING + 3:
         return errors or [FieldError("spec", f"is nested deeper than {MAX_NESTING + 3} levels")]
     size = len(json.dumps(spec, separators=(",", ":"), default=str))
     if size > MAX_SPEC_BYTES:
-        return [FieldError("spec", f"is {size // 1024} KiB of JSON; at most {MAX_SPEC_BYTES // 1024} KiB "
-                                   "(the operator keeps a copy of it in an annotation, and a job's annotations "
-                                   "are 256 KiB in all): move large data into a ConfigMap or the image")]
+        return [
+            FieldError(
+                "spec",
+                f"is {size // 1024} KiB of JSON; at most {MAX_SPEC_BYTES // 1024} KiB "
+                "(the operator keeps a copy of it in an annotation, and a job's annotations "
+                "are 256 KiB in all): move large data into a ConfigMap or the image",
+            )
+        ]
     return []

@@ -5,11 +5,11 @@ field's own module (scheduling.py, elastic.py, container_fields.py) report throu
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ddpjob.api import field_names
 from ddpjob.api.errors import FieldError
-
 
 MESSAGE_LIMIT = 1000  # one error line, whatever the input quoted in it
 
@@ -22,8 +22,11 @@ def show(value: Any, limit: int = 60) -> str:
     try:
         text = repr(value)
     except ValueError:  # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits" if isinstance(value, int) \
+        return (
+            f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+            if isinstance(value, int)
             else f"a {type(value).__name__} too large to show"
+        )
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
@@ -38,10 +41,12 @@ class Checker:
 
     def err(self, path: str, message: str) -> None:
         if len(message) > MESSAGE_LIMIT:
-            message = message[:MESSAGE_LIMIT - 1] + "…"
+            message = message[: MESSAGE_LIMIT - 1] + "…"
         self.errors.append(FieldError(path, message))
 
-    def integer(self, spec: Mapping[str, Any], key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+    def integer(
+        self, spec: Mapping[str, Any], key: str, default: int | None, lo: int, hi: int | None = None
+    ) -> int | None:
         path = f"spec.{key}"
         value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
@@ -64,7 +69,9 @@ class Checker:
             return None
         return value
 
-    def string(self, spec: Mapping[str, Any], key: str, default: str | None = None, required: bool = False) -> str | None:
+    def string(
+        self, spec: Mapping[str, Any], key: str, default: str | None = None, required: bool = False
+    ) -> str | None:
         value = default if spec.get(key) is None else spec.get(key)  # null is unset, as the API server prunes it
         if value is None:
             if required:
@@ -119,8 +126,11 @@ def without_nulls(value: Any) -> Any:
     the CRD keeps as written.
     """
     if isinstance(value, Mapping):
-        return {k: v if k in ("template", "volume", "valueFrom") else without_nulls(v)
-                for k, v in value.items() if v is not None}
+        return {
+            k: v if k in ("template", "volume", "valueFrom") else without_nulls(v)
+            for k, v in value.items()
+            if v is not None
+        }
     if isinstance(value, list):
         return [without_nulls(v) for v in value]
     return value

@@ -3,8 +3,9 @@ checked for spec.py, every bad field named."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob import contract
 from ddpjob.api import names
@@ -40,7 +41,11 @@ def check_env(c: Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
         if not isinstance(name, str) or not name:
             c.err(f"{path}.name", "is required and must be a non-empty string")
             continue
-        if not (name[0].isalpha() or name[0] in "-._") or not all(ch.isalnum() or ch in "-._" for ch in name) or not name.isascii():
+        if (
+            not (name[0].isalpha() or name[0] in "-._")
+            or not all(ch.isalnum() or ch in "-._" for ch in name)
+            or not name.isascii()
+        ):
             c.err(f"{path}.name", f"{show(name)} is not a valid environment variable name")
         if name in RESERVED_ENV:
             c.err(f"{path}.name", f"{name} is reserved by the rendezvous contract and set by ddpjob")

@@ -14,8 +14,9 @@ The CRD carries the same rules as CEL (manifests/crd); tests/api/test_crd_parity
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob.api.checker import Checker
 

@@ -18,6 +18,7 @@ class FieldError:
 @dataclass(frozen=True)
 class ImmutableFieldError(FieldError):
     """A change to a field a running gang cannot take (the CRD marks these too)."""
+
     message: str = "is immutable"
 
 

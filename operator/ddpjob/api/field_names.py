@@ -8,10 +8,12 @@ that reads an object with a fixed set of fields: spec.py (the root and `spec`),
 container_fields.py (`env[]`, `resources`, `checkpoint`), elastic.py, scheduling.py and
 template_types.py (the Pod template's Kubernetes types).
 """
+
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # A key longer than any field name is no typo of one; comparing it would only cost time.
 LONGEST_TYPO = 64

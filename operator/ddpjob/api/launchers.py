@@ -42,12 +42,16 @@ def world_warning(job: DDPJob) -> str | None:
         return None
     if job.elastic is not None:
         # The world and the ranks come from torchrun's rendezvous: nothing sets them otherwise.
-        return (f"spec.elastic: spec.command {job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): "
-                "an elastic job's Pods get no WORLD_SIZE or RANK, only torchrun's elastic rendezvous "
-                "(PET_*) sets them; use `command: [ddpjob-launch]` or torchrun")
+        return (
+            f"spec.elastic: spec.command {job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): "
+            "an elastic job's Pods get no WORLD_SIZE or RANK, only torchrun's elastic rendezvous "
+            "(PET_*) sets them; use `command: [ddpjob-launch]` or torchrun"
+        )
     if job.nproc_per_node <= 1:
         return None
-    return (f"spec.nprocPerNode: {job.nproc_per_node} processes per node, but spec.command "
-            f"{job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): it is started once per "
-            f"node with WORLD_SIZE={job.world_size} and no RANK, so it must start {job.nproc_per_node} "
-            "processes itself; otherwise use `command: [ddpjob-launch]` or set nprocPerNode: 1")
+    return (
+        f"spec.nprocPerNode: {job.nproc_per_node} processes per node, but spec.command "
+        f"{job.command[0]!r} is not a launcher ({', '.join(LAUNCHER_COMMANDS)}): it is started once per "
+        f"node with WORLD_SIZE={job.world_size} and no RANK, so it must start {job.nproc_per_node} "
+        "processes itself; otherwise use `command: [ddpjob-launch]` or set nprocPerNode: 1"
+    )

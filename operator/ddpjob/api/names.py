@@ -84,4 +84,4 @@ def pod_group_name(job: str, attempt: int) -> str:
         return name
     digest = base64.b32encode(hashlib.sha256(job.encode()).digest()[:16]).decode().lower().rstrip("=")
     suffix = f"-{digest}-{attempt}"
-    return job[:MAX_LABEL - len(suffix)].rstrip("-") + suffix
+    return job[: MAX_LABEL - len(suffix)].rstrip("-") + suffix

@@ -13,15 +13,17 @@ The CRD carries the same rules as CEL (manifests/crd); tests/api/test_crd_parity
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob.api import gangs, names
 from ddpjob.api.checker import Checker
 
 TIMEOUT_ACTIONS = ("Report", "Fail")
-FIELDS = frozenset({"gang", "queue", "priorityClassName", "minAvailable", "scheduleTimeoutSeconds",
-                    "onScheduleTimeout"})
+FIELDS = frozenset(
+    {"gang", "queue", "priorityClassName", "minAvailable", "scheduleTimeoutSeconds", "onScheduleTimeout"}
+)
 # A day: a gang that has waited that long is reported long before; an upper bound as every duration has.
 MAX_SCHEDULE_TIMEOUT_SECONDS = 86400
 # Queue and PriorityClass names are object names: DNS subdomains (Kueue LocalQueue, Volcano Queue,
@@ -61,7 +63,9 @@ def _name(c: Checker, sched: Mapping[str, Any], key: str, limit: int) -> str | N
     return value
 
 
-def check_scheduling(c: Checker, sched: Mapping[str, Any] | None, nodes: int | None, elastic: bool = False) -> Scheduling:
+def check_scheduling(
+    c: Checker, sched: Mapping[str, Any] | None, nodes: int | None, elastic: bool = False
+) -> Scheduling:
     """Read spec.scheduling, reporting every bad field through the checker `c` (api.checker.Checker).
     `nodes`: the gang's minimum (spec.nodes, or spec.elastic.minNodes when `elastic`)."""
     if not sched:
@@ -87,24 +91,36 @@ def check_scheduling(c: Checker, sched: Mapping[str, Any] | None, nodes: int | N
         elif not 1 <= min_available <= 1024:
             c.err("spec.scheduling.minAvailable", f"must be from 1 to 1024 (got {min_available})")
         elif nodes is not None and min_available != nodes and elastic:
-            c.err("spec.scheduling.minAvailable",
-                  f"must equal spec.elastic.minNodes ({nodes}): the job trains with that many (got {min_available})")
+            c.err(
+                "spec.scheduling.minAvailable",
+                f"must equal spec.elastic.minNodes ({nodes}): the job trains with that many (got {min_available})",
+            )
         elif nodes is not None and min_available != nodes:
-            c.err("spec.scheduling.minAvailable",
-                  f"must equal spec.nodes ({nodes}): every node of a DDP gang is needed (got {min_available})")
+            c.err(
+                "spec.scheduling.minAvailable",
+                f"must equal spec.nodes ({nodes}): every node of a DDP gang is needed (got {min_available})",
+            )
     timeout = sched.get("scheduleTimeoutSeconds")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int):
             c.err("spec.scheduling.scheduleTimeoutSeconds", f"must be an integer (got {timeout!r})")
             timeout = None
         elif not 1 <= timeout <= MAX_SCHEDULE_TIMEOUT_SECONDS:
-            c.err("spec.scheduling.scheduleTimeoutSeconds",
-                  f"must be from 1 to {MAX_SCHEDULE_TIMEOUT_SECONDS} (got {timeout})")
+            c.err(
+                "spec.scheduling.scheduleTimeoutSeconds",
+                f"must be from 1 to {MAX_SCHEDULE_TIMEOUT_SECONDS} (got {timeout})",
+            )
     action = sched.get("onScheduleTimeout", "Report")
     if action not in TIMEOUT_ACTIONS:
         c.err("spec.scheduling.onScheduleTimeout", f"must be one of {', '.join(TIMEOUT_ACTIONS)} (got {action!r})")
         action = "Report"
     elif action == "Fail" and timeout is None:
         c.err("spec.scheduling.onScheduleTimeout", "Fail needs scheduleTimeoutSeconds")
-    return Scheduling(gang=gang, queue=queue, priority_class_name=priority, min_available=min_available,
-                      schedule_timeout_seconds=timeout, on_schedule_timeout=action)
+    return Scheduling(
+        gang=gang,
+        queue=queue,
+        priority_class_name=priority,
+        min_available=min_available,
+        schedule_timeout_seconds=timeout,
+        on_schedule_timeout=action,
+    )

@@ -7,19 +7,19 @@ emulator, or a file on a laptop. tests/api/test_crd_parity.py keeps the two in s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob import contract
-from ddpjob.api import backend as backend_choice
-from ddpjob.api import bounds, names, object_meta
+from ddpjob.api import backend as backend_choice, bounds, names, object_meta
 from ddpjob.api.checker import Checker, show, without_nulls
-from ddpjob.api.container_fields import RESERVED_ENV, Checkpoint, check_checkpoint, check_env, check_resources
+from ddpjob.api.container_fields import Checkpoint, check_checkpoint, check_env, check_resources
 from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
 from ddpjob.api.errors import FieldError, ImmutableFieldError, InvalidSpec
 from ddpjob.api.scheduling import Scheduling, check_scheduling
 
-__all__ = ["FieldError", "ImmutableFieldError", "InvalidSpec", "DDPJob", "parse_job"]
+__all__ = ["DDPJob", "FieldError", "ImmutableFieldError", "InvalidSpec", "parse_job"]
 
 BACKENDS = ("nccl", "gloo", "auto")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
@@ -36,12 +36,35 @@ IMMUTABLE_DEFAULTS = {"nodes": 1, "nprocPerNode": "auto", "backend": "auto", "gp
 
 ROOT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 
-SPEC_FIELDS = frozenset({
-    "nodes", "nprocPerNode", "backend", "image", "imagePullPolicy", "command", "args",
-    "workingDir", "env", "resources", "gpusPerNode", "gpuResource", "port", "shmSize",
-    "restartPolicy", "maxRestarts", "restartBackoffSeconds", "activeDeadlineSeconds", "stallTimeoutSeconds",
-    "ttlSecondsAfterFinished", "suspend", "checkpoint", "template", "scheduling", "elastic",
-})
+SPEC_FIELDS = frozenset(
+    {
+        "nodes",
+        "nprocPerNode",
+        "backend",
+        "image",
+        "imagePullPolicy",
+        "command",
+        "args",
+        "workingDir",
+        "env",
+        "resources",
+        "gpusPerNode",
+        "gpuResource",
+        "port",
+        "shmSize",
+        "restartPolicy",
+        "maxRestarts",
+        "restartBackoffSeconds",
+        "activeDeadlineSeconds",
+        "stallTimeoutSeconds",
+        "ttlSecondsAfterFinished",
+        "suspend",
+        "checkpoint",
+        "template",
+        "scheduling",
+        "elastic",
+    }
+)
 
 
 MAX_DURATION_SECONDS = 365 * 24 * 3600  # one year
@@ -101,12 +124,18 @@ def _check_name(c: Checker, metadata: Mapping[str, Any], nodes: int) -> str:
     limit = names.max_job_name_length(nodes)
     # The job's headless Service is named after it: a DNS-1035 label (a real API server
     # refuses the Service of a job named `1abc`, which a DNS-1123 label would allow).
-    if not names.is_dns1035_label(name[:names.MAX_LABEL]) or "\n" in name:
-        c.err("metadata.name", f"{show(name)} must be a DNS-1035 label: lower case letters, digits and '-', "
-                               "starting with a letter and ending with a letter or digit (it names the job's Service)")
+    if not names.is_dns1035_label(name[: names.MAX_LABEL]) or "\n" in name:
+        c.err(
+            "metadata.name",
+            f"{show(name)} must be a DNS-1035 label: lower case letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit (it names the job's Service)",
+        )
     elif len(name) > limit:
-        c.err("metadata.name", f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
-                               f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}")
+        c.err(
+            "metadata.name",
+            f"is {len(name)} characters; with {nodes} nodes it must be at most {limit} "
+            f"so that Pod names '<name>-<rank>' fit in {names.MAX_LABEL}",
+        )
     return name
 
 
@@ -188,8 +217,12 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
 
         c.errors += template_types.check(template)
     elastic = check_elastic(c, c.mapping(spec, "elastic"), nodes if nodes and 1 <= nodes <= 1024 else None)
-    scheduling = check_scheduling(c, c.mapping(spec, "scheduling"),
-                                  gang_minimum(nodes, elastic) if nodes is not None else None, elastic is not None)
+    scheduling = check_scheduling(
+        c,
+        c.mapping(spec, "scheduling"),
+        gang_minimum(nodes, elastic) if nodes is not None else None,
+        elastic is not None,
+    )
     # Pod names must fit for every size the job may take.
     most = elastic.max_nodes if elastic else nodes
     name = _check_name(c, metadata, most if most and 1 <= most <= 1024 else 1) if metadata_ok else ""
@@ -204,16 +237,36 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     assert gpus is not None and gpu_resource is not None and port is not None and policy is not None
     assert max_restarts is not None and backoff is not None
     return DDPJob(
-        name=name, namespace=namespace, uid=str(metadata.get("uid", "")),
+        name=name,
+        namespace=namespace,
+        uid=str(metadata.get("uid", "")),
         # Server-set; whatever a file says there is ignored, as the API server ignores it.
         generation=int(metadata["generation"]) if type(metadata.get("generation")) is int else 0,
-        nodes=nodes, nproc_per_node=nproc, backend=backend, image=image, command=command,
-        args=args, env=env, gpus_per_node=gpus, gpu_resource=gpu_resource, port=port,
-        restart_policy=policy, max_restarts=max_restarts, restart_backoff_seconds=backoff,
-        suspend=suspend, image_pull_policy=pull, working_dir=working_dir, resources=resources,
-        shm_size=shm, active_deadline_seconds=deadline, ttl_seconds_after_finished=ttl,
+        nodes=nodes,
+        nproc_per_node=nproc,
+        backend=backend,
+        image=image,
+        command=command,
+        args=args,
+        env=env,
+        gpus_per_node=gpus,
+        gpu_resource=gpu_resource,
+        port=port,
+        restart_policy=policy,
+        max_restarts=max_restarts,
+        restart_backoff_seconds=backoff,
+        suspend=suspend,
+        image_pull_policy=pull,
+        working_dir=working_dir,
+        resources=resources,
+        shm_size=shm,
+        active_deadline_seconds=deadline,
+        ttl_seconds_after_finished=ttl,
         stall_timeout_seconds=stall,
-        checkpoint=checkpoint, template=dict(template), scheduling=scheduling, elastic=elastic,
+        checkpoint=checkpoint,
+        template=dict(template),
+        scheduling=scheduling,
+        elastic=elastic,
         backend_requested=backend_raw or "auto",
     )
 
@@ -229,8 +282,9 @@ def validate(body: Mapping[str, Any]) -> list[FieldError]:
 def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
     """Errors of `new`, plus changes to fields that cannot change under a running gang."""
     errors = validate(new)
-    old_spec, new_spec = (without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {}
-                          for b in (old, new))
+    old_spec, new_spec = (
+        without_nulls(b.get("spec")) if isinstance(b.get("spec"), Mapping) else {} for b in (old, new)
+    )
     both_elastic = old_spec.get("elastic") is not None and new_spec.get("elastic") is not None
     for key in IMMUTABLE_FIELDS:
         if key == "nodes" and both_elastic:

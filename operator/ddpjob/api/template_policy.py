@@ -27,24 +27,37 @@ A cluster admin allows items one by one with the operator's `DDPJOB_TEMPLATE_ALL
 operator call the same `check_job()`. Pod Security Admission in the namespace still
 applies on top. docs/threat-model.md says what each allowance grants.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ddpjob.api import baseline_checks
-from ddpjob.api.baseline_checks import (CAPABILITIES, HOST_NAMESPACES, HOST_PATH, PRIVILEGED,  # noqa: F401 (names of the policy)
-                                        Finding)
+from ddpjob.api.baseline_checks import CAPABILITIES, HOST_NAMESPACES, HOST_PATH, PRIVILEGED, Finding  # noqa: F401 (names of the policy)
 from ddpjob.api.errors import FieldError
 
 SERVICE_ACCOUNT, NODE_NAME, TOLERATE_ALL = "serviceAccount", "nodeName", "tolerateAll"
 HOST_ALIASES, CONTROLLER_LABELS, SYSTEM_PRIORITY = "hostAliases", "controllerLabels", "systemPriority"
-ALLOWANCES = (*baseline_checks.BASELINE, SERVICE_ACCOUNT, NODE_NAME, TOLERATE_ALL, HOST_ALIASES, CONTROLLER_LABELS,
-              SYSTEM_PRIORITY)
+ALLOWANCES = (
+    *baseline_checks.BASELINE,
+    SERVICE_ACCOUNT,
+    NODE_NAME,
+    TOLERATE_ALL,
+    HOST_ALIASES,
+    CONTROLLER_LABELS,
+    SYSTEM_PRIORITY,
+)
 ENV = "DDPJOB_TEMPLATE_ALLOW"  # comma-separated allowances, set by the chart
 # Label prefixes other controllers act on: a Pod carrying them joins their queue or group.
-CONTROLLER_PREFIXES = ("kueue.x-k8s.io/", "volcano.sh/", "scheduling.volcano.sh/", "scheduling.x-k8s.io/",
-                       "pod-group.scheduling.sigs.k8s.io", "scheduling.k8s.io/")
+CONTROLLER_PREFIXES = (
+    "kueue.x-k8s.io/",
+    "volcano.sh/",
+    "scheduling.volcano.sh/",
+    "scheduling.x-k8s.io/",
+    "pod-group.scheduling.sigs.k8s.io",
+    "scheduling.k8s.io/",
+)
 # The taints kubeadm and every distribution put on control-plane nodes.
 CONTROL_PLANE_TAINTS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 # PriorityClass names with this prefix are the system's (the API server reserves it):
@@ -77,8 +90,10 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
     for i, volume in enumerate(spec.get("volumes") or []):
         sources = (volume.get("projected") or {}).get("sources") if isinstance(volume, Mapping) else None
         for j, source in enumerate(sources or []):
-            for key, what in (("serviceAccountToken", "a projected ServiceAccount token"),
-                              ("podCertificate", "a projected Pod certificate (the ServiceAccount's identity)")):
+            for key, what in (
+                ("serviceAccountToken", "a projected ServiceAccount token"),
+                ("podCertificate", "a projected Pod certificate (the ServiceAccount's identity)"),
+            ):
                 if isinstance(source, Mapping) and key in source:
                     yield SERVICE_ACCOUNT, f"{sbase}.volumes[{i}].projected.sources[{j}].{key}", what
     if spec.get("nodeName"):
@@ -102,9 +117,12 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
         keys = _mapping(metadata.get(kind))
         for key in keys:
             if isinstance(key, str) and key.startswith(CONTROLLER_PREFIXES):
-                yield (CONTROLLER_LABELS, f"{base}.metadata.{kind}[{key}]",
-                       f"a{'n annotation' if kind == 'annotations' else ' label'} another controller acts on "
-                       "(spec.scheduling sets these)")
+                yield (
+                    CONTROLLER_LABELS,
+                    f"{base}.metadata.{kind}[{key}]",
+                    f"a{'n annotation' if kind == 'annotations' else ' label'} another controller acts on "
+                    "(spec.scheduling sets these)",
+                )
 
 
 def _joining(spec: Mapping[str, Any], sbase: str) -> Iterator[Finding]:
@@ -113,16 +131,25 @@ def _joining(spec: Mapping[str, Any], sbase: str) -> Iterator[Finding]:
         yield CONTROLLER_LABELS, f"{sbase}.schedulingGroup", "joining a PodGroup (spec.scheduling sets the job's own)"
     for i, claim in enumerate(spec.get("resourceClaims") or []):
         if isinstance(claim, Mapping) and claim.get("resourceClaimName"):
-            yield (CONTROLLER_LABELS, f"{sbase}.resourceClaims[{i}].resourceClaimName",
-                   "sharing an existing ResourceClaim (its devices are allocated to whoever made it)")
+            yield (
+                CONTROLLER_LABELS,
+                f"{sbase}.resourceClaims[{i}].resourceClaimName",
+                "sharing an existing ResourceClaim (its devices are allocated to whoever made it)",
+            )
     if spec.get("evictionResponders"):
         yield CONTROLLER_LABELS, f"{sbase}.evictionResponders", "naming controllers that answer the Pods' evictions"
 
 
 def _errors(found: Iterable[Finding], allow: frozenset[str]) -> list[FieldError]:
-    return [FieldError(path, f"{what} is refused by the operator's template policy "
-                             f"(an admin can allow it: templatePolicy.allow: [{allowance}])")
-            for allowance, path, what in found if allowance not in allow]
+    return [
+        FieldError(
+            path,
+            f"{what} is refused by the operator's template policy "
+            f"(an admin can allow it: templatePolicy.allow: [{allowance}])",
+        )
+        for allowance, path, what in found
+        if allowance not in allow
+    ]
 
 
 def check(template: Mapping[str, Any] | None, allow: frozenset[str] = frozenset()) -> list[FieldError]:
@@ -140,12 +167,14 @@ def check_job(job: Any, allow: frozenset[str] = frozenset()) -> list[FieldError]
     volume = job.checkpoint.volume if job.checkpoint is not None else None
     if isinstance(volume, Mapping):
         as_template = {"spec": {"volumes": [volume]}}
-        found = [(a, p.replace("spec.template.spec.volumes[0]", "spec.checkpoint.volume"), w)
-                 for a, p, w in [*baseline_checks.findings(as_template), *_beyond_baseline(as_template,
-                                                                                            "spec.template")]]
+        found = [
+            (a, p.replace("spec.template.spec.volumes[0]", "spec.checkpoint.volume"), w)
+            for a, p, w in [*baseline_checks.findings(as_template), *_beyond_baseline(as_template, "spec.template")]
+        ]
         errors += _errors(found, allow)
     priority = job.scheduling.priority_class_name
     if isinstance(priority, str) and priority.startswith(SYSTEM_PRIORITY_PREFIX):
-        errors += _errors([(SYSTEM_PRIORITY, "spec.scheduling.priorityClassName",
-                            f"the system's priority class {priority!r}")], allow)
+        errors += _errors(
+            [(SYSTEM_PRIORITY, "spec.scheduling.priorityClassName", f"the system's priority class {priority!r}")], allow
+        )
     return errors + check(job.template, allow)  # in the spec's order: checkpoint, scheduling, template

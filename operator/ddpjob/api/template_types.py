@@ -19,7 +19,8 @@ numbers too, and IntOrString fields are typed `object`.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ddpjob.api import field_names
 from ddpjob.api.errors import FieldError
@@ -42,8 +43,14 @@ def _models() -> Any:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors: list[FieldError]) -> None:
@@ -62,8 +69,14 @@ def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors:
             return
         inner = "quantity" if key in QUANTITY_MAPS else m.group(1)
         for k, v in value.items():
-            _check(client, inner, v, f"{path}[{k}]" if not isinstance(k, str) or "." in k or "/" in k
-                   else f"{path}.{k}", key, errors)
+            _check(
+                client,
+                inner,
+                v,
+                f"{path}[{k}]" if not isinstance(k, str) or "." in k or "/" in k else f"{path}.{k}",
+                key,
+                errors,
+            )
         return
     if type_name == "quantity" or (type_name == "str" and key in QUANTITY_FIELDS):
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -90,8 +103,9 @@ def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors:
         attr = by_json.get(k)
         if attr is None:
             kind = type_name[2:] if type_name.startswith("V1") else type_name
-            errors.append(FieldError(f"{path}.{k}", field_names.unknown_field(
-                k, by_json, value, f"unknown field in {kind}")))
+            errors.append(
+                FieldError(f"{path}.{k}", field_names.unknown_field(k, by_json, value, f"unknown field in {kind}"))
+            )
             continue
         _check(client, model.openapi_types[attr], v, f"{path}.{k}", k, errors)
 

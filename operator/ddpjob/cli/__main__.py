@@ -1,4 +1,5 @@
 """`python -m ddpjob.cli`: the `ddpjob` command."""
+
 import sys
 
 from ddpjob.cli.main import main

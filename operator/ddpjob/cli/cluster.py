@@ -146,9 +146,9 @@ def phase_of(job: dict[str, Any]) -> str:
 # ---- commands ------------------------------------------------------------------------
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
-    from ddpjob.cli.files import load_jobs
     from ddpjob.api import template_policy
     from ddpjob.api.spec import InvalidSpec
+    from ddpjob.cli.files import load_jobs
     try:
         jobs = load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
         # The same policy as `ddpjob validate` and the operator: a job the operator would

@@ -55,7 +55,7 @@ def bash(parser: argparse.ArgumentParser) -> str:
         '        case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac',
         "    done",
         '    if [[ -z "$cmd" ]]; then',
-        f"        COMPREPLY=($(compgen -W {shlex.quote(' '.join([*subs, *top_options]))} -- \"$cur\"))",
+        f'        COMPREPLY=($(compgen -W {shlex.quote(" ".join([*subs, *top_options]))} -- "$cur"))',
         "        return",
         "    fi",
         '    case "$cmd:$prev" in',

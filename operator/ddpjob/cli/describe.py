@@ -6,24 +6,61 @@ Events) have headers and underlines, values are written as YAML writes them (`fa
 not Python's `False`), and a table cell is one line: a multi-line message would break the
 columns (`ddpjob get -o yaml` has it whole).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ddpjob import times
 from ddpjob.api import names
 
 NONE = "<none>"
-SPEC_FIELDS = ("nodes", "elastic", "nprocPerNode", "backend", "image", "gpusPerNode", "restartPolicy", "maxRestarts",
-               "restartBackoffSeconds", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "stallTimeoutSeconds",
-               "suspend", "checkpoint", "scheduling")
+SPEC_FIELDS = (
+    "nodes",
+    "elastic",
+    "nprocPerNode",
+    "backend",
+    "image",
+    "gpusPerNode",
+    "restartPolicy",
+    "maxRestarts",
+    "restartBackoffSeconds",
+    "activeDeadlineSeconds",
+    "ttlSecondsAfterFinished",
+    "stallTimeoutSeconds",
+    "suspend",
+    "checkpoint",
+    "scheduling",
+)
 # desiredNodes only tells something in an elastic job (a rigid one's is spec.nodes).
-STATUS_FIELDS = ("phase", "message", "nodes", "desiredNodes", "readyNodes", "scheduledNodes", "restarts", "resizes",
-                 "disruptions", "worldSize", "startTime", "completionTime")
+STATUS_FIELDS = (
+    "phase",
+    "message",
+    "nodes",
+    "desiredNodes",
+    "readyNodes",
+    "scheduledNodes",
+    "restarts",
+    "resizes",
+    "disruptions",
+    "worldSize",
+    "startTime",
+    "completionTime",
+)
 PROGRESS_FIELDS = ("summary", "attempt", "samplesPerSecond", "loss", "eta", "updateTime")
-FAILURE_FIELDS = ("pod", "nodeRank", "exitCode", "reason", "errorLine", "sameOnAttempts", "message", "retryable",
-                  "time")
+FAILURE_FIELDS = (
+    "pod",
+    "nodeRank",
+    "exitCode",
+    "reason",
+    "errorLine",
+    "sameOnAttempts",
+    "message",
+    "retryable",
+    "time",
+)
 MAX_EVENTS = 20
 
 
@@ -60,7 +97,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], indent: int = 2
     """kubectl describe's tables: a header, an underline, columns two spaces apart."""
     body = [list(headers), ["-" * len(h) for h in headers], *[list(r) for r in rows]]
     widths = [max(len(r[i]) for r in body) for i in range(len(headers) - 1)]
-    return [(" " * indent + "  ".join([c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)] + [r[-1]])).rstrip() for r in body]
+    return [
+        (" " * indent + "  ".join([c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)] + [r[-1]])).rstrip()
+        for r in body
+    ]
 
 
 def timed(v: Any, now: datetime) -> str:
@@ -68,8 +108,9 @@ def timed(v: Any, now: datetime) -> str:
     return f"{v} ({ago} ago)" if ago else value(v)
 
 
-def section(title: str, source: Mapping[str, Any], keys: Iterable[str], now: datetime,
-            time_keys: tuple[str, ...] = ()) -> list[str]:
+def section(
+    title: str, source: Mapping[str, Any], keys: Iterable[str], now: datetime, time_keys: tuple[str, ...] = ()
+) -> list[str]:
     rows = [(k, timed(source[k], now) if k in time_keys else value(source[k])) for k in keys if k in source]
     return [f"{title}:" + ("" if rows else f"  {NONE}"), *fields(rows, 2)]
 
@@ -118,8 +159,11 @@ def checkpoint_source(ckpt: Any) -> Any:
     if not isinstance(ckpt, Mapping):
         return ckpt
     volume = ckpt.get("volume")
-    source = (f"claimName {value(ckpt.get('claimName'))}" if ckpt.get("claimName") is not None
-              else f"volume {', '.join(map(str, volume)) if isinstance(volume, Mapping) else value(volume)}")
+    source = (
+        f"claimName {value(ckpt.get('claimName'))}"
+        if ckpt.get("claimName") is not None
+        else f"volume {', '.join(map(str, volume)) if isinstance(volume, Mapping) else value(volume)}"
+    )
     return f"{source} at {value(ckpt.get('mountPath') or names.DEFAULT_CHECKPOINT_MOUNT)}"
 
 
@@ -139,21 +183,42 @@ def lost_indices(status: Mapping[str, Any], now: datetime) -> list[str]:
     lost = [e for e in status.get("lostIndices") or [] if isinstance(e, Mapping)]
     if not lost:
         return []
-    return ["Lost Indices:", *table(("Index", "Losses", "Lost", "Replaced"), (
-        (cell(e.get("index")), cell(e.get("losses")), times.since(e.get("lostAt"), now) or NONE,
-         cell(bool(e.get("replaced")))) for e in lost))]
+    return [
+        "Lost Indices:",
+        *table(
+            ("Index", "Losses", "Lost", "Replaced"),
+            (
+                (
+                    cell(e.get("index")),
+                    cell(e.get("losses")),
+                    times.since(e.get("lostAt"), now) or NONE,
+                    cell(bool(e.get("replaced"))),
+                )
+                for e in lost
+            ),
+        ),
+    ]
 
 
-def describe(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]],
-             now: datetime) -> str:
+def describe(
+    job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]], now: datetime
+) -> str:
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     command = " ".join(map(str, (spec.get("command") or []) + (spec.get("args") or [])))
-    spec_view = {**{k: SPEC_VIEWS.get(k, lambda v: v)(spec[k]) for k in SPEC_FIELDS if k in spec},
-                 **({"command": command} if command else {})}
+    spec_view = {
+        **{k: SPEC_VIEWS.get(k, lambda v: v)(spec[k]) for k in SPEC_FIELDS if k in spec},
+        **({"command": command} if command else {}),
+    }
     if not spec.get("elastic"):
         status = {k: v for k, v in status.items() if k != "desiredNodes"}
-    out = fields([("Name", value(meta.get("name"))), ("Namespace", value(meta.get("namespace"))),
-                  ("Created", timed(meta.get("creationTimestamp"), now))], 0)
+    out = fields(
+        [
+            ("Name", value(meta.get("name"))),
+            ("Namespace", value(meta.get("namespace"))),
+            ("Created", timed(meta.get("creationTimestamp"), now)),
+        ],
+        0,
+    )
     out += section("Spec", spec_view, (*SPEC_FIELDS, "command"), now)
     out += section("Status", status, STATUS_FIELDS, now, ("startTime", "completionTime"))
     # The progress record of the attempt that wrote it; a job that is not running has no ETA.
@@ -163,22 +228,51 @@ def describe(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: 
     conditions = status.get("conditions") or []
     out.append("Conditions:" + ("" if conditions else f"  {NONE}"))
     if conditions:
-        out += table(("Type", "Status", "Reason", "Age", "Message"), (
-            (cell(c.get("type")), cell(c.get("status")), cell(c.get("reason")),
-             times.since(c.get("lastTransitionTime"), now) or NONE, cell(c.get("message"))) for c in conditions))
+        out += table(
+            ("Type", "Status", "Reason", "Age", "Message"),
+            (
+                (
+                    cell(c.get("type")),
+                    cell(c.get("status")),
+                    cell(c.get("reason")),
+                    times.since(c.get("lastTransitionTime"), now) or NONE,
+                    cell(c.get("message")),
+                )
+                for c in conditions
+            ),
+        )
     out.append("Pods:" + ("" if pods else f"  {NONE}"))
     if pods:
-        out += table(("Name", "Node", "Attempt", "Age", "State"), (
-            (cell(p["metadata"].get("name")), cell(labels.get(names.LABEL_NODE_RANK)),
-             cell(labels.get(names.LABEL_RESTART_COUNT)), times.since(p["metadata"].get("creationTimestamp"), now)
-             or NONE, pod_state(p)) for p in pods for labels in [(p.get("metadata") or {}).get("labels") or {}]))
+        out += table(
+            ("Name", "Node", "Attempt", "Age", "State"),
+            (
+                (
+                    cell(p["metadata"].get("name")),
+                    cell(labels.get(names.LABEL_NODE_RANK)),
+                    cell(labels.get(names.LABEL_RESTART_COUNT)),
+                    times.since(p["metadata"].get("creationTimestamp"), now) or NONE,
+                    pod_state(p),
+                )
+                for p in pods
+                for labels in [(p.get("metadata") or {}).get("labels") or {}]
+            ),
+        )
     # The job's own Events, as kubectl describe picks them (by uid): its Service has the same name.
     own = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, meta.get("uid"))]
     recent = sorted(own, key=_event_time)[-MAX_EVENTS:]
     out.append("Events:" + ("" if recent else f"  {NONE}"))
     if recent:
-        out += table(("Type", "Reason", "Age", "From", "Message"), (
-            (cell(e.get("type")), cell(e.get("reason")), event_age(e, now),
-             cell((e.get("source") or {}).get("component") or e.get("reportingComponent")), cell(e.get("message")))
-            for e in recent))
+        out += table(
+            ("Type", "Reason", "Age", "From", "Message"),
+            (
+                (
+                    cell(e.get("type")),
+                    cell(e.get("reason")),
+                    event_age(e, now),
+                    cell((e.get("source") or {}).get("component") or e.get("reportingComponent")),
+                    cell(e.get("message")),
+                )
+                for e in recent
+            ),
+        )
     return "\n".join(out)

@@ -53,7 +53,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if duplicate:
                 mark = key_node.start_mark
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (line {mark.line + 1}, column {mark.column + 1})", None)
+                    None, None, f"duplicate key {key!r} (line {mark.line + 1}, column {mark.column + 1})", None
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -61,8 +62,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         if len(node.value) > MAX_INT_DIGITS:
             mark = node.start_mark
             raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of {len(node.value)} characters (at most {MAX_INT_DIGITS}; "
-                            f"line {mark.line + 1}, column {mark.column + 1})", None)
+                None,
+                None,
+                f"an integer of {len(node.value)} characters (at most {MAX_INT_DIGITS}; "
+                f"line {mark.line + 1}, column {mark.column + 1})",
+                None,
+            )
         return super().construct_yaml_int(node)
 
 
@@ -119,8 +124,9 @@ def _decode(path: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise FileError(f"{path}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                        f"save it as UTF-8") from None
+        raise FileError(
+            f"{path}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
 
 
 def parse_documents(path: str, text: str) -> list[Any]:

@@ -7,12 +7,14 @@ context's namespace, else `default`. Inside a Pod with no kubeconfig, the servic
 Every failure becomes a `ClusterError` with a one-line message: no cluster configured,
 cluster unreachable, the DDPJob CRD not installed, forbidden, not found.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ddpjob.api import names
 
@@ -39,11 +41,13 @@ class Connection:
     @property
     def custom(self) -> Any:
         import kubernetes
+
         return kubernetes.client.CustomObjectsApi(self.api)
 
     @property
     def core(self) -> Any:
         import kubernetes
+
         return kubernetes.client.CoreV1Api(self.api)
 
 
@@ -58,8 +62,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None, namespace
     present = [f for f in files.split(os.pathsep) if f and os.path.exists(os.path.expanduser(f))]
     if present:
         try:
-            kubernetes.config.load_kube_config(config_file=os.pathsep.join(present), context=context,
-                                               client_configuration=config, persist_config=False)
+            kubernetes.config.load_kube_config(
+                config_file=os.pathsep.join(present), context=context, client_configuration=config, persist_config=False
+            )
             _, active = kubernetes.config.list_kube_config_contexts(config_file=os.pathsep.join(present))
             if context:
                 contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=os.pathsep.join(present))
@@ -95,6 +100,7 @@ def explain(exc: BaseException, conn: Connection | None, what: str = "") -> Clus
     """The one line a user sees for an API failure. `what`: the object asked for."""
     import kubernetes
     import urllib3
+
     if isinstance(exc, kubernetes.client.ApiException):
         status = status_of(exc)
         message = " ".join(str(status.get("message") or exc.reason or "").split())
@@ -102,7 +108,9 @@ def explain(exc: BaseException, conn: Connection | None, what: str = "") -> Clus
             details = status.get("details") or {}
             if what and details.get("name"):
                 return ClusterError(f"not found: {what} in namespace {conn.namespace if conn else '?'}")
-            return ClusterError(f"the DDPJob CRD ({names.PLURAL}.{names.GROUP}) is not installed in this cluster: {CRD_HINT}")
+            return ClusterError(
+                f"the DDPJob CRD ({names.PLURAL}.{names.GROUP}) is not installed in this cluster: {CRD_HINT}"
+            )
         if exc.status == 403:
             return ClusterError(f"forbidden: {message}")
         if exc.status == 401:
@@ -112,8 +120,9 @@ def explain(exc: BaseException, conn: Connection | None, what: str = "") -> Clus
         return ClusterError(f"the API server refused: {exc.status} {status.get('reason') or exc.reason}: {message}")
     if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
         reason = getattr(exc, "reason", None) or exc
-        return ClusterError(f"cannot reach the cluster at {conn.server if conn else '?'}: "
-                            f"{' '.join(str(reason).split())[:200]}")
+        return ClusterError(
+            f"cannot reach the cluster at {conn.server if conn else '?'}: {' '.join(str(reason).split())[:200]}"
+        )
     return ClusterError(str(exc))
 
 

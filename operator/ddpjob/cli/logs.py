@@ -1,6 +1,7 @@
 """`ddpjob logs`: the trainer container's log of a DDPJob's Pods, each line prefixed
 `[pod]` like `ddpjob run`. Rank 0's Pod by default; `--rank K` is the Pod of node
 K // nprocPerNode; `-f` follows (one thread per Pod with `--all`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,10 @@ def pick(job: dict[str, Any], pods: list[dict[str, Any]], args: argparse.Namespa
         node = args.rank // nproc
     chosen = [p for p in pods if ((p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK)) == str(node)]
     if not chosen:
-        raise ClusterError(f"not found: no Pod of node {node} for ddpjob {job['metadata']['name']} "
-                           f"(phase {(job.get('status') or {}).get('phase') or 'Pending'})")
+        raise ClusterError(
+            f"not found: no Pod of node {node} for ddpjob {job['metadata']['name']} "
+            f"(phase {(job.get('status') or {}).get('phase') or 'Pending'})"
+        )
     return chosen
 
 
@@ -42,20 +45,28 @@ def _emit(prefix: str, line: str) -> None:
 def _one(conn: Connection, pod: dict[str, Any], follow: bool, tail: int | None, errors: list[str]) -> None:
     name = pod["metadata"]["name"]
     try:
-        response = conn.core.read_namespaced_pod_log(name, conn.namespace, container=names.TRAINER_CONTAINER,
-                                                     follow=follow, tail_lines=tail, _preload_content=False)
+        response = conn.core.read_namespaced_pod_log(
+            name,
+            conn.namespace,
+            container=names.TRAINER_CONTAINER,
+            follow=follow,
+            tail_lines=tail,
+            _preload_content=False,
+        )
         for line in lines_of(response):
             _emit(name, line)
     except Exception as exc:  # one Pod's failure is reported, the others go on
         from ddpjob.cli.kubeclient import explain
+
         errors.append(f"{name}: {explain(exc, conn, f'pod {name}')}")
 
 
 def show_logs(conn: Connection, job: dict[str, Any], pods: list[dict[str, Any]], args: argparse.Namespace) -> int:
     chosen = pick(job, pods, args)
     errors: list[str] = []
-    threads = [threading.Thread(target=_one, args=(conn, p, args.follow, args.tail, errors), daemon=True)
-               for p in chosen]
+    threads = [
+        threading.Thread(target=_one, args=(conn, p, args.follow, args.tail, errors), daemon=True) for p in chosen
+    ]
     for t in threads:
         t.start()
     for t in threads:

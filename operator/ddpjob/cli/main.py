@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ddpjob import render
 from ddpjob.api.errors import FieldError
-from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+from ddpjob.api.spec import InvalidSpec
 from ddpjob.cli import notices
-from ddpjob.cli.files import FileError, load_documents, load_jobs
+from ddpjob.cli.files import FileError, load_jobs
 from ddpjob.text import plural
 from ddpjob.version import __version__, image_tags
 

@@ -3,6 +3,7 @@ stays the command's result: `render`'s YAML, `validate`'s verdict) by `ddpjob va
 `render`, `run` and `submit`: a command that cannot fill its world
 (api/launchers.py, a warning) and `backend: auto` falling back to gloo on a GPU job
 (api/backend.py, a notice). The operator says the same as Events."""
+
 from __future__ import annotations
 
 import sys

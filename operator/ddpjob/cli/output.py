@@ -1,5 +1,6 @@
 """How `ddpjob get` prints what the API server answers, as kubectl prints it: the
 server's Table (the CRD's printer columns), and objects without managedFields."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -10,7 +10,8 @@ scheduling.py) and `Stalled` (stall.py).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 CONDITION_TYPES = ("Running", "Restarting", "Suspended", "Succeeded", "Failed")
 # What ends a condition, when that says more than the phase that follows it: a resumed
@@ -32,18 +33,28 @@ def transition_time(conditions: Sequence[Mapping[str, Any]] | None, ctype: str, 
     return str(old.get("lastTransitionTime") or now)
 
 
-def set_condition(conditions: Sequence[Mapping[str, Any]] | None, ctype: str, status: str, reason: str, message: str,
-                  now: str) -> list[dict[str, Any]]:
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]] | None, ctype: str, status: str, reason: str, message: str, now: str
+) -> list[dict[str, Any]]:
     """`conditions` with the one of `ctype` set (added at the end when new, else in its
     place): reason and message always, lastTransitionTime only on a flip of its status."""
-    new = {"type": ctype, "status": status, "reason": reason, "message": message,
-           "lastTransitionTime": transition_time(conditions, ctype, status, now)}
+    new = {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": transition_time(conditions, ctype, status, now),
+    }
     out = [new if c.get("type") == ctype else dict(c) for c in conditions or []]
     return out if any(c.get("type") == ctype for c in conditions or []) else [*out, new]
 
 
 def build_conditions(
-    previous: Sequence[Mapping[str, Any]] | None, phase: str, reason: str, message: str, now: str,
+    previous: Sequence[Mapping[str, Any]] | None,
+    phase: str,
+    reason: str,
+    message: str,
+    now: str,
 ) -> list[dict[str, Any]]:
     """One condition per phase type that has ever been True, in CONDITION_TYPES' order,
     then the conditions of other types (PodsCreated, ...) as they were: each is set by

@@ -12,7 +12,8 @@ of phase, of a condition or of anything else is written at once.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 COUNT_FIELDS = frozenset({"readyNodes", "nodes", "scheduledNodes", "message"})
 MIN_INTERVAL, MAX_INTERVAL = 0.2, 5.0
@@ -28,8 +29,9 @@ def interval(nodes: int) -> float:
     return min(MAX_INTERVAL, max(MIN_INTERVAL, nodes / NODES_PER_SECOND))
 
 
-def wait(previous: Mapping[str, Any], new: Mapping[str, Any], nodes: int, last_write: float | None,
-         now: float) -> float:
+def wait(
+    previous: Mapping[str, Any], new: Mapping[str, Any], nodes: int, last_write: float | None, now: float
+) -> float:
     """Seconds the write of `new` over `previous` should wait (0: write now)."""
     return held(previous, new, nodes, None if last_write is None else now - last_write)
 

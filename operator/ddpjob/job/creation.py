@@ -17,9 +17,10 @@ object) and fails the job with the server's message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ddpjob import text
 from ddpjob.api import backend
@@ -40,12 +41,16 @@ STUCK_MARGIN = timedelta(seconds=30)
 ROUNDING = timedelta(seconds=1)  # status times have whole seconds (step.ROUNDING)
 
 
-def refused_status(status: Mapping[str, Any], reason: str, message: str, created: int, wanted: int,
-                   now: str) -> dict[str, Any]:
+def refused_status(
+    status: Mapping[str, Any], reason: str, message: str, created: int, wanted: int, now: str
+) -> dict[str, Any]:
     """The status of a job whose creates are refused: it waits, and says why."""
     waiting = f"{created}/{wanted} Pods created; waiting: {message}"
-    return {**status, "message": waiting,
-            "conditions": set_condition(status.get("conditions"), PODS_CREATED, "False", reason, message, now)}
+    return {
+        **status,
+        "message": waiting,
+        "conditions": set_condition(status.get("conditions"), PODS_CREATED, "False", reason, message, now),
+    }
 
 
 def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
@@ -53,24 +58,33 @@ def created_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     conditions = status.get("conditions") or []
     # A refusal that this very status still reports (the job logic's own, e.g. Pods of an
     # earlier incarnation) is current, not past.
-    if not any(c.get("type") == PODS_CREATED and c.get("status") == "False"
-               and str(c.get("message")) not in str(status.get("message")) for c in conditions):
+    if not any(
+        c.get("type") == PODS_CREATED
+        and c.get("status") == "False"
+        and str(c.get("message")) not in str(status.get("message"))
+        for c in conditions
+    ):
         return dict(status)
     return {**status, "conditions": set_condition(conditions, PODS_CREATED, "True", "Created", "all Pods created", now)}
 
 
-def failed_status(previous: Mapping[str, Any], reason: str, message: str, generation: int,
-                  now: str) -> dict[str, Any]:
+def failed_status(previous: Mapping[str, Any], reason: str, message: str, generation: int, now: str) -> dict[str, Any]:
     """A permanent refusal (the API server finds the rendered Pod invalid): the job fails,
     because no retry can change the answer; the user fixes the spec."""
-    st = {**stopped_counts(previous, None), "phase": FAILED, "message": message,
-          "observedGeneration": generation, "restarts": int(previous.get("restarts", 0)), "completionTime": now}
+    st = {
+        **stopped_counts(previous, None),
+        "phase": FAILED,
+        "message": message,
+        "observedGeneration": generation,
+        "restarts": int(previous.get("restarts", 0)),
+        "completionTime": now,
+    }
     conditions = build_conditions(previous.get("conditions"), FAILED, "PodInvalid", message, now)
     st["conditions"] = set_condition(conditions, PODS_CREATED, "False", reason, message, now)
     return st
 
 
-def _waiting_phase(step: "Step") -> str:
+def _waiting_phase(step: Step) -> str:
     return RESTARTING if step.restarts and step.prev_phase == RESTARTING else PENDING
 
 
@@ -92,7 +106,7 @@ def stuck_pods(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, st
     return tuple(sorted(stuck)), wake
 
 
-def force_deletes(step: "Step", stuck: tuple[tuple[str, str], ...]) -> tuple[ForceDelete, ...]:
+def force_deletes(step: Step, stuck: tuple[tuple[str, str], ...]) -> tuple[ForceDelete, ...]:
     """Of the stuck Pods (`stuck_pods`), those whose Node is gone or not Ready: no kubelet
     will ever confirm them (what PodGC does for a deleted Node, and what an admin does with
     `kubectl delete --force` for an unreachable one). On a Ready Node the kubelet is alive
@@ -105,33 +119,48 @@ def force_deletes(step: "Step", stuck: tuple[tuple[str, str], ...]) -> tuple[For
             continue
         ready = nodes[node]
         why = "is gone" if ready is None else f"is not Ready (Ready={ready or 'unknown'})"
-        out.append(ForceDelete(pod, uids.get(pod), f"force-deleted Pod {pod}, stuck terminating: its node {node} {why}"))
+        out.append(
+            ForceDelete(pod, uids.get(pod), f"force-deleted Pod {pod}, stuck terminating: its node {node} {why}")
+        )
     return tuple(out)
 
 
-def held(step: "Step") -> Plan | None:
+def held(step: Step) -> Plan | None:
     """Names the gang needs are held: by an earlier DDPJob's Pods (never touched, the
     garbage collector's), or by an earlier attempt's (deleted, and waited for)."""
     job, waiting = step.job, _waiting_phase(step)
     if step.foreign:
         names = ", ".join(sorted(p.name for p in step.foreign))
-        msg = (f"Pod(s) {names} belong to an earlier DDPJob named {job.name!r} (another uid) and are "
-               f"not this job's to delete; waiting for the garbage collector to remove them")
-        st = refused_status(step.status(waiting, "NotOwned", msg), "NotOwned", msg, len(step.current),
-                            job.nodes, step.now_s)
+        msg = (
+            f"Pod(s) {names} belong to an earlier DDPJob named {job.name!r} (another uid) and are "
+            f"not this job's to delete; waiting for the garbage collector to remove them"
+        )
+        st = refused_status(
+            step.status(waiting, "NotOwned", msg), "NotOwned", msg, len(step.current), job.nodes, step.now_s
+        )
         news = (Event("Warning", "FailedCreatePod", msg),) if step.prev.get("message") != st["message"] else ()
-        return Plan(status=st, delete=tuple(p.name for p in step.leftover if not p.deleting and not p.leftover),
-                    requeue_after=step.deadline_in, events=news)
+        return Plan(
+            status=st,
+            delete=tuple(p.name for p in step.leftover if not p.deleting and not p.leftover),
+            requeue_after=step.deadline_in,
+            events=news,
+        )
     if not step.leftover:
         return None
     msg = f"waiting for {len(step.leftover)} Pod(s) of an earlier attempt to go away"
     stuck, wake = stuck_pods(step.leftover, step.now)
     if stuck:
-        msg += "; stuck terminating: " + ", ".join(f"{p} on node {n}" for p, n in stuck) + \
-               " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
-    return Plan(status=step.status(waiting, "Terminating", msg), force_delete=force_deletes(step, stuck),
-                delete=tuple(p.name for p in step.leftover if not p.deleting),
-                requeue_after=step.earliest(step.deadline_in, wake))
+        msg += (
+            "; stuck terminating: "
+            + ", ".join(f"{p} on node {n}" for p, n in stuck)
+            + " (force-deleted if the node is gone or NotReady, else waiting for its kubelet)"
+        )
+    return Plan(
+        status=step.status(waiting, "Terminating", msg),
+        force_delete=force_deletes(step, stuck),
+        delete=tuple(p.name for p in step.leftover if not p.deleting),
+        requeue_after=step.earliest(step.deadline_in, wake),
+    )
 
 
 def _processes(job: Any) -> str:
@@ -142,7 +171,7 @@ def _processes(job: Any) -> str:
     return f"{job.command[0]} once per node, world size {job.world_size}"
 
 
-def running(step: "Step") -> Plan | None:
+def running(step: Step) -> Plan | None:
     """Every node runs (or has finished): the job is Running. An elastic job runs with
     `minNodes` (its other Pods may still be starting; elastic.py creates missing ones)."""
     job, current = step.job, step.current
@@ -153,34 +182,48 @@ def running(step: "Step") -> Plan | None:
     elif len(current) != job.nodes or any(p.phase not in ("Running", "Succeeded") for p in current.values()):
         return None
     most = job.elastic.max_nodes if job.elastic else job.nodes
-    msg = (f"{text.all_of(job.nodes, 'node')} running ({_processes(job)})" if up == job.nodes
-           else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {most})")
-    return Plan(status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
-                requeue_after=step.deadline_in, events=step.on_entry(RUNNING, "Normal", "Running", msg))
+    msg = (
+        f"{text.all_of(job.nodes, 'node')} running ({_processes(job)})"
+        if up == job.nodes
+        else f"{up}/{job.nodes} nodes running (elastic, {job.min_nodes} to {most})"
+    )
+    return Plan(
+        status=step.status(RUNNING, "AllNodesRunning", msg, startTime=step.prev.get("startTime") or step.now_s),
+        requeue_after=step.deadline_in,
+        events=step.on_entry(RUNNING, "Normal", "Running", msg),
+    )
 
 
-def start(step: "Step") -> Plan:
+def start(step: Step) -> Plan:
     """The gang is starting: create its missing Pods, unless creates must wait (the gang
     integration, a refused create's backoff)."""
     job, gang_wait, observed = step.job, step.gang_wait, step.observed
     missing = tuple(r for r in range(job.nodes) if r not in step.current)
     running_ = sum(1 for p in step.current.values() if p.phase in ("Running", "Succeeded"))
-    msg = (f"creating {len(missing)} Pod(s)" if missing
-           else gang_wait.message if gang_wait.waiting
-           else f"{running_}/{job.nodes} nodes running")
+    msg = (
+        f"creating {len(missing)} Pod(s)"
+        if missing
+        else gang_wait.message
+        if gang_wait.waiting
+        else f"{running_}/{job.nodes} nodes running"
+    )
     # Waiting is reported, never failed: a Warning once when the timeout passes.
-    timeout_event = ((Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),)
-                     if gang_wait.newly_timed_out else ())
+    timeout_event = (
+        (Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),) if gang_wait.newly_timed_out else ()
+    )
     # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
     # Event, when the job first starts: `kubectl apply` shows no CLI warning.
     world = world_warning(job)
     world_event = step.on_entry(PENDING, "Warning", "NotALauncher", world) if world else ()
     gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
     world_event += step.on_entry(PENDING, "Normal", backend.NOTICE_REASON, gloo) if gloo else ()
-    plan = Plan(status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime")
-                                   or step.now_s),
-                create=missing, requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),
-                events=world_event + timeout_event, write_status=not missing)
+    plan = Plan(
+        status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime") or step.now_s),
+        create=missing,
+        requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),
+        events=world_event + timeout_event,
+        write_status=not missing,
+    )
     if not missing:
         return plan
     if observed.gang_blocked is not None:
@@ -190,7 +233,7 @@ def start(step: "Step") -> Plan:
     return plan
 
 
-def refused(step: "Step", plan: Plan, refused: RefusedCreates) -> Plan:
+def refused(step: Step, plan: Plan, refused: RefusedCreates) -> Plan:
     """Creates the API server refused: fail for good (422), or wait out the backoff."""
     refusal, events = refused.refusal, tuple[Event, ...]()
     if refused.fresh and not refusal.silent:
@@ -198,12 +241,18 @@ def refused(step: "Step", plan: Plan, refused: RefusedCreates) -> Plan:
     if refusal.permanent:
         message = f"the API server refused {refusal.kind} {refusal.name!r}: {refusal.message}"
         # Its live Pods are stopped by the next step (a finished job's).
-        return Plan(status=failed_status(step.prev, refusal.reason, message, step.job.generation, step.now_s),
-                    events=(*events, Event("Warning", "Failed", message)))
+        return Plan(
+            status=failed_status(step.prev, refusal.reason, message, step.job.generation, step.now_s),
+            events=(*events, Event("Warning", "Failed", message)),
+        )
     if refused.retry_in <= 0:
         return replace(plan, keep_refusal=True)  # due: try again
-    status = refused_status(plan.status, refusal.reason, refusal.message, step.job.nodes - len(plan.create),
-                            step.job.nodes, step.now_s)
-    return Plan(status=status, requeue_after=step.earliest(refused.retry_in, plan.requeue_after),
-                events=events + plan.events, keep_refusal=True)
-
+    status = refused_status(
+        plan.status, refusal.reason, refusal.message, step.job.nodes - len(plan.create), step.job.nodes, step.now_s
+    )
+    return Plan(
+        status=status,
+        requeue_after=step.earliest(refused.retry_in, plan.requeue_after),
+        events=events + plan.events,
+        keep_refusal=True,
+    )

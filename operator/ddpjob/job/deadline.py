@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 
-def finished(step: "Step") -> Plan | None:
+def finished(step: Step) -> Plan | None:
     """A finished job: stop what still runs; delete the job once its TTL has passed."""
     if step.prev_phase not in FINISHED:
         return None
@@ -33,12 +33,15 @@ def finished(step: "Step") -> Plan | None:
     return Plan(status=prev, delete=step.live, requeue_after=(due - now).total_seconds())
 
 
-def exceeded(step: "Step") -> Plan | None:
+def exceeded(step: Step) -> Plan | None:
     """Past activeDeadlineSeconds (counted from startTime): the job fails."""
     deadline = step.deadline
     if deadline is None or step.now < deadline:
         return None
     msg = f"ran longer than activeDeadlineSeconds={step.job.active_deadline_seconds}"
-    return Plan(status=step.status(FAILED, "DeadlineExceeded", msg, completionTime=step.now_s),
-                delete=step.live, requeue_after=step.ttl_in,
-                events=step.on_entry(FAILED, "Warning", "DeadlineExceeded", msg))
+    return Plan(
+        status=step.status(FAILED, "DeadlineExceeded", msg, completionTime=step.now_s),
+        delete=step.live,
+        requeue_after=step.ttl_in,
+        events=step.on_entry(FAILED, "Warning", "DeadlineExceeded", msg),
+    )

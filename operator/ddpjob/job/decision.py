@@ -9,9 +9,10 @@ batch) and leaves the rest at their defaults.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob.api.spec import DDPJob
 from ddpjob.job.observe import PodState
@@ -35,6 +36,7 @@ class Event:
 @dataclass(frozen=True)
 class Refusal:
     """The API server's (or our own) no to one create."""
+
     kind: str  # Pod | Service
     name: str
     reason: str  # the condition's reason: Forbidden, Invalid, NotOwned, ...
@@ -65,6 +67,7 @@ class Refusal:
 @dataclass(frozen=True)
 class RefusedCreates:
     """The job's last refused create, while its retry backoff runs."""
+
     refusal: Refusal
     retry_in: float  # seconds until creates may be tried again (0: now)
     fresh: bool = False  # refused by the act just before this step: this step reports it
@@ -75,6 +78,7 @@ class GangSaid:
     """What the gang's scheduler or queue says of the attempt's held Pods that they do not
     carry (a Kueue Workload's reason, a Volcano queue's verdict), read as its description
     (api/gangs/) says by the operator's gang reader."""
+
     attempt: int
     held: str  # the PodScheduled reason of the Pods it speaks for
     words: str
@@ -87,6 +91,7 @@ class GangSaid:
 @dataclass(frozen=True)
 class ForceDelete:
     """A Pod stuck terminating that no kubelet will confirm: deleted with grace 0."""
+
     pod: str
     uid: str | None  # the precondition: only this very Pod
     message: str  # the ForceDeleted Event, posted once the delete went through
@@ -95,6 +100,7 @@ class ForceDelete:
 @dataclass(frozen=True)
 class Observed:
     """Everything one step of the job logic may look at."""
+
     job: DDPJob | None  # None: the spec does not parse (see errors)
     pods: tuple[PodState, ...]
     previous: Mapping[str, Any]  # the status this step starts from

@@ -43,27 +43,31 @@ RESIZED, NODE_LOST = "Resized", "NodeLost"
 RESIZE_EVENTS = (RESIZED, NODE_LOST)
 
 
-def _lost(step: "Step") -> list[PodState]:
+def _lost(step: Step) -> list[PodState]:
     return sorted((p for p in step.current.values() if p.phase == "Failed" or p.deleting), key=lambda p: p.node_rank)
 
 
-def _running(step: "Step") -> list[PodState]:
+def _running(step: Step) -> list[PodState]:
     return [p for p in step.current.values() if p.phase == "Running" and not p.deleting]
 
 
-def _above_size(step: "Step") -> list[PodState]:
+def _above_size(step: Step) -> list[PodState]:
     """This attempt's Pods above spec.nodes (it was lowered): no longer wanted."""
-    return [p for p in step.leftover if not p.leftover and p.restart_count == step.restarts
-            and p.node_rank >= step.job.nodes]
+    return [
+        p
+        for p in step.leftover
+        if not p.leftover and p.restart_count == step.restarts and p.node_rank >= step.job.nodes
+    ]
 
 
-def _missing(step: "Step") -> tuple[int, ...]:
+def _missing(step: Step) -> tuple[int, ...]:
     taken = {p.name for p in step.observed.pods}
-    return tuple(r for r in range(step.job.nodes)
-                 if r not in step.current and names.pod_name(step.job.name, r) not in taken)
+    return tuple(
+        r for r in range(step.job.nodes) if r not in step.current and names.pod_name(step.job.name, r) not in taken
+    )
 
 
-def plan(step: "Step") -> Plan | None:
+def plan(step: Step) -> Plan | None:
     """Keep a running elastic job running through a lost Pod or a new size."""
     job = step.job
     if job.elastic is None or step.prev_phase != RUNNING:
@@ -81,26 +85,32 @@ def plan(step: "Step") -> Plan | None:
     gone = sorted([(p.name, p.node_rank) for p in lost] + [(names.pod_name(job.name, r), r) for r in missing])
     msg = f"{len(running)}/{job.nodes} nodes running (elastic, {job.elastic.min_nodes} to {job.elastic.max_nodes})"
     if gone:
-        msg += "; replacing " + ", ".join(name + (lost_indices.describe(step, found[r]) if r in found else "")
-                                          for name, r in gone)
+        msg += "; replacing " + ", ".join(
+            name + (lost_indices.describe(step, found[r]) if r in found else "") for name, r in gone
+        )
     if above:
         msg += f"; stopping {', '.join(p.name for p in above)} (spec.nodes is {job.nodes})"
     changes = {}
     root = root_cause(lost) if lost else None
     # Recorded once per loss, not at every step that sees the Pod still terminating.
-    if root is not None and ((root.phase == "Failed" and not root.deleting)
-                             or (step.prev.get("lastFailure") or {}).get("pod") != root.name):
+    if root is not None and (
+        (root.phase == "Failed" and not root.deleting) or (step.prev.get("lastFailure") or {}).get("pod") != root.name
+    ):
         changes["lastFailure"] = failure_record(root, job.restart_policy, step.now)
     stuck, wake = creation.stuck_pods(lost + above, step.now)
     create = tuple(r for r in missing if not waits[r])
     later = min((w for w in waits.values() if w), default=None)
-    return Plan(status=step.status(RUNNING, "ElasticResize", msg, **changes),
-                create=create, delete=tuple(p.name for p in lost + above if not p.deleting),
-                force_delete=creation.force_deletes(step, stuck),
-                requeue_after=step.earliest(step.deadline_in, wake, later), write_status=not create)
+    return Plan(
+        status=step.status(RUNNING, "ElasticResize", msg, **changes),
+        create=create,
+        delete=tuple(p.name for p in lost + above if not p.deleting),
+        force_delete=creation.force_deletes(step, stuck),
+        requeue_after=step.earliest(step.deadline_in, wake, later),
+        write_status=not create,
+    )
 
 
-def _requested(step: "Step") -> str | None:
+def _requested(step: Step) -> str | None:
     """A change of size the user asked for (spec.nodes changed), in words, else None."""
     job, prev_desired = step.job, step.prev.get("desiredNodes")
     if prev_desired is not None and prev_desired != job.nodes:
@@ -108,7 +118,7 @@ def _requested(step: "Step") -> str | None:
     return None
 
 
-def _cause(step: "Step", before: int, after: int) -> str:
+def _cause(step: Step, before: int, after: int) -> str:
     requested = _requested(step)
     if requested and after >= min(before, step.job.nodes):
         return requested
@@ -127,7 +137,7 @@ def _cause(step: "Step", before: int, after: int) -> str:
     return f"lost {', '.join(again)}: Pod deleted, created again" if again else "a Pod stopped running"
 
 
-def settle(step: "Step", plan: Plan) -> Plan:
+def settle(step: Step, plan: Plan) -> Plan:
     """Keep `status.lostIndices` and count and announce a resize: the running elastic job
     has another number of Pods running than its last status said. `resizes` is no
     count-only field, so the write happens at once and the Event is said once."""
@@ -141,8 +151,9 @@ def settle(step: "Step", plan: Plan) -> Plan:
     status = {k: v for k, v in status.items() if k != lost_indices.FIELD}
     if found:
         status[lost_indices.FIELD] = lost_indices.status_value(found)
-    plan = replace(plan, status=status,
-                   requeue_after=step.earliest(plan.requeue_after, lost_indices.healthy_in(step, found)))
+    plan = replace(
+        plan, status=status, requeue_after=step.earliest(plan.requeue_after, lost_indices.healthy_in(step, found))
+    )
     before, after = int(prev.get("readyNodes", 0)), int(status.get("readyNodes", 0))
     if before == after and prev.get("desiredNodes", job.nodes) == job.nodes:
         return plan
@@ -152,8 +163,11 @@ def settle(step: "Step", plan: Plan) -> Plan:
     lost = after < min(before, job.nodes)
     cause = _cause(step, before, after)
     if lost:  # when each lost index comes back, if it has to wait
-        cause += "".join(f"; creating {names.pod_name(job.name, r)} again{lost_indices.describe(step, e)}"
-                         for r, e in sorted(found.items()) if lost_indices.wait(step, e))
+        cause += "".join(
+            f"; creating {names.pod_name(job.name, r)} again{lost_indices.describe(step, e)}"
+            for r, e in sorted(found.items())
+            if lost_indices.wait(step, e)
+        )
     event = Event("Warning" if lost else "Normal", NODE_LOST if lost else RESIZED, f"{size}: {cause}")
     status = {**status, "resizes": int(prev.get("resizes", 0)) + 1}
     return replace(plan, status=status, events=(*plan.events, event))

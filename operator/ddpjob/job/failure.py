@@ -50,10 +50,13 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     line = error_line(pod.message) if exited and not signalled else None
     default = f"Pod {pod.name} failed ({exit_text}, {reason})"
     out = {
-        "pod": pod.name, "nodeRank": pod.node_rank, "reason": reason,
+        "pod": pod.name,
+        "nodeRank": pod.node_rank,
+        "reason": reason,
         # An exited container's own message is its log tail: only its error line is said.
         "message": f"{default}: {line}" if line else default if exited else pod.message or default,
-        "time": format_time(now), "retryable": is_retryable(policy, pod.exit_code),
+        "time": format_time(now),
+        "retryable": is_retryable(policy, pod.exit_code),
     }
     if pod.exit_code is not None:
         out["exitCode"] = pod.exit_code
@@ -62,7 +65,7 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     return out
 
 
-def same_every_attempt(step: "Step", failure: dict[str, Any]) -> int:
+def same_every_attempt(step: Step, failure: dict[str, Any]) -> int:
     """How many attempts in a row, every one so far, ended with this very failure (the
     same exit code and error line) before the trainer wrote any progress; 0 when not."""
     if failure.get("exitCode") is None or not failure.get("errorLine"):
@@ -78,19 +81,23 @@ def same_every_attempt(step: "Step", failure: dict[str, Any]) -> int:
 
 def repeated(count: int, failure: dict[str, Any], policy: str) -> str:
     """What a repeated failure costs, and how to stop paying for it."""
-    advice = ("; set restartPolicy: ExitCode to fail at once on exit codes 1-127"
-              if policy == "OnFailure" and 1 <= failure["exitCode"] <= 127 else "")
+    advice = (
+        "; set restartPolicy: ExitCode to fail at once on exit codes 1-127"
+        if policy == "OnFailure" and 1 <= failure["exitCode"] <= 127
+        else ""
+    )
     return f"the same failure on all {count} attempts, before any training progress{advice}"
 
 
 def root_cause(failed: list[PodState]) -> PodState:
     # When one member dies its peers fail too (broken rendezvous, exit 1). The first to
     # finish is the cause; on a tie a signal or eviction explains the others better.
-    return sorted(failed, key=lambda p: (p.finished_at or "9999", not is_retryable("ExitCode", p.exit_code),
-                                         p.node_rank))[0]
+    return sorted(
+        failed, key=lambda p: (p.finished_at or "9999", not is_retryable("ExitCode", p.exit_code), p.node_rank)
+    )[0]
 
 
-def failed_members(step: "Step") -> list[PodState]:
+def failed_members(step: Step) -> list[PodState]:
     """The current attempt's failed members (and, while Running, its vanished ones and a
     hang); sets `step.stalled` when the gang has stalled."""
     job, current, restarts = step.job, step.current, step.restarts
@@ -100,19 +107,36 @@ def failed_members(step: "Step") -> list[PodState]:
     # Once the whole gang ran, a member that vanishes or is being deleted was removed by
     # someone else (a person, an eviction): the gang is broken.
     failed += [p for p in current.values() if p.deleting and p.phase != "Failed"]
-    failed += [PodState(name=f"{job.name}-{r}", node_rank=r, restart_count=restarts, phase="Deleted",
-                        reason="PodDeleted", message=f"Pod {job.name}-{r} was deleted")
-               for r in range(job.nodes) if r not in current]
+    failed += [
+        PodState(
+            name=f"{job.name}-{r}",
+            node_rank=r,
+            restart_count=restarts,
+            phase="Deleted",
+            reason="PodDeleted",
+            message=f"Pod {job.name}-{r} was deleted",
+        )
+        for r in range(job.nodes)
+        if r not in current
+    ]
     if not failed and all(p.phase == "Running" and not p.deleting for p in current.values()):
         step.stalled = stall.check(job.stall_timeout_seconds, step.progress, restarts, job.world_size)
         if step.stalled:
             # A hang is a failure of its own: no exit code, so every retrying policy retries it.
-            failed = [PodState(name=f"{job.name}-0", node_rank=0, restart_count=restarts, phase="Running",
-                               reason=stall.STALLED, message=step.stalled)]
+            failed = [
+                PodState(
+                    name=f"{job.name}-0",
+                    node_rank=0,
+                    restart_count=restarts,
+                    phase="Running",
+                    reason=stall.STALLED,
+                    message=step.stalled,
+                )
+            ]
     return failed
 
 
-def plan(step: "Step") -> Plan | None:
+def plan(step: Step) -> Plan | None:
     """Restart the gang or fail the job, when a member failed."""
     failed = failed_members(step)
     if not failed:
@@ -131,32 +155,57 @@ def plan(step: "Step") -> Plan | None:
         failure["sameOnAttempts"] = same
     said = repeated(same, failure, job.restart_policy) if same > 1 else ""
     # Said once, when the second attempt fails as the first did.
-    repeat_events = (Event("Warning", "RepeatedFailure", f"{failure['errorLine']} (exit code {failure['exitCode']}): "
-                           f"{said}"),) if same == 2 else ()
+    repeat_events = (
+        (Event("Warning", "RepeatedFailure", f"{failure['errorLine']} (exit code {failure['exitCode']}): {said}"),)
+        if same == 2
+        else ()
+    )
     if not failure["retryable"] or (not cause.disruption and charged >= job.max_restarts):
-        why = ("restartPolicy does not retry it" if not failure["retryable"]
-               else f"maxRestarts={job.max_restarts} reached")
+        why = (
+            "restartPolicy does not retry it" if not failure["retryable"] else f"maxRestarts={job.max_restarts} reached"
+        )
         msg = f"{failure['message']}; {said + '; ' if said else ''}{why}"
-        return Plan(status=step.status(FAILED, "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
-                                       msg, completionTime=step.now_s, lastFailure=failure),
-                    delete=step.live, requeue_after=step.ttl_in,
-                    events=stall_events + repeat_events + step.on_entry(FAILED, "Warning", "Failed", msg))
+        return Plan(
+            status=step.status(
+                FAILED,
+                "BackoffLimitExceeded" if failure["retryable"] else "PodFailed",
+                msg,
+                completionTime=step.now_s,
+                lastFailure=failure,
+            ),
+            delete=step.live,
+            requeue_after=step.ttl_in,
+            events=stall_events + repeat_events + step.on_entry(FAILED, "Warning", "Failed", msg),
+        )
     restarts = step.restarts + 1
     wait = backoff_seconds(job.restart_backoff_seconds, restarts)
     if cause.disruption:
         disruptions += 1
-        msg = (f"{failure['message']}; restarting the gang ({cause.disruption}: not counted against "
-               f"maxRestarts={job.max_restarts}) in {wait:g}s")
+        msg = (
+            f"{failure['message']}; restarting the gang ({cause.disruption}: not counted against "
+            f"maxRestarts={job.max_restarts}) in {wait:g}s"
+        )
     else:
-        msg = (f"{failure['message']}; {said + '; ' if said else ''}"
-               f"restarting the gang ({charged + 1}/{job.max_restarts}) in {wait:g}s")
-    return Plan(status=step.status(RESTARTING, "GangRestart", msg, lastFailure=failure, restarts=restarts,
-                                   **({"disruptions": disruptions} if disruptions else {})),
-                delete=tuple(p.name for p in step.pods if not p.deleting),
-                requeue_after=wait, events=stall_events + repeat_events + (Event("Warning", "Restarting", msg),))
+        msg = (
+            f"{failure['message']}; {said + '; ' if said else ''}"
+            f"restarting the gang ({charged + 1}/{job.max_restarts}) in {wait:g}s"
+        )
+    return Plan(
+        status=step.status(
+            RESTARTING,
+            "GangRestart",
+            msg,
+            lastFailure=failure,
+            restarts=restarts,
+            **({"disruptions": disruptions} if disruptions else {}),
+        ),
+        delete=tuple(p.name for p in step.pods if not p.deleting),
+        requeue_after=wait,
+        events=stall_events + repeat_events + (Event("Warning", "Restarting", msg),),
+    )
 
 
-def backing_off(step: "Step") -> Plan | None:
+def backing_off(step: Step) -> Plan | None:
     """Between a failure and the next attempt's Pods: wait out the restart backoff."""
     job, prev, restarts = step.job, step.prev, step.restarts
     missing = any(r not in step.current for r in range(job.nodes))
@@ -167,6 +216,9 @@ def backing_off(step: "Step") -> Plan | None:
     if step.now >= ready_at:
         return None
     counted = restarts - int(prev.get("disruptions", 0))  # disruptions are not counted
-    msg = (f"backing off before restart {restarts}/{job.max_restarts}" if counted == restarts
-           else f"backing off before restart {restarts} ({counted}/{job.max_restarts} counted)")
+    msg = (
+        f"backing off before restart {restarts}/{job.max_restarts}"
+        if counted == restarts
+        else f"backing off before restart {restarts} ({counted}/{job.max_restarts} counted)"
+    )
     return Plan(status=step.status(RESTARTING, "BackOff", msg), requeue_after=(ready_at - step.now).total_seconds())

@@ -17,9 +17,10 @@ so each attempt's wait is timed on its own and survives operator restarts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ddpjob.api.spec import DDPJob
 from ddpjob.job.conditions import find, set_condition, transition_time
@@ -72,8 +73,14 @@ def _verdict(job: DDPJob, pods: list[PodState], said: GangSaid | None) -> tuple[
     return "False", reason, f"Scheduled {scheduled}/{job.nodes}: {why}"
 
 
-def observe(job: DDPJob, current: Mapping[int, PodState], previous: Sequence[Mapping[str, Any]] | None,
-            now: datetime, now_s: str, said: GangSaid | None = None) -> GangWait:
+def observe(
+    job: DDPJob,
+    current: Mapping[int, PodState],
+    previous: Sequence[Mapping[str, Any]] | None,
+    now: datetime,
+    now_s: str,
+    said: GangSaid | None = None,
+) -> GangWait:
     """`current`: the attempt's Pods by node rank (deleting ones are not placed for long);
     `said`: what the gang's integration says of Pods it holds, which the Pods' own words
     may not (a Volcano queue's verdict, a Kueue Workload's reason)."""

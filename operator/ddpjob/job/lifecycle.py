@@ -27,25 +27,64 @@ moves counts waits (count_writes.py), a phase change asks for another step at on
 from __future__ import annotations
 
 import dataclasses
-
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
-from ddpjob.api.spec import DDPJob
 from ddpjob import text
-from ddpjob.job import (count_writes, creation, deadline, elastic, failure, gang_wait, invalid_spec, scheduling, stall,
-                        success, survivor_notices, suspend)
-from ddpjob.job.decision import (FAILED, FINISHED, PENDING, RESTARTING, RUNNING, SUCCEEDED, SUSPENDED, Event,
-                                 Observed, Plan)
+from ddpjob.api.spec import DDPJob
+from ddpjob.job import (
+    count_writes,
+    creation,
+    deadline,
+    elastic,
+    failure,
+    gang_wait,
+    invalid_spec,
+    scheduling,
+    stall,
+    success,
+    survivor_notices,
+    suspend,
+)
+from ddpjob.job.conditions import build_conditions
+from ddpjob.job.decision import (
+    FAILED,
+    FINISHED,
+    PENDING,
+    RESTARTING,
+    RUNNING,
+    SUCCEEDED,
+    SUSPENDED,
+    Event,
+    Observed,
+    Plan,
+)
 from ddpjob.job.invalid_spec import invalid_status
 from ddpjob.job.observe import PodState
-from ddpjob.job.conditions import build_conditions
 from ddpjob.job.step import Step, resolved, stopped_counts
 from ddpjob.times import format_time, parse_time
 
-__all__ = ["PENDING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "SUSPENDED", "FINISHED", "Event", "Plan",
-           "Observed", "decide", "plan", "interrupted", "invalid_status", "resolved", "format_time", "parse_time"]
+__all__ = [
+    "FAILED",
+    "FINISHED",
+    "PENDING",
+    "RESTARTING",
+    "RUNNING",
+    "SUCCEEDED",
+    "SUSPENDED",
+    "Event",
+    "Observed",
+    "Plan",
+    "decide",
+    "format_time",
+    "interrupted",
+    "invalid_status",
+    "parse_time",
+    "plan",
+    "resolved",
+]
 
 INTERRUPTED = "interrupted by the user"
 
@@ -55,10 +94,19 @@ def decide(observed: Observed) -> Plan:
     if observed.errors or observed.job is None:
         return _bounded(_ended_groups(observed, invalid_spec.plan(observed)))
     step = Step(observed, gang_wait.of(observed))
-    decided = (deadline.finished(step) or suspend.plan(step) or deadline.exceeded(step) or elastic.plan(step)
-               or failure.plan(step)
-               or success.plan(step) or creation.held(step) or failure.backing_off(step)
-               or creation.running(step) or scheduling.timed_out(step) or creation.start(step))
+    decided = (
+        deadline.finished(step)
+        or suspend.plan(step)
+        or deadline.exceeded(step)
+        or elastic.plan(step)
+        or failure.plan(step)
+        or success.plan(step)
+        or creation.held(step)
+        or failure.backing_off(step)
+        or creation.running(step)
+        or scheduling.timed_out(step)
+        or creation.start(step)
+    )
     return _bounded(_ended_groups(observed, _settle(step, decided)))
 
 
@@ -79,8 +127,12 @@ def _bounded(plan: Plan) -> Plan:
     if isinstance(st.get("message"), str):
         st["message"] = text.clean(st["message"])
     if isinstance(st.get("conditions"), list):
-        st["conditions"] = [{**c, "message": text.clean(c["message"])} if isinstance(c, dict)
-                            and isinstance(c.get("message"), str) else c for c in st["conditions"]]
+        st["conditions"] = [
+            {**c, "message": text.clean(c["message"])}
+            if isinstance(c, dict) and isinstance(c.get("message"), str)
+            else c
+            for c in st["conditions"]
+        ]
     failure = st.get("lastFailure")
     if isinstance(failure, dict) and isinstance(failure.get("message"), str):
         st["lastFailure"] = {**failure, "message": text.clean(failure["message"])}
@@ -88,8 +140,13 @@ def _bounded(plan: Plan) -> Plan:
     return dataclasses.replace(plan, status=st, events=events)
 
 
-def plan(job: DDPJob, pods: list[PodState], previous: Mapping[str, Any] | None, now: datetime,
-         progress: stall.ProgressState | None = None) -> Plan:
+def plan(
+    job: DDPJob,
+    pods: list[PodState],
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+    progress: stall.ProgressState | None = None,
+) -> Plan:
     """`decide` for a caller that knows only the job, its Pods, its status and its progress
     (`ddpjob run`, and most tests)."""
     return decide(Observed(job=job, pods=tuple(pods), previous=dict(previous or {}), now=now, progress=progress))
@@ -100,8 +157,13 @@ def interrupted(status: Mapping[str, Any], nodes: int, now: datetime) -> dict[st
     following the phase as every other step's do (Failed=True, Running=False), and no Pod
     running (NODES 0/nodes)."""
     now_s = format_time(now)
-    return {**stopped_counts(status, nodes), "phase": FAILED, "message": INTERRUPTED, "completionTime": now_s,
-            "conditions": build_conditions(status.get("conditions"), FAILED, "Interrupted", INTERRUPTED, now_s)}
+    return {
+        **stopped_counts(status, nodes),
+        "phase": FAILED,
+        "message": INTERRUPTED,
+        "completionTime": now_s,
+        "conditions": build_conditions(status.get("conditions"), FAILED, "Interrupted", INTERRUPTED, now_s),
+    }
 
 
 def _settle(step: Step, plan: Plan) -> Plan:
@@ -121,8 +183,9 @@ def _settle(step: Step, plan: Plan) -> Plan:
     # until nothing changes (a job that just finished learns its TTL timer). A refused
     # create waits out its backoff instead.
     again = status.get("phase") != step.prev_phase and not plan.keep_refusal
-    return replace(plan, status=status, requeue_after=requeue, plan_again=again,
-                   events=_with_failure(plan.events, status))
+    return replace(
+        plan, status=status, requeue_after=requeue, plan_again=again, events=_with_failure(plan.events, status)
+    )
 
 
 def _with_failure(events: tuple[Event, ...], status: Mapping[str, Any]) -> tuple[Event, ...]:

@@ -42,16 +42,21 @@ def _time(value: Any) -> bool:
 
 
 def _valid(e: Any) -> bool:
-    return (isinstance(e, dict) and type(e.get("index")) is int and type(e.get("losses")) is int
-            and _time(e.get("lostAt")) and ("runningSince" not in e or _time(e["runningSince"])))
+    return (
+        isinstance(e, dict)
+        and type(e.get("index")) is int
+        and type(e.get("losses")) is int
+        and _time(e.get("lostAt"))
+        and ("runningSince" not in e or _time(e["runningSince"]))
+    )
 
 
-def _previous(step: "Step") -> dict[int, dict[str, Any]]:
+def _previous(step: Step) -> dict[int, dict[str, Any]]:
     """The last status's entries; malformed ones (a hand-edited status) are dropped."""
     return {e["index"]: e for e in step.prev.get(FIELD) or [] if _valid(e)}
 
 
-def entries(step: "Step") -> dict[int, dict[str, Any]]:
+def entries(step: Step) -> dict[int, dict[str, Any]]:
     """index -> its entry, after what this step observes (the same for the same step)."""
     prev, out = _previous(step), {}
     known = int(step.prev.get("desiredNodes") or step.job.nodes)  # indices the job had before this step
@@ -77,27 +82,31 @@ def status_value(found: dict[int, dict[str, Any]]) -> list[dict[str, Any]] | Non
     return [found[r] for r in sorted(found)] or None
 
 
-def wait(step: "Step", entry: dict[str, Any] | None) -> float:
+def wait(step: Step, entry: dict[str, Any] | None) -> float:
     """Seconds until the index of `entry` may be created again (0: now)."""
     if entry is None or entry.get("replaced"):
         return 0.0
     # At most 2^20 x base: more losses only mean the cap (and no huge power of two).
     losses = min(max(entry["losses"], 1), 20)
-    due = (parse_time(entry.get("lostAt")) or step.now) + timedelta(seconds=backoff_seconds(step.job.restart_backoff_seconds, losses))
+    due = (parse_time(entry.get("lostAt")) or step.now) + timedelta(
+        seconds=backoff_seconds(step.job.restart_backoff_seconds, losses)
+    )
     return max((due - step.now).total_seconds(), 0.0)
 
 
-def healthy_in(step: "Step", found: dict[int, dict[str, Any]]) -> float | None:
+def healthy_in(step: Step, found: dict[int, dict[str, Any]]) -> float | None:
     """Seconds until the first running replacement counts as healthy (its entry goes)."""
-    due = [((parse_time(e["runningSince"]) or step.now) + timedelta(seconds=HEALTHY_SECONDS) - step.now).total_seconds()
-           for e in found.values() if e.get("runningSince")]
+    due = [
+        ((parse_time(e["runningSince"]) or step.now) + timedelta(seconds=HEALTHY_SECONDS) - step.now).total_seconds()
+        for e in found.values()
+        if e.get("runningSince")
+    ]
     return max(min(due), 0.0) if due else None
 
 
-def describe(step: "Step", entry: dict[str, Any]) -> str:
+def describe(step: Step, entry: dict[str, Any]) -> str:
     """How long an index waits, and why, for the status message and the NodeLost Event."""
     left, losses = wait(step, entry), entry["losses"]
     if not left:
         return ""
     return f" in {left:.0f}s" + (f" (lost {losses} times in a row)" if losses > 1 else "")
-

@@ -6,8 +6,9 @@ sees where a Pod came from.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ddpjob import text
 from ddpjob.api import names
@@ -81,20 +82,33 @@ def pod_state(pod: Mapping[str, Any]) -> PodState | None:
     message = text.clean(message) if message else message
     scheduled, sched_reason, sched_message = _scheduling(pod.get("spec") or {}, status, phase)
     return PodState(
-        name=meta.get("name", ""), node_rank=rank, restart_count=restart, phase=phase,
-        exit_code=int(exit_code) if exit_code is not None else None, reason=reason, message=message,
-        finished_at=terminated.get("finishedAt"), deleting=bool(meta.get("deletionTimestamp")),
-        scheduled=scheduled, scheduling_reason=sched_reason, scheduling_message=sched_message,
+        name=meta.get("name", ""),
+        node_rank=rank,
+        restart_count=restart,
+        phase=phase,
+        exit_code=int(exit_code) if exit_code is not None else None,
+        reason=reason,
+        message=message,
+        finished_at=terminated.get("finishedAt"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        scheduled=scheduled,
+        scheduling_reason=sched_reason,
+        scheduling_message=sched_message,
         disruption=disruption[0] if disruption else None,
         ip=status.get("podIP") or None,
-        node_name=(pod.get("spec") or {}).get("nodeName"), deletion_time=meta.get("deletionTimestamp"),
+        node_name=(pod.get("spec") or {}).get("nodeName"),
+        deletion_time=meta.get("deletionTimestamp"),
         uid=meta.get("uid"),
         ready=not (phase == "Running" and (_conditions(status).get("Ready") or {}).get("status") == "False"),
     )
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {c["type"]: c for c in status.get("conditions") or [] if isinstance(c, Mapping) and isinstance(c.get("type"), str)}
+    return {
+        c["type"]: c
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping) and isinstance(c.get("type"), str)
+    }
 
 
 def _scheduling(spec: Mapping[str, Any], status: Mapping[str, Any], phase: str) -> tuple[bool, str | None, str | None]:
@@ -122,8 +136,9 @@ _DISRUPTION_REASONS = ("Evicted", "Preempting")
 
 def is_disrupted(status: Mapping[str, Any]) -> bool:
     """Whether a Pod's status carries a disruption mark (cheaper than `pod_state`)."""
-    return (bool(status.get("conditions")) or status.get("reason") in _DISRUPTION_REASONS) and \
-        _disruption(status) is not None
+    return (bool(status.get("conditions")) or status.get("reason") in _DISRUPTION_REASONS) and _disruption(
+        status
+    ) is not None
 
 
 def _disruption(status: Mapping[str, Any]) -> tuple[str, str | None] | None:

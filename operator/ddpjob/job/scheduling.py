@@ -7,7 +7,8 @@ PodGroups of attempts that ended are deleted (`ended_pod_groups`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ddpjob.api import gangs
 from ddpjob.backoff import Backoff
@@ -18,8 +19,17 @@ from ddpjob.job.gang_wait import CONDITION, TIMEOUT_REASON
 if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
-__all__ = ["BLOCKED_BACKOFF", "CONDITION", "RECHECK_EVERY", "TIMEOUT_REASON", "UNAVAILABLE", "blocked",
-           "blocked_status", "ended_pod_groups", "timed_out"]
+__all__ = [
+    "BLOCKED_BACKOFF",
+    "CONDITION",
+    "RECHECK_EVERY",
+    "TIMEOUT_REASON",
+    "UNAVAILABLE",
+    "blocked",
+    "blocked_status",
+    "ended_pod_groups",
+    "timed_out",
+]
 
 # The gang's integration is off in this operator, or its PodGroup API is not served.
 UNAVAILABLE = "GangIntegrationUnavailable"
@@ -29,23 +39,29 @@ BLOCKED_BACKOFF = Backoff(base=2.0, cap=300.0)
 RECHECK_EVERY = 4
 
 
-def timed_out(step: "Step") -> Plan | None:
+def timed_out(step: Step) -> Plan | None:
     """`onScheduleTimeout: Fail` and the gang was not placed in time: the job fails."""
     wait = step.gang_wait
     if not (wait.timed_out and step.job.scheduling.on_schedule_timeout == "Fail"):
         return None
-    return Plan(status=step.status(FAILED, TIMEOUT_REASON, wait.message, completionTime=step.now_s),
-                delete=step.live, requeue_after=step.ttl_in,
-                events=step.on_entry(FAILED, "Warning", "Failed", wait.message))
+    return Plan(
+        status=step.status(FAILED, TIMEOUT_REASON, wait.message, completionTime=step.now_s),
+        delete=step.live,
+        requeue_after=step.ttl_in,
+        events=step.on_entry(FAILED, "Warning", "Failed", wait.message),
+    )
 
 
 def blocked_status(status: Mapping[str, Any], reason: str, message: str, now_s: str) -> dict[str, Any]:
     """The status of a job whose Pods cannot be made yet: waiting, with the reason."""
-    return {**status, "message": message,
-            "conditions": set_condition(status.get("conditions"), CONDITION, "False", reason, message, now_s)}
+    return {
+        **status,
+        "message": message,
+        "conditions": set_condition(status.get("conditions"), CONDITION, "False", reason, message, now_s),
+    }
 
 
-def blocked(step: "Step", starting: Plan) -> Plan:
+def blocked(step: Step, starting: Plan) -> Plan:
     """The gang's Pods must not be created yet (its integration is off or not installed, or
     its PodGroup is still going away): wait with backoff, say why once (and as an Event)."""
     observed = step.observed
@@ -53,9 +69,13 @@ def blocked(step: "Step", starting: Plan) -> Plan:
     waits = observed.gang_waits + 1
     status = blocked_status(starting.status, reason, message, step.now_s)
     events = (Event("Warning", reason, message),) if step.prev.get("message") != status["message"] else ()
-    return Plan(status=status, events=events, gang_blocked=True,
-                requeue_after=BLOCKED_BACKOFF.delay(waits, observed.jitter),
-                check_gang_apis=reason == UNAVAILABLE and waits % RECHECK_EVERY == 1)
+    return Plan(
+        status=status,
+        events=events,
+        gang_blocked=True,
+        requeue_after=BLOCKED_BACKOFF.delay(waits, observed.jitter),
+        check_gang_apis=reason == UNAVAILABLE and waits % RECHECK_EVERY == 1,
+    )
 
 
 def ended_pod_groups(observed: Observed, status: Mapping[str, Any]) -> tuple[str, ...]:

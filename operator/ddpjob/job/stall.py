@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob import progress_record, times
 from ddpjob.job.conditions import find, set_condition
@@ -66,7 +67,7 @@ class ProgressState:
     ranks: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # global rank -> heartbeat view
 
     @classmethod
-    def from_snapshot(cls, snap: Any, restart_count: int, world_size: int = MAX_RANKS) -> "ProgressState":
+    def from_snapshot(cls, snap: Any, restart_count: int, world_size: int = MAX_RANKS) -> ProgressState:
         """From a `/progress` document (progress_record.Tracker.snapshot), which a training
         Pod wrote and so is untrusted: ValueError unless it is an object with a finite
         `seconds_since_progress` in range; a bad record or ETA is dropped; at most
@@ -78,13 +79,18 @@ class ProgressState:
             raise ValueError(f"seconds_since_progress must be a number from 0 to {MAX_SECONDS}")
         record = snap.get("record")
         eta = _number(snap.get("eta_seconds"))
-        return cls(restart_count=restart_count, seconds_since_progress=seconds,
-                   record=record if record and not progress_record.validate(record) else None,
-                   eta_seconds=int(eta) if eta is not None else None, ranks=_ranks(snap.get("ranks"), world_size))
+        return cls(
+            restart_count=restart_count,
+            seconds_since_progress=seconds,
+            record=record if record and not progress_record.validate(record) else None,
+            eta_seconds=int(eta) if eta is not None else None,
+            ranks=_ranks(snap.get("ranks"), world_size),
+        )
 
-    def with_ranks(self, ranks: Mapping[int, Mapping[str, Any]]) -> "ProgressState":
-        return ProgressState(self.restart_count, self.seconds_since_progress, self.record, self.eta_seconds,
-                             {**self.ranks, **ranks})
+    def with_ranks(self, ranks: Mapping[int, Mapping[str, Any]]) -> ProgressState:
+        return ProgressState(
+            self.restart_count, self.seconds_since_progress, self.record, self.eta_seconds, {**self.ranks, **ranks}
+        )
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -135,8 +141,7 @@ def check(timeout: int | None, progress: ProgressState | None, restarts: int, wo
         return None
     _, ranks = stale_ranks(progress, world_size)
     where = f" (last: {progress_record.summary(progress.record)})"
-    return (f"no progress for {progress.seconds_since_progress:.0f}s (stallTimeoutSeconds={timeout}){where}; "
-            f"{ranks}")
+    return f"no progress for {progress.seconds_since_progress:.0f}s (stallTimeoutSeconds={timeout}){where}; {ranks}"
 
 
 def conditions(built: list[dict[str, Any]], stalled: str | None, advancing: bool, now: str) -> list[dict[str, Any]]:
@@ -159,15 +164,25 @@ def status_progress(progress: ProgressState, now: datetime) -> dict[str, Any] | 
     record = progress.record
     if not record:
         return None
-    out = {"step": record["step"], "totalSteps": record.get("total_steps"), "epoch": record.get("epoch"),
-           "totalEpochs": record.get("total_epochs"), "samplesPerSecond": record.get("samples_per_s"),
-           "loss": record.get("loss"), "etaSeconds": progress.eta_seconds,
-           "eta": progress_record.format_duration(progress.eta_seconds) or None,
-           "summary": progress_record.summary(record), "attempt": progress.restart_count}
+    out = {
+        "step": record["step"],
+        "totalSteps": record.get("total_steps"),
+        "epoch": record.get("epoch"),
+        "totalEpochs": record.get("total_epochs"),
+        "samplesPerSecond": record.get("samples_per_s"),
+        "loss": record.get("loss"),
+        "etaSeconds": progress.eta_seconds,
+        "eta": progress_record.format_duration(progress.eta_seconds) or None,
+        "summary": progress_record.summary(record),
+        "attempt": progress.restart_count,
+    }
     # The trainer's clock says when it wrote the record; without one, when it last advanced.
     when = record.get("time")
-    out["updateTime"] = (_time(when) if isinstance(when, (int, float))
-                         else (now - timedelta(seconds=progress.seconds_since_progress)).strftime(times.FORMAT))
+    out["updateTime"] = (
+        _time(when)
+        if isinstance(when, (int, float))
+        else (now - timedelta(seconds=progress.seconds_since_progress)).strftime(times.FORMAT)
+    )
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -188,10 +203,13 @@ def final_progress(progress: Mapping[str, Any], phase: str) -> dict[str, Any]:
     """The last record of a job that stopped (Succeeded, Failed, Suspended), marked final:
     no ETA, and a summary that says it is the last one read (records are read every 30 s,
     so a job that succeeded may have been read last at 93%), unless it is complete."""
-    record = {"step": progress.get("step", 0), "total_steps": progress.get("totalSteps"),
-              "epoch": progress.get("epoch"), "total_epochs": progress.get("totalEpochs")}
+    record = {
+        "step": progress.get("step", 0),
+        "total_steps": progress.get("totalSteps"),
+        "epoch": progress.get("epoch"),
+        "total_epochs": progress.get("totalEpochs"),
+    }
     last = progress_record.summary(record)
     complete = bool(record["total_steps"]) and record["step"] >= record["total_steps"]
     summary = (last if complete else f"done (last read: {last})") if phase == "Succeeded" else f"last read: {last}"
-    return {**{k: v for k, v in progress.items() if k not in ("eta", "etaSeconds")}, "final": True,
-            "summary": summary}
+    return {**{k: v for k, v in progress.items() if k not in ("eta", "etaSeconds")}, "final": True, "summary": summary}

@@ -6,8 +6,9 @@ resolved values, conditions, progress) for a phase.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import stall
@@ -49,8 +50,7 @@ class Step:
         self.now_s = format_time(observed.now)
         pods = list(observed.pods)
         self.current = attempt_pods(pods, self.restarts, job.nodes)
-        self.leftover = [p for p in pods if p.leftover or p.restart_count != self.restarts
-                         or p.node_rank >= job.nodes]
+        self.leftover = [p for p in pods if p.leftover or p.restart_count != self.restarts or p.node_rank >= job.nodes]
         # Pods of an earlier DDPJob of this name (another uid) are never touched: the garbage
         # collector removes them once their owner is gone; this job only waits for them.
         self.foreign = [p for p in pods if p.leftover]
@@ -80,22 +80,42 @@ class Step:
         job, prev, progress = self.job, self.prev, self.progress
         # Nodes running or done with success; a job stopped short of success has none
         # (what still runs is being stopped).
-        ready = 0 if phase in HALTED else sum(
-            1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
-        st = {**prev, "phase": phase, "message": message, "restarts": self.restarts,
-              "readyNodes": ready, "nodes": f"{ready}/{job.nodes}", "desiredNodes": job.nodes,
-              "scheduledNodes": self.gang_wait.scheduled,
-              "observedGeneration": job.generation, **resolved(job), **changes}
+        ready = (
+            0
+            if phase in HALTED
+            else sum(1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+        )
+        st = {
+            **prev,
+            "phase": phase,
+            "message": message,
+            "restarts": self.restarts,
+            "readyNodes": ready,
+            "nodes": f"{ready}/{job.nodes}",
+            "desiredNodes": job.nodes,
+            "scheduledNodes": self.gang_wait.scheduled,
+            "observedGeneration": job.generation,
+            **resolved(job),
+            **changes,
+        }
         st["conditions"] = stall.conditions(
-            self.gang_wait.conditions(build_conditions(prev.get("conditions"), phase, reason, message, self.now_s),
-                                      self.now_s),
+            self.gang_wait.conditions(
+                build_conditions(prev.get("conditions"), phase, reason, message, self.now_s), self.now_s
+            ),
             self.stalled,
-            phase == RUNNING and progress is not None and progress.record is not None
-            and progress.seconds_since_progress < (job.stall_timeout_seconds or 60), self.now_s)
+            phase == RUNNING
+            and progress is not None
+            and progress.record is not None
+            and progress.seconds_since_progress < (job.stall_timeout_seconds or 60),
+            self.now_s,
+        )
         attempt = int(st.get("restarts") or 0)  # the attempt this status is about (a restart moves it on)
         fresh = progress if progress is not None and progress.restart_count == attempt else None
-        st["progress"] = self.last_progress(phase, attempt) or \
-            (stall.status_progress(fresh, self.now) if fresh else None) or self.kept_progress(phase, attempt)
+        st["progress"] = (
+            self.last_progress(phase, attempt)
+            or (stall.status_progress(fresh, self.now) if fresh else None)
+            or self.kept_progress(phase, attempt)
+        )
         if phase != RUNNING and isinstance(st.get("progress"), dict):
             # A job that is not running has no time left to estimate: the last record stays
             # (where training got to), marked final, its ETA goes and the ETA column is empty.

@@ -11,10 +11,13 @@ if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 
-def plan(step: "Step") -> Plan | None:
+def plan(step: Step) -> Plan | None:
     job, current = step.job, step.current
     if len(current) != job.nodes or not all(p.phase == "Succeeded" for p in current.values()):
         return None
     msg = f"{text.all_of(job.nodes, 'node')} finished successfully"
-    return Plan(status=step.status(SUCCEEDED, "Succeeded", msg, completionTime=step.now_s),
-                requeue_after=step.ttl_in, events=step.on_entry(SUCCEEDED, "Normal", "Succeeded", msg))
+    return Plan(
+        status=step.status(SUCCEEDED, "Succeeded", msg, completionTime=step.now_s),
+        requeue_after=step.ttl_in,
+        events=step.on_entry(SUCCEEDED, "Normal", "Succeeded", msg),
+    )

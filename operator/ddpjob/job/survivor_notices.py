@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 
-def annotate(step: "Step", plan: Plan) -> Plan:
+def annotate(step: Step, plan: Plan) -> Plan:
     if step.job.elastic is None or plan.status.get("phase") != RUNNING:
         return plan
-    lost = sorted(p.name for p in step.current.values()
-                  if p.phase == "Failed" or p.deleting or (p.phase == "Running" and not p.ready))
+    lost = sorted(
+        p.name
+        for p in step.current.values()
+        if p.phase == "Failed" or p.deleting or (p.phase == "Running" and not p.ready)
+    )
     return replace(plan, tell_lost=tuple(lost)) if lost else plan

@@ -14,10 +14,12 @@ if TYPE_CHECKING:
 MESSAGE = "suspended: Pods deleted; set spec.suspend to false to resume"
 
 
-def plan(step: "Step") -> Plan | None:
+def plan(step: Step) -> Plan | None:
     if not step.job.suspend:
         return None
     # Like a Kubernetes Job, the deadline clock restarts on resume (startTime dropped).
-    return Plan(status=step.status(SUSPENDED, "Suspended", MESSAGE, startTime=None),
-                delete=tuple(p.name for p in step.pods if not p.deleting),
-                events=step.on_entry(SUSPENDED, "Normal", "Suspended", MESSAGE))
+    return Plan(
+        status=step.status(SUSPENDED, "Suspended", MESSAGE, startTime=None),
+        delete=tuple(p.name for p in step.pods if not p.deleting),
+        events=step.on_entry(SUSPENDED, "Normal", "Suspended", MESSAGE),
+    )

@@ -17,8 +17,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Callable, Mapping
+from typing import IO
 
 from ddpjob import contract, exit_codes
 from ddpjob.api import names

@@ -15,8 +15,8 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ddpjob.api.errors import FieldError
 from ddpjob.api.spec import DDPJob
@@ -37,9 +37,7 @@ def visible_gpus(dev: Path = Path("/dev"), env: Mapping[str, str] | None = None)
     # CUDA stops at the first invalid entry ("-1" hides every GPU); UUIDs name GPUs too.
     chosen = []
     for entry in (e.strip() for e in mask.split(",")):
-        if entry.startswith(("GPU-", "MIG-")) and ids:
-            chosen.append(entry)
-        elif entry.isdigit() and entry in ids:
+        if (entry.startswith(("GPU-", "MIG-")) and ids) or (entry.isdigit() and entry in ids):
             chosen.append(entry)
         else:
             break
@@ -66,10 +64,15 @@ def gpu_error(job: DDPJob, available: list[str]) -> str | None:
     blockers = cpu_blockers(job)
     # Suggest --cpu only where it would run: the ResNet example's --sync-bn would fail on
     # every rank a minute later.
-    hint = (f"`ddpjob run --cpu` cannot run it as written: {blockers[0]}" if blockers else
-            f"run it on CPU with `ddpjob run --cpu` (gloo, {plural(job.nproc_per_node, 'process')} per node)")
-    return (f"spec.gpusPerNode: the job asks for {plural(job.gpus_per_node, 'GPU')} on each of "
-            f"{plural(job.nodes, 'node')} ({wanted} in all) and this machine has {len(available)}; {hint}")
+    hint = (
+        f"`ddpjob run --cpu` cannot run it as written: {blockers[0]}"
+        if blockers
+        else f"run it on CPU with `ddpjob run --cpu` (gloo, {plural(job.nproc_per_node, 'process')} per node)"
+    )
+    return (
+        f"spec.gpusPerNode: the job asks for {plural(job.gpus_per_node, 'GPU')} on each of "
+        f"{plural(job.nodes, 'node')} ({wanted} in all) and this machine has {len(available)}; {hint}"
+    )
 
 
 # What the built-in trainer (or any program) is asked for that needs CUDA: the argument,
@@ -91,9 +94,13 @@ def cpu_blockers(job: DDPJob) -> list[FieldError]:
             # `--amp fp16` and `--amp=fp16` alike; `--backend nccl` and `--backend=nccl`.
             parts = tuple(word.split("=", 1)) if word.startswith("--") and "=" in word else (word,)
             for pattern, message in _CUDA_ONLY:
-                if parts == pattern or (len(pattern) == 2 and parts == pattern[:1]
-                                        and i + 1 < len(words) and words[i + 1] == pattern[1]) \
-                        or (pattern == ("nccl",) and parts[-1].lower() == "nccl"):
+                if (
+                    parts == pattern
+                    or (
+                        len(pattern) == 2 and parts == pattern[:1] and i + 1 < len(words) and words[i + 1] == pattern[1]
+                    )
+                    or (pattern == ("nccl",) and parts[-1].lower() == "nccl")
+                ):
                     found.append(FieldError(f"{field}[{i}]", message))
     for i, entry in enumerate(job.env):
         if str(entry.get("value", "")).strip().lower() == "nccl":
@@ -112,4 +119,4 @@ def devices_for_node(job: DDPJob, rank: int, available: list[str]) -> dict[str, 
     if not job.gpus_per_node:
         return {}
     first = rank * job.gpus_per_node
-    return {"CUDA_VISIBLE_DEVICES": ",".join(available[first:first + job.gpus_per_node])}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(available[first : first + job.gpus_per_node])}

@@ -22,6 +22,7 @@ cluster provides substituted, the same way for both:
 
 A container's end and exit code (128+N for a signal) are `ContainerProcess.terminated()`'s.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,9 @@ import random
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Callable, Hashable, Iterable, Mapping
+from typing import IO
 
 from ddpjob import contract
 from ddpjob.local import ownership, ports
@@ -73,17 +75,29 @@ class LocalNode:
             self.ports.setdefault(attempt, ports.free_port())
         return self.ports[attempt]
 
-    def start(self, pod: Mapping, *, port: int, checkpoint_dir: str | None, progress_file: str,
-              out: IO[str] | None = None, cwd: str | None = None, tag: str | None = None,
-              extra_env: Mapping[str, str] | None = None) -> Started:
+    def start(
+        self,
+        pod: Mapping,
+        *,
+        port: int,
+        checkpoint_dir: str | None,
+        progress_file: str,
+        out: IO[str] | None = None,
+        cwd: str | None = None,
+        tag: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Started:
         """Start the Pod's trainer container; LocalRunError (or OSError) when it cannot start."""
         ip = (self.addresses or loopback_address)()
         base = self.bases.setdefault(port, loopback_base())
         termination_log = os.path.join(os.path.dirname(os.path.abspath(progress_file)), TERMINATION_LOG_FILE)
-        overrides = {**contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log, base),
-                     **(extra_env or {})}
-        proc = start_container(pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex),
-                               preexec=self.preexec)
+        overrides = {
+            **contract.local_overrides(port, checkpoint_dir, progress_file, ip, termination_log, base),
+            **(extra_env or {}),
+        }
+        proc = start_container(
+            pod, overrides, out=out, cwd=cwd, tag=self.tag_prefix + (tag or uuid.uuid4().hex), preexec=self.preexec
+        )
         return Started(proc, ip)
 
     def stop_all(self, procs: Iterable[ContainerProcess]) -> None:

@@ -3,8 +3,10 @@ operator sends them (operator/notices.py): each process tree the job logic names
 (`Plan.tell_lost`) is told, once, to the other running ones, at their loopback "Pod IP"
 and the progress port, each POST on a short-lived thread of its own with one deadline.
 The token is drawn for the run and given to each Pod as the operator gives it."""
+
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -25,14 +27,14 @@ class LocalNotices:
             return []
         self.told.update(new)
         indices = sorted(set(new.values()))
-        threads = [threading.Thread(target=self._post, args=(ip, indices), name="ddpjob-notice", daemon=True)
-                   for ip in survivors]
+        threads = [
+            threading.Thread(target=self._post, args=(ip, indices), name="ddpjob-notice", daemon=True)
+            for ip in survivors
+        ]
         for t in threads:
             t.start()
         return threads
 
     def _post(self, ip: str, indices: list[int]) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the survivor finds the loss itself
             notice.post(ip, self.port, self.token, indices, time.time())
-        except OSError:
-            pass  # the survivor finds the loss itself

@@ -77,9 +77,15 @@ class Watchdog:
         self._write_end: int | None = write_end
         env = dict(os.environ)  # the watchdog imports ddpjob as this process did
         env.pop(CONTAINER_TAG_ENV, None)  # never a target of its own sweep
-        self.proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, CONTAINER_TAG_ENV, tag_prefix],
-                                     stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env=env, start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, CONTAINER_TAG_ENV, tag_prefix],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
         os.close(read_end)
         os.set_inheritable(write_end, False)  # the containers must not keep it open
 
@@ -106,8 +112,10 @@ class JobLock:
         try:
             self._file = pidlock.acquire(self.path)
         except pidlock.LockHeld as held:
-            raise LocalRunError(f"job {self.job_name!r} is already running here (pid {held.holder}, lock "
-                                f"{self.path}); wait for it, or give this run another --workdir") from None
+            raise LocalRunError(
+                f"job {self.job_name!r} is already running here (pid {held.holder}, lock "
+                f"{self.path}); wait for it, or give this run another --workdir"
+            ) from None
 
     def release(self) -> None:
         if self._file is not None:

@@ -16,7 +16,7 @@ from ddpjob.job.stall import ProgressState
 
 PLAIN_EVERY_SECONDS = 10.0  # a log file gets a progress line at most this often
 _LOCK = threading.Lock()
-_ACTIVE: "Display | None" = None  # the display owning the terminal's last line, if any
+_ACTIVE: Display | None = None  # the display owning the terminal's last line, if any
 
 
 def loopback_address() -> str:
@@ -68,10 +68,15 @@ class Display:
             return
         record = state.record
         eta = progress_record.format_duration(state.eta_seconds)
-        extra = " ".join(x for x in (
-            f"{record['samples_per_s']:.0f} samples/s" if record.get("samples_per_s") is not None else "",
-            f"loss {record['loss']:.4f}" if record.get("loss") is not None else "",
-            f"ETA {eta}" if eta else "") if x)
+        extra = " ".join(
+            x
+            for x in (
+                f"{record['samples_per_s']:.0f} samples/s" if record.get("samples_per_s") is not None else "",
+                f"loss {record['loss']:.4f}" if record.get("loss") is not None else "",
+                f"ETA {eta}" if eta else "",
+            )
+            if x
+        )
         line = f"{progress_record.summary(record)} {extra}".strip()
         if self.tty and self._bar(record, extra):
             return
@@ -88,13 +93,21 @@ class Display:
             return False
         with _LOCK:
             if self.bar is None:
-                self.bar = tqdm(total=record.get("total_steps"), desc=self.name, unit="step", file=self.out,
-                                dynamic_ncols=True, leave=True)
+                self.bar = tqdm(
+                    total=record.get("total_steps"),
+                    desc=self.name,
+                    unit="step",
+                    file=self.out,
+                    dynamic_ncols=True,
+                    leave=True,
+                )
                 _ACTIVE = self
             if record.get("total_steps") and self.bar.total != record["total_steps"]:
                 self.bar.total = record["total_steps"]
             self.bar.n = record["step"]
-            epoch = f"epoch {record['epoch']}/{record.get('total_epochs', '?')} " if record.get("epoch") is not None else ""
+            epoch = (
+                f"epoch {record['epoch']}/{record.get('total_epochs', '?')} " if record.get("epoch") is not None else ""
+            )
             self.bar.set_postfix_str(epoch + extra, refresh=False)
             self.bar.refresh()
         return True

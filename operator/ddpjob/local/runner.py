@@ -15,22 +15,22 @@ import signal
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 import yaml
 
 from ddpjob import contract, render, text
+from ddpjob.api.spec import DDPJob
 from ddpjob.job import elastic, lifecycle
+from ddpjob.job.observe import PodState
 from ddpjob.local import ownership, safety
-from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.container import ContainerProcess, LocalRunError
+from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.node import LocalNode
 from ddpjob.local.notices import LocalNotices
 from ddpjob.local.progress_view import AttemptProgress, Display, write_line
-from ddpjob.job.observe import PodState
-from ddpjob.api.spec import DDPJob
 
 POLL_SECONDS = 0.1
 PODS_DIR = "pods"  # under the job's directory: each Pod attempt's progress record and heartbeats
@@ -69,7 +69,7 @@ class LocalRunner:
         states = []
         for name, (rank, attempt, proc) in self.procs.items():
             end = proc.terminated()
-            finished = (lifecycle.format_time(datetime.fromtimestamp(end.finished_at, timezone.utc))
+            finished = (lifecycle.format_time(datetime.fromtimestamp(end.finished_at, UTC))
                         if end else None)
             states.append(PodState(name=name, node_rank=rank, restart_count=attempt,
                                    phase=end.phase if end else "Running",
@@ -110,8 +110,9 @@ class LocalRunner:
                 progress_dir.mkdir(parents=True, exist_ok=True)
                 progress_file = str(progress_dir / "progress.json")
                 gpus = {"CUDA_VISIBLE_DEVICES": ""} if self.hide_gpus else {}
+                env = {**gpus, **devices_for_node(self.job, rank, self.gpus)}
                 started = self.node.start(pod, port=self.port, checkpoint_dir=checkpoint, progress_file=progress_file,
-                                          out=self.out, extra_env={**gpus, **devices_for_node(self.job, rank, self.gpus)})
+                                          out=self.out, extra_env=env)
                 proc, host = started.proc, started.ip
                 self.procs[name], self.ips[name] = (rank, plan.restart_count, proc), host
                 self.attempt_progress.files[rank] = progress_file
@@ -150,7 +151,7 @@ class LocalRunner:
                 if self._interrupted:
                     return self._shutdown()
                 progress = self.read_progress()
-                plan = lifecycle.plan(self.job, self.observe(), self.status, datetime.now(timezone.utc), progress)
+                plan = lifecycle.plan(self.job, self.observe(), self.status, datetime.now(UTC), progress)
                 self.display.update(progress)
                 if plan.status.get("phase") != self.status.get("phase"):
                     self.log(f"phase {plan.status['phase']}: {plan.status.get('message', '')}")
@@ -181,7 +182,7 @@ class LocalRunner:
     def _shutdown(self) -> dict:
         self.log("interrupted: stopping every process")
         self._stop_all()
-        self.status = lifecycle.interrupted(self.status, self.job.nodes, datetime.now(timezone.utc))
+        self.status = lifecycle.interrupted(self.status, self.job.nodes, datetime.now(UTC))
         return self.status
 
 

@@ -13,6 +13,7 @@ an annotation, to tell what an update changed. Two things here:
   spec to compare: the CRD's transition rules guard the immutable fields), and the
   operator refuses a spec over `api/bounds.py`'s limit with one status message.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,5 +56,8 @@ def _size(essence: Any) -> int:
 def _others(metadata: Mapping[str, Any]) -> int:
     """Bytes of the annotations that are not kopf's (ours: under the operator's group)."""
     annotations = metadata.get("annotations") or {}
-    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items()
-               if not str(k).startswith(f"{names.GROUP}/"))
+    return sum(
+        len(str(k).encode()) + len(str(v).encode())
+        for k, v in annotations.items()
+        if not str(k).startswith(f"{names.GROUP}/")
+    )

@@ -12,7 +12,9 @@ Every create and delete is recorded in the job's expectations until the watch sh
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ddpjob import render, text
 from ddpjob.api import names, spec
@@ -24,7 +26,6 @@ from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, object_path, pods_path
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import JobMemory
-import contextlib
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
@@ -36,7 +37,11 @@ def indexed_pod(body: Mapping[str, Any]) -> tuple[str | None, PodState] | None:
         return None
     owner = None
     for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == names.KIND and ref.get("apiVersion", "").startswith(names.GROUP + "/"):
+        if (
+            ref.get("controller")
+            and ref.get("kind") == names.KIND
+            and ref.get("apiVersion", "").startswith(names.GROUP + "/")
+        ):
             owner = ref.get("uid")
     return owner, state
 
@@ -45,8 +50,14 @@ class Children:
     """Acts on one job's children with the API, gang settings, metrics and Event poster it
     is given (the controller hands its own in, and again when one is replaced)."""
 
-    def __init__(self, kube: Kube, gang: GangSupport, metrics: OperatorMetrics, post_event: EventPoster,
-                 notice_token: Callable[[str, str, str], str] | None = None):
+    def __init__(
+        self,
+        kube: Kube,
+        gang: GangSupport,
+        metrics: OperatorMetrics,
+        post_event: EventPoster,
+        notice_token: Callable[[str, str, str], str] | None = None,
+    ):
         self.kube, self.gang, self.metrics, self.post_event = kube, gang, metrics, post_event
         self.notice_token = notice_token  # (namespace, name, uid) -> the token an elastic job's Pods get
 
@@ -86,7 +97,9 @@ class Children:
                 await self.kube.delete(object_path(api_version, kind, ns, name), uid=uid)
             job.pod_groups.pop(name, None)
 
-    async def delete_pods(self, job: JobMemory, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]) -> None:
+    async def delete_pods(
+        self, job: JobMemory, ns: str, pod_names: Iterable[str], observed: Iterable[PodState]
+    ) -> None:
         """Delete Pods (`observed`: the job's Pods as this pass saw them), each with the uid
         it was seen with as a precondition: a Pod made again under that name since (by this
         job's next pass, or by anyone) is not the one the plan meant, and is left alone."""
@@ -96,8 +109,9 @@ class Children:
         observed = list(observed)
         restart_counts = {p.name: p.restart_count for p in observed}
         uids = {p.name: p.uid for p in observed}
-        results = await asyncio.gather(*(self.kube.delete(pods_path(ns, n), uid=uids.get(n)) for n in pod_names),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(self.kube.delete(pods_path(ns, n), uid=uids.get(n)) for n in pod_names), return_exceptions=True
+        )
         for pod_name, result in zip(pod_names, results, strict=True):
             if not isinstance(result, BaseException):
                 job.expectations.deleted(pod_name, restart_counts.get(pod_name))
@@ -105,8 +119,9 @@ class Children:
             if isinstance(result, BaseException):
                 raise result
 
-    async def create_pods(self, job: JobMemory, parsed: spec.DDPJob, body: Mapping[str, Any],
-                           plan: lifecycle.Plan) -> refusals.Refusal | None:
+    async def create_pods(
+        self, job: JobMemory, parsed: spec.DDPJob, body: Mapping[str, Any], plan: lifecycle.Plan
+    ) -> refusals.Refusal | None:
         """Create the Service and the Pods the plan asks for; the first refusal stops it
         (and is returned). Errors other than the API server's answer are raised."""
         uid = job.uid or ""
@@ -157,9 +172,13 @@ class Children:
                     job.expectations.created(seen[1])
         if created:
             self.metrics.pods_created.inc(created)
-            self.post_event(body, "Normal", "Created",
-                            f"created {text.plural(created, 'Pod')} of attempt {plan.restart_count} "
-                            f"({text.plural(parsed.nodes, 'node')} x {text.plural(parsed.nproc_per_node, 'process')})")
+            self.post_event(
+                body,
+                "Normal",
+                "Created",
+                f"created {text.plural(created, 'Pod')} of attempt {plan.restart_count} "
+                f"({text.plural(parsed.nodes, 'node')} x {text.plural(parsed.nproc_per_node, 'process')})",
+            )
         if refused is None and errors:
             raise errors[0]  # retried by the worker; what was created is remembered
         return refused
@@ -177,7 +196,16 @@ class Children:
         out: dict[str, str | None] = {}
         for name in sorted(set(names_)):
             node = await self.kube.get_node(name)
-            out[name] = None if node is None else next(
-                (str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or []
-                 if c.get("type") == "Ready"), "")
+            out[name] = (
+                None
+                if node is None
+                else next(
+                    (
+                        str(c.get("status"))
+                        for c in (node.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "Ready"
+                    ),
+                    "",
+                )
+            )
         return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import os
 import tempfile
 import urllib.parse
@@ -21,7 +22,6 @@ import urllib.request
 from typing import Any
 
 import kubernetes
-import contextlib
 
 _temp_files: list[str] = []
 
@@ -57,8 +57,10 @@ def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configurati
         config.ssl_ca_cert = os.fspath(ca_path)
     elif ca_data:
         config.ssl_ca_cert = _as_file(ca_data)
-    for attr, path_name, data_name in (("cert_file", "certificate_path", "certificate_data"),
-                                       ("key_file", "private_key_path", "private_key_data")):
+    for attr, path_name, data_name in (
+        ("cert_file", "certificate_path", "certificate_data"),
+        ("key_file", "private_key_path", "private_key_data"),
+    ):
         path, data = getattr(info, path_name, None), getattr(info, data_name, None)
         if path:
             setattr(config, attr, os.fspath(path))

@@ -18,22 +18,23 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from ddpjob.api import spec
 from ddpjob.job import creation, lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
 from ddpjob.job.observe import PodState
+from ddpjob.operator import observer
 from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.gang import GangSupport
+from ddpjob.operator.gang_reader import GangReader
 from ddpjob.operator.kube import Kube, job_path
 from ddpjob.operator.metrics import OperatorMetrics
-from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator.notices import Notifier
-from ddpjob.operator import observer
+from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator.progress import ProgressPoller, Target
-from ddpjob.operator.gang_reader import GangReader
 from ddpjob.operator.status_writes import StatusChanged, StatusWriter
 from ddpjob.operator.workqueue import WorkQueue
 
@@ -53,7 +54,7 @@ DEFAULT_MAX_CONCURRENT = 64
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Controller:
@@ -86,8 +87,12 @@ class Controller:
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event, self.notifier.token)
         self.status_writer = StatusWriter(kube, job_body)
         self.gang_reader = GangReader(kube)
-        self.queue = WorkQueue(lambda key: self.reconcile(key), max_concurrent, on_error=self._reconcile_failed,
-                               on_done=self.metrics.reconcile_seconds.observe)
+        self.queue = WorkQueue(
+            lambda key: self.reconcile(key),
+            max_concurrent,
+            on_error=self._reconcile_failed,
+            on_done=self.metrics.reconcile_seconds.observe,
+        )
 
     # The API client and the gang settings are the children's and the status writer's too:
     # one replaced here (a test's fake, say) is replaced there.
@@ -186,11 +191,20 @@ class Controller:
             return after
         return read_in if after is None else min(after, read_in)
 
-    def _observe(self, job: JobMemory, body: Mapping[str, Any], pods: list[PodState], parsed: spec.DDPJob | None,
-                 errors: tuple[str, ...], nodes: dict[str, str | None], now: datetime) -> Observed:
+    def _observe(
+        self,
+        job: JobMemory,
+        body: Mapping[str, Any],
+        pods: list[PodState],
+        parsed: spec.DDPJob | None,
+        errors: tuple[str, ...],
+        nodes: dict[str, str | None],
+        now: datetime,
+    ) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
-        observed = observer.observe(job, body, pods, (parsed, errors), now, self.gang, progress,
-                                    self.monotonic(), nodes)
+        observed = observer.observe(
+            job, body, pods, (parsed, errors), now, self.gang, progress, self.monotonic(), nodes
+        )
         self._phases[job.key] = observed.previous.get("phase") or lifecycle.PENDING
         return observed
 
@@ -245,15 +259,22 @@ class Controller:
         if plan.status.get("phase") != lifecycle.RUNNING or parsed is None:
             self.poller.unwatch(job.key)
             return
-        ips = {p.node_rank: p.ip for p in observed.pods
-               if p.restart_count == plan.restart_count and not p.leftover}
-        self.poller.watch(job.key, Target(plan.restart_count, tuple(ips.get(r) for r in range(parsed.nodes)),
-                                          parsed.stall_timeout_seconds, world_size=parsed.world_size))
+        ips = {p.node_rank: p.ip for p in observed.pods if p.restart_count == plan.restart_count and not p.leftover}
+        self.poller.watch(
+            job.key,
+            Target(
+                plan.restart_count,
+                tuple(ips.get(r) for r in range(parsed.nodes)),
+                parsed.stall_timeout_seconds,
+                world_size=parsed.world_size,
+            ),
+        )
 
     # ---- acts ---------------------------------------------------------------------------
 
-    async def _write_status(self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any],
-                            new: dict[str, Any]) -> Mapping[str, Any]:
+    async def _write_status(
+        self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any], new: dict[str, Any]
+    ) -> Mapping[str, Any]:
         stored = await self.status_writer.write(job, body, previous, new)
         if stored is not previous:
             job.status_written_at = self.monotonic()

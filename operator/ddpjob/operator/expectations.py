@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ddpjob.job.observe import PodState
 

@@ -15,8 +15,8 @@ later is enough.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Mapping
 
 from ddpjob.api import gangs
 from ddpjob.job.scheduling import UNAVAILABLE
@@ -43,11 +43,11 @@ class GangSupport:
     explicit: bool = False  # enabled by the chart (an error when missing), not by default
 
     @classmethod
-    def from_settings(cls, config: operator_settings.Settings) -> "GangSupport":
+    def from_settings(cls, config: operator_settings.Settings) -> GangSupport:
         return cls(enabled=config.gang_integrations, options=config.gang_options, explicit=config.gang_explicit)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> "GangSupport":
+    def from_env(cls, environ: Mapping[str, str]) -> GangSupport:
         """From an environment alone (tests, the dev cluster); SettingsError for a bad value."""
         return cls.from_settings(operator_settings.from_env(environ))
 
@@ -65,17 +65,24 @@ class GangSupport:
                 self.missing[gang] = f"{needs} is not served by this cluster ({path} not found)"
                 # Enabled by the chart: an error. Unset (development clusters, every
                 # integration on by default): a note.
-                logger.log(logging.ERROR if self.explicit else logging.INFO,
-                           "gang integration %s is enabled but %s; DDPJobs with spec.scheduling.gang=%s "
-                           "will wait with GangScheduled=False until it is installed", gang, self.missing[gang], gang)
+                logger.log(
+                    logging.ERROR if self.explicit else logging.INFO,
+                    "gang integration %s is enabled but %s; DDPJobs with spec.scheduling.gang=%s "
+                    "will wait with GangScheduled=False until it is installed",
+                    gang,
+                    self.missing[gang],
+                    gang,
+                )
 
     def unavailable(self, gang: str) -> str | None:
         """Why a job with this gang cannot be placed now (None: go ahead)."""
         if gang == "none":
             return None
         if gang not in self.enabled:
-            return (f"spec.scheduling.gang={gang} is not enabled in this operator "
-                    f"(enable it in the chart: gang.{gang}.enabled=true)")
+            return (
+                f"spec.scheduling.gang={gang} is not enabled in this operator "
+                f"(enable it in the chart: gang.{gang}.enabled=true)"
+            )
         if gang in self.missing:
             return f"spec.scheduling.gang={gang}: {self.missing[gang]}"
         return None

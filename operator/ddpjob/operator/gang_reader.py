@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ddpjob.api import gangs
 from ddpjob.api.gangs import Integration
@@ -37,8 +38,11 @@ def held(job: DDPJob, pods: Iterable[PodState]) -> tuple[Integration, int] | Non
     integration = gangs.get(job.scheduling.gang)
     if integration is None or integration.reads is None:
         return None
-    attempts = [p.restart_count for p in pods if p.scheduling_reason == integration.reads.held
-                and not p.scheduled and not p.deleting and not p.leftover]
+    attempts = [
+        p.restart_count
+        for p in pods
+        if p.scheduling_reason == integration.reads.held and not p.scheduled and not p.deleting and not p.leftover
+    ]
     return (integration, max(attempts)) if attempts else None
 
 
@@ -76,7 +80,13 @@ class GangReader:
         except APIError as exc:
             if (integration.name, exc.status) not in self._warned:
                 self._warned.add((integration.name, exc.status))
-                logger.warning("cannot read what %s says of %s/%s (%s %s): a waiting job shows its Pods' words "
-                               "alone", integration.name, namespace, group, exc.status, exc.reason)
+                logger.warning(
+                    "cannot read what %s says of %s/%s (%s %s): a waiting job shows its Pods' words alone",
+                    integration.name,
+                    namespace,
+                    group,
+                    exc.status,
+                    exc.reason,
+                )
             return None
         return reads.verdict(tuple(read))

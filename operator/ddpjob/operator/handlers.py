@@ -19,12 +19,11 @@ from typing import Any
 
 import kopf
 
-from ddpjob.operator import bookkeeping, controller as ctl
 from ddpjob import text
 from ddpjob.api import names, spec
 from ddpjob.backoff import Backoff
+from ddpjob.operator import bookkeeping, controller as ctl, settings as operator_settings
 from ddpjob.operator.gang import GangSupport
-from ddpjob.operator import settings as operator_settings
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.notices import Notifier
 from ddpjob.operator.progress import ProgressPoller
@@ -69,8 +68,9 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # under our group, never into .status: the status is computed in full by the job
     # logic and is ours alone.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
-    settings.persistence.diffbase_storage = bookkeeping.DiffBaseStorage(prefix=names.GROUP,
-                                                                        key="last-handled-configuration")
+    settings.persistence.diffbase_storage = bookkeeping.DiffBaseStorage(
+        prefix=names.GROUP, key="last-handled-configuration"
+    )
     # No handler needs a finalizer (children go by owner reference), so kopf adds none
     # and deleting a DDPJob never waits for the operator. The name is ours in case.
     settings.persistence.finalizer = f"{names.GROUP}/operator"
@@ -103,6 +103,7 @@ def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
 
 # ---- operator lifecycle ---------------------------------------------------------------
 
+
 def _kube(memo: kopf.Memo) -> Kube:
     if getattr(memo, "kube", None) is None:
         memo.kube = Kube()
@@ -122,8 +123,14 @@ async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.
 
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: kopf.Index,
-                ddpjob_pods: kopf.Index, logger: logging.Logger, **_: Any) -> None:
+async def start(
+    settings: kopf.OperatorSettings,
+    memo: kopf.Memo,
+    ddpjob_jobs: kopf.Index,
+    ddpjob_pods: kopf.Index,
+    logger: logging.Logger,
+    **_: Any,
+) -> None:
     configure(settings)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     config = getattr(memo, "settings", None)
@@ -149,8 +156,16 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, ddpjob_jobs: k
     memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
     poller = _progress_poller(config, lambda key: memo.controller.trigger(*key), logger)
     allow = config.template_allow
-    controller = ctl.Controller(kube, job_body=job_body, pods_of=pods_of, post_event=_post_event, gang=gang,
-                                poller=poller, template_allow=allow, notifier=Notifier(config.notice_key))
+    controller = ctl.Controller(
+        kube,
+        job_body=job_body,
+        pods_of=pods_of,
+        post_event=_post_event,
+        gang=gang,
+        poller=poller,
+        template_allow=allow,
+        notifier=Notifier(config.notice_key),
+    )
     if allow:
         logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
     if config.metrics_port:
@@ -163,9 +178,12 @@ def _progress_poller(config: Settings, on_progress: Any, logger: logging.Logger)
     if not config.progress_polling:
         logger.info("progress polling is off")
         return None
-    return ProgressPoller(on_progress, interval=config.progress_interval,
-                          max_per_second=config.progress_max_per_second,
-                          max_writes_per_second=config.progress_max_writes_per_second)
+    return ProgressPoller(
+        on_progress,
+        interval=config.progress_interval,
+        max_per_second=config.progress_max_per_second,
+        max_writes_per_second=config.progress_max_writes_per_second,
+    )
 
 
 @kopf.on.cleanup()
@@ -195,6 +213,7 @@ def probe(memo: kopf.Memo, **_: Any) -> int:
 
 # ---- indices: what the controller observes ---------------------------------------------
 
+
 # The index functions are async (they do no I/O): kopf runs a sync handler in a thread
 # pool, one hop per watch event, which a 1,024-Pod gang pays 1,024 times per phase.
 @kopf.index(*JOBS)
@@ -212,6 +231,7 @@ async def ddpjob_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_:
 
 # ---- triggers ---------------------------------------------------------------------------
 
+
 @kopf.on.resume(*JOBS)
 @kopf.on.create(*JOBS)
 async def job_created(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
@@ -219,8 +239,16 @@ async def job_created(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> N
 
 
 @kopf.on.update(*JOBS, field="spec")
-async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body, meta: kopf.Meta,
-                           memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def job_spec_changed(
+    namespace: str,
+    name: str,
+    old: Any,
+    body: kopf.Body,
+    meta: kopf.Meta,
+    memo: kopf.Memo,
+    logger: logging.Logger,
+    **_: Any,
+) -> None:
     # The validity of the new spec alone is checked by every reconcile; what only an
     # update can show is a change to a field a running gang cannot take.
     if bookkeeping.kept_only_a_digest(old):  # no old spec to compare (bookkeeping.py)
@@ -234,12 +262,16 @@ async def job_spec_changed(namespace: str, name: str, old: Any, body: kopf.Body,
         # The spec did not change since the operator last saw it (same generation), so a
         # "change" to an immutable field is a rewritten annotation, not a new spec; the
         # API server's own rules (the CRD's transition rules) guard real changes.
-        logger.warning("%s/%s: ignoring kopf's last-handled-configuration annotation: it differs from the "
-                       "spec of generation %s, which the operator already observed", namespace, name, generation)
+        logger.warning(
+            "%s/%s: ignoring kopf's last-handled-configuration annotation: it differs from the "
+            "spec of generation %s, which the operator already observed",
+            namespace,
+            name,
+            generation,
+        )
         errors = []
     if any(isinstance(e, spec.ImmutableFieldError) for e in errors):
-        memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0),
-                                      [str(e) for e in errors])
+        memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0), [str(e) for e in errors])
     else:
         memo.controller.trigger(namespace, name)
 

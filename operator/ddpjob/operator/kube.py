@@ -30,18 +30,19 @@ was computed from, so a second operator (a leader hand-over) can never be overwr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
 from ddpjob.api import gangs, names
+from ddpjob.backoff import Backoff
 from ddpjob.operator import connection
 from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
-from ddpjob.backoff import Backoff
-import contextlib
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -204,7 +205,7 @@ class Kube:
                 async with self._slots:
                     assert self._transport is not None
                     status, data, response_headers = await self._transport.request(method, path, body, dict(headers))
-            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 error: APIError = APIError(0, "ConnectionError", f"{method} {path}: {exc}")
             else:
                 if 200 <= status < 300:

@@ -15,9 +15,15 @@ from ddpjob import gc_tuning
 from ddpjob.operator import settings as operator_settings
 
 
-def run_operator(namespace: str | None, standalone: bool, liveness: str | None,
-                 metrics_port: int | None, peering: str | None, priority: int | None = None,
-                 settings: operator_settings.Settings | None = None) -> None:
+def run_operator(
+    namespace: str | None,
+    standalone: bool,
+    liveness: str | None,
+    metrics_port: int | None,
+    peering: str | None,
+    priority: int | None = None,
+    settings: operator_settings.Settings | None = None,
+) -> None:
     """Run until SIGTERM/SIGINT. `operator_settings.SettingsError` (one line) for a bad
     setting, before anything starts.
 

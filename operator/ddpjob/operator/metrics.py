@@ -8,7 +8,7 @@ metric twice, and every instance can be read in isolation.
 from __future__ import annotations
 
 from collections import Counter as _Tally
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -28,8 +28,7 @@ class _JobsByPhase(Collector):
 
     def collect(self):
         tally = _Tally(self._phases())
-        family = GaugeMetricFamily("ddpjob_jobs", "DDPJobs this operator serves, by status.phase",
-                                   labels=["phase"])
+        family = GaugeMetricFamily("ddpjob_jobs", "DDPJobs this operator serves, by status.phase", labels=["phase"])
         for phase in PHASES + tuple(sorted(set(tally) - set(PHASES))):
             family.add_metric([phase], tally.get(phase, 0))
         yield family
@@ -41,17 +40,18 @@ class OperatorMetrics:
         self.registry.register(_JobsByPhase(phases))
         # Buckets from 5 ms (a no-op reconcile) to 30 s (a slow, retrying API server).
         self.reconcile_seconds = Histogram(
-            "ddpjob_reconcile_duration_seconds", "Time of one reconcile of one DDPJob",
+            "ddpjob_reconcile_duration_seconds",
+            "Time of one reconcile of one DDPJob",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=self.registry)
+            registry=self.registry,
+        )
         self.reconcile_errors = Counter(
-            "ddpjob_reconcile_errors", "Reconciles that failed and were retried with backoff",
-            registry=self.registry)
-        self.pods_created = Counter(
-            "ddpjob_pods_created", "Pods created by the operator", registry=self.registry)
+            "ddpjob_reconcile_errors", "Reconciles that failed and were retried with backoff", registry=self.registry
+        )
+        self.pods_created = Counter("ddpjob_pods_created", "Pods created by the operator", registry=self.registry)
         self.gang_restarts = Counter(
-            "ddpjob_gang_restarts", "Gang restarts (all Pods of a job deleted and recreated)",
-            registry=self.registry)
+            "ddpjob_gang_restarts", "Gang restarts (all Pods of a job deleted and recreated)", registry=self.registry
+        )
         self._server: WSGIServer | None = None
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:

@@ -12,13 +12,14 @@ The key: the settings' DDPJOB_NOTICE_KEY (a Secret's value, so that Pods outlive
 operator restart) or one drawn at start. Each job's Pods get their token (`token`) in
 DDPJOB_NOTICE_TOKEN when created (children.py).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
 import logging
 import secrets
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from ddpjob import contract, notice
 from ddpjob.job.observe import PodState
@@ -51,8 +52,8 @@ class Notifier:
         indices = sorted({p.node_rank for p in new})
         survivors = [p for p in pods if p.name not in lost_names and p.phase == "Running" and not p.deleting and p.ip]
         token = self.token(job[0], job[1], uid)
-        for p in survivors[:MAX_PER_LOSS]:
-            self.pool.submit(self._post, p.ip, token, indices)
+        for ip in [p.ip for p in survivors[:MAX_PER_LOSS] if p.ip]:
+            self.pool.submit(self._post, ip, token, indices)
         return len(survivors[:MAX_PER_LOSS])
 
     def _post(self, ip: str, token: str, indices: list[int]) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ddpjob.api import spec, template_policy
 from ddpjob.job import scheduling
@@ -32,6 +33,7 @@ IndexedPod = tuple[str | None, PodState]
 @dataclass
 class JobMemory:
     """What the controller remembers of one job between reconciles."""
+
     key: Key
     uid: str | None = None
     status: dict[str, Any] | None = None  # last status written (None: trust the indexed body)
@@ -86,13 +88,17 @@ def with_disrupted(job: JobMemory, pods: list[PodState], uid: str, previous: Map
     seen = {p.name for p in pods}
     attempt = int(previous.get("restarts", 0))
     running = previous.get("phase") == RUNNING
-    job.disrupted = {n: (owner, p) for n, (owner, p) in job.disrupted.items()
-                     if owner == uid and p.restart_count == attempt and (n in seen or running)}
+    job.disrupted = {
+        n: (owner, p)
+        for n, (owner, p) in job.disrupted.items()
+        if owner == uid and p.restart_count == attempt and (n in seen or running)
+    }
     return pods + [dataclasses.replace(p, deleting=True) for n, (_, p) in job.disrupted.items() if n not in seen]
 
 
-def parse(job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str]
-          ) -> tuple[spec.DDPJob | None, tuple[str, ...]]:
+def parse(
+    job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str]
+) -> tuple[spec.DDPJob | None, tuple[str, ...]]:
     """The spec, or why it is refused (parse errors, template policy, an immutable change)."""
     generation = int((body.get("metadata") or {}).get("generation") or 0)
     try:
@@ -105,9 +111,17 @@ def parse(job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str
     return parsed, tuple(errors)
 
 
-def observe(job: JobMemory, body: Mapping[str, Any], current: list[PodState],
-            spec_: tuple[spec.DDPJob | None, tuple[str, ...]], now: datetime, gang: GangSupport, progress: Any,
-            monotonic: float, nodes: Mapping[str, str | None] | None = None) -> Observed:
+def observe(
+    job: JobMemory,
+    body: Mapping[str, Any],
+    current: list[PodState],
+    spec_: tuple[spec.DDPJob | None, tuple[str, ...]],
+    now: datetime,
+    gang: GangSupport,
+    progress: Any,
+    monotonic: float,
+    nodes: Mapping[str, str | None] | None = None,
+) -> Observed:
     """One observation of the job: `current` its Pods (`indexed_pods`), `spec_` its spec as
     `parse` read it, `nodes` the Nodes of its Pods stuck terminating as just read. Consumes
     what the last act learned (it is said once)."""
@@ -116,8 +130,15 @@ def observe(job: JobMemory, body: Mapping[str, Any], current: list[PodState],
     generation = int((body.get("metadata") or {}).get("generation") or 0)
     parsed, errors = spec_
     if errors or parsed is None:
-        return Observed(job=parsed, pods=tuple(current), previous=previous, now=now, errors=errors,
-                        generation=generation, pod_groups=tuple(job.pod_groups))
+        return Observed(
+            job=parsed,
+            pods=tuple(current),
+            previous=previous,
+            now=now,
+            errors=errors,
+            generation=generation,
+            pod_groups=tuple(job.pod_groups),
+        )
     refused = None
     if job.backoff.active and job.backoff.last is not None:
         refused = RefusedCreates(job.backoff.last, job.backoff.wait(now), fresh=job.backoff.take_fresh())
@@ -127,10 +148,19 @@ def observe(job: JobMemory, body: Mapping[str, Any], current: list[PodState],
     since = monotonic - job.status_written_at if job.status_written_at is not None else None
     attempt = int(previous.get("restarts", 0))
     said = job.gang_said if job.gang_said is not None and job.gang_said.attempt == attempt else None
-    return Observed(job=parsed, pods=tuple(with_disrupted(job, current, uid, previous)), previous=previous,
-                    now=now, progress=progress, generation=generation, refused=refused, gang_blocked=blocked,
-                    gang_waits=job.gang_waits, gang_said=said,
-                    since_last_write=since, jitter=random.random(), nodes=dict(nodes or {}),
-                    pod_groups=tuple(job.pod_groups))
-
-
+    return Observed(
+        job=parsed,
+        pods=tuple(with_disrupted(job, current, uid, previous)),
+        previous=previous,
+        now=now,
+        progress=progress,
+        generation=generation,
+        refused=refused,
+        gang_blocked=blocked,
+        gang_waits=job.gang_waits,
+        gang_said=said,
+        since_last_write=since,
+        jitter=random.random(),
+        nodes=dict(nodes or {}),
+        pod_groups=tuple(job.pod_groups),
+    )

@@ -40,17 +40,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import heapq
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ddpjob import contract
 from ddpjob.job.stall import MAX_RANKS, ProgressState
 from ddpjob.operator.progress_fetch import fetch_json, progress_url
-import contextlib
 
 logger = logging.getLogger("ddpjob.operator.progress")
 
@@ -89,11 +90,17 @@ class TokenBucket:
 
 
 class ProgressPoller:
-    def __init__(self, on_progress: Callable[[Key], None], interval: float = DEFAULT_INTERVAL,
-                 jitter: float = DEFAULT_JITTER, max_per_second: float = DEFAULT_MAX_PER_SECOND,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 max_writes_per_second: float = DEFAULT_MAX_WRITES_PER_SECOND,
-                 fetch: Callable[[str], Any] = fetch_json, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        on_progress: Callable[[Key], None],
+        interval: float = DEFAULT_INTERVAL,
+        jitter: float = DEFAULT_JITTER,
+        max_per_second: float = DEFAULT_MAX_PER_SECOND,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_writes_per_second: float = DEFAULT_MAX_WRITES_PER_SECOND,
+        fetch: Callable[[str], Any] = fetch_json,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.on_progress, self.interval, self.jitter = on_progress, interval, jitter
         self.max_writes_per_second = max_writes_per_second
         self.write_bucket = TokenBucket(max_writes_per_second, max(1.0, max_writes_per_second), clock)
@@ -251,8 +258,9 @@ class ProgressPoller:
                 self.fetches += 1
                 try:
                     answer = await self._fetch(progress_url(address, target.port))
-                    state = state.with_ranks(ProgressState.from_snapshot(answer, target.attempt,
-                                                                         target.world_size).ranks)
+                    state = state.with_ranks(
+                        ProgressState.from_snapshot(answer, target.attempt, target.world_size).ranks
+                    )
                 except Exception:  # noqa: BLE001 (an unreadable rank is reported as missing)
                     self.failures += 1
         return state

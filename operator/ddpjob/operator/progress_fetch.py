@@ -10,15 +10,16 @@ socket, status lines and headers included, are capped at MAX_ANSWER, and more th
 MAX_INTERIM interim (1xx) answers end the read: a hostile job's reads cost about what
 a healthy job's do.
 """
+
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import json
 import socket
 import threading
 from typing import Any
-import contextlib
 
 FETCH_TIMEOUT = 5.0  # for the whole response, headers and body
 MAX_BODY = 256 * 1024
@@ -38,7 +39,7 @@ class _Budget(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         if self.left <= 0:
             raise ValueError(f"answer larger than {MAX_ANSWER} bytes (status lines and headers included)")
-        n = self.raw.readinto(memoryview(buffer)[:min(len(buffer), self.left)]) or 0
+        n = self.raw.readinto(memoryview(buffer)[: min(len(buffer), self.left)]) or 0
         self.left -= n
         return n
 
@@ -100,6 +101,7 @@ def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> Any:
         for sock in held:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
     timer = threading.Timer(timeout, cut)
     timer.daemon = True
     timer.start()

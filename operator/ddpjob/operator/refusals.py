@@ -15,16 +15,17 @@ deleted; the job says which object holds the name and retries with the same back
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from ddpjob import backoff
 from ddpjob.api import names
 from ddpjob.job.decision import Refusal
 from ddpjob.operator.kube import APIError
 
-__all__ = ["Refusal", "Backoff", "transient", "from_api_error", "controller_uid", "not_owned"]
+__all__ = ["Backoff", "Refusal", "controller_uid", "from_api_error", "not_owned", "transient"]
 
 # Retries of a refused create: 0.5 s, 1 s, 2 s, ... capped at 30 s, so a namespace whose
 # quota is raised gets its Pods within ~30 s without anyone touching the job, and a
@@ -43,8 +44,11 @@ def transient(exc: APIError) -> bool:
 
 
 def from_api_error(kind: str, name: str, exc: APIError) -> Refusal:
-    reason = exc.reason or ("WebhookDenied" if "admission webhook" in exc.message else None) \
+    reason = (
+        exc.reason
+        or ("WebhookDenied" if "admission webhook" in exc.message else None)
         or {403: "Forbidden", 422: "Invalid", 400: "BadRequest"}.get(exc.status, f"HTTP{exc.status}")
+    )
     causes = tuple(str(c.get("reason") or "") for c in (exc.details.get("causes") or []) if isinstance(c, Mapping))
     return Refusal(kind, name, reason, exc.message or f"{kind} {name!r}: HTTP {exc.status}", exc.status, causes)
 
@@ -52,8 +56,11 @@ def from_api_error(kind: str, name: str, exc: APIError) -> Refusal:
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     """The uid of the DDPJob that controls `obj`, or None."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == names.KIND \
-                and str(ref.get("apiVersion", "")).startswith(names.GROUP + "/"):
+        if (
+            ref.get("controller")
+            and ref.get("kind") == names.KIND
+            and str(ref.get("apiVersion", "")).startswith(names.GROUP + "/")
+        ):
             return ref.get("uid")
     return None
 
@@ -66,14 +73,17 @@ def not_owned(kind: str, obj: Mapping[str, Any], job_name: str) -> Refusal:
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller"):
             holder = f"controller {ref.get('kind')} {ref.get('name')!s} (uid {ref.get('uid')})"
-    message = (f"{kind} {name!r} already exists and is not controlled by DDPJob {job_name!r} ({holder}); "
-               f"delete it or rename the job")
+    message = (
+        f"{kind} {name!r} already exists and is not controlled by DDPJob {job_name!r} ({holder}); "
+        f"delete it or rename the job"
+    )
     return Refusal(kind, name, "NotOwned", message)
 
 
 @dataclass
 class Backoff:
     """One job's refused creates: how many in a row, and when the next try is due."""
+
     failures: int = 0
     retry_at: datetime | None = None
     last: Refusal | None = None

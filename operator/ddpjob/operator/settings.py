@@ -18,11 +18,12 @@ start with one line naming the variable; nothing reads the environment later.
     DDPJOB_NOTICE_KEY                        the key of the notices to elastic jobs' Pods (notices.py;
                                              32..512 characters; unset: one drawn at start)
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ddpjob.api import gangs, names, template_policy
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND
@@ -110,8 +111,10 @@ def _gangs(env: Mapping[str, str]) -> tuple[frozenset[str], bool]:
     enabled = frozenset(g.strip() for g in raw.split(",") if g.strip())
     unknown = sorted(enabled - set(known))
     if unknown:
-        raise SettingsError(f"{GANG_INTEGRATIONS_ENV} names unknown gang integration(s) "
-                            f"{_shown(', '.join(unknown))}; known: {', '.join(known)}")
+        raise SettingsError(
+            f"{GANG_INTEGRATIONS_ENV} names unknown gang integration(s) "
+            f"{_shown(', '.join(unknown))}; known: {', '.join(known)}"
+        )
     return enabled, True
 
 
@@ -136,15 +139,24 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     rate = _number(env, PROGRESS_RATE_ENV, DEFAULT_MAX_PER_SECOND, 0.1, 1000, off=True)
     writes = _number(env, PROGRESS_WRITES_ENV, DEFAULT_MAX_WRITES_PER_SECOND, 0.1, 1000, off=True)
     if interval and rate and not writes:
-        raise SettingsError(f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
-                            f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling")
+        raise SettingsError(
+            f"{PROGRESS_WRITES_ENV}=0: progress status writes cannot be turned off alone; "
+            f"set {PROGRESS_INTERVAL_ENV}=0 to stop polling"
+        )
     key = env.get(NOTICE_KEY_ENV, "")
     if key and not 32 <= len(key) <= 512:
         raise SettingsError(f"{NOTICE_KEY_ENV}: {len(key)} characters; use 32 to 512 (a Secret's random value)")
     enabled, explicit = _gangs(env)
     options = _gang_options(env)
     return Settings(
-        template_allow=allow, metrics_port=_port(env, METRICS_PORT_ENV), progress_interval=interval,
-        progress_max_per_second=rate, progress_max_writes_per_second=writes,
+        template_allow=allow,
+        metrics_port=_port(env, METRICS_PORT_ENV),
+        progress_interval=interval,
+        progress_max_per_second=rate,
+        progress_max_writes_per_second=writes,
         liveness_outage_seconds=_number(env, LIVENESS_OUTAGE_ENV, DEFAULT_LIVENESS_OUTAGE, 1, 86400, off=False),
-        gang_integrations=enabled, gang_explicit=explicit, gang_options=options, notice_key=key.encode() or None)
+        gang_integrations=enabled,
+        gang_explicit=explicit,
+        gang_options=options,
+        notice_key=key.encode() or None,
+    )

@@ -10,7 +10,8 @@ stored status. So two replicas can never overwrite each other.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ddpjob.operator.kube import Conflict, Kube, job_path
 from ddpjob.operator.observer import JobMemory
@@ -20,9 +21,12 @@ def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[st
     """A merge patch that turns `previous` into `new`: keys the plan dropped become null,
     at every depth (a merge patch merges objects, so a `progress` without its `eta`, or a
     `lastFailure` without the last one's `errorLine`, would otherwise keep the old key)."""
-    patch = {key: status_patch(previous[key], value)
-             if isinstance(value, Mapping) and isinstance(previous.get(key), Mapping) else value
-             for key, value in new.items()}
+    patch = {
+        key: status_patch(previous[key], value)
+        if isinstance(value, Mapping) and isinstance(previous.get(key), Mapping)
+        else value
+        for key, value in new.items()
+    }
     for key in previous:
         if key not in new:
             patch[key] = None
@@ -39,8 +43,9 @@ class StatusWriter:
         self.kube = kube  # the controller hands in a replacement too
         self.job_body = job_body  # the index of DDPJobs: the newest resourceVersion known
 
-    async def write(self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any],
-                    new: dict[str, Any]) -> Mapping[str, Any]:
+    async def write(
+        self, job: JobMemory, body: Mapping[str, Any], previous: Mapping[str, Any], new: dict[str, Any]
+    ) -> Mapping[str, Any]:
         """Write `new` over `previous` (nothing when equal); returns the stored status and
         keeps it and its resourceVersion in `job`."""
         if new == previous:
@@ -49,8 +54,9 @@ class StatusWriter:
         kube = self.kube
         try:
             try:
-                stored = await kube.patch_status(ns, name, status_patch(previous, new),
-                                                 resource_version=self._version_of(job, body, previous))
+                stored = await kube.patch_status(
+                    ns, name, status_patch(previous, new), resource_version=self._version_of(job, body, previous)
+                )
             except Conflict:
                 stored = await self._conflict(job, previous, new)
         except StatusChanged:
@@ -67,8 +73,11 @@ class StatusWriter:
         has (kopf's own annotation patches bump it without touching the status), else the
         one this operator's last write returned, else the body this pass started from."""
         latest = self.job_body(*job.key)
-        if latest is not None and str((latest.get("metadata") or {}).get("uid") or "") == job.uid \
-                and dict(latest.get("status") or {}) == previous:
+        if (
+            latest is not None
+            and str((latest.get("metadata") or {}).get("uid") or "") == job.uid
+            and dict(latest.get("status") or {}) == previous
+        ):
             return (latest.get("metadata") or {}).get("resourceVersion")
         if job.status is not None and job.status == previous and job.resource_version:
             return job.resource_version
@@ -92,8 +101,9 @@ class StatusWriter:
                 job.status, job.resource_version = status, meta.get("resourceVersion")
                 raise StatusChanged("the status was changed by another writer")
             try:
-                return await kube.patch_status(ns, name, status_patch(previous, new),
-                                               resource_version=meta.get("resourceVersion"))
+                return await kube.patch_status(
+                    ns, name, status_patch(previous, new), resource_version=meta.get("resourceVersion")
+                )
             except Conflict:
                 continue
         raise StatusChanged("the DDPJob keeps changing")

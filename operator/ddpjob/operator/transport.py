@@ -3,10 +3,12 @@
 `kube.Kube` retries, types errors and paces requests; this module only sends one and
 returns the answer (status, body bytes, headers), raising only when there is none.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import aiohttp
 import kubernetes
@@ -20,7 +22,9 @@ DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
 class Transport(Protocol):
     """One HTTP request: (status, body bytes, headers); raises only when there is no answer."""
 
-    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]: ...
+    async def request(
+        self, method: str, path: str, body: Any, headers: dict[str, str]
+    ) -> tuple[int, bytes, Mapping[str, str]]: ...
 
     async def aclose(self) -> None: ...
 
@@ -44,20 +48,30 @@ class AsyncioTransport:
         # proxy variables and ~/.netrc in a worker thread on every request (two thread
         # hops per Pod create). The official client's Configuration has already read the
         # proxy variables once (connection.direct_or_proxy), so the session does without.
-        session, rest.pool_manager = rest.pool_manager, aiohttp.ClientSession(
-            connector=rest.pool_manager.connector, trust_env=False, read_bufsize=2**21)
+        session, rest.pool_manager = (
+            rest.pool_manager,
+            aiohttp.ClientSession(connector=rest.pool_manager.connector, trust_env=False, read_bufsize=2**21),
+        )
         session.detach()  # the connector now belongs to the new session
 
-    async def request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes, Mapping[str, str]]:
+    async def request(
+        self, method: str, path: str, body: Any, headers: dict[str, str]
+    ) -> tuple[int, bytes, Mapping[str, str]]:
         headers = {"Accept": "application/json", **headers}
         if body is not None:
             headers.setdefault("Content-Type", "application/json")
         if self.api.configuration.username and "BearerToken" not in self.api.configuration.api_key:
             headers["Authorization"] = self.api.configuration.get_basic_auth_token()
         try:
-            response = await self.api.call_api(path, method, header_params=headers, body=body,
-                                               auth_settings=["BearerToken"], _preload_content=False,
-                                               _request_timeout=self.timeout)
+            response = await self.api.call_api(
+                path,
+                method,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.timeout,
+            )
         except kubernetes_asyncio.client.ApiException as exc:  # non-2xx answers
             data = exc.body if isinstance(exc.body, (bytes, str)) else json.dumps(exc.body or {})
             return exc.status, data.encode() if isinstance(data, str) else data, exc.headers or {}

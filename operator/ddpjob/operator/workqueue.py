@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Generic, Hashable, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ddpjob.backoff import Backoff
 
@@ -46,9 +47,13 @@ class _Entry:
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, handle: Handler, max_concurrent: int,
-                 on_error: Callable[[K, int, float, BaseException], None] | None = None,
-                 on_done: Callable[[float], None] | None = None):
+    def __init__(
+        self,
+        handle: Handler,
+        max_concurrent: int,
+        on_error: Callable[[K, int, float, BaseException], None] | None = None,
+        on_done: Callable[[float], None] | None = None,
+    ):
         self._handle = handle
         self._on_error = on_error
         self._on_done = on_done

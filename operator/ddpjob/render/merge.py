@@ -9,16 +9,19 @@ settings of the `trainer` container itself (probes, volumeMounts, securityContex
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ddpjob.api import names
-
 
 Combine = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
-def _merge_named(user: list[dict[str, Any]], ours: list[dict[str, Any]], combine: Combine | None = None,
-                 ) -> list[dict[str, Any]]:
+def _merge_named(
+    user: list[dict[str, Any]],
+    ours: list[dict[str, Any]],
+    combine: Combine | None = None,
+) -> list[dict[str, Any]]:
     """Lists keyed by name: ours replace the user's entry of the same name, order kept."""
     ours_by_name = {item["name"]: item for item in ours}
     merged: list[dict[str, Any]] = []
@@ -54,11 +57,15 @@ def _merge_trainer(user: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]
     if "securityContext" in ours:
         out["securityContext"] = _with_defaults(ours["securityContext"], user.get("securityContext"))
     # The user's extra env comes after the contract; the spec already forbids reserved names.
-    out["env"] = ours.get("env", []) + [e for e in user.get("env", [])
-                                        if e.get("name") not in {o["name"] for o in ours.get("env", [])}]
+    out["env"] = ours.get("env", []) + [
+        e for e in user.get("env", []) if e.get("name") not in {o["name"] for o in ours.get("env", [])}
+    ]
     out["volumeMounts"] = _merge_named(user.get("volumeMounts", []), ours.get("volumeMounts", []))
-    out["ports"] = ours.get("ports", []) + [p for p in user.get("ports", [])
-                                            if p.get("containerPort") not in {q["containerPort"] for q in ours.get("ports", [])}]
+    out["ports"] = ours.get("ports", []) + [
+        p
+        for p in user.get("ports", [])
+        if p.get("containerPort") not in {q["containerPort"] for q in ours.get("ports", [])}
+    ]
     res = copy.deepcopy(user.get("resources") or {})
     for key, values in (ours.get("resources") or {}).items():
         res.setdefault(key, {}).update(values)
@@ -81,10 +88,12 @@ def merge_pod_template(pod: dict[str, Any], template: Mapping[str, Any] | None) 
     for key in USER_OVERRIDABLE_POD:
         if key in user_spec:
             spec[key] = _with_defaults(ours.get(key), user_spec[key])
-    defaults = next((c.get("securityContext") for c in ours["containers"]
-                     if c["name"] == names.TRAINER_CONTAINER), None) or {}
-    user_containers = [c if c.get("name") == names.TRAINER_CONTAINER else _secure(c, defaults)
-                       for c in user_spec.get("containers", [])]
+    defaults = (
+        next((c.get("securityContext") for c in ours["containers"] if c["name"] == names.TRAINER_CONTAINER), None) or {}
+    )
+    user_containers = [
+        c if c.get("name") == names.TRAINER_CONTAINER else _secure(c, defaults) for c in user_spec.get("containers", [])
+    ]
     spec["containers"] = _merge_named(user_containers, ours["containers"], _merge_trainer)
     if user_spec.get("initContainers"):
         spec["initContainers"] = [_secure(c, defaults) for c in user_spec["initContainers"]]

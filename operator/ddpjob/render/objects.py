@@ -14,11 +14,10 @@ import jinja2
 import yaml
 
 from ddpjob import contract
-from ddpjob.render import skeleton
 from ddpjob.api import names
-from ddpjob.render import gang
-from ddpjob.render.merge import merge_pod_template
 from ddpjob.api.spec import DDPJob
+from ddpjob.render import gang, skeleton
+from ddpjob.render.merge import merge_pod_template
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,10 +58,16 @@ def owner_references(job: DDPJob) -> list[dict[str, Any]]:
     # A job read from a file has no uid yet: the operator always has one.
     if not job.uid:
         return []
-    return [{
-        "apiVersion": names.API_VERSION, "kind": names.KIND, "name": job.name,
-        "uid": job.uid, "controller": True, "blockOwnerDeletion": True,
-    }]
+    return [
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "name": job.name,
+            "uid": job.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
 
 
 def contract_env(job: DDPJob, node_rank: int, restart_count: int = 0) -> list[dict[str, str]]:
@@ -85,12 +90,17 @@ def _volumes(job: DDPJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         shm["sizeLimit"] = job.shm_size
     # Docker's 64 MB /dev/shm default breaks DataLoader workers and NCCL.
     volumes = [{"name": "dshm", "emptyDir": shm}, {"name": "ddpjob-progress", "emptyDir": {}}]
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
-              # The progress record's home: writable even under a read-only root filesystem.
-              {"name": "ddpjob-progress", "mountPath": contract.PROGRESS_DIR}]
+    mounts = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        # The progress record's home: writable even under a read-only root filesystem.
+        {"name": "ddpjob-progress", "mountPath": contract.PROGRESS_DIR},
+    ]
     if job.checkpoint:
-        source = ({"persistentVolumeClaim": {"claimName": job.checkpoint.claim_name}}
-                  if job.checkpoint.claim_name else dict(job.checkpoint.volume or {}))
+        source = (
+            {"persistentVolumeClaim": {"claimName": job.checkpoint.claim_name}}
+            if job.checkpoint.claim_name
+            else dict(job.checkpoint.volume or {})
+        )
         volumes.append({"name": "checkpoint", **source})
         mounts.append({"name": "checkpoint", "mountPath": job.checkpoint.mount_path})
     return volumes, mounts
@@ -103,26 +113,40 @@ CONTAINER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities":
 
 def render_service(job: DDPJob) -> dict[str, Any]:
     return _render(
-        "service.yaml.j2", name=names.service_name(job.name), namespace=job.namespace,
-        labels=job_labels(job), owner_references=owner_references(job),
-        selector={names.LABEL_JOB_NAME: job.name}, port=job.port,
+        "service.yaml.j2",
+        name=names.service_name(job.name),
+        namespace=job.namespace,
+        labels=job_labels(job),
+        owner_references=owner_references(job),
+        selector={names.LABEL_JOB_NAME: job.name},
+        port=job.port,
     )
 
 
-def render_pod(job: DDPJob, node_rank: int, restart_count: int = 0,
-               options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> dict[str, Any]:
+def render_pod(
+    job: DDPJob, node_rank: int, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS
+) -> dict[str, Any]:
     volumes, mounts = _volumes(job)
     pod = _render(
-        "pod.yaml.j2", name=names.pod_name(job.name, node_rank), namespace=job.namespace,
-        service=names.service_name(job.name), labels=pod_labels(job, node_rank, restart_count),
-        owner_references=owner_references(job), image=job.image,
+        "pod.yaml.j2",
+        name=names.pod_name(job.name, node_rank),
+        namespace=job.namespace,
+        service=names.service_name(job.name),
+        labels=pod_labels(job, node_rank, restart_count),
+        owner_references=owner_references(job),
+        image=job.image,
         image_pull_policy=job.image_pull_policy,
-        command=list(job.command) if job.command else None, args=list(job.args),
+        command=list(job.command) if job.command else None,
+        args=list(job.args),
         working_dir=job.working_dir,
         env=contract_env(job, node_rank, restart_count) + [dict(e) for e in job.env],
-        port=job.port, progress_port=contract.DEFAULT_PROGRESS_PORT,
-        progress_port_name=contract.PROGRESS_PORT_NAME, resources=_resources(job), volume_mounts=mounts,
-        volumes=volumes, container_security_context=CONTAINER_SECURITY_CONTEXT,
+        port=job.port,
+        progress_port=contract.DEFAULT_PROGRESS_PORT,
+        progress_port_name=contract.PROGRESS_PORT_NAME,
+        resources=_resources(job),
+        volume_mounts=mounts,
+        volumes=volumes,
+        container_security_context=CONTAINER_SECURITY_CONTEXT,
     )
     return gang.apply_to_pod(merge_pod_template(pod, job.template), job, restart_count, options)
 
@@ -142,16 +166,22 @@ def render_pod_group(job: DDPJob, restart_count: int = 0) -> dict[str, Any] | No
     if not gang.has_pod_group(job):
         return None
     # One Pod stands for all: the Pods of a gang differ only in names and env.
-    return gang.render_pod_group(job, restart_count, render_pod(job, 0, restart_count), owner_references(job),
-                                 job_labels(job))
+    return gang.render_pod_group(
+        job, restart_count, render_pod(job, 0, restart_count), owner_references(job), job_labels(job)
+    )
 
 
-def render(job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS) -> list[dict[str, Any]]:
+def render(
+    job: DDPJob, restart_count: int = 0, options: gang.GangOptions = gang.DEFAULT_OPTIONS
+) -> list[dict[str, Any]]:
     """Everything the operator creates for a job, in its order: the PodGroup (the
     scheduler needs it before the Pods), the Service, the Pods."""
     group = render_pod_group(job, restart_count)
-    return ([group] if group else []) + [render_service(job)] + [
-        render_pod(job, i, restart_count, options) for i in range(job.nodes)]
+    return (
+        ([group] if group else [])
+        + [render_service(job)]
+        + [render_pod(job, i, restart_count, options) for i in range(job.nodes)]
+    )
 
 
 def to_yaml_stream(objects: list[dict[str, Any]]) -> str:

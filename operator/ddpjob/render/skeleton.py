@@ -104,7 +104,7 @@ def _find_slots(node: Any, path: tuple[Any, ...], slots: list[tuple[tuple[Any, .
     if isinstance(node, list):
         return all(_find_slots(v, (*path, i), slots) for i, v in enumerate(node))
     if _is_mark(node):
-        slots.append((path, node[len(_MARK):]))
+        slots.append((path, node[len(_MARK) :]))
     return True
 
 

@@ -38,16 +38,27 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import celpy
 import re2
 import yaml
 
 from ddpjob.api import object_meta
-from ddpjob_devcluster.apiserver.structural_schema import (MISSING, CRDError, Run, apply_defaults, check_schema,
-                                                            correlate, join, prune_nulls, type_name, unknown_fields)
+from ddpjob_devcluster.apiserver.structural_schema import (
+    MISSING,
+    CRDError,
+    Run,
+    apply_defaults,
+    check_schema,
+    correlate,
+    join,
+    prune_nulls,
+    type_name,
+    unknown_fields,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
@@ -81,7 +92,7 @@ class CRDValidator:
         self._programs: dict[str, celpy.Runner] = {}  # compiled once per rule, for this validator's life
 
     @classmethod
-    def from_file(cls, path: Path | str = CRD_PATH, version: str | None = None) -> "CRDValidator":
+    def from_file(cls, path: Path | str = CRD_PATH, version: str | None = None) -> CRDValidator:
         return cls(yaml.safe_load(Path(path).read_text()), version)
 
     # --- the schema's rules ------------------------------------------------------------
@@ -164,8 +175,10 @@ class CRDValidator:
         if api_version is None:
             run.add("apiVersion", "Required value: apiVersion not set")
         elif api_version not in self.api_versions:
-            run.add("apiVersion", f"no matches for apiVersion {api_version!r}: "
-                                  f"must be one of {', '.join(sorted(self.api_versions))}")
+            run.add(
+                "apiVersion",
+                f"no matches for apiVersion {api_version!r}: must be one of {', '.join(sorted(self.api_versions))}",
+            )
         if kind is None:
             run.add("kind", "Required value: kind not set")
         elif kind != self.kind:
@@ -180,8 +193,11 @@ class CRDValidator:
         if name is None and generate is None:
             run.add("metadata.name", "Required value: name or generateName is required")
         if isinstance(name, str) and not (len(name) <= 253 and _DNS1123_SUBDOMAIN.search(name)):
-            run.add("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of "
-                                     "lower case alphanumeric characters, '-' or '.'")
+            run.add(
+                "metadata.name",
+                f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of "
+                "lower case alphanumeric characters, '-' or '.'",
+            )
         ns = meta.get("namespace")
         if isinstance(ns, str) and not (len(ns) <= 63 and _DNS1123_LABEL.search(ns)):
             run.add("metadata.namespace", f"Invalid value: {ns!r}: a lowercase RFC 1123 label")
@@ -241,7 +257,7 @@ class CRDValidator:
         return r.get("message") or f"failed rule: {rule}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(path: str = str(CRD_PATH)) -> CRDValidator:
     """The project's CRD, parsed once per test session."""
     return CRDValidator.from_file(path)
@@ -262,5 +278,3 @@ def _root_view(obj: Any) -> Any:
     if isinstance(meta, dict):
         view["metadata"] = {k: meta[k] for k in ("name", "generateName") if k in meta}
     return view
-
-

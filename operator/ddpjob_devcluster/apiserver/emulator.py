@@ -27,20 +27,18 @@ import kmock
 import yaml
 from kmock._internal import enums, parsing, references, rendering
 
-from ddpjob_devcluster.apiserver.registry import apply as server_side_apply
-from ddpjob_devcluster.apiserver import pod_logs
-from ddpjob_devcluster.apiserver import request_body, tables
+from ddpjob_devcluster.apiserver import pod_logs, request_body, tables
 from ddpjob_devcluster.apiserver.admission import Admission
-from ddpjob_devcluster.apiserver.reaction_dispatch import FastDispatch
-from ddpjob_devcluster.apiserver.request_log import REASONS, Fault, RecordedRequest, RequestLog, rbac_verb
 from ddpjob_devcluster.apiserver.errors import ApiError
-from ddpjob_devcluster.apiserver.registry.store import Store
+from ddpjob_devcluster.apiserver.reaction_dispatch import FastDispatch
+from ddpjob_devcluster.apiserver.registry import apply as server_side_apply
 from ddpjob_devcluster.apiserver.registry.served_resources import is_status_subresource
-import contextlib
+from ddpjob_devcluster.apiserver.registry.store import Store
+from ddpjob_devcluster.apiserver.request_log import REASONS, Fault, RecordedRequest, RequestLog, rbac_verb
 
 # kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
-_NAMESPACES_PATH = re.compile(r'/api/v1/namespaces(?:/([^/]+)(?:/(status|finalize))?)?')
-_NAMESPACES = references.resource(group='', version='v1', plural='namespaces')
+_NAMESPACES_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+)(?:/(status|finalize))?)?")
+_NAMESPACES = references.resource(group="", version="v1", plural="namespaces")
 
 
 @attrs.define(kw_only=True)
@@ -79,17 +77,17 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     @property
     def url(self) -> str:
         if self._url is None:
-            raise RuntimeError('the emulator is not started')
+            raise RuntimeError("the emulator is not started")
         return self._url
 
     def start(self) -> KubeEmulator:
         ready = threading.Event()
         failure: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, args=(ready, failure), name='kube-emulator', daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(ready, failure), name="kube-emulator", daemon=True)
         self._thread.start()
         ready.wait(timeout=30)
         if failure or self._url is None:
-            raise RuntimeError('the emulator failed to start') from (failure[0] if failure else None)
+            raise RuntimeError("the emulator failed to start") from (failure[0] if failure else None)
         return self
 
     def stop(self) -> None:
@@ -117,10 +115,10 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         self._stopping = asyncio.Event()
         # Not kmock.Server: it patches aiohttp's DNS resolver process-wide, which would also
         # touch kopf's client in this process and breaks when emulators stop out of order.
-        server = aiohttp.test_utils.RawTestServer(self, host='127.0.0.1', port=0)
+        server = aiohttp.test_utils.RawTestServer(self, host="127.0.0.1", port=0)
         async with self:  # kmock's stream machinery runs only inside its context
             await server.start_server()
-            self._url = str(server.make_url('')).rstrip('/')
+            self._url = str(server.make_url("")).rstrip("/")
             ready.set()
             try:
                 await self._stopping.wait()
@@ -128,14 +126,14 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
                 self.store.close()  # ends open watch streams so aiohttp can shut down
                 await server.close()
 
-    def write_kubeconfig(self, path: str | pathlib.Path, *, namespace: str = 'default') -> pathlib.Path:
+    def write_kubeconfig(self, path: str | pathlib.Path, *, namespace: str = "default") -> pathlib.Path:
         """A kubeconfig for kubectl/the kubernetes client: plain http, a dummy bearer token."""
         config = {
-            'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'emulator',
-            'clusters': [{'name': 'emulator', 'cluster': {'server': self.url}}],
-            'users': [{'name': 'emulator', 'user': {'token': 'emulator-token'}}],
-            'contexts': [{'name': 'emulator', 'context': {
-                'cluster': 'emulator', 'user': 'emulator', 'namespace': namespace}}],
+            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "emulator", "user": {"token": "emulator-token"}}],
+            "contexts": [{"name": "emulator", "context": {
+                "cluster": "emulator", "user": "emulator", "namespace": namespace}}],
         }
         path = pathlib.Path(path)
         path.write_text(yaml.safe_dump(config))
@@ -144,17 +142,17 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     # ---- request entry: parse, log, inject, dispatch ---------------------------------
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        if len(raw_request.path) > 1 and raw_request.path.endswith('/'):
+        if len(raw_request.path) > 1 and raw_request.path.endswith("/"):
             # The client asks for /apis/g/v/ at times; kmock's patterns want no trailing slash.
-            raw_request = raw_request.clone(rel_url=request_body.with_path(raw_request, raw_request.path.rstrip('/')))
+            raw_request = raw_request.clone(rel_url=request_body.with_path(raw_request, raw_request.path.rstrip("/")))
         match = _NAMESPACES_PATH.fullmatch(raw_request.path)
         if match is None:
             return await super().__call__(raw_request)
         # Parse a harmless path with kmock, then fix the result to the namespaces resource.
-        clone = raw_request.clone(rel_url=request_body.with_path(raw_request, '/api/v1/_'))
+        clone = raw_request.clone(rel_url=request_body.with_path(raw_request, "/api/v1/_"))
         request = await rendering.Request._parse(clone, id=len(self._requests))
         name, sub = match.groups()
-        path = parsing.ParsedPath('', 'v1', 'namespaces', None, name, sub)
+        path = parsing.ParsedPath("", "v1", "namespaces", None, name, sub)
         request = attrs.evolve(
             request, url=raw_request.url, resource=_NAMESPACES, namespace=None, name=name, subresource=sub,
             action=parsing.guess_k8s(path, request.method, dict(request.params)))
@@ -176,9 +174,9 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
                 assert self._stopping is not None
                 await fault.hold(self._stopping)
                 if fault.status is not None:
-                    raise ApiError(fault.status, REASONS.get(fault.status, 'InjectedFault'),
-                                   f'injected fault for {record.verb} {record.resource}')
-            if record.resource == 'pods' and record.subresource == 'log' and record.verb == 'get':
+                    raise ApiError(fault.status, REASONS.get(fault.status, "InjectedFault"),
+                                   f"injected fault for {record.verb} {record.resource}")
+            if record.resource == "pods" and record.subresource == "log" and record.verb == "get":
                 return await pod_logs.serve(self, request)
         # Skip KubernetesEmulator._handle: it mutates its naive store before dispatching.
         return await self._dispatch(request)
@@ -192,15 +190,15 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
 
     async def _serve_api(self, request: rendering.Request) -> rendering.Payload:
         # The official client's V1APIVersions model requires serverAddressByClientCIDRs.
-        address = self.url.split('://', 1)[-1]
-        return dict(await super()._serve_api(request), apiVersion='v1',
-                    serverAddressByClientCIDRs=[{'clientCIDR': '0.0.0.0/0', 'serverAddress': address}])
+        address = self.url.split("://", 1)[-1]
+        return dict(await super()._serve_api(request), apiVersion="v1",
+                    serverAddressByClientCIDRs=[{"clientCIDR": "0.0.0.0/0", "serverAddress": address}])
 
     async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
         # kmock says groupVersion "/v1" for the core group; kubectl's REST mapper needs "v1".
         doc = await super()._serve_version(request)
-        if isinstance(doc, dict) and str(doc.get('groupVersion', '')).startswith('/'):
-            doc['groupVersion'] = doc['groupVersion'][1:]
+        if isinstance(doc, dict) and str(doc.get("groupVersion", "")).startswith("/"):
+            doc["groupVersion"] = doc["groupVersion"][1:]
         return doc
 
     @property
@@ -217,9 +215,9 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
 
     async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
         if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
-            raise ApiError(404, 'NotFound', f'subresource {request.subresource} is not emulated')
+            raise ApiError(404, "NotFound", f"subresource {request.subresource} is not emulated")
         body = request_body.body(request)
-        if request.resource is not None and request.resource.plural == 'pods' and not request.resource.group:
+        if request.resource is not None and request.resource.plural == "pods" and not request.resource.group:
             request_body.quantities_as_strings(body)
         body = self.admission.create(request.resource, request.namespace, body, request.params)
         obj = self.store.create(request.resource, request.namespace, body, request_body.dry_run(request))
@@ -227,7 +225,7 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         return rendering.Response(status=201, payload=obj)
 
     def _pods_changed(self, request: rendering.Request) -> None:
-        if request.resource is not None and request.resource.plural in ('pods', 'resourcequotas'):
+        if request.resource is not None and request.resource.plural in ("pods", "resourcequotas"):
             self.admission.pods_changed(request.namespace)
 
     async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
@@ -237,7 +235,7 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
 
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
         request_body.require_name(request)
-        content_type = request.headers.get('Content-Type', '').split(';')[0].strip()
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
         if content_type in server_side_apply.APPLY_TYPES:
             # Admission as for any create or update (an apply is one or the other).
             applied = server_side_apply.apply(
@@ -250,7 +248,7 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         patched = self.store.patch(request.resource, request.namespace, request.name,
                                    request.subresource, content_type, request_body.body(request),
                                    admit=self._admit_update(request))
-        if request.subresource != 'status' or request.resource.plural == 'pods':  # not our own quota writes
+        if request.subresource != "status" or request.resource.plural == "pods":  # not our own quota writes
             self._pods_changed(request)
         return patched
 
@@ -266,12 +264,12 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
 
     async def _serve_delete_collection(self, request: rendering.Request) -> rendering.Payload:
         if request.resource is None or request.name:
-            raise ApiError(405, 'MethodNotAllowed', 'DELETE is not allowed here')
+            raise ApiError(405, "MethodNotAllowed", "DELETE is not allowed here")
         return self.store.delete_collection(request.resource, request.namespace, request.params,
                                             request_body.propagation(request))
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
-        yield b''  # send the headers now: a quiet watch is still a started stream
+        yield b""  # send the headers now: a quiet watch is still a started stream
         as_table = tables.WatchTables(self.store, request)
         events = self.store.watch(request.resource, request.namespace, request.name, request.params)
         if self.chaos is not None:
@@ -289,4 +287,4 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         return self.store.peek_all(references.resource(resource), namespace)
 
 
-__all__ = ['KubeEmulator', 'RecordedRequest', 'Fault', 'ApiError', 'is_status_subresource', 'rbac_verb']
+__all__ = ["ApiError", "Fault", "KubeEmulator", "RecordedRequest", "is_status_subresource", "rbac_verb"]

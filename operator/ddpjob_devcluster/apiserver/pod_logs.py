@@ -11,6 +11,7 @@ container that has not started yet is 400 "... is waiting to start", a missing P
 output is read) as in PodLogOptions. Not modelled: previous, sinceSeconds, timestamps,
 limitBytes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,8 @@ from kmock._internal import references
 from ddpjob_devcluster.apiserver.errors import ApiError
 
 # (namespace, pod, pod uid, container) -> (log file, is the container still running?) or None
-LogSource = Callable[[str, str, str, str], 'tuple[pathlib.Path, Callable[[], bool]] | None']
-PODS = references.resource(group='', version='v1', plural='pods')
+LogSource = Callable[[str, str, str, str], "tuple[pathlib.Path, Callable[[], bool]] | None"]
+PODS = references.resource(group="", version="v1", plural="pods")
 FOLLOW_POLL = 0.1
 
 
@@ -37,19 +38,21 @@ def kubelet_source(kubelet: Any) -> LogSource:
     """The process kubelet's containers: it writes each one's output to `log_path`, each
     line prefixed `[pod] ` (the local runner's format); `serve` gives the lines back as
     the container wrote them, like a runtime's log file."""
+
     def find(namespace: str, pod: str, uid: str, container: str) -> Any:
         for c in reversed(kubelet.snapshot()):
-            if c.namespace == namespace and c.pod == pod and c.uid == uid and container == 'trainer':
+            if c.namespace == namespace and c.pod == pod and c.uid == uid and container == "trainer":
                 return c.log_path, (lambda c=c: c.running)
         return None
+
     return find
 
 
 def _tail(data: bytes, lines: int) -> bytes:
     if lines <= 0:
-        return b''
+        return b""
     parts = data.splitlines(keepends=True)
-    return b''.join(parts[-lines:])
+    return b"".join(parts[-lines:])
 
 
 def whole_lines_tail(data: bytes, lines: int | None) -> bytes:
@@ -67,9 +70,9 @@ class LogReader:
         self.offset = 0
 
     def head(self, tail: int | None) -> bytes:
-        data = self.path.read_bytes() if self.path.exists() else b''
+        data = self.path.read_bytes() if self.path.exists() else b""
         # Only whole lines are sent while following; the rest waits for its newline.
-        complete = data if not self.follow else data[:data.rfind(b'\n') + 1]
+        complete = data if not self.follow else data[: data.rfind(b"\n") + 1]
         self.offset = len(complete)
         return unprefixed(self.pod, whole_lines_tail(complete, tail))
 
@@ -77,55 +80,58 @@ class LogReader:
         """What came since (b'': nothing yet, poll again); None once the container has
         exited and everything it wrote has been read."""
         was_running = self.running()
-        fresh = b''
+        fresh = b""
         if self.path.exists():
-            with open(self.path, 'rb') as f:
+            with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 fresh = f.read()
-        if fresh and (b'\n' in fresh or not was_running):
+        if fresh and (b"\n" in fresh or not was_running):
             if was_running:
-                fresh = fresh[:fresh.rfind(b'\n') + 1]
+                fresh = fresh[: fresh.rfind(b"\n") + 1]
             self.offset += len(fresh)
             return unprefixed(self.pod, fresh)
-        return None if not was_running else b''
+        return None if not was_running else b""
 
 
 def unprefixed(pod: str, data: bytes) -> bytes:
     """The lines as the container wrote them: the kubelet's log file prefixes each with
     `[pod] ` (the local runner's format), a runtime's log file does not."""
-    prefix = f'[{pod}] '.encode()
-    return b''.join(line[len(prefix):] if line.startswith(prefix) else line
-                    for line in data.splitlines(keepends=True))
+    prefix = f"[{pod}] ".encode()
+    return b"".join(line[len(prefix) :] if line.startswith(prefix) else line for line in data.splitlines(keepends=True))
 
 
 async def serve(emulator: Any, request: Any) -> aiohttp.web.StreamResponse:
     namespace, name = request.namespace, request.name
     pod = emulator.store.get(PODS, namespace, name)  # 404 NotFound when missing
-    names = [c.get('name') for c in (pod.get('spec') or {}).get('containers') or []]
-    container = request.params.get('container')
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    container = request.params.get("container")
     if not container:
         if len(names) != 1:
-            raise ApiError(400, 'BadRequest', f'a container name must be specified for pod {name}, '
-                           f'choose one of: [{" ".join(names)}]')
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
+            )
         container = names[0]
     elif container not in names:
-        raise ApiError(400, 'BadRequest', f'container {container} is not valid for pod {name}')
+        raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
     found = None
     for source in emulator.log_sources:
-        found = source(namespace, name, pod['metadata'].get('uid', ''), container)
+        found = source(namespace, name, pod["metadata"].get("uid", ""), container)
         if found:
             break
     if not found:
-        raise ApiError(400, 'BadRequest', f'container "{container}" in pod "{name}" is waiting to start: '
-                       'ContainerCreating')
+        raise ApiError(
+            400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+        )
     path, running = found
     try:
-        tail = int(request.params['tailLines']) if request.params.get('tailLines') else None
+        tail = int(request.params["tailLines"]) if request.params.get("tailLines") else None
     except ValueError:
-        raise ApiError(400, 'BadRequest', f'invalid tailLines: {request.params["tailLines"]!r}') from None
-    follow = request.params.get('follow') in ('true', '1')
+        raise ApiError(400, "BadRequest", f"invalid tailLines: {request.params['tailLines']!r}") from None
+    follow = request.params.get("follow") in ("true", "1")
 
-    response = aiohttp.web.StreamResponse(status=200, headers={'Content-Type': 'text/plain'})
+    response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
     await response.prepare(request._raw_request)
     reader = LogReader(name, path, running, follow)
     await response.write(reader.head(tail))

@@ -4,6 +4,7 @@ A mixin of `KubeEmulator` (whose attrs fields `_stock`, `_by_action` and `_order
 fills): kmock's own dispatch costs O(request history) per reaction per request, and
 tries up to a dozen reactions where one serves.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,8 +26,10 @@ class FastDispatch:
         action (list, watch, get, create, patch, delete): see _candidates."""
         self._stock = tuple(map(id, self._payloads))
         for payload in self._payloads:
-            criteria = getattr(payload._source, 'criteria', None)
-            if isinstance(criteria, filtering.K8sCriteria) and criteria == filtering.K8sCriteria(action=criteria.action):
+            criteria = getattr(payload._source, "criteria", None)
+            if isinstance(criteria, filtering.K8sCriteria) and criteria == filtering.K8sCriteria(
+                action=criteria.action
+            ):
                 self._by_action[criteria.action] = payload
 
     async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
@@ -49,7 +52,7 @@ class FastDispatch:
                     payload._disabled.set()
                 except NotImplementedError:  # matched, but nothing to respond with
                     pass
-        raise NotImplementedError('no reaction matches the request')
+        raise NotImplementedError("no reaction matches the request")
 
     def _in_order(self) -> list[Any]:
         """The reactions in kmock's order (highest priority first), sorted once per set

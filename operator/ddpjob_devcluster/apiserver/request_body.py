@@ -3,6 +3,7 @@
 The API server's decoding steps that kmock does not do, each as the server does it
 (cited where it matters), for the emulator's serving hooks.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,9 @@ from ddpjob_devcluster.apiserver.errors import ApiError
 def quantities_as_strings(pod: Any) -> None:
     """The API server decodes `resources` into resource.Quantity and always returns a
     string (`nvidia.com/gpu: 1` is stored and read back as "1"); clients' models insist on it."""
-    spec = pod.get('spec') if isinstance(pod, dict) else None
-    for container in (spec or {}).get('containers') or []:
-        for values in ((container.get('resources') or {}).get(k) for k in ('limits', 'requests')):
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    for container in (spec or {}).get("containers") or []:
+        for values in ((container.get("resources") or {}).get(k) for k in ("limits", "requests")):
             for key, qty in (values or {}).items():
                 if isinstance(qty, (int, float)) and not isinstance(qty, bool):
                     values[key] = str(qty)
@@ -44,11 +45,11 @@ def body(request: rendering.Request) -> Any:
 
 def require_name(request: rendering.Request) -> None:
     if not request.name:
-        raise ApiError(405, 'MethodNotAllowed', f'{request.method} needs an object name')
+        raise ApiError(405, "MethodNotAllowed", f"{request.method} needs an object name")
 
 
 def dry_run(request: rendering.Request) -> bool:
-    return bool(request.params.get('dryRun'))
+    return bool(request.params.get("dryRun"))
 
 
 def delete_options(request: rendering.Request) -> dict:
@@ -64,10 +65,10 @@ def delete_options(request: rendering.Request) -> dict:
 def grace_and_uid(request: rendering.Request) -> tuple[int | None, str | None]:
     """DeleteOptions' gracePeriodSeconds and preconditions.uid."""
     options = delete_options(request)
-    grace = options.get('gracePeriodSeconds')
-    uid = (options.get('preconditions') or {}).get('uid') if isinstance(options.get('preconditions'), dict) else None
+    grace = options.get("gracePeriodSeconds")
+    uid = (options.get("preconditions") or {}).get("uid") if isinstance(options.get("preconditions"), dict) else None
     return (int(grace) if grace is not None else None), uid
 
 
 def propagation(request: rendering.Request) -> str | None:
-    return delete_options(request).get('propagationPolicy')
+    return delete_options(request).get("propagationPolicy")

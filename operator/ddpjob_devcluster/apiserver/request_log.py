@@ -4,6 +4,7 @@
 the RBAC tests compare with the chart's Roles); `KubeEmulator.inject_fault` makes the next
 matching requests slow or failing.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +19,7 @@ from kmock._internal import rendering
 
 class RecordedRequest(NamedTuple):
     """One request as RBAC sees it: `verb` is the Kubernetes authorization verb."""
+
     verb: str
     group: str
     version: str
@@ -27,7 +29,7 @@ class RecordedRequest(NamedTuple):
     name: str | None
 
 
-WRITE_VERBS = frozenset({'create', 'update', 'patch', 'delete', 'deletecollection'})
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 async def hold(delay: float, release: threading.Event | None, stopping: asyncio.Event | None = None) -> None:
@@ -52,6 +54,7 @@ class Fault:
     with `release`, they are held until it is set, `delay` being only the bound (a
     scenario that needs a request to come late releases it at the event it waits for,
     whatever the machine's speed)."""
+
     verb: str | None
     resource: str | None
     subresource: str | None
@@ -80,22 +83,23 @@ class Fault:
 
 
 # The reason of an injected failure's Status, as the API server names these codes.
-REASONS = {409: 'Conflict', 500: 'InternalError', 503: 'ServiceUnavailable', 429: 'TooManyRequests'}
+REASONS = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
 
 
 def rbac_verb(request: rendering.Request) -> str:
     """The authorization verb of a request, as the API server's RequestInfo resolves it."""
     method = str(request.method.value).upper()
-    if method == 'GET':
-        watch = request.params.get('watch') in ('true', '1')
-        return 'watch' if watch else 'get' if request.name else 'list'
-    if method == 'DELETE' and not request.name:
-        return 'deletecollection'
-    return {'POST': 'create', 'PUT': 'update', 'PATCH': 'patch', 'DELETE': 'delete'}.get(method, method.lower())
+    if method == "GET":
+        watch = request.params.get("watch") in ("true", "1")
+        return "watch" if watch else "get" if request.name else "list"
+    if method == "DELETE" and not request.name:
+        return "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
 
 
 class RequestLog:
     """A mixin of `KubeEmulator` (whose attrs fields `requests`, `_faults` and `_lock` it uses)."""
+
     __slots__ = ()
     requests: list[RecordedRequest]
     _faults: list[Fault]
@@ -106,20 +110,33 @@ class RequestLog:
         if request.resource is None or not request.resource.plural:
             return None
         record = RecordedRequest(
-            rbac_verb(request), request.resource.group or '', request.resource.version or '',
-            request.resource.plural, request.subresource, request.namespace, request.name)
+            rbac_verb(request),
+            request.resource.group or "",
+            request.resource.version or "",
+            request.resource.plural,
+            request.subresource,
+            request.namespace,
+            request.name,
+        )
         self.requests.append(record)
         return record
 
     def writes(self, resource: str | None = None) -> int:
         """How many create/update/patch/delete requests were made (optionally for one plural)."""
-        return sum(1 for r in list(self.requests)
-                   if r.verb in WRITE_VERBS and resource in (None, r.resource))
+        return sum(1 for r in list(self.requests) if r.verb in WRITE_VERBS and resource in (None, r.resource))
 
-    def inject_fault(self, *, verb: str | None = None, resource: str | None = None,
-                     subresource: str | None = None, status: int | None = 500,
-                     count: int = 1, delay: float = 0.0, skip: int = 0,
-                     release: threading.Event | None = None) -> Fault:
+    def inject_fault(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        subresource: str | None = None,
+        status: int | None = 500,
+        count: int = 1,
+        delay: float = 0.0,
+        skip: int = 0,
+        release: threading.Event | None = None,
+    ) -> Fault:
         """Make the next `count` matching requests (after `skip` of them) wait `delay`
         seconds (or until `release` is set, at most `delay`), then fail with `status`
         (or, with status=None, proceed normally: a slow API server)."""

@@ -5,10 +5,12 @@ type of a decoded JSON value, pruning of nulls, structural defaulting, unknown f
 (strict field validation), type/enum/bounds/pattern/required checks, and
 x-kubernetes-list-type uniqueness and correlation of map-list items across an update.
 """
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator, Mapping, NamedTuple
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
 import re2
 
@@ -29,12 +31,19 @@ def join(path: str, key: str) -> str:
 
 # OpenAPI's name for each Python type a YAML document yields; bool before int, since
 # True is an int to Python and a boolean to the API server.
-_OPENAPI_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
-                  (str, "string"), (list, "array"), (dict, "object"))
+_OPENAPI_TYPES = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
 
 
 def type_name(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 63:
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
         # The API server decodes an integer outside int64 as a float64 (apimachinery's
         # json.Unmarshal into unstructured): it is a "number", not an "integer".
         return "number"
@@ -122,8 +131,11 @@ def prune_nulls(schema: Mapping, value: Any) -> Any:
         out = {}
         for key, sub in value.items():
             sub_schema = props.get(key, extra if isinstance(extra, Mapping) else None)
-            if (sub is None and (sub_schema is None or not sub_schema.get("nullable"))
-                    and (sub_schema is not None or not _preserves(schema))):
+            if (
+                sub is None
+                and (sub_schema is None or not sub_schema.get("nullable"))
+                and (sub_schema is not None or not _preserves(schema))
+            ):
                 continue
             out[key] = prune_nulls(sub_schema, sub) if sub_schema is not None else sub
         return out
@@ -184,8 +196,7 @@ def check_list_type(schema: Mapping, value: list, path: str, run: Run) -> None:
         if key is None:
             continue
         if key in seen:
-            shown = ({k: item.get(k) for k in schema.get("x-kubernetes-list-map-keys") or ()}
-                     if kind == "map" else item)
+            shown = {k: item.get(k) for k in schema.get("x-kubernetes-list-map-keys") or ()} if kind == "map" else item
             run.add(f"{path}[{i}]", f"Duplicate value: {shown!r}")
         seen.add(key)
 

@@ -15,6 +15,7 @@ the column definitions (handlers/response.go sets NoHeaders after it).
 Built-in kinds (pods, nodes, services, events, namespaces) get the API server's own
 columns (builtin_tables.py): kubectl 1.37 prints no kind itself.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -25,40 +26,54 @@ from typing import Any
 from ddpjob.times import age, parse_time
 from ddpjob_devcluster.apiserver import builtin_tables
 
-TABLE_ACCEPT = re.compile(r'as=Table\s*;\s*v=v1\s*;\s*g=meta\.k8s\.io')
-_STEP = re.compile(r'\.([A-Za-z0-9_-]+)|\[(\d+)\]')
+TABLE_ACCEPT = re.compile(r"as=Table\s*;\s*v=v1\s*;\s*g=meta\.k8s\.io")
+_STEP = re.compile(r"\.([A-Za-z0-9_-]+)|\[(\d+)\]")
 
 
 def wants_table(headers: Mapping[str, str]) -> bool:
-    accept = next((v for k, v in headers.items() if k.lower() == 'accept'), '')
+    accept = next((v for k, v in headers.items() if k.lower() == "accept"), "")
     return bool(TABLE_ACCEPT.search(accept))
 
 
 def crd_version(store: Any, res: Any) -> dict[str, Any] | None:
     """The CRD version that serves `res`, or None for a built-in resource."""
     for crd in store.view_all(_crds(), None):
-        spec = crd.get('spec') or {}
-        if spec.get('group') == res.group and (spec.get('names') or {}).get('plural') == res.plural:
-            for version in spec.get('versions') or []:
-                if version.get('name') == res.version:
+        spec = crd.get("spec") or {}
+        if spec.get("group") == res.group and (spec.get("names") or {}).get("plural") == res.plural:
+            for version in spec.get("versions") or []:
+                if version.get("name") == res.version:
                     return version
     return None
 
 
 def _crds() -> Any:
     from kmock._internal import references
-    return references.resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
+
+    return references.resource(group="apiextensions.k8s.io", version="v1", plural="customresourcedefinitions")
 
 
 def columns(version: Mapping[str, Any]) -> list[dict[str, Any]]:
-    name = {'name': 'Name', 'type': 'string', 'format': 'name', 'priority': 0,
-            'description': 'Name must be unique within a namespace.'}
-    printer = version.get('additionalPrinterColumns')
+    name = {
+        "name": "Name",
+        "type": "string",
+        "format": "name",
+        "priority": 0,
+        "description": "Name must be unique within a namespace.",
+    }
+    printer = version.get("additionalPrinterColumns")
     if not printer:
-        printer = [{'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'}]
-    return [name] + [{'name': c['name'], 'type': c.get('type', 'string'), 'format': c.get('format', ''),
-                      'description': c.get('description', ''), 'priority': int(c.get('priority', 0)),
-                      'jsonPath': c['jsonPath']} for c in printer]
+        printer = [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    return [name] + [
+        {
+            "name": c["name"],
+            "type": c.get("type", "string"),
+            "format": c.get("format", ""),
+            "description": c.get("description", ""),
+            "priority": int(c.get("priority", 0)),
+            "jsonPath": c["jsonPath"],
+        }
+        for c in printer
+    ]
 
 
 def evaluate(obj: Any, path: str) -> Any:
@@ -79,32 +94,33 @@ human_duration = age
 
 
 def _cell(column: Mapping[str, Any], obj: Mapping[str, Any]) -> Any:
-    value = evaluate(obj, column['jsonPath'])
+    value = evaluate(obj, column["jsonPath"])
     if value is None:
         return None
-    if column['type'] == 'date':
+    if column["type"] == "date":
         try:
             then = parse_time(str(value))
         except ValueError:
             return str(value)
-        return human_duration((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds())
+        return human_duration((datetime.datetime.now(datetime.UTC) - then).total_seconds())
     if isinstance(value, (dict, list)):
         import json
-        return json.dumps(value, separators=(',', ':'))
+
+        return json.dumps(value, separators=(",", ":"))
     return value
 
 
 def _row_object(obj: Mapping[str, Any], include: str) -> Any:
-    if include == 'None':
+    if include == "None":
         return None
-    if include == 'Object':
+    if include == "Object":
         return obj
-    return {'kind': 'PartialObjectMetadata', 'apiVersion': 'meta.k8s.io/v1', 'metadata': obj.get('metadata') or {}}
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata") or {}}
 
 
 def crd_printer(version: Mapping[str, Any]) -> tuple[list[dict[str, Any]], Any]:
     cols = columns(version)
-    return cols, lambda obj, now: [(obj.get('metadata') or {}).get('name')] + [_cell(c, obj) for c in cols[1:]]
+    return cols, lambda obj, now: [(obj.get("metadata") or {}).get("name")] + [_cell(c, obj) for c in cols[1:]]
 
 
 def printer(store: Any, res: Any) -> tuple[list[dict[str, Any]], Any] | None:
@@ -116,21 +132,29 @@ def printer(store: Any, res: Any) -> tuple[list[dict[str, Any]], Any] | None:
     return crd_printer(version) if version is not None else builtin_tables.printer(res)
 
 
-def to_table(printer_: tuple[list[dict[str, Any]], Any], items: list[Mapping[str, Any]], params: Mapping[str, str],
-             resource_version: str | None = None, headers: bool = True) -> dict[str, Any]:
+def to_table(
+    printer_: tuple[list[dict[str, Any]], Any],
+    items: list[Mapping[str, Any]],
+    params: Mapping[str, str],
+    resource_version: str | None = None,
+    headers: bool = True,
+) -> dict[str, Any]:
     cols, row_of = printer_
-    include = params.get('includeObject') or 'Metadata'
-    now = datetime.datetime.now(datetime.timezone.utc)
+    include = params.get("includeObject") or "Metadata"
+    now = datetime.datetime.now(datetime.UTC)
     rows = []
     for obj in items:
-        row: dict[str, Any] = {'cells': row_of(obj, now)}
-        if include != 'None':
-            row['object'] = _row_object(obj, include)
+        row: dict[str, Any] = {"cells": row_of(obj, now)}
+        if include != "None":
+            row["object"] = _row_object(obj, include)
         rows.append(row)
-    table: dict[str, Any] = {'kind': 'Table', 'apiVersion': 'meta.k8s.io/v1',
-                             'metadata': {'resourceVersion': resource_version or ''}, 'rows': rows,
-                             'columnDefinitions': [{k: v for k, v in c.items() if k != 'jsonPath'} for c in cols]
-                             if headers else []}
+    table: dict[str, Any] = {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version or ""},
+        "rows": rows,
+        "columnDefinitions": [{k: v for k, v in c.items() if k != "jsonPath"} for c in cols] if headers else [],
+    }
     return table
 
 
@@ -141,9 +165,9 @@ def maybe_table(store: Any, request: Any, result: Any) -> Any:
     found = printer(store, request.resource)
     if found is None or not isinstance(result, Mapping):
         return result
-    if 'items' in result:
-        return to_table(found, result['items'], request.params, (result.get('metadata') or {}).get('resourceVersion'))
-    return to_table(found, [result], request.params, (result.get('metadata') or {}).get('resourceVersion'))
+    if "items" in result:
+        return to_table(found, result["items"], request.params, (result.get("metadata") or {}).get("resourceVersion"))
+    return to_table(found, [result], request.params, (result.get("metadata") or {}).get("resourceVersion"))
 
 
 class WatchTables:
@@ -154,11 +178,16 @@ class WatchTables:
         self.params, self.first = request.params, True
 
     def __call__(self, event: Any) -> Any:
-        if self.printer is None or not isinstance(event, Mapping) or not isinstance(event.get('object'), Mapping) \
-                or event.get('type') in ('ERROR', 'BOOKMARK'):
+        if (
+            self.printer is None
+            or not isinstance(event, Mapping)
+            or not isinstance(event.get("object"), Mapping)
+            or event.get("type") in ("ERROR", "BOOKMARK")
+        ):
             return event
-        obj = event['object']
-        table = to_table(self.printer, [obj], self.params, (obj.get('metadata') or {}).get('resourceVersion'),
-                         headers=self.first)
+        obj = event["object"]
+        table = to_table(
+            self.printer, [obj], self.params, (obj.get("metadata") or {}).get("resourceVersion"), headers=self.first
+        )
         self.first = False
-        return {**event, 'object': table}
+        return {**event, "object": table}

@@ -3,6 +3,7 @@ backend serves it (the emulator, or the real control plane): the API clients, cr
 a job and waiting for its phase, kubectl with the cluster's kubeconfig, the operator as
 its own process (`ddpjob operator`, exactly what the operator image runs).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,24 +25,31 @@ from ddpjob.local.ownership import stop_with_parent
 from ddpjob_devcluster.clusters.operator_runner import Abort, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-CRD_PATH = ROOT / 'manifests' / 'crd' / 'ddpjobs.ddpjob.io.yaml'
-EXAMPLE = ROOT / 'manifests' / 'examples' / 'mnist-cpu.yaml'
-JOBS = f'{names.GROUP}/{names.VERSION}/{names.PLURAL}'
+CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
+EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
+JOBS = f"{names.GROUP}/{names.VERSION}/{names.PLURAL}"
 BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob, kubectl
 
 
 def ddpjob_command() -> list[str]:
-    script = BIN / 'ddpjob'
+    script = BIN / "ddpjob"
     if script.exists():
         return [str(script)]
-    return [sys.executable, '-c', 'import sys; from ddpjob.cli import main; sys.exit(main())']
+    return [sys.executable, "-c", "import sys; from ddpjob.cli import main; sys.exit(main())"]
 
 
 class OperatorProcess:
     """`ddpjob operator --standalone` against a kubeconfig; its output goes to a log file."""
 
-    def __init__(self, kubeconfig: pathlib.Path, log_path: pathlib.Path, namespace: str | None = None, *,
-                 command: list[str] | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        kubeconfig: pathlib.Path,
+        log_path: pathlib.Path,
+        namespace: str | None = None,
+        *,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ):
         """command/env: what a chart's Deployment runs (`controlplane.install`); by
         default `ddpjob operator --standalone` on one namespace or all of them."""
         self.kubeconfig, self.log_path, self.namespace = kubeconfig, log_path, namespace
@@ -50,17 +58,23 @@ class OperatorProcess:
         self.starts = 0
 
     def start(self) -> OperatorProcess:
-        scope = ['--namespace', self.namespace] if self.namespace else ['--all-namespaces']
-        command = self.command or ['ddpjob', 'operator', '--standalone', *scope]
-        if command[0] == 'ddpjob':
+        scope = ["--namespace", self.namespace] if self.namespace else ["--all-namespaces"]
+        command = self.command or ["ddpjob", "operator", "--standalone", *scope]
+        if command[0] == "ddpjob":
             command = [*ddpjob_command(), *command[1:]]
-        env = self.env or dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED='1')
+        env = self.env or dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
         self.starts += 1
-        with open(self.log_path, 'a', encoding='utf-8') as log:
-            log.write(f'===== operator start #{self.starts} =====\n')
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"===== operator start #{self.starts} =====\n")
             log.flush()
-            self.popen = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, preexec_fn=stop_with_parent)
+            self.popen = subprocess.Popen(
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=stop_with_parent,
+            )
         return self
 
     @property
@@ -82,8 +96,8 @@ class OperatorProcess:
 
     def log_tail(self, lines: int = 60) -> str:
         with contextlib.suppress(OSError):
-            return '\n'.join(self.log_path.read_text(errors='replace').splitlines()[-lines:])
-        return ''
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
 
 
 class ClusterClient:
@@ -113,62 +127,74 @@ class ClusterClient:
             if exc.status != 409:
                 raise
         # The group is served once discovery lists it (kubectl and kopf both look there).
-        wait_until(lambda: any(g.name == names.GROUP for g in
-                               kubernetes.client.ApisApi(self.api).get_api_versions().groups),
-                   60, 'the DDPJob CRD is not served')
+        wait_until(
+            lambda: any(g.name == names.GROUP for g in kubernetes.client.ApisApi(self.api).get_api_versions().groups),
+            60,
+            "the DDPJob CRD is not served",
+        )
 
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
-        ns = body['metadata'].get('namespace', self.namespace)
+        ns = body["metadata"].get("namespace", self.namespace)
         return self.custom.create_namespaced_custom_object(names.GROUP, names.VERSION, ns, names.PLURAL, body)
 
     def status(self, name: str, namespace: str | None = None) -> dict[str, Any]:
-        return (self.job(name, namespace) or {}).get('status') or {}
+        return (self.job(name, namespace) or {}).get("status") or {}
 
     def wait_phase(self, name: str, phase: str, timeout: float = 180, **fields: Any) -> dict[str, Any]:
         """Wait for `phase` (and fields); fail at once if the job finishes otherwise."""
-        finished = {'Succeeded', 'Failed'} - {phase}
+        finished = {"Succeeded", "Failed"} - {phase}
 
         def check() -> dict[str, Any] | None:
             st = self.status(name)
-            if st.get('phase') in finished:
-                raise Abort(f'{name} ended {st.get("phase")} while waiting for {phase}: {st}')
-            return st if st.get('phase') == phase and all(st.get(k) == v for k, v in fields.items()) else None
-        return wait_until(check, timeout, f'{name} did not reach {phase} {fields or ""}',
-                          lambda: f'status {self.status(name)}')
+            if st.get("phase") in finished:
+                raise Abort(f"{name} ended {st.get('phase')} while waiting for {phase}: {st}")
+            return st if st.get("phase") == phase and all(st.get(k) == v for k, v in fields.items()) else None
+
+        return wait_until(
+            check, timeout, f"{name} did not reach {phase} {fields or ''}", lambda: f"status {self.status(name)}"
+        )
 
     def job(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace or self.namespace,
-                                                           names.PLURAL, name)
+            return self.custom.get_namespaced_custom_object(
+                names.GROUP, names.VERSION, namespace or self.namespace, names.PLURAL, name
+            )
         except kubernetes.client.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     def pods(self, job: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
-        selector = f'{names.LABEL_JOB_NAME}={job}' if job is not None else None
+        selector = f"{names.LABEL_JOB_NAME}={job}" if job is not None else None
         listing = self.core.list_namespaced_pod(namespace or self.namespace, label_selector=selector)
-        pods = self.api.sanitize_for_serialization(listing)['items']
-        return sorted(pods, key=lambda p: p['metadata']['name'])
+        pods = self.api.sanitize_for_serialization(listing)["items"]
+        return sorted(pods, key=lambda p: p["metadata"]["name"])
 
     def events(self, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        listing = self.core.list_namespaced_event(namespace or self.namespace,
-                                                  field_selector=f'involvedObject.name={name}')
-        return self.api.sanitize_for_serialization(listing)['items']
+        listing = self.core.list_namespaced_event(
+            namespace or self.namespace, field_selector=f"involvedObject.name={name}"
+        )
+        return self.api.sanitize_for_serialization(listing)["items"]
 
     @staticmethod
     def kubectl_path() -> str:
-        exe = shutil.which('kubectl', path=os.pathsep.join([str(BIN), os.environ.get('PATH', '')]))
+        exe = shutil.which("kubectl", path=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
         if exe is None:
-            raise FileNotFoundError('kubectl is not installed (the test extra ships it in .venv/bin)')
+            raise FileNotFoundError("kubectl is not installed (the test extra ships it in .venv/bin)")
         return exe
 
     def kubectl(self, *args: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess:
-        cmd = [self.kubectl_path(), f'--kubeconfig={self.kubeconfig}', f'--cache-dir={self.workdir / "kube-cache"}', *args]
+        cmd = [
+            self.kubectl_path(),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--cache-dir={self.workdir / 'kube-cache'}",
+            *args,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
-            raise RuntimeError(f'{" ".join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}')
+            raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
         return done
+
 
 def wait_until(predicate: Any, timeout: float, message: str, describe: Any = None, interval: float = 0.05) -> Any:
     return wait_for(predicate, timeout=timeout, interval=interval, message=message, describe=describe)

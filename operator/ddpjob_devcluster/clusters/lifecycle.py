@@ -4,6 +4,7 @@ RBAC), the nodes that run Pods, the operator; on a failure at any step, whatever
 started stops again, in reverse. A backend (`local.LocalCluster` on the emulator,
 `real.RealCluster` on the real control plane) supplies the steps.
 """
+
 from __future__ import annotations
 
 import abc

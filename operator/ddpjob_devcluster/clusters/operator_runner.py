@@ -4,6 +4,7 @@ The operator's handlers module is imported into a fresh kopf registry on every r
 tests do not leak handlers into each other; an explicit `@kopf.on.login` handler points
 kopf at the emulator instead of kopf's autodetection (kubeconfig / in-cluster / pykube).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,16 +22,16 @@ from typing import Any, TypeVar
 import kopf
 import yaml
 
-T = TypeVar('T')
+T = TypeVar("T")
 
-EMULATOR_TOKEN = 'emulator-token'  # the emulator accepts any token; kubeconfigs carry this one
+EMULATOR_TOKEN = "emulator-token"  # the emulator accepts any token; kubeconfigs carry this one
 
 
 def server_from_kubeconfig(path: str | pathlib.Path) -> str:
     """The server URL of a kubeconfig's current context."""
     config = yaml.safe_load(pathlib.Path(path).read_text())
-    context = next(c['context'] for c in config['contexts'] if c['name'] == config['current-context'])
-    return next(c['cluster']['server'] for c in config['clusters'] if c['name'] == context['cluster'])
+    context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+    return next(c["cluster"]["server"] for c in config["clusters"] if c["name"] == context["cluster"])
 
 
 def load_handlers(handlers: str | pathlib.Path, registry: kopf.OperatorRegistry) -> types.ModuleType:
@@ -38,9 +39,9 @@ def load_handlers(handlers: str | pathlib.Path, registry: kopf.OperatorRegistry)
     previous = kopf.get_default_registry()
     kopf.set_default_registry(registry)  # kopf's decorators register into the default registry
     try:
-        if isinstance(handlers, pathlib.Path) or str(handlers).endswith('.py'):
+        if isinstance(handlers, pathlib.Path) or str(handlers).endswith(".py"):
             path = pathlib.Path(handlers)
-            spec = importlib.util.spec_from_file_location(f'_kopf_handlers_{path.stem}_{id(registry)}', path)
+            spec = importlib.util.spec_from_file_location(f"_kopf_handlers_{path.stem}_{id(registry)}", path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
@@ -77,20 +78,20 @@ class OperatorRun:
         self.stop_flag.set()
         self.thread.join(timeout)
         if self.thread.is_alive():
-            raise RuntimeError(f'the operator did not stop within {timeout}s')
+            raise RuntimeError(f"the operator did not stop within {timeout}s")
         if self.errors:
-            raise RuntimeError('the operator crashed') from self.errors[0]
+            raise RuntimeError("the operator crashed") from self.errors[0]
 
 
 @contextlib.contextmanager
 def run_operator(
-        server: Any,
-        handlers: str | pathlib.Path,
-        *,
-        namespace: str | None = None,
-        clusterwide: bool = False,
-        configure: Callable[[kopf.OperatorSettings], None] | None = None,
-        startup_timeout: float = 120,
+    server: Any,
+    handlers: str | pathlib.Path,
+    *,
+    namespace: str | None = None,
+    clusterwide: bool = False,
+    configure: Callable[[kopf.OperatorSettings], None] | None = None,
+    startup_timeout: float = 120,
 ) -> Iterator[OperatorRun]:
     """Run kopf with `handlers` against `server` (a KubeEmulator, a URL or a kubeconfig path).
 
@@ -98,13 +99,14 @@ def run_operator(
     `configure(settings)` runs after `default_test_settings`.
     """
     if (namespace is None) == (not clusterwide):
-        raise ValueError('give either namespace=... or clusterwide=True')
+        raise ValueError("give either namespace=... or clusterwide=True")
     url = _server_url(server)
     registry = kopf.OperatorRegistry()
     load_handlers(handlers, registry)
 
-    connection = kopf.ConnectionInfo(server=url, scheme='Bearer', token=EMULATOR_TOKEN, insecure=True,
-                                     default_namespace=namespace or 'default')
+    connection = kopf.ConnectionInfo(
+        server=url, scheme="Bearer", token=EMULATOR_TOKEN, insecure=True, default_namespace=namespace or "default"
+    )
 
     @kopf.on.login(registry=registry)
     def login_to_emulator(**_: Any) -> kopf.ConnectionInfo:
@@ -119,26 +121,36 @@ def run_operator(
     errors: list[BaseException] = []
     # An operator whose own login handler builds an API client (ddpjob's does) takes the
     # same credentials from memo.connection instead of the user's kubeconfig.
-    coro = kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=clusterwide,
-                         memo=kopf.Memo(connection=connection),
-                         namespaces=[namespace] if namespace else (), stop_flag=stop_flag, ready_flag=ready_flag)
-    thread = threading.Thread(target=_run_loop, args=(coro, errors), name='kopf-operator', daemon=True)
+    coro = kopf.operator(
+        registry=registry,
+        settings=settings,
+        standalone=True,
+        clusterwide=clusterwide,
+        memo=kopf.Memo(connection=connection),
+        namespaces=[namespace] if namespace else (),
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )
+    thread = threading.Thread(target=_run_loop, args=(coro, errors), name="kopf-operator", daemon=True)
     thread.start()
     run = OperatorRun(thread, stop_flag, errors)
     try:
-        wait_for(lambda: ready_flag.is_set() or not thread.is_alive(), timeout=startup_timeout,
-                 message='the operator did not become ready')
+        wait_for(
+            lambda: ready_flag.is_set() or not thread.is_alive(),
+            timeout=startup_timeout,
+            message="the operator did not become ready",
+        )
         if not thread.is_alive():
-            raise RuntimeError('the operator exited during startup') from (errors[0] if errors else None)
+            raise RuntimeError("the operator exited during startup") from (errors[0] if errors else None)
         yield run
     finally:
         run.stop()
 
 
 def _server_url(server: Any) -> str:
-    if hasattr(server, 'url'):
+    if hasattr(server, "url"):
         return str(server.url)
-    if str(server).startswith(('http://', 'https://')):
+    if str(server).startswith(("http://", "https://")):
         return str(server)
     return server_from_kubeconfig(server)
 
@@ -155,8 +167,13 @@ class Abort(AssertionError):
     """Raised by a wait predicate: stop waiting, the awaited state can no longer come."""
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 60, interval: float = 0.05,
-             message: str = 'condition not met', describe: Callable[[], Any] | None = None) -> T:
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 60,
+    interval: float = 0.05,
+    message: str = "condition not met",
+    describe: Callable[[], Any] | None = None,
+) -> T:
     """Poll `predicate` until it returns a truthy value and return it; exceptions count as
     "not yet" (e.g. 404 before an object exists), except `Abort`, and the last one is
     reported on timeout, with `describe()` (the state worth seeing) when given.
@@ -177,6 +194,6 @@ def wait_for(predicate: Callable[[], T], timeout: float = 60, interval: float = 
         except Exception as exc:
             last = exc
         if time.monotonic() >= deadline:
-            extra = f'; {describe()}' if describe is not None else ''
-            raise AssertionError(f'{message} within {timeout}s; last result: {last!r}{extra}')
+            extra = f"; {describe()}" if describe is not None else ""
+            raise AssertionError(f"{message} within {timeout}s; last result: {last!r}{extra}")
         time.sleep(interval)

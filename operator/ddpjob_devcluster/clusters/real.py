@@ -9,6 +9,7 @@ One control plane may serve many `RealCluster`s in turn (the test suite starts o
 worker): each gets a namespace, Nodes and an operator of its own, and gives them back
 at `stop()`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,7 +29,7 @@ from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 from ddpjob_devcluster.controlplane.node import NodeAgent, NodeShape
 
 # Room for any test's gang on CPU: the scheduler still places every Pod.
-DEFAULT_NODES = (NodeShape('node-0', cpu='64', memory='256Gi'),)
+DEFAULT_NODES = (NodeShape("node-0", cpu="64", memory="256Gi"),)
 
 
 class Kubelets:
@@ -49,7 +50,7 @@ class Kubelets:
 
     def snapshot(self) -> list[Any]:
         every = [c for agent in self.agents for c in agent.kubelet.snapshot()]
-        return sorted(every, key=lambda c: c.times.get('seen', 0))
+        return sorted(every, key=lambda c: c.times.get("seen", 0))
 
     def _owner(self, pod: str, namespace: str) -> Any:
         for agent in self.agents:
@@ -70,7 +71,7 @@ class Kubelets:
         return [pid for agent in self.agents for pid in agent.kubelet.live_processes()]
 
     def logs(self, pod: str | None = None, tail: int = 40) -> str:
-        return '\n'.join(agent.kubelet.logs(pod, tail) for agent in self.agents)
+        return "\n".join(agent.kubelet.logs(pod, tail) for agent in self.agents)
 
 
 class NamespacedKubelets(Kubelets):
@@ -92,74 +93,95 @@ class NamespacedKubelets(Kubelets):
 
 
 class RealCluster(Cluster):
-    backend = 'real'
+    backend = "real"
 
-    def __init__(self, workdir: str | pathlib.Path, *, plane: ControlPlane | None = None,
-                 namespace: str | None = None, nodes: tuple[NodeShape, ...] | list[NodeShape] = DEFAULT_NODES,
-                 scope: str = 'namespace', stop_grace: float = 5.0, values: dict[str, Any] | None = None,
-                 api_port: int = 0, addresses: Callable[[], str] | None = None):
+    def __init__(
+        self,
+        workdir: str | pathlib.Path,
+        *,
+        plane: ControlPlane | None = None,
+        namespace: str | None = None,
+        nodes: tuple[NodeShape, ...] | list[NodeShape] = DEFAULT_NODES,
+        scope: str = "namespace",
+        stop_grace: float = 5.0,
+        values: dict[str, Any] | None = None,
+        api_port: int = 0,
+        addresses: Callable[[], str] | None = None,
+    ):
         """plane: a started control plane to use (else one of its own, its API server on
         `api_port`, default a free one). namespace: the jobs' namespace (default: a fresh
         one). scope: the chart's watch.scope. addresses: each Pod's IP (see kubelet/kubelet.py)."""
         self.workdir = pathlib.Path(workdir)
         self.own_plane = plane is None
-        self.plane = plane or ControlPlane(self.workdir / 'control-plane', port=api_port)
+        self.plane = plane or ControlPlane(self.workdir / "control-plane", port=api_port)
         self.addresses = addresses
-        self.namespace = namespace or f'test-{uuid.uuid4().hex[:8]}'
+        self.namespace = namespace or f"test-{uuid.uuid4().hex[:8]}"
         self.fresh_namespace = namespace is None
         suffix = uuid.uuid4().hex[:6]
-        self.shapes = [NodeShape(f'{s.name}-{suffix}', s.cpu, s.memory, s.gpus, s.pods, s.labels) for s in nodes]
+        self.shapes = [NodeShape(f"{s.name}-{suffix}", s.cpu, s.memory, s.gpus, s.pods, s.labels) for s in nodes]
         self.scope, self.stop_grace, self.values = scope, stop_grace, dict(values or {})
         self.api: kubernetes.client.ApiClient | None = None
         self.agents: list[NodeAgent] = []
         self.kubelet: NamespacedKubelets | None = None
         self.operator: OperatorProcess | None = None
         self.deployment: install.OperatorDeployment | None = None
-        self.kubeconfig = self.workdir / 'kubeconfig'
+        self.kubeconfig = self.workdir / "kubeconfig"
 
     # ---- the steps of its start (lifecycle.Cluster) ----
 
     def _start_api(self) -> None:
         if self.own_plane:
             self.plane.start()
-        pki.write_kubeconfig(self.kubeconfig, self.plane.server, self.plane.ca, user='ddpjob-admin',
-                             client=pki.Pair(self.plane.pki_dir / 'admin.crt', self.plane.pki_dir / 'admin.key'),
-                             namespace=self.namespace)
+        pki.write_kubeconfig(
+            self.kubeconfig,
+            self.plane.server,
+            self.plane.ca,
+            user="ddpjob-admin",
+            client=pki.Pair(self.plane.pki_dir / "admin.crt", self.plane.pki_dir / "admin.key"),
+            namespace=self.namespace,
+        )
 
     def _install(self) -> None:
         """The jobs' namespace, then the chart, rendered and applied (all but its Deployment)."""
         self._namespace()
-        values: dict[str, Any] = {'metrics': {'enabled': False}, **self.values}
-        if self.scope == 'namespace':
-            values['watch'] = {'scope': 'namespace', 'namespace': self.namespace}
+        values: dict[str, Any] = {"metrics": {"enabled": False}, **self.values}
+        if self.scope == "namespace":
+            values["watch"] = {"scope": "namespace", "namespace": self.namespace}
             release_namespace = self.namespace
         else:
-            values['watch'] = {'scope': 'cluster'}
-            release_namespace = 'ddpjob-system'
+            values["watch"] = {"scope": "cluster"}
+            release_namespace = "ddpjob-system"
             with contextlib.suppress(kubernetes.client.ApiException):
-                self.core.create_namespace({'metadata': {'name': release_namespace}})
+                self.core.create_namespace({"metadata": {"name": release_namespace}})
         docs = install.render(release_namespace, values)
         install.apply(self.kubeconfig, docs, kubectl=self.kubectl_path())
         self.deployment = install.deployment(docs)
 
     def _start_nodes(self) -> None:
-        kubelet_dir = self.workdir / 'kubelet'
+        kubelet_dir = self.workdir / "kubelet"
         ports: dict[Any, int] = {}  # one rendezvous port per job attempt on every Node
         for shape in self.shapes:
-            self.agents.append(NodeAgent(self.plane, shape, kubelet_dir, stop_grace=self.stop_grace,
-                                         ports=ports, addresses=self.addresses).start())
+            self.agents.append(
+                NodeAgent(
+                    self.plane, shape, kubelet_dir, stop_grace=self.stop_grace, ports=ports, addresses=self.addresses
+                ).start()
+            )
         self.kubelet = NamespacedKubelets(self.agents, kubelet_dir, self.namespace)
 
     def _operator_process(self) -> OperatorProcess:
         """What the chart's Deployment runs, as its ServiceAccount (a token, as a kubelet projects it)."""
         deploy = self.deployment
-        assert deploy is not None, 'the chart is installed before the operator is made'
+        assert deploy is not None, "the chart is installed before the operator is made"
         token = install.service_account_token(self.api, deploy.service_account, deploy.namespace)
-        config = self.plane.token_kubeconfig(self.workdir / 'operator.kubeconfig', token,
-                                             f'system:serviceaccount:{deploy.namespace}:{deploy.service_account}',
-                                             namespace=deploy.namespace)
-        return OperatorProcess(config, self.workdir / 'operator.log', command=deploy.command,
-                               env=install.operator_env(deploy, config))
+        config = self.plane.token_kubeconfig(
+            self.workdir / "operator.kubeconfig",
+            token,
+            f"system:serviceaccount:{deploy.namespace}:{deploy.service_account}",
+            namespace=deploy.namespace,
+        )
+        return OperatorProcess(
+            config, self.workdir / "operator.log", command=deploy.command, env=install.operator_env(deploy, config)
+        )
 
     def _stop_nodes(self) -> None:
         for agent in self.agents:
@@ -177,11 +199,14 @@ class RealCluster(Cluster):
 
     def _namespace(self) -> None:
         with contextlib.suppress(kubernetes.client.ApiException):
-            self.core.create_namespace({'metadata': {'name': self.namespace}})
+            self.core.create_namespace({"metadata": {"name": self.namespace}})
         # The ServiceAccount admission plugin refuses Pods until the namespace's
         # `default` ServiceAccount exists; the ServiceAccount controller makes it.
-        wait_until(lambda: self._exists(lambda: self.core.read_namespaced_service_account('default', self.namespace)),
-                   30, f'no default ServiceAccount in namespace {self.namespace}')
+        wait_until(
+            lambda: self._exists(lambda: self.core.read_namespaced_service_account("default", self.namespace)),
+            30,
+            f"no default ServiceAccount in namespace {self.namespace}",
+        )
 
     @staticmethod
     def _exists(read: Any) -> bool:
@@ -196,9 +221,9 @@ class RealCluster(Cluster):
     # ---- storage: what a provisioner would do for the checkpoint claims ----
 
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
-        claim = ((body.get('spec') or {}).get('checkpoint') or {}).get('claimName')
+        claim = ((body.get("spec") or {}).get("checkpoint") or {}).get("claimName")
         if claim:
-            self.provide_claim(claim, body['metadata'].get('namespace', self.namespace))
+            self.provide_claim(claim, body["metadata"].get("namespace", self.namespace))
         return super().create_job(body)
 
     def provide_claim(self, claim: str, namespace: str) -> None:
@@ -207,37 +232,57 @@ class RealCluster(Cluster):
         kubelet mounts the job's checkpoint directory whatever the volume says."""
         if self._exists(lambda: self.core.read_namespaced_persistent_volume_claim(claim, namespace)):
             return
-        volume = f'pv-{namespace}-{claim}'[:253]
-        path = self.workdir / 'kubelet' / 'claims' / namespace / claim
+        volume = f"pv-{namespace}-{claim}"[:253]
+        path = self.workdir / "kubelet" / "claims" / namespace / claim
         path.mkdir(parents=True, exist_ok=True)
-        self.core.create_persistent_volume({
-            'metadata': {'name': volume},
-            'spec': {'capacity': {'storage': '1Gi'}, 'accessModes': ['ReadWriteMany'], 'storageClassName': '',
-                     'persistentVolumeReclaimPolicy': 'Delete', 'hostPath': {'path': str(path)},
-                     'claimRef': {'namespace': namespace, 'name': claim}}})
-        self.core.create_namespaced_persistent_volume_claim(namespace, {
-            'metadata': {'name': claim},
-            'spec': {'accessModes': ['ReadWriteMany'], 'storageClassName': '', 'volumeName': volume,
-                     'resources': {'requests': {'storage': '1Gi'}}}})
+        self.core.create_persistent_volume(
+            {
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "hostPath": {"path": str(path)},
+                    "claimRef": {"namespace": namespace, "name": claim},
+                },
+            }
+        )
+        self.core.create_namespaced_persistent_volume_claim(
+            namespace,
+            {
+                "metadata": {"name": claim},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": volume,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
 
     # ---- diagnostics ----
 
     def diagnostics(self) -> str:
         parts = []
         with contextlib.suppress(Exception):
-            for job in self.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, self.namespace,
-                                                                 names.PLURAL)['items']:
-                parts.append(f'DDPJob {job["metadata"]["name"]}: {job.get("status")}')
+            for job in self.custom.list_namespaced_custom_object(
+                names.GROUP, names.VERSION, self.namespace, names.PLURAL
+            )["items"]:
+                parts.append(f"DDPJob {job['metadata']['name']}: {job.get('status')}")
             for pod in self.pods():
-                parts.append(f'Pod {pod["metadata"]["name"]} node={pod["spec"].get("nodeName")} '
-                             f'status={pod.get("status")}')
-            for event in self.api.sanitize_for_serialization(self.core.list_namespaced_event(self.namespace))['items']:
-                parts.append(f'Event {event.get("type")} {event.get("reason")} '
-                             f'{event["involvedObject"].get("name")}: {event.get("message")}')
+                parts.append(
+                    f"Pod {pod['metadata']['name']} node={pod['spec'].get('nodeName')} status={pod.get('status')}"
+                )
+            for event in self.api.sanitize_for_serialization(self.core.list_namespaced_event(self.namespace))["items"]:
+                parts.append(
+                    f"Event {event.get('type')} {event.get('reason')} "
+                    f"{event['involvedObject'].get('name')}: {event.get('message')}"
+                )
         if self.operator is not None:
-            parts.append('--- operator log ---\n' + self.operator.log_tail())
+            parts.append("--- operator log ---\n" + self.operator.log_tail())
         if self.kubelet is not None:
-            parts.append('--- containers ---\n' + self.kubelet.logs())
+            parts.append("--- containers ---\n" + self.kubelet.logs())
         with contextlib.suppress(Exception):
             self.plane.check_alive()
-        return '\n'.join(parts)
+        return "\n".join(parts)

@@ -29,7 +29,7 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-MODULES = ROOT / 'hack' / 'upstream'
+MODULES = ROOT / "hack" / "upstream"
 # A first build of Kubernetes on 2 cores takes about 15 minutes; past an hour
 # something is wrong (a hung download), and the caller hears so.
 BUILD_DEADLINE_SECONDS = 3600
@@ -58,107 +58,107 @@ class Component:
 
     def version(self) -> str:
         """The pinned release, read from go.mod's require of `module`."""
-        text = (self.folder / 'go.mod').read_text()
-        found = re.search(rf'^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)', text, re.M)
+        text = (self.folder / "go.mod").read_text()
+        found = re.search(rf"^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)", text, re.M)
         if not found:
             raise BuildError(f'{self.folder / "go.mod"}: no require of {self.module}')
         return found.group(1)
 
     def tools(self) -> list[str]:
         """The commands to build: go.mod's `tool` directives."""
-        text = (self.folder / 'go.mod').read_text()
-        block = re.search(r'^tool\s*\((.*?)^\)', text, re.M | re.S)
-        lines = block.group(1).split() if block else re.findall(r'^tool\s+(\S+)', text, re.M)
-        return [line for line in lines if not line.startswith('//')]
+        text = (self.folder / "go.mod").read_text()
+        block = re.search(r"^tool\s*\((.*?)^\)", text, re.M | re.S)
+        lines = block.group(1).split() if block else re.findall(r"^tool\s+(\S+)", text, re.M)
+        return [line for line in lines if not line.startswith("//")]
 
     def binary_names(self) -> list[str]:
         return [binary_name(tool) for tool in self.tools()]
 
     def ldflags(self) -> str:
-        flags = ['-s', '-w']
+        flags = ["-s", "-w"]
         if self.version_package:
             version = self.version()
-            major, minor = version.lstrip('v').split('.')[:2]
-            flags += [f'-X {self.version_package}.gitVersion={version}',
-                      f'-X {self.version_package}.gitMajor={major}',
-                      f'-X {self.version_package}.gitMinor={minor}',
-                      f'-X {self.version_package}.gitTreeState=clean']
-        return ' '.join(flags)
+            major, minor = version.lstrip("v").split(".")[:2]
+            flags += [f"-X {self.version_package}.gitVersion={version}",
+                      f"-X {self.version_package}.gitMajor={major}",
+                      f"-X {self.version_package}.gitMinor={minor}",
+                      f"-X {self.version_package}.gitTreeState=clean"]
+        return " ".join(flags)
 
     def build_flags(self) -> list[str]:
-        return ['-tags', ','.join(self.tags)] if self.tags else []
+        return ["-tags", ",".join(self.tags)] if self.tags else []
 
     def key(self) -> str:
         digest = hashlib.sha256()
-        for name in ('go.mod', 'go.sum'):
+        for name in ("go.mod", "go.sum"):
             digest.update((self.folder / name).read_bytes())
         digest.update(self.ldflags().encode())
         if self.tags or self.cgo is not None:
-            digest.update(f'{self.tags} cgo={self.cgo}'.encode())
-        return f'{self.name}-{self.version()}-{digest.hexdigest()[:12]}'
+            digest.update(f"{self.tags} cgo={self.cgo}".encode())
+        return f"{self.name}-{self.version()}-{digest.hexdigest()[:12]}"
 
 
-KUBERNETES = Component('kubernetes', 'k8s.io/kubernetes', version_package='k8s.io/component-base/version')
-ETCD = Component('etcd', 'go.etcd.io/etcd/server/v3')
+KUBERNETES = Component("kubernetes", "k8s.io/kubernetes", version_package="k8s.io/component-base/version")
+ETCD = Component("etcd", "go.etcd.io/etcd/server/v3")
 # The coscheduling gang plugin's scheduler (`gang: coscheduling`), a second scheduler.
 # Not stamped: its release number is not a Kubernetes one, and component-base's version
 # decides which feature gates exist.
-SCHEDULER_PLUGINS = Component('scheduler-plugins', 'sigs.k8s.io/scheduler-plugins')
+SCHEDULER_PLUGINS = Component("scheduler-plugins", "sigs.k8s.io/scheduler-plugins")
 # Volcano's scheduler and controller manager (`gang: volcano`); not stamped either.
-VOLCANO = Component('volcano', 'volcano.sh/volcano')
+VOLCANO = Component("volcano", "volcano.sh/volcano")
 # Kueue's manager (`gang: kueue`): quota, queueing and preemption for plain-Pod groups.
-KUEUE = Component('kueue', 'sigs.k8s.io/kueue')
+KUEUE = Component("kueue", "sigs.k8s.io/kueue")
 # The container engine the kind tier starts when no docker runs (hack/engine.sh): dockerd,
 # containerd and runc, the buildx plugin `docker build` needs, and kind itself.
 # containerd and runc are also what a kind node runs (kind's base image builds them so).
-ENGINE = (Component('moby', 'github.com/moby/moby/v2', cgo=False),
-          Component('containerd', 'github.com/containerd/containerd/v2', cgo=False,
-                    tags=('no_aufs', 'no_zfs', 'no_btrfs', 'no_devmapper')),
-          Component('runc', 'github.com/opencontainers/runc', tags=('seccomp',), cgo=True),
-          Component('buildx', 'github.com/docker/buildx', cgo=False),
-          Component('kind', 'sigs.k8s.io/kind', cgo=False))
+ENGINE = (Component("moby", "github.com/moby/moby/v2", cgo=False),
+          Component("containerd", "github.com/containerd/containerd/v2", cgo=False,
+                    tags=("no_aufs", "no_zfs", "no_btrfs", "no_devmapper")),
+          Component("runc", "github.com/opencontainers/runc", tags=("seccomp",), cgo=True),
+          Component("buildx", "github.com/docker/buildx", cgo=False),
+          Component("kind", "sigs.k8s.io/kind", cgo=False))
 # What a kind node holds besides the control plane's binaries (hack/kind-node-image.sh):
 # the node's Kubernetes commands (same pin as `kubernetes`, so Go's cache shares most of
 # the work), crictl, the CNI plugins, CoreDNS and the local-path provisioner.
-KIND_NODE = (Component('kubernetes-node', 'k8s.io/kubernetes', version_package='k8s.io/component-base/version'),
-             Component('cri-tools', 'sigs.k8s.io/cri-tools', cgo=False),
-             Component('cni-plugins', 'github.com/containernetworking/plugins', cgo=False),
-             Component('coredns', 'github.com/coredns/coredns', cgo=False),
-             Component('local-path-provisioner', 'github.com/rancher/local-path-provisioner', cgo=False))
+KIND_NODE = (Component("kubernetes-node", "k8s.io/kubernetes", version_package="k8s.io/component-base/version"),
+             Component("cri-tools", "sigs.k8s.io/cri-tools", cgo=False),
+             Component("cni-plugins", "github.com/containernetworking/plugins", cgo=False),
+             Component("coredns", "github.com/coredns/coredns", cgo=False),
+             Component("local-path-provisioner", "github.com/rancher/local-path-provisioner", cgo=False))
 COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE, *ENGINE, *KIND_NODE)}
 # What the control plane itself needs (`make control-plane`), the gang schedulers and
 # queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`),
 # and the kind tier's engine and node (`make engine`, `make kind-node-image`).
-PLANE = ('kubernetes', 'etcd')
-GANG_SCHEDULERS = ('scheduler-plugins', 'volcano', 'kueue')
-GROUPS = {'plane': PLANE, 'gang-schedulers': GANG_SCHEDULERS, 'engine': tuple(c.name for c in ENGINE),
-          'kind-node': (*PLANE, *(c.name for c in KIND_NODE))}
+PLANE = ("kubernetes", "etcd")
+GANG_SCHEDULERS = ("scheduler-plugins", "volcano", "kueue")
+GROUPS = {"plane": PLANE, "gang-schedulers": GANG_SCHEDULERS, "engine": tuple(c.name for c in ENGINE),
+          "kind-node": (*PLANE, *(c.name for c in KIND_NODE))}
 
 
 def binary_name(tool: str) -> str:
     """`go build` names a command after its package path's last element, skipping a
     major-version suffix (go.etcd.io/etcd/server/v3 builds `server`): ours are named as
     upstream ships them."""
-    if tool == 'go.etcd.io/etcd/server/v3':
-        return 'etcd'
-    if tool.startswith('sigs.k8s.io/scheduler-plugins/cmd/'):
+    if tool == "go.etcd.io/etcd/server/v3":
+        return "etcd"
+    if tool.startswith("sigs.k8s.io/scheduler-plugins/cmd/"):
         # Its images' names (kube-scheduler and controller): `scheduler` alone says little.
-        return 'scheduler-plugins-' + tool.rsplit('/', 1)[-1]
-    if tool.startswith('volcano.sh/volcano/cmd/'):
-        return 'vc-' + tool.rsplit('/', 1)[-1]  # its images' names: vc-scheduler, vc-controller-manager
-    return tool.rstrip('/').rsplit('/', 1)[-1]
+        return "scheduler-plugins-" + tool.rsplit("/", 1)[-1]
+    if tool.startswith("volcano.sh/volcano/cmd/"):
+        return "vc-" + tool.rsplit("/", 1)[-1]  # its images' names: vc-scheduler, vc-controller-manager
+    return tool.rstrip("/").rsplit("/", 1)[-1]
 
 
 def cache_root() -> pathlib.Path:
-    configured = os.environ.get('DDPJOB_UPSTREAM_CACHE')
+    configured = os.environ.get("DDPJOB_UPSTREAM_CACHE")
     if configured:
         return pathlib.Path(configured)
-    base = os.environ.get('XDG_CACHE_HOME') or str(pathlib.Path.home() / '.cache')
-    return pathlib.Path(base) / 'ddpjob' / 'upstream'
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "ddpjob" / "upstream"
 
 
 def bin_dir(component: Component) -> pathlib.Path:
-    return cache_root() / component.key() / 'bin'
+    return cache_root() / component.key() / "bin"
 
 
 def cached(component: Component) -> pathlib.Path | None:
@@ -171,19 +171,19 @@ def cached(component: Component) -> pathlib.Path | None:
 def module_dir(component: Component) -> pathlib.Path:
     """The pinned module's files in the Go module cache (downloaded by its build): where
     its CRDs, RBAC and configuration are read from at run time, never copied in."""
-    done = subprocess.run([go_toolchain(), 'list', '-m', '-f', '{{.Dir}}', component.module],
+    done = subprocess.run([go_toolchain(), "list", "-m", "-f", "{{.Dir}}", component.module],
                           cwd=component.folder, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, GOFLAGS='-mod=readonly'))
+                          env=dict(os.environ, GOFLAGS="-mod=readonly"))
     if done.returncode != 0 or not done.stdout.strip():
-        raise BuildError(f'{component.name}: cannot find module {component.module}: {done.stderr.strip()[:300]}')
+        raise BuildError(f"{component.name}: cannot find module {component.module}: {done.stderr.strip()[:300]}")
     return pathlib.Path(done.stdout.strip())
 
 
 def go_toolchain() -> str:
-    go = shutil.which('go')
+    go = shutil.which("go")
     if go is None:
-        raise BuildError('the real control plane is built from Go modules, and no `go` command is on PATH '
-                         '(install Go 1.26 or newer, or use the emulator backend)')
+        raise BuildError("the real control plane is built from Go modules, and no `go` command is on PATH "
+                         "(install Go 1.26 or newer, or use the emulator backend)")
     return go
 
 
@@ -194,7 +194,7 @@ def build(component: Component, *, quiet: bool = False) -> pathlib.Path:
         return found
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f'{component.name}.lock', 'w') as lock:
+    with open(root / f"{component.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others find its result
         found = cached(component)
         if found is not None:
@@ -205,13 +205,13 @@ def build(component: Component, *, quiet: bool = False) -> pathlib.Path:
 def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     go = go_toolchain()
     final = bin_dir(component)
-    staging = final.parent / 'bin.partial'
+    staging = final.parent / "bin.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    log_path = final.parent / 'build.log'
+    log_path = final.parent / "build.log"
     tools = component.tools()
-    command = [go, 'build', '-trimpath', *component.build_flags(), '-ldflags', component.ldflags(),
-               '-o', str(staging) + os.sep, *tools]
+    command = [go, "build", "-trimpath", *component.build_flags(), "-ldflags", component.ldflags(),
+               "-o", str(staging) + os.sep, *tools]
     if not quiet:
         print(f'building {component.name} {component.version()} ({", ".join(component.binary_names())}) '
               f'into {final} (log: {log_path})', file=sys.stderr, flush=True)
@@ -219,43 +219,43 @@ def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     # GOFLAGS=-mod=readonly: go.sum must already cover every module (checksums are
     # verified, never added behind the reviewer's back); GOTOOLCHAIN=auto lets a module
     # that needs a newer Go fetch that toolchain from the proxy.
-    env = dict(os.environ, GOFLAGS='-mod=readonly', GOTOOLCHAIN=os.environ.get('GOTOOLCHAIN', 'auto'))
+    env = dict(os.environ, GOFLAGS="-mod=readonly", GOTOOLCHAIN=os.environ.get("GOTOOLCHAIN", "auto"))
     if component.cgo is not None:
-        env['CGO_ENABLED'] = '1' if component.cgo else '0'
-    with open(log_path, 'w') as log:
+        env["CGO_ENABLED"] = "1" if component.cgo else "0"
+    with open(log_path, "w") as log:
         try:
             done = subprocess.run(command, cwd=component.folder, stdout=log, stderr=subprocess.STDOUT, env=env,
                                   stdin=subprocess.DEVNULL, timeout=BUILD_DEADLINE_SECONDS)
         except subprocess.TimeoutExpired:
-            raise BuildError(f'building {component.name} took over {BUILD_DEADLINE_SECONDS} s and was stopped; '
-                             f'see {log_path}') from None
+            raise BuildError(f"building {component.name} took over {BUILD_DEADLINE_SECONDS} s and was stopped; "
+                             f"see {log_path}") from None
     if done.returncode != 0:
-        raise BuildError(f'building {component.name} {component.version()} failed (exit {done.returncode}); '
-                         f'see {log_path}: {_last_line(log_path)}')
+        raise BuildError(f"building {component.name} {component.version()} failed (exit {done.returncode}); "
+                         f"see {log_path}: {_last_line(log_path)}")
     for name in component.binary_names():
         built = staging / _built_name(name, tools)
         if not built.is_file():
-            raise BuildError(f'building {component.name}: {built.name} was not produced; see {log_path}')
+            raise BuildError(f"building {component.name}: {built.name} was not produced; see {log_path}")
         if built.name != name:
             built.rename(staging / name)
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     if not quiet:
-        print(f'built {component.name} in {time.monotonic() - started:.0f} s', file=sys.stderr, flush=True)
+        print(f"built {component.name} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return final
 
 
 def _built_name(name: str, tools: list[str]) -> str:
     for tool in tools:
         if binary_name(tool) == name:
-            base = tool.rstrip('/').rsplit('/', 1)[-1]
-            return base if not re.fullmatch(r'v\d+', base) else tool.rstrip('/').rsplit('/', 2)[-2]
+            base = tool.rstrip("/").rsplit("/", 1)[-1]
+            return base if not re.fullmatch(r"v\d+", base) else tool.rstrip("/").rsplit("/", 2)[-2]
     return name
 
 
 def _last_line(path: pathlib.Path) -> str:
-    lines = [line for line in path.read_text(errors='replace').splitlines() if line.strip()]
-    return lines[-1][:300] if lines else '(empty log)'
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(empty log)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,12 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             folder = build(COMPONENTS[name])
-            print(f'{name} {COMPONENTS[name].version()}: {folder}')
+            print(f"{name} {COMPONENTS[name].version()}: {folder}")
     except BuildError as exc:
-        print(f'make control-plane: {exc}', file=sys.stderr)
+        print(f"make control-plane: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     sys.exit(main())

@@ -35,8 +35,8 @@ CONTROLLERS_READY_SECONDS = 60
 # in 1.37: the dev cluster turns it on, in kube-apiserver, the controller manager and the
 # scheduler alike, so `spec.scheduling.gang: kubernetes` runs on the real kube-scheduler's
 # GangScheduling plugin. A caller's gates and API settings are added to these.
-DEFAULT_FEATURE_GATES = {'GenericWorkload': True}
-DEFAULT_RUNTIME_CONFIG = ('scheduling.k8s.io/v1beta1=true',)
+DEFAULT_FEATURE_GATES = {"GenericWorkload": True}
+DEFAULT_RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
 
 
 class ControlPlane:
@@ -54,19 +54,19 @@ class ControlPlane:
         self.verbosity = verbosity
         self.api_server_args = list(api_server_args or [])
         self.components: list[Component] = []
-        self.pki_dir = self.workdir / 'pki'
-        self.logs = self.workdir / 'logs'
+        self.pki_dir = self.workdir / "pki"
+        self.logs = self.workdir / "logs"
         self.authority: pki.Authority | None = None
         self.requested_port, self.port = port, 0
-        self.admin_kubeconfig = self.workdir / 'admin.kubeconfig'
+        self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
 
     @property
     def server(self) -> str:
-        return f'https://127.0.0.1:{self.port}'
+        return f"https://127.0.0.1:{self.port}"
 
     @property
     def ca(self) -> pathlib.Path:
-        return self.pki_dir / 'ca.crt'
+        return self.pki_dir / "ca.crt"
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -84,7 +84,7 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        serving = any(c.name == 'kube-apiserver' and c.alive for c in self.components)
+        serving = any(c.name == "kube-apiserver" and c.alive for c in self.components)
         made = storage.provisioned(self.admin_kubeconfig) if serving else []
         for component in reversed(self.components):
             component.stop()
@@ -101,112 +101,112 @@ class ControlPlane:
         """One line for the first component that has died."""
         for component in self.components:
             if not component.alive:
-                raise StartFailure(f'{component.name} exited with code {component.popen.returncode} '
-                                   f'({component.last_line()}); log: {component.log_path}')
+                raise StartFailure(f"{component.name} exited with code {component.popen.returncode} "
+                                   f"({component.last_line()}); log: {component.log_path}")
 
     # ---- identities ------------------------------------------------------------------
 
     def client_kubeconfig(self, name: str, common: str, org: str | None = None,
-                          namespace: str = 'default') -> pathlib.Path:
+                          namespace: str = "default") -> pathlib.Path:
         """A kubeconfig for a client certificate issued by the cluster's CA."""
-        assert self.authority is not None, 'start() first'
+        assert self.authority is not None, "start() first"
         pair = self.authority.issue(name, common, org=org)
-        return pki.write_kubeconfig(self.workdir / f'{name}.kubeconfig', self.server, self.ca, user=common,
+        return pki.write_kubeconfig(self.workdir / f"{name}.kubeconfig", self.server, self.ca, user=common,
                                     client=pair, namespace=namespace)
 
     def node_kubeconfig(self, node: str) -> pathlib.Path:
         """A kubelet's identity: `system:node:<node>` in `system:nodes`."""
-        return self.client_kubeconfig(f'node-{node}', f'system:node:{node}', 'system:nodes')
+        return self.client_kubeconfig(f"node-{node}", f"system:node:{node}", "system:nodes")
 
-    def token_kubeconfig(self, path: pathlib.Path, token: str, user: str, namespace: str = 'default') -> pathlib.Path:
+    def token_kubeconfig(self, path: pathlib.Path, token: str, user: str, namespace: str = "default") -> pathlib.Path:
         return pki.write_kubeconfig(path, self.server, self.ca, user=user, token=token, namespace=namespace)
 
     def _pki(self) -> None:
         shutil.rmtree(self.pki_dir, ignore_errors=True)
         self.authority = pki.Authority(self.pki_dir)
-        self.serving = self.authority.issue('apiserver', 'kube-apiserver', server=True, hosts=pki.api_server_hosts())
-        self.kubelet_client = self.authority.issue('apiserver-kubelet-client', 'kube-apiserver-kubelet-client',
-                                                   org='system:masters')
+        self.serving = self.authority.issue("apiserver", "kube-apiserver", server=True, hosts=pki.api_server_hosts())
+        self.kubelet_client = self.authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                                   org="system:masters")
         self.service_accounts = self.authority.service_account_keys()
 
     # ---- the processes -----------------------------------------------------------------
 
     def _start_etcd(self, folder: pathlib.Path) -> None:
         client, peer = free_port(), free_port()
-        self.etcd_url = f'http://127.0.0.1:{client}'
-        data = self.workdir / 'etcd'
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        data = self.workdir / "etcd"
         shutil.rmtree(data, ignore_errors=True)
-        etcd = Component('etcd', [
-            str(folder / 'etcd'), '--name=default', f'--data-dir={data}',
-            f'--listen-client-urls={self.etcd_url}', f'--advertise-client-urls={self.etcd_url}',
-            f'--listen-peer-urls=http://127.0.0.1:{peer}', f'--initial-advertise-peer-urls=http://127.0.0.1:{peer}',
-            f'--initial-cluster=default=http://127.0.0.1:{peer}', '--unsafe-no-fsync', '--log-level=warn',
-        ], self.logs / 'etcd.log', ports=(client, peer))
+        etcd = Component("etcd", [
+            str(folder / "etcd"), "--name=default", f"--data-dir={data}",
+            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
+        ], self.logs / "etcd.log", ports=(client, peer))
         self.components.append(etcd)
-        etcd.wait_ready(lambda: json.load(urllib.request.urlopen(f'{self.etcd_url}/health', timeout=2))
-                        .get('health') == 'true', ETCD_READY_SECONDS, 'healthy')
+        etcd.wait_ready(lambda: json.load(urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2))
+                        .get("health") == "true", ETCD_READY_SECONDS, "healthy")
 
     def _start_api_server(self, folder: pathlib.Path) -> None:
         self.port = self.requested_port or free_port()
         args = [
-            str(folder / 'kube-apiserver'), f'--etcd-servers={self.etcd_url}',
-            '--bind-address=127.0.0.1', f'--secure-port={self.port}', '--advertise-address=127.0.0.1',
+            str(folder / "kube-apiserver"), f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1", f"--secure-port={self.port}", "--advertise-address=127.0.0.1",
             # Endpoints may not name a loopback address (ValidateNonSpecialIP), so the
             # `kubernetes` Service gets no endpoints, as in envtest: every client here
             # reaches the server through a kubeconfig, none through that Service.
-            '--endpoint-reconciler-type=none',
-            f'--tls-cert-file={self.serving.cert}', f'--tls-private-key-file={self.serving.key}',
-            f'--client-ca-file={self.ca}',
-            f'--kubelet-client-certificate={self.kubelet_client.cert}',
-            f'--kubelet-client-key={self.kubelet_client.key}',
-            '--kubelet-preferred-address-types=InternalIP',
-            '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-            f'--service-account-key-file={self.service_accounts.cert}',
-            f'--service-account-signing-key-file={self.service_accounts.key}',
-            f'--service-cluster-ip-range={pki.SERVICE_CIDR}',
-            '--authorization-mode=Node,RBAC', '--enable-admission-plugins=NodeRestriction',
-            '--allow-privileged=true', '--profiling=false', f'--v={self.verbosity}',
+            "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={self.serving.cert}", f"--tls-private-key-file={self.serving.key}",
+            f"--client-ca-file={self.ca}",
+            f"--kubelet-client-certificate={self.kubelet_client.cert}",
+            f"--kubelet-client-key={self.kubelet_client.key}",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={self.service_accounts.cert}",
+            f"--service-account-signing-key-file={self.service_accounts.key}",
+            f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true", "--profiling=false", f"--v={self.verbosity}",
         ]
         if self.feature_gates:
-            args.append('--feature-gates=' + ','.join(f'{k}={str(v).lower()}'
+            args.append("--feature-gates=" + ",".join(f"{k}={str(v).lower()}"
                                                       for k, v in sorted(self.feature_gates.items())))
         if self.runtime_config:
-            args.append('--runtime-config=' + ','.join(self.runtime_config))
+            args.append("--runtime-config=" + ",".join(self.runtime_config))
         args += self.api_server_args
-        api = Component('kube-apiserver', args, self.logs / 'kube-apiserver.log', ports=(self.port,))
+        api = Component("kube-apiserver", args, self.logs / "kube-apiserver.log", ports=(self.port,))
         self.components.append(api)
-        pki.write_kubeconfig(self.admin_kubeconfig, self.server, self.ca, user='ddpjob-admin',
-                             client=self.authority.issue('admin', 'ddpjob-admin', org='system:masters'))
-        api.wait_ready(lambda: self._get('/readyz') == 'ok', API_SERVER_READY_SECONDS, 'ready (/readyz)')
+        pki.write_kubeconfig(self.admin_kubeconfig, self.server, self.ca, user="ddpjob-admin",
+                             client=self.authority.issue("admin", "ddpjob-admin", org="system:masters"))
+        api.wait_ready(lambda: self._get("/readyz") == "ok", API_SERVER_READY_SECONDS, "ready (/readyz)")
 
     def _start_controllers(self, folder: pathlib.Path) -> None:
-        kcm_config = self.client_kubeconfig('controller-manager', 'system:kube-controller-manager')
-        gates = ([('--feature-gates=' + ','.join(f'{k}={str(v).lower()}'
+        kcm_config = self.client_kubeconfig("controller-manager", "system:kube-controller-manager")
+        gates = ([("--feature-gates=" + ",".join(f"{k}={str(v).lower()}"
                                                  for k, v in sorted(self.feature_gates.items())))]
                  if self.feature_gates else [])
-        kcm = Component('kube-controller-manager', [
-            str(folder / 'kube-controller-manager'), f'--kubeconfig={kcm_config}',
-            f'--authentication-kubeconfig={kcm_config}', f'--authorization-kubeconfig={kcm_config}',
-            '--leader-elect=false', '--secure-port=0', '--use-service-account-credentials=true',
-            f'--service-account-private-key-file={self.service_accounts.key}', f'--root-ca-file={self.ca}',
-            f'--cluster-signing-cert-file={self.ca}', f'--cluster-signing-key-file={self.pki_dir / "ca.key"}',
-            '--controllers=*,bootstrapsigner,tokencleaner', *storage.KCM_FLAGS, '--profiling=false',
-            f'--v={self.verbosity}', *gates,
-        ], self.logs / 'kube-controller-manager.log')
+        kcm = Component("kube-controller-manager", [
+            str(folder / "kube-controller-manager"), f"--kubeconfig={kcm_config}",
+            f"--authentication-kubeconfig={kcm_config}", f"--authorization-kubeconfig={kcm_config}",
+            "--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={self.service_accounts.key}", f"--root-ca-file={self.ca}",
+            f"--cluster-signing-cert-file={self.ca}", f'--cluster-signing-key-file={self.pki_dir / "ca.key"}',
+            "--controllers=*,bootstrapsigner,tokencleaner", *storage.KCM_FLAGS, "--profiling=false",
+            f"--v={self.verbosity}", *gates,
+        ], self.logs / "kube-controller-manager.log")
         self.components.append(kcm)
-        scheduler_config = self.client_kubeconfig('scheduler', 'system:kube-scheduler')
-        scheduler_args = [str(folder / 'kube-scheduler'), f'--kubeconfig={scheduler_config}',
-                          f'--authentication-kubeconfig={scheduler_config}',
-                          f'--authorization-kubeconfig={scheduler_config}',
-                          '--leader-elect=false', '--secure-port=0', '--profiling=false',
-                          f'--v={self.verbosity}', *gates]
+        scheduler_config = self.client_kubeconfig("scheduler", "system:kube-scheduler")
+        scheduler_args = [str(folder / "kube-scheduler"), f"--kubeconfig={scheduler_config}",
+                          f"--authentication-kubeconfig={scheduler_config}",
+                          f"--authorization-kubeconfig={scheduler_config}",
+                          "--leader-elect=false", "--secure-port=0", "--profiling=false",
+                          f"--v={self.verbosity}", *gates]
         if self.scheduler_config is not None:
-            scheduler_args.append(f'--config={self.scheduler_config}')
-        scheduler = Component('kube-scheduler', scheduler_args, self.logs / 'kube-scheduler.log')
+            scheduler_args.append(f"--config={self.scheduler_config}")
+        scheduler = Component("kube-scheduler", scheduler_args, self.logs / "kube-scheduler.log")
         self.components.append(scheduler)
         # Ready for Pods once the ServiceAccount controller has made `default`'s account:
         # the ServiceAccount admission plugin refuses Pods until then.
-        kcm.wait_ready(lambda: self._get('/api/v1/namespaces/default/serviceaccounts/default') is not None,
+        kcm.wait_ready(lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
                        CONTROLLERS_READY_SECONDS, "running (no 'default' ServiceAccount made)")
         storage.install(self.admin_kubeconfig)
 
@@ -215,13 +215,13 @@ class ControlPlane:
     def _context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.ca))
         admin = self.pki_dir
-        context.load_cert_chain(str(admin / 'admin.crt'), str(admin / 'admin.key'))
+        context.load_cert_chain(str(admin / "admin.crt"), str(admin / "admin.key"))
         return context
 
     def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(f'{self.server}{path}', context=self._context(), timeout=5) as response:
+        with urllib.request.urlopen(f"{self.server}{path}", context=self._context(), timeout=5) as response:
             body = response.read().decode()
-        return body if not body.startswith('{') else json.loads(body)
+        return body if not body.startswith("{") else json.loads(body)
 
 
 def wait(predicate: Any, timeout: float, what: str) -> Any:
@@ -231,6 +231,6 @@ def wait(predicate: Any, timeout: float, what: str) -> Any:
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(f'{what} within {timeout:.0f} s')
+            raise TimeoutError(f"{what} within {timeout:.0f} s")
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)

@@ -8,6 +8,7 @@ The one difference from a cluster: the Deployment's container is not run by a ku
 container's command, args and environment, and a kubeconfig carrying a token that the
 TokenRequest API issued for the chart's ServiceAccount, as the kubelet would project it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,8 @@ import kubernetes
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-CHART = ROOT / 'charts' / 'ddpjob-operator'
-RELEASE = 'ddpjob'
+CHART = ROOT / "charts" / "ddpjob-operator"
+RELEASE = "ddpjob"
 TOKEN_SECONDS = 24 * 3600  # outlives any test run; a real kubelet would rotate it
 
 
@@ -31,24 +32,25 @@ class InstallError(RuntimeError):
 
 
 def helm() -> str:
-    found = shutil.which('helm') or shutil.which('helm', path=str(ROOT / '.tools' / 'bin'))
+    found = shutil.which("helm") or shutil.which("helm", path=str(ROOT / ".tools" / "bin"))
     if found is None:
-        raise InstallError('helm is not installed: `make tools` puts it in .tools/bin')
+        raise InstallError("helm is not installed: `make tools` puts it in .tools/bin")
     return found
 
 
 def render(namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
     """`helm template` of the chart into `namespace` with `values`."""
-    command = [helm(), 'template', RELEASE, str(CHART), '--namespace', namespace, '--values', '-']
+    command = [helm(), "template", RELEASE, str(CHART), "--namespace", namespace, "--values", "-"]
     done = subprocess.run(command, input=yaml.safe_dump(values), capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        raise InstallError(f'helm template failed: {done.stderr.strip()}')
+        raise InstallError(f"helm template failed: {done.stderr.strip()}")
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 @dataclasses.dataclass
 class OperatorDeployment:
     """What the chart's Deployment would run."""
+
     namespace: str
     service_account: str
     command: list[str]
@@ -56,33 +58,53 @@ class OperatorDeployment:
 
 
 def deployment(docs: list[dict[str, Any]]) -> OperatorDeployment:
-    found = [d for d in docs if d.get('kind') == 'Deployment']
+    found = [d for d in docs if d.get("kind") == "Deployment"]
     if len(found) != 1:
-        raise InstallError(f'the chart rendered {len(found)} Deployments, expected 1')
-    pod = found[0]['spec']['template']['spec']
-    container = next(c for c in pod['containers'] if c['name'] == 'operator')
-    env = {e['name']: str(e['value']) for e in container.get('env') or [] if 'value' in e}
-    env['POD_ID'] = f'{found[0]["metadata"]["name"]}-process'  # metadata.name through the downward API
+        raise InstallError(f"the chart rendered {len(found)} Deployments, expected 1")
+    pod = found[0]["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "operator")
+    env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+    env["POD_ID"] = f"{found[0]['metadata']['name']}-process"  # metadata.name through the downward API
     # The probe and metrics ports are the Pod's own in a cluster; here they would collide
     # between operators on one machine, and nothing scrapes them.
-    args = [a for a in container.get('args') or [] if not a.startswith(('--liveness', '--metrics-port'))]
-    return OperatorDeployment(found[0]['metadata']['namespace'], pod['serviceAccountName'],
-                              [*container['command'], *args], env)
+    args = [a for a in container.get("args") or [] if not a.startswith(("--liveness", "--metrics-port"))]
+    return OperatorDeployment(
+        found[0]["metadata"]["namespace"], pod["serviceAccountName"], [*container["command"], *args], env
+    )
 
 
 def apply(kubeconfig: pathlib.Path, docs: list[dict[str, Any]], *, kubectl: str) -> None:
     """Everything but the Deployment and its Services, applied server-side as the chart's
     field manager would; the CRD first, and its being Established awaited."""
-    wanted = [d for d in docs if d.get('kind') not in ('Deployment', 'Service')]
-    command = [kubectl, f'--kubeconfig={kubeconfig}', 'apply', '--server-side', '--force-conflicts',
-               '--field-manager=helm', '-f', '-']
+    wanted = [d for d in docs if d.get("kind") not in ("Deployment", "Service")]
+    command = [
+        kubectl,
+        f"--kubeconfig={kubeconfig}",
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=helm",
+        "-f",
+        "-",
+    ]
     done = subprocess.run(command, input=yaml.safe_dump_all(wanted), capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        raise InstallError(f'kubectl apply of the chart failed: {done.stderr.strip()}')
-    for crd in (d for d in wanted if d.get('kind') == 'CustomResourceDefinition'):
-        subprocess.run([kubectl, f'--kubeconfig={kubeconfig}', 'wait', '--for=condition=Established',
-                        '--timeout=30s', f'crd/{crd["metadata"]["name"]}'], capture_output=True, text=True,
-                       timeout=40, check=True)
+        raise InstallError(f"kubectl apply of the chart failed: {done.stderr.strip()}")
+    for crd in (d for d in wanted if d.get("kind") == "CustomResourceDefinition"):
+        subprocess.run(
+            [
+                kubectl,
+                f"--kubeconfig={kubeconfig}",
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                f"crd/{crd['metadata']['name']}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=40,
+            check=True,
+        )
 
 
 def admin_apply(plane: Any) -> Any:
@@ -96,12 +118,12 @@ def admin_apply(plane: Any) -> Any:
 
 def service_account_token(api: kubernetes.client.ApiClient, name: str, namespace: str) -> str:
     """A bound token for the ServiceAccount from the TokenRequest API."""
-    request = {'spec': {'expirationSeconds': TOKEN_SECONDS}}
+    request = {"spec": {"expirationSeconds": TOKEN_SECONDS}}
     answer = kubernetes.client.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, request)
     return answer.status.token
 
 
 def operator_env(deploy: OperatorDeployment, kubeconfig: pathlib.Path) -> dict[str, str]:
-    env = dict(os.environ, **deploy.env, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED='1')
-    env['HOME'] = os.environ.get('HOME', '/tmp')  # the chart points HOME at an emptyDir
+    env = dict(os.environ, **deploy.env, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+    env["HOME"] = os.environ.get("HOME", "/tmp")  # the chart points HOME at an emptyDir
     return env

@@ -8,6 +8,7 @@ client certificate from that CA required, as a kubelet's x509 authentication doe
 Served: `tailLines` and `follow` (the stream ends when the container has exited and its
 output is read). Not served: exec, attach, port-forward, metrics.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,7 +24,7 @@ from ddpjob_devcluster.apiserver.pod_logs import LogReader
 
 FOLLOW_POLL = 0.1
 # A container's log: (file, is the container still running?) or None if unknown here.
-Find = Callable[[str, str, str], 'tuple[pathlib.Path, Callable[[], bool]] | None']
+Find = Callable[[str, str, str], "tuple[pathlib.Path, Callable[[], bool]] | None"]
 
 
 class KubeletServer:
@@ -31,7 +32,7 @@ class KubeletServer:
         self.find = find
         self.stopping = threading.Event()
         handler = _handler(self)
-        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(cert), str(key))
@@ -39,7 +40,7 @@ class KubeletServer:
         context.verify_mode = ssl.CERT_REQUIRED
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name='kubelet-server', daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="kubelet-server", daemon=True)
 
     def start(self) -> KubeletServer:
         self.thread.start()
@@ -54,40 +55,41 @@ class KubeletServer:
 
 def _handler(server: KubeletServer) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = 'HTTP/1.1'
+        protocol_version = "HTTP/1.1"
 
         def log_message(self, *args: object) -> None:  # the API server logs requests already
             pass
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             url = urllib.parse.urlsplit(self.path)
-            parts = url.path.strip('/').split('/')
-            if len(parts) != 4 or parts[0] != 'containerLogs':
-                return self._plain(404, 'not found\n')
+            parts = url.path.strip("/").split("/")
+            if len(parts) != 4 or parts[0] != "containerLogs":
+                return self._plain(404, "not found\n")
             namespace, pod, container = parts[1:]
             found = server.find(namespace, pod, container)
             if found is None:
                 return self._plain(404, f'container "{container}" in pod "{pod}" is not known to this node\n')
             params = dict(urllib.parse.parse_qsl(url.query))
             try:
-                tail = int(params['tailLines']) if params.get('tailLines') else None
+                tail = int(params["tailLines"]) if params.get("tailLines") else None
             except ValueError:
-                return self._plain(400, f'invalid tailLines: {params["tailLines"]!r}\n')
-            self._stream(pod, *found, tail=tail, follow=params.get('follow') in ('true', '1'))
+                return self._plain(400, f"invalid tailLines: {params['tailLines']!r}\n")
+            self._stream(pod, *found, tail=tail, follow=params.get("follow") in ("true", "1"))
 
         def _plain(self, code: int, text: str) -> None:
             body = text.encode()
             self.send_response(code)
-            self.send_header('Content-Type', 'text/plain')
-            self.send_header('Content-Length', str(len(body)))
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
-        def _stream(self, pod: str, path: pathlib.Path, running: Callable[[], bool], *, tail: int | None,
-                    follow: bool) -> None:
+        def _stream(
+            self, pod: str, path: pathlib.Path, running: Callable[[], bool], *, tail: int | None, follow: bool
+        ) -> None:
             self.send_response(200)
-            self.send_header('Content-Type', 'text/plain')
-            self.send_header('Transfer-Encoding', 'chunked')
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             reader = LogReader(pod, path, running, follow)
             with contextlib.suppress(OSError):
@@ -100,11 +102,11 @@ def _handler(server: KubeletServer) -> type[http.server.BaseHTTPRequestHandler]:
                         self._chunk(fresh)
                     else:
                         time.sleep(FOLLOW_POLL)
-                self.wfile.write(b'0\r\n\r\n')
+                self.wfile.write(b"0\r\n\r\n")
 
         def _chunk(self, data: bytes) -> None:
             if data:
-                self.wfile.write(f'{len(data):x}\r\n'.encode() + data + b'\r\n')
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
     return Handler

@@ -9,6 +9,7 @@ It acts with its own identity, `system:node:<name>`, so the Node authorizer and
 NodeRestriction limit it as they limit a kubelet. Stopping it stops its containers and
 removes the Node, so a later test's Pods are never scheduled onto it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,42 +27,65 @@ from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
 
 LEASE_SECONDS = 40  # kubelet's nodeLeaseDurationSeconds
 RENEW_SECONDS = 10  # a quarter of it, as the kubelet renews
-GPU = 'nvidia.com/gpu'
+GPU = "nvidia.com/gpu"
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeShape:
     name: str
-    cpu: str = '16'
-    memory: str = '64Gi'
+    cpu: str = "16"
+    memory: str = "64Gi"
     gpus: int = 0
     pods: int = 110
     labels: tuple[tuple[str, str], ...] = ()
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def node_object(shape: NodeShape, kubelet_port: int) -> dict[str, Any]:
-    resources = {'cpu': shape.cpu, 'memory': shape.memory, 'pods': str(shape.pods)}
+    resources = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
     if shape.gpus:
         resources[GPU] = str(shape.gpus)
     now = _now()
-    labels = {'kubernetes.io/hostname': shape.name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64',
-              **dict(shape.labels)}
+    labels = {
+        "kubernetes.io/hostname": shape.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        **dict(shape.labels),
+    }
     return {
-        'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': shape.name, 'labels': labels},
-        'status': {
-            'capacity': resources, 'allocatable': resources,
-            'conditions': [{'type': 'Ready', 'status': 'True', 'reason': 'KubeletReady',
-                            'message': 'process kubelet is posting ready status',
-                            'lastHeartbeatTime': now, 'lastTransitionTime': now}],
-            'addresses': [{'type': 'InternalIP', 'address': '127.0.0.1'}, {'type': 'Hostname', 'address': shape.name}],
-            'daemonEndpoints': {'kubeletEndpoint': {'Port': kubelet_port}},
-            'nodeInfo': {'machineID': '', 'systemUUID': '', 'bootID': '', 'kernelVersion': '', 'osImage': 'ddpjob process kubelet',
-                         'containerRuntimeVersion': 'process://', 'kubeletVersion': 'v0.0.0-ddpjob-process-kubelet',
-                         'kubeProxyVersion': '', 'operatingSystem': 'linux', 'architecture': 'amd64'},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": shape.name, "labels": labels},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "process kubelet is posting ready status",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": shape.name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
+            "nodeInfo": {
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kernelVersion": "",
+                "osImage": "ddpjob process kubelet",
+                "containerRuntimeVersion": "process://",
+                "kubeletVersion": "v0.0.0-ddpjob-process-kubelet",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
         },
     }
 
@@ -69,17 +93,32 @@ def node_object(shape: NodeShape, kubelet_port: int) -> dict[str, Any]:
 class NodeAgent:
     """`start()` registers the Node and runs its Pods; `stop()` undoes both."""
 
-    def __init__(self, plane: Any, shape: NodeShape, workdir: pathlib.Path, *, stop_grace: float = 5.0,
-                 ports: dict[Any, int] | None = None, addresses: Callable[[], str] | None = None):
+    def __init__(
+        self,
+        plane: Any,
+        shape: NodeShape,
+        workdir: pathlib.Path,
+        *,
+        stop_grace: float = 5.0,
+        ports: dict[Any, int] | None = None,
+        addresses: Callable[[], str] | None = None,
+    ):
         self.plane, self.shape = plane, shape
         self.workdir = pathlib.Path(workdir)
         self.kubeconfig = plane.node_kubeconfig(shape.name)
-        self.kubelet = ProcessKubelet(plane.server, self.workdir, stop_grace=stop_grace, kubeconfig=self.kubeconfig,
-                                      node_name=shape.name, ports=ports, addresses=addresses)
-        pair = plane.authority.issue(f'kubelet-{shape.name}', shape.name, server=True, hosts=('127.0.0.1',))
+        self.kubelet = ProcessKubelet(
+            plane.server,
+            self.workdir,
+            stop_grace=stop_grace,
+            kubeconfig=self.kubeconfig,
+            node_name=shape.name,
+            ports=ports,
+            addresses=addresses,
+        )
+        pair = plane.authority.issue(f"kubelet-{shape.name}", shape.name, server=True, hosts=("127.0.0.1",))
         self.server = KubeletServer(self._find_log, pair.cert, pair.key, plane.ca)
         self._stopping = threading.Event()
-        self._lease_thread = threading.Thread(target=self._renew_lease, name=f'lease-{shape.name}', daemon=True)
+        self._lease_thread = threading.Thread(target=self._renew_lease, name=f"lease-{shape.name}", daemon=True)
         self.errors: list[BaseException] = []
 
     @property
@@ -112,28 +151,33 @@ class NodeAgent:
 
     def _find_log(self, namespace: str, pod: str, container: str) -> Any:
         for c in reversed(self.kubelet.snapshot()):
-            if c.namespace == namespace and c.pod == pod and container == 'trainer':
+            if c.namespace == namespace and c.pod == pod and container == "trainer":
                 return c.log_path, (lambda c=c: c.running)
         return None
 
     def _renew_lease(self) -> None:
         client = kubernetes.config.new_client_from_config(str(self.kubeconfig))
         leases = kubernetes.client.CoordinationV1Api(client)
-        body = {'metadata': {'name': self.name, 'namespace': 'kube-node-lease'},
-                'spec': {'holderIdentity': self.name, 'leaseDurationSeconds': LEASE_SECONDS}}
+        body = {
+            "metadata": {"name": self.name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS},
+        }
         created = False
         delay = 0.0
         try:
             while not self._stopping.wait(delay):
-                body['spec']['renewTime'] = _now()
+                body["spec"]["renewTime"] = _now()
                 try:
                     if not created:
-                        leases.create_namespaced_lease('kube-node-lease', body, _request_timeout=10)
+                        leases.create_namespaced_lease("kube-node-lease", body, _request_timeout=10)
                         created = True
                     else:
-                        leases.patch_namespaced_lease(self.name, 'kube-node-lease',
-                                                      {'spec': {'renewTime': body['spec']['renewTime']}},
-                                                      _request_timeout=10)
+                        leases.patch_namespaced_lease(
+                            self.name,
+                            "kube-node-lease",
+                            {"spec": {"renewTime": body["spec"]["renewTime"]}},
+                            _request_timeout=10,
+                        )
                     delay = RENEW_SECONDS
                 except kubernetes.client.ApiException as exc:
                     created = created or exc.status == 409

@@ -5,6 +5,7 @@ SIGTERM when the process (thread) that started it dies: a crashed test run or a 
 demo leaves no etcd or API server behind. A binary that exits during start, or is not
 ready by its deadline, is reported in one line naming its log.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,7 +24,7 @@ class StartFailure(RuntimeError):
     """One line: which component, what happened, where its log is."""
 
 
-def port_in_use(port: int, host: str = '127.0.0.1') -> bool:
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -37,19 +38,33 @@ class Component:
     """A started binary. `wait_ready(check)` polls `check` until it is true, the process
     exits, or the deadline passes."""
 
-    def __init__(self, name: str, argv: list[str], log_path: pathlib.Path, *, ports: tuple[int, ...] = (),
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_path: pathlib.Path,
+        *,
+        ports: tuple[int, ...] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.name, self.argv, self.log_path = name, argv, log_path
         for port in ports:
             if port_in_use(port):
-                raise StartFailure(f'{name}: port {port} on 127.0.0.1 is already in use')
+                raise StartFailure(f"{name}: port {port} on 127.0.0.1 is already in use")
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, 'ab') as log:
+        with open(log_path, "ab") as log:
             try:
-                self.popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              env=env, start_new_session=True, preexec_fn=stop_with_parent)
+                self.popen = subprocess.Popen(
+                    argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=stop_with_parent,
+                )
             except OSError as exc:
-                raise StartFailure(f'{name}: cannot start {argv[0]}: {exc.strerror}') from None
+                raise StartFailure(f"{name}: cannot start {argv[0]}: {exc.strerror}") from None
 
     @property
     def alive(self) -> bool:
@@ -60,14 +75,16 @@ class Component:
         delay = 0.05
         while True:
             if not self.alive:
-                raise StartFailure(f'{self.name} exited with code {self.popen.returncode} during start '
-                                   f'({self.last_line()}); log: {self.log_path}')
+                raise StartFailure(
+                    f"{self.name} exited with code {self.popen.returncode} during start "
+                    f"({self.last_line()}); log: {self.log_path}"
+                )
             with contextlib.suppress(Exception):
                 if check():
                     return
             if time.monotonic() > deadline:
                 self.stop()
-                raise StartFailure(f'{self.name} was not {what} within {deadline_seconds:.0f} s; log: {self.log_path}')
+                raise StartFailure(f"{self.name} was not {what} within {deadline_seconds:.0f} s; log: {self.log_path}")
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)  # back off: an API server takes seconds, etcd less
 
@@ -86,7 +103,7 @@ class Component:
 
     def last_line(self) -> str:
         with contextlib.suppress(OSError):
-            lines = [line for line in self.log_path.read_text(errors='replace').splitlines() if line.strip()]
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
             if lines:
                 return lines[-1][:300]
-        return 'no output'
+        return "no output"

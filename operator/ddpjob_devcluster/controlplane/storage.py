@@ -13,6 +13,7 @@ The process kubelet gives a Pod's checkpoint volume a directory of its own, what
 claim (see kubelet.py); what the provisioner made is removed when the cluster stops
 (`provisioned()` before, `remove()` after), since its PersistentVolumes go with etcd.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,18 +24,23 @@ from typing import Any
 
 import kubernetes
 
-CLASS_NAME = 'standard'
-PROVISIONER = 'kubernetes.io/host-path'
-DEFAULT_CLASS = 'storageclass.kubernetes.io/is-default-class'
+CLASS_NAME = "standard"
+PROVISIONER = "kubernetes.io/host-path"
+DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 # What pkg/volume/hostpath's provisioner makes, and all its deleter accepts.
-PROVISIONED_PATH = re.compile(r'/tmp/hostpath_pv/[0-9a-f-]{36}')
-KCM_FLAGS = ('--enable-hostpath-provisioner',)
+PROVISIONED_PATH = re.compile(r"/tmp/hostpath_pv/[0-9a-f-]{36}")
+KCM_FLAGS = ("--enable-hostpath-provisioner",)
 
 
 def default_class() -> dict[str, Any]:
-    return {'apiVersion': 'storage.k8s.io/v1', 'kind': 'StorageClass',
-            'metadata': {'name': CLASS_NAME, 'annotations': {DEFAULT_CLASS: 'true'}},
-            'provisioner': PROVISIONER, 'reclaimPolicy': 'Delete', 'volumeBindingMode': 'Immediate'}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": CLASS_NAME, "annotations": {DEFAULT_CLASS: "true"}},
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
 
 
 def install(kubeconfig: pathlib.Path) -> None:
@@ -53,8 +59,8 @@ def provisioned(kubeconfig: pathlib.Path) -> list[pathlib.Path]:
     paths = []
     with contextlib.suppress(Exception), kubernetes.config.new_client_from_config(str(kubeconfig)) as api:
         for volume in kubernetes.client.CoreV1Api(api).list_persistent_volume(_request_timeout=10).items:
-            host_path = volume.spec.host_path.path if volume.spec.host_path else ''
-            if volume.spec.storage_class_name == CLASS_NAME and PROVISIONED_PATH.fullmatch(host_path or ''):
+            host_path = volume.spec.host_path.path if volume.spec.host_path else ""
+            if volume.spec.storage_class_name == CLASS_NAME and PROVISIONED_PATH.fullmatch(host_path or ""):
                 paths.append(pathlib.Path(host_path))
     return paths
 

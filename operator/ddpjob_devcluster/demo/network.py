@@ -23,6 +23,7 @@ port inside, where the API server listens. Where the namespace cannot be made, `
 says why and changes nothing: the demo then runs on the host's network with loopback
 Pod addresses.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,7 +41,7 @@ import time
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-POD_CIDR = ipaddress.IPv4Network('10.244.0.0/16')
+POD_CIDR = ipaddress.IPv4Network("10.244.0.0/16")
 PROBE_SECONDS = 10
 CONNECT_SECONDS = 10
 # <linux/sockios.h>, <net/if.h>
@@ -69,8 +70,13 @@ def host_addresses() -> list[str]:
     for name in {socket.gethostname(), socket.getfqdn()}:
         with contextlib.suppress(OSError):
             found.update(socket.gethostbyname_ex(name)[2])
-    usable = [a for a in found if not ipaddress.IPv4Address(a).is_loopback
-              and not ipaddress.IPv4Address(a).is_link_local and ipaddress.IPv4Address(a) not in POD_CIDR]
+    usable = [
+        a
+        for a in found
+        if not ipaddress.IPv4Address(a).is_loopback
+        and not ipaddress.IPv4Address(a).is_link_local
+        and ipaddress.IPv4Address(a) not in POD_CIDR
+    ]
     return sorted(usable)
 
 
@@ -78,11 +84,11 @@ def enter() -> str | None:
     """Move this process into a network namespace of its own, set up as above; None when
     done, else why not (nothing changed). Call it before any thread or child starts: a
     user namespace can only be entered by a process with one thread."""
-    if not sys.platform.startswith('linux'):
-        return 'network namespaces are Linux only'
+    if not sys.platform.startswith("linux"):
+        return "network namespaces are Linux only"
     flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
     if flags & CLONE_NEWUSER and threading.active_count() > 1:
-        return 'threads already run in this process (a user namespace needs a single thread)'
+        return "threads already run in this process (a user namespace needs a single thread)"
     addresses = host_addresses()
     why = _probe(flags, addresses)  # in a child first: a namespace entered cannot be left
     if why is None:
@@ -112,11 +118,11 @@ def _probe(flags: int, addresses: list[str]) -> str | None:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
             os.close(read)
-            return f'setting up a network namespace took over {PROBE_SECONDS} s'
+            return f"setting up a network namespace took over {PROBE_SECONDS} s"
         select.select([read], [], [], 0.05)
-    said = os.read(read, 1000).decode(errors='replace')
+    said = os.read(read, 1000).decode(errors="replace")
     os.close(read)
-    return None if os.waitstatus_to_exitcode(status) == 0 else (said or 'the namespace probe failed')
+    return None if os.waitstatus_to_exitcode(status) == 0 else (said or "the namespace probe failed")
 
 
 def _enter(flags: int, addresses: list[str]) -> None:
@@ -124,29 +130,30 @@ def _enter(flags: int, addresses: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(flags) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f'unshare: {os.strerror(err)}')
+        raise OSError(err, f"unshare: {os.strerror(err)}")
     if flags & CLONE_NEWUSER:  # map this user (and group) to itself, nobody else
-        for path, text in (('setgroups', 'deny'), ('uid_map', f'{uid} {uid} 1'), ('gid_map', f'{gid} {gid} 1')):
-            with open(f'/proc/self/{path}', 'w') as f:
+        for path, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{path}", "w") as f:
                 f.write(text)
     gateway = str(POD_CIDR.network_address + 1)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        current = struct.unpack_from('H', fcntl.ioctl(s, SIOCGIFFLAGS, _ifreq('lo')), 16)[0]
-        fcntl.ioctl(s, SIOCSIFFLAGS, _ifreq('lo', struct.pack('H', current | IFF_UP)))
-        for i, (address, mask) in enumerate([(gateway, str(POD_CIDR.netmask)),
-                                             *((a, '255.255.255.255') for a in addresses)], 1):
-            fcntl.ioctl(s, SIOCSIFADDR, _ifreq(f'lo:{i}', _sockaddr(address)))
-            fcntl.ioctl(s, SIOCSIFNETMASK, _ifreq(f'lo:{i}', _sockaddr(mask)))
+        current = struct.unpack_from("H", fcntl.ioctl(s, SIOCGIFFLAGS, _ifreq("lo")), 16)[0]
+        fcntl.ioctl(s, SIOCSIFFLAGS, _ifreq("lo", struct.pack("H", current | IFF_UP)))
+        for i, (address, mask) in enumerate(
+            [(gateway, str(POD_CIDR.netmask)), *((a, "255.255.255.255") for a in addresses)], 1
+        ):
+            fcntl.ioctl(s, SIOCSIFADDR, _ifreq(f"lo:{i}", _sockaddr(address)))
+            fcntl.ioctl(s, SIOCSIFNETMASK, _ifreq(f"lo:{i}", _sockaddr(mask)))
     with socket.create_server((str(POD_CIDR.network_address + 2), 0)):
         pass  # a Pod address is bindable: the namespace works
 
 
-def _ifreq(name: str, data: bytes = b'') -> bytes:
-    return struct.pack('16s24s', name.encode(), data)  # struct ifreq: a name and a union
+def _ifreq(name: str, data: bytes = b"") -> bytes:
+    return struct.pack("16s24s", name.encode(), data)  # struct ifreq: a name and a union
 
 
 def _sockaddr(address: str) -> bytes:
-    return struct.pack('HH4s8s', socket.AF_INET, 0, socket.inet_aton(address), b'')
+    return struct.pack("HH4s8s", socket.AF_INET, 0, socket.inet_aton(address), b"")
 
 
 class Relay:
@@ -155,7 +162,7 @@ class Relay:
     either side closes."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(('127.0.0.1', 0))
+        self.listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self.listener.getsockname()[1]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -163,7 +170,7 @@ class Relay:
 
     def start(self) -> Relay:
         ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(ready)), name='api-relay', daemon=True)
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(ready)), name="api-relay", daemon=True)
         self._thread.start()
         ready.wait(10)
         return self
@@ -185,8 +192,9 @@ class Relay:
     async def _connection(self, outer_reader: asyncio.StreamReader, outer_writer: asyncio.StreamWriter) -> None:
         try:
             inner_reader, inner_writer = await asyncio.wait_for(
-                asyncio.open_connection('127.0.0.1', self.port), CONNECT_SECONDS)
-        except (OSError, asyncio.TimeoutError):
+                asyncio.open_connection("127.0.0.1", self.port), CONNECT_SECONDS
+            )
+        except (TimeoutError, OSError):
             outer_writer.close()  # the API server is not up (yet): the client sees a reset
             return
         try:

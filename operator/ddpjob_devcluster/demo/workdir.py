@@ -6,6 +6,7 @@ stops a second demo on the same directory with a clear message instead of wiping
 first one's kubeconfig and Pods. A directory is wiped on start only if a demo made it
 (it carries `MARKER`), and removed at the end unless kept.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -14,7 +15,7 @@ from typing import IO
 
 from ddpjob.local import pidlock
 
-MARKER = '.ddpjob-demo-cluster'
+MARKER = ".ddpjob-demo-cluster"
 
 
 class AlreadyRunning(SystemExit):
@@ -25,18 +26,20 @@ def lock(path: pathlib.Path) -> IO[str]:
     """Hold `<dir>.lock` until `finish()` or the process's end (another --workdir gives
     a second, independent cluster)."""
     try:
-        return pidlock.acquire(path.parent / f'{path.name}.lock')
+        return pidlock.acquire(path.parent / f"{path.name}.lock")
     except pidlock.LockHeld as held:
-        raise AlreadyRunning(f'a demo cluster is already running in {path} (pid {held.holder}); use it '
-                             f'(export KUBECONFIG={path / "kubeconfig"}), stop it with Ctrl-C, '
-                             f'or start another with --workdir DIR') from None
+        raise AlreadyRunning(
+            f"a demo cluster is already running in {path} (pid {held.holder}); use it "
+            f"(export KUBECONFIG={path / 'kubeconfig'}), stop it with Ctrl-C, "
+            f"or start another with --workdir DIR"
+        ) from None
 
 
 def prepare(path: pathlib.Path) -> None:
     if path.exists() and (path / MARKER).exists():
         shutil.rmtree(path)  # the last demo's Pods, logs and volumes
     elif path.exists() and any(path.iterdir()):
-        raise SystemExit(f'{path} is not empty and was not made by this script; pick another --workdir')
+        raise SystemExit(f"{path} is not empty and was not made by this script; pick another --workdir")
     path.mkdir(parents=True, exist_ok=True)
     (path / MARKER).touch()
 
@@ -45,8 +48,8 @@ def finish(path: pathlib.Path, held: IO[str], *, keep: bool) -> str:
     """Remove the directory unless `keep`, then its lock file: last, and while still held,
     so a demo starting now never meets a half-removed directory. What was done, in words."""
     if keep:
-        return f'the work directory is kept: {path}'
+        return f"the work directory is kept: {path}"
     shutil.rmtree(path, ignore_errors=True)
     pathlib.Path(held.name).unlink(missing_ok=True)
     pidlock.release(held)
-    return f'removed {path}'
+    return f"removed {path}"

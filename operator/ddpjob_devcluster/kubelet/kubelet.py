@@ -49,9 +49,9 @@ from ddpjob.api import names
 from ddpjob.local import ownership
 from ddpjob.local.container import LocalRunError, StartError, trainer_container
 from ddpjob.local.node import LocalNode
-from ddpjob_devcluster.kubelet.status import Container, confirm_deletion, report, send
-from ddpjob_devcluster.kubelet.pod_watch import PodWatch, api_client
 from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
+from ddpjob_devcluster.kubelet.pod_watch import PodWatch, api_client
+from ddpjob_devcluster.kubelet.status import Container, confirm_deletion, report, send
 
 # A kubelet's default grace is the Pod's terminationGracePeriodSeconds (30 s). Tests
 # want gang restarts to be quick; the trainer saves within a step of SIGTERM.
@@ -80,7 +80,7 @@ class ProcessKubelet:
         self.containers: dict[str, Container] = {}  # by Pod uid; finished ones stay for inspection
         # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
         # stops them with the grace, as a kubelet shutting down does.
-        self.node = LocalNode(f'{self.id}/', stop_grace, preexec=ownership.stop_with_parent,
+        self.node = LocalNode(f"{self.id}/", stop_grace, preexec=ownership.stop_with_parent,
                               ports={} if ports is None else ports, addresses=addresses)
         self.ports = self.node.ports  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
@@ -94,7 +94,7 @@ class ProcessKubelet:
 
     def start(self) -> ProcessKubelet:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        for target, name in ((self._watch.run, 'kubelet-watch'), (self._work_loop, 'kubelet-work')):
+        for target, name in ((self._watch.run, "kubelet-watch"), (self._work_loop, "kubelet-work")):
             thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -124,26 +124,26 @@ class ProcessKubelet:
     def snapshot(self) -> list[Container]:
         """Every container so far, oldest first (safe to call from any thread)."""
         with self._lock:
-            return sorted(self.containers.values(), key=lambda c: c.times.get('seen', 0))
+            return sorted(self.containers.values(), key=lambda c: c.times.get("seen", 0))
 
-    def container(self, pod: str, namespace: str = 'default', *, running: bool = True) -> Container | None:
+    def container(self, pod: str, namespace: str = "default", *, running: bool = True) -> Container | None:
         """The newest container of Pod `pod` (only a running one, unless running=False)."""
         found = [c for c in self.snapshot() if c.pod == pod and c.namespace == namespace
                  and (c.running or not running)]
         return found[-1] if found else None
 
-    def kill(self, pod: str, namespace: str = 'default', sig: int = signal.SIGKILL) -> Container:
+    def kill(self, pod: str, namespace: str = "default", sig: int = signal.SIGKILL) -> Container:
         """Signal a running container's main process, as a crash or the OOM killer would;
         the container then ends (and is reported) like any other."""
         c = self.container(pod, namespace)
         if c is None or c.proc is None:
-            raise LookupError(f'no running container for Pod {namespace}/{pod}')
+            raise LookupError(f"no running container for Pod {namespace}/{pod}")
         c.proc.popen.send_signal(sig)
         return c
 
-    def checkpoint_dir(self, job: str, namespace: str = 'default') -> pathlib.Path:
+    def checkpoint_dir(self, job: str, namespace: str = "default") -> pathlib.Path:
         """The local directory standing in for job `job`'s checkpoint volume."""
-        return self.workdir / 'volumes' / namespace / job / 'checkpoint'
+        return self.workdir / "volumes" / namespace / job / "checkpoint"
 
     def live_processes(self) -> list[int]:
         return self.node.live_pids()
@@ -155,10 +155,10 @@ class ProcessKubelet:
             if pod is not None and c.pod != pod:
                 continue
             with contextlib.suppress(OSError):
-                lines = c.log_path.read_text(errors='replace').splitlines()[-tail:]
-                parts.append(f'--- {c.namespace}/{c.pod} (attempt {c.attempt}, uid {c.uid[:8]}, '
-                             f'exit {c.exit_code}) ---\n' + '\n'.join(lines))
-        return '\n'.join(parts)
+                lines = c.log_path.read_text(errors="replace").splitlines()[-tail:]
+                parts.append(f"--- {c.namespace}/{c.pod} (attempt {c.attempt}, uid {c.uid[:8]}, "
+                             f"exit {c.exit_code}) ---\n" + "\n".join(lines))
+        return "\n".join(parts)
 
     def _api(self) -> kubernetes.client.CoreV1Api:
         return api_client(self.server, self.token, self.kubeconfig)
@@ -190,77 +190,77 @@ class ProcessKubelet:
             core.api_client.close()
 
     def _on_event(self, core: kubernetes.client.CoreV1Api, kind: str, obj: dict[str, Any]) -> None:
-        if kind == 'SYNC':
-            present = {p['metadata']['uid'] for p in obj.get('items') or []}
+        if kind == "SYNC":
+            present = {p["metadata"]["uid"] for p in obj.get("items") or []}
             for c in list(self.containers.values()):  # deletions the watch did not see
                 if c.uid not in present and not c.deleted and (self.namespace in (None, c.namespace)):
                     self._delete(c)
-            for pod in obj.get('items') or []:
+            for pod in obj.get("items") or []:
                 self._on_pod(core, pod)
-        elif kind == 'DELETED':
-            c = self.containers.get(obj['metadata']['uid'])
+        elif kind == "DELETED":
+            c = self.containers.get(obj["metadata"]["uid"])
             if c is not None:
                 self._delete(c)
-        elif kind in ('ADDED', 'MODIFIED'):
+        elif kind in ("ADDED", "MODIFIED"):
             self._on_pod(core, obj)
 
     def _on_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
-        meta = pod['metadata']
-        c = self.containers.get(meta['uid'])
-        if meta.get('deletionTimestamp'):  # graceful deletion (or a finalizer holds the object)
+        meta = pod["metadata"]
+        c = self.containers.get(meta["uid"])
+        if meta.get("deletionTimestamp"):  # graceful deletion (or a finalizer holds the object)
             if c is not None:  # stopped now, confirmed by _tick once its terminal status is written
-                c.confirm_deletion = bool(meta.get('deletionGracePeriodSeconds'))
+                c.confirm_deletion = bool(meta.get("deletionGracePeriodSeconds"))
                 self._delete(c)
             return
-        if c is not None or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+        if c is not None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
-        bound = (pod.get('spec') or {}).get('nodeName')
-        if self.bound_only and not bound or self.node_name not in (None, bound):
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if (self.bound_only and not bound) or self.node_name not in (None, bound):
             return  # not scheduled (here) yet: the binding arrives as a MODIFIED event
         self._run_pod(core, pod)
 
     def _run_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
-        meta = pod['metadata']
-        namespace, name, uid = meta.get('namespace', 'default'), meta['name'], meta['uid']
-        labels = meta.get('labels') or {}
+        meta = pod["metadata"]
+        namespace, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
+        labels = meta.get("labels") or {}
         job = labels.get(names.LABEL_JOB_NAME, name)
         attempt = int(labels.get(names.LABEL_RESTART_COUNT, 0))
-        pod_dir = self.workdir / 'pods' / namespace / f'{name}-{uid[:8]}'
+        pod_dir = self.workdir / "pods" / namespace / f"{name}-{uid[:8]}"
         pod_dir.mkdir(parents=True, exist_ok=True)
         c = Container(namespace=namespace, pod=name, uid=uid, job=job, attempt=attempt,
-                      tag=f'{self.id}/{uid}', log_path=pod_dir / 'trainer.log')
-        c.times['seen'] = time.time()
+                      tag=f"{self.id}/{uid}", log_path=pod_dir / "trainer.log")
+        c.times["seen"] = time.time()
         with contextlib.suppress(LocalRunError):
-            c.image = trainer_container(pod).get('image') or ''
+            c.image = trainer_container(pod).get("image") or ""
         with self._lock:
             self.containers[uid] = c
         checkpoint = self._checkpoint_volume(pod, namespace, job)
-        c.log_file = open(c.log_path, 'a', encoding='utf-8')  # noqa: SIM115 - closed with the container
+        c.log_file = open(c.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed with the container
         try:
             started = self.node.start(pod, port=self.node.port_for((namespace, job, attempt)),
                                       checkpoint_dir=str(checkpoint) if checkpoint else None,
-                                      progress_file=str(pod_dir / 'progress.json'), out=c.log_file,
+                                      progress_file=str(pod_dir / "progress.json"), out=c.log_file,
                                       cwd=str(pod_dir), tag=uid)
             c.proc, c.ip = started.proc, started.ip
         except (LocalRunError, OSError) as exc:
             # containerd reports a command that cannot start as exit code 128, StartError.
-            c.log_file.write(f'[{name}] {StartError.reason}: {exc}\n')
+            c.log_file.write(f"[{name}] {StartError.reason}: {exc}\n")
             c.exit_code = StartError.exit_code
-            c.times['exited'] = time.time()
-            report(core, c, 'Failed', exit_code=StartError.exit_code, reason=StartError.reason,
+            c.times["exited"] = time.time()
+            report(core, c, "Failed", exit_code=StartError.exit_code, reason=StartError.reason,
                          message=str(exc))
             c.close_log()
             return
-        c.times['started'] = c.proc.started_at
-        report(core, c, 'Running')
-        c.times['running_reported'] = time.time()
+        c.times["started"] = c.proc.started_at
+        report(core, c, "Running")
+        c.times["running_reported"] = time.time()
 
     def _checkpoint_volume(self, pod: dict[str, Any], namespace: str, job: str) -> pathlib.Path | None:
         try:
-            mounts = trainer_container(pod).get('volumeMounts') or []
+            mounts = trainer_container(pod).get("volumeMounts") or []
         except LocalRunError:
             return None
-        if not any(m.get('name') == 'checkpoint' for m in mounts):
+        if not any(m.get("name") == "checkpoint" for m in mounts):
             return None
         path = self.checkpoint_dir(job, namespace)
         path.mkdir(parents=True, exist_ok=True)
@@ -277,18 +277,18 @@ class ProcessKubelet:
             held = not c.deleted or c.confirm_deletion
             if c.unsent is not None and held:  # until written, or the Pod is gone (404)
                 send(core, c, c.unsent)
-            if c.proc is not None and 'exited' not in c.times:
+            if c.proc is not None and "exited" not in c.times:
                 end = c.proc.terminated()  # a container ends with its main process, tree and all
                 if end is None:
                     if c.deleted:
                         c.proc.stop(self.stop_grace)  # SIGTERM once, the whole tree after the grace
                     continue
-                c.exit_code, c.times['exited'] = end.exit_code, end.finished_at
+                c.exit_code, c.times["exited"] = end.exit_code, end.finished_at
                 if held:  # also being deleted (kubelet >= 1.27): a finalizer's holder (Kueue) sees it end
                     report(core, c, end.phase, exit_code=end.exit_code, reason=end.reason, message=end.message)
                 c.close_log()
             # The grace-0 delete once the terminal status is written (the status manager's order).
-            if 'exited' in c.times and c.unsent is None:
+            if "exited" in c.times and c.unsent is None:
                 confirm_deletion(core, c)
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ Pod's IP, and the Pod conditions in the kubelet's set (a status patch replaces t
 list, so it carries PodScheduled too). A write that fails is kept and retried on the next
 tick; a gracefully deleted Pod is confirmed gone once its container stopped.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,10 +22,10 @@ from ddpjob.local.container import ContainerProcess
 from ddpjob.times import format_timestamp as _iso, now as _now_iso
 
 
-
 @dataclass
 class Container:
     """One Pod's trainer container on this kubelet."""
+
     namespace: str
     pod: str
     uid: str
@@ -38,8 +39,8 @@ class Container:
     reported: str | None = None  # the last phase written to pods/status
     unsent: dict[str, Any] | None = None  # a status write that failed; retried every tick
     exit_code: int | None = None
-    ip: str = '127.0.0.1'
-    image: str = ''  # the container's image, echoed in its status as a runtime does
+    ip: str = "127.0.0.1"
+    image: str = ""  # the container's image, echoed in its status as a runtime does
     times: dict[str, float] = field(default_factory=dict)  # seen, started, running_reported, exited
     # The API server keeps the Pod (graceful deletion) until this kubelet confirms that
     # its containers stopped, with a delete of grace 0 (pkg/kubelet/status/status_manager.go).
@@ -59,37 +60,79 @@ class Container:
         self.log_file = None
 
 
-def pod_status(c: Container, phase: str, *, exit_code: int | None = None, reason: str | None = None,
-               message: str | None = None, host_ip: str = '127.0.0.1') -> dict[str, Any]:
-    started = _iso(c.times.get('started', c.times['seen']))
-    running = phase == 'Running'
+def pod_status(
+    c: Container,
+    phase: str,
+    *,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+    host_ip: str = "127.0.0.1",
+) -> dict[str, Any]:
+    started = _iso(c.times.get("started", c.times["seen"]))
+    running = phase == "Running"
     if running:
-        state: dict[str, Any] = {'running': {'startedAt': started}}
+        state: dict[str, Any] = {"running": {"startedAt": started}}
     else:
-        state = {'terminated': {'exitCode': exit_code, 'reason': reason, 'startedAt': started,
-                                'finishedAt': _iso(c.times.get('exited', time.time()))}}
+        state = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": reason,
+                "startedAt": started,
+                "finishedAt": _iso(c.times.get("exited", time.time())),
+            }
+        }
         if message:
-            state['terminated']['message'] = message
+            state["terminated"]["message"] = message
     now = _now_iso()
-    ready = 'True' if running else 'False'
-    conditions = [{'type': kind, 'status': value, 'lastTransitionTime': now} for kind, value in (
-        ('PodReadyToStartContainers', 'True'), ('Initialized', 'True'), ('Ready', ready),
-        ('ContainersReady', ready), ('PodScheduled', 'True'))]
+    ready = "True" if running else "False"
+    conditions = [
+        {"type": kind, "status": value, "lastTransitionTime": now}
+        for kind, value in (
+            ("PodReadyToStartContainers", "True"),
+            ("Initialized", "True"),
+            ("Ready", ready),
+            ("ContainersReady", ready),
+            ("PodScheduled", "True"),
+        )
+    ]
     return {
-        'phase': phase, 'hostIP': host_ip, 'hostIPs': [{'ip': host_ip}], 'podIP': c.ip, 'podIPs': [{'ip': c.ip}],
-        'startTime': _iso(c.times['seen']), 'conditions': conditions,
-        'containerStatuses': [{'name': names.TRAINER_CONTAINER, 'ready': running, 'started': running,
-                               'restartCount': 0, 'image': c.image, 'imageID': '', 'state': state}],
+        "phase": phase,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": c.ip,
+        "podIPs": [{"ip": c.ip}],
+        "startTime": _iso(c.times["seen"]),
+        "conditions": conditions,
+        "containerStatuses": [
+            {
+                "name": names.TRAINER_CONTAINER,
+                "ready": running,
+                "started": running,
+                "restartCount": 0,
+                "image": c.image,
+                "imageID": "",
+                "state": state,
+            }
+        ],
     }
 
 
-def report(core: kubernetes.client.CoreV1Api, c: Container, phase: str, *,
-            exit_code: int | None = None, reason: str | None = None, message: str | None = None) -> None:
+def report(
+    core: kubernetes.client.CoreV1Api,
+    c: Container,
+    phase: str,
+    *,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+) -> None:
     send(core, c, pod_status(c, phase, exit_code=exit_code, reason=reason, message=message))
+
 
 def send(core: kubernetes.client.CoreV1Api, c: Container, status: dict[str, Any]) -> None:
     try:
-        core.patch_namespaced_pod_status(c.pod, c.namespace, {'status': status}, _request_timeout=10)
+        core.patch_namespaced_pod_status(c.pod, c.namespace, {"status": status}, _request_timeout=10)
     except kubernetes.client.ApiException as exc:
         # 404: deleted meanwhile, nothing to report to. Anything else (an injected
         # 500, a slow server): keep it and retry on the next tick, as a kubelet does.
@@ -98,7 +141,7 @@ def send(core: kubernetes.client.CoreV1Api, c: Container, status: dict[str, Any]
         c.unsent = status
     else:
         c.unsent = None
-        c.reported = status['phase']
+        c.reported = status["phase"]
 
 
 def confirm_deletion(core: kubernetes.client.CoreV1Api, c: Container) -> None:
@@ -108,5 +151,6 @@ def confirm_deletion(core: kubernetes.client.CoreV1Api, c: Container) -> None:
     c.confirm_deletion = False
     with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
         # gracePeriodSeconds in the body: with a body, the API server ignores the query.
-        core.delete_namespaced_pod(c.pod, c.namespace, body={'gracePeriodSeconds': 0,
-                                                             'preconditions': {'uid': c.uid}}, _request_timeout=10)
+        core.delete_namespaced_pod(
+            c.pod, c.namespace, body={"gracePeriodSeconds": 0, "preconditions": {"uid": c.uid}}, _request_timeout=10
+        )

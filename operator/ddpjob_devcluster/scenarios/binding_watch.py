@@ -9,6 +9,7 @@ event's resourceVersion (it never lists again), so it sees every change in the s
 order: that count is what existed when the Pod was bound, whatever the machine's speed. A
 gang bound whole has all its peers at each binding; one placed Pod by Pod has fewer.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,6 +26,7 @@ from ddpjob.api.quantity import parse_quantity
 @dataclass
 class Binding:
     """One Pod bound to a Node, as `gang.idle_seconds` reads it."""
+
     pod: str
     labels: dict[str, str]
     requests: dict[str, Decimal]
@@ -35,6 +37,7 @@ class Binding:
 @dataclass
 class BindingWatch:
     """Records each Pod's first binding in `namespace`, from a watch, until `stop()`."""
+
     core: kubernetes.client.CoreV1Api
     namespace: str
     bindings: list[Binding] = field(default_factory=list)
@@ -45,12 +48,14 @@ class BindingWatch:
     def start(self) -> BindingWatch:
         """Call before the scenario's first Pod: the count starts from an empty namespace."""
         listing = self.core.list_namespaced_pod(self.namespace)
+        version = listing.metadata.resource_version if listing.metadata else None
         if listing.items:
-            raise RuntimeError(f'namespace {self.namespace} already has Pods '
-                               f'({", ".join(p.metadata.name for p in listing.items)}): the binding watch '
-                               'must start before the first one')
-        self._thread = threading.Thread(target=self._run, args=(listing.metadata.resource_version,),
-                                        name='binding-watch', daemon=True)
+            raise RuntimeError(
+                f"namespace {self.namespace} already has Pods "
+                f"({', '.join(str(p.metadata and p.metadata.name) for p in listing.items)}): the binding watch "
+                "must start before the first one"
+            )
+        self._thread = threading.Thread(target=self._run, args=(version,), name="binding-watch", daemon=True)
         self._thread.start()
         return self
 
@@ -60,7 +65,7 @@ class BindingWatch:
         if self._thread is not None:
             self._thread.join(timeout=15)  # the watch's own timeout ends it at the latest
         if self._error is not None:
-            raise RuntimeError(f'the binding watch of {self.namespace} ended early: {self._error}') from self._error
+            raise RuntimeError(f"the binding watch of {self.namespace} ended early: {self._error}") from self._error
         return sorted(self.bindings, key=lambda b: b.time)
 
     def _run(self, version: str) -> None:
@@ -74,10 +79,11 @@ class BindingWatch:
         existed: dict[str, set[str]] = {}  # job -> uids of its Pods seen so far
         while not self._stop.is_set():
             # Short server-side timeouts, so stop() is heard within seconds.
-            stream = kubernetes.watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
-                                                     resource_version=version, timeout_seconds=2)
+            stream = kubernetes.watch.Watch().stream(
+                self.core.list_namespaced_pod, self.namespace, resource_version=version, timeout_seconds=2
+            )
             for event in stream:
-                pod = event['object']
+                pod = event["object"]
                 version = pod.metadata.resource_version
                 labels = dict(pod.metadata.labels or {})
                 peers = existed.setdefault(labels.get(names.LABEL_JOB_NAME, pod.metadata.name), set())

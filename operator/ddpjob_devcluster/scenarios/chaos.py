@@ -8,6 +8,7 @@ with 429 (staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.
 drops them (clients resume from their last resourceVersion). Turned on with
 `emulator.chaos = Chaos(rate=0.3)`; `None` turns it off.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MESSAGES = {
-    429: ('TooManyRequests', 'Too many requests, please try again later.'),
-    500: ('InternalError', 'Internal error occurred: etcdserver: request timed out'),
-    503: ('ServiceUnavailable', 'the server is currently unable to handle the request'),
+    429: ("TooManyRequests", "Too many requests, please try again later."),
+    500: ("InternalError", "Internal error occurred: etcdserver: request timed out"),
+    503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
 }
 
 
@@ -35,7 +36,7 @@ class Chaos:
 
     def __post_init__(self) -> None:
         if not 0 <= self.rate <= 1:
-            raise ValueError(f'rate must be within 0..1 (got {self.rate})')
+            raise ValueError(f"rate must be within 0..1 (got {self.rate})")
         self._random = random.Random(self.seed)
 
     def fault(self) -> tuple[int, str, str] | None:
@@ -45,7 +46,7 @@ class Chaos:
             return None
         self.failed += 1
         status = self._random.choice(self.statuses)
-        return (status, *MESSAGES.get(status, ('InternalError', 'injected')))
+        return (status, *MESSAGES.get(status, ("InternalError", "injected")))
 
     def watch_seconds(self) -> float | None:
         """How long the next watch stream lives: `watch_lifetime`, jittered so that streams
@@ -68,9 +69,9 @@ class Chaos:
                     return
                 try:
                     yield await asyncio.wait_for(anext(iterator), remaining)
-                except (asyncio.TimeoutError, StopAsyncIteration):
+                except (TimeoutError, StopAsyncIteration):
                     return
         finally:
-            close = getattr(iterator, 'aclose', None)
+            close = getattr(iterator, "aclose", None)
             if close is not None:
                 await close()

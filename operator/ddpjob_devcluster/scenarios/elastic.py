@@ -11,6 +11,7 @@ the time of its first step; the exactly-once audit).
 - grown back: from the delete to the first step of a group of the full size (elastic);
 - samples lost / repeated over all epochs (`sample_audit.lost_and_repeated`).
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -40,14 +41,35 @@ class Outcome:
     lost_indices: list[dict[str, Any]] | None = None
 
 
-def job(name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, backoff: int = 10,
-        step_seconds: float = 0) -> dict[str, Any]:
+def job(
+    name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, backoff: int = 10, step_seconds: float = 0
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "nodes": nodes, "nprocPerNode": 1, "image": "ddpjob/trainer:test", "command": ["ddpjob-launch"],
-        "args": ["ddpjob-train", "--data", "synthetic", "--synthetic-size", str(SIZE), "--epochs", str(EPOCHS),
-                 "--batch-size", str(BATCH), "--eval-every", "0", "--log-every", "20",
-                 "--checkpoint-every-steps", "10", "--sample-log", str(samples)],
-        "checkpoint": {"claimName": f"{name}-checkpoints"}, "restartBackoffSeconds": backoff,
+        "nodes": nodes,
+        "nprocPerNode": 1,
+        "image": "ddpjob/trainer:test",
+        "command": ["ddpjob-launch"],
+        "args": [
+            "ddpjob-train",
+            "--data",
+            "synthetic",
+            "--synthetic-size",
+            str(SIZE),
+            "--epochs",
+            str(EPOCHS),
+            "--batch-size",
+            str(BATCH),
+            "--eval-every",
+            "0",
+            "--log-every",
+            "20",
+            "--checkpoint-every-steps",
+            "10",
+            "--sample-log",
+            str(samples),
+        ],
+        "checkpoint": {"claimName": f"{name}-checkpoints"},
+        "restartBackoffSeconds": backoff,
     }
     if step_seconds:  # a test's floor on the training time, so the job outlasts its resize
         spec["env"] = [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": str(step_seconds)}]
@@ -60,16 +82,30 @@ def _steps(samples: pathlib.Path) -> int:
     return sum(1 for p in samples.glob("*.jsonl") for _ in p.open()) if samples.exists() else 0
 
 
-def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: int = 2, backoff: int = 10,
-        after_steps: int = 60, timeout: float = 420, step_seconds: float = 0) -> Outcome:
+def run(
+    cluster: Any,
+    name: str,
+    workdir: pathlib.Path,
+    *,
+    elastic: bool,
+    lose: int = 2,
+    backoff: int = 10,
+    after_steps: int = 60,
+    timeout: float = 420,
+    step_seconds: float = 0,
+) -> Outcome:
     """Start the job, delete Pod `lose` once `after_steps` sample-log lines exist, and
     wait for the job to finish."""
     samples = workdir / f"{name}-samples"
     body = job(name, samples, elastic=elastic, backoff=backoff, step_seconds=step_seconds)
     nodes = body["spec"]["nodes"]
     cluster.create_job(body)
-    wait_until(lambda: _steps(samples) >= nodes * after_steps, 180, f"{name}: no training within 180 s",
-               lambda: f"status {cluster.status(name)}")
+    wait_until(
+        lambda: _steps(samples) >= nodes * after_steps,
+        180,
+        f"{name}: no training within 180 s",
+        lambda: f"status {cluster.status(name)}",
+    )
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods(name)}
     deleted_at = time.time()
     cluster.core.delete_namespaced_pod(f"{name}-{lose}", cluster.namespace)
@@ -81,8 +117,9 @@ def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: 
             seen.append(st["lostIndices"])
         return st if st.get("phase") in ("Succeeded", "Failed") else None
 
-    status = wait_until(finished, timeout, f"{name} did not finish", lambda: f"status {cluster.status(name)}",
-                        interval=1.0)
+    status = wait_until(
+        finished, timeout, f"{name} did not finish", lambda: f"status {cluster.status(name)}", interval=1.0
+    )
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods(name)}
     kept = all(after.get(pod) == uid for pod, uid in uids.items() if pod != f"{name}-{lose}")
     groups = sample_audit.groups(str(samples))
@@ -90,19 +127,30 @@ def run(cluster: Any, name: str, workdir: pathlib.Path, *, elastic: bool, lose: 
     back = later[0][1] - deleted_at if later else None
     full = [t for world, t in later if world == nodes]
     lost, repeated = sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS)
-    events = [f'{e.get("reason")}: {e.get("message")}' for e in cluster.events(name)]
-    return Outcome(status, events, kept, groups, back, full[0] - deleted_at if full else None, lost, repeated,
-                   lost_indices=seen[0] if seen else None)
+    events = [f"{e.get('reason')}: {e.get('message')}" for e in cluster.events(name)]
+    return Outcome(
+        status,
+        events,
+        kept,
+        groups,
+        back,
+        full[0] - deleted_at if full else None,
+        lost,
+        repeated,
+        lost_indices=seen[0] if seen else None,
+    )
 
 
 def report(label: str, outcome: Outcome) -> str:
     def fmt(s: float | None) -> str:
         return "-" if s is None else f"{s:.1f} s"
 
-    return (f"{label}: restarts {outcome.status.get('restarts')}, resizes {outcome.status.get('resizes', 0)}, "
-            f"survivors kept {outcome.survivors_kept}, groups {[w for w, _ in outcome.groups]}, "
-            f"back to training {fmt(outcome.back_to_training_s)}, grown back {fmt(outcome.grown_back_s)}, "
-            f"samples lost {outcome.lost}, repeated {outcome.repeated}")
+    return (
+        f"{label}: restarts {outcome.status.get('restarts')}, resizes {outcome.status.get('resizes', 0)}, "
+        f"survivors kept {outcome.survivors_kept}, groups {[w for w, _ in outcome.groups]}, "
+        f"back to training {fmt(outcome.back_to_training_s)}, grown back {fmt(outcome.grown_back_s)}, "
+        f"samples lost {outcome.lost}, repeated {outcome.repeated}"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover - a reminder, not an entry point

@@ -12,6 +12,7 @@ token is passed through); the proxy talks TLS to kube-apiserver, verifying it wi
 cluster's CA. So the real server still authenticates and authorizes every request that
 gets through, and the faults are the only difference.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,14 +27,25 @@ import aiohttp.web
 from ddpjob_devcluster.apiserver.request_log import hold
 from ddpjob_devcluster.scenarios.chaos import Chaos
 
-HOP_HEADERS = {'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'upgrade',
-               'proxy-connection', 'te', 'trailer', 'content-encoding'}
+HOP_HEADERS = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "host",
+    "upgrade",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "content-encoding",
+}
 
 
 @dataclass
 class SlowCreate:
     """Creates of `resource` (a collection POST) after the first `skip` wait `delay` s, `count`
     of them; with `release`, until it is set (`delay` then only bounds the wait)."""
+
     resource: str
     delay: float
     skip: int = 0
@@ -42,7 +54,7 @@ class SlowCreate:
 
     def take(self, method: str, path: str) -> float:
         """The delay for this request (0: none); counts the matching ones."""
-        if method != 'POST' or not path.rstrip('/').endswith(f'/{self.resource}') or self.count <= 0:
+        if method != "POST" or not path.rstrip("/").endswith(f"/{self.resource}") or self.count <= 0:
             return 0.0
         if self.skip > 0:
             self.skip -= 1
@@ -55,12 +67,12 @@ class FaultProxy:
     """`start()` serves on `url`; `stop()` closes it. Counters: `chaos.failed`, `cut_watches`."""
 
     def __init__(self, upstream: str, ca: pathlib.Path, chaos: Chaos, slow: SlowCreate | None = None):
-        self.upstream, self.chaos, self.slow = upstream.rstrip('/'), chaos, slow
+        self.upstream, self.chaos, self.slow = upstream.rstrip("/"), chaos, slow
         self.ssl = ssl.create_default_context(cafile=str(ca))
         self.cut_watches = 0
-        self.url = ''
+        self.url = ""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name='fault-proxy', daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
         self._runner: aiohttp.web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -78,15 +90,15 @@ class FaultProxy:
     async def _start(self) -> None:
         self._session = aiohttp.ClientSession(auto_decompress=False)
         app = aiohttp.web.Application()
-        app.router.add_route('*', '/{path:.*}', self._handle)
+        app.router.add_route("*", "/{path:.*}", self._handle)
         # A watch passed through never ends on its own (no lifetime): at stop, give open
         # streams 2 s instead of aiohttp's 60, then close them as a server going away does.
         self._runner = aiohttp.web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
-        site = aiohttp.web.TCPSite(self._runner, '127.0.0.1', 0)
+        site = aiohttp.web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # aiohttp names no public getter
-        self.url = f'http://127.0.0.1:{port}'
+        self.url = f"http://127.0.0.1:{port}"
 
     async def _stop(self) -> None:
         if self._runner is not None:
@@ -103,24 +115,42 @@ class FaultProxy:
         fault = self.chaos.fault()
         if fault is not None:
             code, reason, message = fault
-            body = {'apiVersion': 'v1', 'kind': 'Status', 'status': 'Failure', 'code': code, 'reason': reason,
-                    'message': message, 'metadata': {}}
-            return aiohttp.web.json_response(body, status=code, headers={'Retry-After': '1'} if code == 429 else None)
+            body = {
+                "apiVersion": "v1",
+                "kind": "Status",
+                "status": "Failure",
+                "code": code,
+                "reason": reason,
+                "message": message,
+                "metadata": {},
+            }
+            return aiohttp.web.json_response(body, status=code, headers={"Retry-After": "1"} if code == 429 else None)
         delay = self.slow.take(request.method, request.path) if self.slow is not None else 0.0
         if delay and self.slow is not None:
             await hold(delay, self.slow.release)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         data = await request.read()
         assert self._session is not None
-        async with self._session.request(request.method, self.upstream + request.rel_url.raw_path_qs,
-                                         headers=headers, data=data or None, ssl=self.ssl,
-                                         timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as upstream:
-            response = aiohttp.web.StreamResponse(status=upstream.status, headers={
-                # The body goes through as the server sent it (not decompressed), so its
-                # Content-Encoding must too: kube-apiserver gzips large lists.
-                k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS - {'content-encoding'}})
+        async with self._session.request(
+            request.method,
+            self.upstream + request.rel_url.raw_path_qs,
+            headers=headers,
+            data=data or None,
+            ssl=self.ssl,
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+        ) as upstream:
+            response = aiohttp.web.StreamResponse(
+                status=upstream.status,
+                headers={
+                    # The body goes through as the server sent it (not decompressed), so its
+                    # Content-Encoding must too: kube-apiserver gzips large lists.
+                    k: v
+                    for k, v in upstream.headers.items()
+                    if k.lower() not in HOP_HEADERS - {"content-encoding"}
+                },
+            )
             await response.prepare(request)
-            watch = request.query.get('watch') in ('true', '1')
+            watch = request.query.get("watch") in ("true", "1")
             lifetime = self.chaos.watch_seconds() if watch else None
             deadline = self._loop.time() + lifetime if lifetime else None
             while True:
@@ -130,7 +160,7 @@ class FaultProxy:
                     if not chunk:
                         break
                     await response.write(chunk)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self.cut_watches += 1  # as a load balancer drops a long stream
                     break
                 except (aiohttp.ClientError, ConnectionError):
@@ -141,10 +171,11 @@ class FaultProxy:
 def point_kubeconfig_at(path: pathlib.Path, url: str) -> None:
     """Send a kubeconfig's client through the proxy (plain HTTP: no CA)."""
     import yaml
+
     config = yaml.safe_load(path.read_text())
-    for cluster in config['clusters']:
-        cluster['cluster'] = {'server': url}
+    for cluster in config["clusters"]:
+        cluster["cluster"] = {"server": url}
     path.write_text(yaml.safe_dump(config))
 
 
-__all__ = ['FaultProxy', 'SlowCreate', 'point_kubeconfig_at']
+__all__ = ["FaultProxy", "SlowCreate", "point_kubeconfig_at"]

@@ -21,6 +21,7 @@ bound (`binding_watch`): all of them for a gang bound whole.
 Used by tests/devcluster/scenarios/test_gang_deadlock.py, tests/gangs/test_gang_deadlock_real.py
 and benchmarks/gang_deadlock.py.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -40,7 +41,7 @@ from ddpjob_devcluster.scheduler.scheduler import gpu_nodes
 
 NODES, JOB_NODES = 6, 4
 
-RENDEZVOUS = r'''
+RENDEZVOUS = r"""
 import os, socket, sys, time
 n, rank = int(os.environ["NNODES"]), int(os.environ["NODE_RANK"])
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
@@ -68,7 +69,7 @@ else:
     c.recv(2)
 print(f"rank {rank}: all {n} peers here", flush=True)
 time.sleep(float(os.environ.get("WORK_SECONDS", "2")))
-'''
+"""
 
 
 @dataclass
@@ -87,13 +88,19 @@ class Result:
 
 def job_body(name: str, gang: str, work_seconds: float) -> dict[str, Any]:
     return {
-        'apiVersion': names.API_VERSION, 'kind': names.KIND, 'metadata': {'name': name},
-        'spec': {
-            'nodes': JOB_NODES, 'nprocPerNode': 1, 'gpusPerNode': 1, 'backend': 'gloo',
-            'image': 'ddpjob/trainer:0.1.0', 'command': [sys.executable, '-c', RENDEZVOUS],
-            'env': [{'name': 'WORK_SECONDS', 'value': str(work_seconds)}],
-            'restartPolicy': 'Never',
-            'scheduling': {'gang': gang},
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": JOB_NODES,
+            "nprocPerNode": 1,
+            "gpusPerNode": 1,
+            "backend": "gloo",
+            "image": "ddpjob/trainer:0.1.0",
+            "command": [sys.executable, "-c", RENDEZVOUS],
+            "env": [{"name": "WORK_SECONDS", "value": str(work_seconds)}],
+            "restartPolicy": "Never",
+            "scheduling": {"gang": gang},
         },
     }
 
@@ -110,61 +117,81 @@ def idle_seconds(bindings: list[Any], end: float) -> tuple[float, list[str]]:
         if done is not None:
             complete[job] = done
         for b in bs:
-            gpus = float(sum((q for k, q in b.requests.items() if k.endswith('/gpu')), Decimal(0)))
+            gpus = float(sum((q for k, q in b.requests.items() if k.endswith("/gpu")), Decimal(0)))
             idle += max((done if done is not None else end) - b.time, 0.0) * gpus
     return idle, sorted(complete, key=complete.get)
 
 
-JOBS = ('job-a', 'job-b')
+JOBS = ("job-a", "job-b")
 
 
-def interleave(cluster: Any, create: Callable[[str], None], release: threading.Event) -> None:
+def interleave(cluster: Any, create: Callable[[str], object], release: threading.Event) -> None:
     """Job A's first three Pods, then job B's four, then A's fourth: its create is held
     (by the emulator or the proxy) until `release`, set here once B's Pods exist. (The
     operator creates a gang in slow-start batches 1, 2, 4, ...: A's fourth is the held one.)"""
-    create('job-a')
-    wait_until(lambda: len(cluster.pods('job-a')) >= JOB_NODES - 1, 120, 'job-a has 3 Pods')
-    create('job-b')
-    wait_until(lambda: len(cluster.pods('job-b')) == JOB_NODES, 120, 'job-b has its 4 Pods')
+    create("job-a")
+    wait_until(lambda: len(cluster.pods("job-a")) >= JOB_NODES - 1, 120, "job-a has 3 Pods")
+    create("job-b")
+    wait_until(lambda: len(cluster.pods("job-b")) == JOB_NODES, 120, "job-b has its 4 Pods")
     release.set()
-    wait_until(lambda: len(cluster.pods('job-a')) + len(cluster.pods('job-b')) == 2 * JOB_NODES, 120,
-               'all 8 Pods exist')
+    wait_until(
+        lambda: len(cluster.pods("job-a")) + len(cluster.pods("job-b")) == 2 * JOB_NODES, 120, "all 8 Pods exist"
+    )
 
 
 def deadlocked(cluster: Any, gang: str, deadlock_wait: float, finish_timeout: float) -> bool:
     """Without a gang: whether both jobs still wait at 3/4 after `deadlock_wait` s. With
     one: both jobs end (False), or the wait fails after `finish_timeout` s."""
-    messages = lambda: [cluster.status(j).get('message') for j in JOBS]  # noqa: E731
-    if gang != 'none':
-        wait_until(lambda: all(cluster.status(j).get('phase') in ('Succeeded', 'Failed') for j in JOBS),
-                   finish_timeout, 'both jobs finish', messages)
+    messages = lambda: [cluster.status(j).get("message") for j in JOBS]  # noqa: E731
+    if gang != "none":
+        wait_until(
+            lambda: all(cluster.status(j).get("phase") in ("Succeeded", "Failed") for j in JOBS),
+            finish_timeout,
+            "both jobs finish",
+            messages,
+        )
         return False
 
     def both_stuck() -> bool:
         st = [cluster.status(j) for j in JOBS]
-        return all(s.get('scheduledNodes') == JOB_NODES - 1 and s.get('message', '').startswith('Scheduled 3/4')
-                   for s in st)
-    wait_until(both_stuck, 180, 'both jobs report Scheduled 3/4', messages)
+        return all(
+            s.get("scheduledNodes") == JOB_NODES - 1 and s.get("message", "").startswith("Scheduled 3/4") for s in st
+        )
+
+    wait_until(both_stuck, 180, "both jobs report Scheduled 3/4", messages)
     time.sleep(deadlock_wait)  # the bounded wait: nothing may change in it
-    return both_stuck() and not any(cluster.status(j).get('phase') in ('Succeeded', 'Failed') for j in JOBS)
+    return both_stuck() and not any(cluster.status(j).get("phase") in ("Succeeded", "Failed") for j in JOBS)
 
 
-def result(cluster: Any, gang: str, bindings: list[Any], peers: dict[str, int], start: float, end: float,
-           stuck: bool) -> Result:
+def result(
+    cluster: Any, gang: str, bindings: list[Any], peers: dict[str, int], start: float, end: float, stuck: bool
+) -> Result:
     """The run's outcome; `bindings` in time order, `peers` of each bound Pod."""
     idle, order = idle_seconds(bindings, end)
     statuses = {j: cluster.status(j) for j in JOBS}
     return Result(
-        gang=gang, finished={j: s.get('phase', '') for j, s in statuses.items()},
-        scheduled={j: s.get('scheduledNodes', 0) for j, s in statuses.items()},
-        messages={j: s.get('message', '') for j, s in statuses.items()},
-        idle_gpu_seconds=idle, wall_seconds=end - start, order=order, deadlocked=stuck,
-        bindings=[(b.labels.get(names.LABEL_JOB_NAME, ''), b.time - start) for b in bindings],
-        peers_at_binding=[(b.labels.get(names.LABEL_JOB_NAME, ''), peers.get(b.pod, 0)) for b in bindings])
+        gang=gang,
+        finished={j: s.get("phase", "") for j, s in statuses.items()},
+        scheduled={j: s.get("scheduledNodes", 0) for j, s in statuses.items()},
+        messages={j: s.get("message", "") for j, s in statuses.items()},
+        idle_gpu_seconds=idle,
+        wall_seconds=end - start,
+        order=order,
+        deadlocked=stuck,
+        bindings=[(b.labels.get(names.LABEL_JOB_NAME, ""), b.time - start) for b in bindings],
+        peers_at_binding=[(b.labels.get(names.LABEL_JOB_NAME, ""), peers.get(b.pod, 0)) for b in bindings],
+    )
 
 
-def run(workdir: str | pathlib.Path, gang: str, *, deadlock_wait: float = 10.0, finish_timeout: float = 600.0,
-        work_seconds: float = 2.0, slow_create: float = 300.0) -> Result:
+def run(
+    workdir: str | pathlib.Path,
+    gang: str,
+    *,
+    deadlock_wait: float = 10.0,
+    finish_timeout: float = 600.0,
+    work_seconds: float = 2.0,
+    slow_create: float = 300.0,
+) -> Result:
     """slow_create: how long job A's fourth Pod create is held at most (it is let go as soon
     as job B's Pods exist)."""
     with LocalCluster(pathlib.Path(workdir), nodes=gpu_nodes(NODES), stop_grace=1.0) as cluster:
@@ -172,8 +199,15 @@ def run(workdir: str | pathlib.Path, gang: str, *, deadlock_wait: float = 10.0, 
         watch = BindingWatch(cluster.core, cluster.namespace).start()
         try:
             release = threading.Event()
-            cluster.emulator.inject_fault(verb='create', resource='pods', status=None, delay=slow_create, count=1,
-                                          skip=JOB_NODES - 1, release=release)
+            cluster.emulator.inject_fault(
+                verb="create",
+                resource="pods",
+                status=None,
+                delay=slow_create,
+                count=1,
+                skip=JOB_NODES - 1,
+                release=release,
+            )
             interleave(cluster, lambda name: cluster.create_job(job_body(name, gang, work_seconds)), release)
             stuck = deadlocked(cluster, gang, deadlock_wait, finish_timeout)
             end = time.time()
@@ -181,5 +215,6 @@ def run(workdir: str | pathlib.Path, gang: str, *, deadlock_wait: float = 10.0, 
             watched = watch.stop()
         assert cluster.scheduler is not None
         # The scheduler's own record times the bindings; the watch says who existed then.
-        return result(cluster, gang, list(cluster.scheduler.bindings), {b.pod: b.peers for b in watched},
-                      start, end, stuck)
+        return result(
+            cluster, gang, list(cluster.scheduler.bindings), {b.pod: b.peers for b in watched}, start, end, stuck
+        )

@@ -3,14 +3,15 @@
 NODE_RANK): what a test kills to lose a node, and whose PIDs it compares to tell a resize
 in place (the same workers) from a restart. Linux /proc only; a process that ends while
 it is read is left out."""
+
 from __future__ import annotations
 
 import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 @contextlib.contextmanager
@@ -18,8 +19,13 @@ def started(workdir: Path, job_file: Path, log_file: Path) -> Iterator[subproces
     """`ddpjob run JOB_FILE` in `workdir`, its output unbuffered into `log_file` (read while
     it runs); killed on the way out if it still runs."""
     with open(log_file, "w") as log:
-        run = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(job_file)], cwd=workdir, stdout=log,
-                               stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        run = subprocess.Popen(
+            [sys.executable, "-m", "ddpjob.cli", "run", str(job_file)],
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
             yield run
         finally:

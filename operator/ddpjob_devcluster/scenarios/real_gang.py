@@ -12,6 +12,7 @@ and both jobs wait for ever; with one, the gang that is whole runs first.
 Bindings are seen by a watch on the namespace's Pods (`binding_watch`): timed, and with
 the number of their job's Pods that existed when each was bound.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -25,27 +26,39 @@ from ddpjob_devcluster.controlplane.node import NodeShape
 from ddpjob_devcluster.scenarios.binding_watch import BindingWatch
 from ddpjob_devcluster.scenarios.chaos import Chaos
 from ddpjob_devcluster.scenarios.fault_proxy import FaultProxy, SlowCreate, point_kubeconfig_at
-from ddpjob_devcluster.scenarios.gang import (JOB_NODES, NODES, Result, deadlocked, interleave, job_body,
-                                              result)
+from ddpjob_devcluster.scenarios.gang import JOB_NODES, NODES, Result, deadlocked, interleave, job_body, result
 
-GPU_NODES = tuple(NodeShape(f'gpu-{i}', cpu='8', memory='32Gi', gpus=1) for i in range(NODES))
+GPU_NODES = tuple(NodeShape(f"gpu-{i}", cpu="8", memory="32Gi", gpus=1) for i in range(NODES))
 
 
-def run(plane: Any, workdir: str | pathlib.Path, gang: str, *, values: dict[str, Any] | None = None,
-        scheduling: Callable[[RealCluster], dict[str, Any]] | None = None,
-        prepare: Callable[[RealCluster], None] | None = None,
-        deadlock_wait: float = 10.0, finish_timeout: float = 600.0, work_seconds: float = 2.0,
-        slow_create: float = 300.0) -> Result:
+def run(
+    plane: Any,
+    workdir: str | pathlib.Path,
+    gang: str,
+    *,
+    values: dict[str, Any] | None = None,
+    scheduling: Callable[[RealCluster], dict[str, Any]] | None = None,
+    prepare: Callable[[RealCluster], None] | None = None,
+    deadlock_wait: float = 10.0,
+    finish_timeout: float = 600.0,
+    work_seconds: float = 2.0,
+    slow_create: float = 300.0,
+) -> Result:
     """values: the chart's values for the integration (default: `gang.<gang>.enabled`);
     scheduling: more of `spec.scheduling` for the cluster (a Kueue queue named after its
     namespace); prepare: objects the integration needs (queues), made before the jobs."""
     if values is None:
-        values = {} if gang == 'none' else {'gang': {gang: {'enabled': True}}}
-    cluster = RealCluster(pathlib.Path(workdir) / 'cluster', plane=plane, nodes=GPU_NODES, stop_grace=1.0,
-                          values=values)
+        values = {} if gang == "none" else {"gang": {gang: {"enabled": True}}}
+    cluster = RealCluster(
+        pathlib.Path(workdir) / "cluster", plane=plane, nodes=GPU_NODES, stop_grace=1.0, values=values
+    )
     release = threading.Event()
-    proxy = FaultProxy(plane.server, plane.ca, Chaos(rate=0.0, watch_lifetime=None),
-                       slow=SlowCreate('pods', slow_create, skip=JOB_NODES - 1, release=release))
+    proxy = FaultProxy(
+        plane.server,
+        plane.ca,
+        Chaos(rate=0.0, watch_lifetime=None),
+        slow=SlowCreate("pods", slow_create, skip=JOB_NODES - 1, release=release),
+    )
     watch = None
     try:
         cluster.start(operator=False)
@@ -76,5 +89,5 @@ def run(plane: Any, workdir: str | pathlib.Path, gang: str, *, values: dict[str,
 
 
 def _with_scheduling(body: dict[str, Any], scheduling: dict[str, Any]) -> dict[str, Any]:
-    body['spec']['scheduling'].update(scheduling)
+    body["spec"]["scheduling"].update(scheduling)
     return body

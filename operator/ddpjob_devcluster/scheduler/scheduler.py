@@ -46,51 +46,52 @@ import copy
 import itertools
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any
 
 from kmock import ResourceInfo, resource as Resource
 
 from ddpjob.times import now as _now
-from ddpjob_devcluster.scheduler.node_fit import allocatable, find_node, holds_resources, pod_requests, take
-from ddpjob_devcluster.apiserver.registry.served_resources import ALL_VERBS
 from ddpjob_devcluster.apiserver.errors import ApiError
+from ddpjob_devcluster.apiserver.registry.served_resources import ALL_VERBS
 from ddpjob_devcluster.apiserver.registry.store import Store
+from ddpjob_devcluster.scheduler.node_fit import allocatable, find_node, holds_resources, pod_requests, take
 
-PODS = Resource(group='', version='v1', plural='pods')
-NODES = Resource(group='', version='v1', plural='nodes')
-POD_GROUPS = Resource(group='scheduling.k8s.io', version='v1beta1', plural='podgroups')
-DEFAULT_SCHEDULER = 'default-scheduler'
-MERGE = 'application/merge-patch+json'
-GATED_MESSAGE = 'Scheduling is blocked due to non-empty scheduling gates'
-PROTECTION_FINALIZER = 'scheduling.k8s.io/podgroup-protection'
+PODS = Resource(group="", version="v1", plural="pods")
+NODES = Resource(group="", version="v1", plural="nodes")
+POD_GROUPS = Resource(group="scheduling.k8s.io", version="v1beta1", plural="podgroups")
+DEFAULT_SCHEDULER = "default-scheduler"
+MERGE = "application/merge-patch+json"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+PROTECTION_FINALIZER = "scheduling.k8s.io/podgroup-protection"
 
 
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
     gpus: int = 0
-    gpu_resource: str = 'nvidia.com/gpu'
-    cpu: str = '64'
-    memory: str = '512Gi'
+    gpu_resource: str = "nvidia.com/gpu"
+    cpu: str = "64"
+    memory: str = "512Gi"
     pods: int = 110
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def gpu_nodes(count: int, gpus: int = 1, prefix: str = 'gpu-node') -> list[NodeSpec]:
-    return [NodeSpec(f'{prefix}-{i}', gpus=gpus) for i in range(count)]
+def gpu_nodes(count: int, gpus: int = 1, prefix: str = "gpu-node") -> list[NodeSpec]:
+    return [NodeSpec(f"{prefix}-{i}", gpus=gpus) for i in range(count)]
 
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:
-    capacity = {'cpu': spec.cpu, 'memory': spec.memory, 'pods': str(spec.pods)}
+    capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}
     if spec.gpus:
         capacity[spec.gpu_resource] = str(spec.gpus)
     return {
-        'apiVersion': 'v1', 'kind': 'Node',
-        'metadata': {'name': spec.name, 'labels': {'kubernetes.io/hostname': spec.name, **spec.labels}},
-        'status': {'capacity': capacity, 'allocatable': dict(capacity),
-                   'conditions': [{'type': 'Ready', 'status': 'True', 'reason': 'KubeletReady'}]},
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": spec.name, "labels": {"kubernetes.io/hostname": spec.name, **spec.labels}},
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
     }
 
 
@@ -98,8 +99,8 @@ def serve_native_pod_groups(store: Store) -> None:
     """Serve `scheduling.k8s.io/v1beta1` PodGroups, as a 1.37 API server does with the
     GenericWorkload feature gate and that API version turned on."""
     store.resources[POD_GROUPS] = ResourceInfo(
-        namespaced=True, kind='PodGroup', singular='podgroup', verbs=ALL_VERBS, shortnames=(),
-        categories=(), subresources={'status'})
+        namespaced=True, kind="PodGroup", singular="podgroup", verbs=ALL_VERBS, shortnames=(),
+        categories=(), subresources={"status"})
 
 
 @dataclass
@@ -136,10 +137,10 @@ class Scheduler:
             except ApiError as exc:
                 if exc.code != 409:
                     raise
-            self.store.patch(NODES, None, spec.name, 'status', MERGE, {'status': body['status']})
+            self.store.patch(NODES, None, spec.name, "status", MERGE, {"status": body["status"]})
 
     def start(self) -> Scheduler:
-        self._thread = threading.Thread(target=self._loop, name='devcluster-scheduler', daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="devcluster-scheduler", daemon=True)
         self._thread.start()
         return self
 
@@ -160,35 +161,35 @@ class Scheduler:
     # ---- one scheduling pass ----
 
     def schedule_once(self) -> int:
-        nodes = sorted(self.store.view_all(NODES, None), key=lambda n: n['metadata']['name'])
+        nodes = sorted(self.store.view_all(NODES, None), key=lambda n: n["metadata"]["name"])
         pods = self.store.view_all(PODS, None)
-        free = {n['metadata']['name']: allocatable(n) for n in nodes}
+        free = {n["metadata"]["name"]: allocatable(n) for n in nodes}
         for pod in pods:
-            node = (pod.get('spec') or {}).get('nodeName')
+            node = (pod.get("spec") or {}).get("nodeName")
             if node in free and holds_resources(pod):
                 take(free[node], pod_requests(pod))
         self._protect_pod_groups(pods)
         queue = [p for p in pods if self._queued(p)]
         for p in queue:
-            self._seen.setdefault(p['metadata']['uid'], next(self._order))
-        queue.sort(key=lambda p: (-int((p.get('spec') or {}).get('priority') or 0), self._seen[p['metadata']['uid']]))
+            self._seen.setdefault(p["metadata"]["uid"], next(self._order))
+        queue.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), self._seen[p["metadata"]["uid"]]))
         bound = 0
         done_groups: set[tuple[str, str]] = set()
         for pod in queue:
-            spec = pod.get('spec') or {}
-            if spec.get('schedulingGates'):
-                self._condition(pod, 'False', 'SchedulingGated', GATED_MESSAGE)
+            spec = pod.get("spec") or {}
+            if spec.get("schedulingGates"):
+                self._condition(pod, "False", "SchedulingGated", GATED_MESSAGE)
                 continue
-            group = (spec.get('schedulingGroup') or {}).get('podGroupName')
+            group = (spec.get("schedulingGroup") or {}).get("podGroupName")
             if group:
-                key = (pod['metadata']['namespace'], group)
+                key = (pod["metadata"]["namespace"], group)
                 if key not in done_groups:
                     done_groups.add(key)
                     bound += self._schedule_group(key, pods, nodes, free)
                 continue
             node, message = find_node(pod, nodes, free)
             if node is None:
-                self._condition(pod, 'False', 'Unschedulable', message)
+                self._condition(pod, "False", "Unschedulable", message)
             else:
                 take(free[node], pod_requests(pod))
                 self._bind(pod, node)
@@ -199,31 +200,31 @@ class Scheduler:
                         free: dict[str, dict[str, Decimal]]) -> int:
         ns, name = key
         group = self.store.peek(POD_GROUPS, ns, name) if POD_GROUPS in self.store.resources else None
-        members = [p for p in pods if p['metadata'].get('namespace') == ns
-                   and ((p.get('spec') or {}).get('schedulingGroup') or {}).get('podGroupName') == name
+        members = [p for p in pods if p["metadata"].get("namespace") == ns
+                   and ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == name
                    and holds_resources(p)]
         if group is None:
             return 0  # PreEnqueue: "The referenced PodGroup object exists"
-        policy = (group.get('spec') or {}).get('schedulingPolicy') or {}
-        min_count = int((policy.get('gang') or {}).get('minCount') or 1)
+        policy = (group.get("spec") or {}).get("schedulingPolicy") or {}
+        min_count = int((policy.get("gang") or {}).get("minCount") or 1)
         if len(members) < min_count:
             return 0  # PreEnqueue: fewer than minCount Pods created
-        waiting = [p for p in members if not (p.get('spec') or {}).get('nodeName')]
-        waiting.sort(key=lambda p: self._seen.get(p['metadata']['uid'], 0))
+        waiting = [p for p in members if not (p.get("spec") or {}).get("nodeName")]
+        waiting.sort(key=lambda p: self._seen.get(p["metadata"]["uid"], 0))
         trial = copy.deepcopy(free)
         placement: list[tuple[dict, str]] = []
         bound = len(members) - len(waiting)
         for i, pod in enumerate(waiting):
-            if (pod.get('spec') or {}).get('schedulingGates'):
+            if (pod.get("spec") or {}).get("schedulingGates"):
                 return 0
             node, message = find_node(pod, nodes, trial)
             if node is None:  # all or nothing: the Pod that did not fit says why, the others
                 # what the GangScheduling plugin's PlacementFeasible says (no preemption tail)
                 scheduled, remaining = bound + len(placement), len(waiting) - i - 1
-                group_message = (f'pod group is unschedulable, minCount ({min_count}) cannot be satisfied: '
-                                 f'{scheduled} scheduled, {remaining} remaining')
+                group_message = (f"pod group is unschedulable, minCount ({min_count}) cannot be satisfied: "
+                                 f"{scheduled} scheduled, {remaining} remaining")
                 for member in waiting:
-                    self._condition(member, 'False', 'Unschedulable', message if member is pod else group_message)
+                    self._condition(member, "False", "Unschedulable", message if member is pod else group_message)
                 return 0
             take(trial[node], pod_requests(pod))
             placement.append((pod, node))
@@ -236,12 +237,12 @@ class Scheduler:
         if POD_GROUPS not in self.store.resources:
             return
         for group in self.store.view_all(POD_GROUPS, None):
-            meta = group['metadata']
-            finalizers = list(meta.get('finalizers') or [])
-            users = [p for p in pods if p['metadata'].get('namespace') == meta.get('namespace')
-                     and ((p.get('spec') or {}).get('schedulingGroup') or {}).get('podGroupName') == meta['name']
+            meta = group["metadata"]
+            finalizers = list(meta.get("finalizers") or [])
+            users = [p for p in pods if p["metadata"].get("namespace") == meta.get("namespace")
+                     and ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == meta["name"]
                      and holds_resources(p)]
-            if meta.get('deletionTimestamp'):
+            if meta.get("deletionTimestamp"):
                 if PROTECTION_FINALIZER in finalizers and not users:
                     finalizers.remove(PROTECTION_FINALIZER)
                 else:
@@ -250,48 +251,48 @@ class Scheduler:
                 finalizers.append(PROTECTION_FINALIZER)
             else:
                 continue
-            self.store.patch(POD_GROUPS, meta.get('namespace'), meta['name'], None, MERGE,
-                             {'metadata': {'finalizers': finalizers or None}})
+            self.store.patch(POD_GROUPS, meta.get("namespace"), meta["name"], None, MERGE,
+                             {"metadata": {"finalizers": finalizers or None}})
 
     # ---- helpers ----
 
     @staticmethod
     def _queued(pod: Mapping[str, Any]) -> bool:
-        spec, meta = pod.get('spec') or {}, pod.get('metadata') or {}
-        return (not spec.get('nodeName') and not meta.get('deletionTimestamp')
-                and spec.get('schedulerName') in (None, '', DEFAULT_SCHEDULER)
-                and (pod.get('status') or {}).get('phase', 'Pending') == 'Pending')
+        spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+        return (not spec.get("nodeName") and not meta.get("deletionTimestamp")
+                and spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER)
+                and (pod.get("status") or {}).get("phase", "Pending") == "Pending")
 
     def _bind(self, pod: Mapping[str, Any], node: str) -> None:
-        meta = pod['metadata']
-        ns, name = meta['namespace'], meta['name']
+        meta = pod["metadata"]
+        ns, name = meta["namespace"], meta["name"]
         current = self.store.peek(PODS, ns, name)
-        if current is None or current['metadata']['uid'] != meta['uid'] or (current.get('spec') or {}).get('nodeName'):
+        if current is None or current["metadata"]["uid"] != meta["uid"] or (current.get("spec") or {}).get("nodeName"):
             return
         # The condition first: once spec.nodeName is set the kubelet owns the status.
-        self._condition(current, 'True', None, None, force=True)
-        self.store.patch(PODS, ns, name, None, MERGE, {'spec': {'nodeName': node}})
-        self.bindings.append(Binding(ns, name, node, time.time(), dict(meta.get('labels') or {}),
+        self._condition(current, "True", None, None, force=True)
+        self.store.patch(PODS, ns, name, None, MERGE, {"spec": {"nodeName": node}})
+        self.bindings.append(Binding(ns, name, node, time.time(), dict(meta.get("labels") or {}),
                                      pod_requests(pod)))
 
     def _condition(self, pod: Mapping[str, Any], status: str, reason: str | None, message: str | None,
                    force: bool = False) -> None:
-        meta = pod['metadata']
-        current = self.store.peek(PODS, meta['namespace'], meta['name'])
-        if current is None or current['metadata']['uid'] != meta['uid']:
+        meta = pod["metadata"]
+        current = self.store.peek(PODS, meta["namespace"], meta["name"])
+        if current is None or current["metadata"]["uid"] != meta["uid"]:
             return
-        conds = list((current.get('status') or {}).get('conditions') or [])
-        old = next((c for c in conds if c.get('type') == 'PodScheduled'), None)
-        unchanged = old and (old.get('status'), old.get('reason'), old.get('message')) == (status, reason, message)
+        conds = list((current.get("status") or {}).get("conditions") or [])
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+        unchanged = old and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message)
         if not force and unchanged:
             return  # unchanged: no write, as the scheduler skips a no-op status update
-        new = {'type': 'PodScheduled', 'status': status,
-               'lastTransitionTime': (_now() if not old or old.get('status') != status
-                                      else old.get('lastTransitionTime'))}
+        new = {"type": "PodScheduled", "status": status,
+               "lastTransitionTime": (_now() if not old or old.get("status") != status
+                                      else old.get("lastTransitionTime"))}
         if reason:
-            new.update(reason=reason, message=message or '')
-        conds = [c for c in conds if c.get('type') != 'PodScheduled'] + [new]
-        patch: dict[str, Any] = {'conditions': conds}
-        if not (current.get('status') or {}).get('phase'):
-            patch['phase'] = 'Pending'
-        self.store.patch(PODS, meta['namespace'], meta['name'], 'status', MERGE, {'status': patch})
+            new.update(reason=reason, message=message or "")
+        conds = [c for c in conds if c.get("type") != "PodScheduled"] + [new]
+        patch: dict[str, Any] = {"conditions": conds}
+        if not (current.get("status") or {}).get("phase"):
+            patch["phase"] = "Pending"
+        self.store.patch(PODS, meta["namespace"], meta["name"], "status", MERGE, {"status": patch})

@@ -9,13 +9,24 @@ of what an integration says of Pods it holds). A new integration is one module w
 register a fake one). On a real cluster it also needs its name in the CRD's enum and, for
 its objects, the chart's RBAC: what the API server and the cluster's admin decide.
 """
+
 from __future__ import annotations
 
 from ddpjob.api.gangs import coscheduling, kubernetes, kueue, volcano
 from ddpjob.api.gangs.base import GangJob, Integration, PodGroupKind, Reads, SchedulerSetting
 
-__all__ = ["BUILT_IN", "GangJob", "Integration", "PodGroupKind", "Reads", "SchedulerSetting", "get", "names",
-           "register", "unregister"]
+__all__ = [
+    "BUILT_IN",
+    "GangJob",
+    "Integration",
+    "PodGroupKind",
+    "Reads",
+    "SchedulerSetting",
+    "get",
+    "names",
+    "register",
+    "unregister",
+]
 
 BUILT_IN: tuple[Integration, ...] = tuple(m.INTEGRATION for m in (kubernetes, volcano, coscheduling, kueue))
 _REGISTRY: dict[str, Integration] = {}

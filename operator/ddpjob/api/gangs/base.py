@@ -12,10 +12,12 @@ A description says everything the rest of ddpjob needs to know and nothing it do
   reader, `operator/gang_reader.py`, performs the reads; `job/gang_wait.py` puts the
   verdict in the status).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from ddpjob.api import names
 from ddpjob.backoff import Backoff
@@ -53,6 +55,7 @@ class GangJob(Protocol):
 @dataclass(frozen=True)
 class PodGroupKind:
     """The PodGroup object of ours an integration places the gang with."""
+
     api_version: str
     kind: str
     plural: str  # for the API client's paths
@@ -65,6 +68,7 @@ class PodGroupKind:
 @dataclass(frozen=True)
 class SchedulerSetting:
     """The scheduler an integration's Pods name: an operator setting (the chart's value)."""
+
     env: str  # the environment variable the operator reads it from (operator/settings.py)
     default: str
 
@@ -72,6 +76,7 @@ class SchedulerSetting:
 @dataclass(frozen=True)
 class Reads:
     """What the integration says of Pods it holds that the Pods do not carry."""
+
     held: str  # the PodScheduled reason of a Pod it holds (and whose words it can add to)
     # (namespace, the attempt's group, what was read so far) -> the API path to GET next;
     # None: nothing more to read.

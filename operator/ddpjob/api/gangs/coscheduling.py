@@ -4,6 +4,7 @@
 the scheduler's name is the chart's (`scheduler-plugins-scheduler` when run as a second
 scheduler, doc/install.md). Its Pods carry their own words: nothing to read.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,5 +31,8 @@ def join(pod: dict[str, Any], job: GangJob, group: str, scheduler: str | None) -
 INTEGRATION = Integration(
     name="coscheduling",
     needs="scheduler-plugins' scheduling.x-k8s.io/v1alpha1 PodGroup CRD (install scheduler-plugins)",
-    pod_group=PodGroupKind(API, "PodGroup", "podgroups"), pod_group_spec=pod_group_spec, join=join,
-    scheduler=SchedulerSetting("DDPJOB_COSCHEDULING_SCHEDULER", "scheduler-plugins-scheduler"))
+    pod_group=PodGroupKind(API, "PodGroup", "podgroups"),
+    pod_group_spec=pod_group_spec,
+    join=join,
+    scheduler=SchedulerSetting("DDPJOB_COSCHEDULING_SCHEDULER", "scheduler-plugins-scheduler"),
+)

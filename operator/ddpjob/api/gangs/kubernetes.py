@@ -8,6 +8,7 @@ GenericWorkload feature gate). The docs' order is PodGroup, then Pods
 (https://kubernetes.io/docs/concepts/workloads/podgroup-api/lifecycle/). Its Pods carry
 their own words (the scheduler's PodScheduled condition): nothing to read.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,5 +34,8 @@ def join(pod: dict[str, Any], job: GangJob, group: str, scheduler: str | None) -
 INTEGRATION = Integration(
     name="kubernetes",
     needs="the scheduling.k8s.io/v1beta1 PodGroup API (Kubernetes 1.37 with the GenericWorkload "
-          "feature gate and the scheduling.k8s.io/v1beta1 API turned on)",
-    pod_group=PodGroupKind(API, "PodGroup", "podgroups"), pod_group_spec=pod_group_spec, join=join)
+    "feature gate and the scheduling.k8s.io/v1beta1 API turned on)",
+    pod_group=PodGroupKind(API, "PodGroup", "podgroups"),
+    pod_group_spec=pod_group_spec,
+    join=join,
+)

@@ -31,9 +31,11 @@ and admission checks are pending. While the Pods are gated, the Workload is read
 of `kueue.x-k8s.io/v1beta2` workloads/<group>; a 404 before Kueue made it leaves the
 gate's words) and its words replace the gate's, with reason `Queued`.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ddpjob.api.gangs.base import GangJob, Integration, Objects, Reads
 from ddpjob.backoff import Backoff
@@ -70,8 +72,7 @@ def waiting_reason(workload: Mapping[str, Any] | None) -> tuple[str, str] | None
     finished, or when Kueue has not yet said anything (the gate's own words stay)."""
     if not workload:
         return None
-    conds = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []
-             if isinstance(c, Mapping)}
+    conds = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or [] if isinstance(c, Mapping)}
     if (conds.get("Finished") or {}).get("status") == "True":
         return None
     queue = (workload.get("spec") or {}).get("queueName") or "?"
@@ -85,6 +86,16 @@ def waiting_reason(workload: Mapping[str, Any] | None) -> tuple[str, str] | None
 
 
 INTEGRATION = Integration(
-    name="kueue", needs="Kueue", join=join, queue="LocalQueue", queue_required=True,
-    reads=Reads(held=GATED, next=next_read, verdict=lambda read: waiting_reason(read[0] if read else None),
-                recheck=Backoff(base=2.0, cap=30.0), replaces=True))
+    name="kueue",
+    needs="Kueue",
+    join=join,
+    queue="LocalQueue",
+    queue_required=True,
+    reads=Reads(
+        held=GATED,
+        next=next_read,
+        verdict=lambda read: waiting_reason(read[0] if read else None),
+        recheck=Backoff(base=2.0, cap=30.0),
+        replaces=True,
+    ),
+)

@@ -14,6 +14,7 @@ selector), and the job's message says it first: `Scheduled 0/4: queue research: 
 resource quota insufficient; pod group is not ready, ...`. Once admitted, the Pods' words
 (Volcano's allocate action) say what holds them.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -48,15 +49,17 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
 def gang_requests(pod: dict[str, Any], nodes: int) -> dict[str, str]:
     """What the whole gang requests: one Pod's requests times the nodes (every Pod of a
     gang has the same resources; only names and env differ per rank)."""
-    return {key: format_quantity(qty * nodes, binary=is_bytes(key))
-            for key, qty in sorted(pod_requests(pod).items())}
+    return {key: format_quantity(qty * nodes, binary=is_bytes(key)) for key, qty in sorted(pod_requests(pod).items())}
 
 
 def pod_group_spec(job: GangJob, pod: dict[str, Any]) -> dict[str, Any]:
     # minResources lets Volcano's enqueue action admit the group only when the queue
     # can hold all of it; "if queue does not exist, the PodGroup will not be scheduled".
-    spec: dict[str, Any] = {"minMember": job.min_nodes, "queue": job.scheduling.queue or "default",
-                            "minResources": gang_requests(pod, job.min_nodes)}
+    spec: dict[str, Any] = {
+        "minMember": job.min_nodes,
+        "queue": job.scheduling.queue or "default",
+        "minResources": gang_requests(pod, job.min_nodes),
+    }
     if job.scheduling.priority_class_name:
         spec["priorityClassName"] = job.scheduling.priority_class_name
     return spec
@@ -97,7 +100,12 @@ def verdict(read: Objects) -> tuple[str | None, str] | None:
 
 
 INTEGRATION = Integration(
-    name="volcano", needs="Volcano's scheduling.volcano.sh/v1beta1 PodGroup CRD (install Volcano)",
-    pod_group=POD_GROUP, pod_group_spec=pod_group_spec, join=join, queue="Queue",
+    name="volcano",
+    needs="Volcano's scheduling.volcano.sh/v1beta1 PodGroup CRD (install Volcano)",
+    pod_group=POD_GROUP,
+    pod_group_spec=pod_group_spec,
+    join=join,
+    queue="Queue",
     scheduler=SchedulerSetting("DDPJOB_VOLCANO_SCHEDULER", "volcano"),
-    reads=Reads(held=UNSCHEDULABLE, next=next_read, verdict=verdict, recheck=Backoff(base=5.0, cap=120.0)))
+    reads=Reads(held=UNSCHEDULABLE, next=next_read, verdict=verdict, recheck=Backoff(base=5.0, cap=120.0)),
+)

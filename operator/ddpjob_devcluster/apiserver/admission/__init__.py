@@ -9,32 +9,39 @@ a write, in its order (object validation, then validating admission plugins).
 Writes made through `Store` directly (tests arranging a state) skip admission, as writes
 straight into etcd would; everything arriving over HTTP goes through it.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kmock import resource as Resource
 
 from ddpjob_devcluster.apiserver.admission import crdvalidation, podsecurity, podvalidation, quota
 from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
-from ddpjob_devcluster.apiserver.registry.store import CRDS, NAMESPACES, Store
 from ddpjob_devcluster.apiserver.errors import ApiError
+from ddpjob_devcluster.apiserver.registry.store import CRDS, NAMESPACES, Store
 
-PODS = Resource(group='', version='v1', plural='pods')
-QUOTAS = Resource(group='', version='v1', plural='resourcequotas')
+PODS = Resource(group="", version="v1", plural="pods")
+QUOTAS = Resource(group="", version="v1", plural="resourcequotas")
 
 
 def _no_new_finalizers_while_deleting(current: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """apimachinery/pkg/api/validation/objectmeta.go ValidateObjectMetaUpdate: once an
     object is being deleted, finalizers may only be removed."""
-    meta, old_meta = new.get('metadata') or {}, current.get('metadata') or {}
-    if not old_meta.get('deletionTimestamp'):
+    meta, old_meta = new.get("metadata") or {}, current.get("metadata") or {}
+    if not old_meta.get("deletionTimestamp"):
         return
-    added = set(meta.get('finalizers') or []) - set(old_meta.get('finalizers') or [])
+    added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
     if added:
-        kind, name = current.get('kind', ''), old_meta.get('name', '')
-        raise ApiError(422, 'Invalid', f'{kind} "{name}" is invalid: metadata.finalizers: Forbidden: no new '
-                       'finalizers can be added if the object is being deleted', {'name': name, 'kind': kind})
+        kind, name = current.get("kind", ""), old_meta.get("name", "")
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{kind} "{name}" is invalid: metadata.finalizers: Forbidden: no new '
+            "finalizers can be added if the object is being deleted",
+            {"name": name, "kind": kind},
+        )
 
 
 class Admission:
@@ -47,7 +54,7 @@ class Admission:
             return body  # the store answers 400
         if res == PODS:
             pod = body  # the validating plugins only read it
-            ns = namespace or (pod.get('metadata') or {}).get('namespace') or 'default'
+            ns = namespace or (pod.get("metadata") or {}).get("namespace") or "default"
             podvalidation.validate(pod)
             podsecurity.admit(self.store.view(NAMESPACES, None, ns), pod)
             quotas = self.store.view_all(QUOTAS, ns)
@@ -59,14 +66,15 @@ class Admission:
             return crdvalidation.admit(validator, body, None, params)
         return body
 
-    def update(self, res: Resource, current: Mapping[str, Any], new: dict[str, Any], sub: str | None,
-               params: Mapping[str, str]) -> dict[str, Any]:
+    def update(
+        self, res: Resource, current: Mapping[str, Any], new: dict[str, Any], sub: str | None, params: Mapping[str, str]
+    ) -> dict[str, Any]:
         _no_new_finalizers_while_deleting(current, new)
         validator = self._validator(res) if sub is None else None
         if validator is None:
             return new
         out = crdvalidation.admit(validator, new, current, params)
-        out['metadata'] = new['metadata']  # server-owned fields were already settled by the store
+        out["metadata"] = new["metadata"]  # server-owned fields were already settled by the store
         return out
 
     def pods_changed(self, namespace: str | None) -> None:
@@ -79,17 +87,23 @@ class Admission:
         pods = self.store.view_all(PODS, namespace) if quotas else []
         for q in quotas:
             status = quota.status(q, pods)
-            if q.get('status') != status:
-                self.store.patch(QUOTAS, namespace, q['metadata']['name'], 'status',
-                                 'application/merge-patch+json', {'status': status})
+            if q.get("status") != status:
+                self.store.patch(
+                    QUOTAS,
+                    namespace,
+                    q["metadata"]["name"],
+                    "status",
+                    "application/merge-patch+json",
+                    {"status": status},
+                )
 
     def _validator(self, res: Resource) -> CRDValidator | None:
-        if not res.group or res.group in ('apiextensions.k8s.io',):
+        if not res.group or res.group in ("apiextensions.k8s.io",):
             return None
         for crd in self.store.view_all(CRDS, None):
-            spec = crd.get('spec') or {}
-            if spec.get('group') == res.group and (spec.get('names') or {}).get('plural') == res.plural:
-                key = (crd['metadata']['uid'], crd['metadata'].get('resourceVersion', ''), str(res.version))
+            spec = crd.get("spec") or {}
+            if spec.get("group") == res.group and (spec.get("names") or {}).get("plural") == res.plural:
+                key = (crd["metadata"]["uid"], crd["metadata"].get("resourceVersion", ""), str(res.version))
                 if key not in self._validators:
                     self._validators[key] = CRDValidator(crd, str(res.version))
                 return self._validators[key]

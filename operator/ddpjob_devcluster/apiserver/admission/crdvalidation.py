@@ -15,17 +15,19 @@ request path:
 - writes to the status subresource are not validated here (the validator checks the
   main resource only).
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ddpjob_devcluster.apiserver.structural_schema import CRDError
 from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
-from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 from ddpjob_devcluster.apiserver.errors import ApiError
+from ddpjob_devcluster.apiserver.registry.plaindata import fresh
+from ddpjob_devcluster.apiserver.structural_schema import CRDError
 
-_SEGMENT = re.compile(r'([^.\[\]]+)|\[(\d+)\]')
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def _drop(obj: Any, path: str) -> None:
@@ -63,17 +65,18 @@ def _ratchet(errors: list[CRDError], obj: Any, old: Any) -> list[CRDError]:
 
 
 def _unknown(errors: list[CRDError]) -> bool:
-    return bool(errors) and all(e.message.startswith('unknown field') for e in errors)
+    return bool(errors) and all(e.message.startswith("unknown field") for e in errors)
 
 
-def admit(validator: CRDValidator, body: Mapping[str, Any], old: Mapping[str, Any] | None,
-          params: Mapping[str, str]) -> dict[str, Any]:
+def admit(
+    validator: CRDValidator, body: Mapping[str, Any], old: Mapping[str, Any] | None, params: Mapping[str, str]
+) -> dict[str, Any]:
     """The object to store (pruned, defaulted), or the API server's refusal."""
     obj = dict(body)
     errors = validator.validate(obj, old)
     if _unknown(errors):
-        if params.get('fieldValidation') == 'Strict':
-            raise ApiError(400, 'BadRequest', 'strict decoding error: ' + ', '.join(e.message for e in errors))
+        if params.get("fieldValidation") == "Strict":
+            raise ApiError(400, "BadRequest", "strict decoding error: " + ", ".join(e.message for e in errors))
         obj = fresh(obj)
         for e in errors:
             _drop(obj, e.path)
@@ -81,15 +84,23 @@ def admit(validator: CRDValidator, body: Mapping[str, Any], old: Mapping[str, An
     if old is not None:
         errors = _ratchet(errors, validator.defaulted(obj), validator.defaulted(old))
     if errors:
-        name = (obj.get('metadata') or {}).get('name', '')
-        kind = f'{validator.kind}.{validator.group}'
+        name = (obj.get("metadata") or {}).get("name", "")
+        kind = f"{validator.kind}.{validator.group}"
         # A root-level CEL rule's message names its field itself (a real server writes the path first).
-        texts = [e.message if e.message.startswith(e.path + ':') else str(e) for e in errors]
-        agg = texts[0] if len(texts) == 1 else '[' + ', '.join(texts) + ']'
-        raise ApiError(422, 'Invalid', f'{kind} "{name}" is invalid: {agg}', {
-            'name': name, 'group': validator.group, 'kind': validator.kind,
-            'causes': [{'reason': 'FieldValueInvalid', 'message': e.message, 'field': e.path} for e in errors]})
+        texts = [e.message if e.message.startswith(e.path + ":") else str(e) for e in errors]
+        agg = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{kind} "{name}" is invalid: {agg}',
+            {
+                "name": name,
+                "group": validator.group,
+                "kind": validator.kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": e.message, "field": e.path} for e in errors],
+            },
+        )
     out = validator.defaulted(obj)
-    if 'status' in body and validator.has_status_subresource:
-        out['status'] = body['status']  # the store decides what happens to it
+    if "status" in body and validator.has_status_subresource:
+        out["status"] = body["status"]  # the store decides what happens to it
     return out

@@ -17,21 +17,27 @@ within seconds), quota scopes and scope selectors are not modelled, and quantiti
 printed in a canonical form (a whole number, milli-units `500m`, or binary suffixes)
 where the real server keeps the form they were written in.
 """
+
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ddpjob.api.quantity import format_quantity, parse_quantity
 from ddpjob.times import parse_time
 from ddpjob_devcluster.apiserver.errors import ApiError
 
 # pkg/quota/v1/evaluator/core/pods.go: requests.cpu and cpu are the same resource.
-ALIASES = {'cpu': 'requests.cpu', 'memory': 'requests.memory', 'ephemeral-storage': 'requests.ephemeral-storage',
-           'count/pods': 'pods'}
+ALIASES = {
+    "cpu": "requests.cpu",
+    "memory": "requests.memory",
+    "ephemeral-storage": "requests.ephemeral-storage",
+    "count/pods": "pods",
+}
 # Constraints: a quota naming one of these needs every container to specify it.
-REQUIRED_BY_QUOTA = ('requests.cpu', 'requests.memory', 'limits.cpu', 'limits.memory')
+REQUIRED_BY_QUOTA = ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 
 
 def _q(value: Any) -> Decimal:
@@ -50,85 +56,96 @@ def fmt(q: Decimal) -> str:
 def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     """What one Pod counts against a quota (podEvaluator.Usage): the Pod itself, and the
     sum of its containers' requests and limits (the larger of that and any init container)."""
-    spec = pod.get('spec') or {}
-    usage: dict[str, Decimal] = {'pods': Decimal(1)}
+    spec = pod.get("spec") or {}
+    usage: dict[str, Decimal] = {"pods": Decimal(1)}
 
     def total(containers: Iterable[Mapping[str, Any]], kind: str) -> dict[str, Decimal]:
         out: dict[str, Decimal] = {}
         for c in containers:
-            for name, value in ((c.get('resources') or {}).get(kind) or {}).items():
+            for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
                 out[name] = out.get(name, Decimal(0)) + _q(value)
         return out
 
-    for kind in ('requests', 'limits'):
-        main = total(spec.get('containers') or [], kind)
-        for init in spec.get('initContainers') or []:
+    for kind in ("requests", "limits"):
+        main = total(spec.get("containers") or [], kind)
+        for init in spec.get("initContainers") or []:
             for name, value in total([init], kind).items():
                 main[name] = max(main.get(name, Decimal(0)), value)
         # Defaulting copies a limit into a missing request (pkg/apis/core/v1/defaults.go).
-        if kind == 'requests':
-            for name, value in total(spec.get('containers') or [], 'limits').items():
+        if kind == "requests":
+            for name, value in total(spec.get("containers") or [], "limits").items():
                 main.setdefault(name, value)
         for name, value in main.items():
-            usage[f'{kind}.{name}'] = value
+            usage[f"{kind}.{name}"] = value
     return usage
 
 
 def counts(pod: Mapping[str, Any], now: datetime.datetime) -> bool:
     """QuotaV1Pod: terminal Pods, and Pods past their deletion grace, no longer count."""
-    if (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
-    meta = pod.get('metadata') or {}
-    if meta.get('deletionTimestamp') and meta.get('deletionGracePeriodSeconds') is not None:
-        deleting = parse_time(meta['deletionTimestamp'])
-        if now > deleting + datetime.timedelta(seconds=int(meta['deletionGracePeriodSeconds'])):
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") is not None:
+        deleting = parse_time(meta["deletionTimestamp"])
+        if now > deleting + datetime.timedelta(seconds=int(meta["deletionGracePeriodSeconds"])):
             return False
     return True
 
 
 def _containers_specify(pod: Mapping[str, Any], resource: str) -> bool:
-    kind, name = resource.split('.', 1)
-    for c in (pod.get('spec') or {}).get('containers') or []:
-        resources = c.get('resources') or {}
-        if name not in (resources.get(kind) or {}) and not (kind == 'requests' and name in (resources.get('limits') or {})):
+    kind, name = resource.split(".", 1)
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        resources = c.get("resources") or {}
+        if name not in (resources.get(kind) or {}) and not (
+            kind == "requests" and name in (resources.get("limits") or {})
+        ):
             return False
     return True
 
 
 def admit(quotas: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], pod: Mapping[str, Any]) -> None:
-    name = (pod.get('metadata') or {}).get('name', '')
-    now = datetime.datetime.now(datetime.timezone.utc)
+    name = (pod.get("metadata") or {}).get("name", "")
+    now = datetime.datetime.now(datetime.UTC)
     requested = pod_usage(pod)
     used: dict[str, Decimal] = {}
     for other in pods:
         if counts(other, now):
             for key, value in pod_usage(other).items():
                 used[key] = used.get(key, Decimal(0)) + value
-    for quota in sorted(quotas, key=lambda q: q['metadata']['name']):
-        qname = quota['metadata']['name']
-        hard = {ALIASES.get(k, k): _q(v) for k, v in ((quota.get('spec') or {}).get('hard') or {}).items()}
+    for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
+        qname = quota["metadata"]["name"]
+        hard = {ALIASES.get(k, k): _q(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
         missing = [r for r in REQUIRED_BY_QUOTA if r in hard and not _containers_specify(pod, r)]
         if missing:
-            raise ApiError(403, 'Forbidden', f'pods "{name}" is forbidden: failed quota: {qname}: must specify '
-                           + ','.join(sorted(missing)), {'name': name, 'kind': 'pods'})
-        exceeded = sorted(k for k in hard if k in requested
-                          and used.get(k, Decimal(0)) + requested[k] > hard[k])
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: failed quota: {qname}: must specify ' + ",".join(sorted(missing)),
+                {"name": name, "kind": "pods"},
+            )
+        exceeded = sorted(k for k in hard if k in requested and used.get(k, Decimal(0)) + requested[k] > hard[k])
         if exceeded:
+
             def show(values: Mapping[str, Decimal], keys: list[str]) -> str:
-                return ','.join(f'{k}={fmt(values.get(k, Decimal(0)))}' for k in keys)
-            raise ApiError(403, 'Forbidden', f'pods "{name}" is forbidden: exceeded quota: {qname}, requested: '
-                           f'{show(requested, exceeded)}, used: {show(used, exceeded)}, '
-                           f'limited: {show(hard, exceeded)}',
-                           {'name': name, 'kind': 'pods'})
+                return ",".join(f"{k}={fmt(values.get(k, Decimal(0)))}" for k in keys)
+
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: exceeded quota: {qname}, requested: '
+                f"{show(requested, exceeded)}, used: {show(used, exceeded)}, "
+                f"limited: {show(hard, exceeded)}",
+                {"name": name, "kind": "pods"},
+            )
 
 
 def status(quota: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> dict[str, Any]:
     """`status` as the quota controller writes it (hard, and used for those resources)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    hard = (quota.get('spec') or {}).get('hard') or {}
+    now = datetime.datetime.now(datetime.UTC)
+    hard = (quota.get("spec") or {}).get("hard") or {}
     used: dict[str, Decimal] = {}
     for pod in pods:
         if counts(pod, now):
             for key, value in pod_usage(pod).items():
                 used[key] = used.get(key, Decimal(0)) + value
-    return {'hard': dict(hard), 'used': {k: fmt(used.get(ALIASES.get(k, k), Decimal(0))) for k in hard}}
+    return {"hard": dict(hard), "used": {k: fmt(used.get(ALIASES.get(k, k), Decimal(0))) for k in hard}}

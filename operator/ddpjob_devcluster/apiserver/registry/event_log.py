@@ -3,6 +3,7 @@
 Writes append under the store's lock (from the server's loop or a test's thread); a
 watch follows the log from a position and wakes when it grows.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +28,7 @@ class EventLog:
 
     def append(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
         """Log a change (the caller holds the lock) and wake the watches."""
-        self.entries.append((int(obj['metadata']['resourceVersion']), res, {'type': kind, 'object': fresh(obj)}))
+        self.entries.append((int(obj["metadata"]["resourceVersion"]), res, {"type": kind, "object": fresh(obj)}))
         self._wake()
 
     def end(self) -> int:
@@ -37,23 +38,29 @@ class EventLog:
         """The position of the first change newer than resourceVersion `rv`."""
         return next((i for i, (entry_rv, _, _) in enumerate(self.entries) if entry_rv > rv), len(self.entries))
 
-    async def follow(self, position: int, res: Resource, namespace: str | None,
-                     matches: Callable[[dict[str, Any]], bool], deadline: float | None) -> AsyncIterator[dict[str, Any]]:
+    async def follow(
+        self,
+        position: int,
+        res: Resource,
+        namespace: str | None,
+        matches: Callable[[dict[str, Any]], bool],
+        deadline: float | None,
+    ) -> AsyncIterator[dict[str, Any]]:
         """The matching events from `position` on, as they come, until the deadline or close()."""
         while not self._closed:
             changed = self._changed
             with self._lock:
                 new_events, position = self.entries[position:], len(self.entries)
             for _, event_res, event in new_events:
-                obj = event['object']
-                if event_res == res and namespace in (None, obj['metadata'].get('namespace')) and matches(obj):
+                obj = event["object"]
+                if event_res == res and namespace in (None, obj["metadata"].get("namespace")) and matches(obj):
                     yield event
             remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
             if remaining is not None and remaining <= 0:
                 return
             try:
                 await asyncio.wait_for(changed.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
 
     def close(self) -> None:
@@ -81,5 +88,14 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def initial_events_end(api_version: str, kind: str, resource_version: int) -> dict[str, Any]:
     """The bookmark that ends a watch-list's initial events (`sendInitialEvents=true`, what
     kubectl 1.37's watches ask for): the API server's `k8s.io/initial-events-end`."""
-    return {'type': 'BOOKMARK', 'object': {'apiVersion': api_version, 'kind': kind, 'metadata': {
-        'resourceVersion': str(resource_version), 'annotations': {'k8s.io/initial-events-end': 'true'}}}}
+    return {
+        "type": "BOOKMARK",
+        "object": {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {
+                "resourceVersion": str(resource_version),
+                "annotations": {"k8s.io/initial-events-end": "true"},
+            },
+        },
+    }

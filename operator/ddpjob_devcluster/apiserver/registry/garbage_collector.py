@@ -8,6 +8,7 @@
   (garbagecollector.go attemptToDeleteItem, on the graph builder's notice of the new
   object). So a create that lost a race with its owner's deletion leaves nothing behind.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -20,18 +21,18 @@ if TYPE_CHECKING:
 
 def collect_dependents(store: Store, owner: dict[str, Any], namespace: str | None, propagation: str | None) -> None:
     """`owner` was removed: its dependents go (or are orphaned) at once."""
-    uid = owner['metadata']['uid']
+    uid = owner["metadata"]["uid"]
     for key, obj in list(store.objects.items()):
         if obj.deleted or (namespace is not None and key[1] != namespace):
             continue
-        refs = obj.raw['metadata'].get('ownerReferences') or []
-        if not any(ref.get('uid') == uid for ref in refs):
+        refs = obj.raw["metadata"].get("ownerReferences") or []
+        if not any(ref.get("uid") == uid for ref in refs):
             continue
-        if propagation == 'Orphan':
+        if propagation == "Orphan":
             orphan = fresh(obj.raw)
-            orphan['metadata']['ownerReferences'] = [r for r in refs if r.get('uid') != uid] or None
-            if orphan['metadata']['ownerReferences'] is None:
-                del orphan['metadata']['ownerReferences']
+            orphan["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid] or None
+            if orphan["metadata"]["ownerReferences"] is None:
+                del orphan["metadata"]["ownerReferences"]
             store.commit(key, obj.raw, orphan)
         else:
             store.delete_key(key, propagation)
@@ -39,16 +40,15 @@ def collect_dependents(store: Store, owner: dict[str, Any], namespace: str | Non
 
 def owners_absent(store: Store, obj: dict[str, Any]) -> bool:
     """Whether `obj` has owner references and every one of them points at no live owner."""
-    refs = obj['metadata'].get('ownerReferences') or []
+    refs = obj["metadata"].get("ownerReferences") or []
     if not refs:
         return False
     for ref in refs:
-        res = store.served.resource_of(ref.get('apiVersion', ''), ref.get('kind', ''))
+        res = store.served.resource_of(ref.get("apiVersion", ""), ref.get("kind", ""))
         if res is None:
             return False  # an owner kind it cannot resolve: the collector leaves it (and retries)
-        namespace = obj['metadata'].get('namespace') if store.resources[res].namespaced else None
-        owner = store.view(res, namespace, ref.get('name', ''))
-        if owner is not None and owner['metadata'].get('uid') == ref.get('uid'):
+        namespace = obj["metadata"].get("namespace") if store.resources[res].namespaced else None
+        owner = store.view(res, namespace, ref.get("name", ""))
+        if owner is not None and owner["metadata"].get("uid") == ref.get("uid"):
             return False
     return True
-

@@ -1,4 +1,5 @@
 """Graceful deletion of Pods, as the API server does it (used by `store.Store`)."""
+
 from __future__ import annotations
 
 import datetime
@@ -9,7 +10,7 @@ from kmock import resource as Resource
 from ddpjob.times import format_time, parse_time
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 
-PODS = Resource(group='', version='v1', plural='pods')
+PODS = Resource(group="", version="v1", plural="pods")
 DEFAULT_GRACE_SECONDS = 30  # spec.terminationGracePeriodSeconds' default
 
 
@@ -25,26 +26,26 @@ def graceful_delete(pod: dict[str, Any], requested: int | None) -> dict[str, Any
     with a delete of period 0 once the containers stopped; a lost kubelet never does, and
     the Pod stays Terminating until someone force-deletes it (grace 0).
     """
-    spec, meta = pod.get('spec') or {}, pod['metadata']
-    period = requested if requested is not None else spec.get('terminationGracePeriodSeconds', DEFAULT_GRACE_SECONDS)
+    spec, meta = pod.get("spec") or {}, pod["metadata"]
+    period = requested if requested is not None else spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
     period = 1 if period is not None and period < 0 else int(period or 0)
-    if not spec.get('nodeName') or (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         period = 0
-    if meta.get('deletionTimestamp'):
-        old = meta.get('deletionGracePeriodSeconds')
+    if meta.get("deletionTimestamp"):
+        old = meta.get("deletionGracePeriodSeconds")
         if not old or period == 0:
             return None
         if period >= old:
             return pod  # never lengthened
         new = fresh(pod)
-        stamp = parse_time(meta['deletionTimestamp']) - datetime.timedelta(seconds=old - period)
-        new['metadata'].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
+        stamp = parse_time(meta["deletionTimestamp"]) - datetime.timedelta(seconds=old - period)
+        new["metadata"].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
         return new
     if period == 0:
         return None
     new = fresh(pod)
-    stamp = datetime.datetime.now(tz=datetime.timezone.utc) + datetime.timedelta(seconds=period)
-    new['metadata'].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
-    if new['metadata'].get('generation'):
-        new['metadata']['generation'] += 1
+    stamp = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=period)
+    new["metadata"].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
+    if new["metadata"].get("generation"):
+        new["metadata"]["generation"] += 1
     return new

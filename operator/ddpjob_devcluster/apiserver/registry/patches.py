@@ -3,6 +3,7 @@
 A strategic merge patch is applied as a merge patch: lists are replaced, not merged by
 their keys as the real server's strategic merge does.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +13,8 @@ import jsonpatch
 from ddpjob_devcluster.apiserver.errors import ApiError, require_object
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 
-JSON_PATCH = 'application/json-patch+json'
-MERGE_PATCHES = ('application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/json', '')
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCHES = ("application/merge-patch+json", "application/strategic-merge-patch+json", "application/json", "")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -34,8 +35,8 @@ def apply_patch(current: dict[str, Any], content_type: str, body: Any) -> dict[s
         try:
             return jsonpatch.apply_patch(current, body)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            raise ApiError(422, 'Invalid', f'the json patch cannot be applied: {exc}') from None
+            raise ApiError(422, "Invalid", f"the json patch cannot be applied: {exc}") from None
     if content_type in MERGE_PATCHES:
         require_object(body)
         return merge_patch(current, body)
-    raise ApiError(415, 'UnsupportedMediaType', f'the patch type {content_type!r} is not supported')
+    raise ApiError(415, "UnsupportedMediaType", f"the patch type {content_type!r} is not supported")

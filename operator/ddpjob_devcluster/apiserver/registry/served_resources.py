@@ -4,6 +4,7 @@ Wraps kmock's `ResourcesArray` (what discovery lists): a resource's info or a 40
 object's key (cluster-scoped ones have no namespace), the resource of an apiVersion and
 kind (an owner reference's), and serving or unserving a CRD's versions.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,15 +15,15 @@ from ddpjob.times import now
 from ddpjob_devcluster.apiserver.errors import ApiError
 
 Key = tuple[Resource, str | None, str]
-ALL_VERBS = {'create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'}
+ALL_VERBS = {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
 
 def api_version(res: Resource) -> str:
-    return f'{res.group}/{res.version}' if res.group else str(res.version)
+    return f"{res.group}/{res.version}" if res.group else str(res.version)
 
 
 def is_status_subresource(info: ResourceInfo) -> bool:
-    return 'status' in info.subresources
+    return "status" in info.subresources
 
 
 class ServedResources:
@@ -34,7 +35,7 @@ class ServedResources:
 
     def info(self, res: Resource | None) -> ResourceInfo:
         if res is None or res not in self.resources:
-            raise ApiError(404, 'NotFound', 'the server could not find the requested resource')
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return self.resources[res]
 
     def key(self, res: Resource, namespace: str | None, name: str) -> Key:
@@ -45,9 +46,9 @@ class ServedResources:
         known = self._by_kind.get((api_version, kind))
         if known is not None:
             return known
-        group, _, version = api_version.rpartition('/')
+        group, _, version = api_version.rpartition("/")
         for res, info in self.resources.items():
-            if info.kind == kind and res.version == version and (res.group or '') == group:
+            if info.kind == kind and res.version == version and (res.group or "") == group:
                 self._by_kind[api_version, kind] = res
                 return res
         return None
@@ -55,27 +56,35 @@ class ServedResources:
     def serve_crd(self, crd: dict[str, Any]) -> None:
         """Make a CustomResourceDefinition's resources discoverable, and mark it Established."""
         self._by_kind.clear()
-        spec, names = crd.get('spec') or {}, (crd.get('spec') or {}).get('names') or {}
-        for version in spec.get('versions') or []:
-            if not version.get('served', True):
+        spec, names = crd.get("spec") or {}, (crd.get("spec") or {}).get("names") or {}
+        for version in spec.get("versions") or []:
+            if not version.get("served", True):
                 continue
-            subresources = set((version.get('subresources') or spec.get('subresources') or {}).keys())
-            self.resources[Resource(group=spec['group'], version=version['name'], plural=names['plural'])] = ResourceInfo(
-                namespaced=spec.get('scope', 'Namespaced') == 'Namespaced', kind=names.get('kind'),
-                singular=names.get('singular') or names.get('kind', '').lower(), verbs=ALL_VERBS,
-                shortnames=names.get('shortNames') or (), categories=names.get('categories') or (),
-                subresources=subresources)
-        crd['status'] = {
-            'acceptedNames': names,
-            'storedVersions': [v['name'] for v in spec.get('versions') or [] if v.get('storage')],
-            'conditions': [{'type': t, 'status': 'True', 'reason': r, 'lastTransitionTime': now()}
-                           for t, r in (('NamesAccepted', 'NoConflicts'), ('Established', 'InitialNamesAccepted'))],
+            subresources = set((version.get("subresources") or spec.get("subresources") or {}).keys())
+            self.resources[Resource(group=spec["group"], version=version["name"], plural=names["plural"])] = (
+                ResourceInfo(
+                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                    kind=names.get("kind"),
+                    singular=names.get("singular") or names.get("kind", "").lower(),
+                    verbs=ALL_VERBS,
+                    shortnames=names.get("shortNames") or (),
+                    categories=names.get("categories") or (),
+                    subresources=subresources,
+                )
+            )
+        crd["status"] = {
+            "acceptedNames": names,
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+            "conditions": [
+                {"type": t, "status": "True", "reason": r, "lastTransitionTime": now()}
+                for t, r in (("NamesAccepted", "NoConflicts"), ("Established", "InitialNamesAccepted"))
+            ],
         }
 
     def unserve_crd(self, crd: dict[str, Any]) -> None:
         self._by_kind.clear()
-        spec = crd.get('spec') or {}
-        for version in spec.get('versions') or []:
-            res = Resource(group=spec['group'], version=version['name'], plural=spec['names']['plural'])
+        spec = crd.get("spec") or {}
+        for version in spec.get("versions") or []:
+            res = Resource(group=spec["group"], version=version["name"], plural=spec["names"]["plural"])
             if res in self.resources:
                 del self.resources[res]

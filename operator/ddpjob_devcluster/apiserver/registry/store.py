@@ -19,8 +19,8 @@ from typing import Any
 from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
 
 from ddpjob.times import now as _now
-from ddpjob_devcluster.apiserver.registry import garbage_collector, served_resources, write_rules
 from ddpjob_devcluster.apiserver.errors import ApiError, decodable, parse_rv, require_object
+from ddpjob_devcluster.apiserver.registry import garbage_collector, served_resources, write_rules
 from ddpjob_devcluster.apiserver.registry.event_log import EventLog, initial_events_end
 from ddpjob_devcluster.apiserver.registry.graceful import PODS, graceful_delete
 from ddpjob_devcluster.apiserver.registry.patches import apply_patch
@@ -30,8 +30,8 @@ from ddpjob_devcluster.apiserver.registry.served_resources import Key, ServedRes
 
 Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
 Objects = list[dict[str, Any]]  # named out here: inside Store, `list` is its method
-CRDS = Resource(group='apiextensions.k8s.io', version='v1', plural='customresourcedefinitions')
-NAMESPACES = Resource(group='', version='v1', plural='namespaces')
+CRDS = Resource(group="apiextensions.k8s.io", version="v1", plural="customresourcedefinitions")
+NAMESPACES = Resource(group="", version="v1", plural="namespaces")
 
 
 class Store:
@@ -45,7 +45,7 @@ class Store:
         self._rv = 0
         self._lock = threading.RLock()  # tests peek from their own thread
         self.events = EventLog(self._lock)
-        self._create(NAMESPACES, None, {'metadata': {'name': 'default'}})
+        self._create(NAMESPACES, None, {"metadata": {"name": "default"}})
 
     # ---- reads ----
 
@@ -58,8 +58,8 @@ class Store:
         with self._lock:
             info = self._info(res)
             items = self._select(res, namespace, params)
-            return {'apiVersion': api_version(res), 'kind': f'{info.kind}List',
-                    'metadata': {'resourceVersion': str(self._rv)}, 'items': fresh(items)}
+            return {"apiVersion": api_version(res), "kind": f"{info.kind}List",
+                    "metadata": {"resourceVersion": str(self._rv)}, "items": fresh(items)}
 
     def peek(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -105,8 +105,8 @@ class Store:
             current = self._live(key)
             require_object(body)
             decodable(body)
-            if (body.get('metadata') or {}).get('name', name) != name:
-                raise ApiError(400, 'BadRequest', 'the name of the object does not match the URL')
+            if (body.get("metadata") or {}).get("name", name) != name:
+                raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
             write_rules.check_resource_version(body, current)
             return self._update(key, current, body, sub, admit)
 
@@ -133,24 +133,24 @@ class Store:
                grace_period: int | None = None, uid: str | None = None) -> dict[str, Any]:
         with self._lock:
             key = self._key(res, namespace, name)
-            if uid is not None and self._live(key)['metadata']['uid'] != uid:
+            if uid is not None and self._live(key)["metadata"]["uid"] != uid:
                 # rest.BeforeDelete (apiserver/pkg/registry/rest/delete.go): the Kind, not the resource.
                 kind = self._info(res).kind
-                raise ApiError(409, 'Conflict', f'Operation cannot be fulfilled on {kind} "{name}": the UID in the '
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": the UID in the '
                                f'precondition ({uid}) does not match the UID in record '
                                f'({self._live(key)["metadata"]["uid"]}). The object might have been deleted and '
-                               'then recreated', {'name': name, 'kind': kind})
+                               'then recreated', {"name": name, "kind": kind})
             return self.delete_key(key, propagation, grace_period)
 
     def delete_collection(self, res: Resource, namespace: str | None, params: Mapping[str, str],
                           propagation: str | None) -> dict[str, Any]:
         with self._lock:
             info = self._info(res)
-            names = [(obj['metadata'].get('namespace'), obj['metadata']['name'])
+            names = [(obj["metadata"].get("namespace"), obj["metadata"]["name"])
                      for obj in self._select(res, namespace, params)]
             items = [self.delete_key((res, ns, name), propagation) for ns, name in names]
-            return {'apiVersion': api_version(res), 'kind': f'{info.kind}List',
-                    'metadata': {'resourceVersion': str(self._rv)}, 'items': items}
+            return {"apiVersion": api_version(res), "kind": f"{info.kind}List",
+                    "metadata": {"resourceVersion": str(self._rv)}, "items": items}
 
     # ---- watch ----
 
@@ -159,19 +159,19 @@ class Store:
         selected = matcher(params, res)
 
         def matches(obj: Mapping[str, Any]) -> bool:
-            return (not name or obj['metadata'].get('name') == name) and selected(obj)
-        timeout = float(params['timeoutSeconds']) if params.get('timeoutSeconds') else None
+            return (not name or obj["metadata"].get("name") == name) and selected(obj)
+        timeout = float(params["timeoutSeconds"]) if params.get("timeoutSeconds") else None
         deadline = asyncio.get_running_loop().time() + timeout if timeout else None
-        since = params.get('resourceVersion') or '0'
+        since = params.get("resourceVersion") or "0"
         with self._lock:
             kind = self._info(res).kind
-            if since == '0':  # "any version": the current state as synthetic ADDED events first
-                backlog = [{'type': 'ADDED', 'object': fresh(obj)}
+            if since == "0":  # "any version": the current state as synthetic ADDED events first
+                backlog = [{"type": "ADDED", "object": fresh(obj)}
                            for obj in self._select(res, namespace, params) if matches(obj)]
                 position, end_rv = self.events.end(), self._rv
             else:
                 backlog, position, end_rv = [], self.events.after(parse_rv(since)), parse_rv(since)
-        if params.get('sendInitialEvents') == 'true':  # a watch-list (kubectl 1.37): say where the state ends
+        if params.get("sendInitialEvents") == "true":  # a watch-list (kubectl 1.37): say where the state ends
             backlog.append(initial_events_end(api_version(res), kind, end_rv))
         for event in backlog:
             yield event
@@ -199,15 +199,15 @@ class Store:
             res = key[0]
             if new == current:
                 return fresh(current)
-            meta = new['metadata']
-            gone = not meta.get('finalizers') and not meta.get('deletionGracePeriodSeconds')
-            if meta.get('deletionTimestamp') and gone:
+            meta = new["metadata"]
+            gone = not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds")
+            if meta.get("deletionTimestamp") and gone:
                 return self._remove(key, new, propagation=None)
             if res == CRDS:
                 self.served.serve_crd(new)
-            meta['resourceVersion'] = self._next_rv()
+            meta["resourceVersion"] = self._next_rv()
             self.objects[key].history.append(new)
-            self.events.append(res, 'MODIFIED', new)
+            self.events.append(res, "MODIFIED", new)
             return fresh(new)
 
     def delete_key(self, key: Key, propagation: str | None, grace_period: int | None = None) -> dict[str, Any]:
@@ -219,11 +219,11 @@ class Store:
                 graceful = graceful_delete(current, grace_period)
                 if graceful is not None:
                     return current if graceful is current else self.commit(key, current, graceful)
-            if current['metadata'].get('finalizers'):
-                if current['metadata'].get('deletionTimestamp'):
+            if current["metadata"].get("finalizers"):
+                if current["metadata"].get("deletionTimestamp"):
                     return fresh(current)  # already terminating
                 new = fresh(current)
-                new['metadata'].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
+                new["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
                 return self.commit(key, current, new)
             return self._remove(key, current, propagation)
 
@@ -238,8 +238,8 @@ class Store:
     def _live(self, key: Key) -> dict[str, Any]:
         if key not in self.objects or self.objects[key].deleted:
             res, _, name = key
-            raise ApiError(404, 'NotFound', f'{res.plural} "{name}" not found',
-                           {'name': name, 'group': res.group, 'kind': res.plural})
+            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
+                           {"name": name, "group": res.group, "kind": res.plural})
         return self.objects[key].raw
 
     def _next_rv(self) -> str:
@@ -250,31 +250,31 @@ class Store:
         info = self._info(res)
         obj = write_rules.new_object(body, namespace, info, api_version(res),
                                      keep_status=res == CRDS or not served_resources.is_status_subresource(info))
-        meta = obj['metadata']
-        key = (res, meta.get('namespace'), meta['name'])
+        meta = obj["metadata"]
+        key = (res, meta.get("namespace"), meta["name"])
         if key in self.objects and not self.objects[key].deleted:
-            raise ApiError(409, 'AlreadyExists', f'{res.plural} "{meta["name"]}" already exists',
-                           {'name': meta['name'], 'group': res.group, 'kind': res.plural})
+            raise ApiError(409, "AlreadyExists", f'{res.plural} "{meta["name"]}" already exists',
+                           {"name": meta["name"], "group": res.group, "kind": res.plural})
         if dry_run:
             return obj
-        if meta.get('namespace'):
-            self._ensure_namespace(meta['namespace'])
+        if meta.get("namespace"):
+            self._ensure_namespace(meta["namespace"])
         if res == CRDS:
             self.served.serve_crd(obj)
-        meta['resourceVersion'] = self._next_rv()
+        meta["resourceVersion"] = self._next_rv()
         if key in self.objects:
             self.objects[key].create(obj)  # recreated: kmock keeps the old history before it
         else:
             self.objects[key] = obj
             self._keys.setdefault(res, {})[key] = None
-        self.events.append(res, 'ADDED', obj)
+        self.events.append(res, "ADDED", obj)
         if garbage_collector.owners_absent(self, obj):  # the collector's notice of a new dependent
-            self.delete_key(key, 'Background')
+            self.delete_key(key, "Background")
         return fresh(obj)
 
     def _ensure_namespace(self, namespace: str) -> None:
         if self.view(NAMESPACES, None, namespace) is None:
-            self._create(NAMESPACES, None, {'metadata': {'name': namespace}, 'status': {'phase': 'Active'}})
+            self._create(NAMESPACES, None, {"metadata": {"name": namespace}, "status": {"phase": "Active"}})
 
     def _update(self, key: Key, current: dict[str, Any], candidate: dict[str, Any], sub: str | None,
                 admit: Admit | None) -> dict[str, Any]:
@@ -285,9 +285,9 @@ class Store:
     def _remove(self, key: Key, obj: dict[str, Any], propagation: str | None) -> dict[str, Any]:
         res, namespace, name = key
         obj = fresh(obj)
-        obj['metadata']['resourceVersion'] = self._next_rv()
+        obj["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[key].delete()
-        self.events.append(res, 'DELETED', obj)
+        self.events.append(res, "DELETED", obj)
         if res == CRDS:
             self.served.unserve_crd(obj)
         if res == NAMESPACES:
