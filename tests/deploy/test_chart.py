@@ -405,3 +405,26 @@ def test_ddpjobs_are_aggregated_into_the_default_user_roles(helm: str, tmp_path:
     assert by_kind(operator_objects(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}})),
                    'ClusterRole') == by_kind(helm_template(helm, tmp_path, {'rbac': {'aggregateToDefaultRoles': False}}),
                                              'ClusterRole')
+
+
+def test_the_notice_key_is_a_secret_drawn_per_install_and_read_by_the_operator(helm: str,
+                                                                                tmp_path: pathlib.Path) -> None:
+    """The key the operator signs its notices to elastic Pods with comes from a Secret the
+    chart draws (and keeps across upgrades through `lookup`, which `helm template` cannot
+    show): two installs draw two keys, each one the operator's settings accept."""
+    import base64
+
+    from ddpjob.operator import settings
+
+    keys = []
+    for _ in range(2):
+        objects = helm_template(helm, tmp_path)
+        secret = next(o for o in objects if o['kind'] == 'Secret' and o['metadata']['name'].endswith('-notice-key'))
+        key = base64.b64decode(secret['data']['key']).decode()
+        assert len(key) == 64 and key.isalnum()
+        assert settings.from_env({settings.NOTICE_KEY_ENV: key}).notice_key == key.encode()
+        (c,) = one(objects, 'Deployment')['spec']['template']['spec']['containers']
+        ref = next(e for e in c['env'] if e['name'] == settings.NOTICE_KEY_ENV)['valueFrom']['secretKeyRef']
+        assert ref == {'name': secret['metadata']['name'], 'key': 'key', 'optional': True}
+        keys.append(key)
+    assert keys[0] != keys[1]

@@ -150,6 +150,12 @@ def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str,
     chart = one(chart_objects, 'Deployment')
     base_pod, chart_pod = base['spec']['template']['spec'], chart['spec']['template']['spec']
     (bc,), (cc,) = base_pod['containers'], chart_pod['containers']
+    # The notice key's Secret is named after the release in the chart; the base's is fixed.
+    chart_key = next(e for e in cc['env'] if e['name'] == 'DDPJOB_NOTICE_KEY')['valueFrom']['secretKeyRef']
+    base_key = next(e for e in bc['env'] if e['name'] == 'DDPJOB_NOTICE_KEY')['valueFrom']['secretKeyRef']
+    assert chart_key['name'].endswith('-notice-key') and base_key['name'] == 'ddpjob-operator-notice-key'
+    cc = copy.deepcopy(cc)
+    next(e for e in cc['env'] if e['name'] == 'DDPJOB_NOTICE_KEY')['valueFrom']['secretKeyRef']['name'] = base_key['name']
     for field in ('command', 'args', 'env', 'ports', 'livenessProbe', 'readinessProbe', 'resources',
                   'securityContext', 'volumeMounts'):
         assert bc[field] == cc[field], field

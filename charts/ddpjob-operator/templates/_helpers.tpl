@@ -88,3 +88,8 @@ app.kubernetes.io/component: operator
 {{- define "ddpjob-operator.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "ddpjob-operator.fullname" . | trunc 55 | trimSuffix "-") }}
 {{- end }}
+
+{{/* The notice key's Secret (notice-key.yaml): the full name, cut so the suffix fits in 63. */}}
+{{- define "ddpjob-operator.noticeKeySecret" -}}
+{{- printf "%s-notice-key" (include "ddpjob-operator.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
