@@ -8,7 +8,7 @@ import pytest
 import torch.distributed as dist
 
 from ddpjob_trainer import roster
-from ddpjob_trainer.roster import Arrival, Generation, NoGroup, decide, parse_arrivals
+from ddpjob_trainer.roster import Arrival, Generation, LeftOut, NoGroup, decide, parse_arrivals
 from ddpjob_trainer.rounds import Rounds
 
 
@@ -190,3 +190,30 @@ def test_the_newest_pointer_is_where_a_newcomer_goes(stores):
     stores.backing[2].set("pointer", old.text())
     stores.backing[3].set("pointer", "garbage")
     assert Rounds(stores, 0, 0, 1, 2, 4, "boot0-again").newest() == new
+
+
+@pytest.mark.parametrize("stopping", [True, False])
+def test_a_node_left_out_while_it_is_stopping_leaves_and_one_that_is_not_comes_back(stores, stopping):
+    """Its Pod deleted: the operator's notice reached the others (lost 2) before its own
+    vote to leave; the others re-form without it. Stopping, it goes (LeftOut) instead of
+    joining again as a newcomer; not stopping (a wrong notice), it asks to come back."""
+    prev = form_all(stores, range(4), None, {})[0]
+    result = {}
+
+    def node_2():
+        r = Rounds(stores, 2, 0, 1, 2, 4, "boot2")
+        try:
+            result["gen"] = r.form(prev, 7, r.clock() + 3, stopping=lambda: stopping)
+        except Exception as e:  # noqa: BLE001 - asserted below
+            result["error"] = e
+
+    t = threading.Thread(target=node_2)
+    t.start()
+    gens = form_all(stores, (0, 1, 3), prev, {0: 7, 1: 7, 3: 7}, extra={"lost": (2,)})
+    t.join(10)
+    assert gens[0].nodes == (0, 1, 3) and gens[0].number == 2
+    if stopping:
+        assert isinstance(result.get("error"), LeftOut), result
+        assert not stores.backing[0].check(["change/2"])  # it did not ask to be taken back
+    else:  # a newcomer of generation 2 that no member came for before its deadline
+        assert isinstance(result.get("error"), NoGroup) and stores.backing[0].check(["change/2"]), result

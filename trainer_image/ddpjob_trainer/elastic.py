@@ -137,9 +137,16 @@ class Elastic:
     def vote(self, leaving: bool = False) -> Vote:
         return Vote(self, leaving)
 
-    def resize(self, step: int, leaving: tuple[int, ...] = (), failed: bool = False) -> Generation:
+    def resize(
+        self,
+        step: int,
+        leaving: tuple[int, ...] = (),
+        failed: bool = False,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> Generation:
         """Re-form without the nodes that left or were lost (and with any newcomer), after a
-        step boundary's verdict or a GroupLost (`failed`); the same process goes on."""
+        step boundary's verdict or a GroupLost (`failed`); the same process goes on. LeftOut
+        (roster.py) when the others re-formed without this node while `stopping()`: it goes."""
         t0 = time.monotonic()
         prev = self.gen
         if failed:  # whoever saw it tells every member, so none waits for a timeout
@@ -148,7 +155,7 @@ class Elastic:
         if not shrinking:
             group_reset.abandon()
         lost = [n for n in prev.nodes if self.watcher.lost(n)]
-        gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving)
+        gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving, stopping=stopping)
         excluded = [prev.rank(n, r) for n in prev.nodes if n not in gen.nodes for r in range(self.nproc)]
         if shrinking and (not excluded or not set(gen.nodes) <= set(prev.nodes)):
             group_reset.abandon()  # nobody to drop, or a newcomer to add: a new communicator

@@ -9,6 +9,9 @@ it re-forms, and what it redoes.
   dropped and the new group does that step again, its micro-batches split over the new
   size (elastic_data.py), so every sample still counts once. A member whose optimizer
   step did commit while another's did not is the one every member takes its state from.
+- A node being stopped (its Pod deleted) that the others re-formed without, because the
+  operator's notice reached them before its vote did, leaves too (roster.LeftOut): it
+  does not come back as a newcomer only to leave at the next step.
 - A newcomer takes the model, optimizer, scaler and position from the member with the
   most steps, not from the checkpoint. Only a first group (nobody has state) reads it.
 
@@ -20,12 +23,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from . import checkpoint, state
 from .distributed import collective_timeout
 from .elastic import Elastic
 from .in_place_launch import IN_PLACE, RESIZE_ENV
-from .roster import NoGroup
+from .roster import LeftOut, NoGroup
 from .sample_log import SampleLog
 
 
@@ -143,6 +147,7 @@ class InPlace:
         """Re-form and return the model to train through (a new DDP over the new group);
         again, as often as a peer is lost meanwhile. None: this node leaves."""
         t, prev = self.t, self.el.gen
+        learned = time.time()  # when this worker knew: the benchmark's end of detection
         if why.leave:
             t.progress.say("leaving the group: this node was asked to stop")
             return None
@@ -153,10 +158,13 @@ class InPlace:
                 t.samples.close()
                 t.samples = None
             try:
-                self.el.resize(t.pos.step, why.leaving, why.failed)
+                self.el.resize(t.pos.step, why.leaving, why.failed, stopping=lambda: t.stop.signum != 0)
                 self._adopt()
                 model = t.wrap()
                 break
+            except LeftOut as exc:  # its Pod is being deleted: the others went on without it
+                t.progress.say(f"leaving the group: {exc}")
+                return None
             except Exception as exc:  # noqa: BLE001 - failure() re-raises what is a bug
                 why = self.failure(exc)
         gen = self.el.gen
@@ -171,7 +179,8 @@ class InPlace:
             f"{len(gen.nodes)} nodes ({cause}); step {t.pos.step}; {timings}"
         )
         print(
-            f"ddpjob-train: resized group {gen.number} nodes={list(gen.nodes)} step={t.pos.step} {timings}",
+            f"ddpjob-train: resized group {gen.number} nodes={list(gen.nodes)} step={t.pos.step} {timings}"
+            f" at={learned:.3f}",
             file=sys.stderr,
             flush=True,
         )

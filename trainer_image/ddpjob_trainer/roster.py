@@ -46,6 +46,12 @@ class NoGroup(RuntimeError):
     the newest generation answers). Retryable: a Pod that fails so is created again."""
 
 
+class LeftOut(Exception):
+    """The group re-formed without this worker's node while the node is being stopped (its
+    Pod deleted, or asked to stop): it goes, as a node that votes to leave does, instead of
+    coming back as a newcomer only to leave again at the next step."""
+
+
 @dataclass(frozen=True)
 class Arrival:
     node: int

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from .roster import POLL, Arrival, Generation, NodeStores, NoGroup, decide, parse_arrivals
+from .roster import POLL, Arrival, Generation, LeftOut, NodeStores, NoGroup, decide, parse_arrivals
 
 PROBE_EVERY = 0.5  # seconds between two probes of one expected node that has not arrived
 _FAILED = object()
@@ -55,10 +55,13 @@ class Rounds:
         lost: Iterable[int] = (),
         leaving: Iterable[int] = (),
         over: Callable[[], bool] = lambda: False,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> Generation:
         """Take part in rounds until one makes a generation with this worker in it. `over`:
         whether training is known to be over, asked while no node answers a newcomer (node 0
-        not up yet looks the same as every node gone: a node created again too late)."""
+        not up yet looks the same as every node gone: a node created again too late).
+        `stopping`: whether this worker was asked to stop; LeftOut when a generation
+        without it forms meanwhile."""
         member = prev is not None and self.node in prev.nodes
         while True:
             if self.clock() > deadline:
@@ -76,6 +79,8 @@ class Rounds:
                 continue  # the store holding the round went away: the next node holds it
             if self.node in gen.nodes:
                 return gen
+            if stopping():
+                raise LeftOut(f"generation {gen.number} formed without node {self.node}, which is stopping")
             prev, member, lost, leaving = gen, False, (), ()  # left out: the next round, as a newcomer
 
     def _round(
