@@ -42,21 +42,34 @@ class Outcome:
 
 
 def job(
-    name: str, samples: pathlib.Path, *, elastic: bool, nodes: int = 4, backoff: int = 10, step_seconds: float = 0
+    name: str,
+    samples: pathlib.Path,
+    *,
+    elastic: bool,
+    nodes: int = 4,
+    backoff: int = 10,
+    step_seconds: float = 0,
+    max_nodes: int | None = None,
+    size: int = SIZE,
+    epochs: int = EPOCHS,
+    launch: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """`max_nodes`: the elastic range's top (default `nodes`); `launch`: ddpjob-launch's own
+    flags (`--resize restart`: torchrun's elastic agent instead of the resize in place)."""
     spec: dict[str, Any] = {
         "nodes": nodes,
         "nprocPerNode": 1,
         "image": "ddpjob/trainer:test",
         "command": ["ddpjob-launch"],
         "args": [
+            *launch,
             "ddpjob-train",
             "--data",
             "synthetic",
             "--synthetic-size",
-            str(SIZE),
+            str(size),
             "--epochs",
-            str(EPOCHS),
+            str(epochs),
             "--batch-size",
             str(BATCH),
             "--eval-every",
@@ -74,7 +87,7 @@ def job(
     if step_seconds:  # a test's floor on the training time, so the job outlasts its resize
         spec["env"] = [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": str(step_seconds)}]
     if elastic:
-        spec["elastic"] = {"minNodes": 2, "maxNodes": nodes}
+        spec["elastic"] = {"minNodes": 2, "maxNodes": max_nodes or nodes}
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name}, "spec": spec}
 
 

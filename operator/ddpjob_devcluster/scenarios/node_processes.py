@@ -1,8 +1,9 @@
 """The processes of a `ddpjob run` job for tests and benchmarks: `ddpjob run` itself
 (`started`), and one node's, found by their contract environment (DDPJOB_NAME and
-NODE_RANK): what a test kills to lose a node, and whose PIDs it compares to tell a resize
-in place (the same workers) from a restart. Linux /proc only; a process that ends while
-it is read is left out."""
+NODE_RANK, and DDPJOB_NAMESPACE where given: a process kubelet's Pods are processes on
+this host too): what a test kills to lose a node, and whose PIDs it compares to tell a
+resize in place (the same workers) from a restart. Linux /proc only; a process that ends
+while it is read is left out."""
 
 from __future__ import annotations
 
@@ -34,9 +35,11 @@ def started(workdir: Path, job_file: Path, log_file: Path) -> Iterator[subproces
                 run.wait()
 
 
-def of_node(job_name: str, node_rank: int) -> list[int]:
-    """Every process of one node of this job."""
-    marks = (f"DDPJOB_NAME={job_name}".encode(), f"NODE_RANK={node_rank}".encode())
+def of_node(job_name: str, node_rank: int, namespace: str | None = None) -> list[int]:
+    """Every process of one node of this job (in `namespace`, on a cluster)."""
+    marks = [f"DDPJOB_NAME={job_name}".encode(), f"NODE_RANK={node_rank}".encode()]
+    if namespace is not None:
+        marks.append(f"DDPJOB_NAMESPACE={namespace}".encode())
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -49,9 +52,9 @@ def of_node(job_name: str, node_rank: int) -> list[int]:
     return sorted(pids)
 
 
-def _matching(job_name: str, ranks, keep) -> list[int]:
+def _matching(job_name: str, ranks, keep, namespace: str | None) -> list[int]:
     found = []
-    for pid in sorted(pid for r in ranks for pid in of_node(job_name, r)):
+    for pid in sorted(pid for r in ranks for pid in of_node(job_name, r, namespace)):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
@@ -61,11 +64,11 @@ def _matching(job_name: str, ranks, keep) -> list[int]:
     return found
 
 
-def launchers(job_name: str, ranks) -> list[int]:
+def launchers(job_name: str, ranks, namespace: str | None = None) -> list[int]:
     """The `ddpjob-launch` process (the "container") of each of these nodes."""
-    return _matching(job_name, ranks, lambda cmd: b"ddpjob-launch" in cmd)
+    return _matching(job_name, ranks, lambda cmd: b"ddpjob-launch" in cmd, namespace)
 
 
-def workers(job_name: str, ranks) -> list[int]:
+def workers(job_name: str, ranks, namespace: str | None = None) -> list[int]:
     """The training processes (torchrun's workers running ddpjob-train) of these nodes."""
-    return _matching(job_name, ranks, lambda cmd: b"ddpjob_trainer.train" in cmd and b"torchrun" not in cmd)
+    return _matching(job_name, ranks, lambda cmd: b"ddpjob_trainer.train" in cmd and b"torchrun" not in cmd, namespace)

@@ -42,6 +42,30 @@ def spans(directory: str) -> list[tuple[int, float, float]]:
     return out
 
 
+def step_times(directory: str) -> list[tuple[int, list[float]]]:
+    """(world size, when each of its steps started: its first rank's entry) of each group
+    that stepped, in time order: a step's end is the next one's start."""
+    out = []
+    for _, (_, entries, header) in sorted(_read(directory).items()):
+        first: dict[int, float] = {}
+        for e in entries:
+            if "t" in e and "step" in e:
+                first[e["step"]] = min(e["t"], first.get(e["step"], e["t"]))
+        if first:
+            out.append((header["world"], sorted(first.values())))
+    return out
+
+
+def last_epoch(directory: str) -> int:
+    """The epoch the last group that stepped was in at its last step (0: none): every
+    earlier epoch is finished, whatever groups before it did (it resumed after them)."""
+    last = 0
+    for _, (_, entries, _) in sorted(_read(directory).items()):
+        epochs = [e["epoch"] for e in entries if "epoch" in e]
+        last = max(epochs) if epochs else last
+    return last
+
+
 def _groups(directory: str) -> dict[int, tuple[int, list[dict]]]:
     return {gen: (start, entries) for gen, (start, entries, _) in _read(directory).items()}
 
