@@ -60,12 +60,18 @@ def test_the_launcher_takes_authentic_notices_into_the_node_store(tmp_path):
     token = notice.job_token(b"k", "ns", "j", "u")
     server = serve_in_thread(str(tmp_path / "progress.json"), "127.0.0.1", http_port, (token, store.notice))
     try:
-        assert notice.post("127.0.0.1", http_port, token, [1], time.time()) == 204  # not a member: recorded only
-        assert store.server.check(["lost/1"]) and not store.server.check(["fail/5"])
+        assert notice.post("127.0.0.1", http_port, token, [1], time.time()) == 204  # not a member: it ends nothing
+        assert not store.server.check(["lost/5/1"]) and not store.server.check(["fail/5"])
         assert notice.post("127.0.0.1", http_port, "forged", [2], time.time()) == 401
-        assert not store.server.check(["lost/2"])
+        assert not store.server.check(["lost/5/2"])
         assert notice.post("127.0.0.1", http_port, token, [2], time.time()) == 204
-        assert store.server.check(["lost/2"]) and store.server.check(["fail/5"])
+        assert store.server.check(["lost/5/2"]) and store.server.check(["fail/5"])
+        # Node 2 came back (generation 7): the notice was about generation 5, and leaves
+        # the next round of 7 alone; a new notice is about 7.
+        store.server.set("pointer", Generation(7, (0, 2, 3), 1, ("a", "d", "c"), (9, 9, 9), 0).text())
+        assert not store.server.check(["lost/7/2"])
+        assert notice.post("127.0.0.1", http_port, token, [2], time.time()) == 204
+        assert store.server.check(["lost/7/2"]) and store.server.check(["fail/7"])
         conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=5)
         conn.request("POST", notice.PATH, body=b"x" * (notice.MAX_BODY + 1))
         assert conn.getresponse().status == 413

@@ -154,7 +154,7 @@ class Elastic:
         shrinking = self.backend == "nccl" and group_reset.can_shrink()
         if not shrinking:
             group_reset.abandon()
-        lost = [n for n in prev.nodes if self.watcher.lost(n)]
+        lost = [n for n in prev.nodes if self.watcher.lost(prev.number, n)]
         gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving, stopping=stopping)
         excluded = [prev.rank(n, r) for n in prev.nodes if n not in gen.nodes for r in range(self.nproc)]
         if shrinking and (not excluded or not set(gen.nodes) <= set(prev.nodes)):

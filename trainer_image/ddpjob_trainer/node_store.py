@@ -4,8 +4,9 @@ Pod's main process, whatever its workers do, so the group's rounds survive any o
 `boot` tells this store from the one a Pod created again under the same name will serve.
 
 The operator's notices (ddpjob.notice, taken by progress_server.py) land here: each lost
-node is written as `lost/<i>`, and when one was a member of this node's generation,
-`fail/<n>` too, which every worker of the node sees within its watcher's next poll."""
+node that is a member of this node's generation n is written as `lost/<n>/<i>`, and
+`fail/<n>` too, which every worker of the node sees within its watcher's next poll. A
+notice of a node in no generation here ends nothing and is not kept."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import uuid
 
 import torch.distributed as dist
 
-from .roster import Generation
+from .roster import Generation, lost_key
 
 BIND_SECONDS = 30.0  # a Pod created again on this machine may wait for its predecessor's port
 
@@ -61,12 +62,13 @@ class NodeStore:
     def notice(self, lost: tuple[int, ...]) -> int | None:
         """Record a notice; the generation it ends, if any of `lost` was in it."""
         with self.lock:
-            for node in lost:
-                self.server.set(f"lost/{node}", "1")
             if not self.server.check(["pointer"]):
                 return None
             gen = Generation.parse(self.server.get("pointer"))
-            if set(lost) & set(gen.nodes):
+            members = set(lost) & set(gen.nodes)
+            for node in members:
+                self.server.set(lost_key(gen.number, node), "1")
+            if members:
                 self.server.set(f"fail/{gen.number}", "1")
                 return gen.number
             return None

@@ -20,8 +20,10 @@ to the next round as a newcomer. A newcomer never closes a round: it waits for m
 
 What a node's workers must hear at once is written into its store (`announce`), and each
 worker polls only its own node's: `fail/<n>` (generation n lost a peer: stop waiting on
-it), `change/<n>` (re-form at the next step boundary: a newcomer waits), `lost/<i>` (a
-notice), `pointer` (the newest generation this node is in, for newcomers to find it).
+it), `change/<n>` (re-form at the next step boundary: a newcomer waits), `lost/<n>/<i>`
+(node i was lost from generation n: a notice, or a probe; only that generation's next
+round leaves it out, so a node that came back is not taken for lost again by the next
+resize), `pointer` (the newest generation this node is in, for newcomers to find it).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ SETTLE = 2.0  # the first round: seconds after the last arrival before it closes
 POLL = 0.02
 PROBE_TIMEOUT = 1.0
 STORE_TIMEOUT = 5.0  # one store operation, once connected
+
+
+def lost_key(generation: int, node: int) -> str:
+    """The store key that says `node` was lost from `generation`."""
+    return f"lost/{generation}/{node}"
 
 
 class NoGroup(RuntimeError):

@@ -6,7 +6,7 @@ node's store for what the roster announces (roster.py) and acts at once:
 - `change/<n>`: a newcomer waits: this rank's next vote asks the group to re-form;
 - a collective waited on for HANG_PROBE seconds: local rank 0 of each node probes the
   members' stores, and announces any that does not answer (a peer that went silent
-  without a connection reset: its node gone, or frozen) as lost.
+  without a connection reset: its node gone, or frozen) as lost from the generation.
 
 It only ever reads its own node's store, so the polling costs nothing across the network.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .roster import Generation, NodeStores
+from .roster import Generation, NodeStores, lost_key
 
 WATCH_EVERY = 0.05
 HANG_PROBE = 3.0
@@ -42,9 +42,9 @@ class Watcher:
             self._thread = threading.Thread(target=self._run, name="ddpjob-elastic-watch", daemon=True)
             self._thread.start()
 
-    def lost(self, node: int) -> bool:
-        """Whether this node's store holds a notice that `node` was lost."""
-        return bool(self.el.stores.call(self.el.node, lambda s: s.check([f"lost/{node}"]), False))
+    def lost(self, generation: int, node: int) -> bool:
+        """Whether this node's store holds a notice that `node` was lost from `generation`."""
+        return bool(self.el.stores.call(self.el.node, lambda s: s.check([lost_key(generation, node)]), False))
 
     def stop(self) -> None:
         self._stop.set()
@@ -70,6 +70,6 @@ class Watcher:
                 last_probe = now
                 dead = [m for m in gen.nodes if m != el.node and not self.stores.alive(m)]
                 for m in dead:
-                    self.stores.announce(gen.nodes, f"lost/{m}")
+                    self.stores.announce(gen.nodes, lost_key(n, m))
                 if dead:
                     self.stores.announce(gen.nodes, f"fail/{n}")
