@@ -1,7 +1,8 @@
 """The issue's bar, on the real control plane (upstream kube-apiserver, scheduler, etcd;
 process kubelets; the chart-installed operator): an elastic job that resizes in place
 (ddpjob-train on gloo) grows when `spec.nodes` is raised, loses Pod 0 (which held the
-group's first round) to a delete through the API, and grows back, in one run. The other
+group's first round) to a delete through the API and grows back, then loses Pod 2 to a
+SIGKILL of its processes and grows back, in one run. The other
 Pods' worker processes stay the same throughout (no restart of any kind), the user sees
 the loss and each resize in the status and Events, and every sample is trained on
 exactly once per epoch (ddpjob_devcluster.scenarios.heal drives and reads it)."""
@@ -11,18 +12,17 @@ import uuid
 
 import pytest
 
-from ddpjob_devcluster.scenarios import elastic as elastic_scenario
-from ddpjob_devcluster.scenarios import heal, sample_audit
+from ddpjob_devcluster.scenarios import elastic as elastic_scenario, heal, sample_audit
 from tests.support.deadlines import CLUSTER_TEST, PHASE, RUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
-# 3 epochs of 120 steps (global batch 32 x 4), at least 0.25 s each: 90 s of training at
-# the least, which outlasts the join and the loss with its 5 s backoff.
-SIZE, EPOCHS = 128 * 120, 3
+# 5 epochs of 120 steps (global batch 32 x 4), at least 0.25 s each: 150 s of training at
+# the least, which outlasts the join and the two losses with their 5 s backoff.
+SIZE, EPOCHS = 128 * 120, 5
 
 
-def test_an_elastic_job_grows_loses_pod_0_and_grows_back_in_the_same_processes(cluster, tmp_path) -> None:
+def test_an_elastic_job_grows_loses_pods_and_grows_back_in_the_same_processes(cluster, tmp_path) -> None:
     name = f"heal-{uuid.uuid4().hex[:6]}"  # its processes are found on this host by name
     samples = tmp_path / "samples"
     body = elastic_scenario.job(name, samples, elastic=True, nodes=3, max_nodes=4, backoff=5, step_seconds=0.25,
@@ -34,21 +34,27 @@ def test_an_elastic_job_grows_loses_pod_0_and_grows_back_in_the_same_processes(c
     run.wait_steps(5, RUN)
     lost = run.disrupt(heal.DELETE, 0, RUN)
     print(heal.describe(lost))
+    run.wait_steps(5, RUN)
+    killed = run.disrupt(heal.SIGKILL, 2, RUN)
+    print(heal.describe(killed))
     status = run.finish(RUN)
     events = [f"{e.get('reason')}: {e.get('message')}" for e in cluster.events(name)]
 
-    # Nodes 0-2 kept their workers while node 3 joined; nodes 1-3 while node 0 was away.
-    assert joined.kept and lost.kept, (joined, lost)
-    # Each change re-formed the group once: no Pod being deleted came back as a newcomer.
-    assert sample_audit.worlds(str(samples)) == [3, 4, 3, 4]
-    assert lost.healed_at == 3 and "3/4" in lost.statuses, lost
-    assert status["phase"] == "Succeeded" and status["restarts"] == 0 and status["resizes"] >= 3, status
+    # Nodes 0-2 kept their workers while node 3 joined; the others while node 0, then 2, was away.
+    assert joined.kept and lost.kept and killed.kept, (joined, lost, killed)
+    # Each change re-formed the group once: no Pod being deleted came back as a newcomer,
+    # and the notice of Pod 0's loss did not leave the new Pod 0 out when Pod 2 was lost.
+    assert sample_audit.worlds(str(samples)) == [3, 4, 3, 4, 3, 4]
+    assert lost.healed_at == killed.healed_at == 3 and "3/4" in lost.statuses and "3/4" in killed.statuses
+    assert status["phase"] == "Succeeded" and status["restarts"] == 0 and status["resizes"] >= 5, status
     assert status["nodes"] == "4/4" and "lostIndices" not in status, status
-    assert any(e.startswith(f"NodeLost: training at 3/4 nodes: lost {name}-0") for e in events), events
-    assert sum(e.startswith("Resized: training at 4/4 nodes") for e in events) >= 2, events
+    for pod in (f"{name}-0", f"{name}-2"):
+        assert any(e.startswith(f"NodeLost: training at 3/4 nodes: lost {pod}") for e in events), events
+    assert sum(e.startswith("Resized: training at 4/4 nodes") for e in events) >= 3, events
     # The per-index re-create backoff's count, kept by the real API server (the CRD's schema)
     # while the index was down; gone once the job finished.
     assert lost.lost_indices and (lost.lost_indices[0]["index"], lost.lost_indices[0]["losses"]) == (0, 1)
+    assert {e["index"]: e["losses"] for e in killed.lost_indices or []}.get(2) == 1, killed
     assert run.audit(SIZE, EPOCHS) == (0, 0)
 
 
@@ -62,5 +68,6 @@ def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cl
     assert outside.returncode != 0 and "spec.nodes: must be from spec.elastic.minNodes" in outside.stderr
     moved = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p",
                             '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False)
-    assert moved.returncode != 0 and "spec.elastic: Invalid value: is immutable: running Pods were started with this range" in moved.stderr, moved.stderr
+    immutable = "spec.elastic: Invalid value: is immutable: running Pods were started with this range"
+    assert moved.returncode != 0 and immutable in moved.stderr, moved.stderr
     assert cluster.job("range")["spec"]["nodes"] == 3
