@@ -217,3 +217,27 @@ def test_a_node_left_out_while_it_is_stopping_leaves_and_one_that_is_not_comes_b
         assert not stores.backing[0].check(["change/2"])  # it did not ask to be taken back
     else:  # a newcomer of generation 2 that no member came for before its deadline
         assert isinstance(result.get("error"), NoGroup) and stores.backing[0].check(["change/2"]), result
+
+
+def test_a_kept_client_of_a_pod_created_again_is_made_again_once():
+    """Node 0's Pod was replaced (a new store at the same name): the client kept from the
+    old one fails, and a fresh one reads the new store's boot. Without that, nodes 1 and 3
+    held the next round in node 1's store while node 0 held it in its own."""
+
+    class Gone:
+        def get(self, key):
+            raise ConnectionResetError("Broken pipe")
+
+    class Fresh:
+        def get(self, key):
+            return b"boot0-again"
+
+    made = []
+    stores = roster.NodeStores("127.0.0.1:1", 4, lambda host, port: made.append(port) or Fresh())
+    stores.alive = lambda node, timeout=0: node == 0
+    stores.clients[0] = Gone()
+    assert stores.boot(0) == "boot0-again" and len(made) == 1
+    stores.clients[1] = Gone()  # a node that does not answer: absent, no new client
+    assert stores.call(1, lambda s: s.get("boot"), "absent") == "absent" and len(made) == 1
+    stores.clients[0] = Gone()  # an op that must not run twice is not retried
+    assert stores.call(0, lambda s: s.get("boot"), "absent", retry=False) == "absent" and len(made) == 1

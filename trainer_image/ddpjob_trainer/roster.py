@@ -221,11 +221,21 @@ class NodeStores:
             self.clients[node] = self.connect(*self.address(node))
         return self.clients[node]
 
-    def call(self, node: int, op: Callable, default=None):
-        """op(store of node), or `default` when the node does not answer."""
+    def call(self, node: int, op: Callable, default=None, retry: bool = True):
+        """op(store of node), or `default` when the node does not answer. A kept client that
+        fails is made again once if the node answers (`retry`; not for an op that must not
+        run twice): its Pod was created again under the same name, a new store at the same
+        address, and the old connection leads nowhere."""
+        cached = node in self.clients
         try:
             return op(self.store(node))
         except Exception:  # noqa: BLE001 - a dead or re-created store: absent
+            self.clients.pop(node, None)
+        if not (retry and cached and self.alive(node)):
+            return default
+        try:
+            return op(self.store(node))
+        except Exception:  # noqa: BLE001 - as above
             self.clients.pop(node, None)
             return default
 

@@ -97,7 +97,9 @@ class Rounds:
         expect = prev.nodes if prev else ()
         arrival = Arrival(self.node, self.local, step, self.boot, tuple(expect), lost, leaving)
         key_in, key_gen = f"r{n}/in", f"r{n}/gen"
-        if self.stores.call(c, lambda s: s.append(key_in, arrival.line()), _FAILED) is _FAILED:
+        # Not retried: an arrival appended twice would leave its node incomplete. A failed
+        # one is taken again from the top (`form`), on a client made afresh.
+        if self.stores.call(c, lambda s: s.append(key_in, arrival.line()), _FAILED, retry=False) is _FAILED:
             return None
         if prev is not None and not member:
             self.stores.announce(prev.nodes, f"change/{prev.number}")  # members: come at your next step
