@@ -53,7 +53,7 @@ class Heal:
     split: dict[str, float] | None = None
     kept: bool | None = None
     statuses: list[str] = field(default_factory=list)
-    lost_indices: list[dict[str, Any]] | None = None  # status.lostIndices as first seen
+    lost_indices: dict[int, int] = field(default_factory=dict)  # status.lostIndices seen: index -> losses
     join_resize_s: float | None = None  # in place: agree + group + state of the resize to the whole size
 
 
@@ -110,8 +110,9 @@ class Run:
             shown = status.get("nodes")
             if shown and shown not in heal.statuses:
                 heal.statuses.append(shown)
-            if status.get("lostIndices") and heal.lost_indices is None:
-                heal.lost_indices = status["lostIndices"]
+            for entry in status.get("lostIndices") or ():
+                index, losses = entry.get("index"), entry.get("losses", 0)
+                heal.lost_indices[index] = max(losses, heal.lost_indices.get(index, 0))
             after = [g for g in sample_audit.step_times(str(self.samples)) if g[1][0] > at]
             return any(w == self.nodes and len(times) >= 2 for w, times in after)
 
