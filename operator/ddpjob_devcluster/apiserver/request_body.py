@@ -22,7 +22,9 @@ def quantities_as_strings(pod: Any) -> None:
     spec = pod.get("spec") if isinstance(pod, dict) else None
     for container in (spec or {}).get("containers") or []:
         for values in ((container.get("resources") or {}).get(k) for k in ("limits", "requests")):
-            for key, qty in (values or {}).items():
+            if not values:
+                continue
+            for key, qty in values.items():
                 if isinstance(qty, (int, float)) and not isinstance(qty, bool):
                     values[key] = str(qty)
 

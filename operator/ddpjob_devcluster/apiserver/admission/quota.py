@@ -85,11 +85,9 @@ def counts(pod: Mapping[str, Any], now: datetime.datetime) -> bool:
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
     meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") is not None:
-        deleting = parse_time(meta["deletionTimestamp"])
-        if now > deleting + datetime.timedelta(seconds=int(meta["deletionGracePeriodSeconds"])):
-            return False
-    return True
+    deleting = parse_time(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    return not (deleting is not None and grace is not None and now > deleting + datetime.timedelta(seconds=int(grace)))
 
 
 def _containers_specify(pod: Mapping[str, Any], resource: str) -> bool:
