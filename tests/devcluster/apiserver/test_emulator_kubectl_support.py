@@ -39,7 +39,8 @@ def test_human_duration_matches_apimachinery() -> None:
 
 
 def test_an_empty_date_cell_reads_unknown_as_the_servers_zero_time() -> None:
-    cols, row = tables.crd_printer({"additionalPrinterColumns": [{"name": "Started", "type": "date", "jsonPath": ".status.started"}]})
+    started = {"name": "Started", "type": "date", "jsonPath": ".status.started"}
+    cols, row = tables.crd_printer({"additionalPrinterColumns": [started]})
     assert [c["name"] for c in cols] == ["Name", "Started"]
     assert row({"metadata": {"name": "w"}, "status": {"started": ""}}, None) == ["w", "<unknown>"]
     assert row({"metadata": {"name": "w"}, "status": {"started": "soon"}}, None) == ["w", "soon"]
