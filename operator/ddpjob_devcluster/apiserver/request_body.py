@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp.web
 import yaml
+from kmock import resource as Resource
 from kmock._internal import rendering
 
 from ddpjob_devcluster.apiserver.errors import ApiError
@@ -45,9 +46,18 @@ def body(request: rendering.Request) -> Any:
     return {}
 
 
-def require_name(request: rendering.Request) -> None:
+def require_name(request: rendering.Request) -> str:
     if not request.name:
         raise ApiError(405, "MethodNotAllowed", f"{request.method} needs an object name")
+    return request.name
+
+
+def require_resource(request: rendering.Request) -> Resource:
+    """The resource the path names; a path that names none is not found, as the store
+    answers an unserved resource."""
+    if request.resource is None:
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+    return request.resource
 
 
 def dry_run(request: rendering.Request) -> bool:
