@@ -175,6 +175,7 @@ class ControlPlane:
         args += self.api_server_args
         api = Component("kube-apiserver", args, self.logs / "kube-apiserver.log", ports=(self.port,))
         self.components.append(api)
+        assert self.authority is not None, "_pki() first"
         pki.write_kubeconfig(self.admin_kubeconfig, self.server, self.ca, user="ddpjob-admin",
                              client=self.authority.issue("admin", "ddpjob-admin", org="system:masters"))
         api.wait_ready(lambda: self._get("/readyz") == "ok", API_SERVER_READY_SECONDS, "ready (/readyz)")
