@@ -81,6 +81,15 @@ class OperatorProcess:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once it ended (None: not started, or running)."""
+        return self.popen.returncode if self.popen is not None else None
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int | None:
         """Stop it (SIGTERM: kopf's graceful stop; SIGKILL: a crash); SIGKILL if it lingers."""
         if self.popen is None:
