@@ -19,7 +19,8 @@ from ddpjob_devcluster.clusters.client import JOBS, OperatorProcess
 from ddpjob_devcluster.clusters.lifecycle import Cluster
 from ddpjob_devcluster.controlplane.build import KUBERNETES
 from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
-from ddpjob_devcluster.scheduler.scheduler import NodeSpec, Scheduler, serve_native_pod_groups
+from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
+from ddpjob_devcluster.scheduler.scheduler import NodeSpec, Scheduler
 
 
 class ClusterEmulator(KubeEmulator):
