@@ -137,7 +137,7 @@ def duration(text: str) -> float:
     return value
 
 
-# ---- the Pods of a job ----------------------------------------------------------------
+# ---- a job's Pods, and its patches ---------------------------------------------------
 
 
 def job_pods(conn: Connection, name: str) -> list[dict[str, Any]]:
@@ -146,6 +146,13 @@ def job_pods(conn: Connection, name: str) -> list[dict[str, Any]]:
     )
     pods = json.loads(response.data)["items"]
     return sorted(pods, key=lambda p: int((p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK, 0)))
+
+
+def patch_job(conn: Connection, name: str, body: dict[str, Any], content_type: str, **options: Any) -> None:
+    """Patch the DDPJob `name`: server-side apply (submit) or a merge patch (suspend, resume)."""
+    conn.custom.patch_namespaced_custom_object(
+        names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, body, _content_type=content_type, **options
+    )
 
 
 # ---- commands ------------------------------------------------------------------------
@@ -174,21 +181,11 @@ def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
         notices.say(args.file, job)
     from ddpjob.cli.files import load_documents
 
-    submitted = []
+    submitted, force = [], bool(args.force_conflicts) or None
     for doc in load_documents(args.file):
         name = doc["metadata"]["name"]
         doc = {**doc, "metadata": {**doc["metadata"], "namespace": conn.namespace}}
-        conn.custom.patch_namespaced_custom_object(
-            names.GROUP,
-            names.VERSION,
-            conn.namespace,
-            names.PLURAL,
-            name,
-            doc,
-            field_manager=FIELD_MANAGER,
-            force=bool(args.force_conflicts) or None,
-            _content_type="application/apply-patch+yaml",
-        )
+        patch_job(conn, name, doc, "application/apply-patch+yaml", field_manager=FIELD_MANAGER, force=force)
         print(f"ddpjob.{names.GROUP}/{name}")
         submitted.append(name)
     if not args.wait:
@@ -280,13 +277,5 @@ def simple_verb(command: str, conn: Connection, name: str) -> str:
         )
         return "deleted"
     suspend = command == "suspend"
-    conn.custom.patch_namespaced_custom_object(
-        names.GROUP,
-        names.VERSION,
-        conn.namespace,
-        names.PLURAL,
-        name,
-        {"spec": {"suspend": suspend}},
-        _content_type="application/merge-patch+json",
-    )
+    patch_job(conn, name, {"spec": {"suspend": suspend}}, "application/merge-patch+json")
     return "suspended" if suspend else "resumed"
