@@ -59,8 +59,8 @@ def apply(cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *a
 def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: RealCluster) -> None:
     cluster.core.create_namespaced_resource_quota(cluster.namespace, {"metadata": {"name": "one-pod"},
                                                                       "spec": {"hard": {"pods": "1"}}})
-    release = cluster.workdir / "release-quota"
-    cluster.create_job(job("quota", hold=release))  # Pod 0 holds the quota while the test looks
+    hold = Hold(cluster.workdir / "hold-quota")
+    cluster.create_job(job("quota", hold=hold))  # Pod 0 holds the quota while the test looks
     st = waiting_for(cluster, "quota", "exceeded quota")
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
     assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
@@ -72,7 +72,7 @@ def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: R
     assert "PodsCreated" in described and "FailedCreatePod" in described
     cluster.core.patch_namespaced_resource_quota("one-pod", cluster.namespace, {"spec": {"hard": {"pods": "4"}}})
     cluster.wait_phase("quota", "Running", timeout=PHASE, readyNodes=2)
-    release.touch()
+    hold.release()
     cluster.wait_phase("quota", "Succeeded", timeout=PHASE)
 
 
