@@ -58,6 +58,18 @@ client_config() {
     [[ -f "$DIR/client/config.json" ]] || echo '{}' >"$DIR/client/config.json"
 }
 
+# dockerd mounts its data root onto itself and its network namespaces under the exec root,
+# and unmounts them when it exits; a dockerd killed outright (SIGKILL, a lost machine)
+# leaves them, and they keep the directory from being removed. Only mounts under $DIR.
+release_mounts() {
+    local m
+    while read -r m; do
+        [[ -n "$m" ]] || continue
+        log "unmounting $m, left by an engine that did not stop cleanly"
+        umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
+    done < <(awk -v d="$DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r)
+}
+
 STARTED_PID=
 stop_engine() {
     [[ -n "$STARTED_PID" ]] || return 0
@@ -70,6 +82,7 @@ stop_engine() {
         log "dockerd did not stop within 60 s; killing it and its containerd"
         pkill -KILL -P "$STARTED_PID" 2>/dev/null || true
         kill -KILL "$STARTED_PID" 2>/dev/null || true
+        release_mounts
     fi
     STARTED_PID=
 }
@@ -87,6 +100,7 @@ start_engine() {
         fi
         rm -f "$RUN_DIR/docker.pid"
     fi
+    release_mounts
     log "starting dockerd on unix://$SOCKET (data: $DIR/docker, log: $DIR/dockerd.log)"
     # setsid: its own process group, so a Ctrl-C meant for the command does not reach it
     # before the trap stops it in order.

@@ -257,14 +257,14 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
 
 
 def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, with_crd, tmp_path, monkeypatch) -> None:
-    from ddpjob.cli import cluster
+    from ddpjob.cli import job_phase
     statuses = iter([{}, {}, {"phase": "Pending", "message": "creating 2 Pod(s)"},
                      {"phase": "Pending", "restarts": 0, "message": "0/2 nodes running"},
                      {"phase": "Running", "restarts": 0, "message": "all 2 nodes running (2 processes)"},
                      {"phase": "Succeeded", "restarts": 0, "message": "all 2 nodes finished successfully"}])
-    real_get = cluster.get_job
-    monkeypatch.setattr(cluster, "get_job", lambda conn, name: {**real_get(conn, name), "status": next(statuses)})
-    monkeypatch.setattr(cluster.time, "sleep", lambda seconds: None)
+    real_get = job_phase.get_job
+    monkeypatch.setattr(job_phase, "get_job", lambda conn, name: {**real_get(conn, name), "status": next(statuses)})
+    monkeypatch.setattr(job_phase.time, "sleep", lambda seconds: None)
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path), "--wait")
     assert (code, err) == (0, "")
     assert out.splitlines() == ["ddpjob.ddpjob.io/hello", "hello: Pending: creating 2 Pod(s)",
@@ -273,11 +273,11 @@ def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, with_
 
 
 def test_submit_wait_says_once_when_no_operator_writes_a_status(capsys, with_crd, tmp_path, monkeypatch) -> None:
-    from ddpjob.cli import cluster
+    from ddpjob.cli import job_phase
     clock = [0.0]
-    monkeypatch.setattr(cluster.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(cluster.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + max(seconds, 0.1)))
+    monkeypatch.setattr(job_phase.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(job_phase.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + max(seconds, 0.1)))
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path), "--wait", "--timeout=30s")
     assert code == 2 and "timed out waiting for hello (phase Pending)" in err
-    assert out.splitlines() == ["ddpjob.ddpjob.io/hello", f"hello: no status after {cluster.NO_STATUS_SAY_AFTER:.0f}s: "
+    assert out.splitlines() == ["ddpjob.ddpjob.io/hello", f"hello: no status after {job_phase.NO_STATUS_SAY_AFTER:.0f}s: "
                                 "is the ddpjob operator running on this cluster?"]

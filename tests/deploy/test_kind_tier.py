@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from ddpjob_devcluster.controlplane import build
+from ddpjob_devcluster.controlplane import build, go_module
 from tests.deploy.deploy_helpers import ROOT, require_tool
 
 HACK = ROOT / 'hack'
@@ -81,8 +81,8 @@ def test_tags_and_cgo_are_part_of_the_cache_key_and_the_command(tmp_path: pathli
     folder.mkdir()
     (folder / 'go.mod').write_text('module x\n\nrequire example.test/pinned v1.0.0\n\ntool example.test/pinned/cmd/a\n')
     (folder / 'go.sum').write_text('')
-    plain = build.Component('thing', 'example.test/pinned', modules=tmp_path)
-    tagged = build.Component('thing', 'example.test/pinned', modules=tmp_path, tags=('seccomp',), cgo=True)
+    plain = go_module.Component('thing', 'example.test/pinned', modules=tmp_path)
+    tagged = go_module.Component('thing', 'example.test/pinned', modules=tmp_path, tags=('seccomp',), cgo=True)
     assert plain.key() != tagged.key()
     assert plain.build_flags() == [] and tagged.build_flags() == ['-tags', 'seccomp']
 

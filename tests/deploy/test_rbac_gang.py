@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from ddpjob_devcluster.scheduler.scheduler import serve_native_pod_groups
+from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
 from tests.deploy.deploy_helpers import helm_template, require_tool
 from tests.deploy.test_rbac import SCOPES, Grants, operator_requests, triple
 from tests.operator.conftest import (Cluster, cluster, crd, ddpjob, kubeconfig,  # noqa: F401

@@ -21,7 +21,6 @@ THIRD_PARTY: dict[tuple[str, str], str] = {
     ("apiserver/pod_logs.py", "request._raw_request"): "kmock's request hides the aiohttp request a stream needs",
     ("apiserver/reaction_dispatch.py", "payload._source"): "kmock's reaction keeps its criteria there",
     ("apiserver/reaction_dispatch.py", "payload._disabled"): "kmock's depleted-reaction flag",
-    ("scenarios/fault_proxy.py", "site._server"): "aiohttp names no public getter for a site's bound port",
     ("demo/network.py", "os._exit"): "the standard library's documented exit without cleanup",
 }
 

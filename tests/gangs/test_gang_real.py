@@ -25,15 +25,11 @@ from ddpjob_devcluster.clusters.client import read_metrics, wait_until
 from ddpjob_devcluster.controlplane.node import NodeShape
 from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.control_plane import real_cluster
+from tests.support.hold import SCRIPT, Hold, env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 GPU_NODES = tuple(NodeShape(f'gpu-{i}', cpu='8', memory='32Gi', gpus=1) for i in range(6))
-# The Pods are processes of this machine (the process kubelet), so a file the test holds
-# keeps a job running until the test has seen what it must see: no guessed duration that
-# a busy machine outlasts.
-SCRIPT = ("import os, time; print('node', os.environ['NODE_RANK'], flush=True); time.sleep(float(os.environ['SLEEP']))\n"
-          "while os.path.exists(os.environ.get('HOLD') or '/nonexistent'): time.sleep(0.2)")
 # Each integration's PodGroup (group, version), its minimum-count field, and what its
 # scheduler says of a gang that cannot be placed (its own words, read from a run).
 INTEGRATIONS = {
@@ -57,24 +53,12 @@ def gang_cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path, gang: s
         yield real
 
 
-class Hold:
-    """Keeps the jobs given its path running past their SLEEP until released."""
-
-    def __init__(self, path: pathlib.Path) -> None:
-        self.path = path
-        path.touch()
-
-    def release(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-
 def gang_job(name: str, gang: str, nodes: int = 4, sleep: float = 4, hold: Hold | None = None,
              **scheduling: Any) -> dict[str, Any]:
-    env = [{"name": "SLEEP", "value": str(sleep)}] + ([{"name": "HOLD", "value": str(hold.path)}] if hold else [])
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
             "spec": {"nodes": nodes, "nprocPerNode": 1, "gpusPerNode": 1, "backend": "gloo",
                      "image": "ddpjob/trainer:test", "command": [sys.executable, "-c", SCRIPT],
-                     "env": env, "restartBackoffSeconds": 0,
+                     "env": env(sleep, hold), "restartBackoffSeconds": 0,
                      "scheduling": {"gang": gang, **scheduling}}}
 
 

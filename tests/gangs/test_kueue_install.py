@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob_devcluster.controlplane import build, kueue
+from ddpjob_devcluster.controlplane import build, go_module, kueue
 
 URL, CA = 'https://127.0.0.1:9443', 'Q0E='
 
@@ -17,7 +17,7 @@ def module_present() -> None:
         pytest.skip('no Go toolchain on PATH: the Kueue module cannot be located')
     try:
         build.module_dir(build.KUEUE)
-    except build.BuildError as exc:
+    except go_module.BuildError as exc:
         pytest.skip(f'the Kueue module is not in the Go module cache ({exc}); `make gang-schedulers` fetches it')
 
 

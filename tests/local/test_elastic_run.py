@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from ddpjob_devcluster.scenarios import node_processes as procs, sample_audit
+from tests.support.deadlines import CLUSTER_TEST, RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 SIZE, EPOCHS = 4000, 3
 
@@ -49,9 +50,12 @@ def run_and_kill(tmp_path, node: int, backoff: int):
     name = f"el{uuid.uuid4().hex[:8]}"
     samples = tmp_path / "samples"
     with procs.started(tmp_path, job_file(tmp_path, name, samples, backoff), tmp_path / "run.log") as run:
-        deadline = time.monotonic() + 180
-        while steps_logged(samples) < 3 * 40 and run.poll() is None:  # well into epoch 1 (84 steps)
-            assert time.monotonic() < deadline, "the job did not start training within 180 s"
+        deadline = time.monotonic() + 300
+        # Well into epoch 1 (84 steps), at its full size: on a busy machine an elastic job may
+        # start at its minimum and grow once the last node is up.
+        while not (steps_logged(samples) >= 3 * 40 and sample_audit.worlds(str(samples))[-1:] == [3]):
+            assert run.poll() is None, (tmp_path / "run.log").read_text()[-5000:]
+            assert time.monotonic() < deadline, "the job did not train at 3 nodes within 300 s"
             time.sleep(0.5)
         others = [r for r in range(3) if r != node]
         survivors = [pid for r in others for pid in procs.of_node(name, r)]
@@ -70,7 +74,7 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         assert len(launchers) == 2 and later == launchers, (launchers, later)
         # Nor were their workers: the group re-formed in the same processes, twice.
         assert procs.workers(name, others) == workers, (workers, procs.workers(name, others))
-        run.wait(timeout=400)
+        run.wait(timeout=RUN)
     out = (tmp_path / "run.log").read_text()
     assert run.returncode == 0, out[-5000:]
     status = yaml.safe_load(out.split("\n---\n")[-1])["status"]
@@ -89,7 +93,10 @@ def test_a_lost_node_shrinks_the_job_which_grows_back_and_sees_every_sample_once
     record = json.loads(next((tmp_path / ".ddpjob").glob("*/pods/*-0-a0/progress.json")).read_text())
     assert record["step"] == record["total_steps"] == EPOCHS * -(-SIZE // 48)
     worlds = sample_audit.worlds(str(samples))
-    assert worlds[0] == 3 and 2 in worlds and worlds[-1] == 3, worlds
+    # At 3 when the node was lost, trained on at 2, grown back to 3 (a slow start may add
+    # groups before the first 3).
+    full = worlds.index(3)
+    assert 2 in worlds[full:] and worlds[-1] == 3, worlds
     assert sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS) == (0, 0)
 
 

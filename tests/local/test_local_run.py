@@ -199,7 +199,7 @@ def test_ctrl_c_of_the_built_in_trainer_is_quiet_saves_and_stops_everything(tmp_
     """Ctrl-C mid-training: the trainer says once that it stops and saves its checkpoint,
     torchrun's own stop warnings ("Received 15 death signal", "Sending process ... closing
     signal") are not printed, no worker needs SIGKILL, and no process of the run is left."""
-    from ddpjob.local.container import CONTAINER_TAG_ENV, pids_with_env
+    from ddpjob.local.process_tags import CONTAINER_TAG_ENV, pids_with_env
 
     command = ["ddpjob-launch", "ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1000",
                "--log-every", "4"]

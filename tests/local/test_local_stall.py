@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+from tests.support.deadlines import CLUSTER_TEST, RUN
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 
 def test_a_hung_rank_is_detected_restarted_and_the_job_resumes_and_succeeds(tmp_path):
@@ -29,7 +31,7 @@ def test_a_hung_rank_is_detected_restarted_and_the_job_resumes_and_succeeds(tmp_
     path.write_text(yaml.safe_dump(body))
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=400, env=env)
+                            capture_output=True, text=True, timeout=RUN, env=env)
     out = result.stdout
     assert result.returncode == 0, out[-4000:] + result.stderr[-2000:]
     status = yaml.safe_load(out.split("\n---\n")[-1])["status"]

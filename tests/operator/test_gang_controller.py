@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ddpjob.operator.gang import GangSupport
-from ddpjob.operator.kube import NotFound, object_path
+from ddpjob.operator.api_paths import object_path
+from ddpjob.operator.kube import NotFound
 from tests.operator.test_controller import FakeKube, job_body, make, once, pod, run
 
 pytestmark = pytest.mark.timeout(30)

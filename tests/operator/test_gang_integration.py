@@ -11,7 +11,7 @@ from ddpjob import render
 from ddpjob.api import gangs, spec
 from ddpjob.operator import settings
 from ddpjob.operator.gang import GangSupport, api_group_path
-from ddpjob.operator.kube import object_path
+from ddpjob.operator.api_paths import object_path
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 from tests.support import fake_gang
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from ddpjob_devcluster.scheduler.scheduler import serve_native_pod_groups
+from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
 from tests.operator.conftest import Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ddpjob.operator import kube
+from ddpjob.operator import api_paths, kube
 from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
 from tests.operator.conftest import NS, Cluster, ddpjob
 
@@ -40,13 +40,13 @@ def test_create_is_idempotent_and_reads_back_what_exists(cluster: Cluster) -> No
 
 def test_errors_are_typed_with_status_reason_and_message(cluster: Cluster) -> None:
     with pytest.raises(kube.NotFound) as info:
-        call(cluster, lambda k: k.get(kube.pods_path(NS, "missing")))
+        call(cluster, lambda k: k.get(api_paths.pods_path(NS, "missing")))
     assert (info.value.status, info.value.reason) == (404, "NotFound") and "missing" in info.value.message
     cluster.emulator.inject_fault(verb="get", resource="pods", status=403)
     with pytest.raises(kube.Forbidden) as info:
-        call(cluster, lambda k: k.get(kube.pods_path(NS, "x")))
+        call(cluster, lambda k: k.get(api_paths.pods_path(NS, "x")))
     assert info.value.status == 403 and isinstance(info.value, kube.APIError)
-    assert call(cluster, lambda k: k.delete(kube.pods_path(NS, "missing"))) is False
+    assert call(cluster, lambda k: k.delete(api_paths.pods_path(NS, "missing"))) is False
 
 
 def test_422_is_invalid_and_keeps_the_status_details(cluster: Cluster) -> None:
@@ -70,10 +70,10 @@ def test_status_patch_with_a_stale_resource_version_conflicts_and_changes_nothin
 def test_transient_errors_are_retried_then_raised(cluster: Cluster) -> None:
     call(cluster, lambda k: k.create(pod("q")))
     cluster.emulator.inject_fault(verb="get", resource="pods", status=503, count=2)
-    assert call(cluster, lambda k: k.get(kube.pods_path(NS, "q")))["metadata"]["name"] == "q"
+    assert call(cluster, lambda k: k.get(api_paths.pods_path(NS, "q")))["metadata"]["name"] == "q"
     cluster.emulator.inject_fault(verb="get", resource="pods", status=500, count=5)
     with pytest.raises(kube.APIError) as info:
-        call(cluster, lambda k: k.get(kube.pods_path(NS, "q")), attempts=2)
+        call(cluster, lambda k: k.get(api_paths.pods_path(NS, "q")), attempts=2)
     assert info.value.status == 500 and info.value.transient
 
 

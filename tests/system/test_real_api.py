@@ -24,26 +24,18 @@ from ddpjob import render
 from ddpjob.api.spec import parse_job
 from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
-from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
+from tests.support.hold import SCRIPT, Hold, env
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "examples"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
-# HOLD: a file the test makes when the Pods may end (they run on this machine): a job
-# that must still run while the test looks holds until the test has looked, however
-# slowly the machine runs, not for a number of seconds (the bound only ends a lost test's).
-SCRIPT = ("import os, sys, time; print('node', os.environ['NODE_RANK'], flush=True); "
-          "time.sleep(float(os.environ.get('SLEEP', '0'))); hold = os.environ.get('HOLD'); "
-          f"end = time.monotonic() + {RUN}\n"
-          "while hold and not os.path.exists(hold) and time.monotonic() < end: time.sleep(0.1)")
-
-
-def job(name: str, nodes: int = 2, sleep: float = 0, hold: pathlib.Path | None = None, **spec: Any) -> dict[str, Any]:
-    env = [{"name": "SLEEP", "value": str(sleep)}] + ([{"name": "HOLD", "value": str(hold)}] if hold else [])
+def job(name: str, nodes: int = 2, sleep: float = 0, hold: Hold | None = None, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
             "spec": {"nodes": nodes, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
-                     "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0, "env": env, **spec}}
+                     "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0,
+                     "env": env(sleep, hold), **spec}}
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -67,8 +59,8 @@ def apply(cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *a
 def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: RealCluster) -> None:
     cluster.core.create_namespaced_resource_quota(cluster.namespace, {"metadata": {"name": "one-pod"},
                                                                       "spec": {"hard": {"pods": "1"}}})
-    release = cluster.workdir / "release-quota"
-    cluster.create_job(job("quota", hold=release))  # Pod 0 holds the quota while the test looks
+    hold = Hold(cluster.workdir / "hold-quota")
+    cluster.create_job(job("quota", hold=hold))  # Pod 0 holds the quota while the test looks
     st = waiting_for(cluster, "quota", "exceeded quota")
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
     assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
@@ -80,7 +72,7 @@ def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: R
     assert "PodsCreated" in described and "FailedCreatePod" in described
     cluster.core.patch_namespaced_resource_quota("one-pod", cluster.namespace, {"spec": {"hard": {"pods": "4"}}})
     cluster.wait_phase("quota", "Running", timeout=PHASE, readyNodes=2)
-    release.touch()
+    hold.release()
     cluster.wait_phase("quota", "Succeeded", timeout=PHASE)
 
 
@@ -146,7 +138,7 @@ def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(cluster: R
         cluster.create_job(generation)
     assert raised.value.status == 400
 
-    body = job("defaults", hold=cluster.workdir / "never")  # Running while the test looks
+    body = job("defaults", hold=Hold(cluster.workdir / "hold-defaults"))  # Running while the test looks
     del body["spec"]["nprocPerNode"]
     apply(cluster, tmp_path, body)
     stored = cluster.job("defaults")["spec"]
@@ -183,7 +175,7 @@ def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(cluste
 # ---- the job's life ---------------------------------------------------------------------------
 
 def test_suspend_resume_deadline_ttl_and_garbage_collection(cluster: RealCluster) -> None:
-    cluster.create_job(job("pause", hold=cluster.workdir / "never"))
+    cluster.create_job(job("pause", hold=Hold(cluster.workdir / "hold-pause")))
     cluster.wait_phase("pause", "Running", timeout=PHASE, readyNodes=2)
     cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause",
                                                   {"spec": {"suspend": True}})
@@ -199,7 +191,7 @@ def test_suspend_resume_deadline_ttl_and_garbage_collection(cluster: RealCluster
         cluster.namespace, field_selector="metadata.name=pause").items, PHASE, "Pods or Service outlived their job",
         lambda: cluster.pods("pause"))
 
-    cluster.create_job(job("late", nodes=1, hold=cluster.workdir / "never", activeDeadlineSeconds=3))
+    cluster.create_job(job("late", nodes=1, hold=Hold(cluster.workdir / "hold-late"), activeDeadlineSeconds=3))
     st = cluster.wait_phase("late", "Failed", timeout=PHASE)
     assert condition(st, "Failed").get("reason") == "DeadlineExceeded" or "DeadlineExceeded" in json.dumps(st)
 

@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 
+from tests.support.deadlines import RUN
 from trainer_helpers import BIN, contract, events, final_weights, free_port, launch
 
 pytestmark = pytest.mark.slow
@@ -58,12 +59,12 @@ def sigterm_after_first_step(metrics, env, *extra):
     """Start the job, SIGTERM it once rank 0 has logged a step; (exit code, output)."""
     proc = subprocess.Popen([str(BIN / "ddpjob-launch"), *JOB, *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + RUN
     while not (metrics.exists() and events(metrics, "step")):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0][-3000:]
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=120)[0]
+    out = proc.communicate(timeout=RUN)[0]
     return proc.returncode, out
 
 

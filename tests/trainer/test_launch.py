@@ -9,6 +9,7 @@ import pytest
 from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError
 from ddpjob_trainer.env import LaunchEnv
 from ddpjob_trainer.launch import build_command, wait_for_dns
+from tests.support.deadlines import RUN
 from trainer_helpers import BIN, clean_env, contract, launch
 
 NODE = LaunchEnv(2, 1, 2, "j-0.j", 29500, True)
@@ -83,7 +84,7 @@ def test_torchrun_rendezvous_timeout_is_retryable(tmp_path):
         [sys.executable, "-m", "ddpjob_trainer._torchrun", "--nnodes", "2", "--node-rank", "1",
          "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
          "--rdzv-backend", "static", "--rdzv-conf", "read_timeout=2,timeout=2", "--max-restarts", "0", str(script)],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=RUN)
     assert r.returncode == EXIT_RENDEZVOUS_TIMEOUT, r.stderr[-2000:]
     assert "rendezvous failed before the gang was complete" in r.stderr
 

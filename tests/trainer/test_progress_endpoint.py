@@ -9,6 +9,7 @@ import urllib.request
 
 from ddpjob import progress_record
 from ddpjob.local.ports import free_port
+from tests.support.deadlines import RUN
 from trainer_helpers import BIN, contract, events, train, clean_env
 
 
@@ -71,7 +72,7 @@ def test_launcher_serves_progress_and_names_the_rank_that_hangs(tmp_path):
         assert "ddpjob_progress_seconds_since_progress" in text
         # SIGTERM frees the hung rank: the gang saves a checkpoint and exits as preempted.
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=RUN)
     finally:
         if proc.poll() is None:
             proc.kill()

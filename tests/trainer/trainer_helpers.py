@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from ddpjob.local.ports import free_port
+from tests.support.deadlines import RUN
 
 BIN = Path(sys.executable).parent
 # Contract variables a developer's shell (or a Pod) may carry into the tests.
@@ -43,15 +44,15 @@ def contract(nnodes=1, node_rank=0, nproc=2, port=None, **extra) -> dict:
     return clean_env(**env)
 
 
-def run(cmd: list[str], env: dict, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
+def run(cmd: list[str], env: dict, timeout: float = RUN, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
-def launch(args: list[str], env: dict, timeout: float = 150) -> subprocess.CompletedProcess:
+def launch(args: list[str], env: dict, timeout: float = RUN) -> subprocess.CompletedProcess:
     return run([str(BIN / "ddpjob-launch"), *args], env, timeout)
 
 
-def train(args: list[str], env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def train(args: list[str], env: dict | None = None, timeout: float = RUN) -> subprocess.CompletedProcess:
     return run([str(BIN / "ddpjob-train"), *args], env or clean_env(), timeout)
 
 

@@ -61,6 +61,10 @@ def step_fits(
 ) -> Callable[[int], bool]:
     def fits(size: int) -> bool:
         out_of_memory = False
+        # Named before the step so that all three can be dropped whatever point it reached.
+        x: torch.Tensor | None = None
+        y: torch.Tensor | None = None
+        loss: torch.Tensor | None = None
         try:
             x = torch.randn(size, *input_shape, device=device)
             if channels_last and x.dim() == 4:

@@ -16,16 +16,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DistributedSampler, TensorDataset
 
 from . import UsageError
 from .distributed import Dist, any_rank
+from .elastic_data import ElasticBatches, global_batch
 from .loader import LoaderBatches
 
 KINDS = ("synthetic", "mnist", "cifar10", "imagefolder")
 MNIST_NORM = ((0.1307,), (0.3081,))
 CIFAR_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+# A split held in memory: (samples, labels).
+Split = tuple[torch.Tensor, torch.Tensor]
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -39,7 +42,14 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return kind, path
 
 
-def synthetic(size: int, noise_seed: int, num_classes: int = 10, shape=(1, 28, 28)):
+def _directory(kind: str, path: str | None) -> str:
+    """The directory of a kind that reads one (parse_spec refuses such a kind without it)."""
+    if path is None:
+        raise UsageError(f"--data {kind} needs a directory: {kind}:DIR")
+    return path
+
+
+def synthetic(size: int, noise_seed: int, num_classes: int = 10, shape: tuple[int, ...] = (1, 28, 28)) -> Split:
     """MNIST-shaped, learnable: each class is a fixed random template (the same for the
     train and eval splits), each sample its template plus noise, so a model can (and
     must) learn the templates. Fixed seeds, not --seed: the data set never changes."""
@@ -63,7 +73,7 @@ def _mnist_raw_dir(root: str) -> str | None:
     return None
 
 
-def mnist(root: str, download: bool, d: Dist):
+def mnist(root: str, download: bool, d: Dist) -> tuple[Split, Split | None]:
     from torchvision.datasets import MNIST
     from torchvision.datasets.mnist import read_image_file, read_label_file
 
@@ -79,7 +89,7 @@ def mnist(root: str, download: bool, d: Dist):
             f"no MNIST files under {root} (expected {root}/MNIST/raw/train-images-idx3-ubyte; --download fetches them)"
         )
 
-    def read(prefix):
+    def read(prefix: str) -> Split | None:
         images = os.path.join(raw, f"{prefix}-images-idx3-ubyte")
         labels = os.path.join(raw, f"{prefix}-labels-idx1-ubyte")
         if not (os.path.isfile(images) and os.path.isfile(labels)):
@@ -95,10 +105,10 @@ def mnist(root: str, download: bool, d: Dist):
     return train, read("t10k")
 
 
-def cifar10(root: str, download: bool, d: Dist):
+def cifar10(root: str, download: bool, d: Dist) -> tuple[Split, Split]:
     from torchvision.datasets import CIFAR10
 
-    def read(train):
+    def read(train: bool) -> Split:
         try:
             ds = CIFAR10(root, train=train, download=download and d.env.local_rank == 0)
         except RuntimeError as e:
@@ -120,8 +130,9 @@ class TensorBatches:
         self.x, self.y = x.to(d.device), y.to(d.device)
         self.batch_size, self.train, self.channels_last = batch_size, train, channels_last
         if train:
-            self.sampler = DistributedSampler(
-                range(len(y)), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed
+            # Indices over the samples (the sampler reads only the data set's length).
+            self.sampler: DistributedSampler[int] = DistributedSampler(
+                TensorDataset(self.y), num_replicas=d.world_size, rank=d.rank, shuffle=True, seed=seed
             )
             self.count = len(self.sampler)
         else:
@@ -183,14 +194,12 @@ def _elastic_global(args, d: Dist) -> int | None:
     """An elastic job's global micro-batch G (elastic_data.py); None for a rigid job."""
     if not d.env.elastic_max_nodes:
         return None
-    from .elastic_data import global_batch
-
     return global_batch(args.batch_size, d.env.local_world_size, d.env.elastic_max_nodes, args.global_batch_size)
 
 
 @dataclass
 class Data:
-    train: TensorBatches | LoaderBatches
+    train: TensorBatches | LoaderBatches | ElasticBatches
     eval: TensorBatches | LoaderBatches | None
     input_shape: tuple[int, ...]
     num_classes: int
@@ -204,7 +213,7 @@ def load_data(args, d: Dist) -> Data:
     if decode == "gpu" and kind != "imagefolder":
         raise UsageError(f"--decode gpu decodes the JPEGs of --data imagefolder:DIR, not {kind} data")
     if kind == "imagefolder":
-        train, evaluation = imagefolder(path, args.image_size, decode)
+        images, image_eval = imagefolder(_directory(kind, path), args.image_size, decode)
 
         def loader(ds, is_train: bool) -> LoaderBatches:
             return LoaderBatches(
@@ -220,26 +229,26 @@ def load_data(args, d: Dist) -> Data:
             )
 
         return Data(
-            loader(train, True),
-            loader(evaluation, False) if evaluation else None,
+            loader(images, True),
+            loader(image_eval, False) if image_eval else None,
             (3, args.image_size, args.image_size),
-            len(train.classes),
+            len(images.classes),
         )
+    evaluation: Split | None  # MNIST's test files may be absent
     if kind == "synthetic":
         train, evaluation = synthetic(args.synthetic_size, 1), synthetic(max(1, args.synthetic_size // 4), 2)
     elif kind == "mnist":
-        train, evaluation = mnist(path, args.download, d)
+        train, evaluation = mnist(_directory(kind, path), args.download, d)
     else:
-        train, evaluation = cifar10(path, args.download, d)
+        train, evaluation = cifar10(_directory(kind, path), args.download, d)
 
-    def mk(xy, is_train: bool) -> TensorBatches:
+    def mk(xy: Split, is_train: bool) -> TensorBatches:
         return TensorBatches(*xy, args.batch_size, d, args.seed, is_train, cl)
 
-    if d.env.elastic_max_nodes:  # exactly once per epoch at any world size (elastic_data.py)
-        from .elastic_data import ElasticBatches
-
+    global_size = _elastic_global(args, d)
+    if global_size is not None:  # elastic: exactly once per epoch at any world size (elastic_data.py)
         return Data(
-            ElasticBatches(*train, _elastic_global(args, d), d, args.seed, cl),
+            ElasticBatches(*train, global_size, d, args.seed, cl),
             mk(evaluation, False) if evaluation else None,
             tuple(train[0].shape[1:]),
             10,

@@ -26,7 +26,7 @@ class Dist:
     env: ProcessEnv
     device: torch.device
     backend: str | None  # None: no process group (world size 1)
-    control: object = None  # a gloo group for CPU-side agreement (stop flag, RNG gather)
+    control: dist.ProcessGroup | None = None  # a gloo group for CPU-side agreement (stop flag, RNG gather)
     in_place: bool = False  # an elastic job's worker that resizes in place (elastic.py)
     group: Any = None  # its elastic.Elastic, once made
 
@@ -96,15 +96,15 @@ def setup(env: ProcessEnv) -> Dist:
     if not env.distributed:
         return Dist(env, pick_device(env), None)
     device, backend = pick(env)
-    kwargs = {"device_id": device} if device.type == "cuda" else {}
-    timeout = collective_timeout()
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    dist.init_process_group(backend=backend, **kwargs)  # env://, as set by torchrun
+    timeout = collective_timeout()  # None: torch's default
+    # env://, as set by torchrun; a GPU named at once lets nccl bind to it eagerly.
+    dist.init_process_group(backend=backend, timeout=timeout, device_id=device if device.type == "cuda" else None)
     # Control messages (stop vote, RNG gather) are CPU tensors on a gloo group of their
     # own: with nccl they would need a GPU sync, and on the training group they would
     # queue behind or between DDP's gradient buckets.
     control = dist.new_group(backend="gloo", timeout=timeout)
+    if not isinstance(control, dist.ProcessGroup):  # a non-member's marker: every rank is in a group of all
+        raise RuntimeError(f"rank {env.rank} is not a member of the control group of all ranks")
     return Dist(env, device, backend, control)
 
 
@@ -195,7 +195,8 @@ class StopVote:
     result after the same step: they stop together, nobody hangs in the next collective."""
 
     def __init__(self, d: Dist):
-        self.d, self.flag, self.work, self.local = d, torch.zeros(1, dtype=torch.int32), None, False
+        self.d, self.flag, self.local = d, torch.zeros(1, dtype=torch.int32), False
+        self.work: dist.Work | None = None  # the vote in flight
 
     def start(self, flag: bool) -> None:
         self.local = flag

@@ -54,6 +54,8 @@ def center_crop(width: int, height: int, image_size: int) -> tuple[int, int, int
 class EncodedImages(Dataset):
     """ImageFolder samples as (JPEG bytes, [top, left, h, w, flip], label)."""
 
+    classes: list[str]  # the class names, as ImageFolder's (data.imagefolder sets them)
+
     def __init__(self, samples: list[tuple[str, int]], image_size: int, train: bool):
         bad = next((path for path, _ in samples if not path.lower().endswith(JPEG)), None)
         if bad is not None:

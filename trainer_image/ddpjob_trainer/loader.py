@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from . import gpu_decode
 from .distributed import Dist
+from .elastic_data import RankMicroBatches
 
 DEFAULT_WORKERS = 4
 
@@ -30,7 +31,8 @@ class _SkippingSampler(torch.utils.data.Sampler):
     """DistributedSampler that can start mid-epoch (resuming after a preemption)."""
 
     def __init__(self, inner: DistributedSampler):
-        self.inner, self.skip, self.order = inner, 0, []
+        self.inner, self.skip = inner, 0
+        self.order: list[int] = []
 
     def set_epoch(self, epoch: int, skip: int = 0) -> None:
         self.inner.set_epoch(epoch)
@@ -50,6 +52,10 @@ class LoaderBatches:
     nothing. After each yield `last_indices` are the batch's samples (for --sample-log)
     and, when elastic, `last_total` the micro-batch's size over all ranks (for the loss)."""
 
+    # Set only once a batch is yielded (the trainer reads them with getattr and a default).
+    last_indices: list[int] | torch.Tensor
+    last_total: int
+
     def __init__(
         self,
         dataset,
@@ -67,30 +73,34 @@ class LoaderBatches:
         self.decode_size = decode_size
         if workers is None:  # --workers unset: a few per process, within the node's CPUs
             workers = max(1, min(DEFAULT_WORKERS, (os.cpu_count() or 1) // max(1, d.env.local_world_size)))
-        self.sampler = self.elastic = None
-        batching: dict = {"batch_size": batch_size}
+        # One of three: an elastic job's share of each micro-batch, a rigid job's shard,
+        # or (evaluation) this rank's subset.
+        self.sampler: _SkippingSampler | None = None
+        self.elastic: RankMicroBatches | None = None
+        self.subset: Subset | None = None
         if train and global_size:
-            from .elastic_data import RankMicroBatches
-
             self.elastic = RankMicroBatches(len(dataset), global_size, d.world_size, d.rank, seed)
             self.global_size, self.last_total = global_size, 0
-            self.sample_shape = (3, decode_size, decode_size) if decode_size else None
-            batching = {"batch_sampler": self.elastic}
+            self.sample_shape: tuple[int, ...] | torch.Size | None = (
+                (3, decode_size, decode_size) if decode_size else None
+            )
         elif train:
             self.sampler = _SkippingSampler(DistributedSampler(dataset, d.world_size, d.rank, shuffle=True, seed=seed))
-            batching["sampler"] = self.sampler
         else:
-            dataset = Subset(dataset, range(d.rank, len(dataset), d.world_size))
+            self.full_size = len(dataset)
+            dataset = self.subset = Subset(dataset, range(d.rank, len(dataset), d.world_size))
         self.count = len(self.sampler.inner) if self.sampler is not None else len(dataset)
         self.loader = DataLoader(
             dataset,
+            batch_size=batch_size if self.elastic is None else 1,  # a batch sampler makes the batches
+            sampler=self.sampler,
+            batch_sampler=self.elastic,
             num_workers=workers,
-            **batching,
+            collate_fn=gpu_decode.collate if decode_size else None,  # None: torch's default_collate
             worker_init_fn=_ignore_stop_signals if workers else None,
             pin_memory=d.device.type == "cuda",  # page-locked buffers: async host-to-GPU copies
             persistent_workers=workers > 0,  # no worker re-spawn (and re-import) every epoch
             prefetch_factor=4 if workers > 0 else None,
-            **({"collate_fn": gpu_decode.collate} if decode_size else {}),
         )
 
     def reshard(self, world: int, rank: int) -> None:
@@ -98,10 +108,9 @@ class LoaderBatches:
         (training), or its evaluation subset. Only an elastic job's loaders resize."""
         if self.elastic is not None:
             self.elastic.reshard(world, rank)
-        elif self.sampler is None:
-            size = len(self.loader.dataset.dataset)
-            self.loader.dataset.indices = range(rank, size, world)
-            self.count = len(self.loader.dataset)
+        elif self.subset is not None:
+            self.subset.indices = range(rank, self.full_size, world)
+            self.count = len(self.subset)
 
     def __len__(self) -> int:
         if self.elastic is not None:
@@ -121,7 +130,7 @@ class LoaderBatches:
 
     def epoch(self, epoch: int, start_batch: int = 0):
         if self.elastic is not None:
-            yield from self._elastic_epoch(epoch, start_batch)
+            yield from self._elastic_epoch(self.elastic, epoch, start_batch)
             return
         if self.sampler is not None:
             self.sampler.set_epoch(epoch, start_batch * self.batch_size)
@@ -131,10 +140,10 @@ class LoaderBatches:
                 self.last_indices = self.sampler.order[start + j * self.batch_size :][: len(yb)]
             yield self._move(xb, yb)
 
-    def _elastic_epoch(self, epoch: int, start_batch: int):
-        self.elastic.set_epoch(epoch, start_batch)
+    def _elastic_epoch(self, elastic: RankMicroBatches, epoch: int, start_batch: int):
+        elastic.set_epoch(epoch, start_batch)
         loaded = iter(self.loader)  # the non-empty shares, in the order of shares()
-        for idx, total in self.elastic.shares():
+        for idx, total in elastic.shares():
             self.last_indices, self.last_total = idx, total
             if len(idx):
                 xb, yb = self._move(*next(loaded))

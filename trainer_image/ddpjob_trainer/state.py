@@ -101,7 +101,7 @@ def restore(d: Dist, directory: str, model, optimizer, scaler, args) -> tuple[Po
         return None
     error = None
     try:
-        payload = found[1] if d.is_main else checkpoint.read(chosen)
+        payload = found[1] if d.is_main and found is not None else checkpoint.read(chosen)
         checkpoint.check_compatible(chosen, payload, args.model, model)
     except (OSError, ValueError) as e:
         error = UsageError(

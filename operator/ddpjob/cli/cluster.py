@@ -2,6 +2,7 @@
 
 On the official `kubernetes` client and the user's kubeconfig (see kubeclient.py); no
 kopf. Every failure is one line on stderr and a non-zero exit status, never a traceback.
+`wait` and `submit --wait` follow a job's phase with job_phase.py.
 
     ddpjob submit job.yaml [--wait]      validate, then server-side apply; prints the name
     ddpjob get [NAME] [-o wide|yaml|json] the server's table (the CRD's printer columns)
@@ -10,12 +11,12 @@ kopf. Every failure is one line on stderr and a non-zero exit status, never a tr
     ddpjob logs NAME [--rank K | --node N | --all] [-f]
     ddpjob delete|suspend|resume NAME...
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -25,16 +26,12 @@ import yaml
 from ddpjob import text
 from ddpjob.api import names
 from ddpjob.cli import kubeclient, output
+from ddpjob.cli.job_phase import TERMINAL, follow, get_job
 from ddpjob.cli.kubeclient import ClusterError, Connection
 
 FIELD_MANAGER = "ddpjob"
-TERMINAL = ("Succeeded", "Failed")
-WAIT_TIMED_OUT = 2
 # The largest --timeout accepted (a week): every wait has a bound.
 MAX_TIMEOUT = 7 * 24 * 3600.0
-# `submit --wait` on a job the operator has not written a status to after this long says so
-# once (an operator that is not running leaves a job without one for ever).
-NO_STATUS_SAY_AFTER = 10.0
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
@@ -52,17 +49,29 @@ def register(sub: Any) -> None:
     p.add_argument("--wait", action="store_true", help="follow phase changes; exit with the job's result")
     p.add_argument("--timeout", type=duration, default=None, help="with --wait: give up after this long (e.g. 30m)")
     p.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
-    p.add_argument("--template-allow", default=None, metavar="ITEMS",
-                   help="check the template as an operator with these templatePolicy.allow items would "
-                        "(comma-separated; default: none, as the chart's default)")
-    p.add_argument("--skip-policy-check", action="store_true",
-                   help="send without the template policy check (for an admin whose operator allows more)")
+    p.add_argument(
+        "--template-allow",
+        default=None,
+        metavar="ITEMS",
+        help="check the template as an operator with these templatePolicy.allow items would "
+        "(comma-separated; default: none, as the chart's default)",
+    )
+    p.add_argument(
+        "--skip-policy-check",
+        action="store_true",
+        help="send without the template policy check (for an admin whose operator allows more)",
+    )
     cluster_command(p, cmd_submit)
 
     p = sub.add_parser("get", help="list DDPJobs (a table like kubectl), or one")
     p.add_argument("name", nargs="?")
-    p.add_argument("-o", "--output", choices=("table", "wide", "yaml", "json"), default="table",
-                   help="table (default), wide (every column), yaml or json (without managedFields, as kubectl)")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "wide", "yaml", "json"),
+        default="table",
+        help="table (default), wide (every column), yaml or json (without managedFields, as kubectl)",
+    )
     p.add_argument("--show-managed-fields", action="store_true", help="with -o yaml|json: keep metadata.managedFields")
     cluster_command(p, cmd_get)
 
@@ -86,9 +95,11 @@ def register(sub: Any) -> None:
     p.add_argument("--tail", type=int, default=None, help="only the last N lines of each Pod")
     cluster_command(p, cmd_logs)
 
-    for verb, summary in (("delete", "delete DDPJobs (their Pods and Services go with them)"),
-                          ("suspend", "suspend DDPJobs: their Pods are deleted, the jobs stay"),
-                          ("resume", "resume suspended DDPJobs")):
+    for verb, summary in (
+        ("delete", "delete DDPJobs (their Pods and Services go with them)"),
+        ("suspend", "suspend DDPJobs: their Pods are deleted, the jobs stay"),
+        ("resume", "resume suspended DDPJobs"),
+    ):
         p = sub.add_parser(verb, help=summary)
         p.add_argument("names", nargs="+", metavar="NAME", help="one or more DDPJobs, as kubectl takes them")
         cluster_command(p, cmd_simple)
@@ -126,29 +137,32 @@ def duration(text: str) -> float:
     return value
 
 
-# ---- API helpers ---------------------------------------------------------------------
-
-def get_job(conn: Connection, name: str) -> dict[str, Any]:
-    return conn.custom.get_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name)
+# ---- a job's Pods, and its patches ---------------------------------------------------
 
 
 def job_pods(conn: Connection, name: str) -> list[dict[str, Any]]:
-    response = conn.core.list_namespaced_pod(conn.namespace, label_selector=f"{names.LABEL_JOB_NAME}={name}",
-                                             _preload_content=False)
+    response = conn.core.list_namespaced_pod(
+        conn.namespace, label_selector=f"{names.LABEL_JOB_NAME}={name}", _preload_content=False
+    )
     pods = json.loads(response.data)["items"]
     return sorted(pods, key=lambda p: int((p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK, 0)))
 
 
-def phase_of(job: dict[str, Any]) -> str:
-    return (job.get("status") or {}).get("phase") or "Pending"
+def patch_job(conn: Connection, name: str, body: dict[str, Any], content_type: str, **options: Any) -> None:
+    """Patch the DDPJob `name`: server-side apply (submit) or a merge patch (suspend, resume)."""
+    conn.custom.patch_namespaced_custom_object(
+        names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, body, _content_type=content_type, **options
+    )
 
 
 # ---- commands ------------------------------------------------------------------------
+
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.api import template_policy
     from ddpjob.api.spec import InvalidSpec
     from ddpjob.cli.files import load_jobs
+
     try:
         jobs = load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
         # The same policy as `ddpjob validate` and the operator: a job the operator would
@@ -162,69 +176,22 @@ def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
             raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
         raise ClusterError(f"--template-allow: {exc}") from None
     from ddpjob.cli import notices
+
     for job in jobs:
         notices.say(args.file, job)
     from ddpjob.cli.files import load_documents
-    submitted = []
+
+    submitted, force = [], bool(args.force_conflicts) or None
     for doc in load_documents(args.file):
         name = doc["metadata"]["name"]
         doc = {**doc, "metadata": {**doc["metadata"], "namespace": conn.namespace}}
-        conn.custom.patch_namespaced_custom_object(
-            names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, doc,
-            field_manager=FIELD_MANAGER, force=bool(args.force_conflicts) or None,
-            _content_type="application/apply-patch+yaml")
+        patch_job(conn, name, doc, "application/apply-patch+yaml", field_manager=FIELD_MANAGER, force=force)
         print(f"ddpjob.{names.GROUP}/{name}")
         submitted.append(name)
     if not args.wait:
         return 0
     results = [follow(conn, name, TERMINAL, args.timeout, report=True) for name in submitted]
     return max(results)
-
-
-def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float | None, report: bool) -> int:
-    """Poll the job until its phase is in `wanted` (0), it ends elsewhere (1) or time runs out (2).
-    With `report`, print each phase change; `Succeeded` is then the goal."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    started = time.monotonic()
-    last, delay, said_no_status = None, 0.2, False
-    while True:
-        job = get_job(conn, name)
-        status = job.get("status") or {}
-        phase = phase_of(job)
-        if report:
-            if not status.get("phase"):
-                # Not seen by the operator yet: its first status says what Pending means.
-                if not said_no_status and time.monotonic() - started >= NO_STATUS_SAY_AFTER:
-                    print(f"{name}: no status after {NO_STATUS_SAY_AFTER:.0f}s: is the ddpjob operator running "
-                          "on this cluster?", flush=True)
-                    said_no_status = True
-            elif (phase, status.get("restarts") or 0) != last:
-                restarts = status.get("restarts") or 0
-                print(f"{name}: {phase}" + (f" (restarts {restarts})" if restarts else "")
-                      + (f": {text.clean(status['message'], 500)}" if status.get("message") else ""), flush=True)
-                last = (phase, restarts)
-        if phase in wanted:
-            if not report:
-                print(f"{name} {phase}", flush=True)
-            return 1 if report and phase == "Failed" else 0
-        if phase in TERMINAL:
-            if not report:  # `ddpjob wait` always says what happened
-                print(ended_otherwise(name, status), file=sys.stderr, flush=True)
-            return 1
-        if deadline is not None and time.monotonic() >= deadline:
-            print(f"error: timed out waiting for {name} (phase {phase})", file=sys.stderr)
-            return WAIT_TIMED_OUT
-        time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
-        delay = min(delay * 1.5, 2.0)  # polls back off to one every 2 s
-
-
-def ended_otherwise(name: str, status: dict[str, Any]) -> str:
-    """`J Failed: Error: <message>`, `J Succeeded: <message>`: a failure's reason is said,
-    a phase is never said twice."""
-    phase = status.get("phase")
-    reason = (status.get("lastFailure") or {}).get("reason") if phase == "Failed" else None
-    why = ": ".join(text.clean(x, 500) for x in (reason, status.get("message")) if x)
-    return f"{name} {phase}: {why}" if why else f"{name} {phase}"
 
 
 def cmd_wait(args: argparse.Namespace, conn: Connection) -> int:
@@ -239,13 +206,22 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
             obj = conn.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL)
         if not args.show_managed_fields:
             obj = output.without_managed_fields(obj)
-        print(json.dumps(obj, indent=2) if args.output == "json" else yaml.safe_dump(obj, sort_keys=False),
-              end="\n" if args.output == "json" else "")
+        print(
+            json.dumps(obj, indent=2) if args.output == "json" else yaml.safe_dump(obj, sort_keys=False),
+            end="\n" if args.output == "json" else "",
+        )
         return 0
-    call = (conn.custom.get_namespaced_custom_object if args.name else conn.custom.list_namespaced_custom_object)
+    call = conn.custom.get_namespaced_custom_object if args.name else conn.custom.list_namespaced_custom_object
     extra = (args.name,) if args.name else ()
-    response = call(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, *extra,
-                    _headers={"Accept": TABLE_ACCEPT}, _preload_content=False)
+    response = call(
+        names.GROUP,
+        names.VERSION,
+        conn.namespace,
+        names.PLURAL,
+        *extra,
+        _headers={"Accept": TABLE_ACCEPT},
+        _preload_content=False,
+    )
     table = json.loads(response.data)
     if table.get("kind") != "Table":
         raise ClusterError("the API server did not answer with a Table; use -o yaml")
@@ -258,17 +234,23 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
 
 def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.cli.describe import describe
+
     job = get_job(conn, args.name)
     events = conn.core.list_namespaced_event(
-        conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False)
+        conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False
+    )
     # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
-    print(text.clean(describe(job, job_pods(conn, args.name), json.loads(events.data)["items"],
-                              datetime.now(UTC)), limit=1 << 20))
+    print(
+        text.clean(
+            describe(job, job_pods(conn, args.name), json.loads(events.data)["items"], datetime.now(UTC)), limit=1 << 20
+        )
+    )
     return 0
 
 
 def cmd_logs(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.cli.logs import show_logs
+
     return show_logs(conn, get_job(conn, args.name), job_pods(conn, args.name), args)
 
 
@@ -290,11 +272,10 @@ def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
 
 def simple_verb(command: str, conn: Connection, name: str) -> str:
     if command == "delete":
-        conn.custom.delete_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL,
-                                                    name, propagation_policy="Background")
+        conn.custom.delete_namespaced_custom_object(
+            names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, propagation_policy="Background"
+        )
         return "deleted"
     suspend = command == "suspend"
-    conn.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name,
-                                               {"spec": {"suspend": suspend}},
-                                               _content_type="application/merge-patch+json")
+    patch_job(conn, name, {"spec": {"suspend": suspend}}, "application/merge-patch+json")
     return "suspended" if suspend else "resumed"

@@ -23,14 +23,11 @@ from typing import IO
 
 from ddpjob import contract, exit_codes
 from ddpjob.api import names
+from ddpjob.local.process_tags import CONTAINER_TAG_ENV, kill_tagged
 from ddpjob.local.progress_view import write_line
 
 # What the trainer image's ENTRYPOINT is; used when a job gives no command.
 DEFAULT_ENTRYPOINT = ("ddpjob-launch",)
-# Every process of a container inherits this variable. torchrun and ddpjob-launch start
-# their children in sessions of their own, so a process-group kill would miss them; the
-# tag finds the whole tree, as a container's cgroup would.
-CONTAINER_TAG_ENV = "DDPJOB_CONTAINER"
 # The kubelet's bounds on a termination message taken from the log
 # (kubecontainer.MaxContainerTerminationMessageLogLines and ...LogLength).
 LOG_TAIL_LINES, LOG_TAIL_BYTES = 80, 2048
@@ -53,6 +50,7 @@ class StartError(LocalRunError):
 @dataclass(frozen=True)
 class Terminated:
     """A container's end, as a container runtime reports it in `state.terminated`."""
+
     exit_code: int
     reason: str  # Completed | Error | StartError
     finished_at: float
@@ -96,8 +94,9 @@ def container_argv(container: Mapping) -> list[str]:
     argv = command + list(container.get("args") or [])
     program = find_program(argv[0])
     if program is None:
-        raise StartError(f"spec.command: {argv[0]!r} is not installed on this machine "
-                         f"(looked on PATH and in {interpreter_bin()})")
+        raise StartError(
+            f"spec.command: {argv[0]!r} is not installed on this machine (looked on PATH and in {interpreter_bin()})"
+        )
     return [program, *argv[1:]] if argv[0] in OWN_COMMANDS else argv
 
 
@@ -111,56 +110,27 @@ def child_path(environ: Mapping[str, str]) -> str:
 def container_env(pod: Mapping, container: Mapping) -> dict[str, str]:
     """The container's env as the kubelet would resolve it, for what a laptop can resolve."""
     meta = pod["metadata"]
-    field_refs = {"metadata.name": meta["name"], "metadata.namespace": meta.get("namespace", "default"),
-                  "spec.nodeName": "localhost", "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
+    field_refs = {
+        "metadata.name": meta["name"],
+        "metadata.namespace": meta.get("namespace", "default"),
+        "spec.nodeName": "localhost",
+        "status.podIP": "127.0.0.1",
+        "status.hostIP": "127.0.0.1",
+    }
     env: dict[str, str] = {}
     for entry in container.get("env") or []:
         name = entry["name"]
         if "valueFrom" in entry:
             ref = (entry["valueFrom"] or {}).get("fieldRef", {}).get("fieldPath")
             if ref not in field_refs:
-                raise LocalRunError(f"spec.env[{name}].valueFrom: only fieldRef to {', '.join(field_refs)} "
-                                    "can be resolved without a cluster")
+                raise LocalRunError(
+                    f"spec.env[{name}].valueFrom: only fieldRef to {', '.join(field_refs)} "
+                    "can be resolved without a cluster"
+                )
             env[name] = field_refs[ref]
         else:
             env[name] = str(entry.get("value", ""))
     return env
-
-
-def pids_with_env(variable: str, prefix: str) -> list[int]:
-    """Live processes whose env has `variable` starting with `prefix` (Linux /proc; none
-    elsewhere). Descendants inherit the env: this finds a whole tree across sessions."""
-    needle = f"{variable}={prefix}".encode()
-    found = []
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    environ = f.read()
-            except OSError:  # gone, or not ours
-                continue
-            if any(var.startswith(needle) for var in environ.split(b"\0")):
-                found.append(int(entry))
-    return found
-
-
-def kill_with_env(variable: str, prefix: str) -> int:
-    pids = pids_with_env(variable, prefix)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return len(pids)
-
-
-def tagged_pids(prefix: str) -> list[int]:
-    """Processes of the containers whose tag starts with `prefix`."""
-    return pids_with_env(CONTAINER_TAG_ENV, prefix)
-
-
-def kill_tagged(prefix: str) -> int:
-    return kill_with_env(CONTAINER_TAG_ENV, prefix)
 
 
 @dataclass
@@ -257,16 +227,26 @@ def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock, ta
 _OUTPUT_LOCK = threading.Lock()
 
 
-def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, out: IO[str] | None = None,
-                    cwd: str | None = None, tag: str | None = None,
-                    preexec: Callable[[], None] | None = None) -> ContainerProcess:
+def start_container(
+    pod: Mapping,
+    overrides: Mapping[str, str] | None = None,
+    out: IO[str] | None = None,
+    cwd: str | None = None,
+    tag: str | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> ContainerProcess:
     """Start the Pod's trainer container; `overrides` replace contract values that only
     make sense in a cluster (MASTER_ADDR, MASTER_PORT, DDPJOB_CHECKPOINT_DIR)."""
     container = trainer_container(pod)
     argv = container_argv(container)
     tag = tag or uuid.uuid4().hex
-    env = {**os.environ, "PATH": child_path(os.environ), **container_env(pod, container), **(overrides or {}),
-           CONTAINER_TAG_ENV: tag}
+    env = {
+        **os.environ,
+        "PATH": child_path(os.environ),
+        **container_env(pod, container),
+        **(overrides or {}),
+        CONTAINER_TAG_ENV: tag,
+    }
     env.setdefault("PYTHONUNBUFFERED", "1")
     termination_log = (overrides or {}).get(contract.TERMINATION_LOG)
     if termination_log:
@@ -278,15 +258,24 @@ def start_container(pod: Mapping, overrides: Mapping[str, str] | None = None, ou
     image_dir = container.get("workingDir") or ""
     workdir = cwd or (image_dir if os.path.isdir(image_dir) else None)
     popen = subprocess.Popen(
-        argv, env=env, cwd=workdir,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        argv,
+        env=env,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
         start_new_session=True,  # a group of its own: Ctrl-C reaches us, and we stop the group
         preexec_fn=preexec,  # e.g. ownership.die_with_parent
     )
-    proc = ContainerProcess(pod_name=pod["metadata"]["name"], popen=popen, tag=tag,
-                            fallback_to_logs=container.get("terminationMessagePolicy") == "FallbackToLogsOnError",
-                            termination_log=termination_log)
-    proc._reader = threading.Thread(target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout,
-                                                        _OUTPUT_LOCK, proc.tail), daemon=True)
+    proc = ContainerProcess(
+        pod_name=pod["metadata"]["name"],
+        popen=popen,
+        tag=tag,
+        fallback_to_logs=container.get("terminationMessagePolicy") == "FallbackToLogsOnError",
+        termination_log=termination_log,
+    )
+    proc._reader = threading.Thread(
+        target=_pump, args=(popen.stdout, f"[{proc.pod_name}]", out or sys.stdout, _OUTPUT_LOCK, proc.tail), daemon=True
+    )
     proc._reader.start()
     return proc

@@ -37,7 +37,8 @@ from typing import IO
 
 from ddpjob import contract
 from ddpjob.local import ownership, ports
-from ddpjob.local.container import ContainerProcess, kill_tagged, start_container, tagged_pids
+from ddpjob.local.container import ContainerProcess, start_container
+from ddpjob.local.process_tags import kill_tagged, tagged_pids
 from ddpjob.local.progress_view import loopback_address
 
 POLL_SECONDS = 0.05

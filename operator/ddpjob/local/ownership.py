@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import IO
 
 from ddpjob.local import pidlock
-from ddpjob.local.container import CONTAINER_TAG_ENV, LocalRunError
+from ddpjob.local.container import LocalRunError
+from ddpjob.local.process_tags import CONTAINER_TAG_ENV
 
 PR_SET_PDEATHSIG = 1
 LOCK_FILE = ".ddpjob-run.lock"
 
 _WATCHDOG = """
 import os, sys, time
-from ddpjob.local.container import kill_with_env
+from ddpjob.local.process_tags import kill_with_env
 sys.stdin.buffer.read()  # returns when the runner is gone (or closed the pipe)
 for _ in range(5):  # a process forking while we kill is caught by the next sweep
     if not kill_with_env(sys.argv[1], sys.argv[2]):

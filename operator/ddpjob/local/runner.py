@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import sys
 import time
@@ -25,7 +24,7 @@ from ddpjob import contract, render, text
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import elastic, lifecycle
 from ddpjob.job.observe import PodState
-from ddpjob.local import ownership, safety
+from ddpjob.local import job_dir, ownership, safety
 from ddpjob.local.container import ContainerProcess, LocalRunError
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.node import LocalNode
@@ -33,22 +32,28 @@ from ddpjob.local.notices import LocalNotices
 from ddpjob.local.progress_view import AttemptProgress, Display, write_line
 
 POLL_SECONDS = 0.1
-PODS_DIR = "pods"  # under the job's directory: each Pod attempt's progress record and heartbeats
 PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a second
 
 
 class LocalRunner:
     """Plays the part of operator and kubelet for one job, in this process."""
 
-    def __init__(self, job: DDPJob, workdir: Path, out: IO[str] | None = None, stop_grace: float = 10.0,
-                 gpus: list[str] | None = None, hide_gpus: bool = False):
+    def __init__(
+        self,
+        job: DDPJob,
+        workdir: Path,
+        out: IO[str] | None = None,
+        stop_grace: float = 10.0,
+        gpus: list[str] | None = None,
+        hide_gpus: bool = False,
+    ):
         self.job = job
         self.gpus = gpus or []  # this machine's GPU ids, shared out between the nodes
         self.hide_gpus = hide_gpus  # `--cpu`: the trainer sees no GPU either
         self.out = out or sys.stdout
         self.workdir = workdir
         self.stop_grace = stop_grace
-        self.checkpoint_dir = (workdir / "checkpoints") if job.checkpoint else None
+        self.checkpoint_dir = (workdir / job_dir.CHECKPOINTS_DIR) if job.checkpoint else None
         self.procs: dict[str, tuple[int, int, ContainerProcess]] = {}  # name -> (rank, attempt, process)
         self.ips: dict[str, str] = {}  # name -> the Pod's address, where its launcher takes notices
         self.notices = LocalNotices()
@@ -69,22 +74,33 @@ class LocalRunner:
         states = []
         for name, (rank, attempt, proc) in self.procs.items():
             end = proc.terminated()
-            finished = (lifecycle.format_time(datetime.fromtimestamp(end.finished_at, UTC))
-                        if end else None)
-            states.append(PodState(name=name, node_rank=rank, restart_count=attempt,
-                                   phase=end.phase if end else "Running",
-                                   exit_code=end.exit_code if end and end.exit_code else None,
-                                   reason=end.reason if end and end.exit_code else None, finished_at=finished,
-                                   message=text.clean(end.message) if end and end.message else None,
-                                   deleting=proc.stop_requested_at is not None and end is None))
+            finished = lifecycle.format_time(datetime.fromtimestamp(end.finished_at, UTC)) if end else None
+            states.append(
+                PodState(
+                    name=name,
+                    node_rank=rank,
+                    restart_count=attempt,
+                    phase=end.phase if end else "Running",
+                    exit_code=end.exit_code if end and end.exit_code else None,
+                    reason=end.reason if end and end.exit_code else None,
+                    finished_at=finished,
+                    message=text.clean(end.message) if end and end.message else None,
+                    deleting=proc.stop_requested_at is not None and end is None,
+                )
+            )
         return states
 
     def apply(self, plan: lifecycle.Plan) -> None:
         if plan.tell_lost:  # before the deletes, as the operator does
             lost = {id(self.procs[n][2]): self.procs[n][0] for n in plan.tell_lost if n in self.procs}
-            self.notices.tell(lost, [self.ips[n] for n, (_, _, p) in self.procs.items()
-                                     if n not in plan.tell_lost and n in self.ips and p.poll() is None
-                                     and p.stop_requested_at is None])
+            self.notices.tell(
+                lost,
+                [
+                    self.ips[n]
+                    for n, (_, _, p) in self.procs.items()
+                    if n not in plan.tell_lost and n in self.ips and p.poll() is None and p.stop_requested_at is None
+                ],
+            )
         for name in plan.delete:
             if name in self.procs:
                 proc = self.procs[name][2]
@@ -99,11 +115,12 @@ class LocalRunner:
             if self.attempt_progress is None or self.attempt_progress.attempt != plan.restart_count:
                 self.attempt_progress = AttemptProgress(plan.restart_count, {})
             for rank in plan.create:
-                pod = render.with_notice_token(render.render_pod(self.job, rank, plan.restart_count), self.job,
-                                               self.notices.token)
+                pod = render.with_notice_token(
+                    render.render_pod(self.job, rank, plan.restart_count), self.job, self.notices.token
+                )
                 name = pod["metadata"]["name"]
                 # The record moves from the Pod's emptyDir to a directory per Pod and attempt.
-                progress_dir = self.workdir / PODS_DIR / f"{name}-a{plan.restart_count}"
+                progress_dir = self.workdir / job_dir.PODS_DIR / f"{name}-a{plan.restart_count}"
                 # In a Pod the record's directory is an emptyDir that exists before the
                 # container starts; a script that writes a temporary file beside the record
                 # and renames it (the README's recipe) needs it here too.
@@ -111,15 +128,22 @@ class LocalRunner:
                 progress_file = str(progress_dir / "progress.json")
                 gpus = {"CUDA_VISIBLE_DEVICES": ""} if self.hide_gpus else {}
                 env = {**gpus, **devices_for_node(self.job, rank, self.gpus)}
-                started = self.node.start(pod, port=self.port, checkpoint_dir=checkpoint, progress_file=progress_file,
-                                          out=self.out, extra_env=env)
+                started = self.node.start(
+                    pod,
+                    port=self.port,
+                    checkpoint_dir=checkpoint,
+                    progress_file=progress_file,
+                    out=self.out,
+                    extra_env=env,
+                )
                 proc, host = started.proc, started.ip
                 self.procs[name], self.ips[name] = (rank, plan.restart_count, proc), host
                 self.attempt_progress.files[rank] = progress_file
                 if rank == 0:
                     self.log(f"progress of {name}: http://{host}:{contract.DEFAULT_PROGRESS_PORT}/progress")
-            self.log(f"started {len(plan.create)} node(s), attempt {plan.restart_count}, "
-                     f"rendezvous 127.0.0.1:{self.port}")
+            self.log(
+                f"started {len(plan.create)} node(s), attempt {plan.restart_count}, rendezvous 127.0.0.1:{self.port}"
+            )
 
     def read_progress(self):
         """The current attempt's ProgressState, read at most once a second (None between)."""
@@ -164,7 +188,8 @@ class LocalRunner:
                 self.apply(plan)
                 self._escalate_stops()
                 if self.status.get("phase") in lifecycle.FINISHED and not any(
-                        p.poll() is None for _, _, p in self.procs.values()):
+                    p.poll() is None for _, _, p in self.procs.values()
+                ):
                     return self.status
                 time.sleep(POLL_SECONDS)
         finally:
@@ -186,27 +211,15 @@ class LocalRunner:
         return self.status
 
 
-STATUS_FILE = "status.yaml"
-
-
-def previous_run(workdir: Path) -> dict | None:
-    """The final status an earlier `ddpjob run` of this job left in its workdir."""
-    try:
-        status = yaml.safe_load((workdir / STATUS_FILE).read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-    return status.get("status") if isinstance(status, dict) and isinstance(status.get("status"), dict) else None
-
-
-def start_fresh(workdir: Path) -> None:
-    """`--fresh`: forget an earlier run (its checkpoints and final status). The job
-    directory holds no links (`safety.refuse_links`), so nothing outside it is deleted."""
-    shutil.rmtree(workdir / "checkpoints", ignore_errors=True)
-    (workdir / STATUS_FILE).unlink(missing_ok=True)
-
-
-def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None, fresh: bool = False,
-            gpus: list[str] | None = None, hide_gpus: bool = False, allow_env: bool = False) -> int:
+def run_job(
+    job: DDPJob,
+    workdir: Path | None = None,
+    out: IO[str] | None = None,
+    fresh: bool = False,
+    gpus: list[str] | None = None,
+    hide_gpus: bool = False,
+    allow_env: bool = False,
+) -> int:
     """Run to completion; print the final status; exit code 0 only for Succeeded."""
     if not job.generation:
         # A file has no metadata.generation; the API server gives a new object 1.
@@ -231,21 +244,11 @@ def run_job(job: DDPJob, workdir: Path | None = None, out: IO[str] | None = None
 
 def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if fresh:
-        start_fresh(workdir)
-    # An earlier run's progress records are not this run's: its attempt 0 would show the
-    # last run's `step 48/48 (100%)` until the trainer writes its first record.
-    shutil.rmtree(workdir / PODS_DIR, ignore_errors=True)
-    earlier = previous_run(workdir)
-    if earlier and earlier.get("phase") in lifecycle.FINISHED and runner.checkpoint_dir \
-            and any(runner.checkpoint_dir.glob("*")):
-        when = earlier.get("completionTime", "?")
-        if earlier["phase"] == lifecycle.SUCCEEDED:
-            runner.log(f"this job already Succeeded here (at {when}): the trainer resumes from its final checkpoint "
-                       f"in {runner.checkpoint_dir}, so training is complete and nothing is left to train. "
-                       "`ddpjob run --fresh` starts over")
-        else:
-            runner.log(f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
-                       f"checkpoints in {runner.checkpoint_dir}. `ddpjob run --fresh` starts over")
+        job_dir.start_fresh(workdir)
+    job_dir.forget_progress(workdir)
+    note = job_dir.earlier_run(workdir, runner.checkpoint_dir)
+    if note:
+        runner.log(note)
     try:
         status = runner.run()
     except LocalRunError as exc:
@@ -254,7 +257,7 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
     runner.out.flush()
     try:
-        safety.write_no_follow(workdir / STATUS_FILE, yaml.safe_dump({"status": status}, sort_keys=False))
+        safety.write_no_follow(workdir / job_dir.STATUS_FILE, yaml.safe_dump({"status": status}, sort_keys=False))
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
         return 1

@@ -22,8 +22,9 @@ from ddpjob.job import lifecycle
 from ddpjob.job.decision import ForceDelete
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.operator import refusals
+from ddpjob.operator.api_paths import object_path, pods_path
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
-from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound, object_path, pods_path
+from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import JobMemory
 

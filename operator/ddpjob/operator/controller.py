@@ -27,10 +27,11 @@ from ddpjob.job import creation, lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
 from ddpjob.job.observe import PodState
 from ddpjob.operator import observer
+from ddpjob.operator.api_paths import job_path
 from ddpjob.operator.children import Children, indexed_pod
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.gang_reader import GangReader
-from ddpjob.operator.kube import Kube, job_path
+from ddpjob.operator.kube import Kube
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.notices import Notifier
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods

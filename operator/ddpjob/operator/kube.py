@@ -11,7 +11,8 @@ uses. Responses are read as JSON dicts, not client models: the controller works 
 plain objects, and building a `V1Pod` model per Pod would cost more than the request.
 
 One request travels through `transport.py` (the official async client), which this
-module wraps with retries, typed errors and a cap on requests in flight.
+module wraps with retries, typed errors and a cap on requests in flight; the paths it is
+given come from `api_paths.py`.
 
 Credentials are whatever kopf's login produced (`connect(info)`, see handlers.py), so
 kopf's watches and these writes share one source: a kubeconfig, the in-cluster service
@@ -39,9 +40,9 @@ from typing import Any
 
 import aiohttp
 
-from ddpjob.api import gangs, names
 from ddpjob.backoff import Backoff
 from ddpjob.operator import connection
+from ddpjob.operator.api_paths import collection_path, job_path
 from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
 
 logger = logging.getLogger("ddpjob.operator.kube")
@@ -60,8 +61,14 @@ class APIError(Exception):
     """An API request failed: `status` is the HTTP code (0: no answer), `reason` the
     Status reason (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, ...)."""
 
-    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any] | None = None,
-                 body: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        details: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ):
         super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason, self.message = int(status), reason or "", message or ""
         self.details: dict[str, Any] = dict(details or {})  # the Status' details (e.g. causes)
@@ -103,44 +110,6 @@ def error_from_response(status: int, data: bytes | str | None, http_reason: str 
     return _BY_STATUS.get(status, APIError)(status, reason, message, body.get("details") or None, body)
 
 
-def pods_path(namespace: str, name: str | None = None) -> str:
-    base = f"/api/v1/namespaces/{namespace}/pods"
-    return f"{base}/{name}" if name else base
-
-
-def services_path(namespace: str, name: str | None = None) -> str:
-    base = f"/api/v1/namespaces/{namespace}/services"
-    return f"{base}/{name}" if name else base
-
-
-def job_path(namespace: str, name: str) -> str:
-    return f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}/{name}"
-
-
-# What the operator creates, by (apiVersion, kind): the plural of its collection (and the
-# PodGroups of the gang integrations: created_kinds()).
-CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services"}
-
-
-def created_kinds() -> dict[tuple[str, str], str]:
-    groups = (i.pod_group for name in gangs.names() if (i := gangs.get(name)) is not None)
-    return {**CREATED_KINDS, **{(g.api_version, g.kind): g.plural for g in groups if g is not None}}
-
-
-def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
-    kinds = created_kinds()
-    plural = kinds.get((api_version, kind))
-    if plural is None:
-        raise ValueError(f"the operator creates only {sorted(kinds)}, not {api_version} {kind}")
-    base = f"/api/v1/namespaces/{namespace}/{plural}" if api_version == "v1" else (
-        f"/apis/{api_version}/namespaces/{namespace}/{plural}")
-    return f"{base}/{name}" if name else base
-
-
-def collection_path(obj: Mapping[str, Any]) -> str:
-    return object_path(obj.get("apiVersion", "v1"), obj["kind"], obj["metadata"]["namespace"])
-
-
 # The loop keeps only weak references to tasks: these hold the closes until they finish.
 _closing: set[asyncio.Future[None]] = set()
 
@@ -155,8 +124,14 @@ class Kube:
     """Thin async calls. `connect(info)` (kopf's ConnectionInfo) before the first call;
     a call made earlier waits for it."""
 
-    def __init__(self, transport: Transport | None = None, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 attempts: int = DEFAULT_ATTEMPTS, backoff: Backoff = Backoff(base=0.05, cap=2.0)):
+    def __init__(
+        self,
+        transport: Transport | None = None,
+        *,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        attempts: int = DEFAULT_ATTEMPTS,
+        backoff: Backoff = Backoff(base=0.05, cap=2.0),
+    ):
         self.max_in_flight, self.attempts, self.backoff = max_in_flight, attempts, backoff
         self._transport: Transport | None = None
         self._ready: asyncio.Event | None = None
@@ -190,8 +165,9 @@ class Kube:
             self._ready = asyncio.Event()
         return self._ready
 
-    async def _request(self, method: str, path: str, body: Any = None,
-                       content_type: str | None = None) -> dict[str, Any]:
+    async def _request(
+        self, method: str, path: str, body: Any = None, content_type: str | None = None
+    ) -> dict[str, Any]:
         if self._transport is None:
             await self._event().wait()
         if self._slots is None:
@@ -259,8 +235,9 @@ class Kube:
         except NotFound:
             return None
 
-    async def delete(self, url: str, *, uid: str | None = None, propagation: str = "Background",
-                     grace_period: int | None = None) -> bool:
+    async def delete(
+        self, url: str, *, uid: str | None = None, propagation: str = "Background", grace_period: int | None = None
+    ) -> bool:
         """Delete; False when it was already gone. `uid` makes it a precondition, so an
         object recreated under the same name is never deleted by mistake. `grace_period=0`
         is a force delete (for a Pod whose kubelet can no longer confirm)."""
@@ -277,8 +254,9 @@ class Kube:
         except Conflict:
             return False  # the uid precondition failed: that object is not ours to delete
 
-    async def patch_status(self, namespace: str, name: str, patch: Mapping[str, Any],
-                           resource_version: str | None = None) -> dict[str, Any]:
+    async def patch_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None = None
+    ) -> dict[str, Any]:
         """JSON merge patch of the DDPJob's status subresource; `None` values remove keys.
 
         With `resource_version`, the API server applies it only to that version of the

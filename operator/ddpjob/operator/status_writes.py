@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ddpjob.operator.kube import Conflict, Kube, job_path
+from ddpjob.operator.api_paths import job_path
+from ddpjob.operator.kube import Conflict, Kube
 from ddpjob.operator.observer import JobMemory
 
 

@@ -236,6 +236,7 @@ class CRDValidator:
         except Exception as exc:  # noqa: BLE001
             run.add(path, f"rule {rule!r} does not compile: {_one_line(exc)}")
             return
+        result: object  # a CEL value, or the error that stopped the evaluation
         try:
             result = program.evaluate(activation)
         except Exception as exc:  # noqa: BLE001 - celpy raises CELEvalError and friends

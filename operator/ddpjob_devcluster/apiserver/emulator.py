@@ -53,7 +53,8 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _stopping: asyncio.Event | None = attrs.field(default=None, init=False)
-    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    # Not `_lock`: that is kmock's asyncio lock, which its own serving hooks (overridden here) take.
+    _log_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     log_sources: list[Any] = attrs.field(factory=list, init=False)  # see pod_logs.py
     chaos: Any = attrs.field(default=None, init=False)  # a scenarios.chaos.Chaos: a struggling API server
     _stock: tuple[int, ...] = attrs.field(default=(), init=False)  # the reactions registered below
@@ -74,8 +75,8 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
 
     # ---- lifecycle: a thread with its own event loop --------------------------------
 
-    @property
-    def url(self) -> str:
+    @property  # kmock's `url` is its managed server's yarl.URL; this emulator serves its own, a str
+    def url(self) -> str:  # type: ignore[override]  # the clusters and tests take a str; kmock never reads it
         if self._url is None:
             raise RuntimeError("the emulator is not started")
         return self._url
@@ -191,7 +192,10 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     async def _serve_api(self, request: rendering.Request) -> rendering.Payload:
         # The official client's V1APIVersions model requires serverAddressByClientCIDRs.
         address = self.url.split("://", 1)[-1]
-        return dict(await super()._serve_api(request), apiVersion="v1",
+        doc = await super()._serve_api(request)
+        if not isinstance(doc, dict):  # kmock's is a dict; anything else passes through
+            return doc
+        return dict(doc, apiVersion="v1",
                     serverAddressByClientCIDRs=[{"clientCIDR": "0.0.0.0/0", "serverAddress": address}])
 
     async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
@@ -206,21 +210,22 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         return self._stopping is None or self._stopping.is_set()
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
-        return tables.maybe_table(self.store, request,
-                                  self.store.list(request.resource, request.namespace, request.params))
+        res = request_body.require_resource(request)
+        return tables.maybe_table(self.store, request, self.store.list(res, request.namespace, request.params))
 
     async def _serve_fetch(self, request: rendering.Request) -> rendering.Payload:
-        return tables.maybe_table(self.store, request,
-                                  self.store.get(request.resource, request.namespace, request.name))
+        res, name = request_body.require_resource(request), request_body.require_name(request)
+        return tables.maybe_table(self.store, request, self.store.get(res, request.namespace, name))
 
     async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
         if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
             raise ApiError(404, "NotFound", f"subresource {request.subresource} is not emulated")
+        res = request_body.require_resource(request)
         body = request_body.body(request)
-        if request.resource is not None and request.resource.plural == "pods" and not request.resource.group:
+        if res.plural == "pods" and not res.group:
             request_body.quantities_as_strings(body)
-        body = self.admission.create(request.resource, request.namespace, body, request.params)
-        obj = self.store.create(request.resource, request.namespace, body, request_body.dry_run(request))
+        body = self.admission.create(res, request.namespace, body, request.params)
+        obj = self.store.create(res, request.namespace, body, request_body.dry_run(request))
         self._pods_changed(request)
         return rendering.Response(status=201, payload=obj)
 
@@ -229,35 +234,35 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
             self.admission.pods_changed(request.namespace)
 
     async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
-        request_body.require_name(request)
-        return self.store.replace(request.resource, request.namespace, request.name,
+        name, res = request_body.require_name(request), request_body.require_resource(request)
+        return self.store.replace(res, request.namespace, name,
                                   request.subresource, request_body.body(request), admit=self._admit_update(request))
 
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
-        request_body.require_name(request)
+        name, res = request_body.require_name(request), request_body.require_resource(request)
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
         if content_type in server_side_apply.APPLY_TYPES:
             # Admission as for any create or update (an apply is one or the other).
             applied = server_side_apply.apply(
-                self.store, request.resource, request.namespace, request.name, request.subresource,
+                self.store, res, request.namespace, name, request.subresource,
                 request_body.body(request), request.params, admit=self._admit_update(request),
-                admit_create=lambda body: self.admission.create(request.resource, request.namespace, body,
-                                                                request.params))
+                admit_create=lambda body: self.admission.create(res, request.namespace, body, request.params))
             self._pods_changed(request)
             return applied
-        patched = self.store.patch(request.resource, request.namespace, request.name,
+        patched = self.store.patch(res, request.namespace, name,
                                    request.subresource, content_type, request_body.body(request),
                                    admit=self._admit_update(request))
-        if request.subresource != "status" or request.resource.plural == "pods":  # not our own quota writes
+        if request.subresource != "status" or res.plural == "pods":  # not our own quota writes
             self._pods_changed(request)
         return patched
 
     def _admit_update(self, request: rendering.Request) -> Any:
-        return lambda current, new: self.admission.update(request.resource, current, new, request.subresource,
-                                                          request.params)
+        res = request_body.require_resource(request)
+        return lambda current, new: self.admission.update(res, current, new, request.subresource, request.params)
 
     async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        deleted = self.store.delete(request.resource, request.namespace, request.name,
+        res, name = request_body.require_resource(request), request_body.require_name(request)
+        deleted = self.store.delete(res, request.namespace, name,
                                     request_body.propagation(request), *request_body.grace_and_uid(request))
         self._pods_changed(request)
         return deleted
@@ -271,7 +276,8 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         yield b""  # send the headers now: a quiet watch is still a started stream
         as_table = tables.WatchTables(self.store, request)
-        events = self.store.watch(request.resource, request.namespace, request.name, request.params)
+        events = self.store.watch(request_body.require_resource(request), request.namespace, request.name,
+                                  request.params)
         if self.chaos is not None:
             events = self.chaos.limit(events)
         async for event in events:

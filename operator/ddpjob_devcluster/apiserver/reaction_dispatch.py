@@ -7,10 +7,21 @@ tries up to a dozen reactions where one serves.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp.web
 from kmock._internal import filtering, rendering
+
+
+class _Fields(Protocol):
+    """The fields the mixin assigns: slots of the attrs class it serves (or of kmock's), which
+    the mixin's own empty `__slots__` cannot name; its methods that assign take `self` as this."""
+
+    _payloads: list[Any]
+    _requests: list[Any]
+    _stock: tuple[int, ...]
+    _by_action: dict[Any, Any]
+    _ordered: tuple[tuple[int, ...], list[Any]]
 
 
 class FastDispatch:
@@ -21,7 +32,7 @@ class FastDispatch:
     _by_action: dict[Any, Any]
     _ordered: tuple[tuple[int, ...], list[Any]]
 
-    def _index_stock_reactions(self) -> None:
+    def _index_stock_reactions(self: _Fields) -> None:
         """With only these reactions, a Kubernetes request is served by the one for its
         action (list, watch, get, create, patch, delete): see _candidates."""
         self._stock = tuple(map(id, self._payloads))
@@ -54,7 +65,7 @@ class FastDispatch:
                     pass
         raise NotImplementedError("no reaction matches the request")
 
-    def _in_order(self) -> list[Any]:
+    def _in_order(self: _Fields) -> list[Any]:
         """The reactions in kmock's order (highest priority first), sorted once per set
         of reactions rather than per request."""
         ids = tuple(map(id, self._payloads))
@@ -77,7 +88,7 @@ class FastDispatch:
         payload = self._by_action.get(request.action)
         return [payload] if payload is not None else []
 
-    def _sees(self, payload: Any, request: rendering.Request) -> bool:
+    def _sees(self: _Fields, payload: Any, request: rendering.Request) -> bool:
         history = self._requests
         self._requests = [request]  # no await in between: no other request can interleave
         try:

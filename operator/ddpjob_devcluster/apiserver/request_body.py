@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp.web
 import yaml
+from kmock import resource as Resource
 from kmock._internal import rendering
 
 from ddpjob_devcluster.apiserver.errors import ApiError
@@ -22,7 +23,9 @@ def quantities_as_strings(pod: Any) -> None:
     spec = pod.get("spec") if isinstance(pod, dict) else None
     for container in (spec or {}).get("containers") or []:
         for values in ((container.get("resources") or {}).get(k) for k in ("limits", "requests")):
-            for key, qty in (values or {}).items():
+            if not values:
+                continue
+            for key, qty in values.items():
                 if isinstance(qty, (int, float)) and not isinstance(qty, bool):
                     values[key] = str(qty)
 
@@ -43,9 +46,18 @@ def body(request: rendering.Request) -> Any:
     return {}
 
 
-def require_name(request: rendering.Request) -> None:
+def require_name(request: rendering.Request) -> str:
     if not request.name:
         raise ApiError(405, "MethodNotAllowed", f"{request.method} needs an object name")
+    return request.name
+
+
+def require_resource(request: rendering.Request) -> Resource:
+    """The resource the path names; a path that names none is not found, as the store
+    answers an unserved resource."""
+    if request.resource is None:
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+    return request.resource
 
 
 def dry_run(request: rendering.Request) -> bool:

@@ -98,12 +98,12 @@ def rbac_verb(request: rendering.Request) -> str:
 
 
 class RequestLog:
-    """A mixin of `KubeEmulator` (whose attrs fields `requests`, `_faults` and `_lock` it uses)."""
+    """A mixin of `KubeEmulator` (whose attrs fields `requests`, `_faults` and `_log_lock` it uses)."""
 
     __slots__ = ()
     requests: list[RecordedRequest]
     _faults: list[Fault]
-    _lock: threading.Lock
+    _log_lock: threading.Lock
 
     def _record(self, request: rendering.Request) -> RecordedRequest | None:
         """Log a request for a resource (None: discovery and the like, not logged)."""
@@ -141,12 +141,12 @@ class RequestLog:
         seconds (or until `release` is set, at most `delay`), then fail with `status`
         (or, with status=None, proceed normally: a slow API server)."""
         fault = Fault(verb, resource, subresource, status, count, delay, skip, release)
-        with self._lock:
+        with self._log_lock:
             self._faults.append(fault)
         return fault
 
     def _take_fault(self, record: RecordedRequest) -> Fault | None:
-        with self._lock:
+        with self._log_lock:
             for fault in self._faults:
                 if fault.matches(record):
                     fault.count -= 1

@@ -102,6 +102,8 @@ def _cell(column: Mapping[str, Any], obj: Mapping[str, Any]) -> Any:
             then = parse_time(str(value))
         except ValueError:
             return str(value)
+        if then is None:  # an empty time: what the API server says of a zero time
+            return "<unknown>"
         return human_duration((datetime.datetime.now(datetime.UTC) - then).total_seconds())
     if isinstance(value, (dict, list)):
         import json

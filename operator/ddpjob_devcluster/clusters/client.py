@@ -81,6 +81,15 @@ class OperatorProcess:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once it ended (None: not started, or running)."""
+        return self.popen.returncode if self.popen is not None else None
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int | None:
         """Stop it (SIGTERM: kopf's graceful stop; SIGKILL: a crash); SIGKILL if it lingers."""
         if self.popen is None:
@@ -100,6 +109,13 @@ class OperatorProcess:
         return ""
 
 
+def json_object(answer: object) -> dict[str, Any]:
+    """A custom objects API answer (typed `object` by the client): a JSON object."""
+    if not isinstance(answer, dict):
+        raise TypeError(f"the API answered {type(answer).__name__} where an object was expected")
+    return answer
+
+
 class ClusterClient:
     """The client side of a dev cluster; a backend sets `api`, `kubeconfig`, `workdir`,
     `namespace` and implements `job`, `pods` and `events` (or keeps these, which read
@@ -109,6 +125,13 @@ class ClusterClient:
     kubeconfig: pathlib.Path
     workdir: pathlib.Path
     namespace: str
+
+    @property
+    def client(self) -> kubernetes.client.ApiClient:
+        """The started cluster's API client."""
+        if self.api is None:
+            raise RuntimeError("the cluster is not started")
+        return self.api
 
     @property
     def core(self) -> kubernetes.client.CoreV1Api:
@@ -135,7 +158,9 @@ class ClusterClient:
 
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
         ns = body["metadata"].get("namespace", self.namespace)
-        return self.custom.create_namespaced_custom_object(names.GROUP, names.VERSION, ns, names.PLURAL, body)
+        return json_object(
+            self.custom.create_namespaced_custom_object(names.GROUP, names.VERSION, ns, names.PLURAL, body)
+        )
 
     def status(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         return (self.job(name, namespace) or {}).get("status") or {}
@@ -156,8 +181,10 @@ class ClusterClient:
 
     def job(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(
-                names.GROUP, names.VERSION, namespace or self.namespace, names.PLURAL, name
+            return json_object(
+                self.custom.get_namespaced_custom_object(
+                    names.GROUP, names.VERSION, namespace or self.namespace, names.PLURAL, name
+                )
             )
         except kubernetes.client.ApiException as exc:
             if exc.status == 404:
@@ -167,14 +194,14 @@ class ClusterClient:
     def pods(self, job: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
         selector = f"{names.LABEL_JOB_NAME}={job}" if job is not None else None
         listing = self.core.list_namespaced_pod(namespace or self.namespace, label_selector=selector)
-        pods = self.api.sanitize_for_serialization(listing)["items"]
+        pods = self.client.sanitize_for_serialization(listing)["items"]
         return sorted(pods, key=lambda p: p["metadata"]["name"])
 
     def events(self, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
         listing = self.core.list_namespaced_event(
             namespace or self.namespace, field_selector=f"involvedObject.name={name}"
         )
-        return self.api.sanitize_for_serialization(listing)["items"]
+        return self.client.sanitize_for_serialization(listing)["items"]
 
     @staticmethod
     def kubectl_path() -> str:

@@ -19,7 +19,8 @@ from ddpjob_devcluster.clusters.client import JOBS, OperatorProcess
 from ddpjob_devcluster.clusters.lifecycle import Cluster
 from ddpjob_devcluster.controlplane.build import KUBERNETES
 from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
-from ddpjob_devcluster.scheduler.scheduler import NodeSpec, Scheduler, serve_native_pod_groups
+from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
+from ddpjob_devcluster.scheduler.scheduler import NodeSpec, Scheduler
 
 
 class ClusterEmulator(KubeEmulator):
@@ -45,8 +46,11 @@ class ClusterEmulator(KubeEmulator):
         k3s: kubectl compares it with its own for the supported version skew."""
         version = KUBERNETES.version()
         major, minor = version.lstrip("v").split(".")[:2]
+        doc = await super()._serve_server_version(request)
+        if not isinstance(doc, dict):  # kmock's is a dict; anything else passes through
+            return doc
         return {
-            **await super()._serve_server_version(request),
+            **doc,
             "major": major,
             "minor": minor,
             "gitVersion": version,

@@ -22,7 +22,7 @@ from typing import Any
 import kubernetes
 
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.client import OperatorProcess, wait_until
+from ddpjob_devcluster.clusters.client import OperatorProcess, json_object, wait_until
 from ddpjob_devcluster.clusters.lifecycle import Cluster
 from ddpjob_devcluster.controlplane import install, pki
 from ddpjob_devcluster.controlplane.controlplane import ControlPlane
@@ -152,7 +152,9 @@ class RealCluster(Cluster):
             values["watch"] = {"scope": "cluster"}
             release_namespace = "ddpjob-system"
             with contextlib.suppress(kubernetes.client.ApiException):
-                self.core.create_namespace({"metadata": {"name": release_namespace}})
+                self.core.create_namespace(
+                    kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=release_namespace))
+                )
         docs = install.render(release_namespace, values)
         install.apply(self.kubeconfig, docs, kubectl=self.kubectl_path())
         self.deployment = install.deployment(docs)
@@ -172,7 +174,7 @@ class RealCluster(Cluster):
         """What the chart's Deployment runs, as its ServiceAccount (a token, as a kubelet projects it)."""
         deploy = self.deployment
         assert deploy is not None, "the chart is installed before the operator is made"
-        token = install.service_account_token(self.api, deploy.service_account, deploy.namespace)
+        token = install.service_account_token(self.client, deploy.service_account, deploy.namespace)
         config = self.plane.token_kubeconfig(
             self.workdir / "operator.kubeconfig",
             token,
@@ -199,7 +201,9 @@ class RealCluster(Cluster):
 
     def _namespace(self) -> None:
         with contextlib.suppress(kubernetes.client.ApiException):
-            self.core.create_namespace({"metadata": {"name": self.namespace}})
+            self.core.create_namespace(
+                kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=self.namespace))
+            )
         # The ServiceAccount admission plugin refuses Pods until the namespace's
         # `default` ServiceAccount exists; the ServiceAccount controller makes it.
         wait_until(
@@ -235,30 +239,31 @@ class RealCluster(Cluster):
         volume = f"pv-{namespace}-{claim}"[:253]
         path = self.workdir / "kubelet" / "claims" / namespace / claim
         path.mkdir(parents=True, exist_ok=True)
+        k8s = kubernetes.client
         self.core.create_persistent_volume(
-            {
-                "metadata": {"name": volume},
-                "spec": {
-                    "capacity": {"storage": "1Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "persistentVolumeReclaimPolicy": "Delete",
-                    "hostPath": {"path": str(path)},
-                    "claimRef": {"namespace": namespace, "name": claim},
-                },
-            }
+            k8s.V1PersistentVolume(
+                metadata=k8s.V1ObjectMeta(name=volume),
+                spec=k8s.V1PersistentVolumeSpec(
+                    capacity={"storage": "1Gi"},
+                    access_modes=["ReadWriteMany"],
+                    storage_class_name="",
+                    persistent_volume_reclaim_policy="Delete",
+                    host_path=k8s.V1HostPathVolumeSource(path=str(path)),
+                    claim_ref=k8s.V1ObjectReference(namespace=namespace, name=claim),
+                ),
+            )
         )
         self.core.create_namespaced_persistent_volume_claim(
             namespace,
-            {
-                "metadata": {"name": claim},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "volumeName": volume,
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
+            k8s.V1PersistentVolumeClaim(
+                metadata=k8s.V1ObjectMeta(name=claim),
+                spec=k8s.V1PersistentVolumeClaimSpec(
+                    access_modes=["ReadWriteMany"],
+                    storage_class_name="",
+                    volume_name=volume,
+                    resources=k8s.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
+                ),
+            ),
         )
 
     # ---- diagnostics ----
@@ -266,15 +271,17 @@ class RealCluster(Cluster):
     def diagnostics(self) -> str:
         parts = []
         with contextlib.suppress(Exception):
-            for job in self.custom.list_namespaced_custom_object(
-                names.GROUP, names.VERSION, self.namespace, names.PLURAL
+            for job in json_object(
+                self.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, self.namespace, names.PLURAL)
             )["items"]:
                 parts.append(f"DDPJob {job['metadata']['name']}: {job.get('status')}")
             for pod in self.pods():
                 parts.append(
                     f"Pod {pod['metadata']['name']} node={pod['spec'].get('nodeName')} status={pod.get('status')}"
                 )
-            for event in self.api.sanitize_for_serialization(self.core.list_namespaced_event(self.namespace))["items"]:
+            for event in self.client.sanitize_for_serialization(self.core.list_namespaced_event(self.namespace))[
+                "items"
+            ]:
                 parts.append(
                     f"Event {event.get('type')} {event.get('reason')} "
                     f"{event['involvedObject'].get('name')}: {event.get('message')}"

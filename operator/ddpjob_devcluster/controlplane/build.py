@@ -1,8 +1,8 @@
 """Builds the upstream binaries the real dev cluster runs, from pinned Go modules.
 
 Each component is a small Go module of ours under `hack/upstream/<name>/` whose go.mod
-pins one upstream release and lists its commands as `tool` directives; go.sum makes the
-download checksum-verified. `go build` fetches the modules from the module proxy and
+pins one upstream release and lists its commands as `tool` directives (go_module.py reads
+it); go.sum makes the download checksum-verified. `go build` fetches the modules from the module proxy and
 builds the commands, exactly as `go install` builds any Go tool: no upstream source is
 kept in this repository.
 
@@ -15,87 +15,22 @@ lock makes concurrent builders (parallel test workers) wait for one build.
 components (`make control-plane`: the group `plane`; `make gang-schedulers`: the group
 `gang-schedulers`; no argument: all).
 """
+
 from __future__ import annotations
 
-import dataclasses
 import fcntl
-import hashlib
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-MODULES = ROOT / "hack" / "upstream"
+from ddpjob_devcluster.controlplane.go_module import BuildError, Component, built_name
+
 # A first build of Kubernetes on 2 cores takes about 15 minutes; past an hour
 # something is wrong (a hung download), and the caller hears so.
 BUILD_DEADLINE_SECONDS = 3600
-
-
-class BuildError(RuntimeError):
-    """One line: what failed and where its log is."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Component:
-    name: str  # the folder under hack/upstream/
-    module: str  # the upstream module whose version the go.mod pins
-    # Stamped into the binaries as upstream's release build does (hack/lib/version.sh),
-    # so `kubectl version` and discovery report the release, not v0.0.0-master.
-    version_package: str | None = None
-    modules: pathlib.Path = MODULES  # where the component's Go module folder lives
-    # Build tags as upstream's own release build passes them, and whether cgo is on: off
-    # gives a static binary that runs in any image; runc needs it (libseccomp).
-    tags: tuple[str, ...] = ()
-    cgo: bool | None = None  # None: the Go default (on where a C compiler is)
-
-    @property
-    def folder(self) -> pathlib.Path:
-        return self.modules / self.name
-
-    def version(self) -> str:
-        """The pinned release, read from go.mod's require of `module`."""
-        text = (self.folder / "go.mod").read_text()
-        found = re.search(rf"^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)", text, re.M)
-        if not found:
-            raise BuildError(f'{self.folder / "go.mod"}: no require of {self.module}')
-        return found.group(1)
-
-    def tools(self) -> list[str]:
-        """The commands to build: go.mod's `tool` directives."""
-        text = (self.folder / "go.mod").read_text()
-        block = re.search(r"^tool\s*\((.*?)^\)", text, re.M | re.S)
-        lines = block.group(1).split() if block else re.findall(r"^tool\s+(\S+)", text, re.M)
-        return [line for line in lines if not line.startswith("//")]
-
-    def binary_names(self) -> list[str]:
-        return [binary_name(tool) for tool in self.tools()]
-
-    def ldflags(self) -> str:
-        flags = ["-s", "-w"]
-        if self.version_package:
-            version = self.version()
-            major, minor = version.lstrip("v").split(".")[:2]
-            flags += [f"-X {self.version_package}.gitVersion={version}",
-                      f"-X {self.version_package}.gitMajor={major}",
-                      f"-X {self.version_package}.gitMinor={minor}",
-                      f"-X {self.version_package}.gitTreeState=clean"]
-        return " ".join(flags)
-
-    def build_flags(self) -> list[str]:
-        return ["-tags", ",".join(self.tags)] if self.tags else []
-
-    def key(self) -> str:
-        digest = hashlib.sha256()
-        for name in ("go.mod", "go.sum"):
-            digest.update((self.folder / name).read_bytes())
-        digest.update(self.ldflags().encode())
-        if self.tags or self.cgo is not None:
-            digest.update(f"{self.tags} cgo={self.cgo}".encode())
-        return f"{self.name}-{self.version()}-{digest.hexdigest()[:12]}"
 
 
 KUBERNETES = Component("kubernetes", "k8s.io/kubernetes", version_package="k8s.io/component-base/version")
@@ -111,42 +46,40 @@ KUEUE = Component("kueue", "sigs.k8s.io/kueue")
 # The container engine the kind tier starts when no docker runs (hack/engine.sh): dockerd,
 # containerd and runc, the buildx plugin `docker build` needs, and kind itself.
 # containerd and runc are also what a kind node runs (kind's base image builds them so).
-ENGINE = (Component("moby", "github.com/moby/moby/v2", cgo=False),
-          Component("containerd", "github.com/containerd/containerd/v2", cgo=False,
-                    tags=("no_aufs", "no_zfs", "no_btrfs", "no_devmapper")),
-          Component("runc", "github.com/opencontainers/runc", tags=("seccomp",), cgo=True),
-          Component("buildx", "github.com/docker/buildx", cgo=False),
-          Component("kind", "sigs.k8s.io/kind", cgo=False))
+ENGINE = (
+    Component("moby", "github.com/moby/moby/v2", cgo=False),
+    Component(
+        "containerd",
+        "github.com/containerd/containerd/v2",
+        cgo=False,
+        tags=("no_aufs", "no_zfs", "no_btrfs", "no_devmapper"),
+    ),
+    Component("runc", "github.com/opencontainers/runc", tags=("seccomp",), cgo=True),
+    Component("buildx", "github.com/docker/buildx", cgo=False),
+    Component("kind", "sigs.k8s.io/kind", cgo=False),
+)
 # What a kind node holds besides the control plane's binaries (hack/kind-node-image.sh):
 # the node's Kubernetes commands (same pin as `kubernetes`, so Go's cache shares most of
 # the work), crictl, the CNI plugins, CoreDNS and the local-path provisioner.
-KIND_NODE = (Component("kubernetes-node", "k8s.io/kubernetes", version_package="k8s.io/component-base/version"),
-             Component("cri-tools", "sigs.k8s.io/cri-tools", cgo=False),
-             Component("cni-plugins", "github.com/containernetworking/plugins", cgo=False),
-             Component("coredns", "github.com/coredns/coredns", cgo=False),
-             Component("local-path-provisioner", "github.com/rancher/local-path-provisioner", cgo=False))
+KIND_NODE = (
+    Component("kubernetes-node", "k8s.io/kubernetes", version_package="k8s.io/component-base/version"),
+    Component("cri-tools", "sigs.k8s.io/cri-tools", cgo=False),
+    Component("cni-plugins", "github.com/containernetworking/plugins", cgo=False),
+    Component("coredns", "github.com/coredns/coredns", cgo=False),
+    Component("local-path-provisioner", "github.com/rancher/local-path-provisioner", cgo=False),
+)
 COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE, *ENGINE, *KIND_NODE)}
 # What the control plane itself needs (`make control-plane`), the gang schedulers and
 # queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`),
 # and the kind tier's engine and node (`make engine`, `make kind-node-image`).
 PLANE = ("kubernetes", "etcd")
 GANG_SCHEDULERS = ("scheduler-plugins", "volcano", "kueue")
-GROUPS = {"plane": PLANE, "gang-schedulers": GANG_SCHEDULERS, "engine": tuple(c.name for c in ENGINE),
-          "kind-node": (*PLANE, *(c.name for c in KIND_NODE))}
-
-
-def binary_name(tool: str) -> str:
-    """`go build` names a command after its package path's last element, skipping a
-    major-version suffix (go.etcd.io/etcd/server/v3 builds `server`): ours are named as
-    upstream ships them."""
-    if tool == "go.etcd.io/etcd/server/v3":
-        return "etcd"
-    if tool.startswith("sigs.k8s.io/scheduler-plugins/cmd/"):
-        # Its images' names (kube-scheduler and controller): `scheduler` alone says little.
-        return "scheduler-plugins-" + tool.rsplit("/", 1)[-1]
-    if tool.startswith("volcano.sh/volcano/cmd/"):
-        return "vc-" + tool.rsplit("/", 1)[-1]  # its images' names: vc-scheduler, vc-controller-manager
-    return tool.rstrip("/").rsplit("/", 1)[-1]
+GROUPS = {
+    "plane": PLANE,
+    "gang-schedulers": GANG_SCHEDULERS,
+    "engine": tuple(c.name for c in ENGINE),
+    "kind-node": (*PLANE, *(c.name for c in KIND_NODE)),
+}
 
 
 def cache_root() -> pathlib.Path:
@@ -171,9 +104,14 @@ def cached(component: Component) -> pathlib.Path | None:
 def module_dir(component: Component) -> pathlib.Path:
     """The pinned module's files in the Go module cache (downloaded by its build): where
     its CRDs, RBAC and configuration are read from at run time, never copied in."""
-    done = subprocess.run([go_toolchain(), "list", "-m", "-f", "{{.Dir}}", component.module],
-                          cwd=component.folder, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, GOFLAGS="-mod=readonly"))
+    done = subprocess.run(
+        [go_toolchain(), "list", "-m", "-f", "{{.Dir}}", component.module],
+        cwd=component.folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, GOFLAGS="-mod=readonly"),
+    )
     if done.returncode != 0 or not done.stdout.strip():
         raise BuildError(f"{component.name}: cannot find module {component.module}: {done.stderr.strip()[:300]}")
     return pathlib.Path(done.stdout.strip())
@@ -182,8 +120,10 @@ def module_dir(component: Component) -> pathlib.Path:
 def go_toolchain() -> str:
     go = shutil.which("go")
     if go is None:
-        raise BuildError("the real control plane is built from Go modules, and no `go` command is on PATH "
-                         "(install Go 1.26 or newer, or use the emulator backend)")
+        raise BuildError(
+            "the real control plane is built from Go modules, and no `go` command is on PATH "
+            "(install Go 1.26 or newer, or use the emulator backend)"
+        )
     return go
 
 
@@ -210,11 +150,24 @@ def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     staging.mkdir(parents=True)
     log_path = final.parent / "build.log"
     tools = component.tools()
-    command = [go, "build", "-trimpath", *component.build_flags(), "-ldflags", component.ldflags(),
-               "-o", str(staging) + os.sep, *tools]
+    command = [
+        go,
+        "build",
+        "-trimpath",
+        *component.build_flags(),
+        "-ldflags",
+        component.ldflags(),
+        "-o",
+        str(staging) + os.sep,
+        *tools,
+    ]
     if not quiet:
-        print(f'building {component.name} {component.version()} ({", ".join(component.binary_names())}) '
-              f'into {final} (log: {log_path})', file=sys.stderr, flush=True)
+        print(
+            f"building {component.name} {component.version()} ({', '.join(component.binary_names())}) "
+            f"into {final} (log: {log_path})",
+            file=sys.stderr,
+            flush=True,
+        )
     started = time.monotonic()
     # GOFLAGS=-mod=readonly: go.sum must already cover every module (checksums are
     # verified, never added behind the reviewer's back); GOTOOLCHAIN=auto lets a module
@@ -224,16 +177,26 @@ def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
         env["CGO_ENABLED"] = "1" if component.cgo else "0"
     with open(log_path, "w") as log:
         try:
-            done = subprocess.run(command, cwd=component.folder, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                  stdin=subprocess.DEVNULL, timeout=BUILD_DEADLINE_SECONDS)
+            done = subprocess.run(
+                command,
+                cwd=component.folder,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                timeout=BUILD_DEADLINE_SECONDS,
+            )
         except subprocess.TimeoutExpired:
-            raise BuildError(f"building {component.name} took over {BUILD_DEADLINE_SECONDS} s and was stopped; "
-                             f"see {log_path}") from None
+            raise BuildError(
+                f"building {component.name} took over {BUILD_DEADLINE_SECONDS} s and was stopped; see {log_path}"
+            ) from None
     if done.returncode != 0:
-        raise BuildError(f"building {component.name} {component.version()} failed (exit {done.returncode}); "
-                         f"see {log_path}: {_last_line(log_path)}")
+        raise BuildError(
+            f"building {component.name} {component.version()} failed (exit {done.returncode}); "
+            f"see {log_path}: {_last_line(log_path)}"
+        )
     for name in component.binary_names():
-        built = staging / _built_name(name, tools)
+        built = staging / built_name(name, tools)
         if not built.is_file():
             raise BuildError(f"building {component.name}: {built.name} was not produced; see {log_path}")
         if built.name != name:
@@ -243,14 +206,6 @@ def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     if not quiet:
         print(f"built {component.name} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return final
-
-
-def _built_name(name: str, tools: list[str]) -> str:
-    for tool in tools:
-        if binary_name(tool) == name:
-            base = tool.rstrip("/").rsplit("/", 1)[-1]
-            return base if not re.fullmatch(r"v\d+", base) else tool.rstrip("/").rsplit("/", 2)[-2]
-    return name
 
 
 def _last_line(path: pathlib.Path) -> str:
@@ -264,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for word in asked for name in groups.get(word, (word,))]
     unknown = [n for n in names if n not in COMPONENTS]
     if unknown:
-        print(f'unknown component {unknown[0]!r}: choose from {", ".join(COMPONENTS)} '
-              f'(or a group: {", ".join(groups)})', file=sys.stderr)
+        print(
+            f"unknown component {unknown[0]!r}: choose from {', '.join(COMPONENTS)} (or a group: {', '.join(groups)})",
+            file=sys.stderr,
+        )
         return 2
     try:
         for name in names:

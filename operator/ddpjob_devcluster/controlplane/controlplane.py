@@ -2,16 +2,17 @@
 kube-controller-manager and kube-scheduler, built from pinned upstream modules
 (`build.py`), each a child process with its own log, all stopped with their parent.
 
-The flags follow kubeadm's control-plane manifests, on 127.0.0.1 with free ports:
-x509 client certificates for every component (`pki.py`), Node and RBAC authorization,
-NodeRestriction on top of the default admission plugins (PodSecurity, ResourceQuota,
-LimitRanger, ServiceAccount, ... are on by default in kube-apiserver), ServiceAccount
-token signing, and the controller manager's default controllers (garbage collector,
-namespace, ResourceQuota, ServiceAccount, token, node lifecycle, Job, EndpointSlice...),
-with its hostpath provisioner behind a default StorageClass (`storage.py`).
-What a test cluster does not need is off: leader election, the controllers' and the
-scheduler's own serving ports, etcd's fsync (its data dies with the cluster).
+The flags follow kubeadm's control-plane manifests, on 127.0.0.1 with free ports
+(`flags.py`): x509 client certificates for every component (`pki.py`), Node and RBAC
+authorization, NodeRestriction on top of the default admission plugins (PodSecurity,
+ResourceQuota, LimitRanger, ServiceAccount, ... are on by default in kube-apiserver),
+ServiceAccount token signing, and the controller manager's default controllers (garbage
+collector, namespace, ResourceQuota, ServiceAccount, token, node lifecycle, Job,
+EndpointSlice...), with its hostpath provisioner behind a default StorageClass
+(`storage.py`). This module issues the identities, starts the processes in order and
+waits for each to be ready.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ import urllib.request
 from typing import Any
 
 from ddpjob.local.ports import free_port
-from ddpjob_devcluster.controlplane import build, pki, storage
+from ddpjob_devcluster.controlplane import build, flags, pki, storage
 from ddpjob_devcluster.controlplane.process import Component, StartFailure
 
 # On 2 busy cores a cold kube-apiserver needs 10-20 s for its post-start hooks
@@ -42,9 +43,17 @@ DEFAULT_RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
 class ControlPlane:
     """`start()` (or `with`); `stop()` stops every process, scheduler first, etcd last."""
 
-    def __init__(self, workdir: str | pathlib.Path, *, feature_gates: dict[str, bool] | None = None,
-                 runtime_config: list[str] | None = None, scheduler_config: pathlib.Path | None = None,
-                 verbosity: int = 1, api_server_args: list[str] | None = None, port: int = 0):
+    def __init__(
+        self,
+        workdir: str | pathlib.Path,
+        *,
+        feature_gates: dict[str, bool] | None = None,
+        runtime_config: list[str] | None = None,
+        scheduler_config: pathlib.Path | None = None,
+        verbosity: int = 1,
+        api_server_args: list[str] | None = None,
+        port: int = 0,
+    ):
         """api_server_args: more kube-apiserver flags (e.g. an audit log for a benchmark).
         port: the API server's (default: a free one), e.g. the one a relay publishes."""
         self.workdir = pathlib.Path(workdir)
@@ -101,18 +110,22 @@ class ControlPlane:
         """One line for the first component that has died."""
         for component in self.components:
             if not component.alive:
-                raise StartFailure(f"{component.name} exited with code {component.popen.returncode} "
-                                   f"({component.last_line()}); log: {component.log_path}")
+                raise StartFailure(
+                    f"{component.name} exited with code {component.popen.returncode} "
+                    f"({component.last_line()}); log: {component.log_path}"
+                )
 
     # ---- identities ------------------------------------------------------------------
 
-    def client_kubeconfig(self, name: str, common: str, org: str | None = None,
-                          namespace: str = "default") -> pathlib.Path:
+    def client_kubeconfig(
+        self, name: str, common: str, org: str | None = None, namespace: str = "default"
+    ) -> pathlib.Path:
         """A kubeconfig for a client certificate issued by the cluster's CA."""
         assert self.authority is not None, "start() first"
         pair = self.authority.issue(name, common, org=org)
-        return pki.write_kubeconfig(self.workdir / f"{name}.kubeconfig", self.server, self.ca, user=common,
-                                    client=pair, namespace=namespace)
+        return pki.write_kubeconfig(
+            self.workdir / f"{name}.kubeconfig", self.server, self.ca, user=common, client=pair, namespace=namespace
+        )
 
     def node_kubeconfig(self, node: str) -> pathlib.Path:
         """A kubelet's identity: `system:node:<node>` in `system:nodes`."""
@@ -125,8 +138,9 @@ class ControlPlane:
         shutil.rmtree(self.pki_dir, ignore_errors=True)
         self.authority = pki.Authority(self.pki_dir)
         self.serving = self.authority.issue("apiserver", "kube-apiserver", server=True, hosts=pki.api_server_hosts())
-        self.kubelet_client = self.authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
-                                                   org="system:masters")
+        self.kubelet_client = self.authority.issue(
+            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters"
+        )
         self.service_accounts = self.authority.service_account_keys()
 
     # ---- the processes -----------------------------------------------------------------
@@ -136,78 +150,71 @@ class ControlPlane:
         self.etcd_url = f"http://127.0.0.1:{client}"
         data = self.workdir / "etcd"
         shutil.rmtree(data, ignore_errors=True)
-        etcd = Component("etcd", [
-            str(folder / "etcd"), "--name=default", f"--data-dir={data}",
-            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
-        ], self.logs / "etcd.log", ports=(client, peer))
+        etcd = Component("etcd", flags.etcd(folder, data, client, peer), self.logs / "etcd.log", ports=(client, peer))
         self.components.append(etcd)
-        etcd.wait_ready(lambda: json.load(urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2))
-                        .get("health") == "true", ETCD_READY_SECONDS, "healthy")
+        etcd.wait_ready(
+            lambda: json.load(urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2)).get("health") == "true",
+            ETCD_READY_SECONDS,
+            "healthy",
+        )
 
     def _start_api_server(self, folder: pathlib.Path) -> None:
         self.port = self.requested_port or free_port()
-        args = [
-            str(folder / "kube-apiserver"), f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1", f"--secure-port={self.port}", "--advertise-address=127.0.0.1",
-            # Endpoints may not name a loopback address (ValidateNonSpecialIP), so the
-            # `kubernetes` Service gets no endpoints, as in envtest: every client here
-            # reaches the server through a kubeconfig, none through that Service.
-            "--endpoint-reconciler-type=none",
-            f"--tls-cert-file={self.serving.cert}", f"--tls-private-key-file={self.serving.key}",
-            f"--client-ca-file={self.ca}",
-            f"--kubelet-client-certificate={self.kubelet_client.cert}",
-            f"--kubelet-client-key={self.kubelet_client.key}",
-            "--kubelet-preferred-address-types=InternalIP",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={self.service_accounts.cert}",
-            f"--service-account-signing-key-file={self.service_accounts.key}",
-            f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
-            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-            "--allow-privileged=true", "--profiling=false", f"--v={self.verbosity}",
-        ]
-        if self.feature_gates:
-            args.append("--feature-gates=" + ",".join(f"{k}={str(v).lower()}"
-                                                      for k, v in sorted(self.feature_gates.items())))
-        if self.runtime_config:
-            args.append("--runtime-config=" + ",".join(self.runtime_config))
-        args += self.api_server_args
+        args = flags.api_server(
+            folder,
+            etcd_url=self.etcd_url,
+            port=self.port,
+            ca=self.ca,
+            serving=self.serving,
+            kubelet_client=self.kubelet_client,
+            service_accounts=self.service_accounts,
+            verbosity=self.verbosity,
+            gates=self.feature_gates,
+            runtime_config=self.runtime_config,
+            extra=self.api_server_args,
+        )
         api = Component("kube-apiserver", args, self.logs / "kube-apiserver.log", ports=(self.port,))
         self.components.append(api)
-        pki.write_kubeconfig(self.admin_kubeconfig, self.server, self.ca, user="ddpjob-admin",
-                             client=self.authority.issue("admin", "ddpjob-admin", org="system:masters"))
+        assert self.authority is not None, "_pki() first"
+        pki.write_kubeconfig(
+            self.admin_kubeconfig,
+            self.server,
+            self.ca,
+            user="ddpjob-admin",
+            client=self.authority.issue("admin", "ddpjob-admin", org="system:masters"),
+        )
         api.wait_ready(lambda: self._get("/readyz") == "ok", API_SERVER_READY_SECONDS, "ready (/readyz)")
 
     def _start_controllers(self, folder: pathlib.Path) -> None:
         kcm_config = self.client_kubeconfig("controller-manager", "system:kube-controller-manager")
-        gates = ([("--feature-gates=" + ",".join(f"{k}={str(v).lower()}"
-                                                 for k, v in sorted(self.feature_gates.items())))]
-                 if self.feature_gates else [])
-        kcm = Component("kube-controller-manager", [
-            str(folder / "kube-controller-manager"), f"--kubeconfig={kcm_config}",
-            f"--authentication-kubeconfig={kcm_config}", f"--authorization-kubeconfig={kcm_config}",
-            "--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={self.service_accounts.key}", f"--root-ca-file={self.ca}",
-            f"--cluster-signing-cert-file={self.ca}", f'--cluster-signing-key-file={self.pki_dir / "ca.key"}',
-            "--controllers=*,bootstrapsigner,tokencleaner", *storage.KCM_FLAGS, "--profiling=false",
-            f"--v={self.verbosity}", *gates,
-        ], self.logs / "kube-controller-manager.log")
+        kcm_args = flags.controller_manager(
+            folder,
+            kubeconfig=kcm_config,
+            ca=self.ca,
+            ca_key=self.pki_dir / "ca.key",
+            service_account_key=self.service_accounts.key,
+            verbosity=self.verbosity,
+            gates=self.feature_gates,
+        )
+        kcm = Component("kube-controller-manager", kcm_args, self.logs / "kube-controller-manager.log")
         self.components.append(kcm)
         scheduler_config = self.client_kubeconfig("scheduler", "system:kube-scheduler")
-        scheduler_args = [str(folder / "kube-scheduler"), f"--kubeconfig={scheduler_config}",
-                          f"--authentication-kubeconfig={scheduler_config}",
-                          f"--authorization-kubeconfig={scheduler_config}",
-                          "--leader-elect=false", "--secure-port=0", "--profiling=false",
-                          f"--v={self.verbosity}", *gates]
-        if self.scheduler_config is not None:
-            scheduler_args.append(f"--config={self.scheduler_config}")
+        scheduler_args = flags.scheduler(
+            folder,
+            kubeconfig=scheduler_config,
+            verbosity=self.verbosity,
+            gates=self.feature_gates,
+            config=self.scheduler_config,
+        )
         scheduler = Component("kube-scheduler", scheduler_args, self.logs / "kube-scheduler.log")
         self.components.append(scheduler)
         # Ready for Pods once the ServiceAccount controller has made `default`'s account:
         # the ServiceAccount admission plugin refuses Pods until then.
-        kcm.wait_ready(lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
-                       CONTROLLERS_READY_SECONDS, "running (no 'default' ServiceAccount made)")
+        kcm.wait_ready(
+            lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+            CONTROLLERS_READY_SECONDS,
+            "running (no 'default' ServiceAccount made)",
+        )
         storage.install(self.admin_kubeconfig)
 
     # ---- plain HTTPS as the admin -------------------------------------------------------

@@ -118,9 +118,14 @@ def admin_apply(plane: Any) -> Any:
 
 def service_account_token(api: kubernetes.client.ApiClient, name: str, namespace: str) -> str:
     """A bound token for the ServiceAccount from the TokenRequest API."""
-    request = {"spec": {"expirationSeconds": TOKEN_SECONDS}}
+    request = kubernetes.client.AuthenticationV1TokenRequest(
+        spec=kubernetes.client.V1TokenRequestSpec(expiration_seconds=TOKEN_SECONDS)
+    )
     answer = kubernetes.client.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, request)
-    return answer.status.token
+    token = answer.status.token if answer.status is not None else None
+    if not token:
+        raise RuntimeError(f"the TokenRequest for ServiceAccount {namespace}/{name} was answered without a token")
+    return token
 
 
 def operator_env(deploy: OperatorDeployment, kubeconfig: pathlib.Path) -> dict[str, str]:

@@ -132,7 +132,8 @@ class NodeAgent:
         self.server.start()
         core = self._core()
         try:
-            core.create_node(node_object(self.shape, self.server.port))
+            # A dict body: the client sends it as it is (its annotation names only the model class).
+            core.create_node(node_object(self.shape, self.server.port))  # type: ignore[arg-type]
         finally:
             core.api_client.close()
         self._lease_thread.start()
@@ -158,7 +159,7 @@ class NodeAgent:
     def _renew_lease(self) -> None:
         client = kubernetes.config.new_client_from_config(str(self.kubeconfig))
         leases = kubernetes.client.CoordinationV1Api(client)
-        body = {
+        body: dict[str, Any] = {
             "metadata": {"name": self.name, "namespace": "kube-node-lease"},
             "spec": {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS},
         }
@@ -169,7 +170,8 @@ class NodeAgent:
                 body["spec"]["renewTime"] = _now()
                 try:
                     if not created:
-                        leases.create_namespaced_lease("kube-node-lease", body, _request_timeout=10)
+                        # A dict body: the client sends it as it is (its annotation names only the model class).
+                        leases.create_namespaced_lease("kube-node-lease", body, _request_timeout=10)  # type: ignore[arg-type]
                         created = True
                     else:
                         leases.patch_namespaced_lease(

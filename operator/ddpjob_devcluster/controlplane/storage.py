@@ -47,7 +47,9 @@ def install(kubeconfig: pathlib.Path) -> None:
     """Create the default StorageClass (kept if it is there)."""
     with kubernetes.config.new_client_from_config(str(kubeconfig)) as api:
         try:
-            kubernetes.client.StorageV1Api(api).create_storage_class(default_class(), _request_timeout=30)
+            storage = kubernetes.client.StorageV1Api(api)
+            # A dict body: the client sends it as it is (its annotation names only the model class).
+            storage.create_storage_class(default_class(), _request_timeout=30)  # type: ignore[arg-type]
         except kubernetes.client.ApiException as exc:
             if exc.status != 409:
                 raise
@@ -59,8 +61,11 @@ def provisioned(kubeconfig: pathlib.Path) -> list[pathlib.Path]:
     paths = []
     with contextlib.suppress(Exception), kubernetes.config.new_client_from_config(str(kubeconfig)) as api:
         for volume in kubernetes.client.CoreV1Api(api).list_persistent_volume(_request_timeout=10).items:
-            host_path = volume.spec.host_path.path if volume.spec.host_path else ""
-            if volume.spec.storage_class_name == CLASS_NAME and PROVISIONED_PATH.fullmatch(host_path or ""):
+            spec = volume.spec
+            if spec is None:
+                continue
+            host_path = spec.host_path.path if spec.host_path else ""
+            if spec.storage_class_name == CLASS_NAME and PROVISIONED_PATH.fullmatch(host_path or ""):
                 paths.append(pathlib.Path(host_path))
     return paths
 

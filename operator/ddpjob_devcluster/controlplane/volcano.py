@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from ddpjob.local.ports import free_port
+from ddpjob_devcluster.clusters.client import json_object
 from ddpjob_devcluster.controlplane import build
 from ddpjob_devcluster.controlplane.process import Component, StartFailure
 
@@ -237,8 +238,10 @@ def _queue(api: Any, name: str = DEFAULT_QUEUE) -> dict[str, Any] | None:
     import kubernetes
 
     try:
-        return kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
-            "scheduling.volcano.sh", "v1beta1", "queues", name
+        return json_object(
+            kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
+                "scheduling.volcano.sh", "v1beta1", "queues", name
+            )
         )
     except kubernetes.client.ApiException as exc:
         if exc.status == 404:

@@ -28,12 +28,13 @@ import pathlib
 import signal
 import tempfile
 import time
+from typing import Any
 
 import yaml
 
 from ddpjob import gc_tuning
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.client import EXAMPLE
+from ddpjob_devcluster.clusters.client import EXAMPLE, OperatorProcess, json_object
 from ddpjob_devcluster.clusters.local import LocalCluster
 from ddpjob_devcluster.clusters.real import RealCluster
 from ddpjob_devcluster.controlplane import build
@@ -43,6 +44,8 @@ from ddpjob_devcluster.scheduler.scheduler import NodeSpec
 
 ONCE_ENV = "DDPJOB_DEMO_ONCE"
 BACKEND_ENV = "DDPJOB_DEMO_BACKEND"
+# The backends the demo runs: the real control plane, or the fast emulator.
+DemoCluster = LocalCluster | RealCluster
 COLUMNS = ("NAME:.metadata.name,PHASE:.status.phase,READY:.status.readyNodes,"
            "RESTARTS:.status.restarts,MESSAGE:.status.message")
 
@@ -76,7 +79,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def make_cluster(args: argparse.Namespace, workdir: pathlib.Path,
-                 relay: cluster_network.Relay | None = None) -> LocalCluster | RealCluster:
+                 relay: cluster_network.Relay | None = None) -> DemoCluster:
     """relay: the API server's port on the host, when the cluster has a network of its own."""
     if args.backend == "emulator":
         # The same Nodes, placed by the development scheduler: a GPU job that fits no Node
@@ -88,8 +91,11 @@ def make_cluster(args: argparse.Namespace, workdir: pathlib.Path,
     shapes = [NodeShape(f"cpu-{i}", cpu="64", memory="256Gi") for i in range(args.nodes)]
     shapes += [NodeShape(f"gpu-{i}", cpu="64", memory="256Gi", gpus=args.gpus_per_node,
                          labels=(("nvidia.com/gpu.present", "true"),)) for i in range(args.gpu_nodes)]
-    own = {"api_port": relay.port, "addresses": cluster_network.PodAddresses()} if relay is not None else {}
-    return RealCluster(workdir, namespace="default", nodes=shapes, scope="cluster", stop_grace=10.0, **own)
+    # A network of its own: the API server on the relayed port, Pod CIDR addresses; else
+    # RealCluster's defaults (a free port, loopback addresses).
+    api_port, addresses = (relay.port, cluster_network.PodAddresses()) if relay is not None else (0, None)
+    return RealCluster(workdir, namespace="default", nodes=shapes, scope="cluster", stop_grace=10.0,
+                       api_port=api_port, addresses=addresses)
 
 
 def own_network(args: argparse.Namespace) -> cluster_network.Relay | None:
@@ -111,7 +117,7 @@ def own_network(args: argparse.Namespace) -> cluster_network.Relay | None:
     return None
 
 
-def backend_line(cluster: LocalCluster | RealCluster) -> str:
+def backend_line(cluster: DemoCluster) -> str:
     if isinstance(cluster, RealCluster):
         nodes = ", ".join(a.name for a in cluster.agents)
         return (f"kube-apiserver {cluster.plane.server} (upstream Kubernetes, with etcd, controller manager and "
@@ -123,14 +129,22 @@ def say(message: str) -> None:
     print(f"[demo-cluster] {message}", flush=True)
 
 
-def instructions(cluster: LocalCluster | RealCluster) -> str:
+def operator_of(cluster: DemoCluster) -> OperatorProcess:
+    """The operator process, which the cluster's start() made."""
+    if cluster.operator is None:
+        raise RuntimeError("the cluster is not started: it has no operator")
+    return cluster.operator
+
+
+def instructions(cluster: DemoCluster) -> str:
     example, claim, elastic = (os.path.relpath(EXAMPLE.parent / name, os.getcwd())
                                for name in (EXAMPLE.name, "ckpt-claim.yaml", "elastic-cpu.yaml"))
     storage = ("the default StorageClass `standard` binds it" if isinstance(cluster, RealCluster)
                else "the emulator binds no claim, and its scheduler does not wait for one")
+    operator = operator_of(cluster)
     return f"""
 ddpjob demo cluster is up: {backend_line(cluster)},
-the operator (pid {cluster.operator.popen.pid}) and process kubelets that run every Pod as local
+the operator (pid {operator.pid}) and process kubelets that run every Pod as local
 processes. In another terminal:
 
     export KUBECONFIG={cluster.kubeconfig}
@@ -144,7 +158,7 @@ processes. In another terminal:
 An elastic job, with a checkpoint claim that names no StorageClass ({storage}):
     kubectl apply -f {claim} -f {elastic}
 
-The operator's log is {cluster.operator.log_path}.
+The operator's log is {operator.log_path}.
 Ctrl-C stops everything and removes {cluster.workdir} (--keep-workdir keeps it);
 a second demo at once needs another --workdir.
 """
@@ -153,11 +167,12 @@ a second demo at once needs another --workdir.
 class PhaseReporter:
     """One line per DDPJob phase change, so the terminal shows what happens."""
 
-    def __init__(self, cluster: LocalCluster):
-        self.cluster, self.seen = cluster, {}
+    def __init__(self, cluster: DemoCluster):
+        self.cluster = cluster
+        self.seen: dict[tuple[str | None, str], tuple[Any, Any]] = {}  # (namespace, name) -> (phase, restarts)
 
     def poll(self) -> None:
-        listing = self.cluster.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL)
+        listing = json_object(self.cluster.custom.list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL))
         for job in listing["items"]:
             meta, status = job["metadata"], job.get("status") or {}
             key = (meta.get("namespace"), meta["name"])
@@ -172,17 +187,18 @@ class PhaseReporter:
                     f'{status.get("message", "")}{why}')
 
 
-def check_alive(cluster: LocalCluster) -> None:
-    if not cluster.operator.alive:
-        raise RuntimeError(f"the operator exited ({cluster.operator.popen.returncode}); "
-                           f"see {cluster.operator.log_path}:\n{cluster.operator.log_tail(20)}")
-    if cluster.kubelet.errors:
+def check_alive(cluster: DemoCluster) -> None:
+    operator = operator_of(cluster)
+    if not operator.alive:
+        raise RuntimeError(f"the operator exited ({operator.returncode}); "
+                           f"see {operator.log_path}:\n{operator.log_tail(20)}")
+    if cluster.kubelet is not None and cluster.kubelet.errors:
         raise RuntimeError(f"the kubelet failed: {cluster.kubelet.errors[0]!r}")
     if isinstance(cluster, RealCluster):
         cluster.plane.check_alive()  # one line naming the component and its log
 
 
-def run_forever(cluster: LocalCluster) -> int:
+def run_forever(cluster: DemoCluster) -> int:
     print(instructions(cluster), flush=True)
     reporter = PhaseReporter(cluster)
     while True:
@@ -191,7 +207,7 @@ def run_forever(cluster: LocalCluster) -> int:
         time.sleep(0.2)
 
 
-def run_once(cluster: LocalCluster, example: str, timeout: float) -> int:
+def run_once(cluster: DemoCluster, example: str, timeout: float) -> int:
     """The smoke test a person would do by hand, through kubectl."""
     body = yaml.safe_load(pathlib.Path(example).read_text())
     name, namespace = body["metadata"]["name"], body["metadata"].get("namespace", cluster.namespace)
@@ -221,7 +237,7 @@ def run_once(cluster: LocalCluster, example: str, timeout: float) -> int:
         say(f"ddpjob {namespace}/{name} Succeeded")
         return 0
     say(f'ddpjob {namespace}/{name} ended {phase or "nowhere"} (timeout {timeout:g}s); '
-        f'operator log {cluster.operator.log_path}')
+        f'operator log {operator_of(cluster).log_path}')
     print(cluster.diagnostics(), flush=True)
     return 1
 

@@ -198,9 +198,9 @@ class ProcessKubelet:
             for pod in obj.get("items") or []:
                 self._on_pod(core, pod)
         elif kind == "DELETED":
-            c = self.containers.get(obj["metadata"]["uid"])
-            if c is not None:
-                self._delete(c)
+            gone = self.containers.get(obj["metadata"]["uid"])
+            if gone is not None:
+                self._delete(gone)
         elif kind in ("ADDED", "MODIFIED"):
             self._on_pod(core, obj)
 

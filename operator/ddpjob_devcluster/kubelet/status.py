@@ -152,5 +152,10 @@ def confirm_deletion(core: kubernetes.client.CoreV1Api, c: Container) -> None:
     with contextlib.suppress(kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError):
         # gracePeriodSeconds in the body: with a body, the API server ignores the query.
         core.delete_namespaced_pod(
-            c.pod, c.namespace, body={"gracePeriodSeconds": 0, "preconditions": {"uid": c.uid}}, _request_timeout=10
+            c.pod,
+            c.namespace,
+            body=kubernetes.client.V1DeleteOptions(
+                grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=c.uid)
+            ),
+            _request_timeout=10,
         )

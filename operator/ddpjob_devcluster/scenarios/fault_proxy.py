@@ -93,11 +93,10 @@ class FaultProxy:
         app.router.add_route("*", "/{path:.*}", self._handle)
         # A watch passed through never ends on its own (no lifetime): at stop, give open
         # streams 2 s instead of aiohttp's 60, then close them as a server going away does.
-        self._runner = aiohttp.web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
-        await self._runner.setup()
-        site = aiohttp.web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # aiohttp names no public getter
+        self._runner = runner = aiohttp.web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
+        await runner.setup()
+        await aiohttp.web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]  # the one site's (host, port)
         self.url = f"http://127.0.0.1:{port}"
 
     async def _stop(self) -> None:

@@ -119,7 +119,7 @@ def idle_seconds(bindings: list[Any], end: float) -> tuple[float, list[str]]:
         for b in bs:
             gpus = float(sum((q for k, q in b.requests.items() if k.endswith("/gpu")), Decimal(0)))
             idle += max((done if done is not None else end) - b.time, 0.0) * gpus
-    return idle, sorted(complete, key=complete.get)
+    return idle, sorted(complete, key=complete.__getitem__)
 
 
 JOBS = ("job-a", "job-b")

@@ -31,15 +31,12 @@ each as the upstream scheduler does it:
   others kube-scheduler 1.37's `pod group is unschedulable, minCount (N) cannot be
   satisfied: S scheduled, R remaining` (gangscheduling.go PlacementFeasible; its
   preemption tail is not modelled).
-
-- The PodGroup protection finalizer `scheduling.k8s.io/podgroup-protection`: stamped on every
-  PodGroup (the PodGroupProtection admission plugin does it at creation; here on the next
-  pass), removed once a deleted PodGroup has no Pod left that is not finished (the
-  podgroupprotection controller), so a deleted PodGroup lingers while its Pods run.
+- The PodGroup API and its protection finalizer: `pod_groups.py`.
 
 Not modelled: taints, affinity beyond nodeSelector, scoring beyond "most free GPUs first"
 (the default LeastAllocated scoring also spreads), preemption, nominated nodes.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,21 +48,20 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kmock import ResourceInfo, resource as Resource
+from kmock import resource as Resource
 
 from ddpjob.times import now as _now
 from ddpjob_devcluster.apiserver.errors import ApiError
-from ddpjob_devcluster.apiserver.registry.served_resources import ALL_VERBS
 from ddpjob_devcluster.apiserver.registry.store import Store
+from ddpjob_devcluster.scheduler import pod_groups
 from ddpjob_devcluster.scheduler.node_fit import allocatable, find_node, holds_resources, pod_requests, take
+from ddpjob_devcluster.scheduler.pod_groups import POD_GROUPS
 
 PODS = Resource(group="", version="v1", plural="pods")
 NODES = Resource(group="", version="v1", plural="nodes")
-POD_GROUPS = Resource(group="scheduling.k8s.io", version="v1beta1", plural="podgroups")
 DEFAULT_SCHEDULER = "default-scheduler"
 MERGE = "application/merge-patch+json"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-PROTECTION_FINALIZER = "scheduling.k8s.io/podgroup-protection"
 
 
 @dataclass(frozen=True)
@@ -88,19 +84,15 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
     if spec.gpus:
         capacity[spec.gpu_resource] = str(spec.gpus)
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": spec.name, "labels": {"kubernetes.io/hostname": spec.name, **spec.labels}},
-        "status": {"capacity": capacity, "allocatable": dict(capacity),
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
     }
-
-
-def serve_native_pod_groups(store: Store) -> None:
-    """Serve `scheduling.k8s.io/v1beta1` PodGroups, as a 1.37 API server does with the
-    GenericWorkload feature gate and that API version turned on."""
-    store.resources[POD_GROUPS] = ResourceInfo(
-        namespaced=True, kind="PodGroup", singular="podgroup", verbs=ALL_VERBS, shortnames=(),
-        categories=(), subresources={"status"})
 
 
 @dataclass
@@ -168,7 +160,7 @@ class Scheduler:
             node = (pod.get("spec") or {}).get("nodeName")
             if node in free and holds_resources(pod):
                 take(free[node], pod_requests(pod))
-        self._protect_pod_groups(pods)
+        pod_groups.protect(self.store, pods)
         queue = [p for p in pods if self._queued(p)]
         for p in queue:
             self._seen.setdefault(p["metadata"]["uid"], next(self._order))
@@ -196,15 +188,14 @@ class Scheduler:
                 bound += 1
         return bound
 
-    def _schedule_group(self, key: tuple[str, str], pods: list[dict], nodes: list[dict],
-                        free: dict[str, dict[str, Decimal]]) -> int:
+    def _schedule_group(
+        self, key: tuple[str, str], pods: list[dict], nodes: list[dict], free: dict[str, dict[str, Decimal]]
+    ) -> int:
         ns, name = key
         group = self.store.peek(POD_GROUPS, ns, name) if POD_GROUPS in self.store.resources else None
-        members = [p for p in pods if p["metadata"].get("namespace") == ns
-                   and ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == name
-                   and holds_resources(p)]
         if group is None:
             return 0  # PreEnqueue: "The referenced PodGroup object exists"
+        members = pod_groups.members(group, pods)
         policy = (group.get("spec") or {}).get("schedulingPolicy") or {}
         min_count = int((policy.get("gang") or {}).get("minCount") or 1)
         if len(members) < min_count:
@@ -221,8 +212,10 @@ class Scheduler:
             if node is None:  # all or nothing: the Pod that did not fit says why, the others
                 # what the GangScheduling plugin's PlacementFeasible says (no preemption tail)
                 scheduled, remaining = bound + len(placement), len(waiting) - i - 1
-                group_message = (f"pod group is unschedulable, minCount ({min_count}) cannot be satisfied: "
-                                 f"{scheduled} scheduled, {remaining} remaining")
+                group_message = (
+                    f"pod group is unschedulable, minCount ({min_count}) cannot be satisfied: "
+                    f"{scheduled} scheduled, {remaining} remaining"
+                )
                 for member in waiting:
                     self._condition(member, "False", "Unschedulable", message if member is pod else group_message)
                 return 0
@@ -233,35 +226,17 @@ class Scheduler:
             self._bind(pod, node)
         return len(placement)
 
-    def _protect_pod_groups(self, pods: list[dict]) -> None:
-        if POD_GROUPS not in self.store.resources:
-            return
-        for group in self.store.view_all(POD_GROUPS, None):
-            meta = group["metadata"]
-            finalizers = list(meta.get("finalizers") or [])
-            users = [p for p in pods if p["metadata"].get("namespace") == meta.get("namespace")
-                     and ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == meta["name"]
-                     and holds_resources(p)]
-            if meta.get("deletionTimestamp"):
-                if PROTECTION_FINALIZER in finalizers and not users:
-                    finalizers.remove(PROTECTION_FINALIZER)
-                else:
-                    continue
-            elif PROTECTION_FINALIZER not in finalizers:
-                finalizers.append(PROTECTION_FINALIZER)
-            else:
-                continue
-            self.store.patch(POD_GROUPS, meta.get("namespace"), meta["name"], None, MERGE,
-                             {"metadata": {"finalizers": finalizers or None}})
-
     # ---- helpers ----
 
     @staticmethod
     def _queued(pod: Mapping[str, Any]) -> bool:
         spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
-        return (not spec.get("nodeName") and not meta.get("deletionTimestamp")
-                and spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER)
-                and (pod.get("status") or {}).get("phase", "Pending") == "Pending")
+        return (
+            not spec.get("nodeName")
+            and not meta.get("deletionTimestamp")
+            and spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER)
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+        )
 
     def _bind(self, pod: Mapping[str, Any], node: str) -> None:
         meta = pod["metadata"]
@@ -272,11 +247,11 @@ class Scheduler:
         # The condition first: once spec.nodeName is set the kubelet owns the status.
         self._condition(current, "True", None, None, force=True)
         self.store.patch(PODS, ns, name, None, MERGE, {"spec": {"nodeName": node}})
-        self.bindings.append(Binding(ns, name, node, time.time(), dict(meta.get("labels") or {}),
-                                     pod_requests(pod)))
+        self.bindings.append(Binding(ns, name, node, time.time(), dict(meta.get("labels") or {}), pod_requests(pod)))
 
-    def _condition(self, pod: Mapping[str, Any], status: str, reason: str | None, message: str | None,
-                   force: bool = False) -> None:
+    def _condition(
+        self, pod: Mapping[str, Any], status: str, reason: str | None, message: str | None, force: bool = False
+    ) -> None:
         meta = pod["metadata"]
         current = self.store.peek(PODS, meta["namespace"], meta["name"])
         if current is None or current["metadata"]["uid"] != meta["uid"]:
@@ -286,9 +261,11 @@ class Scheduler:
         unchanged = old and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message)
         if not force and unchanged:
             return  # unchanged: no write, as the scheduler skips a no-op status update
-        new = {"type": "PodScheduled", "status": status,
-               "lastTransitionTime": (_now() if not old or old.get("status") != status
-                                      else old.get("lastTransitionTime"))}
+        new = {
+            "type": "PodScheduled",
+            "status": status,
+            "lastTransitionTime": (_now() if not old or old.get("status") != status else old.get("lastTransitionTime")),
+        }
         if reason:
             new.update(reason=reason, message=message or "")
         conds = [c for c in conds if c.get("type") != "PodScheduled"] + [new]

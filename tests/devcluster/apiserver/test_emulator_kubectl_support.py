@@ -38,6 +38,14 @@ def test_human_duration_matches_apimachinery() -> None:
     assert {s: tables.human_duration(s) for s in cases} == cases
 
 
+def test_an_empty_date_cell_reads_unknown_as_the_servers_zero_time() -> None:
+    started = {"name": "Started", "type": "date", "jsonPath": ".status.started"}
+    cols, row = tables.crd_printer({"additionalPrinterColumns": [started]})
+    assert [c["name"] for c in cols] == ["Name", "Started"]
+    assert row({"metadata": {"name": "w"}, "status": {"started": ""}}, None) == ["w", "<unknown>"]
+    assert row({"metadata": {"name": "w"}, "status": {"started": "soon"}}, None) == ["w", "soon"]
+
+
 def test_custom_resources_come_back_as_tables_with_printer_columns(api, custom) -> None:
     kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(printer_crd())
     custom.create_namespaced_custom_object("example.com", "v1", "default", "widgets", widget("w1", size=3))

@@ -12,7 +12,7 @@ import kubernetes
 import pytest
 
 from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.controlplane import build
+from ddpjob_devcluster.controlplane import build, flags, go_module
 from ddpjob_devcluster.controlplane.node import NodeAgent, NodeShape
 from ddpjob_devcluster.controlplane.process import Component, StartFailure
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
@@ -20,7 +20,7 @@ from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 pytestmark = pytest.mark.timeout(CLUSTER_TEST)
 
 
-def module(root: pathlib.Path, name: str, main_go: str) -> build.Component:
+def module(root: pathlib.Path, name: str, main_go: str) -> go_module.Component:
     """A Go module of one local command: building it needs no network."""
     folder = root / name
     (folder / 'cmd' / 'hello').mkdir(parents=True)
@@ -30,7 +30,22 @@ def module(root: pathlib.Path, name: str, main_go: str) -> build.Component:
     (folder / 'pinned').mkdir()
     (folder / 'pinned' / 'go.mod').write_text('module example.test/pinned\n\ngo 1.26.0\n')
     (folder / 'cmd' / 'hello' / 'main.go').write_text(main_go)
-    return build.Component(name, 'example.test/pinned', modules=root)
+    return go_module.Component(name, 'example.test/pinned', modules=root)
+
+
+def test_the_command_lines_name_gates_sorted_and_a_scheduler_config_only_when_given(tmp_path) -> None:
+    assert flags.feature_gates({}) == []
+    assert flags.feature_gates({'Zeta': False, 'Alpha': True}) == ['--feature-gates=Alpha=true,Zeta=false']
+    plain = flags.scheduler(tmp_path, kubeconfig=tmp_path / 'k', verbosity=2, gates={})
+    assert plain[0] == str(tmp_path / 'kube-scheduler') and not any(a.startswith('--config') for a in plain)
+    configured = flags.scheduler(tmp_path, kubeconfig=tmp_path / 'k', verbosity=2, gates={'G': True},
+                                 config=tmp_path / 'c.yaml')
+    assert configured[-2:] == ['--feature-gates=G=true', f'--config={tmp_path / "c.yaml"}']
+    pair = flags.pki.Pair(tmp_path / 'c.crt', tmp_path / 'c.key')
+    api = flags.api_server(tmp_path, etcd_url='http://127.0.0.1:1', port=2, ca=tmp_path / 'ca.crt', serving=pair,
+                           kubelet_client=pair, service_accounts=pair, verbosity=1, gates={},
+                           runtime_config=['a/v1=true'], extra=['--audit-log-path=x'])
+    assert api[-2:] == ['--runtime-config=a/v1=true', '--audit-log-path=x'] and '--secure-port=2' in api
 
 
 def test_a_component_is_built_once_into_a_cache_keyed_by_version(tmp_path, monkeypatch) -> None:
@@ -52,7 +67,7 @@ def test_a_failed_build_is_one_line_naming_its_log(tmp_path, monkeypatch) -> Non
         pytest.skip('no Go toolchain on PATH: the build cannot be exercised')
     monkeypatch.setenv('DDPJOB_UPSTREAM_CACHE', str(tmp_path / 'cache'))
     component = module(tmp_path / 'mods', 'broken', 'package main\n\nfunc main() { undefined() }\n')
-    with pytest.raises(build.BuildError) as raised:
+    with pytest.raises(go_module.BuildError) as raised:
         build.build(component, quiet=True)
     message = str(raised.value)
     assert '\n' not in message and 'building broken v1.2.3 failed' in message and 'build.log' in message
@@ -64,8 +79,8 @@ def test_a_failed_build_is_one_line_naming_its_log(tmp_path, monkeypatch) -> Non
 def test_no_go_toolchain_is_one_line(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv('DDPJOB_UPSTREAM_CACHE', str(tmp_path / 'cache'))
     monkeypatch.setenv('PATH', str(tmp_path / 'empty'))
-    component = build.Component('kubernetes', 'k8s.io/kubernetes')
-    with pytest.raises(build.BuildError, match=r'no `go` command is on PATH'):
+    component = go_module.Component('kubernetes', 'k8s.io/kubernetes')
+    with pytest.raises(go_module.BuildError, match=r'no `go` command is on PATH'):
         build.build(component, quiet=True)
     assert build.main(['nonsense']) == 2
 

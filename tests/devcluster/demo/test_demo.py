@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ddpjob.local.container import kill_with_env, pids_with_env
+from ddpjob.local.process_tags import kill_with_env, pids_with_env
 from ddpjob_devcluster.clusters.client import BIN, ROOT, wait_until
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 

@@ -216,8 +216,8 @@ class FlakyStatusAPI:
             self.fail -= 1
             raise kubernetes.client.ApiException(status=500, reason='injected')
 
-    def delete_namespaced_pod(self, name: str, namespace: str, body: dict, **_: Any) -> None:
-        self.calls.append(('delete', body['gracePeriodSeconds']))
+    def delete_namespaced_pod(self, name: str, namespace: str, body: kubernetes.client.V1DeleteOptions, **_: Any) -> None:
+        self.calls.append(('delete', body.grace_period_seconds))
 
 
 class ExitedProcess:

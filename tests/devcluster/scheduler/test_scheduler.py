@@ -6,8 +6,8 @@ import pytest
 
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.scheduler.node_fit import fit_error
-from ddpjob_devcluster.scheduler.scheduler import (NODES, POD_GROUPS, PODS, PROTECTION_FINALIZER, NodeSpec, Scheduler,
-                                                   gpu_nodes, serve_native_pod_groups)
+from ddpjob_devcluster.scheduler.pod_groups import POD_GROUPS, PROTECTION_FINALIZER, serve_native_pod_groups
+from ddpjob_devcluster.scheduler.scheduler import NODES, PODS, NodeSpec, Scheduler, gpu_nodes
 
 INSUFFICIENT_GPU = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
 

@@ -21,7 +21,7 @@ where the real server keeps the form they were written in.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -85,11 +85,9 @@ def counts(pod: Mapping[str, Any], now: datetime.datetime) -> bool:
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
     meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") is not None:
-        deleting = parse_time(meta["deletionTimestamp"])
-        if now > deleting + datetime.timedelta(seconds=int(meta["deletionGracePeriodSeconds"])):
-            return False
-    return True
+    deleting = parse_time(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    return not (deleting is not None and grace is not None and now > deleting + datetime.timedelta(seconds=int(grace)))
 
 
 def _containers_specify(pod: Mapping[str, Any], resource: str) -> bool:
@@ -103,7 +101,7 @@ def _containers_specify(pod: Mapping[str, Any], resource: str) -> bool:
     return True
 
 
-def admit(quotas: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], pod: Mapping[str, Any]) -> None:
+def admit(quotas: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], pod: Mapping[str, Any]) -> None:
     name = (pod.get("metadata") or {}).get("name", "")
     now = datetime.datetime.now(datetime.UTC)
     requested = pod_usage(pod)
@@ -139,7 +137,7 @@ def admit(quotas: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], pod: M
             )
 
 
-def status(quota: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> dict[str, Any]:
+def status(quota: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """`status` as the quota controller writes it (hard, and used for those resources)."""
     now = datetime.datetime.now(datetime.UTC)
     hard = (quota.get("spec") or {}).get("hard") or {}

@@ -31,14 +31,15 @@ def graceful_delete(pod: dict[str, Any], requested: int | None) -> dict[str, Any
     period = 1 if period is not None and period < 0 else int(period or 0)
     if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         period = 0
-    if meta.get("deletionTimestamp"):
+    deleting = parse_time(meta.get("deletionTimestamp"))
+    if deleting is not None:
         old = meta.get("deletionGracePeriodSeconds")
         if not old or period == 0:
             return None
         if period >= old:
             return pod  # never lengthened
         new = fresh(pod)
-        stamp = parse_time(meta["deletionTimestamp"]) - datetime.timedelta(seconds=old - period)
+        stamp = deleting - datetime.timedelta(seconds=old - period)
         new["metadata"].update(deletionTimestamp=format_time(stamp), deletionGracePeriodSeconds=period)
         return new
     if period == 0:

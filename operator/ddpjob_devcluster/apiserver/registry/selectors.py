@@ -83,7 +83,7 @@ def parse_field_selector(selector: str | None, plural: str | None = None) -> Cal
         match = _EQ_RE.match(part)
         if not match or match.group(1) not in supported:
             raise SelectorError(f"field label not supported: {part!r}")
-        checks.append(match.groups())
+        checks.append((match.group(1), match.group(2), match.group(3)))
 
     def predicate(obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}

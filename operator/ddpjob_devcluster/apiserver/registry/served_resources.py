@@ -47,7 +47,10 @@ class ServedResources:
         if known is not None:
             return known
         group, _, version = api_version.rpartition("/")
-        for res, info in self.resources.items():
+        # By key: kmock's mapping is typed to also take plain dicts, but its keys are
+        # resources and its values ResourceInfo (its __iter__ and __getitem__ say so).
+        for res in self.resources:
+            info = self.resources[res]
             if info.kind == kind and res.version == version and (res.group or "") == group:
                 self._by_kind[api_version, kind] = res
                 return res

@@ -164,7 +164,7 @@ class Store:
         deadline = asyncio.get_running_loop().time() + timeout if timeout else None
         since = params.get("resourceVersion") or "0"
         with self._lock:
-            kind = self._info(res).kind
+            kind = self._info(res).kind or ""  # served resources have one; kmock's type allows None
             if since == "0":  # "any version": the current state as synthetic ADDED events first
                 backlog = [{"type": "ADDED", "object": fresh(obj)}
                            for obj in self._select(res, namespace, params) if matches(obj)]

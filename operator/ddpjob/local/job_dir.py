@@ -1,0 +1,66 @@
+"""A job's directory under `ddpjob run` (`./.ddpjob/<job name>` unless given): what it
+holds, what an earlier run of the job left there, and `--fresh`.
+
+    checkpoints/           the trainer's checkpoints, where a later run resumes from
+    pods/<pod>-a<attempt>/ each Pod attempt's progress record and heartbeats
+    status.yaml            the final status of the last run
+    .ddpjob-run.lock       held while a run of the job lasts (ownership.JobLock)
+
+The directory holds no links (`safety.refuse_links`, checked before anything here runs),
+so nothing outside it is read or deleted.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from ddpjob.job import lifecycle
+
+CHECKPOINTS_DIR = "checkpoints"
+PODS_DIR = "pods"
+STATUS_FILE = "status.yaml"
+
+
+def previous_run(workdir: Path) -> dict | None:
+    """The final status an earlier `ddpjob run` of this job left in its workdir."""
+    try:
+        status = yaml.safe_load((workdir / STATUS_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return status.get("status") if isinstance(status, dict) and isinstance(status.get("status"), dict) else None
+
+
+def start_fresh(workdir: Path) -> None:
+    """`--fresh`: forget an earlier run (its checkpoints and final status)."""
+    shutil.rmtree(workdir / CHECKPOINTS_DIR, ignore_errors=True)
+    (workdir / STATUS_FILE).unlink(missing_ok=True)
+
+
+def forget_progress(workdir: Path) -> None:
+    """An earlier run's progress records are not this run's: its attempt 0 would show the
+    last run's `step 48/48 (100%)` until the trainer writes its first record."""
+    shutil.rmtree(workdir / PODS_DIR, ignore_errors=True)
+
+
+def earlier_run(workdir: Path, checkpoint_dir: Path | None) -> str | None:
+    """What to say of an earlier run that finished here and left checkpoints this run's
+    trainer resumes from (None: nothing to say)."""
+    earlier = previous_run(workdir)
+    if not (
+        earlier and earlier.get("phase") in lifecycle.FINISHED and checkpoint_dir and any(checkpoint_dir.glob("*"))
+    ):
+        return None
+    when = earlier.get("completionTime", "?")
+    if earlier["phase"] == lifecycle.SUCCEEDED:
+        return (
+            f"this job already Succeeded here (at {when}): the trainer resumes from its final checkpoint "
+            f"in {checkpoint_dir}, so training is complete and nothing is left to train. "
+            "`ddpjob run --fresh` starts over"
+        )
+    return (
+        f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
+        f"checkpoints in {checkpoint_dir}. `ddpjob run --fresh` starts over"
+    )

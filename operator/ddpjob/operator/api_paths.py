@@ -1,0 +1,49 @@
+"""Where the objects the operator reads and writes live on the API: their URL paths.
+
+The DDPJob, the Pods and Services it creates, and each gang integration's PodGroups (their
+collection's plural comes from the integration's description, `api/gangs`). Pure: kube.py
+sends the requests, children.py and the status writer name what they touch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ddpjob.api import gangs, names
+
+
+def pods_path(namespace: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    return f"{base}/{name}" if name else base
+
+
+def job_path(namespace: str, name: str) -> str:
+    return f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}/{name}"
+
+
+# What the operator creates, by (apiVersion, kind): the plural of its collection (and the
+# PodGroups of the gang integrations: created_kinds()).
+CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services"}
+
+
+def created_kinds() -> dict[tuple[str, str], str]:
+    groups = (i.pod_group for name in gangs.names() if (i := gangs.get(name)) is not None)
+    return {**CREATED_KINDS, **{(g.api_version, g.kind): g.plural for g in groups if g is not None}}
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    kinds = created_kinds()
+    plural = kinds.get((api_version, kind))
+    if plural is None:
+        raise ValueError(f"the operator creates only {sorted(kinds)}, not {api_version} {kind}")
+    base = (
+        f"/api/v1/namespaces/{namespace}/{plural}"
+        if api_version == "v1"
+        else (f"/apis/{api_version}/namespaces/{namespace}/{plural}")
+    )
+    return f"{base}/{name}" if name else base
+
+
+def collection_path(obj: Mapping[str, Any]) -> str:
+    return object_path(obj.get("apiVersion", "v1"), obj["kind"], obj["metadata"]["namespace"])
