@@ -1,6 +1,7 @@
 """One Pod of a training job deleted mid-run, on a cluster: an elastic job (it shrinks,
 re-creates the Pod and grows back) or a rigid one (its gang restarts), measured the same
-way. Used by tests/system/test_elastic_real.py and benchmarks/elastic_resize.py.
+way (`run`: tests/devcluster/scenarios/test_elastic_emulator.py). Its training job
+(`job`) is also the one heal.py takes through joins and losses.
 
 Every number comes from outside the operator: the API server (the Pod deleted, the job's
 status and Events) and the trainer's sample log (`--sample-log`: each group's size and
@@ -167,4 +168,4 @@ def report(label: str, outcome: Outcome) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - a reminder, not an entry point
-    sys.exit("use benchmarks/elastic_resize.py or tests/system/test_elastic_real.py")
+    sys.exit("use tests/devcluster/scenarios/test_elastic_emulator.py or benchmarks/elastic_resize.py")
