@@ -106,6 +106,7 @@ def run(
     backoff: int = 10,
     after_steps: int = 60,
     timeout: float = 420,
+    start_timeout: float = 600,
     step_seconds: float = 0,
 ) -> Outcome:
     """Start the job, delete Pod `lose` once `after_steps` sample-log lines exist, and
@@ -116,8 +117,8 @@ def run(
     cluster.create_job(body)
     wait_until(
         lambda: _steps(samples) >= nodes * after_steps,
-        180,
-        f"{name}: no training within 180 s",
+        start_timeout,
+        f"{name}: no training within {start_timeout:.0f} s",
         lambda: f"status {cluster.status(name)}",
     )
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods(name)}

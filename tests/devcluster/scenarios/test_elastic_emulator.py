@@ -6,14 +6,16 @@ import pytest
 
 from ddpjob_devcluster.scenarios import elastic as elastic_scenario
 from ddpjob_devcluster.clusters.local import LocalCluster
+from tests.support.deadlines import CLUSTER_TEST, RUN
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 
 def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(tmp_path) -> None:
     with LocalCluster(tmp_path / "cluster", stop_grace=5.0) as cluster:
         kubelet = cluster.kubelet
-        out = elastic_scenario.run(cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25)
+        out = elastic_scenario.run(cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25,
+                                   start_timeout=RUN, timeout=RUN)
     assert not kubelet.live_processes()
     assert out.status["phase"] == "Succeeded" and out.status["restarts"] == 0, out.status
     assert out.survivors_kept and out.status["nodes"] == "4/4"
