@@ -64,7 +64,12 @@ def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_pa
     if backend == 'real' and "network: the host's" not in out:
         assert 'network: a namespace of its own, Pod IPs from 10.244.0.0/16' in out, out
         assert all(ipaddress.ip_address(ip) in ipaddress.ip_network('10.244.0.0/16') for ip in pods.values()), pods
-        assert 'FailedToUpdateEndpointSlices' not in events and 'Warning' not in events, events
+        # No warning about the job's objects. The API server's own start may warn once that it
+        # repairs the `kubernetes` Service's IP (ClusterIPNotAllocated, when its repair loop runs
+        # before the allocation is recorded on a busy machine): the cluster's story, not the job's.
+        warnings = [line for line in events.splitlines() if line.split()[:1] == ['Warning']]
+        assert 'FailedToUpdateEndpointSlices' not in events, events
+        assert not [w for w in warnings if 'mnist-cpu' in w or 'ClusterIPNotAllocated' not in w], events
     # What it made is gone: the work directory and its lock file.
     assert f'removed {tmp_path / "demo"}' in out and not list(tmp_path.iterdir()), list(tmp_path.iterdir())
 
