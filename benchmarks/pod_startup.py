@@ -50,7 +50,7 @@ from typing import Any
 import kubernetes
 import yaml
 
-from ddpjob_devcluster.cluster import load_example, read_metrics, wait_until
+from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
 
 PHASES = ('pods', 'scheduling', 'sandbox', 'container start', 'DNS', 'rendezvous', 'first step', 'succeeded')
 SLO_SECONDS = 5.0
@@ -193,7 +193,7 @@ def kind_half(args: argparse.Namespace) -> list[dict[str, float]]:
 
 
 def process_kubelet_half(args: argparse.Namespace) -> list[dict[str, float]]:
-    from ddpjob_devcluster.real_cluster import RealCluster
+    from ddpjob_devcluster.clusters.real import RealCluster
 
     runs = []
     with tempfile.TemporaryDirectory(prefix='pod-startup-') as work, RealCluster(work) as cluster:
