@@ -23,9 +23,8 @@ def first_party_imports(tree: ast.AST) -> list[tuple[str, str | None]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(a.name, None) for a in node.names if a.name.split(".")[0] in FIRST_PARTY]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            if node.module.split(".")[0] in FIRST_PARTY:
-                found += [(node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in FIRST_PARTY:
+            found += [(node.module or "", a.name) for a in node.names]
     return found
 
 
