@@ -22,7 +22,8 @@
 #   KIND_CLUSTER      cluster name (default ddpjob-e2e)
 #   KIND_NODE_IMAGE   a node image to use instead of building one
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
-#   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful)
+#   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful;
+#                     `bench` measures pod start-up: benchmarks/pod_startup.py)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
 #   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
 #   E2E_GANG          optional last stage: coscheduling or volcano installs that scheduler

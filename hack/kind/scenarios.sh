@@ -1,6 +1,6 @@
 # The kind tier's scenarios, sourced by hack/e2e-kind.sh (which defines k, log, die, PY,
-# JOB_NS, TIMEOUT, EXAMPLE, SHARED and KCTX). Each is a function `scenario_<name>`; every
-# wait has a deadline and a Failed job ends its wait at once.
+# JOB_NS, TIMEOUT, EXAMPLE, SHARED, TRAINER_IMAGE and KCTX). Each is a function
+# `scenario_<name>`; every wait has a deadline and a Failed job ends its wait at once.
 #
 # Jobs other than the example are the example renamed and changed (job_from_example).
 # A job with checkpoints gets a ReadWriteMany volume on the folder every node mounts
@@ -199,4 +199,16 @@ print(f"preempted: {stopped}\nresumed: {resumed}")
 sys.exit(0 if stopped and stopped[0]["exit_code"] == 143 and resumed and resumed[0]["step"] == stopped[0]["step"] else 1)
 PYEOF
     log "$job: SIGTERM reached the trainer, which saved a checkpoint and exited 143; the gang resumed from it"
+}
+
+# ------------------------------------------------- pod start-up, measured (not a default)
+# benchmarks/pod_startup.py on this cluster (the trainer image is its DNS probe's: bash and
+# getent), then its process kubelet half on the real control plane. E2E_BENCH_RUNS runs of
+# each (default 3); E2E_BENCH_JSON keeps the figures (docs/benchmarks.md).
+scenario_bench() {
+    local keep=()
+    [[ -z "${E2E_BENCH_JSON:-}" ]] || keep=(--json "$E2E_BENCH_JSON")
+    "$PY" benchmarks/pod_startup.py --runs "${E2E_BENCH_RUNS:-3}" --kind-context "$KCTX" \
+        --kind-namespace "$JOB_NS" --kind-shared "$SHARED" --kind-tools-image "$TRAINER_IMAGE" "${keep[@]}" \
+        || die "benchmarks/pod_startup.py failed"
 }
