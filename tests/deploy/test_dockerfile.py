@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import pathlib
 import re
+import sys
 import tomllib
 
 import pytest
@@ -146,3 +147,15 @@ def test_dockerignore_matcher_can_say_no() -> None:
     assert ignored('tests/x.py', ['*', '!operator/'])
     assert not ignored('operator/a/b.py', ['*', '!operator/'])
     assert ignored('operator/a/__pycache__/b.pyc', ['*', '!operator/', '**/__pycache__'])
+
+
+def test_the_operator_image_drops_only_a_client_copy_it_never_loads() -> None:
+    """The operator stage deletes `kubernetes/aio` (the official client's asyncio copy):
+    nothing the image runs may import it, and `import kubernetes` must not load it."""
+    venv = ' '.join(STAGES['operator-venv'])
+    assert 'rm -rf /opt/ddpjob/lib/python3*/site-packages/kubernetes/aio ' in venv + ' '
+    users = [p for p in (ROOT / 'operator' / 'ddpjob').rglob('*.py')
+             if re.search(r'\bkubernetes\.aio\b|from kubernetes import .*\baio\b', p.read_text())]
+    assert users == []
+    code = 'import sys, kubernetes, kubernetes.client; sys.exit(1 if "kubernetes.aio" in sys.modules else 0)'
+    run([sys.executable, '-c', code])
