@@ -64,8 +64,22 @@ class PodWatch(threading.Thread):
         self.core, self.namespace, self.job = kubernetes.client.CoreV1Api(api), namespace, job
         self.seen: dict[str, dict[str, float]] = {}
         self.watch = kubernetes.watch.Watch()
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.watch.stop()
 
     def run(self) -> None:
+        try:
+            self._watch()
+        except Exception:
+            # Once stopped, a stream cut mid-chunk ("Response ended prematurely") is the
+            # end asked for; before that it is an error, and the marks it lacks fail the run.
+            if not self.stopped.is_set():
+                raise
+
+    def _watch(self) -> None:
         for event in self.watch.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=600,
                                        label_selector=f'ddpjob.io/job-name={self.job}'):
             now, pod = time.time(), event['object']
@@ -113,7 +127,7 @@ def run_once(api: kubernetes.client.ApiClient, kubectl: list[str], namespace: st
             raise RuntimeError(f'{name} failed: {job["status"]}')
         return time.time() if phase == 'Succeeded' else None
     done = wait_until(succeeded, 600, f"{name} did not succeed", interval=0.05)
-    watch.watch.stop()
+    watch.stop()
     records = read_metrics(metrics)
     start = next(r['time'] for r in records if r['event'] == 'start')
     first = next(r['time'] for r in records if r['event'] == 'step')
