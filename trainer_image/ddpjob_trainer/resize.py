@@ -27,7 +27,7 @@ import time
 
 from . import checkpoint, state
 from .distributed import collective_timeout
-from .elastic import Elastic
+from .elastic import Elastic, Vote
 from .in_place_launch import IN_PLACE, RESIZE_ENV
 from .roster import LeftOut, NoGroup
 from .sample_log import SampleLog
@@ -52,12 +52,15 @@ class BoundaryVote:
     `result()` is True to stop everywhere (and save), raises Regroup to re-form."""
 
     def __init__(self, owner: InPlace):
-        self.owner, self.vote = owner, None
+        self.owner = owner
+        self.vote: Vote | None = None
 
     def start(self, stopping: bool) -> None:
         self.vote = self.owner.el.vote(stopping)
 
     def result(self) -> bool:
+        if self.vote is None:
+            raise RuntimeError("BoundaryVote.result() before start()")
         verdict, el = self.vote.result(), self.owner.el
         if verdict.stop:
             return True

@@ -56,6 +56,8 @@ class Watcher:
         last_probe = 0.0
         while not self._stop.wait(WATCH_EVERY):
             gen, el = self.gen, self.el
+            if gen is None:  # follow() sets it before the thread starts; never unset
+                continue
             n = gen.number
             own = self.stores.call(el.node, lambda s, n=n: (s.check([f"fail/{n}"]), s.check([f"change/{n}"])))
             if own is None:
