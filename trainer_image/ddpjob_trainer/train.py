@@ -79,25 +79,24 @@ class Trainer:
                                                  self.data.num_classes, dev, self.autocast, args.channels_last)
             log(f"--batch-size auto: {args.batch_size} per process fits on {dev}")
             self.data = load_data(args, d)
-        self.progress = None
-        self.remake_progress()
+        self.progress = self.new_progress()
         self.heartbeat = Heartbeat(os.environ.get(contract.PROGRESS_FILE) or None, d.env.local_rank, d.rank)
         self.step_seconds = step_seconds()
         self.pos = state.Position()
-        # An elastic job that resizes in place: the group is formed (or joined) here.
-        self.in_place = resize.InPlace(self) if d.in_place else None
+        self.in_place = resize.InPlace(self) if d.in_place else None  # the in-place group forms (or is joined) here
         self.finished = self.in_place is not None and not self.in_place.join()
         self.hang_at = hang_step(d.env.restart_count, d.rank)
         state.seed_everything(args.seed, d.rank)
 
-    def remake_progress(self) -> None:
-        """The progress reporter of this rank (global rank 0 reports; in a group that
-        resizes in place that may change hands)."""
-        if self.progress is None or self.progress.enabled != self.d.is_main:
-            if self.progress is not None:
-                self.progress.close()
-            steps = (len(self.data.train) + self.args.grad_accum - 1) // self.args.grad_accum * self.args.epochs
-            self.progress = Progress.of_rank(self.args, self.d, steps)
+    def new_progress(self) -> Progress:
+        """This rank's progress reporter (global rank 0's reports; remade when that changes hands)."""
+        steps = (len(self.data.train) + self.args.grad_accum - 1) // self.args.grad_accum * self.args.epochs
+        return Progress.of_rank(self.args, self.d, steps)
+
+    def remake_progress(self) -> None:  # a group that resizes in place: rank 0 may have moved
+        if self.progress.enabled != self.d.is_main:
+            self.progress.close()
+            self.progress = self.new_progress()
 
     def wrap(self) -> nn.Module:
         m, d = self.model, self.d
@@ -141,6 +140,7 @@ class Trainer:
             epoch = self.pos.epoch + 1
             epoch_summary = self.train_epoch(model, epoch)
             if isinstance(epoch_summary, resize.Regroup):
+                assert self.in_place is not None  # only a group that resizes in place regroups
                 model = self.in_place.regroup(epoch_summary)
                 if model is None:  # this node goes away; the others train on without it
                     return exit_codes.PREEMPTED
