@@ -263,10 +263,11 @@ def test_pod_events_leave_no_success_line_per_pod_in_the_log(cluster: Cluster, o
 
 def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster: Cluster, operator) -> None:
     """kopf keeps the last spec it handled in an annotation anyone who may edit the job can
-    rewrite; an "old" spec with other immutable values there must not fail the job."""
+    rewrite; an "old" spec with other immutable values there must not fail the job, alone
+    or met by the owner's own change of spec (issue 40: the job failed with `spec.image:
+    is immutable` when the two landed together; the emulator runs no admission policy)."""
     import json
-    import time
-    cluster.start_running(ddpjob("kept", nodes=2))
+    cluster.start_running(ddpjob("kept", nodes=2, activeDeadlineSeconds=3600))
     key = "ddpjob.io/last-handled-configuration"
     stored = json.loads(cluster.job("kept")["metadata"]["annotations"][key])
     forged = json.dumps({**stored, "spec": {**stored["spec"], "nodes": 7, "image": "evil/image"}})
@@ -275,6 +276,12 @@ def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster:
     # kopf sees a spec "change" against the forged annotation and re-writes it once handled.
     wait_for(lambda: json.loads(cluster.job("kept")["metadata"]["annotations"][key])["spec"]["nodes"] == 2,
              message="kopf did not handle the rewritten annotation")
-    time.sleep(0.5)
-    st = cluster.status("kept")
-    assert st["phase"] == "Running" and "immutable" not in st.get("message", ""), st
+    for deadline in (3601, 3602):  # the forgery and a real change of spec in one write
+        cluster.custom.patch_namespaced_custom_object(
+            "ddpjob.io", "v1alpha1", cluster.ns, "ddpjobs", "kept",
+            {"metadata": {"annotations": {key: forged}}, "spec": {"activeDeadlineSeconds": deadline}})
+        generation = cluster.job("kept")["metadata"]["generation"]
+        st = wait_for(lambda: (s := cluster.status("kept")).get("observedGeneration") == generation and s,
+                      message="the operator did not observe the owner's change")
+        assert st["phase"] == "Running" and "immutable" not in st.get("message", ""), st
+    assert len(cluster.pods("kept")) == 2

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from ddpjob.api import accepted_spec
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import stall
 from ddpjob.job.conditions import build_conditions
@@ -96,6 +97,8 @@ class Step:
             "scheduledNodes": self.gang_wait.scheduled,
             "observedGeneration": job.generation,
             **resolved(job),
+            # What the operator accepted of the immutable fields (api/accepted_spec.py).
+            accepted_spec.FIELD: accepted_spec.fingerprint(job),
             **changes,
         }
         st["conditions"] = stall.conditions(

@@ -9,9 +9,13 @@ an annotation, to tell what an update changed. Two things here:
 - Room: a job's annotations are at most 256 KiB in all, the copy included. A copy that
   would not fit (a huge spec, or large annotations of the user's) made kopf's patch fail
   with 422 and retry for ever. Such a copy is replaced by a digest of the spec, under
-  `spec`, so kopf still sees a change of spec as a change (the handler then has no old
-  spec to compare: the CRD's transition rules guard the immutable fields), and the
-  operator refuses a spec over `api/bounds.py`'s limit with one status message.
+  `spec`, so kopf still sees a change of spec as a change, and the operator refuses a
+  spec over `api/bounds.py`'s limit with one status message.
+
+Nothing is decided from this copy: any user who may patch a job may rewrite it. The
+operator judges immutable fields against what it accepted (api/accepted_spec.py), and
+the chart's admission policy refuses writes of `ddpjob.io/*` annotations by anyone who
+may not write the job's status.
 """
 
 from __future__ import annotations
@@ -38,11 +42,6 @@ class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         if _size(essence) + _others(body.get("metadata") or {}) + KOPF_ROOM <= bounds.ANNOTATIONS_LIMIT:
             return essence
         return {"spec": {DIGEST: hashlib.sha256(_json(essence.get("spec")).encode()).hexdigest()}}
-
-
-def kept_only_a_digest(old_spec: Any) -> bool:
-    """Whether kopf's old spec is the digest `DiffBaseStorage` stored instead of a copy."""
-    return isinstance(old_spec, Mapping) and DIGEST in old_spec
 
 
 def _json(value: Any) -> str:

@@ -122,11 +122,6 @@ class Controller:
         """Ask for a reconcile of one job, now or after `delay` (coalescing the ones between)."""
         self.queue.trigger((namespace, name), delay)
 
-    def reject_update(self, namespace: str, name: str, generation: int, errors: list[str]) -> None:
-        """A spec update the job logic refuses (an immutable field changed): fail the job."""
-        self._job((namespace, name)).rejected = (generation, list(errors))
-        self.trigger(namespace, name)
-
     def forget(self, namespace: str, name: str) -> None:
         """The DDPJob is gone: drop timers and memory (its children go by owner reference)."""
         self._jobs.pop((namespace, name), None)

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from ddpjob import text
-from ddpjob.api import names, spec
+from ddpjob.api import names
 from ddpjob.backoff import Backoff
 from ddpjob.operator import bookkeeping, controller as ctl, settings as operator_settings
 from ddpjob.operator.gang import GangSupport
@@ -239,41 +239,11 @@ async def job_created(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> N
 
 
 @kopf.on.update(*JOBS, field="spec")
-async def job_spec_changed(
-    namespace: str,
-    name: str,
-    old: Any,
-    body: kopf.Body,
-    meta: kopf.Meta,
-    memo: kopf.Memo,
-    logger: logging.Logger,
-    **_: Any,
-) -> None:
-    # The validity of the new spec alone is checked by every reconcile; what only an
-    # update can show is a change to a field a running gang cannot take.
-    if bookkeeping.kept_only_a_digest(old):  # no old spec to compare (bookkeeping.py)
-        memo.controller.trigger(namespace, name)
-        return
-    errors = spec.validate_update({"spec": old or {}}, body)
-    generation = int(meta.get("generation") or 0)
-    observed = (body.get("status") or {}).get("observedGeneration")
-    if errors and observed == generation:
-        # kopf's `old` comes from an annotation anyone who may edit the job can rewrite.
-        # The spec did not change since the operator last saw it (same generation), so a
-        # "change" to an immutable field is a rewritten annotation, not a new spec; the
-        # API server's own rules (the CRD's transition rules) guard real changes.
-        logger.warning(
-            "%s/%s: ignoring kopf's last-handled-configuration annotation: it differs from the "
-            "spec of generation %s, which the operator already observed",
-            namespace,
-            name,
-            generation,
-        )
-        errors = []
-    if any(isinstance(e, spec.ImmutableFieldError) for e in errors):
-        memo.controller.reject_update(namespace, name, int(meta.get("generation") or 0), [str(e) for e in errors])
-    else:
-        memo.controller.trigger(namespace, name)
+async def job_spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    # Only a trigger: kopf's `old` comes from an annotation anyone who may patch the job
+    # can rewrite, so nothing is decided from it. Each reconcile checks the new spec, its
+    # immutable fields against what the operator accepted (api/accepted_spec.py).
+    memo.controller.trigger(namespace, name)
 
 
 def _deleted(type: str | None, **_: Any) -> bool:

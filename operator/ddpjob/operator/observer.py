@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ddpjob.api import spec, template_policy
+from ddpjob.api import accepted_spec, spec, template_policy
 from ddpjob.job import scheduling
 from ddpjob.job.decision import RUNNING, GangSaid, Observed, RefusedCreates
 from ddpjob.job.observe import PodState
@@ -40,7 +40,9 @@ class JobMemory:
     resource_version: str | None = None  # of the object as `status` was written
     service_attempt: int | None = None  # the gang attempt whose Service was last ensured
     expectations: Expectations = field(default_factory=Expectations)
-    rejected: tuple[int, list[str]] | None = None  # (generation, errors) of a refused spec update
+    # What this operator accepted of the immutable fields before any status says so
+    # (accepted_spec.py): the first pass creates Pods, the next writes the status.
+    accepted: dict[str, str] | None = None
     backoff: refusals.Backoff = field(default_factory=refusals.Backoff)  # refused creates
     # PodGroups this job controls, by name -> (apiVersion, kind, uid); deleted, with the uid
     # as a precondition, when their attempt ends.
@@ -59,7 +61,7 @@ class JobMemory:
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
-        self.uid, self.status, self.service_attempt, self.rejected = uid, None, None, None
+        self.uid, self.status, self.service_attempt, self.accepted = uid, None, None, None
         self.resource_version = None
         # (disrupted is kept: it may predate the first reconcile, and entries of another uid
         # are dropped when read)
@@ -99,15 +101,21 @@ def with_disrupted(job: JobMemory, pods: list[PodState], uid: str, previous: Map
 def parse(
     job: JobMemory, body: Mapping[str, Any], template_allow: frozenset[str]
 ) -> tuple[spec.DDPJob | None, tuple[str, ...]]:
-    """The spec, or why it is refused (parse errors, template policy, an immutable change)."""
-    generation = int((body.get("metadata") or {}).get("generation") or 0)
+    """The spec, or why it is refused (parse errors, template policy, an immutable change).
+
+    Immutability is judged against what this operator accepted (accepted_spec.py): the
+    status it wrote, else its memory of the first pass; never kopf's annotation."""
     try:
         parsed = spec.parse_job(body)
         errors = [str(e) for e in template_policy.check_job(parsed, template_allow)]
     except spec.InvalidSpec as exc:
-        parsed, errors = None, [str(e) for e in exc.errors]
-    if not errors and job.rejected and job.rejected[0] == generation:
-        errors = job.rejected[1]
+        return None, tuple(str(e) for e in exc.errors)
+    status = job.status if job.status is not None else body.get("status") or {}
+    accepted = status.get(accepted_spec.FIELD) if isinstance(status, Mapping) else None
+    accepted = accepted if isinstance(accepted, Mapping) and accepted else job.accepted
+    errors += [str(e) for e in accepted_spec.changes(accepted or {}, parsed)]
+    if not errors and accepted is None:
+        job.accepted = accepted_spec.fingerprint(parsed)
     return parsed, tuple(errors)
 
 
