@@ -194,6 +194,15 @@ def test_an_elastic_job_without_a_launcher_is_warned_about():
     assert world_warning(elastic(["torchrun", "train.py"])) is None
 
 
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_misspelt_launcher_is_said_as_a_typo_not_as_a_world_it_cannot_fill(nproc):
+    message = world_warning(job(["ddpjob-lanch"], nproc=nproc))
+    assert message == ("spec.command: 'ddpjob-lanch' is no command ddpjob knows; did you mean 'ddpjob-launch'? "
+                       "(a command the image does not have cannot start)")
+    assert world_warning(job(["/opt/bin/torchrn", "train.py"])).startswith("spec.command: '/opt/bin/torchrn' is no")
+    assert "did you mean" not in world_warning(job(["python", "train.py"]))
+
+
 GLOO_NOTICE = ("notice: spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s), and nccl needs one "
                "GPU per process (for nccl, set nprocPerNode to at most 1)")
 

@@ -114,6 +114,15 @@ def test_missing_program_is_a_clear_error(tmp_path):
     assert "spec.command: 'no-such-trainer-binary' is not installed" in result.stdout
 
 
+def test_a_misspelt_launcher_is_said_as_a_typo_and_never_retried(tmp_path):
+    path, _ = write_job(tmp_path, command=["ddpjob-lanch"], restartPolicy="OnFailure", maxRestarts=3)
+    result = ddpjob("run", str(path), cwd=tmp_path)
+    assert result.returncode == 1
+    assert "did you mean 'ddpjob-launch'?" in result.stderr and "is not a launcher" not in result.stderr
+    assert "error: spec.command: 'ddpjob-lanch' is not installed" in result.stdout
+    assert "attempt 1" not in result.stdout and "restarting" not in result.stdout
+
+
 def interrupt_run(tmp_path, path, pid_dir, expected):
     """Start `ddpjob run`, wait until `expected` pid files exist, Ctrl-C it; the pids and its output."""
     proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path,

@@ -10,10 +10,15 @@ ddpjob cannot tell a self-spawning program from a plain script, so it warns (CLI
 `validate` and `run`; the operator's Warning Event `NotALauncher`) rather than refuses.
 An elastic job's command must be a launcher whatever nprocPerNode is (its world is the
 rendezvous'): the same warning. Pure.
+
+A command one letter off a launcher's name (`ddpjob-lanch`) is a typo, not a plain
+script: it cannot start at all (exit code 128, StartError, which fails the job at once),
+so the warning names the launcher it meant instead of the world it cannot fill.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 
 from ddpjob.api.spec import DDPJob
@@ -35,11 +40,24 @@ def names_a_launcher(argv: tuple[str, ...] | list[str]) -> bool:
     return False
 
 
+def misspelt_launcher(program: str) -> str | None:
+    """The launcher `program` is a near miss of (not itself), or None."""
+    name = os.path.basename(program)
+    close = difflib.get_close_matches(name, LAUNCHER_COMMANDS, n=1, cutoff=0.8)
+    return close[0] if close and close[0] != name else None
+
+
 def world_warning(job: DDPJob) -> str | None:
     """A one-line warning when nprocPerNode > 1, or an elastic job, meets a command that is
-    no launcher."""
+    no launcher, or when the command is a misspelt launcher (whatever the job)."""
     if job.command is None or names_a_launcher((*job.command, *job.args)):  # no command: ddpjob-launch
         return None
+    meant = misspelt_launcher(job.command[0])
+    if meant:
+        return (
+            f"spec.command: {job.command[0]!r} is no command ddpjob knows; did you mean {meant!r}? "
+            "(a command the image does not have cannot start)"
+        )
     if job.elastic is not None:
         # The world and the ranks come from torchrun's rendezvous: nothing sets them otherwise.
         return (

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpjob import text
 from ddpjob.api import backend
-from ddpjob.api.launchers import world_warning
+from ddpjob.api.launchers import misspelt_launcher, world_warning
 from ddpjob.job import scheduling
 from ddpjob.job.conditions import build_conditions, set_condition
 from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Plan, RefusedCreates
@@ -212,9 +212,11 @@ def start(step: Step) -> Plan:
         (Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),) if gang_wait.newly_timed_out else ()
     )
     # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
-    # Event, when the job first starts: `kubectl apply` shows no CLI warning.
-    world = world_warning(job)
-    world_event = step.on_entry(PENDING, "Warning", "NotALauncher", world) if world else ()
+    # Event, when the job first starts (not again at each gang restart): `kubectl apply`
+    # shows no CLI warning. A misspelt launcher is said as the typo it is.
+    world = world_warning(job) if not step.restarts else None
+    reason = "MisspeltCommand" if job.command and misspelt_launcher(job.command[0]) else "NotALauncher"
+    world_event = step.on_entry(PENDING, "Warning", reason, world) if world else ()
     gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
     world_event += step.on_entry(PENDING, "Normal", backend.NOTICE_REASON, gloo) if gloo else ()
     plan = Plan(

@@ -32,9 +32,8 @@ from typing import TYPE_CHECKING
 from ddpjob.api import names
 from ddpjob.job import creation, lost_indices
 from ddpjob.job.decision import RUNNING, Event, Plan
-from ddpjob.job.failure import failure_record, root_cause
+from ddpjob.job.failure import failure_record, retryable, root_cause
 from ddpjob.job.observe import PodState
-from ddpjob.job.restart_policy import is_retryable
 
 if TYPE_CHECKING:
     from ddpjob.job.step import Step
@@ -75,7 +74,7 @@ def plan(step: Step) -> Plan | None:
     if any(p.phase == "Succeeded" for p in step.current.values()):
         return None
     lost = _lost(step)
-    if any(not (p.disruption or p.phase != "Failed" or is_retryable(job.restart_policy, p.exit_code)) for p in lost):
+    if any(not (p.disruption or p.phase != "Failed" or retryable(p, job.restart_policy)) for p in lost):
         return None  # a failure the job's restartPolicy does not retry
     running, above, missing = _running(step), _above_size(step), _missing(step)
     if len(running) < job.min_nodes or not (lost or above or missing):

@@ -37,6 +37,11 @@ def error_line(message: str | None) -> str | None:
     return found[:ERROR_LINE_LIMIT]
 
 
+def retryable(pod: PodState, policy: str) -> bool:
+    """Whether `policy` retries this Pod's failure (its end, reason and error line)."""
+    return is_retryable(policy, pod.exit_code, pod.reason, error_line(pod.message))
+
+
 def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     """`status.lastFailure` for the Pod that caused the failure. A container that exited
     says so with the first error line of its log; other ends (deleted, evicted, a hang)
@@ -45,8 +50,14 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     exit_text = f"exit code {pod.exit_code}" if pod.exit_code is not None else "no exit code"
     # A container ended by a signal (a kill, the OOM killer) wrote no verdict of its own:
     # the last line of its log is whatever it was doing, not why it ended.
+    # A container that could not start has the runtime's reason as its message (a missing
+    # executable): that is its error line.
     exited = pod.exit_code is not None and not pod.disruption
-    signalled = pod.exit_code is not None and exit_codes.is_signal(pod.exit_code)
+    signalled = (
+        pod.exit_code is not None
+        and exit_codes.is_signal(pod.exit_code)
+        and not exit_codes.is_start_error(pod.exit_code, pod.reason)
+    )
     line = error_line(pod.message) if exited and not signalled else None
     default = f"Pod {pod.name} failed ({exit_text}, {reason})"
     out = {
@@ -56,7 +67,7 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
         # An exited container's own message is its log tail: only its error line is said.
         "message": f"{default}: {line}" if line else default if exited else pod.message or default,
         "time": format_time(now),
-        "retryable": is_retryable(policy, pod.exit_code),
+        "retryable": is_retryable(policy, pod.exit_code, reason, line),
     }
     if pod.exit_code is not None:
         out["exitCode"] = pod.exit_code
@@ -161,8 +172,13 @@ def plan(step: Step) -> Plan | None:
         else ()
     )
     if not failure["retryable"] or (not cause.disruption and charged >= job.max_restarts):
+        permanent = exit_codes.never_retried(failure.get("exitCode"), failure["reason"], failure.get("errorLine"))
         why = (
-            "restartPolicy does not retry it" if not failure["retryable"] else f"maxRestarts={job.max_restarts} reached"
+            f"{permanent}: not retried under any restartPolicy"
+            if permanent
+            else "restartPolicy does not retry it"
+            if not failure["retryable"]
+            else f"maxRestarts={job.max_restarts} reached"
         )
         msg = f"{failure['message']}; {said + '; ' if said else ''}{why}"
         return Plan(

@@ -7,10 +7,14 @@ from ddpjob import backoff, exit_codes
 BACKOFF_CAP_SECONDS = 300  # same ceiling as the kubelet's CrashLoopBackOff
 
 
-def is_retryable(policy: str, exit_code: int | None) -> bool:
+def is_retryable(policy: str, exit_code: int | None, reason: str | None = None, error_line: str | None = None) -> bool:
     """OnFailure: always. Never: never. ExitCode: 1-127 are the program's own verdict
     (bad input, a bug) and permanent; 128-255 are signals (OOM kill, preemption,
-    SIGTERM) and no exit code at all means eviction or deletion: both retryable."""
+    SIGTERM) and no exit code at all means eviction or deletion: both retryable.
+    Under every policy, what no attempt can change is permanent (`exit_codes.never_retried`:
+    a container that could not start, argparse's exit 2)."""
+    if exit_codes.never_retried(exit_code, reason, error_line):
+        return False
     if policy == "OnFailure":
         return True
     if policy == "Never":
