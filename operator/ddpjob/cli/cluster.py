@@ -179,14 +179,28 @@ def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
 
     for job in jobs:
         notices.say(args.file, job)
+    from ddpjob.cli import resubmit
     from ddpjob.cli.files import load_documents
 
+    docs = [{**d, "metadata": {**d["metadata"], "namespace": conn.namespace}} for d in load_documents(args.file)]
+    stored = {d["metadata"]["name"]: resubmit.existing(conn, d["metadata"]["name"]) for d in docs}
+    for doc in docs:  # before anything is sent
+        if (before := stored[doc["metadata"]["name"]]) is not None:
+            resubmit.refuse_immutable_changes(args.file, before, doc)
     submitted, force = [], bool(args.force_conflicts) or None
-    for doc in load_documents(args.file):
+    for doc in docs:
         name = doc["metadata"]["name"]
-        doc = {**doc, "metadata": {**doc["metadata"], "namespace": conn.namespace}}
-        patch_job(conn, name, doc, "application/apply-patch+yaml", field_manager=FIELD_MANAGER, force=force)
+        try:
+            patch_job(conn, name, doc, "application/apply-patch+yaml", field_manager=FIELD_MANAGER, force=force)
+        except Exception as exc:
+            conflict = resubmit.explain_conflict(exc, name)
+            if conflict is None:
+                raise
+            raise conflict from None
         print(f"ddpjob.{names.GROUP}/{name}")
+        note = resubmit.finished_note(name, stored[name])
+        if note:
+            print(note, file=sys.stderr)
         submitted.append(name)
     if not args.wait:
         return 0
