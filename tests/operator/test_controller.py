@@ -102,6 +102,7 @@ def run(c: ctl.Controller, times: int = 1) -> list[float | None]:
 
 
 def pod(rank: int, phase: str = "Running", restart: int = 0, owner: str | None = "u1", **kw: Any) -> ctl.IndexedPod:
+    kw.setdefault("uid", f"pod-uid-{restart}-{rank}")  # as every Pod the watch shows has
     return owner, PodState(name=f"j-{rank}", node_rank=rank, restart_count=restart, phase=phase, **kw)
 
 

@@ -103,7 +103,9 @@ class Children:
     ) -> None:
         """Delete Pods (`observed`: the job's Pods as this pass saw them), each with the uid
         it was seen with as a precondition: a Pod made again under that name since (by this
-        job's next pass, or by anyone) is not the one the plan meant, and is left alone."""
+        job's next pass, or by anyone) is not the one the plan meant, and is left alone.
+        Every delete carries one: a Pod the pass saw without a uid (just created, not yet
+        watched) is read first and deleted only if this job controls it."""
         pod_names = list(pod_names)
         if not pod_names:
             return
@@ -111,7 +113,7 @@ class Children:
         restart_counts = {p.name: p.restart_count for p in observed}
         uids = {p.name: p.uid for p in observed}
         results = await asyncio.gather(
-            *(self.kube.delete(pods_path(ns, n), uid=uids.get(n)) for n in pod_names), return_exceptions=True
+            *(self._delete_pod(job, ns, n, uids.get(n)) for n in pod_names), return_exceptions=True
         )
         for pod_name, result in zip(pod_names, results, strict=True):
             if not isinstance(result, BaseException):
@@ -119,6 +121,19 @@ class Children:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+    async def _delete_pod(self, job: JobMemory, ns: str, name: str, uid: str | None) -> bool:
+        if not uid:
+            try:
+                pod = await self.kube.get(pods_path(ns, name))
+            except NotFound:
+                return False
+            if not job.uid or refusals.controller_uid(pod) != job.uid:
+                return False  # not this job's: never deleted by name alone
+            uid = (pod.get("metadata") or {}).get("uid")
+            if not uid:
+                return False
+        return await self.kube.delete(pods_path(ns, name), uid=uid)
 
     async def create_pods(
         self, job: JobMemory, parsed: spec.DDPJob, body: Mapping[str, Any], plan: lifecycle.Plan
