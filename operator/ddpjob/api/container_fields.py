@@ -60,6 +60,25 @@ def check_env(c: Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(dict(e) for e in env if isinstance(e, Mapping))
 
 
+def check_template_env(c: Checker, template: Mapping[str, Any]) -> None:
+    """The template's trainer container may not set a reserved name either: its env
+    reaches the same process as `spec.env`, after the contract (an operator's value it
+    does not set, such as DDPJOB_CHECKPOINT_DIR without a checkpoint, was the user's)."""
+    pod = template.get("spec")
+    containers = pod.get("containers") if isinstance(pod, Mapping) else None
+    for i, container in enumerate(containers if isinstance(containers, list) else []):
+        if not isinstance(container, Mapping) or container.get("name") != names.TRAINER_CONTAINER:
+            continue
+        env = container.get("env")
+        for j, entry in enumerate(env if isinstance(env, list) else []):
+            name = entry.get("name") if isinstance(entry, Mapping) else None
+            if isinstance(name, str) and name in RESERVED_ENV:
+                c.err(
+                    f"spec.template.spec.containers[{i}].env[{j}].name",
+                    f"{name} is reserved by the rendezvous contract and set by ddpjob",
+                )
+
+
 def check_resources(c: Checker, resources: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not resources:
         return {}

@@ -14,7 +14,7 @@ from typing import Any
 from ddpjob import contract
 from ddpjob.api import backend as backend_choice, bounds, names, object_meta
 from ddpjob.api.checker import Checker, show, without_nulls
-from ddpjob.api.container_fields import Checkpoint, check_checkpoint, check_env, check_resources
+from ddpjob.api.container_fields import Checkpoint, check_checkpoint, check_env, check_resources, check_template_env
 from ddpjob.api.elastic import Elastic, check_elastic, gang_minimum, immutable_errors
 from ddpjob.api.errors import FieldError, ImmutableFieldError, InvalidSpec
 from ddpjob.api.scheduling import Scheduling, check_scheduling
@@ -216,6 +216,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
         from ddpjob.api import template_types  # imports the kubernetes client lazily
 
         c.errors += template_types.check(template)
+        check_template_env(c, template)
     elastic = check_elastic(c, c.mapping(spec, "elastic"), nodes if nodes and 1 <= nodes <= 1024 else None)
     scheduling = check_scheduling(
         c,
