@@ -1,7 +1,8 @@
 """`ddpjob-train`: the built-in DDP trainer, one process per rank.
 
 Distributed state is read at the edges (env.py, distributed.py); this module is the
-loop: resume, train with DDP, evaluate sharded, checkpoint, stop cleanly on SIGTERM.
+run: build the model and its executor, resume, train epoch after epoch (epoch.py),
+evaluate sharded, checkpoint, stop cleanly on SIGTERM.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 import traceback
 
 import torch
@@ -21,6 +21,7 @@ from ddpjob import contract, exit_codes, progress_record
 from . import UsageError, batch_probe, cli, compile_choice, distributed, graph_step, group_reset, resize, state
 from .data import load_data
 from .env import read_process_env
+from .epoch import train_epoch
 from .evaluation import evaluate
 from .micro_step import MicroStep
 from .models import build_model
@@ -28,7 +29,7 @@ from .optimizer import make_optimizer
 from .progress import Heartbeat, Progress
 from .roster import NoGroup
 from .sample_log import SampleLog
-from .testing_aids import after_epoch, hang, hang_step, step_seconds
+from .testing_aids import after_epoch, hang_step, step_seconds
 
 
 def log(msg: str) -> None:
@@ -71,12 +72,20 @@ class Trainer:
         self.optimizer = make_optimizer(args, self.model.parameters(), dev)
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")  # bf16 has fp32's range: no scaling
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
-        self.micro = MicroStep(self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size,
-                               graph_safe=args.cuda_graph)
+        self.micro = MicroStep(
+            self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size, graph_safe=args.cuda_graph
+        )
         self.captured: graph_step.CapturedStep | None = None
         if auto_batch:
-            args.batch_size = batch_probe.choose(self.model, self.optimizer, self.data.input_shape,
-                                                 self.data.num_classes, dev, self.autocast, args.channels_last)
+            args.batch_size = batch_probe.choose(
+                self.model,
+                self.optimizer,
+                self.data.input_shape,
+                self.data.num_classes,
+                dev,
+                self.autocast,
+                args.channels_last,
+            )
             log(f"--batch-size auto: {args.batch_size} per process fits on {dev}")
             self.data = load_data(args, d)
         self.progress = self.new_progress()
@@ -107,8 +116,14 @@ class Trainer:
         elif self.args.strategy == "dp":
             m = nn.DataParallel(m)  # splits each batch over all local GPUs; a no-op on CPU
         if self.args.compile:
-            m = compile_choice.CompileChoice(m, compile_choice.compile_model(m), d.device, self.args.grad_accum,
-                                             self.progress.say, lambda t: distributed.all_reduce_sum(d, t))
+            m = compile_choice.CompileChoice(
+                m,
+                compile_choice.compile_model(m),
+                d.device,
+                self.args.grad_accum,
+                self.progress.say,
+                lambda t: distributed.all_reduce_sum(d, t),
+            )
         self.micro.model = m
         if self.args.cuda_graph:
             self.captured = graph_step.CapturedStep(self.micro, self.optimizer)
@@ -121,15 +136,30 @@ class Trainer:
         args, d, p = self.args, self.d, self.progress
         if self.finished:  # a node created again too late: the others finished
             return 0
-        p.record("start", epoch=0, world_size=d.world_size, model=args.model, data=args.data, epochs=args.epochs,
-                 batch_size=args.batch_size, device=str(d.device), backend=d.backend)
+        p.record(
+            "start",
+            epoch=0,
+            world_size=d.world_size,
+            model=args.model,
+            data=args.data,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            device=str(d.device),
+            backend=d.backend,
+        )
         summary: dict = {}  # the last completed epoch's metrics
         if args.checkpoint_dir and not (self.in_place and self.in_place.from_peer):
             resumed = state.restore(d, args.checkpoint_dir, self.model, self.optimizer, self.scaler, args)
             if resumed:
                 self.pos, path, summary = resumed
-                p.record("resume", epoch=self.pos.epoch, next_epoch=self.pos.epoch + 1, batch=self.pos.batch,
-                         step=self.pos.step, checkpoint=os.path.basename(path))
+                p.record(
+                    "resume",
+                    epoch=self.pos.epoch,
+                    next_epoch=self.pos.epoch + 1,
+                    batch=self.pos.batch,
+                    step=self.pos.step,
+                    checkpoint=os.path.basename(path),
+                )
                 p.say(state.resumed(self.pos, args.epochs, path, args.checkpoint_dir))
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
@@ -138,7 +168,7 @@ class Trainer:
         model = self.wrap()
         while self.pos.epoch < args.epochs:
             epoch = self.pos.epoch + 1
-            epoch_summary = self.train_epoch(model, epoch)
+            epoch_summary = train_epoch(self, model, epoch)
             if isinstance(epoch_summary, resize.Regroup):
                 assert self.in_place is not None  # only a group that resizes in place regroups
                 model = self.in_place.regroup(epoch_summary)
@@ -171,87 +201,18 @@ class Trainer:
         p.end_epoch(epoch=epoch, step=self.pos.step, **summary)
         after_epoch(epoch, self.d.is_main)
 
-    def train_epoch(self, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
-        """One epoch from self.pos.batch on; None when stopped by a signal (state saved);
-        a Regroup when the group resizes in place (the epoch goes on from self.pos after)."""
-        args, d, p, batches = self.args, self.d, self.progress, self.data.train
-        n = len(batches)
-        model.train()
-        # Loss sum and correct count stay on the device: no .item() (a GPU sync) per step.
-        totals, window = torch.zeros(2, device=d.device), self.micro.window
-        window.zero_()
-        total_n = window_n = 0
-        window_start = epoch_start = time.perf_counter()
-        vote = distributed.StopVote(d) if self.in_place is None else resize.BoundaryVote(self.in_place)
-        p.start_epoch(epoch, (n + args.grad_accum - 1) // args.grad_accum, self.pos.batch // args.grad_accum)
-        for i, (x, y) in enumerate(batches.epoch(epoch, self.pos.batch), start=self.pos.batch):
-            if self.pos.step + 1 == self.hang_at:
-                self.hang_at = None
-                hang(d.rank, self.pos.step + 1, lambda: self.stop.signum)
-            self.heartbeat.reach(self.pos.step + 1)
-            sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
-            if self.samples is not None:  # before the step: a step a lost peer breaks is made again
-                self.samples.step(epoch, self.pos.step + 1, getattr(batches, "last_indices", ()))
-            try:
-                stop = self.step(i, x, y, sync, vote, getattr(batches, "last_total", None))
-            except Exception as exc:  # noqa: BLE001 - in_place.failure re-raises what is a bug
-                if self.in_place is None:
-                    raise
-                return self.in_place.failure(exc)
-            window_n += len(y)
-            if not sync:
-                continue
-            if stop:
-                # Say what will happen: "saving" only when there is somewhere to save to.
-                self.progress.say(f"stop requested (signal {self.stop.signum or 'on another rank'}): " + (
-                    "saving a checkpoint" if self.args.checkpoint_dir else
-                    "stopping without a checkpoint (no --checkpoint-dir / DDPJOB_CHECKPOINT_DIR)"))
-                return None
-            if self.pos.step % args.log_every == 0 or i + 1 == n:
-                totals += window
-                total_n += window_n
-                loss_sum, correct = window.tolist()
-                now = time.perf_counter()
-                p.step(epoch, self.pos.step, loss_sum / window_n, correct / window_n,
-                       window_n * d.world_size / (now - window_start))
-                window.zero_()
-                window_start, window_n = now, 0
-        totals += window
-        elapsed = time.perf_counter() - epoch_start
-        sums = torch.cat([totals, torch.tensor([float(total_n + window_n)], device=d.device)])
-        loss_sum, correct, count = distributed.all_reduce_sum(d, sums).tolist()
-        return {"loss": round(loss_sum / max(count, 1), 6), "accuracy": round(correct / max(count, 1), 6),
-                "samples_per_s": round(count / elapsed, 1), "epoch_time_s": round(elapsed, 3),
-                **distributed.peak_memory(d.device)}
-
-    def step(self, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
-        """One micro-batch (the last of a step: the update and the vote); True: all stop."""
-        args = self.args
-        if sync:
-            vote.start(self.stop.signum != 0)  # overlaps with this step's compute
-        if self.captured is not None:
-            self.captured(x, y)  # the micro-step and the optimizer's update, replayed
-        else:
-            with self.micro.accumulating(sync):
-                self.micro(x, y, total)
-        if not sync:
-            return False
-        if self.captured is None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
-        self.pos.step += 1
-        self.pos.batch = i + 1
-        if self.step_seconds:
-            time.sleep(self.step_seconds)
-        self.progress.tick()
-        if args.checkpoint_dir and args.checkpoint_every_steps and self.pos.step % args.checkpoint_every_steps == 0:
-            self.save({})
-        return vote.result()
-
     def save(self, summary: dict) -> None:
-        path = state.save(self.d, self.args.checkpoint_dir, self.args.keep_checkpoints, self.pos,
-                          self.model, self.optimizer, self.scaler, self.args, summary)
+        path = state.save(
+            self.d,
+            self.args.checkpoint_dir,
+            self.args.keep_checkpoints,
+            self.pos,
+            self.model,
+            self.optimizer,
+            self.scaler,
+            self.args,
+            summary,
+        )
         if path:
             self.progress.say(f"checkpoint {path}")
 
@@ -263,8 +224,9 @@ class Trainer:
     def preempted(self, summary: dict) -> int:
         if self.args.checkpoint_dir:
             self.save(summary)
-        self.progress.record("preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step,
-                             exit_code=exit_codes.PREEMPTED)
+        self.progress.record(
+            "preempted", epoch=self.pos.epoch, batch=self.pos.batch, step=self.pos.step, exit_code=exit_codes.PREEMPTED
+        )
         return exit_codes.PREEMPTED
 
 
