@@ -99,6 +99,20 @@ def test_each_item_is_refused_by_default_and_allowed_only_by_its_allowance(templ
     assert template_policy.check_job(job(template), frozenset({allowance})) == []
 
 
+def test_a_csi_inline_volume_is_refused_in_the_template_and_as_the_checkpoint_volume() -> None:
+    """Only its nodePublishSecretRef is checked against the author (the admission policy); a
+    secrets-store driver's secretProviderClass names Secrets by another path (issue 40, low 5)."""
+    csi = {"driver": "secrets-store.csi.k8s.io", "readOnly": True,
+           "volumeAttributes": {"secretProviderClass": "another-teams-vault"}}
+    errors = template_policy.check_job(job({"spec": {"volumes": [{"name": "s", "csi": csi}]}}))
+    assert [str(e) for e in errors] == [
+        "spec.template.spec.volumes[0].csi: a CSI inline volume (its driver's attributes are unchecked) is refused "
+        "by the operator's template policy (an admin can allow it: templatePolicy.allow: [csiVolumes])"]
+    as_checkpoint = job(checkpoint={"volume": {"csi": csi}, "mountPath": "/ckpt"})
+    assert [e.path for e in template_policy.check_job(as_checkpoint)] == ["spec.checkpoint.volume.csi"]
+    assert template_policy.check_job(as_checkpoint, frozenset({"csiVolumes"})) == []
+
+
 def test_the_checkpoint_volume_is_held_to_the_same_policy() -> None:
     hostile = job(checkpoint={"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"})
     errors = template_policy.check_job(hostile)

@@ -16,7 +16,10 @@ operator refuses:
   or claim (`controllerLabels`: Kueue's queue, Volcano's and coscheduling's group labels
   and annotations, `schedulingGroup`, a ResourceClaim by name, eviction responders; the
   operator sets the gang's own from `spec.scheduling`), and the system's priority
-  classes (`systemPriority`: `system-cluster-critical`, `system-node-critical`).
+  classes (`systemPriority`: `system-cluster-critical`, `system-node-critical`), and CSI
+  inline volumes (`csiVolumes`: a driver's attributes reach what the author may not, a
+  secrets-store `secretProviderClass` the Secrets it names, by a path no check here or in
+  the API server's admission policy can follow).
 
 A job's Secret and ConfigMap references are checked against its author's own rights by
 the API server (the chart's admission policy, manifests/policy/): only it knows who
@@ -39,6 +42,7 @@ from ddpjob.api.errors import FieldError
 
 SERVICE_ACCOUNT, NODE_NAME, TOLERATE_ALL = "serviceAccount", "nodeName", "tolerateAll"
 HOST_ALIASES, CONTROLLER_LABELS, SYSTEM_PRIORITY = "hostAliases", "controllerLabels", "systemPriority"
+CSI_VOLUMES = "csiVolumes"
 ALLOWANCES = (
     *baseline_checks.BASELINE,
     SERVICE_ACCOUNT,
@@ -47,6 +51,7 @@ ALLOWANCES = (
     HOST_ALIASES,
     CONTROLLER_LABELS,
     SYSTEM_PRIORITY,
+    CSI_VOLUMES,
 )
 ENV = "DDPJOB_TEMPLATE_ALLOW"  # comma-separated allowances, set by the chart
 # Label prefixes other controllers act on: a Pod carrying them joins their queue or group.
@@ -96,6 +101,10 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
             ):
                 if isinstance(source, Mapping) and key in source:
                     yield SERVICE_ACCOUNT, f"{sbase}.volumes[{i}].projected.sources[{j}].{key}", what
+    for i, volume in enumerate(spec.get("volumes") or []):
+        if isinstance(volume, Mapping) and "csi" in volume:
+            what = "a CSI inline volume (its driver's attributes are unchecked)"
+            yield CSI_VOLUMES, f"{sbase}.volumes[{i}].csi", what
     if spec.get("nodeName"):
         yield NODE_NAME, f"{sbase}.nodeName", "pinning the Pod to a node"
     for i, toleration in enumerate(spec.get("tolerations") or []):
