@@ -68,7 +68,7 @@ class Vote:
     """Every rank's LEAVE/CHANGE bits, all-reduced on the CPU group while the step runs."""
 
     def __init__(self, el: Elastic, leaving: bool):
-        self.el, self.gen = el, el.gen
+        self.el, self.gen = el, el.current
         self.flags = torch.zeros(el.world_size, dtype=torch.int32)
         self.flags[el.rank] = (LEAVE if leaving else 0) | (CHANGE if el.watcher.change_wanted else 0)
         self.work = dist.all_reduce(self.flags, group=el.control, async_op=True)
@@ -96,7 +96,7 @@ class Elastic:
     ):
         env = os.environ if env is None else env
         launch = read_launch_env(env)
-        if not launch.elastic or not env.get(contract.NODE_ADDRESS):
+        if launch.min_nodes is None or not env.get(contract.NODE_ADDRESS):
             raise UsageError(
                 "a resize in place needs an elastic job's environment (NNODES=MIN:MAX, DDPJOB_NODE_ADDRESS)"
             )
@@ -114,14 +114,26 @@ class Elastic:
             )
         self.rounds = Rounds(self.stores, self.node, self.local, self.nproc, self.min_nodes, self.max_nodes, boot)
         self.interrupts = Interrupts()
-        self.gen: Generation | None = None
-        self.control = None
+        self.gen: Generation | None = None  # None until the first join
+        self.control: dist.ProcessGroup | None = None  # the CPU group of votes and state, per generation
         self.watcher = Watcher(self, self.stores.address(self.node), connect)
         self.timings: dict[str, float] = {}  # of the last join/resize: agree, group, state (seconds)
 
     @property
+    def current(self) -> Generation:
+        """The group this worker is in (after `join`)."""
+        if self.gen is None:
+            raise RuntimeError("Elastic: no group yet (call join() first)")
+        return self.gen
+
+    @property
     def rank(self) -> int:
-        return self.gen.rank(self.node, self.local) if self.gen else 0
+        if self.gen is None:
+            return 0
+        rank = self.gen.rank(self.node, self.local)
+        if rank is None:  # _install only keeps a generation this node is in
+            raise RuntimeError(f"node {self.node} is not in group {self.gen.number}")
+        return rank
 
     @property
     def world_size(self) -> int:
@@ -148,7 +160,7 @@ class Elastic:
         step boundary's verdict or a GroupLost (`failed`); the same process goes on. LeftOut
         (roster.py) when the others re-formed without this node while `stopping()`: it goes."""
         t0 = time.monotonic()
-        prev = self.gen
+        prev = self.current
         if failed:  # whoever saw it tells every member, so none waits for a timeout
             self.stores.announce(prev.nodes, f"fail/{prev.number}")
         shrinking = self.backend == "nccl" and group_reset.can_shrink()
@@ -156,7 +168,9 @@ class Elastic:
             group_reset.abandon()
         lost = [n for n in prev.nodes if self.watcher.lost(prev.number, n)]
         gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving, stopping=stopping)
-        excluded = [prev.rank(n, r) for n in prev.nodes if n not in gen.nodes for r in range(self.nproc)]
+        # The old ranks of the nodes that are gone (node-major, as Generation.rank numbers them).
+        gone = [i for i, n in enumerate(prev.nodes) if n not in gen.nodes]
+        excluded = [i * self.nproc + r for i in gone for r in range(self.nproc)]
         if shrinking and (not excluded or not set(gen.nodes) <= set(prev.nodes)):
             group_reset.abandon()  # nobody to drop, or a newcomer to add: a new communicator
             shrinking = False
@@ -170,14 +184,20 @@ class Elastic:
         if shrink is not None:  # NCCL: the survivors' communicator, without the lost ranks
             group_reset.shrink(shrink, [self.control], store)
         else:
-            kwargs = {"device_id": self.device} if self.device.type == "cuda" else {}
             dist.init_process_group(
-                self.backend, store=store, rank=self.rank, world_size=gen.world_size, timeout=self.timeout, **kwargs
+                self.backend,
+                store=store,
+                rank=self.rank,
+                world_size=gen.world_size,
+                timeout=self.timeout,
+                device_id=self.device if self.device.type == "cuda" else None,
             )
-        self.control = dist.new_group(backend="gloo", timeout=self.timeout)
+        control = dist.new_group(backend="gloo", timeout=self.timeout)
+        assert isinstance(control, dist.ProcessGroup)  # every rank is in it: never GroupMember.NON_GROUP_MEMBER
+        self.control = control
         t2 = time.monotonic()
-        if gen.needs_state:
-            src = gen.source
+        src = gen.source
+        if gen.needs_state and src is not None:  # (needs_state implies a source)
             state = broadcast_state(
                 self.get_state() if self.rank == src else None,
                 src,
@@ -187,7 +207,7 @@ class Elastic:
                 self.device,
                 self.interrupts,
             )
-            if gen.steps[self.rank] != gen.steps[src]:
+            if gen.steps[self.rank] != gen.steps[src] and state is not None:
                 self.set_state(state)
         if self.local == 0:
             self.stores.call(self.node, lambda s: s.set("pointer", gen.text()))
