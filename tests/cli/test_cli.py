@@ -240,3 +240,10 @@ def test_the_readme_says_when_backend_auto_gives_a_notice_and_who_says_it():
     for who in ("`ddpjob validate`", "`render`", "`run`", f"`{backend.NOTICE_REASON}`", "trainer"):
         assert who in row, who
     assert "a CPU job" in row  # which jobs get no notice, and why
+
+
+def test_validate_of_another_kind_says_it_is_not_a_ddpjob_in_one_line(capsys):
+    path = ROOT / "manifests" / "examples" / "ckpt-claim.yaml"  # the claim beside the elastic example
+    code, out, err = ddpjob(capsys, "validate", "-f", str(path))
+    assert (code, out) == (1, "")
+    assert err == f"{path}: kind: not a DDPJob: this is a 'PersistentVolumeClaim' (apiVersion 'v1')\n"

@@ -82,8 +82,16 @@ def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) 
     lines = out.splitlines()
     assert code == 0 and lines[0].split()[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"]
     assert lines[0].split()[-1] == "AGE"  # the CRD's printer columns, in its order
-    # No status yet: NODES (running/desired, from the status) and the phase are empty.
-    assert lines[1].split()[:3] == ["hello", "<none>", "<none>"]
+    # No status yet: NODES (running/desired, from the status) and the phase are empty, and
+    # print nothing, as kubectl prints a cell the server's Table has no value for.
+    assert lines[1].split()[0] == "hello" and len(lines[1].split()) == 2 and "<none>" not in out  # NAME, AGE
+    # A failed job's long message is cut in the table, whole with -o wide.
+    message = "Pod hello-1 failed (exit code 1, Error): " + "RuntimeError: x " * 20 + "; maxRestarts=3 reached"
+    with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
+                         "application/merge-patch+json", {"status": {"phase": "Failed", "message": message}})
+    row = ddpjob(capsys, "get")[1].splitlines()[1]
+    assert message[:77] + "..." in row and message not in row
+    assert message in ddpjob(capsys, "get", "-o", "wide")[1]
     code, out, _ = ddpjob(capsys, "get", "hello", "-o", "json")
     assert code == 0 and json.loads(out)["metadata"]["name"] == "hello"
     code, out, _ = ddpjob(capsys, "get", "-o", "yaml")
@@ -211,7 +219,7 @@ def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, t
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")
     assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Failed", "--timeout=5s")
-    assert code == 0 and out.strip() == "hello Failed"
+    assert code == 0 and out.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
 
 
 def test_describe_a_stored_job(capsys, with_crd, tmp_path) -> None:

@@ -59,12 +59,12 @@ def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float 
                 )
                 last = (phase, restarts)
         if phase in wanted:
-            if not report:
-                print(f"{name} {phase}", flush=True)
+            if not report:  # the same line as when it ends otherwise, on stdout
+                print(said(name, status), flush=True)
             return 1 if report and phase == "Failed" else 0
         if phase in TERMINAL:
             if not report:  # `ddpjob wait` always says what happened
-                print(ended_otherwise(name, status), file=sys.stderr, flush=True)
+                print(said(name, status), file=sys.stderr, flush=True)
             return 1
         if deadline is not None and time.monotonic() >= deadline:
             print(f"error: timed out waiting for {name} (phase {phase})", file=sys.stderr)
@@ -73,9 +73,10 @@ def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float 
         delay = min(delay * 1.5, 2.0)  # polls back off to one every 2 s
 
 
-def ended_otherwise(name: str, status: dict[str, Any]) -> str:
-    """`J Failed: Error: <message>`, `J Succeeded: <message>`: a failure's reason is said,
-    a phase is never said twice."""
+def said(name: str, status: dict[str, Any]) -> str:
+    """What `ddpjob wait` prints of the phase it found, reached or not: `J Failed: Error:
+    <message>`, `J Succeeded: <message>`, `J Running: <message>`; a failure's reason is
+    said, a phase is never said twice."""
     phase = status.get("phase")
     reason = (status.get("lastFailure") or {}).get("reason") if phase == "Failed" else None
     why = ": ".join(text.clean(x, 500) for x in (reason, status.get("message")) if x)
