@@ -144,11 +144,8 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     c = Checker()
     if not isinstance(body, Mapping):
         raise InvalidSpec([FieldError("(root)", "must be a DDPJob object")])
-    kind = body.get("kind", names.KIND)
-    if kind != names.KIND:
-        # Another object altogether (the claim beside a job in its folder): its fields are no
-        # DDPJob's errors, so one line says what it is.
-        what = f"{show(kind)} (apiVersion {show(body.get('apiVersion'))})"
+    if body.get("kind", names.KIND) != names.KIND:  # another object: its fields are no DDPJob's errors
+        what = f"{show(body['kind'])} (apiVersion {show(body.get('apiVersion'))})"
         raise InvalidSpec([FieldError("kind", f"not a DDPJob: this is a {what}")])
     if body.get("apiVersion", names.API_VERSION) != names.API_VERSION:
         c.err("apiVersion", f"must be {names.API_VERSION} (got {show(body.get('apiVersion'))})")
