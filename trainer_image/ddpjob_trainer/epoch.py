@@ -77,6 +77,8 @@ def train_epoch(t: Trainer, model: nn.Module, epoch: int) -> dict | resize.Regro
     elapsed = time.perf_counter() - epoch_start
     sums = torch.cat([totals, torch.tensor([float(total_n + window_n)], device=d.device)])
     loss_sum, correct, count = distributed.all_reduce_sum(d, sums).tolist()
+    if not count:  # resumed at the epoch's end (an elastic rejoin): no step, so no averages
+        return {"samples": 0, "epoch_time_s": round(elapsed, 3), **distributed.peak_memory(d.device)}
     return {
         "loss": round(loss_sum / max(count, 1), 6),
         "accuracy": round(correct / max(count, 1), 6),
