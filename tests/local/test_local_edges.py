@@ -146,12 +146,36 @@ def test_a_rerun_of_a_finished_job_says_so_and_fresh_starts_over(tmp_path):
     assert (status["nprocPerNode"], status["backend"], status["worldSize"]) == (1, "gloo", 1)
     second = run(tmp_path, "run", str(path))
     assert second.returncode == 0 and runs.read_text() == "run\nrun\n"
-    assert (f"[ddpjob] this job already Succeeded here (at {status['completionTime']}): the trainer resumes from "
-            f"its final checkpoint in {runs.parent}, so training is complete and nothing is left to train. "
-            "`ddpjob run --fresh` starts over") in second.stdout
+    # Not ddpjob-train: what a program makes of its checkpoints is its own, so it runs again.
+    assert (f"[ddpjob] this job already Succeeded here (at {status['completionTime']}): its program resumes from "
+            f"the checkpoints in {runs.parent} (ddpjob-train trains only what the job asks beyond them: more "
+            "epochs). `ddpjob run --fresh` starts over") in second.stdout
     third = run(tmp_path, "run", "--fresh", str(path))
     assert third.returncode == 0 and "already Succeeded" not in third.stdout
     assert runs.read_text() == "run\n"
+
+
+def test_a_rerun_of_the_same_finished_ddpjob_train_job_starts_nothing(tmp_path):
+    # A stand-in for ddpjob-train, counting the runs it was started for.
+    trainer = tmp_path / "bin" / "ddpjob-train"
+    trainer.parent.mkdir()
+    trainer.write_text('#!/bin/sh\necho run >> "$DDPJOB_CHECKPOINT_DIR/runs"\n')
+    trainer.chmod(0o755)
+    path = write(tmp_path, "done", [str(trainer)], args=["--epochs", "2"], checkpoint={"claimName": "ckpt"})
+    runs = tmp_path / ".ddpjob" / "done" / "checkpoints" / "runs"
+    first = run(tmp_path, "run", str(path))
+    assert first.returncode == 0 and runs.read_text() == "run\n"
+    second = run(tmp_path, "run", str(path))
+    assert second.returncode == 0 and runs.read_text() == "run\n"  # nothing started
+    status = final_status(first.stdout)
+    assert final_status(second.stdout) == status
+    assert (f"[ddpjob] this job already Succeeded here (at {status['completionTime']}) with this very spec: "
+            f"ddpjob-train would resume from its final checkpoint in {runs.parent} with nothing left to train, "
+            "so nothing was started. `ddpjob run --fresh` trains it again") in second.stdout
+    # Another spec (more epochs) trains on from the checkpoint; --fresh starts over.
+    path = write(tmp_path, "done", [str(trainer)], args=["--epochs", "3"], checkpoint={"claimName": "ckpt"})
+    assert run(tmp_path, "run", str(path)).returncode == 0 and runs.read_text() == "run\nrun\n"
+    assert run(tmp_path, "run", "--fresh", str(path)).returncode == 0 and runs.read_text() == "run\n"
 
 
 # ---- the project's own commands ---------------------------------------------------------

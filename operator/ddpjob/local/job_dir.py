@@ -4,6 +4,7 @@ holds, what an earlier run of the job left there, and `--fresh`.
     checkpoints/           the trainer's checkpoints, where a later run resumes from
     pods/<pod>-a<attempt>/ each Pod attempt's progress record and heartbeats
     status.yaml            the final status of the last run
+    spec.sha256            the digest of the job the last run ran (nothing_to_run)
     .ddpjob-run.lock       held while a run of the job lasts (ownership.JobLock)
 
 The directory holds no links (`safety.refuse_links`, checked before anything here runs),
@@ -12,16 +13,20 @@ so nothing outside it is read or deleted.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from pathlib import Path
 
 import yaml
 
+from ddpjob.api.spec import DDPJob
 from ddpjob.job import lifecycle
 
 CHECKPOINTS_DIR = "checkpoints"
 PODS_DIR = "pods"
 STATUS_FILE = "status.yaml"
+SPEC_FILE = "spec.sha256"
 
 
 def previous_run(workdir: Path) -> dict | None:
@@ -56,11 +61,42 @@ def earlier_run(workdir: Path, checkpoint_dir: Path | None) -> str | None:
     when = earlier.get("completionTime", "?")
     if earlier["phase"] == lifecycle.SUCCEEDED:
         return (
-            f"this job already Succeeded here (at {when}): the trainer resumes from its final checkpoint "
-            f"in {checkpoint_dir}, so training is complete and nothing is left to train. "
+            f"this job already Succeeded here (at {when}): its program resumes from the checkpoints in "
+            f"{checkpoint_dir} (ddpjob-train trains only what the job asks beyond them: more epochs). "
             "`ddpjob run --fresh` starts over"
         )
     return (
         f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
         f"checkpoints in {checkpoint_dir}. `ddpjob run --fresh` starts over"
+    )
+
+
+def spec_digest(job: DDPJob) -> str:
+    """What tells one job from another here: its whole resolved model."""
+    return hashlib.sha256(repr(job).encode()).hexdigest()
+
+
+def nothing_to_run(workdir: Path, checkpoint_dir: Path | None, job: DDPJob) -> str | None:
+    """What to say instead of running a job that Succeeded here with this very spec under
+    ddpjob-train, which resumes from its final checkpoint and finds training complete: its
+    processes would start, import torch and rendezvous to do nothing (None: run it)."""
+    earlier = previous_run(workdir)
+    words = {os.path.basename(w) for w in (*(job.command or ()), *job.args)}
+    if not (
+        earlier
+        and earlier.get("phase") == lifecycle.SUCCEEDED
+        and "ddpjob-train" in words
+        and checkpoint_dir
+        and any(checkpoint_dir.glob("*"))
+    ):
+        return None
+    try:
+        if (workdir / SPEC_FILE).read_text().strip() != spec_digest(job):
+            return None
+    except OSError:
+        return None
+    return (
+        f"this job already Succeeded here (at {earlier.get('completionTime', '?')}) with this very spec: "
+        f"ddpjob-train would resume from its final checkpoint in {checkpoint_dir} with nothing left to "
+        "train, so nothing was started. `ddpjob run --fresh` trains it again"
     )

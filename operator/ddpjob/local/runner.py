@@ -246,6 +246,11 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if fresh:
         job_dir.start_fresh(workdir)
     job_dir.forget_progress(workdir)
+    done = job_dir.nothing_to_run(workdir, runner.checkpoint_dir, runner.job)
+    if done:
+        runner.log(done)
+        runner.out.write("---\n" + yaml.safe_dump({"status": job_dir.previous_run(workdir)}, sort_keys=False))
+        return 0
     note = job_dir.earlier_run(workdir, runner.checkpoint_dir)
     if note:
         runner.log(note)
@@ -258,6 +263,7 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     runner.out.flush()
     try:
         safety.write_no_follow(workdir / job_dir.STATUS_FILE, yaml.safe_dump({"status": status}, sort_keys=False))
+        safety.write_no_follow(workdir / job_dir.SPEC_FILE, job_dir.spec_digest(runner.job))
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
         return 1
