@@ -9,7 +9,8 @@ each, every process of node `--node` is SIGKILLed after `--kill-after` steps; `d
 run` re-creates the node after `restartBackoffSeconds` and it joins again.
 
 Measured from the sample log (ddpjob_devcluster.scenarios.sample_audit), per mode:
-- heal: the SIGKILL to the first optimizer step of the next group;
+- heal: the SIGKILL to the end of the first optimizer step of the next group, at whatever
+  size (sample_audit.healed: the clock of scenarios/heal.py and the cluster benchmark);
 - join pause: the last step of the shrunk group to the first of the grown one;
 - whether the survivors' workers kept their PIDs, and the exactly-once audit.
 The ratio restart / in place of each is the figure to compare across machines.
@@ -81,12 +82,13 @@ def run_one(work: pathlib.Path, mode: str, node: int, kill_after: int, backoff: 
     spans = sample_audit.spans(str(samples))
     after = [i for i, (_, t0, _) in enumerate(spans) if t0 > killed]
     healed = after[0]  # the first group after the loss, at whatever size
+    healed_at, healed_end = sample_audit.healed(sample_audit.step_times(str(samples)), killed) or (None, None)
     grown = next((i for i in after if spans[i][0] == NODES), None)
     # None: the node was back before the survivors had re-formed without it, or not before the end.
     pause = round(spans[grown][1] - spans[grown - 1][2], 2) if grown is not None and grown > healed else None
     lost, repeated = sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS)
-    return {"mode": mode, "exit": run.returncode, "heal_s": round(spans[healed][1] - killed, 2),
-            "healed_at": spans[healed][0], "join_pause_s": pause, "workers_kept": kept,
+    return {"mode": mode, "exit": run.returncode, "heal_s": healed_end and round(healed_end - killed, 2),
+            "healed_at": healed_at, "join_pause_s": pause, "workers_kept": kept,
             "worlds": [w for w, _, _ in spans], "lost": lost, "repeated": repeated}
 
 

@@ -45,8 +45,13 @@ def test_an_elastic_job_grows_loses_pods_and_grows_back_in_the_same_processes(cl
     assert joined.kept and lost.kept and killed.kept, (joined, lost, killed)
     # Each change re-formed the group once: no Pod being deleted came back as a newcomer,
     # and the notice of Pod 0's loss did not leave the new Pod 0 out when Pod 2 was lost.
-    assert sample_audit.worlds(str(samples)) == [3, 4, 3, 4, 3, 4]
-    assert lost.healed_at == killed.healed_at == 3 and "3/4" in lost.statuses and "3/4" in killed.statuses
+    # A first group may form at minNodes while a Pod still starts (as test_elastic_run.py
+    # allows), and on a busy machine the re-created Pod (5 s backoff) may be back before the
+    # survivors re-formed, so a loss heals at 3 then grows to 4, or heals at 4 at once.
+    worlds = sample_audit.worlds(str(samples))
+    after_loss = [[3, 4] if heal.healed_at == 3 else [4] for heal in (lost, killed)]
+    assert worlds[worlds.index(3):] == [3, 4, *after_loss[0], *after_loss[1]], (worlds, lost, killed)
+    assert {lost.healed_at, killed.healed_at} <= {3, 4} and "3/4" in lost.statuses and "3/4" in killed.statuses
     assert status["phase"] == "Succeeded" and status["restarts"] == 0 and status["resizes"] >= 5, status
     assert status["nodes"] == "4/4" and "lostIndices" not in status, status
     for pod in (f"{name}-0", f"{name}-2"):
@@ -66,7 +71,8 @@ def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cl
     inside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":3}}', check=False)
     assert inside.returncode == 0, inside.stderr
     outside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":5}}', check=False)
-    assert outside.returncode != 0 and "spec.nodes: must be from spec.elastic.minNodes" in outside.stderr
+    said = "spec.nodes: must be from spec.elastic.minNodes (2) to spec.elastic.maxNodes (4) (got 5)"
+    assert outside.returncode != 0 and said in outside.stderr, outside.stderr
     moved = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p",
                             '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False)
     immutable = "spec.elastic: Invalid value: is immutable: running Pods were started with this range"

@@ -126,8 +126,9 @@ class Run:
     def _measure(self, heal: Heal, survivors: list[int]) -> None:
         groups = sample_audit.step_times(str(self.samples))
         first = next(i for i, (_, times) in enumerate(groups) if times[0] > heal.at)
-        world, times = groups[first]
-        heal.healed_at, heal.healed_s = world, times[1] - heal.at
+        healed = sample_audit.healed(groups, heal.at)
+        assert healed is not None  # disrupt() waited for a whole group's steps after it
+        heal.healed_at, heal.healed_s = healed[0], healed[1] - heal.at
         grown = next(i for i in range(first, len(groups)) if groups[i][0] == self.nodes)
         if grown > 0 and groups[grown - 1][0] < self.nodes:
             prev = groups[grown - 1][1]

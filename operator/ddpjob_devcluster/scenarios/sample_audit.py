@@ -56,6 +56,18 @@ def step_times(directory: str) -> list[tuple[int, list[float]]]:
     return out
 
 
+def healed(groups: list[tuple[int, list[float]]], at: float) -> tuple[int, float] | None:
+    """The heal clock of a disruption at `at` (scenarios/heal.py, benchmarks/in_place_resize.py):
+    the size of the first group of `groups` (step_times) that stepped after it, and when its
+    first optimizer step ended (the next step's start, a later group's if it made one step);
+    None until then."""
+    for i, (world, times) in enumerate(groups):
+        if times[0] > at:
+            ends = times[1:] + [later[0] for _, later in groups[i + 1 :]]
+            return (world, ends[0]) if ends else None
+    return None
+
+
 def last_epoch(directory: str) -> int:
     """The epoch the last group that stepped was in at its last step (0: none): every
     earlier epoch is finished, whatever groups before it did (it resumed after them)."""
