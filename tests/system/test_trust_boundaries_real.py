@@ -185,7 +185,9 @@ def test_one_deep_or_huge_job_ends_neither_the_operator_nor_anyone_elses_job(clu
     assert "spec: is 29" in huge["message"] and "at most 100 KiB" in huge["message"]
     assert cluster.pods("deep") == [] and cluster.pods("huge") == []
     assert cluster.operator.alive, cluster.operator.log_tail()
-    time.sleep(5)  # kopf's bookkeeping patch of the huge job: written once, not retried for ever
+    # kopf's bookkeeping patch of the huge job (a digest: 300 KiB is no annotation) written once, and the Event said.
+    wait_until(lambda: "ddpjob.io/digest" in json.dumps(cluster.job("huge")["metadata"].get("annotations") or {})
+               and any(e["reason"] == "InvalidSpec" for e in cluster.events("huge")), PHASE, "no bookkeeping of huge")
     assert [e["reason"] for e in cluster.events("huge") if e["reason"] == "InvalidSpec"] == ["InvalidSpec"]
     assert "Too long" not in cluster.operator.log_tail(400)
     annotations = cluster.custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs",
