@@ -36,6 +36,8 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "ddpjob.operator": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.operator"}, set(), TORCH),
     "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cli"},
                    {"ddpjob.local", "ddpjob.operator"}, TORCH | {"kopf", "kmock"}),
+    # The Python API: on the cluster commands' own code (connection, checks, phases, logs).
+    "ddpjob.client": ({PURE, "ddpjob.api", "ddpjob.cli", "ddpjob.client"}, set(), TORCH | PROCESSES | {"kopf", "kmock"}),
     # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
     "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
     "ddpjob_devcluster": ({PURE, "ddpjob", "ddpjob_devcluster"}, set(), TORCH),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ddpjob.api import names, spec
@@ -42,18 +43,24 @@ def _emit(prefix: str, line: str) -> None:
         print(f"[{prefix}] {line}", flush=True)
 
 
+def pod_lines(conn: Connection, pod: str, follow: bool, tail: int | None) -> Iterator[str]:
+    """The trainer container's log lines of one Pod, as they arrive (`ddpjob logs` and the
+    Python client's get_job_logs)."""
+    response = conn.core.read_namespaced_pod_log(
+        pod,
+        conn.namespace,
+        container=names.TRAINER_CONTAINER,
+        follow=follow,
+        tail_lines=tail,
+        _preload_content=False,
+    )
+    yield from lines_of(response)
+
+
 def _one(conn: Connection, pod: dict[str, Any], follow: bool, tail: int | None, errors: list[str]) -> None:
     name = pod["metadata"]["name"]
     try:
-        response = conn.core.read_namespaced_pod_log(
-            name,
-            conn.namespace,
-            container=names.TRAINER_CONTAINER,
-            follow=follow,
-            tail_lines=tail,
-            _preload_content=False,
-        )
-        for line in lines_of(response):
+        for line in pod_lines(conn, name, follow, tail):
             _emit(name, line)
     except Exception as exc:  # one Pod's failure is reported, the others go on
         from ddpjob.cli.kubeclient import explain

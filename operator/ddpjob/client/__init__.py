@@ -1,0 +1,22 @@
+"""The Python API of ddpjob, for notebooks and pipelines: create a DDPJob from a dict, a
+file or a few arguments, follow it, read its logs and status, delete it.
+
+    from ddpjob.client import DDPJobClient
+
+    client = DDPJobClient()                       # your kubeconfig, as kubectl reads it
+    name = client.train("manifests/examples/mnist-cpu.yaml")
+    job = client.wait_for_job_status(name)        # prints each change; JobFailed, TimeoutError
+    for line in client.get_job_logs(name):
+        print(line)
+    client.delete_job(name)
+
+docs/python-api.md is the guide; it needs the `cli` extra (the kubernetes client).
+"""
+
+from ddpjob.api.spec import InvalidSpec
+from ddpjob.cli.files import FileError
+from ddpjob.cli.kubeclient import ClusterError
+from ddpjob.client.client import DDPJobClient, JobFailed
+from ddpjob.client.job_status import Failure, Job, Progress
+
+__all__ = ["ClusterError", "DDPJobClient", "Failure", "FileError", "InvalidSpec", "Job", "JobFailed", "Progress"]

@@ -1,0 +1,104 @@
+"""The DDPJob the Python client creates: from a dict, a file, or a few arguments.
+
+Whichever form, the body is checked as `ddpjob submit` checks a file before sending it
+(every field, with its path; the template policy of the chart's default operator) and
+said what `ddpjob submit` says of it (a command that cannot fill its world, a backend
+falling back to gloo). A body without a name gets one drawn here, so the name is known
+before the API server sees it (and checked for the length its Pod names need).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ddpjob.api import names, template_policy
+from ddpjob.api.errors import FieldError
+from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+from ddpjob.cli import notices
+from ddpjob.cli.files import FileError, load_documents
+
+JobSource = Mapping[str, Any] | str | os.PathLike[str]
+
+
+def camel(field: str) -> str:
+    """`restart_policy` -> `restartPolicy`: the Python spelling of a spec field."""
+    head, *rest = field.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def from_arguments(
+    image: str,
+    command: Sequence[str] | None,
+    args: Sequence[str],
+    nodes: int,
+    nproc_per_node: int | str,
+    gpus_per_node: int,
+    env: Mapping[str, str],
+    spec: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A body from the few arguments of `train()`; `spec` holds any other field, in
+    either spelling (`restart_policy` or `restartPolicy`)."""
+    body: dict[str, Any] = {"image": image, "nodes": nodes, "nprocPerNode": nproc_per_node}
+    if command is not None:
+        body["command"] = list(command)
+    if args:
+        body["args"] = list(args)
+    if gpus_per_node:
+        body["gpusPerNode"] = gpus_per_node
+    if env:
+        body["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    body.update({camel(k): v for k, v in spec.items()})
+    return {"apiVersion": names.API_VERSION, "kind": names.KIND, "metadata": {}, "spec": body}
+
+
+# What of `metadata` a new job takes from a dict or file: not what the server set on the
+# object it came from (a `Job.raw` read back has a uid, a resourceVersion, ...).
+KEPT_METADATA = ("name", "generateName", "namespace", "labels", "annotations")
+
+
+def from_source(job: JobSource) -> dict[str, Any]:
+    """A body from a dict (copied, never changed) or a YAML file of one DDPJob; a status,
+    and what the server set in `metadata`, are left out."""
+    if isinstance(job, Mapping):
+        meta = job.get("metadata")
+        kept = {k: v for k, v in meta.items() if k in KEPT_METADATA} if isinstance(meta, Mapping) else meta
+        return {**{k: v for k, v in job.items() if k != "status"}, "metadata": kept or {}}
+    path = os.fspath(job)
+    docs = load_documents(path)
+    if len(docs) != 1 or not isinstance(docs[0], Mapping):
+        raise FileError(f"{path}: holds {len(docs)} documents; train() creates one DDPJob per call")
+    return from_source(docs[0])
+
+
+def drawn_name(prefix: str = "ddpjob") -> str:
+    """A fresh name: the prefix and eight random letters and digits (lower case)."""
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def checked(
+    body: dict[str, Any], name: str | None, namespace: str, template_allow: str | None, say_to: str
+) -> tuple[dict[str, Any], DDPJob]:
+    """The body with its name and namespace set, and its model; or InvalidSpec naming
+    every bad field. `name` overrides the body's; a body without one gets one drawn."""
+    meta = dict(body.get("metadata") or {})
+    if name is not None:
+        meta["name"] = name
+    elif not meta.get("name"):
+        prefix = meta.pop("generateName", None)
+        meta["name"] = drawn_name(re.sub(r"[^a-z0-9-]", "", str(prefix or "ddpjob").lower()).strip("-") or "ddpjob")
+    meta["namespace"] = namespace
+    body = {**body, "metadata": meta}
+    job = parse_job(body)
+    try:
+        allow = template_policy.parse_allowances(template_allow)
+    except ValueError as exc:
+        raise InvalidSpec([FieldError("template_allow", str(exc))]) from None
+    errors = template_policy.check_job(job, allow)
+    if errors:
+        raise InvalidSpec(errors)
+    notices.say(say_to, job)
+    return body, job
