@@ -31,6 +31,10 @@ PROGRESS_HOST = "DDPJOB_PROGRESS_HOST"
 # ddpjob-launch writes a finished run's last progress record there.
 TERMINATION_LOG = "DDPJOB_TERMINATION_LOG"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+# Where the trainer writes TensorBoard event files. Unset in a Pod (`<checkpoint dir>/
+# tensorboard`, on the volume a TensorBoard can read); only `ddpjob run` sets it, to the
+# job's directory (`./.ddpjob/<name>/tensorboard`), beside its checkpoints.
+TENSORBOARD_DIR = "DDPJOB_TENSORBOARD_DIR"
 COLLECTIVE_TIMEOUT = "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"
 # An elastic job's nodes, each reachable at its launcher's store (a resize in place:
 # ddpjob_trainer.roster): `{index}` in the host stands for the node's index.
@@ -147,7 +151,11 @@ DEFAULT_MEANING: dict[str, str] = {
 }
 
 # What users may not set in `spec.env`: the operator and the local runner own these.
-RESERVED = frozenset(MEANING) | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL) | {PROGRESS_HOST, TERMINATION_LOG}
+RESERVED = (
+    frozenset(MEANING)
+    | frozenset(TORCHRUN_PREFIX + n for n in NODE_LEVEL)
+    | {PROGRESS_HOST, TERMINATION_LOG, TENSORBOARD_DIR}
+)
 
 
 def _elastic(job: Any, master_addr: str, node_rank: int) -> list[tuple[str, str]]:

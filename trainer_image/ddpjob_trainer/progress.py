@@ -21,6 +21,8 @@ import torch
 
 from ddpjob import contract, progress_record
 
+from .event_files import POSITION, EventWriter
+
 
 def gpu_memory(device: torch.device) -> dict:
     if device.type != "cuda":
@@ -97,6 +99,12 @@ class Progress:
         self.metrics = None
         self.progress_file = progress_file if enabled else None
         self.total_steps = total_steps
+        self.events: EventWriter | None = None  # TensorBoard's copy of the records (of_rank opens it)
+        # Whether the metrics say where training goes on from (a start, a resume, a join:
+        # the first publish; a resize says it itself): the curves' readers drop what an
+        # earlier attempt logged after it (ddpjob.metrics_log, event_files.py).
+        self.positioned = False
+        self.lr: float | None = None  # the learning rate a step record carries unless given one
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
             self.metrics = open(metrics_file, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
@@ -118,12 +126,17 @@ class Progress:
         if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
             # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
             p.progress_file = progress_file
+        p.lr = args.lr  # ddpjob-train's rate is constant (no schedule)
+        if d.is_main:
+            p.events = EventWriter.open(args.checkpoint_dir, d.env.restart_count, p.say)
         return p
 
     def publish(self, epoch: int, step: int, stage: str = progress_record.TRAINING, **fields) -> None:
         """Rewrite the progress record (global rank 0 only); `stage` says where the trainer
         is (training, evaluating, saving, exiting: past its last step a job is finishing,
         never stalled)."""
+        if not self.positioned:  # the first: where training goes on from
+            self.record(POSITION, epoch=epoch, step=step)
         if self.progress_file is None:
             return
         # A diverged loss (nan, inf) is no number JSON can carry: leave it out, keep training.
@@ -143,10 +156,14 @@ class Progress:
             self.progress_file = None
 
     def record(self, event: str, **fields) -> None:
-        """One metrics line: {"event", "restart", "time", ...fields}."""
+        """One metrics line: {"event", "restart", "time", ...fields}, and its points in the
+        event files."""
+        rec = {"event": event, **fields, "restart": self.restart, "time": round(time.time(), 3)}
+        self.positioned = self.positioned or event in (POSITION, "resize")
+        if self.events is not None:
+            self.events.add(rec)
         if self.metrics is None:
             return
-        rec = {"event": event, **fields, "restart": self.restart, "time": round(time.time(), 3)}
         self.metrics.write(json.dumps(rec) + "\n")
         self.metrics.flush()
 
@@ -175,14 +192,18 @@ class Progress:
         if self.bar is not None:
             self.bar.update(1)
 
-    def step(self, epoch: int, step: int, loss: float, accuracy: float, samples_per_s: float) -> None:
+    def step(
+        self, epoch: int, step: int, loss: float, accuracy: float, samples_per_s: float, lr: float | None = None
+    ) -> None:
         """Called every `log_every` optimizer steps with the window's metrics."""
+        rate = self.lr if lr is None else lr
         fields = dict(
             epoch=epoch,
             step=step,
             loss=round(loss, 6),
             accuracy=round(accuracy, 6),
             samples_per_s=round(samples_per_s, 1),
+            **({"lr": rate} if rate is not None else {}),
             **gpu_memory(self.device),
         )
         self.record("step", **fields)
@@ -224,3 +245,6 @@ class Progress:
         if self.metrics is not None:
             self.metrics.close()
             self.metrics = None
+        if self.events is not None:
+            self.events.close()
+            self.events = None

@@ -181,6 +181,7 @@ class InPlace:
             f"resized in place: group {prev.number} -> {gen.number}, {len(prev.nodes)} -> "
             f"{len(gen.nodes)} nodes ({cause}); step {t.pos.step}; {timings}"
         )
+        t.progress.record("resize", epoch=t.pos.epoch, step=t.pos.step, nodes=len(gen.nodes), world_size=t.d.world_size)
         print(
             f"ddpjob-train: resized group {gen.number} nodes={list(gen.nodes)} step={t.pos.step} {timings}"
             f" at={learned:.3f}",

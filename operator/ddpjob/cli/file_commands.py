@@ -82,6 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpus=available,
         hide_gpus=args.cpu,
         allow_env=args.allow_env,
+        tensorboard=args.tensorboard,
     )
 
 
@@ -138,7 +139,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "them. Exit 0 only when the job Succeeded.",
         epilog="examples:\n  ddpjob run -f manifests/examples/mnist-cpu.yaml\n"
         "  ddpjob run --cpu -f gpu-job.yaml     # a GPU job on a machine without GPUs\n"
-        "  ddpjob run --fresh -f job.yaml       # forget an earlier run's checkpoints",
+        "  ddpjob run --fresh -f job.yaml       # forget an earlier run's checkpoints\n"
+        "  ddpjob run --tensorboard -f job.yaml # its curves in TensorBoard while it runs",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_file(p)
@@ -153,5 +155,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="let the job's env set names other than the harmless ones (thread counts, NCCL and torch "
         "switches, DDPJOB_*) for processes on this machine: refused by default, since in a Pod "
         "they change only the container, here what code runs as you (PATH, LD_PRELOAD, HOME...)",
+    )
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="serve the job's curves (./.ddpjob/<name>/tensorboard) with TensorBoard on a loopback port "
+        "while it runs, and print the URL",
     )
     p.set_defaults(func=cmd_run)

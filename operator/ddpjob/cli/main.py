@@ -118,8 +118,14 @@ def cluster_commands(sub: argparse._SubParsersAction) -> None:
     cluster.register(sub)
 
 
+def plot_command(sub: argparse._SubParsersAction) -> None:
+    from ddpjob.cli import plot  # a job's curves as a PNG
+
+    plot.register(sub)
+
+
 # Each group adds its subcommands; a new group is one function added here.
-COMMAND_GROUPS = [file_commands.register, operator_command, tool_commands, cluster_commands]
+COMMAND_GROUPS = [file_commands.register, operator_command, tool_commands, cluster_commands, plot_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,9 @@
 """A job's directory under `ddpjob run` (`./.ddpjob/<job name>` unless given): what it
 holds, what an earlier run of the job left there, and `--fresh`.
 
-    checkpoints/           the trainer's checkpoints, where a later run resumes from
+    checkpoints/           the trainer's checkpoints, where a later run resumes from, and
+                           its metrics.jsonl
+    tensorboard/           the trainer's TensorBoard event files (contract.TENSORBOARD_DIR)
     pods/<pod>-a<attempt>/ each Pod attempt's progress record and heartbeats
     status.yaml            the final status of the last run
     spec.sha256            the digest of the job the last run ran (nothing_to_run)
@@ -20,11 +22,13 @@ from pathlib import Path
 
 import yaml
 
+from ddpjob import metrics_log, sparkline
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import lifecycle
 
 CHECKPOINTS_DIR = "checkpoints"
 PODS_DIR = "pods"
+TENSORBOARD_DIR = "tensorboard"
 STATUS_FILE = "status.yaml"
 SPEC_FILE = "spec.sha256"
 
@@ -39,8 +43,9 @@ def previous_run(workdir: Path) -> dict | None:
 
 
 def start_fresh(workdir: Path) -> None:
-    """`--fresh`: forget an earlier run (its checkpoints and final status)."""
+    """`--fresh`: forget an earlier run (its checkpoints, curves and final status)."""
     shutil.rmtree(workdir / CHECKPOINTS_DIR, ignore_errors=True)
+    shutil.rmtree(workdir / TENSORBOARD_DIR, ignore_errors=True)
     (workdir / STATUS_FILE).unlink(missing_ok=True)
 
 
@@ -69,6 +74,12 @@ def earlier_run(workdir: Path, checkpoint_dir: Path | None) -> str | None:
         f"this job ran here before ({earlier['phase']} at {when}); the trainer resumes from its "
         f"checkpoints in {checkpoint_dir}. `ddpjob run --fresh` starts over"
     )
+
+
+def loss_curve(workdir: Path) -> str | None:
+    """The logged training loss as one line of text (`ddpjob run`'s summary), if any."""
+    loss = metrics_log.job_curves(workdir / CHECKPOINTS_DIR / metrics_log.FILE, workdir / TENSORBOARD_DIR).get("loss")
+    return sparkline.line("loss", [v for _, v in loss or []])
 
 
 def spec_digest(job: DDPJob) -> str:

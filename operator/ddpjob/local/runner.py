@@ -24,7 +24,7 @@ from ddpjob import contract, render, text
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import elastic, lifecycle
 from ddpjob.job.observe import PodState
-from ddpjob.local import job_dir, ownership, safety
+from ddpjob.local import job_dir, ownership, safety, tensorboard_server
 from ddpjob.local.container import ContainerProcess, LocalRunError
 from ddpjob.local.gpus import devices_for_node
 from ddpjob.local.node import LocalNode
@@ -54,6 +54,7 @@ class LocalRunner:
         self.workdir = workdir
         self.stop_grace = stop_grace
         self.checkpoint_dir = (workdir / job_dir.CHECKPOINTS_DIR) if job.checkpoint else None
+        self.tensorboard_env = {contract.TENSORBOARD_DIR: str(workdir / job_dir.TENSORBOARD_DIR)}
         self.procs: dict[str, tuple[int, int, ContainerProcess]] = {}  # name -> (rank, attempt, process)
         self.ips: dict[str, str] = {}  # name -> the Pod's address, where its launcher takes notices
         self.notices = LocalNotices()
@@ -127,7 +128,7 @@ class LocalRunner:
                 progress_dir.mkdir(parents=True, exist_ok=True)
                 progress_file = str(progress_dir / "progress.json")
                 gpus = {"CUDA_VISIBLE_DEVICES": ""} if self.hide_gpus else {}
-                env = {**gpus, **devices_for_node(self.job, rank, self.gpus)}
+                env = {**gpus, **devices_for_node(self.job, rank, self.gpus), **self.tensorboard_env}
                 started = self.node.start(
                     pod,
                     port=self.port,
@@ -219,8 +220,10 @@ def run_job(
     gpus: list[str] | None = None,
     hide_gpus: bool = False,
     allow_env: bool = False,
+    tensorboard: bool = False,
 ) -> int:
-    """Run to completion; print the final status; exit code 0 only for Succeeded."""
+    """Run to completion; print the final status; exit code 0 only for Succeeded.
+    `tensorboard`: serve the job's curves while it runs (tensorboard_server.py)."""
     if not job.generation:
         # A file has no metadata.generation; the API server gives a new object 1.
         job = dataclasses.replace(job, generation=1)
@@ -237,12 +240,12 @@ def run_job(
         runner.log(f"error: {exc}")
         return 1
     try:
-        return _run_locked(runner, workdir, fresh)
+        return _run_locked(runner, workdir, fresh, tensorboard)
     finally:
         lock.release()
 
 
-def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
+def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool, tensorboard: bool = False) -> int:
     if fresh:
         job_dir.start_fresh(workdir)
     job_dir.forget_progress(workdir)
@@ -255,10 +258,14 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool) -> int:
     if note:
         runner.log(note)
     try:
-        status = runner.run()
+        with tensorboard_server.serving(workdir, runner.log, tensorboard, runner.job.name):
+            status = runner.run()
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
         return 1
+    curve = job_dir.loss_curve(workdir)
+    if curve:
+        runner.log(curve)
     runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
     runner.out.flush()
     try:

@@ -1,0 +1,114 @@
+"""`ddpjob plot JOB -o loss.png`: a job's training loss and throughput as a PNG, for a
+report or an issue.
+
+JOB is a job run here (`./.ddpjob/<JOB>`, the place `ddpjob run` keeps it), a job's
+directory, or a metrics.jsonl; its curves are read by `ddpjob.metrics_log` from its
+metrics.jsonl, or from its TensorBoard event files when it has none (a job without
+`spec.checkpoint`): one curve through restarts and resumes, as TensorBoard draws them,
+each resume and resize marked with a dashed line. A cluster job's metrics.jsonl lies on its checkpoint volume:
+copy it out (`kubectl cp`) and plot the file. Needs matplotlib (`pip install
+'ddpjob[plot]'`), imported only here, so the operator's image never carries it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ddpjob import metrics_log
+from ddpjob.cli.files import FileError
+
+CHECKPOINTS, TENSORBOARD = "checkpoints", "tensorboard"  # ddpjob.local.job_dir's names (imported lazily only)
+
+
+def sources(job: str, workdir: str | None = None) -> tuple[Path, Path]:
+    """(metrics.jsonl, event file directory) of what JOB names; FileError when neither is there."""
+    given = Path(workdir) if workdir else Path(job)
+    if not workdir and given.is_file():
+        return given, given.parent / TENSORBOARD
+    dirs = [given] if workdir or "/" in job or given.is_dir() else []
+    if not workdir and "/" not in job:
+        dirs.append(Path(".ddpjob") / job)
+    for d in dirs:
+        for metrics, logdir in (
+            (d / CHECKPOINTS / metrics_log.FILE, d / TENSORBOARD),
+            (d / metrics_log.FILE, d / TENSORBOARD),
+        ):
+            if metrics.is_file() or logdir.is_dir():
+                return metrics, logdir
+    looked = ", ".join(str(d) for d in dirs) or str(given)
+    raise FileError(
+        f"JOB {job!r}: no metrics.jsonl or tensorboard/ directory in {looked} "
+        "(`ddpjob run` keeps a job's in ./.ddpjob/<name>)"
+    )
+
+
+def positions(records: list[dict]) -> list[tuple[int, str]]:
+    """Where training went on from after a resume or a resize: (step, what)."""
+    return [
+        (r["step"], str(r["event"]))
+        for r in records
+        if r.get("event") in ("resume", "resize") and isinstance(r.get("step"), int)
+    ]
+
+
+def draw(metrics: Path, logdir: Path, title: str, out: Path) -> int:
+    """Write the PNG; the number of loss points drawn."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise FileError("`ddpjob plot` needs matplotlib: pip install 'ddpjob[plot]'") from None
+    matplotlib.use("Agg")  # files only: no display is needed or opened
+    import matplotlib.pyplot as plt
+
+    records = metrics_log.read(metrics)
+    steps = metrics_log.job_curves(metrics, logdir)
+    epochs = metrics_log.job_curves(metrics, logdir, "epoch")
+    loss = steps.get("loss", [])
+    if not loss:
+        raise FileError(f"{title}: no training loss logged yet (in {metrics} or {logdir})")
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5), dpi=100)
+    top.plot(*zip(*loss, strict=True), label="training loss", color="tab:blue")
+    if epochs.get("eval_loss"):
+        top.plot(*zip(*epochs["eval_loss"], strict=True), "o--", label="evaluation loss", color="tab:orange")
+    top.set_ylabel("loss")
+    top.set_title(title)
+    throughput = steps.get("samples_per_s", [])
+    if throughput:
+        bottom.plot(*zip(*throughput, strict=True), color="tab:green")
+    bottom.set_ylabel("samples/s")
+    bottom.set_xlabel("step")
+    for step, what in positions(records):
+        for ax in (top, bottom):
+            ax.axvline(step, color="grey", linestyle=":", linewidth=1)
+        top.annotate(what, (step, 1), xycoords=("data", "axes fraction"), fontsize=8, color="grey", va="top")
+    top.legend(loc="upper right")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return len(loss)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    metrics, logdir = sources(args.job, args.workdir)
+    n = draw(metrics, logdir, args.job, Path(args.output))
+    print(f"{args.output}: {n} loss points of {metrics if metrics.is_file() else logdir}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plot",
+        help="write a job's loss and throughput curves as a PNG",
+        description="Draw a job's training loss (and evaluation loss) and samples/s against the\n"
+        "step, from its metrics.jsonl, into a PNG. JOB: a job run here (./.ddpjob/JOB),\n"
+        "a job's directory, or a metrics.jsonl file.",
+        epilog="examples:\n  ddpjob plot mnist-cpu -o loss.png\n  ddpjob plot ./metrics.jsonl -o loss.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job", metavar="JOB", help="a job run here, its directory, or a metrics.jsonl")
+    p.add_argument("-o", "--output", required=True, metavar="PNG", help="the picture to write")
+    p.add_argument("--workdir", help="the job's directory, as given to `ddpjob run --workdir`")
+    p.set_defaults(func=cmd_plot)

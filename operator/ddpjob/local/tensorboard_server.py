@@ -1,0 +1,116 @@
+"""`ddpjob run --tensorboard`: TensorBoard on the job's event files
+(`./.ddpjob/<name>/tensorboard`), on a loopback port, for as long as the run lasts.
+
+Users: `ddpjob run --tensorboard` and the tests that open the page in a browser
+(tests/local/test_tensorboard_page.py). Its output goes to `tensorboard.log` in the
+job's directory, not into the run's own lines; it dies with this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ddpjob.local import job_dir, ownership
+from ddpjob.local.container import LocalRunError
+from ddpjob.local.ports import free_port
+
+HOST = "127.0.0.1"
+LOG_FILE = "tensorboard.log"
+# Its first answer comes after it has imported itself and looked at the directory: a few
+# seconds on a busy 2-core machine; a minute means it will not answer.
+START_SECONDS = 90.0
+RELOAD_SECONDS = 5  # how often it looks for new points while the job trains
+# Points kept and drawn per curve: every logged step of a long job (TensorBoard keeps a
+# sample of 1,000; its "0 = all" makes the page draw nothing: TensorBoard 2.21).
+MAX_POINTS = 100_000
+
+
+def command(logdir: Path, port: int, name: str = "") -> list[str]:
+    """TensorBoard's command line; `name`: the run's name on the page (the job's)."""
+    return [
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        *(["--logdir_spec", f"{name}:{logdir}"] if name else ["--logdir", str(logdir)]),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--reload_interval",
+        str(RELOAD_SECONDS),
+        # Every point (up to MAX_POINTS), not TensorBoard's sample of 1,000 per curve.
+        "--samples_per_plugin",
+        f"scalars={MAX_POINTS}",
+    ]
+
+
+class TensorBoardServer:
+    def __init__(self, logdir: Path, log_path: Path, name: str = ""):
+        self.logdir, self.log_path, self.name = logdir, log_path, name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self, deadline_s: float = START_SECONDS) -> str:
+        """Start it and wait for its page; its URL. LocalRunError when it cannot be had."""
+        if importlib.util.find_spec("tensorboard") is None:
+            raise LocalRunError("--tensorboard needs TensorBoard here: pip install 'ddpjob[trainer]' (or tensorboard)")
+        self.logdir.mkdir(parents=True, exist_ok=True)  # it shows an empty page until the first point
+        port = free_port(HOST)
+        self.url = f"http://{HOST}:{port}/"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                command(self.logdir, port, self.name),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a terminal's Ctrl-C is ours to pass on, once
+                preexec_fn=ownership.stop_with_parent,
+            )
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise LocalRunError(f"TensorBoard exited ({self.proc.returncode}): {self._tail()}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.url + "data/environment", timeout=2):
+                return self.url
+            time.sleep(0.2)
+        self.stop()
+        raise LocalRunError(f"TensorBoard did not answer at {self.url} within {deadline_s:.0f}s: {self._tail()}")
+
+    def _tail(self) -> str:
+        try:
+            return " ".join(self.log_path.read_text(errors="replace").splitlines()[-3:]) or "(no output)"
+        except OSError:
+            return "(no output)"
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def serving(workdir: Path, log, wanted: bool = True, name: str = ""):
+    """`ddpjob run --tensorboard`: serve the job's curves while the body runs (`log`: the
+    run's own line printer, which gives the URL)."""
+    if not wanted:
+        yield None
+        return
+    server = TensorBoardServer(workdir / job_dir.TENSORBOARD_DIR, workdir / LOG_FILE, name)
+    url = server.start()
+    log(f"TensorBoard: {url} (the job's curves; it stops with the run)")
+    try:
+        yield server
+    finally:
+        server.stop()
