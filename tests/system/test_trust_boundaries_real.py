@@ -1,6 +1,8 @@
 """The trust boundaries of docs/threat-model.md on the real control plane, with the chart's
-RBAC and admission policy: a "job-only" user (create and patch DDPJobs, read Pods, logs and
-Events; no Secrets, no Pods of their own) and an "edit" user (the default `edit` role).
+RBAC and admission policy: a "pod-maker" user (create and patch DDPJobs, create Pods and
+Services, read Pods, logs and Events; no Secrets) and an "edit" user (the default `edit`
+role), as tests/support/cluster_users.py makes them. Who may take a job's names and write
+what decides its life: tests/system/test_job_metadata_real.py.
 
 - The API server refuses a job that refers to a Secret or ConfigMap its author may not
   get, in every place a job can name one; `edit` users keep what they had.
@@ -13,56 +15,20 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
 import time
 from typing import Any
 
 import kubernetes
 import pytest
-import yaml
 
 from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
+from tests.support.cluster_users import POD_MAKER, as_user, bind, job, wait_for_edit_to_include_ddpjobs
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 POLICY = "ddpjob-author-rights"
-
-
-def job(name: str, nodes: int = 1, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-            "spec": {"nodes": nodes, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
-                     "command": [sys.executable, "-c", "print('done')"], "restartBackoffSeconds": 0, **spec}}
-
-
-def bind(cluster: RealCluster, user: str, role: dict[str, Any] | str) -> pathlib.Path:
-    """A user of the cluster's CA bound in the job namespace to `role` (a ClusterRole's name,
-    or the rules of a Role of its own); their kubeconfig."""
-    rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.api)
-    if isinstance(role, str):
-        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
-    else:
-        rbac.create_namespaced_role(cluster.namespace, {"metadata": {"name": user}, "rules": role["rules"]})
-        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user}
-    rbac.create_namespaced_role_binding(cluster.namespace, {
-        "metadata": {"name": user}, "roleRef": ref,
-        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]})
-    return cluster.plane.client_kubeconfig(f"{cluster.namespace}-{user}", user, namespace=cluster.namespace)
-
-
-JOB_ONLY = {"rules": [
-    {"apiGroups": ["ddpjob.io"], "resources": ["ddpjobs"], "verbs": ["create", "patch", "get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]}]}
-
-
-def as_user(cluster: RealCluster, kubeconfig: pathlib.Path, tmp_path: pathlib.Path, verb: str, body: Any,
-            *args: str) -> subprocess.CompletedProcess:
-    path = tmp_path / f"{verb}-{time.monotonic_ns()}.yaml"
-    path.write_text(yaml.safe_dump(body))
-    return cluster.kubectl(f"--kubeconfig={kubeconfig}", verb, "-n", cluster.namespace, "-f", str(path), *args,
-                           check=False)
 
 
 # Each place a job can name a Secret (or a ConfigMap), and the name it names there.
@@ -100,14 +66,12 @@ def test_a_job_only_user_cannot_make_a_job_use_what_they_may_not_read_and_edit_u
                                                               "stringData": {"token": "root-of-everything"}})
     cluster.core.create_namespaced_config_map(cluster.namespace, {"metadata": {"name": "team-config"},
                                                                   "data": {"k": "v"}})
-    mallory, alice = bind(cluster, "mallory", JOB_ONLY), bind(cluster, "alice", "edit")
-    wait_until(lambda: cluster.kubectl(f"--kubeconfig={alice}", "auth", "can-i", "create", "ddpjobs.ddpjob.io",
-                                       check=False).stdout.strip() == "yes", REACTION,
-               "edit did not come to include DDPJobs")
+    mallory, alice = bind(cluster, "mallory", POD_MAKER), bind(cluster, "alice", "edit")
+    wait_for_edit_to_include_ddpjobs(cluster, alice)
 
     for case, spec, named in REFERENCES:
         refused = as_user(cluster, mallory, tmp_path, "create", job(f"m-{case}", **spec))
-        assert refused.returncode != 0, f"{case}: the job-only user's job was stored"
+        assert refused.returncode != 0, f"{case}: the pod-maker's job was stored"
         assert f"refers to {named}, which mallory may not get in namespace {cluster.namespace}" in refused.stderr, \
             (case, refused.stderr)
         assert POLICY in refused.stderr
@@ -122,7 +86,7 @@ def test_a_job_only_user_cannot_make_a_job_use_what_they_may_not_read_and_edit_u
     volumes = pods[0]["spec"]["volumes"]
     assert {"name": "t", "secret": {"secretName": "admin-token", "defaultMode": 420}} in volumes
 
-    # The job-only user may not change the edit user's job (its template could print the
+    # The pod-maker may not change the edit user's job (its template could print the
     # Secret into a log they may read), but may do what does not touch the spec.
     patched = cluster.kubectl(f"--kubeconfig={mallory}", "patch", "ddpj", "a-env-secret-key", "-n",
                               cluster.namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}', check=False)
@@ -132,7 +96,7 @@ def test_a_job_only_user_cannot_make_a_job_use_what_they_may_not_read_and_edit_u
                                check=False)
     assert labelled.returncode == 0, labelled.stderr
 
-    # And a job that names nothing of the namespace's is the job-only user's to run.
+    # And a job that names nothing of the namespace's is the pod-maker's to run.
     assert as_user(cluster, mallory, tmp_path, "create", job("m-plain")).returncode == 0
     cluster.wait_phase("m-plain", "Succeeded", timeout=PHASE)
 
@@ -143,7 +107,7 @@ def test_a_user_allowed_one_secret_by_name_may_use_that_one_only(cluster: RealCl
         cluster.core.create_namespaced_secret(cluster.namespace, {"metadata": {"name": name},
                                                                   "stringData": {"key": "x"}})
     carol = bind(cluster, "carol", {"rules": [
-        *JOB_ONLY["rules"],
+        *POD_MAKER["rules"],
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["wandb-key"], "verbs": ["get"]}]})
     env = [{"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb-key", "key": "key"}}}]
     assert as_user(cluster, carol, tmp_path, "create", job("c-own", env=env)).returncode == 0
