@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shlex
 import signal
 import tempfile
 import time
@@ -34,7 +35,7 @@ import yaml
 
 from ddpjob import gc_tuning
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.client import EXAMPLE, OperatorProcess, json_object
+from ddpjob_devcluster.clusters.client import EXAMPLE, OperatorProcess, ddpjob_command, json_object
 from ddpjob_devcluster.clusters.local import LocalCluster
 from ddpjob_devcluster.clusters.real import RealCluster
 from ddpjob_devcluster.controlplane import build
@@ -137,26 +138,33 @@ def operator_of(cluster: DemoCluster) -> OperatorProcess:
 
 
 def instructions(cluster: DemoCluster) -> str:
-    example, claim, elastic = (os.path.relpath(EXAMPLE.parent / name, os.getcwd())
+    # Every path absolute: another terminal has its own directory and PATH, where `ddpjob`
+    # may be missing and `kubectl` may be the machine's own, of another minor version.
+    example, claim, elastic = (shlex.quote(str((EXAMPLE.parent / name).absolute()))
                                for name in (EXAMPLE.name, "ckpt-claim.yaml", "elastic-cpu.yaml"))
+    ddpjob, kubectl = shlex.join(ddpjob_command()), shlex.quote(str(pathlib.Path(cluster.kubectl_path()).absolute()))
     storage = ("the default StorageClass `standard` binds it" if isinstance(cluster, RealCluster)
                else "the emulator binds no claim, and its scheduler does not wait for one")
     operator = operator_of(cluster)
     return f"""
 ddpjob demo cluster is up: {backend_line(cluster)},
 the operator (pid {operator.pid}) and process kubelets that run every Pod as local
-processes. In another terminal:
+processes. In another terminal, paste these lines as they are:
 
-    export KUBECONFIG={cluster.kubeconfig}
-    ddpjob submit {example} --wait     # or: kubectl apply -f {example}
-    ddpjob get                         # or: kubectl get ddpj -w
-    ddpjob describe mnist-cpu          # or: kubectl describe ddpj mnist-cpu
-    ddpjob logs mnist-cpu --all -f     # or: kubectl logs -f mnist-cpu-0
-    kubectl get ddpj -w -o custom-columns={COLUMNS}
-    kubectl delete pod mnist-cpu-1     # watch the operator restart the gang
+    export KUBECONFIG={shlex.quote(str(pathlib.Path(cluster.kubeconfig).absolute()))}
+    {ddpjob} submit {example} --wait
+    {ddpjob} get
+    {ddpjob} describe mnist-cpu
+    {ddpjob} logs mnist-cpu --all
+    {ddpjob} delete mnist-cpu
+
+A gang restart: submit it again without --wait, delete a Pod while it runs, and watch:
+    {ddpjob} submit {example}
+    {kubectl} delete pod mnist-cpu-1
+    {kubectl} get ddpj -w -o custom-columns={COLUMNS}
 
 An elastic job, with a checkpoint claim that names no StorageClass ({storage}):
-    kubectl apply -f {claim} -f {elastic}
+    {kubectl} apply -f {claim} -f {elastic}
 
 The operator's log is {operator.log_path}.
 Ctrl-C stops everything and removes {cluster.workdir} (--keep-workdir keeps it);

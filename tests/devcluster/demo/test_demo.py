@@ -85,7 +85,7 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
             seen.append(lines.get(timeout=PHASE))
         text = ''.join(seen)
         kubeconfig = re.search(r'export KUBECONFIG=(\S+)', text).group(1)
-        assert 'kubectl apply -f manifests/examples/mnist-cpu.yaml' in text and 'kubectl get ddpj -w' in text
+        assert f'ddpjob submit {ROOT}/manifests/examples/mnist-cpu.yaml --wait' in text and 'kubectl get ddpj -w' in text
         # A second demo on the same work directory refuses, and leaves the first alone.
         second = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=demo_env,
                                 capture_output=True, text=True, timeout=PHASE, cwd=ROOT)
