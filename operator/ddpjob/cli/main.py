@@ -124,8 +124,21 @@ def plot_command(sub: argparse._SubParsersAction) -> None:
     plot.register(sub)
 
 
+def convert_command(sub: argparse._SubParsersAction) -> None:
+    from ddpjob.cli import convert  # a Kubeflow PyTorchJob file as a DDPJob
+
+    convert.register(sub)
+
+
 # Each group adds its subcommands; a new group is one function added here.
-COMMAND_GROUPS = [file_commands.register, operator_command, tool_commands, cluster_commands, plot_command]
+COMMAND_GROUPS = [
+    file_commands.register,
+    operator_command,
+    tool_commands,
+    cluster_commands,
+    convert_command,
+    plot_command,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
