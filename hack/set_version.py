@@ -24,7 +24,7 @@ VERSION_FILE = "operator/ddpjob/version.py"
 # builds) must name this release's tag. tests/ other than these hold arbitrary images.
 IMAGE_FILES = ("README.md", "Dockerfile", "docs/*.md", "charts/ddpjob-operator/*.yaml",
                "charts/ddpjob-operator/README.md", "charts/ddpjob-operator/templates/*",
-               "manifests/examples/*.yaml", "manifests/base/*.yaml", "hack/*.sh",
+               "manifests/examples/*.yaml", "manifests/examples/*/Dockerfile", "manifests/base/*.yaml", "hack/*.sh",
                "tests/deploy/fixtures/*.yaml", "tests/render/golden/*.yaml", "trainer_image/README.md")
 IMAGE_REF = re.compile(r"ddpjob/(operator|trainer):(\d[\w.+-]*)")
 
