@@ -200,6 +200,9 @@ BAD: list[Case] = [
     Case("checkpoint-empty-claim", "spec.checkpoint.claimName", job({"checkpoint": {"claimName": ""}})),
     Case("checkpoint-volume-a-string", "spec.checkpoint.volume", job({"checkpoint": {"volume": "nfs"}})),
     Case("checkpoint-a-string", "spec.checkpoint", job({"checkpoint": "/ckpt"})),
+    # tensorboard
+    Case("tensorboard-without-checkpoint", "spec.tensorboard", job({"tensorboard": True})),
+    Case("tensorboard-a-string", "spec.tensorboard", job({"tensorboard": "yes", "checkpoint": {"claimName": "c"}})),
     # scheduling
     Case("gang-unknown", "spec.scheduling.gang", job({"scheduling": {"gang": "slurm"}})),
     Case("gang-capitalised", "spec.scheduling.gang", job({"scheduling": {"gang": "Volcano"}})),
@@ -275,6 +278,8 @@ GOOD: list[Case] = [
     Case("nccl-fewer-procs-than-gpus", "", job({"backend": "nccl", "gpusPerNode": 4, "nprocPerNode": 2})),
     Case("checkpoint-volume", "", job({"checkpoint": {"volume": {"nfs": {"server": "nfs", "path": "/x"}}}})),
     Case("checkpoint-claim-default-mount", "", job({"checkpoint": {"claimName": "ckpt"}})),
+    Case("tensorboard-on-a-claim", "", job({"tensorboard": True, "checkpoint": {"claimName": "ckpt"}})),
+    Case("tensorboard-off-without-checkpoint", "", job({"tensorboard": False})),
     Case("stall-timeout", "", job({"stallTimeoutSeconds": 10})),
     Case("nccl-default-overridden", "", env({"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "3"})),
     Case("every-field", "", job({

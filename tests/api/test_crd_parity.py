@@ -60,6 +60,7 @@ SAME_SUBSTANCE = {
     "nproc-many": "'auto'",
     "checkpoint-both": "exactly one of claimName or volume",
     "checkpoint-neither": "exactly one of claimName or volume",
+    "tensorboard-without-checkpoint": "needs spec.checkpoint",
     "name-upper-case": "DNS-1035",
     "name-starts-with-a-digit": "DNS-1035",
     "name-too-long-for-ten-nodes": "63",

@@ -132,7 +132,8 @@ def values_keys_without_comment(text: str, opaque: tuple[str, ...]) -> list[str]
     return missing
 
 
-OPAQUE_VALUES = ('resources', 'podSecurityContext', 'securityContext', 'probes.liveness', 'probes.readiness')
+OPAQUE_VALUES = ('resources', 'podSecurityContext', 'securityContext', 'probes.liveness', 'probes.readiness',
+                 'tensorboard.resources')
 
 
 def test_every_values_key_has_a_comment() -> None:

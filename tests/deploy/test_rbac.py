@@ -38,6 +38,11 @@ UNEXERCISED = {
     ('', 'pods', 'get'),
     # ... and a Service, to check it is the job's own (refusals.not_owned).
     ('', 'services', 'get'),
+    # spec.tensorboard (operator/tensorboard.py; tests/operator/test_tensorboard_operator.py
+    # and tests/system/test_tensorboard_real.py take these paths): its Deployment created,
+    # read back on a 409, and with its Service deleted when the field is turned off.
+    ('apps', 'deployments', 'create'), ('apps', 'deployments', 'get'), ('apps', 'deployments', 'delete'),
+    ('', 'services', 'delete'),
     # StatusWriter._conflict reads the DDPJob back when a status write answers 409: only
     # when kopf's annotation patch races the write, which this lifecycle may or may not hit.
     ('ddpjob.io', 'ddpjobs', 'get'),

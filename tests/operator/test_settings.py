@@ -48,6 +48,10 @@ def test_polling_is_off_with_a_zero_interval_or_rate() -> None:
     (settings.GANG_INTEGRATIONS_ENV, "kubernetes,slurm", "unknown gang integration(s) 'slurm'"),
     ("DDPJOB_VOLCANO_SCHEDULER", "Volcano Scheduler", "must be a scheduler name"),
     (settings.TEMPLATE_ALLOW_ENV, "everything", "unknown template allowance 'everything'"),
+    (settings.TENSORBOARD_PULL_ENV, "Sometimes", "must be Always, IfNotPresent or Never"),
+    (settings.TENSORBOARD_RESOURCES_ENV, "cpu=1", "is not JSON"),
+    (settings.TENSORBOARD_RESOURCES_ENV, '{"cpu": "1"}', "must be an object of requests and limits"),
+    (settings.TENSORBOARD_RESOURCES_ENV, '{"limits": {"cpu": [1]}}', "must be an object of requests and limits"),
 ])
 def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, says: str) -> None:
     with pytest.raises(settings.SettingsError) as err:
@@ -92,3 +96,15 @@ def test_the_notice_key_is_bounded_and_never_shown():
     assert settings.from_env({}).notice_key is None  # drawn at start
     with pytest.raises(settings.SettingsError, match=settings.NOTICE_KEY_ENV):
         settings.from_env({settings.NOTICE_KEY_ENV: "short"})
+
+
+def test_the_tensorboard_settings_are_read_and_default_to_the_trainer_image() -> None:
+    from ddpjob.version import trainer_image
+
+    default = settings.from_env({}).tensorboard
+    assert default.image == trainer_image("cpu") and default.image_pull_policy is None
+    config = settings.from_env({
+        settings.TENSORBOARD_IMAGE_ENV: "registry.example/tb:2", settings.TENSORBOARD_PULL_ENV: "Always",
+        settings.TENSORBOARD_RESOURCES_ENV: '{"limits": {"memory": "2Gi"}}'}).tensorboard
+    assert (config.image, config.image_pull_policy) == ("registry.example/tb:2", "Always")
+    assert config.resources == {"limits": {"memory": "2Gi"}}

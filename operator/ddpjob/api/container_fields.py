@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpjob import contract
-from ddpjob.api import names
+from ddpjob.api import names, tensorboard
 from ddpjob.api.checker import Checker, show
 
 # The environment contract is set by the operator and the local runner only.
@@ -23,6 +23,7 @@ class Checkpoint:
     mount_path: str
     claim_name: str | None = None
     volume: Mapping[str, Any] | None = None
+    tensorboard: bool = False  # spec.tensorboard: the job's TensorBoard serves it (api/tensorboard.py)
 
 
 def check_env(c: Checker, env: Any) -> tuple[Mapping[str, Any], ...]:
@@ -95,7 +96,9 @@ def check_resources(c: Checker, resources: Mapping[str, Any] | None) -> Mapping[
     return dict(resources)
 
 
-def check_checkpoint(c: Checker, ckpt: Mapping[str, Any] | None) -> Checkpoint | None:
+def check_checkpoint(c: Checker, ckpt: Mapping[str, Any] | None, board: Any = None) -> Checkpoint | None:
+    """The volume, and whether TensorBoard is to serve it (`spec.tensorboard`, which needs it)."""
+    served = tensorboard.check(c, board, ckpt is not None)
     if ckpt is None:
         return None
     mount = ckpt.get("mountPath", names.DEFAULT_CHECKPOINT_MOUNT)
@@ -112,4 +115,4 @@ def check_checkpoint(c: Checker, ckpt: Mapping[str, Any] | None) -> Checkpoint |
         c.err("spec.checkpoint.claimName", "must be a non-empty string")
     if volume is not None and not isinstance(volume, Mapping):
         c.err("spec.checkpoint.volume", "must be a volume source object such as {nfs: {...}}")
-    return Checkpoint(mount_path=str(mount), claim_name=claim, volume=volume)
+    return Checkpoint(mount_path=str(mount), claim_name=claim, volume=volume, tensorboard=served)

@@ -63,6 +63,7 @@ SPEC_FIELDS = frozenset(
         "template",
         "scheduling",
         "elastic",
+        "tensorboard",
     }
 )
 
@@ -211,7 +212,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
         c.err("spec.suspend", f"must be true or false (got {show(suspend)})")
-    checkpoint = check_checkpoint(c, c.mapping(spec, "checkpoint"))
+    checkpoint = check_checkpoint(c, c.mapping(spec, "checkpoint"), spec.get("tensorboard"))
     template = c.mapping(spec, "template") or {}
     if template:
         from ddpjob.api import template_types  # imports the kubernetes client lazily

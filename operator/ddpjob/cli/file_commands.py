@@ -16,6 +16,7 @@ from ddpjob.api.errors import FieldError
 from ddpjob.api.spec import InvalidSpec
 from ddpjob.cli import notices
 from ddpjob.cli.files import FileError, load_jobs
+from ddpjob.render.tensorboard import render as render_tensorboard
 from ddpjob.text import plural
 
 
@@ -50,6 +51,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     for job in load_jobs(args.file, args.namespace):
         notices.say(args.file, job)
         objects += render.render(job, restart_count=args.restart_count)
+        objects += render_tensorboard(job)  # spec.tensorboard: its Service and Deployment
     if args.output == "json":
         # As `kubectl get -o json` prints several objects: one List.
         sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n")

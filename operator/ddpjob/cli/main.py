@@ -69,6 +69,7 @@ EXAMPLES = """examples:
   ddpjob describe mnist-cpu             status, progress, last failure, Pods, Events
   ddpjob wait mnist-cpu --for=Succeeded --timeout=30m
   ddpjob logs mnist-cpu --all -f        every Pod's log, prefixed [pod]
+  ddpjob tensorboard mnist-cpu --open   its TensorBoard (spec.tensorboard) in the browser
   ddpjob delete mnist-cpu
 
   ddpjob operator --all-namespaces      run the operator (the `operator` extra)
@@ -116,6 +117,9 @@ def cluster_commands(sub: argparse._SubParsersAction) -> None:
     from ddpjob.cli import cluster  # submit/get/describe/wait/logs/delete/suspend/resume
 
     cluster.register(sub)
+    from ddpjob.cli import tensorboard  # `ddpjob tensorboard NAME`
+
+    tensorboard.register(sub)
 
 
 def plot_command(sub: argparse._SubParsersAction) -> None:

@@ -1,8 +1,9 @@
 """Where the objects the operator reads and writes live on the API: their URL paths.
 
-The DDPJob, the Pods and Services it creates, and each gang integration's PodGroups (their
-collection's plural comes from the integration's description, `api/gangs`). Pure: kube.py
-sends the requests, children.py and the status writer name what they touch.
+The DDPJob, the Pods and Services it creates, a job's TensorBoard Deployment, and each gang
+integration's PodGroups (their collection's plural comes from the integration's
+description, `api/gangs`). Pure: kube.py sends the requests, children.py, tensorboard.py
+and the status writer name what they touch.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def job_path(namespace: str, name: str) -> str:
 
 # What the operator creates, by (apiVersion, kind): the plural of its collection (and the
 # PodGroups of the gang integrations: created_kinds()).
-CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services"}
+CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services", ("apps/v1", "Deployment"): "deployments"}
 
 
 def created_kinds() -> dict[tuple[str, str], str]:

@@ -37,6 +37,7 @@ from ddpjob.operator.notices import Notifier
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator.progress import ProgressPoller, Target
 from ddpjob.operator.status_writes import StatusChanged, StatusWriter
+from ddpjob.operator.tensorboard import KEEP, TensorBoardConfig, TensorBoards, with_status
 from ddpjob.operator.workqueue import WorkQueue
 
 __all__ = ["Controller", "IndexedPod", "StatusChanged", "indexed_pod"]
@@ -73,6 +74,7 @@ class Controller:
         template_allow: frozenset[str] = frozenset(),
         monotonic: Callable[[], float] = time.monotonic,
         notifier: Notifier | None = None,
+        tensorboard: TensorBoardConfig | None = None,
     ):
         self.template_allow = template_allow  # what job templates may ask for (template_policy)
         self.job_body = job_body
@@ -88,6 +90,7 @@ class Controller:
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event, self.notifier.token)
         self.status_writer = StatusWriter(kube, job_body)
         self.gang_reader = GangReader(kube)
+        self.tensorboards = TensorBoards(kube, tensorboard or TensorBoardConfig(), self.trigger)
         self.queue = WorkQueue(
             lambda key: self.reconcile(key),
             max_concurrent,
@@ -103,7 +106,7 @@ class Controller:
 
     @kube.setter
     def kube(self, kube: Kube) -> None:
-        self.children.kube = self.status_writer.kube = self.gang_reader.kube = kube
+        self.children.kube = self.status_writer.kube = self.gang_reader.kube = self.tensorboards.kube = kube
 
     @property
     def gang(self) -> GangSupport:
@@ -128,6 +131,7 @@ class Controller:
         self._phases.pop((namespace, name), None)
         self.queue.forget((namespace, name))
         self.notifier.forget((namespace, name))
+        self.tensorboards.forget((namespace, name))
         if self.poller is not None:
             self.poller.unwatch((namespace, name))
 
@@ -213,8 +217,12 @@ class Controller:
             job.backoff.clear()
         if plan.gang_blocked:
             job.gang_waits += 1
+        # status.tensorboard: the job's TensorBoard, made or removed as its spec says.
+        board = (
+            KEEP if plan.delete_job else await self.tensorboards.sync(job.key, job.uid, observed.job, observed.previous)
+        )
         if plan.write_status:
-            await self._write_status(job, body, observed.previous, plan.status)
+            await self._write_status(job, body, observed.previous, with_status(plan.status, board))
         if plan.tell_lost and job.uid:  # before the deletes: the survivors hear of it first
             self.notifier.tell(job.key, job.uid, plan.tell_lost, observed.pods)
         await self.children.delete_pods(job, ns, plan.delete, observed.pods)

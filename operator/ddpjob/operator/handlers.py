@@ -165,6 +165,7 @@ async def start(
         poller=poller,
         template_allow=allow,
         notifier=Notifier(config.notice_key),
+        tensorboard=config.tensorboard,
     )
     if allow:
         logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))

@@ -17,10 +17,15 @@ start with one line naming the variable; nothing reads the environment later.
     DDPJOB_VOLCANO_SCHEDULER, DDPJOB_COSCHEDULING_SCHEDULER
     DDPJOB_NOTICE_KEY                        the key of the notices to elastic jobs' Pods (notices.py;
                                              32..512 characters; unset: one drawn at start)
+    DDPJOB_TENSORBOARD_IMAGE                 the image of jobs' TensorBoards (spec.tensorboard; it must
+                                             carry `tensorboard`; unset: this release's CPU trainer image)
+    DDPJOB_TENSORBOARD_IMAGE_PULL_POLICY     its pull policy (unset: the cluster's default)
+    DDPJOB_TENSORBOARD_RESOURCES             its container's resources, as JSON {"requests": {...}, ...}
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from ddpjob.api import gangs, names, template_policy
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND
 from ddpjob.render.gang import DEFAULT_OPTIONS, GangOptions
+from ddpjob.render.tensorboard import DEFAULT_CONFIG as TENSORBOARD_DEFAULTS, TensorBoardConfig
 
 TEMPLATE_ALLOW_ENV = template_policy.ENV
 METRICS_PORT_ENV = "DDPJOB_METRICS_PORT"
@@ -37,6 +43,9 @@ PROGRESS_WRITES_ENV = "DDPJOB_PROGRESS_MAX_WRITES_PER_SECOND"
 LIVENESS_OUTAGE_ENV = "DDPJOB_LIVENESS_OUTAGE_SECONDS"
 GANG_INTEGRATIONS_ENV = "DDPJOB_GANG_INTEGRATIONS"
 NOTICE_KEY_ENV = "DDPJOB_NOTICE_KEY"
+TENSORBOARD_IMAGE_ENV = "DDPJOB_TENSORBOARD_IMAGE"
+TENSORBOARD_PULL_ENV = "DDPJOB_TENSORBOARD_IMAGE_PULL_POLICY"
+TENSORBOARD_RESOURCES_ENV = "DDPJOB_TENSORBOARD_RESOURCES"
 
 DEFAULT_LIVENESS_OUTAGE = 300.0
 # Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
@@ -60,6 +69,7 @@ class Settings:
     gang_explicit: bool = False  # the chart named the integrations (a missing API is an error)
     gang_options: GangOptions = DEFAULT_OPTIONS
     notice_key: bytes | None = field(default=None, repr=False)  # a secret: never in a log line
+    tensorboard: TensorBoardConfig = TENSORBOARD_DEFAULTS  # what runs jobs' TensorBoards
 
     @property
     def progress_polling(self) -> bool:
@@ -128,6 +138,30 @@ def _gang_options(env: Mapping[str, str]) -> GangOptions:
     return GangOptions(schedulers=schedulers) if schedulers else DEFAULT_OPTIONS
 
 
+def _tensorboard(env: Mapping[str, str]) -> TensorBoardConfig:
+    image = (env.get(TENSORBOARD_IMAGE_ENV) or "").strip() or TENSORBOARD_DEFAULTS.image
+    pull = (env.get(TENSORBOARD_PULL_ENV) or "").strip() or None
+    if pull not in (None, "Always", "IfNotPresent", "Never"):
+        raise SettingsError(f"{TENSORBOARD_PULL_ENV}={_shown(pull or '')} must be Always, IfNotPresent or Never")
+    raw = (env.get(TENSORBOARD_RESOURCES_ENV) or "").strip()
+    if not raw:
+        return TensorBoardConfig(image, pull)
+    try:
+        resources = json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"{TENSORBOARD_RESOURCES_ENV}={_shown(raw)} is not JSON") from None
+    if not (
+        isinstance(resources, dict)
+        and set(resources) <= {"requests", "limits"}
+        and all(isinstance(v, dict) and all(isinstance(q, (str, int)) for q in v.values()) for v in resources.values())
+    ):
+        raise SettingsError(
+            f"{TENSORBOARD_RESOURCES_ENV}={_shown(raw)} must be an object of requests and limits, "
+            'e.g. {"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}'
+        )
+    return TensorBoardConfig(image, pull, resources)
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings from `env` (the process environment by default); SettingsError for a bad one."""
     env = os.environ if env is None else env
@@ -159,4 +193,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         gang_explicit=explicit,
         gang_options=options,
         notice_key=key.encode() or None,
+        tensorboard=_tensorboard(env),
     )

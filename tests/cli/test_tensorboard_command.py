@@ -1,0 +1,114 @@
+"""`ddpjob tensorboard NAME` against the API emulator: it finds the job's TensorBoard Service
+in its status, runs `kubectl port-forward` to it with the user's namespace, prints the URL
+kubectl listens on and opens it when asked; and says in one line why it cannot.
+
+kubectl is a stand-in on PATH here (the emulator serves no port-forward, and neither does
+the process kubelet: docs/divergences.md); it prints what the real one prints."""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from typing import Any
+
+import kubernetes
+import pytest
+
+from tests.cli.test_cluster_commands import JOB, ddpjob, emulator, kubeconfig, with_crd  # noqa: F401
+
+pytestmark = pytest.mark.timeout(60)
+GROUP, VERSION, PLURAL = "ddpjob.io", "v1alpha1", "ddpjobs"
+
+
+def fake_kubectl(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, *lines: str, code: int = 0) -> pathlib.Path:
+    """A kubectl that records its arguments, says `lines` and exits with `code`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "argv.json"
+    script = bin_dir / "kubectl"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+        f"print({chr(10).join(lines)!r}, flush=True)\nsys.exit({code})\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return record
+
+
+def make_job(kubeconfig: pathlib.Path, status: dict[str, Any] | None, **spec: Any) -> None:
+    api = kubernetes.config.new_client_from_config(str(kubeconfig))
+    custom = kubernetes.client.CustomObjectsApi(api)
+    body = {**JOB, "spec": {**JOB["spec"], **spec}}
+    custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, body)
+    if status is not None:
+        custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", PLURAL, "hello", {"status": status})
+
+
+BOARD = {"tensorboard": {"url": "http://hello-tensorboard.team-a.svc:6006/", "service": "hello-tensorboard"}}
+ON = {"tensorboard": True, "checkpoint": {"claimName": "ckpt"}}
+
+
+def test_it_forwards_to_the_service_prints_the_url_and_opens_it(capsys, with_crd, kubeconfig, tmp_path,
+                                                                 monkeypatch) -> None:
+    make_job(kubeconfig, BOARD, **ON)
+    record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", opened.append)
+    code, out, err = ddpjob(capsys, "tensorboard", "hello", "--open")
+    assert (code, err) == (0, ""), err
+    assert "TensorBoard of ddpjob hello: http://127.0.0.1:41234/" in out
+    assert opened == ["http://127.0.0.1:41234/"]
+    argv = json.loads(record.read_text())
+    assert argv[:4] == ["port-forward", "--namespace", "team-a", "service/hello-tensorboard"]
+    assert argv[4:7] == [":6006", "--address", "127.0.0.1"]
+
+
+def test_a_port_and_a_kubeconfig_are_passed_on(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
+    make_job(kubeconfig, BOARD, **ON)
+    record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from [::1]:6006 -> 6006")
+    code, out, _ = ddpjob(capsys, "tensorboard", "hello", "--port", "6006", "--kubeconfig", str(kubeconfig))
+    assert code == 0 and "http://[::1]:6006/" in out
+    argv = json.loads(record.read_text())
+    assert "6006:6006" in argv and argv[argv.index("--kubeconfig") + 1] == str(kubeconfig)
+
+
+@pytest.mark.parametrize("spec, status, said", [
+    ({}, None, "has no TensorBoard: set spec.tensorboard: true"),
+    (ON, {"tensorboard": {"message": "Deployment hello-tensorboard: forbidden"}}, "could not make"),
+    (ON, None, "is not made yet"),
+], ids=["off", "refused", "not-yet"])
+def test_why_there_is_nothing_to_open_is_one_line(capsys, with_crd, kubeconfig, tmp_path, monkeypatch,
+                                                  spec, status, said) -> None:
+    make_job(kubeconfig, status, **spec)
+    record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:1 -> 6006")
+    code, out, err = ddpjob(capsys, "tensorboard", "hello")
+    assert code == 1 and out == "" and said in err and len(err.strip().splitlines()) == 1, err
+    assert not record.exists()  # kubectl never ran
+
+
+def test_kubectl_failing_is_one_line_with_its_words(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
+    make_job(kubeconfig, BOARD, **ON)
+    fake_kubectl(tmp_path, monkeypatch, 'error: services "hello-tensorboard" not found', code=1)
+    code, _, err = ddpjob(capsys, "tensorboard", "hello")
+    assert code == 1
+    assert err.strip() == 'error: kubectl port-forward ended: error: services "hello-tensorboard" not found'
+
+
+def test_a_missing_job_is_not_found(capsys, with_crd) -> None:
+    code, _, err = ddpjob(capsys, "tensorboard", "nope")
+    assert code == 1 and "not found" in err
+
+
+def test_render_shows_the_tensorboard_the_operator_would_make(capsys, tmp_path) -> None:
+    import yaml
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**JOB, "spec": {**JOB["spec"], **ON}}))
+    code, out, err = ddpjob(capsys, "render", "-f", str(path))
+    assert code == 0, err
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(out)]
+    assert kinds[-2:] == [("Service", "hello-tensorboard"), ("Deployment", "hello-tensorboard")]
+    path.write_text(yaml.safe_dump(JOB))
+    _, out, _ = ddpjob(capsys, "render", "-f", str(path))
+    assert "tensorboard" not in out

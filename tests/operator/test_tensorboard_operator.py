@@ -1,0 +1,85 @@
+"""spec.tensorboard through the real operator on the API emulator: the Deployment and
+Service made, owned by the job and reported in status.tensorboard; removed when the field
+is turned off and with the job; a name someone else holds reported, never taken."""
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes
+
+from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.operator.conftest import NS, Cluster, ddpjob
+from tests.support.deadlines import REACTION
+
+DEPLOYMENTS = "apps/v1/deployments"
+CHECKPOINT = {"claimName": "ckpt"}
+
+
+def board_job(name: str, **spec: Any) -> dict[str, Any]:
+    return ddpjob(name, tensorboard=True, checkpoint=CHECKPOINT, **spec)
+
+
+def deployment(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    return cluster.emulator.get_object(DEPLOYMENTS, NS, name)
+
+
+def wait_board(cluster: Cluster, job: str) -> dict[str, Any]:
+    return wait_for(lambda: cluster.status(job).get("tensorboard"), timeout=REACTION,
+                    message=f"{job}: no status.tensorboard (status {cluster.status(job)})")
+
+
+def test_a_job_with_tensorboard_gets_a_deployment_and_service_it_owns(cluster: Cluster, operator) -> None:
+    uid = cluster.create(board_job("tb"))["metadata"]["uid"]
+    board = wait_board(cluster, "tb")
+    assert board == {"url": f"http://tb-tensorboard.{NS}.svc:6006/", "service": "tb-tensorboard"}
+    made = [deployment(cluster, "tb-tensorboard"), cluster.service("tb-tensorboard")]
+    for obj in made:
+        assert obj is not None
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert owner["uid"] == uid and owner["controller"] is True
+    # The training gang is made as ever, and the TensorBoard's Pod is none of its Pods.
+    cluster.wait_pods("tb", 1)
+    assert "ddpjob.io/job-name" not in made[0]["spec"]["template"]["metadata"]["labels"]
+
+    # With the job, they go (the garbage collector, by owner reference).
+    cluster.delete("tb")
+    wait_for(lambda: deployment(cluster, "tb-tensorboard") is None and cluster.service("tb-tensorboard") is None,
+             timeout=REACTION, message="the TensorBoard outlived its job")
+
+
+def test_turning_it_off_removes_it_and_on_again_makes_it_again(cluster: Cluster, operator) -> None:
+    cluster.create(board_job("tb"))
+    wait_board(cluster, "tb")
+    cluster.patch_spec("tb", tensorboard=False)
+    wait_for(lambda: "tensorboard" not in cluster.status("tb") and deployment(cluster, "tb-tensorboard") is None
+             and cluster.service("tb-tensorboard") is None, timeout=REACTION,
+             message=f"the TensorBoard was not removed (status {cluster.status('tb')})")
+    assert cluster.service("tb") is not None  # the job's own headless Service stays
+    cluster.patch_spec("tb", tensorboard=True)
+    assert wait_board(cluster, "tb")["service"] == "tb-tensorboard"
+    assert deployment(cluster, "tb-tensorboard") is not None
+
+
+def test_a_name_held_by_another_object_is_reported_not_taken(cluster: Cluster, operator) -> None:
+    held = {"metadata": {"name": "tb-tensorboard"}, "spec": {"ports": [{"port": 80}]}}
+    cluster.core.create_namespaced_service(NS, held)
+    cluster.create(board_job("tb"))
+    board = wait_board(cluster, "tb")
+    assert "already exists and is not controlled by DDPJob 'tb'" in board["message"], board
+    assert cluster.service("tb-tensorboard")["spec"]["ports"][0]["port"] == 80  # untouched
+    cluster.run_gang("tb", 1)  # the training is not held back by it
+
+
+def test_a_job_without_it_gets_none_and_no_request_is_made(cluster: Cluster, operator) -> None:
+    cluster.start_running(ddpjob("plain", checkpoint=CHECKPOINT))
+    assert "tensorboard" not in cluster.status("plain")
+    assert not [r for r in cluster.emulator.requests if r.resource == "deployments"]
+
+
+def test_the_api_server_refuses_it_without_a_checkpoint(cluster: Cluster) -> None:
+    try:
+        cluster.create(ddpjob("nock", tensorboard=True))
+    except kubernetes.client.ApiException as exc:
+        assert exc.status == 422 and "spec.tensorboard" in exc.body and "needs spec.checkpoint" in exc.body
+    else:
+        raise AssertionError("a job with tensorboard and no checkpoint was accepted")
