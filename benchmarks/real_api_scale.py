@@ -63,8 +63,8 @@ def ddpjob(name: str, nodes: int) -> dict[str, Any]:
 class PodCounter:
     """Pods ever added, per job, from one watch on the namespace (re-listed on errors)."""
 
-    def __init__(self, api: kubernetes.client.ApiClient):
-        self.core = kubernetes.client.CoreV1Api(api)
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str = NS):
+        self.core, self.namespace = kubernetes.client.CoreV1Api(api), namespace
         self.added: collections.Counter = collections.Counter()
         self.seen: set[str] = set()
         self.stop = threading.Event()
@@ -74,8 +74,8 @@ class PodCounter:
     def _run(self) -> None:
         while not self.stop.is_set():
             with contextlib.suppress(Exception):
-                for event in kubernetes.watch.Watch().stream(self.core.list_namespaced_pod, NS, timeout_seconds=30,
-                                                             _request_timeout=60):
+                for event in kubernetes.watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
+                                                             timeout_seconds=30, _request_timeout=60):
                     pod = event['object']
                     if event['type'] == 'ADDED' and pod.metadata.uid not in self.seen:
                         with self.lock:
