@@ -4,6 +4,13 @@ Run on a GPU machine with `make test-gpu` (this directory plus the trainer's tes
 operator's dependencies need not be installed). Without a GPU every test here is skipped,
 saying why. Each test asserts what the run produced (status, metrics, checkpoints), not
 only that it exited 0.
+
+The budget: `make test-gpu` in 3 minutes on one H100 or H200, its start-up included
+(docs/development.md, "The GPU tier"). What costs is starting processes (Python, torch,
+CUDA: seconds each), not steps (milliseconds each for these models), so each test starts
+as few as shows its point, and trains only as long as its assertion needs: one epoch, or
+two where epochs are compared, of at most a few thousand samples. Each test's comment
+`budget:` says what it starts and trains. The tests run on several xdist workers.
 """
 from __future__ import annotations
 
@@ -44,16 +51,20 @@ def losses(tmp_path: Path) -> tuple[float, float]:
 
 # ---- ddpjob run on a GPU machine ----------------------------------------------------------
 
-def test_a_one_gpu_job_runs_with_nccl(tmp_path: Path) -> None:
+def test_a_one_gpu_job_runs_with_nccl_and_captures_its_step_by_default(tmp_path: Path) -> None:
+    # budget: one `ddpjob run` of one process, 16 steps
     job = write_job(tmp_path, "gpu-one", ["ddpjob-launch", "ddpjob-train", "--epochs", "1",
-                                          "--synthetic-size", "1024"])
+                                          "--synthetic-size", "1024", "--eval-every", "0"])
     code, output, status = ddpjob_run(tmp_path, str(job))
     assert code == 0, output[-3000:]
     assert status["phase"] == "Succeeded" and status["backend"] == "nccl" and status["worldSize"] == 1, status
+    # No flag, one GPU: the step is a CUDA graph, said in one line (graph_step.plan).
+    assert output.count("step: captured as one CUDA graph and replayed, the default on one GPU") == 1, output[-3000:]
 
 
 @needs_two_gpus
 def test_each_node_gets_its_own_gpu_slice(tmp_path: Path) -> None:
+    # budget: one `ddpjob run` of two processes that all-reduce once
     job = write_job(tmp_path, "gpu-slices", [sys.executable, "-c", PROBE], nodes=2, backend="nccl")
     code, output, status = ddpjob_run(tmp_path, str(job))
     assert code == 0, output[-3000:]
@@ -63,6 +74,7 @@ def test_each_node_gets_its_own_gpu_slice(tmp_path: Path) -> None:
 
 
 def test_a_job_asking_for_more_gpus_than_here_is_refused_in_one_line(tmp_path: Path) -> None:
+    # budget: one `ddpjob run` that starts no process
     job = write_job(tmp_path, "gpu-short", ["ddpjob-launch", "ddpjob-train"], nodes=GPUS + 1)
     code, output, _ = ddpjob_run(tmp_path, str(job), timeout=60)
     assert code != 0 and "spec.gpusPerNode" in output and f"this machine has {GPUS}" in output, output[-2000:]
@@ -70,18 +82,23 @@ def test_a_job_asking_for_more_gpus_than_here_is_refused_in_one_line(tmp_path: P
 
 
 def test_cpu_flag_runs_a_gpu_job_with_gloo(tmp_path: Path) -> None:
+    # budget: one `ddpjob run` of GPUS + 1 processes on the CPU, 4 steps
     job = write_job(tmp_path, "gpu-on-cpu", ["ddpjob-launch", "ddpjob-train", "--epochs", "1",
-                                             "--synthetic-size", "512"], nodes=GPUS + 1)
+                                             "--synthetic-size", "512", "--eval-every", "0"], nodes=GPUS + 1)
     code, output, status = ddpjob_run(tmp_path, "--cpu", str(job))
     assert code == 0, output[-3000:]
     assert status["phase"] == "Succeeded" and status["backend"] == "gloo", status
 
 
 def test_two_processes_on_one_gpu_use_gloo_instead_of_crashing_in_nccl(tmp_path: Path) -> None:
-    """Two local processes and one visible GPU: backend auto picks gloo with one notice line."""
-    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "512", nproc=2, CUDA_VISIBLE_DEVICES="0")
+    """Two local processes and one visible GPU: backend auto picks gloo with one notice line.
+    Under DDP the step stays eager, and the run says why in one line."""
+    # budget: one launch of two processes, 4 steps
+    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "512", "--eval-every", "0", nproc=2,
+              CUDA_VISIBLE_DEVICES="0")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "using gloo" in r.stdout + r.stderr and "Duplicate GPU" not in r.stderr
+    assert "step: eager, not captured as a CUDA graph: DDP's all-reduce (WORLD_SIZE=2)" in r.stdout, r.stdout[-3000:]
 
 
 # ---- the trainer's GPU options ------------------------------------------------------------
@@ -94,7 +111,8 @@ def test_two_processes_on_one_gpu_use_gloo_instead_of_crashing_in_nccl(tmp_path:
     ["--strategy", "dp"],
 ], ids=lambda f: "-".join(a.lstrip("-") for a in f))
 def test_trainer_option_trains_on_the_gpu(tmp_path: Path, flags: list[str]) -> None:
-    r = train(tmp_path, "--epochs", "3", "--synthetic-size", "4096", "--log-every", "5", *flags)
+    # budget: one launch, 64 steps (where eligible, captured: the default)
+    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "4096", "--log-every", "4", "--eval-every", "0", *flags)
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first, f"{flags}: did not learn (loss {first} -> {last})"
@@ -105,17 +123,22 @@ def test_trainer_option_trains_on_the_gpu(tmp_path: Path, flags: list[str]) -> N
 
 @needs_triton
 def test_compile_trains_on_the_gpu(tmp_path: Path) -> None:
-    r = train(tmp_path, "--epochs", "3", "--synthetic-size", "4096", "--log-every", "5", "--compile")
+    # budget: one launch, torch.compile's compilation, 100 steps: the choice's warm-up and
+    # trial (3 + 2 x 4 blocks x 8 steps, compile_choice.py) end inside them
+    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "6400", "--log-every", "4", "--eval-every", "0",
+              "--compile")
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first
     # It timed the compiled model against eager and kept the faster (compile_choice.py).
     final = next(m for m in metrics(tmp_path) if m.get("event") == "final")
     assert final["compile"] in ("compiled", "eager"), final
-    assert "--compile: a step takes" in r.stdout, r.stdout[-3000:]
+    said = [line for line in r.stdout.splitlines() if "--compile: 8-step blocks" in line]
+    assert len(said) == 1 and "ms/step compiled" in said[0] and "ms/step eager" in said[0], r.stdout[-3000:]
 
 
 def test_batch_size_auto_finds_a_batch_that_fits_and_trains(tmp_path: Path) -> None:
+    # budget: one launch, the probe's ~30 tries of one step, then one or two steps
     r = train(tmp_path, "--epochs", "1", "--synthetic-size", "65536", "--batch-size", "auto", "--log-every", "5")
     assert r.returncode == 0, r.stderr[-3000:]
     chosen = [line for line in r.stderr.splitlines() if "--batch-size auto:" in line]
@@ -128,19 +151,21 @@ def test_a_checkpoint_saved_on_the_gpu_resumes_and_loads_on_cpu(tmp_path: Path) 
     import torch
     from ddpjob_trainer import checkpoint
 
+    # budget: two launches, 8 steps each
     ckpt = tmp_path / "ckpt"
-    first = train(tmp_path, "--epochs", "1", "--synthetic-size", "1024", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
+    first = train(tmp_path, "--epochs", "1", "--synthetic-size", "512", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
     assert first.returncode == 0, first.stderr[-3000:]
     path, payload = checkpoint.newest(str(ckpt))  # map_location="cpu": a CPU-only reader can open it
     tensors = [v for v in payload["model"].values() if isinstance(v, torch.Tensor)]
     assert tensors and all(t.device.type == "cpu" for t in tensors) and payload["scaler"], path
-    second = train(tmp_path, "--epochs", "2", "--synthetic-size", "1024", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
+    second = train(tmp_path, "--epochs", "2", "--synthetic-size", "512", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from" in second.stdout + second.stderr and "continuing at epoch 2" in second.stdout + second.stderr
     assert checkpoint.newest(str(ckpt))[1]["epoch"] == 2
 
 
 def test_the_launcher_sets_nccl_defaults_for_its_workers(tmp_path: Path) -> None:
+    # budget: one `ddpjob run` of a script that prints and exits
     script = tmp_path / "env_probe.py"
     script.write_text("import os; print('NCCL_ENV', os.environ.get('TORCH_NCCL_ASYNC_ERROR_HANDLING'))\n")
     job = write_job(tmp_path, "gpu-env", ["ddpjob-launch", str(script)], nproc=1)
@@ -151,6 +176,7 @@ def test_the_launcher_sets_nccl_defaults_for_its_workers(tmp_path: Path) -> None
 
 def test_the_cuda_images_python_dependencies_import() -> None:
     """What the trainer image's CUDA variant adds to its base (pyproject's `trainer` extra)."""
+    # budget: imports in this process
     import prometheus_client  # noqa: F401  ddpjob-launch's /metrics
     import torch
     import torchvision
@@ -171,29 +197,31 @@ def epoch_losses(tmp_path: Path) -> list[float]:
 @pytest.mark.parametrize("flags", [
     [],
     ["--amp", "bf16"],
-    ["--model", "cnn", "--channels-last", "--optimizer", "adamw"],
+    ["--model", "cnn", "--channels-last", "--optimizer", "adamw", "--cuda-graph"],  # the flag asked for, too
 ], ids=lambda f: "-".join(a.lstrip("-") for a in f) or "fp32")
-def test_cuda_graph_trains_as_the_eager_step_does(tmp_path: Path, flags: list[str]) -> None:
-    # 4,100 samples at batch 64: each epoch ends with a partial batch, which runs eagerly.
-    common = ["--epochs", "3", "--synthetic-size", "4100", "--batch-size", "64", "--eval-every", "0", *flags]
+def test_the_captured_step_trains_as_the_eager_step_does(tmp_path: Path, flags: list[str]) -> None:
+    # budget: two launches, 66 steps each.
+    # 2,100 samples at batch 64: each epoch ends with a partial batch, which runs eagerly.
+    common = ["--epochs", "2", "--synthetic-size", "2100", "--batch-size", "64", "--eval-every", "0", *flags]
     eager_dir, graph_dir = tmp_path / "eager", tmp_path / "graph"
     eager_dir.mkdir(), graph_dir.mkdir()
-    r = train(eager_dir, *common)
+    r = train(eager_dir, *[f for f in common if f != "--cuda-graph"], "--no-cuda-graph")
     assert r.returncode == 0, r.stderr[-3000:]
-    r = train(graph_dir, *common, "--cuda-graph")
+    r = train(graph_dir, *common)  # no flag: captured by default
     assert r.returncode == 0, r.stderr[-3000:]
     final = next(m for m in metrics(graph_dir) if m.get("event") == "final")
     steps = final["step"]
-    # All but the warm-up steps and the three partial batches were replays.
-    assert final["graph_replays"] == steps - 3 - 3, final
+    # All but the warm-up steps and the two partial batches were replays.
+    assert final["graph_replays"] == steps - 3 - 2, final
     eager, graph = epoch_losses(eager_dir), epoch_losses(graph_dir)
-    assert len(eager) == len(graph) == 3 and graph[-1] < graph[0], (eager, graph)
+    assert len(eager) == len(graph) == 2 and graph[-1] < graph[0], (eager, graph)
     # The same steps on the same batches: the same losses, up to the capturable optimizer's
     # arithmetic on the GPU instead of the host.
     assert all(math.isclose(a, b, rel_tol=0.02) for a, b in zip(eager, graph)), (eager, graph)
 
 
 def test_a_replayed_step_makes_no_host_sync() -> None:
+    # budget: in this process, 25 steps of a small MLP
     import torch
     from torch import nn
 
@@ -226,6 +254,8 @@ def test_a_replayed_step_makes_no_host_sync() -> None:
 
 @pytest.mark.parametrize("decode", ["cpu", "gpu"])
 def test_an_imagefolder_of_jpegs_trains_with_either_decoder(tmp_path: Path, decode: str) -> None:
+    # budget: one launch with two DataLoader workers, 3 epochs of a few steps of a small
+    # ImageFolder (the accuracy below needs them)
     from tests.trainer.trainer_helpers import write_imagefolder
 
     root = write_imagefolder(tmp_path / "data", per_class=32, size=40, ext="jpg")

@@ -98,7 +98,7 @@ def _error_line(capsys) -> str:
     (["--data", "imagenet:/x"], "unknown dataset"),
     (["--data", "mnist:/does/not/exist"], "does not exist"),
     (["--amp", "fp16"], "needs a CUDA device"),
-    (["--cuda-graph"], "--cuda-graph needs a CUDA device (this process has cpu)"),
+    (["--cuda-graph"], "--cuda-graph: a CUDA graph needs a CUDA device (this process has cpu)"),
 ])
 def test_bad_input_exits_2(argv, needle, capsys):
     assert main([*argv, *FAST]) == 2

@@ -80,8 +80,10 @@ def parser() -> argparse.ArgumentParser:
     a("--compile", action="store_true", help="torch.compile the model")
     a(
         "--cuda-graph",
-        action="store_true",
-        help="replay each step as one captured CUDA graph (one process, adam/adamw, fixed batch; CUDA only)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="replay each step as one captured CUDA graph (one process, adam/adamw, fixed batch; CUDA only). "
+        "Default: wherever eligible, saying so in one line, or why not; --cuda-graph insists, --no-cuda-graph: eager",
     )
     a("--channels-last", action="store_true", help="NHWC memory format (faster convolutions on GPU)")
     a("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (ddp only)")

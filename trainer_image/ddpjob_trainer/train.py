@@ -58,8 +58,9 @@ class Trainer:
         self.data = load_data(args, d)
         # An elastic job's fixed global micro-batch (elastic_data.py), kept in its checkpoints.
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
-        if args.cuda_graph and (why := graph_step.refusal(args, dev, d.world_size, bool(args.elastic_global_batch))):
-            raise UsageError(why)
+        # Whether the step is captured as a CUDA graph: the optimizer and the micro-step are
+        # built for it (capturable, no autocast cache) before the model trains.
+        self.graph = graph_step.plan(args, dev.type, d.world_size, bool(args.elastic_global_batch))
         self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:
             log("warning: this dataset has no evaluation split; evaluation is skipped")
@@ -69,11 +70,11 @@ class Trainer:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         layout = torch.channels_last if args.channels_last else torch.preserve_format
         self.model = model.to(dev, memory_format=layout)  # type: ignore[call-overload]  # documented; stubs omit it
-        self.optimizer = make_optimizer(args, self.model.parameters(), dev)
+        self.optimizer = make_optimizer(args, self.model.parameters(), dev, capturable=self.graph.capture)
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")  # bf16 has fp32's range: no scaling
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
         self.micro = MicroStep(
-            self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size, graph_safe=args.cuda_graph
+            self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size, graph_safe=self.graph.capture
         )
         self.captured: graph_step.CapturedStep | None = None
         if auto_batch:
@@ -89,6 +90,8 @@ class Trainer:
             log(f"--batch-size auto: {args.batch_size} per process fits on {dev}")
             self.data = load_data(args, d)
         self.progress = self.new_progress()
+        if self.graph.line:
+            self.progress.say(self.graph.line)
         self.heartbeat = Heartbeat(os.environ.get(contract.PROGRESS_FILE) or None, d.env.local_rank, d.rank)
         self.step_seconds = step_seconds()
         self.pos = state.Position()
@@ -125,8 +128,9 @@ class Trainer:
                 lambda t: distributed.all_reduce_sum(d, t),
             )
         self.micro.model = m
-        if self.args.cuda_graph:
-            self.captured = graph_step.CapturedStep(self.micro, self.optimizer)
+        if self.graph.capture:  # asked for (--cuda-graph): a failed capture is raised; by default, said
+            fallback = None if self.args.cuda_graph else self.progress.say
+            self.captured = graph_step.CapturedStep(self.micro, self.optimizer, fallback=fallback)
         return m
 
     def autocast(self):
