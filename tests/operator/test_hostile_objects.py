@@ -11,11 +11,35 @@ from collections.abc import Iterator
 from typing import Any
 
 import kopf
+import kubernetes
 import pytest
-from kopf._cogs.structs import diffs  # the diff kopf computes for on.update handlers
 
 from ddpjob.api import bounds, spec
 from ddpjob.operator import bookkeeping, handlers
+from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
+from tests.operator.conftest import NS
+from tests.support.deadlines import REACTION
+
+# kopf's own watch, copy and diff, read through its public API: the `diff` it hands an
+# on.update handler. Of a bare resource (no schema rules: the emulator would walk every
+# level in Python; the real API server stores 10,000 in Go).
+GROUP, VERSION, PLURAL = "hostile.example", "v1", "deepobjects"
+CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": f"{PLURAL}.{GROUP}"},
+       "spec": {"group": GROUP, "scope": "Namespaced",
+                "names": {"plural": PLURAL, "singular": "deepobject", "kind": "DeepObject"},
+                "versions": [{"name": VERSION, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+DIFFS: list[Any] = []
+DIFF_HANDLERS = f"""
+import kopf
+from tests.operator import test_hostile_objects as test
+
+
+@kopf.on.update("{GROUP}", "{VERSION}", "{PLURAL}", field="spec")
+def spec_changed(diff, **_):
+    test.DIFFS.append(diff)
+"""
 
 
 def deep(levels: int) -> dict[str, Any]:
@@ -40,15 +64,36 @@ def operator_recursion_limit() -> Iterator[None]:
 
 
 def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and_refused(
-        operator_recursion_limit: None) -> None:
+        operator_recursion_limit: None, emulator: Any, api: Any, tmp_path: Any) -> None:
     wire = json.dumps({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "j"},
                        "spec": {"image": "img", "template": deep(10_000)}})
     decoded = json.loads(wire)  # kopf's watch stream: json.loads of each line
     storage = bookkeeping.DiffBaseStorage(prefix="ddpjob.io", key="last-handled-configuration")
     essence = storage.build(body=kopf.Body(decoded))
     assert essence["spec"]["template"] == decoded["spec"]["template"]  # a full copy: it fits
-    changed = json.loads(wire.replace('{}', '{"b": 1}'))
-    assert len(diffs.diff(essence, storage.build(body=kopf.Body(changed)))) == 1
+    # kopf watches it, keeps its copy (the operator's storage) and diffs a change of it.
+    (tmp_path / "diff_handlers.py").write_text(DIFF_HANDLERS)
+    DIFFS.clear()
+
+    def operator_storage(settings: kopf.OperatorSettings) -> None:
+        settings.persistence.diffbase_storage = storage
+
+    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
+    objects = kubernetes.client.CustomObjectsApi(api)
+
+    def stored() -> dict[str, Any]:
+        return emulator.get_object(f"{GROUP}/{VERSION}/{PLURAL}", NS, "j")
+
+    with run_operator(emulator, tmp_path / "diff_handlers.py", namespace=NS, configure=operator_storage):
+        objects.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
+                                                {**decoded, "apiVersion": f"{GROUP}/{VERSION}", "kind": "DeepObject"})
+        # Each read copies the object in this process (a second, not the usual 0.05 s, apart).
+        wait_for(lambda: "last-handled-configuration" in json.dumps(stored()["metadata"]), REACTION, interval=1,
+                 message="kopf kept no copy of the deep object")
+        changed = json.loads(wire.replace("{}", '{"b": 1}'))
+        objects.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "j", {"spec": changed["spec"]})
+        wait_for(lambda: DIFFS, REACTION, interval=1, message="kopf handed no diff of the deep object's change")
+    assert len(DIFFS[0]) == 1
     with pytest.raises(spec.InvalidSpec, match=r"spec.template: is nested deeper than 32 levels"):
         spec.parse_job(decoded)
 

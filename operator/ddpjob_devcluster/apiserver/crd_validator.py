@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -88,7 +89,11 @@ class CRDValidator:
         self.api_versions = {f"{self.group}/{v['name']}" for v in served}
         self.has_status_subresource = "status" in (chosen.get("subresources") or {})
         self.schema: Mapping[str, Any] = chosen["schema"]["openAPIV3Schema"]
+        limit = sys.getrecursionlimit()
         self._env = celpy.Environment()  # celpy's `matches` is RE2 already, as in Kubernetes
+        # celpy sets the process's limit to 2500, which lowered the operator's (handlers.py)
+        # where both run in one process (tests, the emulator's demo): keep the higher one.
+        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
         self._programs: dict[str, celpy.Runner] = {}  # compiled once per rule, for this validator's life
 
     @classmethod

@@ -201,3 +201,17 @@ def test_the_project_crd_transition_rules():
     # The API server writes the field before the message: the message does not repeat it
     # (a real one said "spec.nodes: Invalid value: 3: spec.nodes: is immutable").
     assert [tuple(e) for e in crd.validate(new, old)] == [("spec.nodes", "is immutable")]
+
+
+def test_a_validator_leaves_a_raised_recursion_limit_raised():
+    """celpy lowers the process's limit to 2500 when it makes an environment: in one process
+    with the operator (tests, the emulator's demo) that undid the operator's 40,000."""
+    import sys
+
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(40_000)
+    try:
+        CRDValidator.from_file()
+        assert sys.getrecursionlimit() == 40_000
+    finally:
+        sys.setrecursionlimit(before)
