@@ -5,19 +5,19 @@ kmock (pinned 0.8) provides the HTTP plumbing, URL -> (resource, namespace, name
 parsing, API discovery from a `resources` registry (with the bundled list of built-in
 resources), Kubernetes `Status` error bodies and streaming of watch responses. Its stock
 state handling is a naive dict merge, so this module overrides the emulator's serving
-hooks (`_serve_list`, `_serve_create`, ...) with an API-server-like store: see
-`registry/store.py` for the object semantics. This module adds the server thread, the request
+hooks (`_serve_list`, `_serve_create`, ...) with an API-server-like store
+(`store_serving.py`): see `registry/store.py` for the object semantics. This module adds the server thread, the request
 log and fault injection (`request_log.py`), the request decoding kmock does not do
 (`request_body.py`), a linear dispatch (`reaction_dispatch.py`) and the few URL shapes
 kmock cannot parse.
 """
+
 from __future__ import annotations
 
 import asyncio
 import pathlib
 import re
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp.test_utils
@@ -27,14 +27,14 @@ import kmock
 import yaml
 from kmock._internal import enums, parsing, references, rendering
 
-from ddpjob_devcluster.apiserver import pod_logs, request_body, tables
+from ddpjob_devcluster.apiserver import pod_logs, request_body
 from ddpjob_devcluster.apiserver.admission import Admission
 from ddpjob_devcluster.apiserver.errors import ApiError
 from ddpjob_devcluster.apiserver.reaction_dispatch import FastDispatch
-from ddpjob_devcluster.apiserver.registry import apply as server_side_apply
 from ddpjob_devcluster.apiserver.registry.served_resources import is_status_subresource
 from ddpjob_devcluster.apiserver.registry.store import Store
 from ddpjob_devcluster.apiserver.request_log import REASONS, Fault, RecordedRequest, RequestLog, rbac_verb
+from ddpjob_devcluster.apiserver.store_serving import StoreServing
 
 # kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
 _NAMESPACES_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+)(?:/(status|finalize))?)?")
@@ -42,7 +42,7 @@ _NAMESPACES = references.resource(group="", version="v1", plural="namespaces")
 
 
 @attrs.define(kw_only=True)
-class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
+class KubeEmulator(RequestLog, FastDispatch, StoreServing, kmock.KubernetesEmulator):
     """An in-memory Kubernetes API server on 127.0.0.1, served from its own thread."""
 
     store: Store = attrs.field(init=False)
@@ -130,11 +130,14 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     def write_kubeconfig(self, path: str | pathlib.Path, *, namespace: str = "default") -> pathlib.Path:
         """A kubeconfig for kubectl/the kubernetes client: plain http, a dummy bearer token."""
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "emulator",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
             "users": [{"name": "emulator", "user": {"token": "emulator-token"}}],
-            "contexts": [{"name": "emulator", "context": {
-                "cluster": "emulator", "user": "emulator", "namespace": namespace}}],
+            "contexts": [
+                {"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace}}
+            ],
         }
         path = pathlib.Path(path)
         path.write_text(yaml.safe_dump(config))
@@ -155,8 +158,14 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         name, sub = match.groups()
         path = parsing.ParsedPath("", "v1", "namespaces", None, name, sub)
         request = attrs.evolve(
-            request, url=raw_request.url, resource=_NAMESPACES, namespace=None, name=name, subresource=sub,
-            action=parsing.guess_k8s(path, request.method, dict(request.params)))
+            request,
+            url=raw_request.url,
+            resource=_NAMESPACES,
+            namespace=None,
+            name=name,
+            subresource=sub,
+            action=parsing.guess_k8s(path, request.method, dict(request.params)),
+        )
         self._requests.append(request)
         try:
             return await self._handle(request)
@@ -175,8 +184,11 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
                 assert self._stopping is not None
                 await fault.hold(self._stopping)
                 if fault.status is not None:
-                    raise ApiError(fault.status, REASONS.get(fault.status, "InjectedFault"),
-                                   f"injected fault for {record.verb} {record.resource}")
+                    raise ApiError(
+                        fault.status,
+                        REASONS.get(fault.status, "InjectedFault"),
+                        f"injected fault for {record.verb} {record.resource}",
+                    )
             if record.resource == "pods" and record.subresource == "log" and record.verb == "get":
                 return await pod_logs.serve(self, request)
         # Skip KubernetesEmulator._handle: it mutates its naive store before dispatching.
@@ -187,7 +199,7 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
             return aiohttp.web.json_response(exc.status_body(), status=exc.code)
         return await super()._render_error(exc)
 
-    # ---- serving hooks called by kmock's fallbacks ------------------------------------
+    # ---- discovery, as kmock serves it, made strict (the store's hooks: store_serving.py) ----
 
     async def _serve_api(self, request: rendering.Request) -> rendering.Payload:
         # The official client's V1APIVersions model requires serverAddressByClientCIDRs.
@@ -195,8 +207,9 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
         doc = await super()._serve_api(request)
         if not isinstance(doc, dict):  # kmock's is a dict; anything else passes through
             return doc
-        return dict(doc, apiVersion="v1",
-                    serverAddressByClientCIDRs=[{"clientCIDR": "0.0.0.0/0", "serverAddress": address}])
+        return dict(
+            doc, apiVersion="v1", serverAddressByClientCIDRs=[{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]
+        )
 
     async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
         # kmock says groupVersion "/v1" for the core group; kubectl's REST mapper needs "v1".
@@ -208,89 +221,6 @@ class KubeEmulator(RequestLog, FastDispatch, kmock.KubernetesEmulator):
     @property
     def stopping(self) -> bool:
         return self._stopping is None or self._stopping.is_set()
-
-    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
-        res = request_body.require_resource(request)
-        return tables.maybe_table(self.store, request, self.store.list(res, request.namespace, request.params))
-
-    async def _serve_fetch(self, request: rendering.Request) -> rendering.Payload:
-        res, name = request_body.require_resource(request), request_body.require_name(request)
-        return tables.maybe_table(self.store, request, self.store.get(res, request.namespace, name))
-
-    async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
-        if request.subresource:  # e.g. pods/eviction, pods/binding: not emulated
-            raise ApiError(404, "NotFound", f"subresource {request.subresource} is not emulated")
-        res = request_body.require_resource(request)
-        body = request_body.body(request)
-        if res.plural == "pods" and not res.group:
-            request_body.quantities_as_strings(body)
-        body = self.admission.create(res, request.namespace, body, request.params)
-        obj = self.store.create(res, request.namespace, body, request_body.dry_run(request))
-        self._pods_changed(request)
-        return rendering.Response(status=201, payload=obj)
-
-    def _pods_changed(self, request: rendering.Request) -> None:
-        if request.resource is not None and request.resource.plural in ("pods", "resourcequotas"):
-            self.admission.pods_changed(request.namespace)
-
-    async def _serve_replace(self, request: rendering.Request) -> rendering.Payload:
-        name, res = request_body.require_name(request), request_body.require_resource(request)
-        return self.store.replace(res, request.namespace, name,
-                                  request.subresource, request_body.body(request), admit=self._admit_update(request))
-
-    async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
-        name, res = request_body.require_name(request), request_body.require_resource(request)
-        content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-        if content_type in server_side_apply.APPLY_TYPES:
-            # Admission as for any create or update (an apply is one or the other).
-            applied = server_side_apply.apply(
-                self.store, res, request.namespace, name, request.subresource,
-                request_body.body(request), request.params, admit=self._admit_update(request),
-                admit_create=lambda body: self.admission.create(res, request.namespace, body, request.params))
-            self._pods_changed(request)
-            return applied
-        patched = self.store.patch(res, request.namespace, name,
-                                   request.subresource, content_type, request_body.body(request),
-                                   admit=self._admit_update(request))
-        if request.subresource != "status" or res.plural == "pods":  # not our own quota writes
-            self._pods_changed(request)
-        return patched
-
-    def _admit_update(self, request: rendering.Request) -> Any:
-        res = request_body.require_resource(request)
-        return lambda current, new: self.admission.update(res, current, new, request.subresource, request.params)
-
-    async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
-        res, name = request_body.require_resource(request), request_body.require_name(request)
-        deleted = self.store.delete(res, request.namespace, name,
-                                    request_body.propagation(request), *request_body.grace_and_uid(request))
-        self._pods_changed(request)
-        return deleted
-
-    async def _serve_delete_collection(self, request: rendering.Request) -> rendering.Payload:
-        if request.resource is None or request.name:
-            raise ApiError(405, "MethodNotAllowed", "DELETE is not allowed here")
-        return self.store.delete_collection(request.resource, request.namespace, request.params,
-                                            request_body.propagation(request))
-
-    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
-        yield b""  # send the headers now: a quiet watch is still a started stream
-        as_table = tables.WatchTables(self.store, request)
-        events = self.store.watch(request_body.require_resource(request), request.namespace, request.name,
-                                  request.params)
-        if self.chaos is not None:
-            events = self.chaos.limit(events)
-        async for event in events:
-            yield as_table(event)
-
-    # ---- thread-safe snapshots for assertions -----------------------------------------
-
-    def get_object(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The stored object (a deep copy), or None; resource like 'v1/pods' or 'ddpjob.io/v1alpha1/ddpjobs'."""
-        return self.store.peek(references.resource(resource), namespace, name)
-
-    def list_objects(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return self.store.peek_all(references.resource(resource), namespace)
 
 
 __all__ = ["ApiError", "Fault", "KubeEmulator", "RecordedRequest", "is_status_subresource", "rbac_verb"]

@@ -1,7 +1,7 @@
 """A kubelet for tests that runs Pods as local processes.
 
 It watches Pods on an API server (the emulator), starts each Pod's `trainer` container
-with the node executor of `ddpjob run` (`ddpjob.local.node`: same argv, same env
+(`container_start.py`) with the node executor of `ddpjob run` (`ddpjob.local.node`: same argv, same env
 resolution, same process group handling), and reports what happens back through
 `pods/status`, as a kubelet does:
 `Running` once the process is up, then `Succeeded`/`Failed` with the container's
@@ -31,6 +31,7 @@ Container semantics that matter for gang restarts:
 Not emulated: init containers, sidecars (only `trainer` runs), probes, resource limits,
 images (the command must be installed here), Pods with a nodeName of another node.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,18 +39,16 @@ import pathlib
 import queue
 import signal
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import kubernetes
 
-from ddpjob.api import names
 from ddpjob.local import ownership
-from ddpjob.local.container import LocalRunError, StartError, trainer_container
 from ddpjob.local.node import LocalNode
 from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
+from ddpjob_devcluster.kubelet import container_start
 from ddpjob_devcluster.kubelet.pod_watch import PodWatch, api_client
 from ddpjob_devcluster.kubelet.status import Container, confirm_deletion, report, send
 
@@ -62,10 +61,20 @@ POLL_SECONDS = 0.05
 class ProcessKubelet:
     """Start with `start()` (or `with`); `stop()` kills every process it ever started."""
 
-    def __init__(self, server: str, workdir: str | pathlib.Path, *, namespace: str | None = None,
-                 stop_grace: float = DEFAULT_STOP_GRACE, token: str = EMULATOR_TOKEN,
-                 bound_only: bool = False, kubeconfig: pathlib.Path | None = None, node_name: str | None = None,
-                 ports: dict[Any, int] | None = None, addresses: Callable[[], str] | None = None):
+    def __init__(
+        self,
+        server: str,
+        workdir: str | pathlib.Path,
+        *,
+        namespace: str | None = None,
+        stop_grace: float = DEFAULT_STOP_GRACE,
+        token: str = EMULATOR_TOKEN,
+        bound_only: bool = False,
+        kubeconfig: pathlib.Path | None = None,
+        node_name: str | None = None,
+        ports: dict[Any, int] | None = None,
+        addresses: Callable[[], str] | None = None,
+    ):
         """kubeconfig: the node's own identity on a real API server (else `server` and
         `token`, as the emulator takes them). node_name: run only the Pods bound to this
         Node (`spec.nodeName`), listed and watched with that field selector as a kubelet
@@ -80,8 +89,13 @@ class ProcessKubelet:
         self.containers: dict[str, Container] = {}  # by Pod uid; finished ones stay for inspection
         # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
         # stops them with the grace, as a kubelet shutting down does.
-        self.node = LocalNode(f"{self.id}/", stop_grace, preexec=ownership.stop_with_parent,
-                              ports={} if ports is None else ports, addresses=addresses)
+        self.node = LocalNode(
+            f"{self.id}/",
+            stop_grace,
+            preexec=ownership.stop_with_parent,
+            ports={} if ports is None else ports,
+            addresses=addresses,
+        )
         self.ports = self.node.ports  # (namespace, job, attempt) -> port
         self.errors: list[BaseException] = []
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
@@ -128,8 +142,7 @@ class ProcessKubelet:
 
     def container(self, pod: str, namespace: str = "default", *, running: bool = True) -> Container | None:
         """The newest container of Pod `pod` (only a running one, unless running=False)."""
-        found = [c for c in self.snapshot() if c.pod == pod and c.namespace == namespace
-                 and (c.running or not running)]
+        found = [c for c in self.snapshot() if c.pod == pod and c.namespace == namespace and (c.running or not running)]
         return found[-1] if found else None
 
     def kill(self, pod: str, namespace: str = "default", sig: int = signal.SIGKILL) -> Container:
@@ -156,8 +169,10 @@ class ProcessKubelet:
                 continue
             with contextlib.suppress(OSError):
                 lines = c.log_path.read_text(errors="replace").splitlines()[-tail:]
-                parts.append(f"--- {c.namespace}/{c.pod} (attempt {c.attempt}, uid {c.uid[:8]}, "
-                             f"exit {c.exit_code}) ---\n" + "\n".join(lines))
+                parts.append(
+                    f"--- {c.namespace}/{c.pod} (attempt {c.attempt}, uid {c.uid[:8]}, "
+                    f"exit {c.exit_code}) ---\n" + "\n".join(lines)
+                )
         return "\n".join(parts)
 
     def _api(self) -> kubernetes.client.CoreV1Api:
@@ -171,6 +186,7 @@ class ProcessKubelet:
                 target()
             except BaseException as exc:  # surfaced by tests through .errors
                 self.errors.append(exc)
+
         return run
 
     def _work_loop(self) -> None:
@@ -220,51 +236,11 @@ class ProcessKubelet:
         self._run_pod(core, pod)
 
     def _run_pod(self, core: kubernetes.client.CoreV1Api, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        namespace, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
-        labels = meta.get("labels") or {}
-        job = labels.get(names.LABEL_JOB_NAME, name)
-        attempt = int(labels.get(names.LABEL_RESTART_COUNT, 0))
-        pod_dir = self.workdir / "pods" / namespace / f"{name}-{uid[:8]}"
-        pod_dir.mkdir(parents=True, exist_ok=True)
-        c = Container(namespace=namespace, pod=name, uid=uid, job=job, attempt=attempt,
-                      tag=f"{self.id}/{uid}", log_path=pod_dir / "trainer.log")
-        c.times["seen"] = time.time()
-        with contextlib.suppress(LocalRunError):
-            c.image = trainer_container(pod).get("image") or ""
+        c = container_start.new_container(pod, self.workdir, self.id)
         with self._lock:
-            self.containers[uid] = c
-        checkpoint = self._checkpoint_volume(pod, namespace, job)
-        c.log_file = open(c.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed with the container
-        try:
-            started = self.node.start(pod, port=self.node.port_for((namespace, job, attempt)),
-                                      checkpoint_dir=str(checkpoint) if checkpoint else None,
-                                      progress_file=str(pod_dir / "progress.json"), out=c.log_file,
-                                      cwd=str(pod_dir), tag=uid)
-            c.proc, c.ip = started.proc, started.ip
-        except (LocalRunError, OSError) as exc:
-            # containerd reports a command that cannot start as exit code 128, StartError.
-            c.log_file.write(f"[{name}] {StartError.reason}: {exc}\n")
-            c.exit_code = StartError.exit_code
-            c.times["exited"] = time.time()
-            report(core, c, "Failed", exit_code=StartError.exit_code, reason=StartError.reason,
-                         message=str(exc))
-            c.close_log()
-            return
-        c.times["started"] = c.proc.started_at
-        report(core, c, "Running")
-        c.times["running_reported"] = time.time()
-
-    def _checkpoint_volume(self, pod: dict[str, Any], namespace: str, job: str) -> pathlib.Path | None:
-        try:
-            mounts = trainer_container(pod).get("volumeMounts") or []
-        except LocalRunError:
-            return None
-        if not any(m.get("name") == "checkpoint" for m in mounts):
-            return None
-        path = self.checkpoint_dir(job, namespace)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+            self.containers[c.uid] = c
+        checkpoint = container_start.checkpoint_volume(pod, self.checkpoint_dir(c.job, c.namespace))
+        container_start.start(core, self.node, c, pod, checkpoint)
 
     def _delete(self, c: Container) -> None:
         c.deleted = True
@@ -290,6 +266,7 @@ class ProcessKubelet:
             # The grace-0 delete once the terminal status is written (the status manager's order).
             if "exited" in c.times and c.unsent is None:
                 confirm_deletion(core, c)
+
 
 @contextlib.contextmanager
 def process_kubelet(server: str, workdir: str | pathlib.Path, **kwargs: Any) -> Iterator[ProcessKubelet]:

@@ -11,12 +11,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from kmock import ObjectsArray, ResourcesArray, resource as Resource
 
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
+from ddpjob_devcluster.apiserver.registry.served_resources import Key, ServedResources
 
-if TYPE_CHECKING:
-    from ddpjob_devcluster.apiserver.registry.store import Store
+
+class Store(Protocol):
+    """What the collector needs of the store (`store.Store` is one), named here so that the
+    store imports the collector and the collector never imports the store back."""
+
+    objects: ObjectsArray
+    resources: ResourcesArray
+    served: ServedResources
+
+    def view(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None: ...
+
+    def commit(self, key: Key, current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]: ...
+
+    def delete_key(self, key: Key, propagation: str | None, grace_period: int | None = None) -> dict[str, Any]: ...
 
 
 def collect_dependents(store: Store, owner: dict[str, Any], namespace: str | None, propagation: str | None) -> None:

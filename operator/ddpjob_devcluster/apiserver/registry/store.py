@@ -1,95 +1,44 @@
 """The object semantics of the emulated API server: what a real kube-apiserver (with the
 garbage collector) does to objects, kept only as deep as operators and their tests need.
 
-Objects live in kmock's `ObjectsArray` (so `emulator.objects[...]` keeps every version for assertions);
-this module adds uid/resourceVersion/generation, finalizers, and ownerReference garbage collection
+The objects and their reads live in `object_table.py` (kmock's `ObjectsArray`, so
+`emulator.objects[...]` keeps every version for assertions); this module adds the writes:
+uid/resourceVersion/generation, finalizers, and ownerReference garbage collection
 (`garbage_collector.py`), with optimistic concurrency and the status subresource in `write_rules.py`, patches
 in `patches.py`, CRD discovery in `served_resources.py` and the event log that watches replay in `event_log.py`.
 Server-side apply (`apply.py`) and the collector use the store through its public methods only
 (`transaction`, `update`, `commit`, `delete_key`), as every other module does.
 """
+
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from kmock import ObjectsArray, ResourceInfo, ResourcesArray, resource as Resource
+from kmock import ObjectsArray, ResourcesArray, resource as Resource
 
 from ddpjob.times import now as _now
 from ddpjob_devcluster.apiserver.errors import ApiError, decodable, parse_rv, require_object
 from ddpjob_devcluster.apiserver.registry import garbage_collector, served_resources, write_rules
 from ddpjob_devcluster.apiserver.registry.event_log import EventLog, initial_events_end
 from ddpjob_devcluster.apiserver.registry.graceful import PODS, graceful_delete
+from ddpjob_devcluster.apiserver.registry.object_table import ObjectTable
 from ddpjob_devcluster.apiserver.registry.patches import apply_patch
 from ddpjob_devcluster.apiserver.registry.plaindata import fresh
 from ddpjob_devcluster.apiserver.registry.selectors import matcher
-from ddpjob_devcluster.apiserver.registry.served_resources import Key, ServedResources, api_version
+from ddpjob_devcluster.apiserver.registry.served_resources import Key, api_version
 
 Admit = Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]]
-Objects = list[dict[str, Any]]  # named out here: inside Store, `list` is its method
 CRDS = Resource(group="apiextensions.k8s.io", version="v1", plural="customresourcedefinitions")
 NAMESPACES = Resource(group="", version="v1", plural="namespaces")
 
 
-class Store:
+class Store(ObjectTable):
     def __init__(self, resources: ResourcesArray, objects: ObjectsArray | None = None):
-        self.resources = resources
-        self.objects = objects if objects is not None else ObjectsArray()
-        # Keys by resource, in creation order: selecting one kind must not scan every
-        # object of every kind (quota admission lists a namespace's quotas per Pod create).
-        self._keys: dict[Resource, dict[Key, None]] = {}
-        self.served = ServedResources(resources)
-        self._rv = 0
-        self._lock = threading.RLock()  # tests peek from their own thread
+        super().__init__(resources, objects)
         self.events = EventLog(self._lock)
         self._create(NAMESPACES, None, {"metadata": {"name": "default"}})
-
-    # ---- reads ----
-
-    def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
-        with self._lock:
-            self._info(res)
-            return fresh(self._live(self._key(res, namespace, name)))
-
-    def list(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> dict[str, Any]:
-        with self._lock:
-            info = self._info(res)
-            items = self._select(res, namespace, params)
-            return {"apiVersion": api_version(res), "kind": f"{info.kind}List",
-                    "metadata": {"resourceVersion": str(self._rv)}, "items": fresh(items)}
-
-    def peek(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
-        with self._lock:
-            key = (res, namespace, name)
-            live = key in self.objects and not self.objects[key].deleted
-            return fresh(self.objects[key].raw) if live else None
-
-    def view(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The stored object itself (see `view_all`), or None."""
-        with self._lock:
-            key = (res, namespace, name)
-            return self.objects[key].raw if key in self.objects and not self.objects[key].deleted else None
-
-    def peek_all(self, res: Resource, namespace: str | None) -> Objects:
-        with self._lock:
-            return fresh(self._select(res, namespace, {}))
-
-    def view_all(self, res: Resource, namespace: str | None) -> Objects:
-        """The stored objects themselves, for readers inside the dev cluster (admission,
-        scheduler): no copy, because a write stores a new dict and never changes a stored
-        one. Callers must not mutate them. Copying every Pod on every Pod create made
-        admission O(Pods) deep copies per request."""
-        with self._lock:
-            return self._select(res, namespace, {})
-
-    def _select(self, res: Resource, namespace: str | None, params: Mapping[str, str]) -> Objects:
-        matches = matcher(params, res)
-        objects = self.objects
-        return [obj.raw for key in self._keys.get(res, ()) if namespace in (None, key[1])
-                and not (obj := objects[key]).deleted and matches(obj.raw)]
 
     # ---- writes ----
 
@@ -97,8 +46,9 @@ class Store:
         with self._lock:
             return self._create(res, namespace, body, dry_run)
 
-    def replace(self, res: Resource, namespace: str | None, name: str, sub: str | None, body: Any,
-                admit: Admit | None = None) -> dict[str, Any]:
+    def replace(
+        self, res: Resource, namespace: str | None, name: str, sub: str | None, body: Any, admit: Admit | None = None
+    ) -> dict[str, Any]:
         """`admit(current, new)` returns what to store or raises the refusal (admission)."""
         with self._lock:
             key = self._key(res, namespace, name)
@@ -110,8 +60,16 @@ class Store:
             write_rules.check_resource_version(body, current)
             return self._update(key, current, body, sub, admit)
 
-    def patch(self, res: Resource, namespace: str | None, name: str, sub: str | None,
-              content_type: str, body: Any, admit: Admit | None = None) -> dict[str, Any]:
+    def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        content_type: str,
+        body: Any,
+        admit: Admit | None = None,
+    ) -> dict[str, Any]:
         with self._lock:
             key = self._key(res, namespace, name)
             current = self._live(key)
@@ -120,8 +78,15 @@ class Store:
             write_rules.check_resource_version(patched, current)
             return self._update(key, current, patched, sub, admit)
 
-    def update(self, res: Resource, namespace: str | None, name: str, sub: str | None, candidate: dict[str, Any],
-               admit: Admit | None = None) -> dict[str, Any]:
+    def update(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        candidate: dict[str, Any],
+        admit: Admit | None = None,
+    ) -> dict[str, Any]:
         """Store `candidate` as the object's next version, through the write rules of `sub`
         (the status subresource or the main resource) and `admit`, as `replace` does but
         with no resourceVersion precondition: for a read-modify-write inside `transaction()`."""
@@ -129,45 +94,69 @@ class Store:
             key = self._key(res, namespace, name)
             return self._update(key, self._live(key), candidate, sub, admit)
 
-    def delete(self, res: Resource, namespace: str | None, name: str, propagation: str | None,
-               grace_period: int | None = None, uid: str | None = None) -> dict[str, Any]:
+    def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        propagation: str | None,
+        grace_period: int | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
         with self._lock:
             key = self._key(res, namespace, name)
             if uid is not None and self._live(key)["metadata"]["uid"] != uid:
                 # rest.BeforeDelete (apiserver/pkg/registry/rest/delete.go): the Kind, not the resource.
                 kind = self._info(res).kind
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": the UID in the '
-                               f'precondition ({uid}) does not match the UID in record '
-                               f'({self._live(key)["metadata"]["uid"]}). The object might have been deleted and '
-                               'then recreated', {"name": name, "kind": kind})
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {kind} "{name}": the UID in the '
+                    f"precondition ({uid}) does not match the UID in record "
+                    f"({self._live(key)['metadata']['uid']}). The object might have been deleted and "
+                    "then recreated",
+                    {"name": name, "kind": kind},
+                )
             return self.delete_key(key, propagation, grace_period)
 
-    def delete_collection(self, res: Resource, namespace: str | None, params: Mapping[str, str],
-                          propagation: str | None) -> dict[str, Any]:
+    def delete_collection(
+        self, res: Resource, namespace: str | None, params: Mapping[str, str], propagation: str | None
+    ) -> dict[str, Any]:
         with self._lock:
             info = self._info(res)
-            names = [(obj["metadata"].get("namespace"), obj["metadata"]["name"])
-                     for obj in self._select(res, namespace, params)]
+            names = [
+                (obj["metadata"].get("namespace"), obj["metadata"]["name"])
+                for obj in self._select(res, namespace, params)
+            ]
             items = [self.delete_key((res, ns, name), propagation) for ns, name in names]
-            return {"apiVersion": api_version(res), "kind": f"{info.kind}List",
-                    "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+            return {
+                "apiVersion": api_version(res),
+                "kind": f"{info.kind}List",
+                "metadata": {"resourceVersion": str(self._rv)},
+                "items": items,
+            }
 
     # ---- watch ----
 
-    async def watch(self, res: Resource, namespace: str | None, name: str | None,
-                    params: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, res: Resource, namespace: str | None, name: str | None, params: Mapping[str, str]
+    ) -> AsyncIterator[dict[str, Any]]:
         selected = matcher(params, res)
 
         def matches(obj: Mapping[str, Any]) -> bool:
             return (not name or obj["metadata"].get("name") == name) and selected(obj)
+
         timeout = float(params["timeoutSeconds"]) if params.get("timeoutSeconds") else None
         deadline = asyncio.get_running_loop().time() + timeout if timeout else None
         since = params.get("resourceVersion") or "0"
         with self._lock:
             kind = self._info(res).kind or ""  # served resources have one; kmock's type allows None
             if since == "0":  # "any version": the current state as synthetic ADDED events first
-                backlog = [{"type": "ADDED", "object": fresh(obj)}
-                           for obj in self._select(res, namespace, params) if matches(obj)]
+                backlog = [
+                    {"type": "ADDED", "object": fresh(obj)}
+                    for obj in self._select(res, namespace, params)
+                    if matches(obj)
+                ]
                 position, end_rv = self.events.end(), self._rv
             else:
                 backlog, position, end_rv = [], self.events.after(parse_rv(since)), parse_rv(since)
@@ -182,13 +171,7 @@ class Store:
         self.events.close()
 
     # ---- for the rest of the registry (server-side apply, the garbage collector) ----
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Hold every other writer off for a read-modify-write of several calls (server-side
-        apply reads the object, merges, then writes it): nothing lands in between."""
-        with self._lock:
-            yield
+    # (and `transaction`, on the table)
 
     def commit(self, key: Key, current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Store `new` as the next version of the object at `key`, whose stored version is
@@ -229,32 +212,24 @@ class Store:
 
     # ---- internals ----
 
-    def _info(self, res: Resource | None) -> ResourceInfo:
-        return self.served.info(res)
-
-    def _key(self, res: Resource, namespace: str | None, name: str) -> Key:
-        return self.served.key(res, namespace, name)
-
-    def _live(self, key: Key) -> dict[str, Any]:
-        if key not in self.objects or self.objects[key].deleted:
-            res, _, name = key
-            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
-                           {"name": name, "group": res.group, "kind": res.plural})
-        return self.objects[key].raw
-
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
-
     def _create(self, res: Resource, namespace: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
         info = self._info(res)
-        obj = write_rules.new_object(body, namespace, info, api_version(res),
-                                     keep_status=res == CRDS or not served_resources.is_status_subresource(info))
+        obj = write_rules.new_object(
+            body,
+            namespace,
+            info,
+            api_version(res),
+            keep_status=res == CRDS or not served_resources.is_status_subresource(info),
+        )
         meta = obj["metadata"]
         key = (res, meta.get("namespace"), meta["name"])
         if key in self.objects and not self.objects[key].deleted:
-            raise ApiError(409, "AlreadyExists", f'{res.plural} "{meta["name"]}" already exists',
-                           {"name": meta["name"], "group": res.group, "kind": res.plural})
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{res.plural} "{meta["name"]}" already exists',
+                {"name": meta["name"], "group": res.group, "kind": res.plural},
+            )
         if dry_run:
             return obj
         if meta.get("namespace"):
@@ -276,8 +251,9 @@ class Store:
         if self.view(NAMESPACES, None, namespace) is None:
             self._create(NAMESPACES, None, {"metadata": {"name": namespace}, "status": {"phase": "Active"}})
 
-    def _update(self, key: Key, current: dict[str, Any], candidate: dict[str, Any], sub: str | None,
-                admit: Admit | None) -> dict[str, Any]:
+    def _update(
+        self, key: Key, current: dict[str, Any], candidate: dict[str, Any], sub: str | None, admit: Admit | None
+    ) -> dict[str, Any]:
         status_apart = served_resources.is_status_subresource(self._info(key[0]))
         new = write_rules.apply_write(current, candidate, sub, status_apart)
         return self.commit(key, current, admit(current, new) if admit else new)
