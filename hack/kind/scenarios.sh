@@ -83,18 +83,66 @@ sys.exit(0 if any(($2) for r in map(json.loads, filter(str.strip, open(sys.argv[
 
 pod_nodes() { k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u; }
 
+# The distinct nodes of JOB's Pods, once all WANT of them are bound: fails while any is not
+# (an unscheduled Pod's empty nodeName is no node) or while there are not WANT Pods.
+bound_nodes() {
+    local job=$1 want=$2 listing
+    listing=$(k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$job" -o jsonpath='{range .items[*]}{.metadata.name}={.spec.nodeName}{"\n"}{end}') || return 1
+    awk -F= -v want="$want" 'NF { pods++; if ($2 != "") { bound++; nodes[$2] } }
+        END { if (pods != want || bound != want) exit 1; for (n in nodes) print n }' <<<"$listing" | sort
+    return "${PIPESTATUS[0]}"
+}
+
+# The uid of JOB's Pod 0 while its trainer container runs (no termination message can
+# exist yet); fails once it has terminated, or before it started.
+pod0_running() {
+    local uid started
+    read -r uid started < <(k -n "$JOB_NS" get pod "$1-0" -o jsonpath='{.metadata.uid} {.status.containerStatuses[?(@.name=="trainer")].state.running.startedAt}{"\n"}') || return 1
+    [[ -n "$uid" && -n "$started" ]] && echo "$uid"
+}
+
+# The step in JOB's status.progress, read while the job is Running and Pod 0's trainer runs
+# (the same Pod, running, before and after the read): a step the operator can only have
+# fetched from Pod 0's IP, because the termination message it reads after the end does not
+# exist yet. Fails while there is no such step.
+progress_while_running() {
+    local job=$1 before after phase step
+    before=$(pod0_running "$job") || return 1
+    read -r phase step < <(k -n "$JOB_NS" get ddpjob "$job" -o jsonpath='{.status.phase} {.status.progress.step}{"\n"}') || return 1
+    after=$(pod0_running "$job") || return 1
+    [[ "$before" == "$after" && "$phase" == Running && "$step" =~ ^[0-9]+$ ]] && ((step > 0)) && echo "$step"
+}
+
+# The exit codes a watch saw Pod POD's trainer container end with, as `uid code` lines, written to
+# FILE until the watch is killed: a deleted Pod's last status is gone with it, so it is followed.
+follow_exit_codes() {
+    kubectl --context "$KCTX" -n "$JOB_NS" get pods --watch --field-selector "metadata.name=$1" \
+        -o jsonpath='{.metadata.uid} {.status.containerStatuses[?(@.name=="trainer")].state.terminated.exitCode}{"\n"}' >"$2"
+}
+# The exit code FILE (follow_exit_codes) holds for the Pod of uid UID, or nothing.
+exit_code_of() { awk -v uid="$2" '$1 == uid && $2 != "" { code = $2 } END { if (code != "") print code }' "$1"; }
+
 # ------------------------------------------------------------------- the example
-# The example, unchanged, across two nodes: the rendezvous through the headless Service's
-# name the operator renders (no address rewritten), rank 0's log, and the progress the
-# operator read from Pod 0's IP.
+# The example across two worker nodes, spread as a user spreads a job's Pods (a required
+# podAntiAffinity on the hostname in its template, hack/kind/spread.json): the rendezvous
+# through the headless Service's name the operator renders (no address rewritten), rank
+# 0's log, and the progress the operator read from Pod 0's IP while the job ran.
 scenario_example() {
     local job=mnist-cpu
-    k -n "$JOB_NS" apply -f "$EXAMPLE"
-    wait_for "$job: Pods on their nodes" 300 "[[ \$(pod_nodes $job | wc -l) -ge 1 ]]"
-    local nodes
-    nodes=$(pod_nodes "$job")
+    job_from_example "$job" "$(<hack/kind/spread.json)" | k -n "$JOB_NS" apply -f -
+    wait_for "$job: both Pods bound to nodes" 300 "bound_nodes $job 2 >/dev/null"
+    local nodes step=
+    nodes=$(bound_nodes "$job" 2)
+    [[ $(wc -l <<<"$nodes") == 2 ]] || die "$job's 2 Pods are bound to $(wc -l <<<"$nodes") node(s): $nodes"
+    # Each second while it runs: the operator reads Pod 0 every 2 s (the chart's extraEnv).
+    local deadline=$((SECONDS + ${TIMEOUT%s}))
+    until step=$(progress_while_running "$job"); do
+        [[ $(status "$job" '.phase') != Succeeded && $(status "$job" '.phase') != Failed ]] \
+            || die "$job ended ($(status "$job" '.phase')) before the operator showed progress read from Pod 0 while it ran"
+        ((SECONDS < deadline)) || die "$job: no progress read from Pod 0 while it ran within $TIMEOUT"
+        sleep 1
+    done
     wait_succeeded "$job"
-    [[ $(wc -l <<<"$nodes") == 2 ]] || die "$job ran on $(wc -l <<<"$nodes") node(s): $nodes"
     local addr
     addr=$(k -n "$JOB_NS" get pod "$job-1" -o jsonpath='{.spec.containers[0].env[?(@.name=="MASTER_ADDR")].value}')
     [[ "$addr" == "$job-0.$job.$JOB_NS.svc" ]] || die "MASTER_ADDR is '$addr', not the Service's name for Pod 0"
@@ -106,10 +154,7 @@ scenario_example() {
     epochs=$("$PY" -c 'import sys, yaml; a = yaml.safe_load(open(sys.argv[1]))["spec"]["args"]; print(a[a.index("--epochs") + 1])' "$EXAMPLE")
     grep -q "epoch $epochs/$epochs done: .*loss" <<<"$rank0" || die "rank 0's log has no final epoch metrics (epoch $epochs/$epochs)"
     grep -q "done: $epochs epoch(s)" <<<"$rank0" || die "rank 0's log has no final 'done: $epochs epoch(s)' line"
-    local step
-    step=$(status "$job" '.progress.step')
-    [[ "$step" =~ ^[0-9]+$ && "$step" -gt 0 ]] || die "no progress read by the operator from Pod 0 (status.progress: $(status "$job" '.progress'))"
-    log "$job: Succeeded on nodes $(paste -sd' ' <<<"$nodes"), MASTER_ADDR=$addr, progress step $step read from Pod 0"
+    log "$job: Succeeded on nodes $(paste -sd' ' <<<"$nodes"), MASTER_ADDR=$addr, progress step $step read from Pod 0 while it ran"
 }
 
 # ------------------------------------------------- a Pod deleted: the gang restarts
@@ -185,9 +230,18 @@ scenario_graceful() {
     job_from_example "$job" '{"checkpoint": {"claimName": "graceful-checkpoints"}, "restartBackoffSeconds": 0}' \
         '--epochs 8 --synthetic-size 16384 --log-every 10' | k -n "$JOB_NS" apply -f -
     wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
+    local uid watch codes="$SHARED/$job-exit-codes" code
+    uid=$(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.metadata.uid}')
+    follow_exit_codes "$job-0" "$codes" & watch=$!
+    wait_for "$job: the watch of $job-0" 60 "grep -q '^$uid' '$codes'"
     log "deleting pod $job-0 (grace period $(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.spec.terminationGracePeriodSeconds}')s)"
     k -n "$JOB_NS" delete pod "$job-0" --wait=false
     wait_succeeded "$job"
+    kill "$watch" 2>/dev/null || true
+    wait "$watch" 2>/dev/null || true
+    # The container's exit code as the kubelet reported it, not the trainer's constant.
+    code=$(exit_code_of "$codes" "$uid")
+    [[ "$code" == 143 ]] || die "$job-0's trainer container ended with exit code '${code:-none seen}', not 143 (SIGTERM): $(cat "$codes")"
     # Rank 0 (in Pod 0) heard SIGTERM, saved, and said so with exit code 143; the next
     # attempt resumed at the step it saved.
     "$PY" - "$SHARED/$job/metrics.jsonl" <<'PYEOF' || die "$job: no checkpoint on SIGTERM and resume from it: $(metrics "$job")"
@@ -198,7 +252,7 @@ resumed = [r for r in records if r["event"] == "resume" and r["restart"] == 1]
 print(f"preempted: {stopped}\nresumed: {resumed}")
 sys.exit(0 if stopped and stopped[0]["exit_code"] == 143 and resumed and resumed[0]["step"] == stopped[0]["step"] else 1)
 PYEOF
-    log "$job: SIGTERM reached the trainer, which saved a checkpoint and exited 143; the gang resumed from it"
+    log "$job: SIGTERM reached the trainer, which saved a checkpoint; its container exited $code; the gang resumed from it"
 }
 
 # ------------------------------------------------- pod start-up, measured (not a default)

@@ -1,0 +1,117 @@
+"""The kind tier's checks, run without an engine: each scenario helper of
+hack/kind/scenarios.sh is sourced into bash with `k` (kubectl) answering canned output,
+so each can be shown to fail on what it must not take for the behaviour it names:
+
+- the nodes are counted once every Pod is bound (an unbound Pod's empty nodeName is no
+  node), and the example's job spreads its Pods as a user would (hack/kind/spread.json,
+  through ddpjob's own validation and rendering);
+- the progress counts only while the job runs and Pod 0's trainer runs (before any
+  termination message exists);
+- the graceful delete's exit code is the one the container's status reported, for that
+  Pod's uid.
+The scenarios themselves run in tests/deploy/test_e2e_kind.py."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import yaml
+
+from ddpjob.api import spec as job_spec, template_policy
+from ddpjob.render import objects as render_objects
+from tests.deploy.deploy_helpers import ROOT
+
+SCENARIOS = ROOT / 'hack' / 'kind' / 'scenarios.sh'
+EXAMPLE = ROOT / 'manifests' / 'examples' / 'mnist-cpu.yaml'
+
+# `k` answers from files in $CANNED: `pods` for a list of Pods, `pod.N` for the Nth read of
+# one Pod (the last one again after that), `ddpjob` for a DDPJob.
+STUB = r'''
+k() {
+    case "$*" in
+        *"get pods"*) cat "$CANNED/pods" ;;
+        *"get pod "*) local n; n=$(( $(cat "$CANNED/reads" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$CANNED/reads"
+                      if [[ -f "$CANNED/pod.$n" ]]; then cat "$CANNED/pod.$n"; else cat "$(ls "$CANNED"/pod.* | sort | tail -1)"; fi ;;
+        *"get ddpjob"*) cat "$CANNED/ddpjob" ;;
+        *) echo "unexpected: k $*" >&2; return 2 ;;
+    esac
+}
+'''
+
+
+def call(tmp_path: pathlib.Path, command: str, **canned: str) -> subprocess.CompletedProcess[str]:
+    """`command` in bash with scenarios.sh sourced as hack/e2e-kind.sh sources it (errexit,
+    pipefail), and `k` answering from `canned` (file name -> text)."""
+    folder = tmp_path / 'canned'
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in canned.items():
+        (folder / name.replace('_', '.')).write_text(text)
+    script = f'set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\nsource {SCENARIOS}\n{command}\n'
+    return subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={'PATH': '/usr/bin:/bin', 'CANNED': str(folder)})
+
+
+def test_nodes_count_once_every_pod_is_bound(tmp_path: pathlib.Path) -> None:
+    both = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\nmnist-cpu-1=worker2\n')
+    assert both.returncode == 0 and both.stdout.split() == ['worker', 'worker2'], both.stderr
+    one_unbound = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\nmnist-cpu-1=\n')
+    assert one_unbound.returncode != 0  # the old count took this for two nodes
+    one_pod = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\n')
+    assert one_pod.returncode != 0
+    together = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\nmnist-cpu-1=worker\n')
+    assert together.returncode == 0 and together.stdout.split() == ['worker']  # one node: the scenario's count fails
+
+
+def test_the_example_job_spreads_its_pods_and_the_template_policy_allows_it(tmp_path: pathlib.Path) -> None:
+    made = call(tmp_path, 'job_from_example mnist-cpu "$(<hack/kind/spread.json)"')
+    assert made.returncode == 0, made.stderr
+    body = yaml.safe_load(made.stdout)
+    job = job_spec.parse_job(body)
+    assert template_policy.check_job(job, frozenset()) == []
+    pods = [render_objects.render_pod(job, rank, 0) for rank in range(job.nodes)]
+    for pod in pods:
+        (term,) = pod['spec']['affinity']['podAntiAffinity']['requiredDuringSchedulingIgnoredDuringExecution']
+        assert term['topologyKey'] == 'kubernetes.io/hostname'
+        # The selector picks the job's own Pods: no two of them on one node.
+        assert all(all(other['metadata']['labels'].get(k) == v for k, v in term['labelSelector']['matchLabels'].items())
+                   for other in pods)
+    # The rest is the example's: only the template was added.
+    example = yaml.safe_load(EXAMPLE.read_text())
+    assert {k: v for k, v in body['spec'].items() if k != 'template'} == example['spec']
+
+
+def test_progress_counts_only_while_the_job_and_pod_0_run(tmp_path: pathlib.Path) -> None:
+    running = 'uid-a 2026-11-28T06:00:00Z\n'
+    seen = call(tmp_path / 'a', 'progress_while_running mnist-cpu', pod_1=running, ddpjob='Running 7\n')
+    assert seen.returncode == 0 and seen.stdout.strip() == '7', seen.stderr
+    # After the end the operator shows the termination message's step: not counted.
+    for name, pod, job in [('ended', 'uid-a \n', 'Succeeded 40\n'), ('terminated', 'uid-a \n', 'Running 7\n'),
+                           ('no-step', running, 'Running \n'), ('step-0', running, 'Running 0\n')]:
+        assert call(tmp_path / name, 'progress_while_running mnist-cpu', pod_1=pod, ddpjob=job).returncode != 0, name
+    # Pod 0 replaced (or ended) between the two looks: the read may be a termination message's.
+    replaced = call(tmp_path / 'replaced', 'progress_while_running mnist-cpu', pod_1=running,
+                    pod_2='uid-b 2026-11-28T06:00:09Z\n', ddpjob='Running 7\n')
+    assert replaced.returncode != 0
+    stopped = call(tmp_path / 'stopped', 'progress_while_running mnist-cpu', pod_1=running, pod_2='uid-a \n',
+                   ddpjob='Running 7\n')
+    assert stopped.returncode != 0
+
+
+def test_the_graceful_exit_code_is_the_deleted_pods_containers(tmp_path: pathlib.Path) -> None:
+    (tmp_path / 'codes').write_text('uid-a \nuid-a \nuid-a 143\nuid-b \nuid-b 0\n')
+    assert call(tmp_path, f'exit_code_of {tmp_path}/codes uid-a').stdout.strip() == '143'
+    assert call(tmp_path, f'exit_code_of {tmp_path}/codes uid-b').stdout.strip() == '0'
+    assert call(tmp_path, f'exit_code_of {tmp_path}/codes uid-c').stdout.strip() == ''
+    # The scenario judges that code, from the watch of the Pod it deleted.
+    text = SCENARIOS.read_text()
+    graceful = text[text.index('scenario_graceful()'):text.index('scenario_bench()')]
+    assert 'follow_exit_codes "$job-0"' in graceful and 'code=$(exit_code_of "$codes" "$uid")' in graceful
+    assert '[[ "$code" == 143 ]]' in graceful
+
+
+def test_spread_json_is_what_the_scenario_applies() -> None:
+    spread = json.loads((ROOT / 'hack' / 'kind' / 'spread.json').read_text())
+    assert set(spread) == {'template'}
+    assert 'job_from_example "$job" "$(<hack/kind/spread.json)"' in SCENARIOS.read_text()
