@@ -14,7 +14,7 @@ WHEELS_PYTHON ?= 3.12
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv lint test test-gangs test-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
+.PHONY: venv lint test test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
 
 venv: $(STAMP)
 
@@ -67,9 +67,22 @@ test-gangs: $(STAMP) tools control-plane gang-schedulers
 # machine without one: `make test-gpu WHEELS=DIR` runs them in .venv-gpu, which
 # uses the machine's own CUDA torch from PYTHON and installs DIR's wheels with --no-index;
 # DIR is made where the index is, by `make gpu-wheels WHEELS=DIR` (hack/gpu-wheels.sh).
+# Budget: 3 minutes on one H100 or H200. What costs is starting processes, not steps: each
+# test starts as few and trains as little as shows its point, and GPU_TEST_WORKERS pytest
+# workers share the GPU (docs/development.md, "On a GPU machine").
 GPU_ENV := $(if $(WHEELS),$(GPU_VENV),$(VENV))
+GPU_TEST_WORKERS ?= 8
 test-gpu: $(if $(WHEELS),gpu-venv,$(STAMP))
-	PATH="$(CURDIR)/$(GPU_ENV)/bin:$$PATH" $(GPU_ENV)/bin/python -m pytest -q -ra -p no:cacheprovider tests/gpu tests/trainer
+	PATH="$(CURDIR)/$(GPU_ENV)/bin:$$PATH" $(GPU_ENV)/bin/python -m pytest -q -ra -p no:cacheprovider -n $(GPU_TEST_WORKERS) tests/gpu tests/trainer
+
+# The GPU figures (docs/benchmarks.md, "On a GPU"), in 4 minutes on one H100 or H200, each
+# line complete on its own and printed as it comes: the MLP rows (the seed loop, the
+# default, eager, --compile, --cuda-graph), then ResNet-50's (the eager ceiling, the
+# reference loop and ddpjob-train with each decoder at one worker count, the compiled
+# ceiling), peak GPU memory on each. `make bench-gpu WHEELS=DIR`: from .venv-gpu, as test-gpu.
+bench-gpu: $(if $(WHEELS),gpu-venv,$(STAMP))
+	@set -e; for b in trainer_vs_seed resnet_imagefolder; do echo "== benchmarks/$$b.py --quick"; \
+		PATH="$(CURDIR)/$(GPU_ENV)/bin:$$PATH" $(GPU_ENV)/bin/python -u benchmarks/$$b.py --quick; done
 
 gpu-venv:
 	@hack/gpu-venv.sh "$(PYTHON)" "$(WHEELS)" $(GPU_VENV)

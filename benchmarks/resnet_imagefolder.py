@@ -14,6 +14,13 @@ included, over the epochs after the first (the first pays cuDNN's autotuning onc
 Goals (docs/benchmarks.md, "On a GPU"): ddpjob-train >= 90% of the ceiling and >= 1.5x
 the reference. Without a GPU it says so and measures nothing, unless `--smoke` asks for
 a tiny CPU run of the script's own logic.
+
+`--quick` (`make bench-gpu`, about 2.5 minutes on one H100 or H200): 2,048 JPEGs, one
+worker count (all the cores but two: what a one-GPU node gives its one process, the CPU
+decoder's best case), and each row printed complete as soon as it is measured, in the
+order that keeps the goals' figures if time runs out: the eager ceiling, the reference,
+ddpjob-train with each decoder, then the compiled ceiling (its compilation is the
+longest wait).
 """
 
 from __future__ import annotations
@@ -35,19 +42,27 @@ from trainer_vs_seed import clean_env, machine  # one home for both
 
 def write_jpegs(root: str, images: int, classes: int = 10, size: tuple[int, int] = (400, 300)) -> None:
     """Photographs are not allowed to be downloaded: smooth colour fields with noise, so
-    JPEG decoding costs what a photograph's does."""
+    JPEG decoding costs what a photograph's does. Written by every core at once."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    for c in range(classes):
+        os.makedirs(os.path.join(root, "train", f"c{c}"), exist_ok=True)
+    jobs = [(os.path.join(root, "train", f"c{i % classes}", f"{i}.jpg"), size, i) for i in range(images)]
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(_write_jpeg, jobs, chunksize=64))
+
+
+def _write_jpeg(job: tuple[str, tuple[int, int], int]) -> None:
     from PIL import Image, ImageFilter
 
-    rng = random.Random(0)
-    for i in range(images):
-        d = os.path.join(root, "train", f"c{i % classes}")
-        os.makedirs(d, exist_ok=True)
-        noise = Image.effect_noise(size, 40).convert("RGB").filter(ImageFilter.GaussianBlur(1))
-        tint = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
-        Image.blend(noise, tint, 0.5).save(os.path.join(d, f"{i}.jpg"), quality=90)
+    path, size, i = job
+    rng = random.Random(i)
+    noise = Image.effect_noise(size, 40).convert("RGB").filter(ImageFilter.GaussianBlur(1))
+    tint = Image.new("RGB", size, tuple(rng.randrange(256) for _ in range(3)))
+    Image.blend(noise, tint, 0.5).save(path, quality=90)
 
 
-def ceiling(model_name: str, batch: int, image_size: int, compiled: bool, steps: int = 30) -> float:
+def ceiling(model_name: str, batch: int, image_size: int, compiled: bool, steps: int = 30, warmup: int = 10) -> dict:
     import torch
 
     from ddpjob_trainer.models import build_model
@@ -58,8 +73,8 @@ def ceiling(model_name: str, batch: int, image_size: int, compiled: bool, steps:
     step_model = torch.compile(model) if compiled else model
     x = torch.randn(batch, 3, image_size, image_size, device=device).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (batch,), device=device)
-    for i in range(steps + 10):
-        if i == 10:
+    for i in range(steps + warmup):
+        if i == warmup:
             sync(device)
             start = time.perf_counter()
         with torch.autocast(device.type, dtype=torch.bfloat16):
@@ -68,7 +83,18 @@ def ceiling(model_name: str, batch: int, image_size: int, compiled: bool, steps:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     sync(device)
-    return steps * batch / (time.perf_counter() - start)
+    return {"images_per_s": steps * batch / (time.perf_counter() - start), "peak_gpu_mib": peak_mib(device)}
+
+
+def peak_mib(device) -> float:
+    """This process's peak GPU memory since the last call (0 on a CPU)."""
+    import torch
+
+    if device.type != "cuda":
+        return 0.0
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    torch.cuda.reset_peak_memory_stats()
+    return peak
 
 
 def sync(device) -> None:
@@ -77,7 +103,7 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
-def reference(root: str, model_name: str, batch: int, image_size: int, workers: int, epochs: int) -> float:
+def reference(root: str, model_name: str, batch: int, image_size: int, workers: int, epochs: int) -> dict:
     import torch
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms
@@ -105,7 +131,7 @@ def reference(root: str, model_name: str, batch: int, image_size: int, workers: 
             seen += len(y)
         sync(device)
         rates.append(seen / (time.perf_counter() - start))
-    return statistics.mean(rates[1:] or rates)
+    return {"images_per_s": statistics.mean(rates[1:] or rates), "peak_gpu_mib": peak_mib(device)}
 
 
 def ours(root: str, model_name: str, batch: int, image_size: int, workers: int, epochs: int, decode: str) -> dict:
@@ -126,36 +152,68 @@ def ours(root: str, model_name: str, batch: int, image_size: int, workers: int, 
             "peak_gpu_mib": max((r.get("peak_gpu_mib", 0) for r in epochs_), default=0)}
 
 
+def verdict(r: dict, ceil: float, ref: float) -> str:
+    rate = r["images_per_s"]
+    met = rate >= 0.9 * ceil and rate >= 1.5 * ref
+    return (f"{rate:8.0f} images/s whole-epoch, {rate / ceil:5.1%} of the eager ceiling, {rate / ref:4.2f}x the "
+            f"reference, peak {r['peak_gpu_mib']:.0f} MiB (goals >= 90% and >= 1.5x: {'met' if met else 'NOT met'})")
+
+
 def main() -> None:
     import torch
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--smoke", action="store_true", help="a tiny CPU run of this script's logic (no figures)")
+    p.add_argument("--quick", action="store_true", help="one worker count, rows as measured (make bench-gpu)")
     opts = p.parse_args()
     cuda = torch.cuda.is_available()
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}", flush=True)
     if not cuda and not opts.smoke:
         print("no GPU: not run (the ResNet-50 goals are measured on one GPU; docs/benchmarks.md says 'not run yet')")
         return
-    model_name, images, batch, size, epochs = ("resnet50", 4000, 128, 224, 3) if cuda else ("resnet18", 32, 8, 32, 2)
+    quick = opts.quick or opts.smoke
+    model_name, images, batch, size, epochs = (
+        ("resnet50", 2048 if quick else 4000, 128, 224, 3) if cuda else ("resnet18", 32, 8, 32, 2)
+    )
     cpus = os.cpu_count() or 1
-    worker_counts = sorted({w for w in (1, 2, 4, 8, cpus - 2) if 1 <= w <= cpus}) if cuda else [1]
+    if quick:
+        worker_counts = [max(1, cpus - 2)] if cuda else [1]
+    else:
+        worker_counts = sorted({w for w in (1, 2, 4, 8, cpus - 2) if 1 <= w <= cpus}) if cuda else [1]
+    decoders = ("cpu", "gpu") if cuda else ("cpu",)  # nvJPEG needs the GPU
     with tempfile.TemporaryDirectory() as root:
         write_jpegs(root, images)
         print(f"{model_name}, {images} JPEGs 400x300 in 10 classes, batch {batch}, image {size}, bf16, channels_last, "
-              f"{epochs} epochs (throughput over epochs 2..{epochs}, epoch starts included)")
-        ceil = ceiling(model_name, batch, size, compiled=False)
-        print(f"ceiling, eager      : {ceil:8.0f} images/s (random tensors on the device)")
-        if cuda:
-            print(f"ceiling, compiled   : {ceiling(model_name, batch, size, compiled=True):8.0f} images/s")
+              f"{epochs} epochs (throughput over epochs 2..{epochs}, epoch starts included)", flush=True)
+        steps = {} if cuda else {"steps": 2, "warmup": 1}  # --smoke: the logic, not a figure
+        ceil = ceiling(model_name, batch, size, compiled=False, **steps)
+        print(f"ceiling, eager      : {ceil['images_per_s']:8.0f} images/s (random tensors on the device), "
+              f"peak {ceil['peak_gpu_mib']:.0f} MiB", flush=True)
         for workers in worker_counts:
             ref = reference(root, model_name, batch, size, workers, epochs)
-            row = {decode: ours(root, model_name, batch, size, workers, epochs, decode)
-                   for decode in (("cpu", "gpu") if cuda else ("cpu",))}  # nvJPEG needs the GPU
-            best = max(row, key=lambda k: row[k]["images_per_s"])
-            line = "  ".join(f"--decode {k} {v['images_per_s']:8.0f} ({v['images_per_s'] / ceil:5.1%} of ceiling, "
-                             f"{v['images_per_s'] / ref:4.2f}x ref, peak {v['peak_gpu_mib']:.0f} MiB)" for k, v in row.items())
-            print(f"workers {workers:2d}: reference {ref:8.0f}  {line}  faster: {best}")
+            if quick:
+                print(f"reference, {workers:2d} workers: {ref['images_per_s']:8.0f} images/s whole-epoch, "
+                      f"{ref['images_per_s'] / ceil['images_per_s']:5.1%} of the eager ceiling, "
+                      f"peak {ref['peak_gpu_mib']:.0f} MiB", flush=True)
+            row = {}
+            for decode in decoders:
+                row[decode] = ours(root, model_name, batch, size, workers, epochs, decode)
+                if quick:
+                    print(f"ddpjob-train --decode {decode}, {workers:2d} workers: "
+                          + verdict(row[decode], ceil["images_per_s"], ref["images_per_s"]), flush=True)
+            if not quick:
+                best = max(row, key=lambda k: row[k]["images_per_s"])
+                line = "  ".join(
+                    f"--decode {k} {v['images_per_s']:8.0f} ({v['images_per_s'] / ceil['images_per_s']:5.1%} of "
+                    f"ceiling, {v['images_per_s'] / ref['images_per_s']:4.2f}x ref, peak {v['peak_gpu_mib']:.0f} MiB)"
+                    for k, v in row.items()
+                )
+                print(f"workers {workers:2d}: reference {ref['images_per_s']:8.0f}  {line}  faster: {best}", flush=True)
+        if cuda:
+            compiled = ceiling(model_name, batch, size, compiled=True)
+            print(f"ceiling, compiled   : {compiled['images_per_s']:8.0f} images/s, "
+                  f"{compiled['images_per_s'] / ceil['images_per_s']:4.2f}x eager, "
+                  f"peak {compiled['peak_gpu_mib']:.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":
