@@ -71,7 +71,8 @@ def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cl
     inside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":3}}', check=False)
     assert inside.returncode == 0, inside.stderr
     outside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":5}}', check=False)
-    assert outside.returncode != 0 and "spec.nodes: must be from spec.elastic.minNodes" in outside.stderr
+    said = "spec.nodes: must be from spec.elastic.minNodes (2) to spec.elastic.maxNodes (4) (got 5)"
+    assert outside.returncode != 0 and said in outside.stderr, outside.stderr
     moved = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p",
                             '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False)
     immutable = "spec.elastic: Invalid value: is immutable: running Pods were started with this range"

@@ -131,7 +131,7 @@ class CRDValidator:
 
     def _program(self, rule: str) -> celpy.Runner:
         if rule not in self._programs:
-            self._programs[rule] = self._env.program(self._env.compile(rule))
+            self._programs[rule] = self._env.program(self._env.compile(rule), functions={"format": _format})
         return self._programs[rule]
 
     # --- what the API server does to an incoming object --------------------------------
@@ -267,6 +267,15 @@ class CRDValidator:
 def load(path: str = str(CRD_PATH)) -> CRDValidator:
     """The project's CRD, parsed once per test session."""
     return CRDValidator.from_file(path)
+
+
+def _format(template: Any, args: Any) -> celpy.celtypes.StringType:
+    """The API server's `'...'.format([...])` (cel-go's strings extension), which celpy has
+    not: %s and %d, what the CRD's messages use."""
+    values = iter(args)
+    return celpy.celtypes.StringType(
+        re.sub(r"%[sd%]", lambda m: "%" if m.group() == "%%" else str(next(values)), str(template))
+    )
 
 
 def _one_line(exc: Any) -> str:
