@@ -9,6 +9,8 @@ from ddpjob_trainer.train import main
 from trainer_helpers import CONTRACT, clean_env, events, train, write_imagefolder, write_mnist
 
 FAST = ["--synthetic-size", "512", "--batch-size", "32", "--log-every", "4"]
+# A refusal that only a machine without a GPU gives (`make test-gpu` runs these tests on one).
+cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="a CPU-only refusal, and this machine has a CUDA GPU")
 
 
 @pytest.fixture(autouse=True)
@@ -97,14 +99,16 @@ def _error_line(capsys) -> str:
     (["--model", "transformer9"], "unknown model 'transformer9'"),
     (["--data", "imagenet:/x"], "unknown dataset"),
     (["--data", "mnist:/does/not/exist"], "does not exist"),
-    (["--amp", "fp16"], "needs a CUDA device"),
-    (["--cuda-graph"], "--cuda-graph: a CUDA graph needs a CUDA device (this process has cpu)"),
+    pytest.param(["--amp", "fp16"], "needs a CUDA device", marks=cpu_only),
+    pytest.param(["--cuda-graph"], "--cuda-graph: a CUDA graph needs a CUDA device (this process has cpu)",
+                 marks=cpu_only),
 ])
 def test_bad_input_exits_2(argv, needle, capsys):
     assert main([*argv, *FAST]) == 2
     assert needle in _error_line(capsys)
 
 
+@cpu_only
 def test_batch_size_auto_on_a_cpu_is_refused_in_one_line(capsys):
     assert main([*FAST, "--batch-size", "auto"]) == 2  # the last --batch-size wins
     assert "--batch-size auto finds what fits in GPU memory and needs a CUDA device" in _error_line(capsys)
