@@ -18,7 +18,7 @@
 # (trainer), from operator/ddpjob/version.py; .github/workflows/release.yaml builds and
 # pushes them for linux/amd64 and linux/arm64 (the CUDA variant: amd64 only, as its base).
 #
-# operator: slim Python, `ddpjob[operator]` only (kopf, kubernetes, prometheus-client;
+# operator: slim Python, `ddpjob[operator]` only (kopf, kubernetes_asyncio, prometheus-client;
 #           no torch), numeric non-root user, nothing written to the root filesystem.
 # trainer:  a PyTorch CUDA base image (torch, torchvision, CUDA, cuDNN, NCCL), plus
 #           `ddpjob[trainer]`; entrypoint `ddpjob-launch`. TRAINER_VARIANT=cpu swaps the
@@ -61,15 +61,14 @@ COPY constraints.txt /wheels/
 # A venv copied whole into the final stage: no pip cache, no build leftovers, and no pip
 # or setuptools (installers, which the operator never runs: about 35 MB with byte-code).
 # Byte-code is compiled here because the running container's root FS is read-only.
-# The official client's own asyncio copy (`kubernetes.aio`, about 68 MB with byte-code)
-# goes too: the operator's async calls ride on kubernetes_asyncio, and `import kubernetes`
-# never loads it (tests/deploy/test_dockerfile.py keeps both true).
+# No official `kubernetes` client (the CLI's `cli` extra): the operator's calls ride on
+# kubernetes_asyncio and it reads its credentials as plain data (tests/operator/
+# test_no_official_client.py keeps it so).
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && python -m venv /opt/ddpjob \
  && /opt/ddpjob/bin/pip install --no-cache-dir -c /wheels/constraints.txt "$(ls /wheels/ddpjob-*.whl)[operator]" \
  && /opt/ddpjob/bin/pip uninstall -q -y pip setuptools \
- && rm -rf /opt/ddpjob/lib/python3*/site-packages/kubernetes/aio \
  && /opt/ddpjob/bin/python -m compileall -q /opt/ddpjob/lib
 
 # ------------------------------------------------------------------------ operator

@@ -21,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[operator,trainer,test]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[operator,cli,trainer,test]'
 	touch $(STAMP)
 
 # helm is not on the package index as a binary of its own; hack/fetch-tools.sh

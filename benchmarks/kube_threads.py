@@ -47,8 +47,19 @@ class ClientTransport:
         self.api.close()
 
 
+def client_configuration(creds: connection.Credentials) -> kubernetes.client.Configuration:
+    """The official client's Configuration of the operator's credentials (same field names)."""
+    config = kubernetes.client.Configuration()
+    for name in ("host", "verify_ssl", "ssl_ca_cert", "cert_file", "key_file", "username", "password",
+                 "connection_pool_maxsize", "retries"):
+        setattr(config, name, getattr(creds, name))
+    config.api_key, config.api_key_prefix = dict(creds.api_key), dict(creds.api_key_prefix)
+    config.proxy, config.no_proxy = connection.direct_or_proxy(creds), None
+    return config
+
+
 def install() -> None:
     def connect(self: kube.Kube, info: Any) -> None:
-        config = connection.configuration(info, pool_size=self.max_in_flight)
+        config = client_configuration(connection.configuration(info, pool_size=self.max_in_flight))
         self.use(ClientTransport(config, self.max_in_flight))
     kube.Kube.connect = connect  # type: ignore[method-assign]

@@ -90,7 +90,8 @@ def test_the_installed_wheel_imports_every_package(wheel, tmp_path):
 def test_the_wheel_carries_both_packages_and_the_templates(wheel):
     files = set(zipfile.ZipFile(wheel).namelist())
     assert {"ddpjob/render/templates/pod.yaml.j2", "ddpjob/render/templates/service.yaml.j2",
-            "ddpjob/render/objects.py", "ddpjob_trainer/launch.py"} <= files
+            "ddpjob/render/objects.py", "ddpjob_trainer/launch.py",
+            "ddpjob/api/template_types.json"} <= files  # a template's types, read at run time
     entry_points = next(f for f in files if f.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     for script in ("ddpjob = ddpjob.cli:main", "ddpjob-launch = ddpjob_trainer.launch:main",

@@ -215,7 +215,7 @@ def parse_job(body: Mapping[str, Any]) -> DDPJob:
     checkpoint = check_checkpoint(c, c.mapping(spec, "checkpoint"), spec.get("tensorboard"))
     template = c.mapping(spec, "template") or {}
     if template:
-        from ddpjob.api import template_types  # imports the kubernetes client lazily
+        from ddpjob.api import template_types  # only a job with a template reads its types' data
 
         c.errors += template_types.check(template)
         check_template_env(c, template)

@@ -5,11 +5,10 @@ else checks it before the operator merges it into a Pod; a wrong type there
 (`containers` given as a map, `env` as a string) would otherwise surface as a refused
 Pod long after `kubectl apply` said yes. The types come from the official `kubernetes`
 client's generated models (`V1PodTemplateSpec.openapi_types`, generated from the API's
-OpenAPI document), so there is no second schema to keep in step by hand.
-
-The client is imported lazily, only when a template is checked: `ddpjob.api` stays
-importable without it. Without the client (the CLI installed without the `operator`
-extra) only the top-level shape is checked.
+OpenAPI document), written out as data by `hack/template_types.py` into `template_types.json`
+(a test keeps it equal to the pinned client's), so there is no second schema to keep in
+step by hand, and no client is imported to check a template: the operator's image ships
+no official client, and the CLI and the operator check against the same release.
 
 Two corrections to the generated types, because they lose information: Quantity values
 (`resources.limits`, `emptyDir.sizeLimit`, ...) are typed `str` but the API accepts
@@ -18,6 +17,9 @@ numbers too, and IntOrString fields are typed `object`.
 
 from __future__ import annotations
 
+import functools
+import json
+import pathlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -34,12 +36,14 @@ _LIST = re.compile(r"^List\[(.+)\]$")
 _DICT = re.compile(r"^Dict\[str, (.+)\]$")
 
 
-def _models() -> Any:
-    try:
-        import kubernetes.client as client  # lazy: only the validation path needs it
-    except ImportError:
-        return None
-    return client
+Types = Mapping[str, Mapping[str, str]]  # model -> its JSON field -> the field's type
+
+
+@functools.cache
+def _types() -> Types:
+    data = json.loads((pathlib.Path(__file__).parent / "template_types.json").read_text())
+    types: Types = data["types"]
+    return types
 
 
 def _kind(value: Any) -> str:
@@ -53,7 +57,7 @@ def _kind(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors: list[FieldError]) -> None:
+def _check(types: Types, type_name: str, value: Any, path: str, key: str, errors: list[FieldError]) -> None:
     if len(errors) >= MAX_ERRORS or value is None:
         return
     if m := _LIST.match(type_name):
@@ -61,7 +65,7 @@ def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors:
             errors.append(FieldError(path, f"must be a list (got {_kind(value)})"))
             return
         for i, item in enumerate(value):
-            _check(client, m.group(1), item, f"{path}[{i}]", key, errors)
+            _check(types, m.group(1), item, f"{path}[{i}]", key, errors)
         return
     if m := _DICT.match(type_name):
         if not isinstance(value, Mapping):
@@ -70,7 +74,7 @@ def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors:
         inner = "quantity" if key in QUANTITY_MAPS else m.group(1)
         for k, v in value.items():
             _check(
-                client,
+                types,
                 inner,
                 v,
                 f"{path}[{k}]" if not isinstance(k, str) or "." in k or "/" in k else f"{path}.{k}",
@@ -92,22 +96,20 @@ def _check(client: Any, type_name: str, value: Any, path: str, key: str, errors:
         if not ok:
             errors.append(FieldError(path, f"must be {_kind(simple[type_name][0]())} (got {_kind(value)})"))
         return
-    model = getattr(client, type_name, None)
-    if model is None:
-        return  # a type this client does not describe: left to the API server
+    fields = types.get(type_name)
+    if fields is None:
+        return  # a type the models do not describe: left to the API server
     if not isinstance(value, Mapping):
         errors.append(FieldError(path, f"must be an object (got {_kind(value)})"))
         return
-    by_json = {json: attr for attr, json in model.attribute_map.items()}
     for k, v in value.items():
-        attr = by_json.get(k)
-        if attr is None:
+        if k not in fields:
             kind = type_name[2:] if type_name.startswith("V1") else type_name
             errors.append(
-                FieldError(f"{path}.{k}", field_names.unknown_field(k, by_json, value, f"unknown field in {kind}"))
+                FieldError(f"{path}.{k}", field_names.unknown_field(k, fields, value, f"unknown field in {kind}"))
             )
             continue
-        _check(client, model.openapi_types[attr], v, f"{path}.{k}", k, errors)
+        _check(types, fields[k], v, f"{path}.{k}", k, errors)
 
 
 def check(template: Any) -> list[FieldError]:
@@ -116,9 +118,6 @@ def check(template: Any) -> list[FieldError]:
         return []
     if not isinstance(template, Mapping):
         return [FieldError(BASE, f"must be an object (got {_kind(template)})")]
-    client = _models()
-    if client is None:
-        return []
     errors: list[FieldError] = []
-    _check(client, "V1PodTemplateSpec", template, BASE, "", errors)
+    _check(_types(), "V1PodTemplateSpec", template, BASE, "", errors)
     return errors[:MAX_ERRORS]

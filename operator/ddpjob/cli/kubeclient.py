@@ -55,7 +55,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, namespace
     try:
         import kubernetes
     except ImportError:
-        raise ClusterError("the cluster commands need the kubernetes client: pip install 'ddpjob[operator]'") from None
+        raise ClusterError("the cluster commands need the kubernetes client: pip install 'ddpjob[cli]'") from None
     config = kubernetes.client.Configuration()
     files = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     context_namespace = None

@@ -1,9 +1,12 @@
-"""The operator's API credentials as the official client's `Configuration`.
+"""The operator's API credentials, as plain data for its transport.
 
 kopf's login handlers produce a `kopf.ConnectionInfo` (from a kubeconfig, the in-cluster
 service account, or a test's emulator); `configuration(info)` turns the same info into
-the `kubernetes.client.Configuration` that `kube.Kube` uses, so kopf's watches and the
-operator's writes always speak to the same server as the same user.
+the `Credentials` that `kube.Kube`'s transport (`transport.py`, on kubernetes_asyncio)
+uses, so kopf's watches and the operator's writes always speak to the same server as
+the same user. No client is imported here: the fields are those of the generated
+clients' `Configuration` (which the transport fills from them), and the proxy is taken
+from the environment once, as the official client's `Configuration` takes it.
 
 Only attribute names of `ConnectionInfo` are read (no kopf import): server, ca_path,
 ca_data, insecure, scheme, token, username, password, certificate_path/_data,
@@ -19,9 +22,9 @@ import os
 import tempfile
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
-
-import kubernetes
 
 _temp_files: list[str] = []
 
@@ -47,10 +50,35 @@ def _as_file(data: str | bytes) -> str:
     return path
 
 
-def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configuration:
-    """A client Configuration from a kopf ConnectionInfo (or anything with its attributes)."""
-    config = kubernetes.client.Configuration()
+@dataclass
+class Credentials:
+    """Where the API server is and who the operator is there: the generated clients'
+    `Configuration` fields of the same names."""
+
+    host: str = ""
+    verify_ssl: bool = True
+    ssl_ca_cert: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    api_key: dict[str, str] = field(default_factory=dict)
+    api_key_prefix: dict[str, str] = field(default_factory=dict)
+    username: str | None = None
+    password: str | None = None
+    proxy: str | None = None
+    no_proxy: str | None = None
+    connection_pool_maxsize: int = 1
+    retries: int | None = None
+
+
+def configuration(info: Any, *, pool_size: int) -> Credentials:
+    """The credentials of a kopf ConnectionInfo (or anything with its attributes)."""
+    config = Credentials()
     config.host = str(info.server).rstrip("/")
+    # The environment's proxy for the server's scheme (else "all") and NO_PROXY, read once
+    # here, as the official client's Configuration reads them (urllib3 reads none).
+    proxies = urllib.request.getproxies()
+    config.proxy = proxies.get(urllib.parse.urlsplit(config.host).scheme) or proxies.get("all")
+    config.no_proxy = proxies.get("no")
     config.verify_ssl = not bool(getattr(info, "insecure", False))
     ca_path, ca_data = getattr(info, "ca_path", None), getattr(info, "ca_data", None)
     if ca_path:
@@ -87,14 +115,23 @@ def configuration(info: Any, *, pool_size: int) -> kubernetes.client.Configurati
     return config
 
 
-def direct_or_proxy(config: kubernetes.client.Configuration) -> str | None:
+def in_cluster_server(environ: Mapping[str, str]) -> str | None:
+    """The API server's URL inside a Pod, from the environment the kubelet sets (as
+    client-go's rest.InClusterConfig builds it: an IPv6 host in brackets), or None."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        return None
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
+def direct_or_proxy(config: Credentials) -> str | None:
     """The proxy for the API server: the kubeconfig's proxy-url, else HTTPS_PROXY /
-    HTTP_PROXY (read by the official client's Configuration), unless NO_PROXY exempts
-    the server's host (urllib's rules, as the official client applies them)."""
+    HTTP_PROXY (read by `configuration`), unless NO_PROXY exempts the server's host
+    (urllib's rules, as the official client applies them)."""
     if not config.proxy:
         return None
     host = urllib.parse.urlsplit(config.host).hostname or ""
-    no_proxy = getattr(config, "no_proxy", None)
+    no_proxy = config.no_proxy
     # proxy_bypass_environment is public in urllib.request (urlopen uses it) but absent from
     # typeshed: hence the ignore
     if no_proxy and urllib.request.proxy_bypass_environment(host, {"no": no_proxy}):  # type: ignore[attr-defined]

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
+import os
 import sys
 from typing import Any
 
@@ -22,7 +24,7 @@ import kopf
 from ddpjob import text
 from ddpjob.api import names
 from ddpjob.backoff import Backoff
-from ddpjob.operator import bookkeeping, controller as ctl, settings as operator_settings
+from ddpjob.operator import bookkeeping, connection, controller as ctl, settings as operator_settings
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.notices import Notifier
@@ -110,13 +112,28 @@ def _kube(memo: kopf.Memo) -> Kube:
     return memo.kube
 
 
+def _service_account(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's reader of the mounted service account token, pointed at the API server's
+    address from the Pod's environment (as client-go's in-cluster config: no DNS lookup)."""
+    info = kopf.login_with_service_account(**kwargs)
+    server = connection.in_cluster_server(os.environ)
+    return dataclasses.replace(info, server=server) if info is not None and server else info
+
+
 @kopf.on.login()
 async def login(memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> kopf.ConnectionInfo | None:
-    """One source of credentials for kopf's watches and the operator's writes: the
-    kubeconfig or the in-cluster service account, as the official client finds them
-    (`KUBECONFIG`, ~/.kube/config, the mounted token), or `memo.connection` when whoever
-    runs the operator gave one (the development cluster and tests do)."""
-    info = getattr(memo, "connection", None) or kopf.login_via_client(logger=logger, **kwargs)
+    """One source of credentials for kopf's watches and the operator's writes:
+    `memo.connection` when whoever runs the operator gave one (the development cluster and
+    tests do); else the kubeconfig or the in-cluster service account as the official client
+    finds them, where it is installed (the `cli` extra: a kubeconfig's exec plugins too);
+    else, as in the operator's image (which ships no official client), kopf's own readers
+    of the mounted service account token and of a plain kubeconfig."""
+    info = (
+        getattr(memo, "connection", None)
+        or kopf.login_via_client(logger=logger, **kwargs)  # None where the client is not installed
+        or _service_account(logger=logger, **kwargs)
+        or kopf.login_with_kubeconfig(logger=logger, **kwargs)
+    )
     if info is not None:
         _kube(memo).connect(info)
     return info

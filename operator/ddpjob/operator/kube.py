@@ -6,9 +6,10 @@ wait on kopf's event loop. The alternative, the synchronous official client in a
 pool, was measured slower on the operator benchmarks (docs/benchmarks.md: 64 threads
 contending for the GIL starve the event loop that processes kopf's watch events);
 `benchmarks/kube_threads.py` keeps it for that comparison. The credentials are read
-through the official client's `Configuration` (connection.py), the same type the CLI
-uses. Responses are read as JSON dicts, not client models: the controller works on
-plain objects, and building a `V1Pod` model per Pod would cost more than the request.
+into plain `Credentials` (connection.py), with the fields of the clients' `Configuration`;
+the official synchronous client is not imported by the operator (its image ships none).
+Responses are read as JSON dicts, not client models: the controller works on plain
+objects, and building a `V1Pod` model per Pod would cost more than the request.
 
 One request travels through `transport.py` (the official async client), which this
 module wraps with retries, typed errors and a cap on requests in flight; the paths it is

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
-import kubernetes
 import kubernetes_asyncio
 
 from ddpjob.operator import connection
@@ -33,7 +32,7 @@ class AsyncioTransport:
     """kubernetes_asyncio's ApiClient: the official client's generated code on aiohttp,
     so requests wait on the event loop, not in threads (see the module docstring)."""
 
-    def __init__(self, config: kubernetes.client.Configuration, pool_size: int, timeout: float = DEFAULT_TIMEOUT[1]):
+    def __init__(self, config: connection.Credentials, pool_size: int, timeout: float = DEFAULT_TIMEOUT[1]):
         aconfig = kubernetes_asyncio.client.Configuration()
         aconfig.host, aconfig.verify_ssl = config.host, config.verify_ssl
         aconfig.ssl_ca_cert, aconfig.cert_file, aconfig.key_file = config.ssl_ca_cert, config.cert_file, config.key_file
@@ -46,8 +45,8 @@ class AsyncioTransport:
         rest = self.api.rest_client
         # The generated client's session has trust_env=True: aiohttp then looks up the
         # proxy variables and ~/.netrc in a worker thread on every request (two thread
-        # hops per Pod create). The official client's Configuration has already read the
-        # proxy variables once (connection.direct_or_proxy), so the session does without.
+        # hops per Pod create). connection.configuration has already read the proxy
+        # variables once (connection.direct_or_proxy), so the session does without.
         session, rest.pool_manager = (
             rest.pool_manager,
             aiohttp.ClientSession(connector=rest.pool_manager.connector, trust_env=False, read_bufsize=2**21),
