@@ -60,7 +60,7 @@ class Trainer:
         args.elastic_global_batch = getattr(self.data.train, "global_size", None)
         # Whether the step is captured as a CUDA graph: the optimizer and the micro-step are
         # built for it (capturable, no autocast cache) before the model trains.
-        self.graph = graph_step.plan(args, dev.type, d.world_size, bool(args.elastic_global_batch))
+        self.graph = graph_step.plan(args, dev.type, d.world_size, bool(args.elastic_global_batch) or d.in_place)
         self.samples: SampleLog | None = None
         if self.data.eval is None and args.eval_every:
             log("warning: this dataset has no evaluation split; evaluation is skipped")
