@@ -3,6 +3,7 @@
 # packages (debootstrap), so that nothing is pulled from an image registry:
 #
 #   hack/debian-base.sh            prints the image's name, building it first if missing
+#                                  (BUILD_CHECK_ONLY=1: exit 3 instead of building)
 #
 # The image is Debian bookworm's minimal base (the "minbase" variant: apt, dpkg, bash,
 # coreutils, glibc), trimmed as Debian's own "-slim" images are (no manuals, no
@@ -27,6 +28,8 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     echo "$IMAGE"
     exit 0
 fi
+# BUILD_CHECK_ONLY=1 (hack/kind-ready.sh): say whether it is built, build nothing.
+[[ "${BUILD_CHECK_ONLY:-0}" != 1 ]] || { echo "debian-base: $IMAGE is not built" >&2; exit 3; }
 
 # The mirror apt already uses here (the first deb822 URIs line or sources.list entry),
 # so a machine set up for a local mirror or proxy is respected.

@@ -2,6 +2,8 @@
 # Builds the kind node image for the pinned Kubernetes with no registry (make kind-node-image):
 #
 #   hack/kind-node-image.sh        prints the image's name, building it first if missing
+#                                  (BUILD_CHECK_ONLY=1: exit 3 instead of building; its Go
+#                                  builds must be cached already, as hack/kind-ready.sh checks)
 #
 # Everything in it comes from Debian packages (hack/debian-base.sh) and the Go modules
 # pinned in hack/upstream/, built into the upstream build cache: Kubernetes v1.37.2
@@ -62,6 +64,8 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     echo "$IMAGE"
     exit 0
 fi
+# BUILD_CHECK_ONLY=1 (hack/kind-ready.sh): say whether it is built, build nothing.
+[[ "${BUILD_CHECK_ONLY:-0}" != 1 ]] || { log "$IMAGE is not built"; exit 3; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddpjob-kind-node.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Whether this machine can run the real-Pods tier (make e2e-kind) now, without building
+# what takes CI's budget (.ci/run asks before it runs the tier):
+#
+#   hack/kind-ready.sh     exit 0: it can; exit 3: it cannot, and one line on stdout says
+#                          why and what fills the gap; any other exit: the check itself failed
+#
+# "Can" means, concretely:
+# - an engine: a docker that answers, or the project's own (hack/engine.sh) can be started:
+#   root, the docker CLI, and the engine's binaries in the build cache
+#   (~/.cache/ddpjob/upstream, `make engine`: 43 min of Go builds on 2 cores from nothing);
+# - kind, on PATH or in the build cache (built with the engine);
+# - the node image: KIND_NODE_IMAGE, or the one hack/kind-node-image.sh would build for this
+#   checkout (its tag is a hash of its inputs) already in the engine, with its Go builds
+#   cached (`make kind-node-image`: 57 min of builds and 13 min of image from nothing);
+# - both images already in the engine (`make images`, about 20 min from nothing; a rebuild
+#   after a source change reuses their cached layers: about a minute).
+# Nothing is built, pulled or left running: the own engine, when needed to look at its
+# images, is started and stopped by hack/engine.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SELF=$PWD/hack/kind-ready.sh
+PY=${PY:-.venv/bin/python}
+VERSION=$("$PY" -c 'import runpy; print(runpy.run_path("operator/ddpjob/version.py")["__version__"])')
+OPERATOR_IMAGE=${OPERATOR_IMAGE:-ddpjob/operator:e2e}
+TRAINER_IMAGE=${TRAINER_IMAGE:-ddpjob/trainer:$VERSION-cpu}
+
+not_ready() { echo "$*"; exit 3; }
+
+# The components of a build group (hack/upstream/) that are not in the build cache.
+uncached() {
+    "$PY" - "$@" <<'PYEOF'
+import sys
+from ddpjob_devcluster.controlplane import build
+names = [n for word in sys.argv[1:] for n in build.GROUPS.get(word, (word,))]
+print(" ".join(n for n in names if build.cached(build.COMPONENTS[n]) is None))
+PYEOF
+}
+
+# Run inside the engine (hack/engine.sh sets DOCKER_HOST): the images.
+if [[ "${1:-}" == images ]]; then
+    if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
+        node=$(BUILD_CHECK_ONLY=1 PY=$PY hack/kind-node-image.sh) || {
+            rc=$?
+            ((rc == 3)) && not_ready "the kind node image for this checkout is not built (make kind-node-image: about 13 min)"
+            exit "$rc"
+        }
+    else
+        node=$KIND_NODE_IMAGE
+        docker image inspect "$node" >/dev/null 2>&1 || not_ready "KIND_NODE_IMAGE $node is not in the engine (docker pull it)"
+    fi
+    for image in "$TRAINER_IMAGE" "$OPERATOR_IMAGE"; do
+        docker image inspect "$image" >/dev/null 2>&1 \
+            || not_ready "image $image is not built (make images: about 20 min from nothing)"
+    done
+    exit 0
+fi
+
+engine=own
+if [[ "${DDPJOB_ENGINE:-auto}" != own ]] && command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1; then
+    engine=user
+elif [[ "${DDPJOB_ENGINE:-auto}" == user ]]; then
+    not_ready "no docker answers, and DDPJOB_ENGINE=user"
+else
+    command -v docker >/dev/null || not_ready "no docker answers and the docker CLI is not on PATH"
+    ((EUID == 0)) || not_ready "no docker answers, and starting the project's engine needs root"
+    missing=$(uncached engine)
+    [[ -z "$missing" ]] || not_ready "no docker answers and the project's engine is not built ($missing: make engine, about 43 min)"
+fi
+if ! command -v kind >/dev/null; then
+    missing=$(uncached kind)
+    [[ -z "$missing" ]] || not_ready "kind is neither on PATH nor built (make engine)"
+fi
+if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
+    missing=$(uncached kind-node containerd runc)
+    [[ -z "$missing" ]] || not_ready "the kind node's components are not built ($missing: make kind-node-image, about 57 min)"
+fi
+if [[ "$engine" == user ]]; then
+    exec "$SELF" images
+fi
+# The own engine, started to look at its images and stopped again; its log on stderr.
+exec hack/engine.sh run -- "$SELF" images
