@@ -129,7 +129,9 @@ def interrupt_run(tmp_path, path, pid_dir, expected):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
-        while len(list(pid_dir.iterdir())) < expected and time.monotonic() < deadline:
+        # A pid file is whole once its line ends: `echo $$ > f` creates it empty first.
+        while time.monotonic() < deadline and not (
+                len(files := list(pid_dir.iterdir())) >= expected and all(f.read_text().endswith("\n") for f in files)):
             time.sleep(0.1)
         pids = [int(p.read_text()) for p in pid_dir.iterdir()]
         assert len(pids) == expected
