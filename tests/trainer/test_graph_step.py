@@ -38,6 +38,7 @@ def test_by_default_a_single_process_adam_run_on_a_gpu_captures_and_says_so(argv
 INELIGIBLE = [
     ((), "cpu", 1, False, "a CUDA graph needs a CUDA device (this process has cpu)"),
     ((), "cuda", 2, False, "DDP's all-reduce (WORLD_SIZE=2) is captured only with NCCL's async error handling off"),
+    (("--sync-bn",), "cuda", 2, False, "DDP's all-reduce (WORLD_SIZE=2)"),  # SyncBatchNorm's collectives too
     ((), "cuda", 1, True, "an elastic job's share of each global batch changes size"),
     (("--grad-accum", "2"), "cuda", 1, False, "--grad-accum 2: a graph captures one optimizer step per batch"),
     (("--amp", "fp16"), "cuda", 1, False, "--amp fp16: the GradScaler reads its inf check on the host"),
@@ -53,7 +54,20 @@ def test_each_rule_of_eligibility_says_why_in_a_few_words(argv, device, world, e
     assert why is not None and words in why and "\n" not in why, why
 
 
-@pytest.mark.parametrize("argv, device, world, elastic, words", [c for c in INELIGIBLE if c[1] == "cuda"])
+def test_by_default_under_ddp_the_forward_and_backward_are_captured_and_the_all_reduce_stays_eager() -> None:
+    plan = graph_step.plan(args(), "cuda", 2, elastic=False)
+    assert not plan.capture and plan.partial and plan.line is not None and "\n" not in plan.line
+    assert plan.line.startswith("step: the model's forward and backward captured as CUDA graphs, the rest eager")
+    assert "NCCL's async error handling off" in plan.line, plan.line  # why not the whole step
+    for argv in (("--sync-bn",), ("--no-cuda-graph",), ("--grad-accum", "2"), ("--optimizer", "sgd")):
+        assert not graph_step.plan(args(*argv), "cuda", 2, elastic=False).partial, argv
+    assert not graph_step.plan(args(), "cuda", 2, elastic=True).partial
+
+
+EAGER_UNDER_DDP = [c for c in INELIGIBLE if c[1] == "cuda" and (c[2] == 1 or c[0])]
+
+
+@pytest.mark.parametrize("argv, device, world, elastic, words", EAGER_UNDER_DDP)
 def test_by_default_an_ineligible_gpu_run_steps_eagerly_and_says_why_in_one_line(
     argv, device, world, elastic, words
 ) -> None:

@@ -12,7 +12,8 @@ Under DDP (several processes) the all-reduce stays eager: torch can capture it (
 2.9.6) only with NCCL's async error handling off, DDP built on a side stream and eleven
 eager warm-up steps (torch's CUDA graphs notes, "Usage with DistributedDataParallel"), and
 the launcher keeps that error handling on (TORCH_NCCL_ASYNC_ERROR_HANDLING=1) so that a
-hung peer ends the collective instead of the job.
+hung peer ends the collective instead of the job. What torch allows beside it is kept by
+default: the model's forward and backward captured, the rest eager (graphed_model.py).
 
 It follows torch's whole-network capture recipe (the CUDA graphs notes): a few eager
 warm-up steps on a side stream, so lazy state (the optimizer's moments, cuBLAS
@@ -65,8 +66,9 @@ def ineligible(args, device_type: str, world_size: int, elastic: bool) -> str | 
 
 @dataclass(frozen=True)
 class Plan:
-    capture: bool
+    capture: bool  # the whole step, one process (CapturedStep)
     line: str | None  # what the run says about its step, once; None: nothing to say (no GPU)
+    partial: bool = False  # under DDP: the model's forward and backward (graphed_model.py)
 
 
 def plan(args, device_type: str, world_size: int, elastic: bool) -> Plan:
@@ -81,6 +83,13 @@ def plan(args, device_type: str, world_size: int, elastic: bool) -> Plan:
         return Plan(False, None)  # no graphs to fall back from
     if args.cuda_graph is False:
         return Plan(False, "step: eager (--no-cuda-graph)")
+    if world_size > 1 and ineligible(args, device_type, 1, elastic) is None and not args.sync_bn:
+        return Plan(
+            False,
+            "step: the model's forward and backward captured as CUDA graphs, the rest eager, by default under DDP: "
+            f"{why} (--no-cuda-graph: all eager)",
+            partial=True,
+        )
     if why is not None:
         return Plan(False, f"step: eager, not captured as a CUDA graph: {why}")
     return Plan(True, "step: captured as one CUDA graph and replayed, the default on one GPU (--no-cuda-graph: eager)")

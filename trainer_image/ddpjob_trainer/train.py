@@ -18,7 +18,18 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract, exit_codes, progress_record
 
-from . import UsageError, batch_probe, cli, compile_choice, distributed, graph_step, group_reset, resize, state
+from . import (
+    UsageError,
+    batch_probe,
+    cli,
+    compile_choice,
+    distributed,
+    graph_step,
+    graphed_model,
+    group_reset,
+    resize,
+    state,
+)
 from .data import load_data
 from .env import read_process_env
 from .epoch import train_epoch
@@ -73,9 +84,8 @@ class Trainer:
         self.optimizer = make_optimizer(args, self.model.parameters(), dev, capturable=self.graph.capture)
         self.scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")  # bf16 has fp32's range: no scaling
         self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
-        self.micro = MicroStep(
-            self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size, graph_safe=self.graph.capture
-        )
+        safe = self.graph.capture or self.graph.partial  # no autocast cache kept from one replay to the next
+        self.micro = MicroStep(self.model, self.scaler, self.amp, dev, args.grad_accum, d.world_size, graph_safe=safe)
         self.captured: graph_step.CapturedStep | None = None
         if auto_batch:
             args.batch_size = batch_probe.choose(
@@ -112,6 +122,11 @@ class Trainer:
 
     def wrap(self) -> nn.Module:
         m, d = self.model, self.d
+        if self.graph.partial:  # before DDP wraps it (torch's order for partial capture)
+            layout = torch.channels_last if self.args.channels_last else torch.contiguous_format
+            sample = torch.randn(self.args.batch_size, *self.data.input_shape, device=d.device)
+            sample = sample.contiguous(memory_format=layout) if sample.dim() == 4 else sample
+            m = graphed_model.capture(m, sample, self.micro.autocast, self.progress.say)
         if self.args.strategy == "ddp" and (d.world_size > 1 or self.in_place is not None):
             # Gradients live in the all-reduce buckets: no copy in and out of them.
             ddp = DDP if self.in_place is None else self.in_place.el.wrap

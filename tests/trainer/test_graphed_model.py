@@ -1,0 +1,70 @@
+"""Under DDP, the model's forward and backward replayed as CUDA graphs, the all-reduce
+eager (graphed_model.py). torch's capture needs a GPU and runs in the GPU tier (two
+processes on one GPU, tests/gpu); here a stand-in for `make_graphed_callables` that
+marks what it replaced, and the path where the capture fails, which this CPU machine
+takes with torch's own."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from ddpjob_trainer import graphed_model
+
+
+def fake_make_graphed(model: nn.Module, sample_args: tuple) -> nn.Module:
+    """As torch does: warm-up passes (BatchNorm's statistics move), then the instance's
+    forward replaced by the graphed one."""
+    for _ in range(3):
+        model(sample_args[0] * 10)
+    original = model.forward
+
+    def graphed(x: torch.Tensor) -> torch.Tensor:
+        graphed.calls += 1
+        return original(x)
+
+    graphed.calls = 0
+    model.forward = graphed
+    return model
+
+
+def model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
+
+
+def test_batches_of_the_captured_shape_in_training_replay_and_the_rest_run_eagerly() -> None:
+    m = model()
+    said: list[str] = []
+    wrapped = graphed_model.capture(m, torch.randn(8, 4), contextlib.nullcontext, said.append, fake_make_graphed)
+    assert isinstance(wrapped, graphed_model.GraphedModel) and said == []
+    graphed = wrapped.graphed
+    wrapped.train()
+    wrapped(torch.randn(8, 4))
+    wrapped(torch.randn(5, 4))  # an epoch's last, partial batch
+    assert graphed.calls == 1
+    wrapped.eval()
+    wrapped(torch.randn(8, 4))  # evaluation
+    assert graphed.calls == 1
+    assert "forward" not in vars(m), "the model itself must keep its own forward (evaluation, checkpoints)"
+    assert {id(p) for p in wrapped.parameters()} == {id(p) for p in m.parameters()}  # what DDP all-reduces
+
+
+def test_the_capture_leaves_no_trace_in_batchnorm_statistics() -> None:
+    m = model()
+    before = [b.clone() for b in m.buffers()]
+    graphed_model.capture(m, torch.randn(8, 4), contextlib.nullcontext, lambda line: None, fake_make_graphed)
+    assert all(torch.equal(a, b) for a, b in zip(before, m.buffers(), strict=True))
+
+
+def test_a_failed_capture_is_said_once_and_the_model_trains_eagerly() -> None:
+    # torch's own make_graphed_callables, on a machine without CUDA: it fails.
+    m = model()
+    said: list[str] = []
+    out = graphed_model.capture(m, torch.randn(8, 4), contextlib.nullcontext, said.append)
+    assert out is m and "forward" not in vars(m)
+    assert len(said) == 1 and said[0].startswith("step: eager, its forward and backward could not be captured"), said
+    out(torch.randn(8, 4)).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
