@@ -7,9 +7,14 @@ the status says where it answers; and the garbage collector removes all of it wi
 The process kubelet runs only a Pod's `trainer` container, so the TensorBoard Pod is kept
 off the Nodes (a taint the training Pods tolerate) and waits, Pending, for a Node that can
 run it (docs/divergences.md). TensorBoard itself serving the trainer's event files is
-C1's browser test; `ddpjob tensorboard`'s port-forward is tests/cli/test_tensorboard_command.py.
+C1's browser test; `ddpjob tensorboard` is checked here up to kubectl's refusal to forward
+to a Pod that does not run, and past it with a kubectl stand-in in
+tests/cli/test_tensorboard_command.py.
 """
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import kubernetes
 import pytest
@@ -71,6 +76,14 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     pending = wait_until(lambda: (p := tensorboard_pod()) and p.status.conditions and p, PHASE,
                          "the TensorBoard Pod was never considered by the scheduler")
     assert pending.status.phase == "Pending" and pending.spec.node_name is None
+
+    # `ddpjob tensorboard` through the real kubectl, with the cluster's kubeconfig: kubectl
+    # finds the Service's Pod and refuses to forward to a Pod that is not running, and the
+    # command says so in one line.
+    done = subprocess.run([sys.executable, "-m", "ddpjob.cli", "tensorboard", "board", "--kubeconfig",
+                           str(cluster.kubeconfig), "-n", ns], capture_output=True, text=True, timeout=PHASE)
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.startswith("error: kubectl port-forward ended: ") and "pod is not running" in done.stderr, done
 
     # With the job, everything goes: Deployment, ReplicaSet, Pod and Service.
     cluster.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", ns, "ddpjobs", "board")
