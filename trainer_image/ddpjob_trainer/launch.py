@@ -23,7 +23,15 @@ import time
 
 from ddpjob import contract, exit_codes, progress_record
 
-from . import EXIT_BAD_INPUT, EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageError, elastic_launch, in_place_launch
+from . import (
+    EXIT_BAD_INPUT,
+    EXIT_RENDEZVOUS_TIMEOUT,
+    RendezvousTimeout,
+    UsageError,
+    elastic_launch,
+    in_place_launch,
+    record_events,
+)
 from .backend import refuse_short_nccl
 from .env import LaunchEnv, read_launch_env, threads_per_process
 
@@ -266,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         os.execvp(command[0], command)  # signals and exit code are the program's own
     # The progress server lives in this process: stay as the parent, forwarding signals.
+    follower = record_events.follow(cmd, say=log)  # a program's own records as TensorBoard curves
     if not launch.elastic or store is not None:
         code = run_forwarding_signals(command)
     else:
@@ -276,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             lambda: bool(received),
             log,
         )
+    if follower is not None:
+        follower.stop()
     if code == 0:
         leave_final_record()
     return code
