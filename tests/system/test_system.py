@@ -188,3 +188,22 @@ def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: Lo
     wait_until(lambda: not any(c.running for c in cluster.kubelet.snapshot()), PHASE,
                'processes of the failed job still run')
     assert container.exit_code == 137
+
+
+def test_a_command_that_cannot_start_fails_at_once_with_the_runtimes_reason(cluster: LocalCluster) -> None:
+    """A typo in the command (issue 41, item 1): exit 128 StartError is permanent whatever the
+    restartPolicy (the example's is OnFailure), said with the runtime's words, and warned
+    about as the typo it is, not as a world the command cannot fill."""
+    name = 'badcmd'
+    cluster.create_job(fault_job(name, checkpoint=False, command=['ddpjob-lanch'], maxRestarts=3))
+    status = cluster.wait_phase(name, 'Failed', timeout=PHASE)
+    failure = status['lastFailure']
+    assert status.get('restarts', 0) == 0 and failure['exitCode'] == 128 and failure['reason'] == 'StartError'
+    assert "'ddpjob-lanch' is not installed" in failure['errorLine'] and failure['retryable'] is False
+    assert "'ddpjob-lanch' is not installed" in status['message']
+    assert status['message'].endswith('the container could not start: not retried under any restartPolicy')
+    warnings = wait_until(lambda: [e['reason'] for e in cluster.events(name) if e['type'] == 'Warning'
+                                   and e['reason'] == 'Failed'] and
+                          [e['reason'] for e in cluster.events(name) if e['type'] == 'Warning'], REACTION,
+                          'no Warning event Failed')
+    assert 'NotALauncher' not in warnings and warnings.count('MisspeltCommand') == 1, warnings
