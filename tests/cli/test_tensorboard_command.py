@@ -112,3 +112,20 @@ def test_render_shows_the_tensorboard_the_operator_would_make(capsys, tmp_path) 
     path.write_text(yaml.safe_dump(JOB))
     _, out, _ = ddpjob(capsys, "render", "-f", str(path))
     assert "tensorboard" not in out
+
+
+def test_describe_says_where_the_tensorboard_answers() -> None:
+    from datetime import UTC, datetime
+
+    from ddpjob.cli.describe import describe
+
+    job = {**JOB, "metadata": {"name": "hello", "namespace": "team-a"}, "spec": {**JOB["spec"], **ON},
+           "status": {"phase": "Running", **BOARD}}
+    text = describe(job, [], [], datetime.now(UTC))
+    lines = text.splitlines()
+    at = lines.index("TensorBoard:")
+    assert lines[at + 1].split() == ["url:", "http://hello-tensorboard.team-a.svc:6006/"]
+    assert lines[at + 2].split() == ["service:", "hello-tensorboard"]
+    assert any(line.split() == ["tensorboard:", "true"] for line in lines)  # in the Spec section
+    del job["status"]["tensorboard"]
+    assert "TensorBoard:" not in describe(job, [], [], datetime.now(UTC))

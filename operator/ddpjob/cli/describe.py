@@ -32,6 +32,7 @@ SPEC_FIELDS = (
     "stallTimeoutSeconds",
     "suspend",
     "checkpoint",
+    "tensorboard",
     "scheduling",
 )
 # desiredNodes only tells something in an elastic job (a rigid one's is spec.nodes).
@@ -224,6 +225,8 @@ def describe(
     # The progress record of the attempt that wrote it; a job that is not running has no ETA.
     out += section("Progress", status.get("progress") or {}, PROGRESS_FIELDS, now, ("updateTime",))
     out += section("Last Failure", status.get("lastFailure") or {}, FAILURE_FIELDS, now, ("time",))
+    if status.get("tensorboard"):  # spec.tensorboard: where it answers (`ddpjob tensorboard NAME` opens it)
+        out += section("TensorBoard", status["tensorboard"], ("url", "service", "message"), now)
     out += lost_indices(status, now)
     conditions = status.get("conditions") or []
     out.append("Conditions:" + ("" if conditions else f"  {NONE}"))
