@@ -123,8 +123,8 @@ def complete(line: str, shell_script: str) -> list[str]:
 @pytest.mark.parametrize("line, offered", [
     ("ddpjob re", ["render", "resume"]),
     ("ddpjob ", ["validate", "render", "run", "operator", "version", "completion", "submit", "get", "describe",
-                 "wait", "logs", "delete", "suspend", "resume", "tensorboard", "convert", "-h", "--help",
-                 "--version"]),
+                 "wait", "logs", "delete", "suspend", "resume", "tensorboard", "convert", "plot",
+                 "-h", "--help", "--version"]),
     ("ddpjob render -o ", ["yaml", "json"]),
     ("ddpjob render --out", ["--output"]),
     ("ddpjob run --f", ["--filename", "--fresh"]),
