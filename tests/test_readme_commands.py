@@ -29,8 +29,12 @@ from tests.conftest import project_crd
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-# The files whose command blocks run: the user's path, then the developer material.
-DOCUMENTS = {"README.md": README, "docs/development.md": (ROOT / "docs" / "development.md").read_text()}
+# The files whose command blocks run: the user's path, the reference it links to (moved
+# out of the README, still run), then the developer material.
+DOCUMENTS = {"README.md": README, **{doc: (ROOT / doc).read_text() for doc in (
+    "docs/reference.md", "docs/elastic-jobs.md", "docs/gang-scheduling.md", "docs/development.md")}}
+# `source .venv/bin/activate` puts the venv's bin first on PATH: every command here has it.
+ACTIVATE = ".venv/bin/activate"
 BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```",
                    re.M | re.S)
 NEWLINE = "\n"
@@ -69,7 +73,8 @@ def test_every_command_block_runs_or_says_why_not() -> None:
         assert how is None or re.fullmatch(r"skip: \S.{10,}", how), \
             f"{line}: a marker is `<!-- readme-test: skip: <why it cannot run in a test> -->` (got {how!r})"
         for command in commands(body):
-            assert command.split()[0] in ("make", "ddpjob", "kubectl", "helm", "export"), \
+            assert command.split()[0] in ("make", "ddpjob", "kubectl", "helm", "export") \
+                or command == f"source {ACTIVATE}", \
                 f"{line}: {command!r}: teach tests/test_readme_commands.py to run it, or mark the block"
 
 
@@ -92,6 +97,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str:
     argv = shlex.split(command)
+    if argv == ["source", ACTIVATE]:
+        venv_bin = os.path.dirname(sys.executable)
+        assert os.path.exists(os.path.join(venv_bin, "activate")), f"{where}: no {ACTIVATE} beside {sys.executable}"
+        assert env["PATH"].split(os.pathsep).index(venv_bin) <= 1, f"{where}: the venv is not first on PATH"
+        return ""
     if argv[0] == "export":
         name, _, value = argv[1].partition("=")
         env[name] = value
