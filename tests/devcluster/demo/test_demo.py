@@ -8,6 +8,7 @@ import os
 import pathlib
 import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -86,6 +87,13 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
         text = ''.join(seen)
         kubeconfig = re.search(r'export KUBECONFIG=(\S+)', text).group(1)
         assert f'ddpjob submit {ROOT}/manifests/examples/mnist-cpu.yaml --wait' in text and 'kubectl get ddpj -w' in text
+        # Its lines work as pasted in another terminal: elsewhere, with neither the venv nor
+        # the checkout on PATH (the banner's own test runs each program the same way).
+        pasted = [line.strip() for line in text.splitlines() if line.startswith('    ')]
+        get = next(line for line in pasted if line.endswith(' get'))
+        elsewhere = subprocess.run(shlex.split(get), env={'PATH': '/usr/bin:/bin', 'KUBECONFIG': kubeconfig},
+                                   cwd=tmp_path, capture_output=True, text=True, timeout=REACTION)
+        assert elsewhere.returncode == 0, (get, elsewhere.stderr)
         # A second demo on the same work directory refuses, and leaves the first alone.
         second = subprocess.run([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=demo_env,
                                 capture_output=True, text=True, timeout=PHASE, cwd=ROOT)
