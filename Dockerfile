@@ -18,7 +18,7 @@
 # (trainer), from operator/ddpjob/version.py; .github/workflows/release.yaml builds and
 # pushes them for linux/amd64 and linux/arm64 (the CUDA variant: amd64 only, as its base).
 #
-# operator: slim Python, `ddpjob[operator]` only (kopf, kubernetes_asyncio, prometheus-client;
+# operator: slim Python, `ddpjob[operator]` only (kopf, aiohttp, prometheus-client;
 #           no torch), numeric non-root user, nothing written to the root filesystem.
 # trainer:  a PyTorch CUDA base image (torch, torchvision, CUDA, cuDNN, NCCL), plus
 #           `ddpjob[trainer]`; entrypoint `ddpjob-launch`. TRAINER_VARIANT=cpu swaps the
@@ -61,9 +61,9 @@ COPY constraints.txt /wheels/
 # A venv copied whole into the final stage: no pip cache, no build leftovers, and no pip
 # or setuptools (installers, which the operator never runs: about 35 MB with byte-code).
 # Byte-code is compiled here because the running container's root FS is read-only.
-# No official `kubernetes` client (the CLI's `cli` extra): the operator's calls ride on
-# kubernetes_asyncio and it reads its credentials as plain data (tests/operator/
-# test_no_official_client.py keeps it so).
+# No generated Kubernetes client (the official one is the CLI's `cli` extra): the
+# operator's calls ride on aiohttp and it reads its credentials as plain data
+# (tests/operator/test_no_official_client.py keeps it so).
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && python -m venv /opt/ddpjob \

@@ -110,7 +110,7 @@ def test_proxy_variables_are_honoured_and_no_proxy_exempts(monkeypatch: pytest.M
         k = kube.Kube(attempts=1)
         k.connect(SimpleNamespace(server="http://kube.invalid:8080", token="t", insecure=True,
                                   proxy_url=url if proxy_url else None))
-        assert not k._transport.api.rest_client.pool_manager.trust_env  # no per-request env lookups
+        assert not k._transport.session.trust_env  # no per-request env lookups
         try:
             return await k.get("/api/v1/namespaces/x/pods/y")
         finally:

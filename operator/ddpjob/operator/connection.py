@@ -2,7 +2,7 @@
 
 kopf's login handlers produce a `kopf.ConnectionInfo` (from a kubeconfig, the in-cluster
 service account, or a test's emulator); `configuration(info)` turns the same info into
-the `Credentials` that `kube.Kube`'s transport (`transport.py`, on kubernetes_asyncio)
+the `Credentials` that `kube.Kube`'s transport (`transport.py`, on aiohttp)
 uses, so kopf's watches and the operator's writes always speak to the same server as
 the same user. No client is imported here: the fields are those of the generated
 clients' `Configuration` (which the transport fills from them), and the proxy is taken
@@ -96,9 +96,10 @@ def configuration(info: Any, *, pool_size: int) -> Credentials:
             setattr(config, attr, _as_file(data))
     token = getattr(info, "token", None)
     if token:
-        # "BearerToken" is the auth setting's own name: kubernetes_asyncio's Configuration
-        # reads only that key, the official client also its "authorization" alias. (A
-        # token under the alias alone reached a real API server as system:anonymous.)
+        # "BearerToken" is the auth setting's own name in the generated clients'
+        # Configuration (the transport and benchmarks/kube_threads.py read it; a token
+        # under the official client's "authorization" alias alone once reached a real API
+        # server as system:anonymous).
         config.api_key = {"BearerToken": token}
         config.api_key_prefix = {"BearerToken": getattr(info, "scheme", None) or "Bearer"}
     elif getattr(info, "username", None):
@@ -106,8 +107,8 @@ def configuration(info: Any, *, pool_size: int) -> Credentials:
     if getattr(info, "proxy_url", None):
         # The kubeconfig's proxy-url is used for its server whatever NO_PROXY says (client-go).
         config.proxy, config.no_proxy = info.proxy_url, None
-    # One pooled connection per request in flight: urllib3 otherwise opens and drops
-    # extra connections under load (and warns about a full pool).
+    # One pooled connection per request in flight (the synchronous client's urllib3, in
+    # benchmarks/kube_threads.py, otherwise opens and drops extra connections under load).
     config.connection_pool_maxsize = pool_size
     # Retries are kube.Kube's (typed, with backoff); urllib3 keeps only its retry of a
     # request whose reused keep-alive connection the server had closed.

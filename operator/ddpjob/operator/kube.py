@@ -1,17 +1,16 @@
 """The one module of the operator that talks to the Kubernetes API.
 
-It rides on `kubernetes_asyncio` (the official client's generated code on aiohttp: its
-`ApiClient` gives configuration, auth headers, TLS and the connection pool), so requests
-wait on kopf's event loop. The alternative, the synchronous official client in a thread
-pool, was measured slower on the operator benchmarks (docs/benchmarks.md: 64 threads
-contending for the GIL starve the event loop that processes kopf's watch events);
-`benchmarks/kube_threads.py` keeps it for that comparison. The credentials are read
-into plain `Credentials` (connection.py), with the fields of the clients' `Configuration`;
-the official synchronous client is not imported by the operator (its image ships none).
-Responses are read as JSON dicts, not client models: the controller works on plain
-objects, and building a `V1Pod` model per Pod would cost more than the request.
+It rides on aiohttp (kopf's own HTTP library: one pooled session, TLS, the credentials
+of `connection.py`), so requests wait on kopf's event loop. The alternatives were measured
+(docs/benchmarks.md): the synchronous official client in a thread pool was slower (64
+threads contending for the GIL starve the event loop that processes kopf's watch events;
+`benchmarks/kube_threads.py` keeps it for that comparison), and `kubernetes_asyncio`, which
+the operator used before, sent the same requests through the same aiohttp with 48 MB of
+generated API classes and models around them. Responses are read as JSON dicts, not
+client models: the controller works on plain objects, and building a `V1Pod` model per
+Pod would cost more than the request.
 
-One request travels through `transport.py` (the official async client), which this
+One request travels through `transport.py`, which this
 module wraps with retries, typed errors and a cap on requests in flight; the paths it is
 given come from `api_paths.py`.
 
@@ -44,7 +43,7 @@ import aiohttp
 from ddpjob.backoff import Backoff
 from ddpjob.operator import connection
 from ddpjob.operator.api_paths import collection_path, job_path
-from ddpjob.operator.transport import DEFAULT_TIMEOUT, AsyncioTransport, Transport
+from ddpjob.operator.transport import DEFAULT_TIMEOUT, HttpTransport, Transport
 
 logger = logging.getLogger("ddpjob.operator.kube")
 
@@ -144,7 +143,7 @@ class Kube:
 
     def connect(self, info: Any) -> None:
         """(Re)build the client from kopf's ConnectionInfo (on the event loop)."""
-        self.use(AsyncioTransport(connection.configuration(info, pool_size=self.max_in_flight), self.max_in_flight))
+        self.use(HttpTransport(connection.configuration(info, pool_size=self.max_in_flight), self.max_in_flight))
 
     def use(self, transport: Transport) -> None:
         old, self._transport = self._transport, transport

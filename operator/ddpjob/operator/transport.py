@@ -1,21 +1,29 @@
-"""How the operator's requests travel: one HTTP request through the official async client.
+"""How the operator's requests travel: one HTTP request on aiohttp (kopf's own HTTP
+library), with the credentials of `connection.Credentials`.
 
 `kube.Kube` retries, types errors and paces requests; this module only sends one and
-returns the answer (status, body bytes, headers), raising only when there is none.
+returns the answer (status, body bytes, headers), raising only when there is none. It
+does what `kubernetes_asyncio`'s REST layer did for the operator (a TLS context from the
+CA, client certificate and key; the bearer token or basic auth; one pooled connector; the
+proxy settled once; a total timeout per request) without its 48 MB of generated API
+classes and models, which the operator never used: it sends and reads plain JSON.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
-import kubernetes_asyncio
 
+from ddpjob import version
 from ddpjob.operator import connection
 
 DEFAULT_TIMEOUT = (5.0, 60.0)  # (connect, read) seconds
+USER_AGENT = f"ddpjob-operator/{version.__version__}"
 
 
 class Transport(Protocol):
@@ -28,65 +36,65 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-class AsyncioTransport:
-    """kubernetes_asyncio's ApiClient: the official client's generated code on aiohttp,
-    so requests wait on the event loop, not in threads (see the module docstring)."""
+def tls_context(config: connection.Credentials) -> ssl.SSLContext:
+    """The server's CA (else the system's), the client's certificate and key, and no
+    verification at all only where the kubeconfig says insecure-skip-tls-verify."""
+    context = ssl.create_default_context(cafile=config.ssl_ca_cert)
+    if config.cert_file:
+        context.load_cert_chain(config.cert_file, keyfile=config.key_file)
+    if not config.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def auth_header(config: connection.Credentials) -> str | None:
+    """The Authorization header: the bearer token ("BearerToken", the clients' name for
+    it), else basic auth from a username, else none (a client certificate)."""
+    token = config.api_key.get("BearerToken")
+    if token:
+        prefix = config.api_key_prefix.get("BearerToken")
+        return f"{prefix} {token}" if prefix else token
+    if config.username:
+        pair = f"{config.username}:{config.password or ''}".encode()
+        return "Basic " + base64.b64encode(pair).decode()
+    return None
+
+
+class HttpTransport:
+    """One aiohttp session on a pooled connector, so requests wait on the event loop, not
+    in threads (see kube.py's docstring)."""
 
     def __init__(self, config: connection.Credentials, pool_size: int, timeout: float = DEFAULT_TIMEOUT[1]):
-        aconfig = kubernetes_asyncio.client.Configuration()
-        aconfig.host, aconfig.verify_ssl = config.host, config.verify_ssl
-        aconfig.ssl_ca_cert, aconfig.cert_file, aconfig.key_file = config.ssl_ca_cert, config.cert_file, config.key_file
-        aconfig.api_key, aconfig.api_key_prefix = dict(config.api_key), dict(config.api_key_prefix)
-        aconfig.username, aconfig.password = config.username, config.password
-        aconfig.proxy = connection.direct_or_proxy(config)
-        aconfig.connection_pool_maxsize = pool_size
-        self.api = _PlainJSONApiClient(aconfig)
-        self.timeout = timeout
-        rest = self.api.rest_client
-        # The generated client's session has trust_env=True: aiohttp then looks up the
-        # proxy variables and ~/.netrc in a worker thread on every request (two thread
-        # hops per Pod create). connection.configuration has already read the proxy
-        # variables once (connection.direct_or_proxy), so the session does without.
-        session, rest.pool_manager = (
-            rest.pool_manager,
-            aiohttp.ClientSession(connector=rest.pool_manager.connector, trust_env=False, read_bufsize=2**21),
+        self.host = config.host
+        self.proxy = connection.direct_or_proxy(config)
+        self.headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        authorization = auth_header(config)
+        if authorization:
+            self.headers["Authorization"] = authorization
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        # trust_env=False: aiohttp would look up the proxy variables and ~/.netrc in a
+        # worker thread on every request (two thread hops per Pod create); the proxy was
+        # settled once (connection.direct_or_proxy). The read buffer holds the largest
+        # object etcd stores (1.5 MiB by default) in one read.
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=pool_size, ssl=tls_context(config)),
+            trust_env=False,
+            read_bufsize=2**21,
         )
-        session.detach()  # the connector now belongs to the new session
 
     async def request(
         self, method: str, path: str, body: Any, headers: dict[str, str]
     ) -> tuple[int, bytes, Mapping[str, str]]:
-        headers = {"Accept": "application/json", **headers}
+        sent = {**self.headers, **headers}
+        data = None
         if body is not None:
-            headers.setdefault("Content-Type", "application/json")
-        if self.api.configuration.username and "BearerToken" not in self.api.configuration.api_key:
-            headers["Authorization"] = self.api.configuration.get_basic_auth_token()
-        try:
-            response = await self.api.call_api(
-                path,
-                method,
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-        except kubernetes_asyncio.client.ApiException as exc:  # non-2xx answers
-            data = exc.body if isinstance(exc.body, (bytes, str)) else json.dumps(exc.body or {})
-            return exc.status, data.encode() if isinstance(data, str) else data, exc.headers or {}
-        response = response[0] if isinstance(response, tuple) else response
-        return response.status, await response.read(), response.headers
+            sent.setdefault("Content-Type", "application/json")
+            data = body if isinstance(body, bytes) else json.dumps(body)
+        async with self.session.request(
+            method, self.host + path, data=data, headers=sent, proxy=self.proxy, timeout=self.timeout
+        ) as response:
+            return response.status, await response.read(), response.headers
 
     async def aclose(self) -> None:
-        await self.api.close()
-
-
-class _PlainJSONApiClient(kubernetes_asyncio.client.ApiClient):
-    """The operator sends plain JSON data (rendered objects and patches), never client
-    models: the generated client's recursive walk that turns models into dicts cost
-    about 0.4 ms per Pod create, and json.dumps would reject anything it was needed for."""
-
-    def sanitize_for_serialization(self, obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return obj
-        return super().sanitize_for_serialization(obj)
+        await self.session.close()
