@@ -39,6 +39,8 @@ import sys
 import threading
 import time
 
+from ddpjob_devcluster.demo import dns
+
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 POD_CIDR = ipaddress.IPv4Network("10.244.0.0/16")
@@ -89,11 +91,22 @@ def enter() -> str | None:
     flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
     if flags & CLONE_NEWUSER and threading.active_count() > 1:
         return "threads already run in this process (a user namespace needs a single thread)"
-    addresses = host_addresses()
+    servers = _nameservers()  # answered inside (dns.py): with no route out, lookups failed
+    addresses = host_addresses() + [a for a in servers if not ipaddress.IPv4Address(a).is_loopback]
     why = _probe(flags, addresses)  # in a child first: a namespace entered cannot be left
     if why is None:
         _enter(flags, addresses)
+        with contextlib.suppress(OSError):  # without it, lookups fail as before
+            dns.NameServer(servers).start()
     return why
+
+
+def _nameservers() -> list[str]:
+    try:
+        with open("/etc/resolv.conf", encoding="utf-8") as f:
+            return dns.nameservers(f.read())
+    except OSError:
+        return []
 
 
 def _probe(flags: int, addresses: list[str]) -> str | None:
