@@ -96,6 +96,7 @@ class Controller:
             max_concurrent,
             on_error=self._reconcile_failed,
             on_done=self.metrics.reconcile_seconds.observe,
+            group=lambda key: key[0],  # slots round-robin by namespace (fair_slots.py)
         )
 
     # The API client and the gang settings are the children's and the status writer's too:

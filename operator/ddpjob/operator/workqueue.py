@@ -3,7 +3,9 @@
 Like client-go's rate-limited work queue: a key that is triggered while its worker runs
 is marked dirty and handled once more afterwards (never twice at once); triggers within
 a debounce window collapse into one; a handler that raises is retried after a capped,
-jittered exponential backoff; a handler that asks to be woken later gets a timer.
+jittered exponential backoff; a handler that asks to be woken later gets a timer. Its
+`max_concurrent` slots go round-robin across the keys' groups (`fair_slots.py`: the
+controller's are namespaces), so one tenant's burst does not hold up another's jobs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ddpjob.backoff import Backoff
+from ddpjob.operator.fair_slots import FairSlots
 
 logger = logging.getLogger("ddpjob.operator.workqueue")
 
@@ -53,12 +56,15 @@ class WorkQueue(Generic[K]):
         max_concurrent: int,
         on_error: Callable[[K, int, float, BaseException], None] | None = None,
         on_done: Callable[[float], None] | None = None,
+        group: Callable[[K], Hashable] | None = None,
     ):
+        """`group(key)`: whose turn a key waits in for a slot (default: its own)."""
         self._handle = handle
+        self._group = group or (lambda key: key)
         self._on_error = on_error
         self._on_done = on_done
         self._entries: dict[K, _Entry] = {}
-        self._slots = asyncio.Semaphore(max_concurrent)
+        self._slots = FairSlots(max_concurrent)
         self._closed = False
 
     def trigger(self, key: K, delay: float = 0.0) -> None:
@@ -118,7 +124,7 @@ class WorkQueue(Generic[K]):
         try:
             while entry.dirty and not self._closed:
                 entry.dirty = False
-                async with self._slots:
+                async with self._slots.hold(self._group(key)):
                     started = time.perf_counter()
                     try:
                         requeue = await self._handle(key)
