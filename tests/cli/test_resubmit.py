@@ -65,3 +65,11 @@ def test_a_conflict_over_a_field_that_may_change_names_its_owner_and_the_flag(ca
     assert err.endswith("`ddpjob submit --force-conflicts` takes them over\n") and err.count("\n") == 1
     code, _, _ = ddpjob(capsys, "submit", "--force-conflicts", job_file(tmp_path, maxRestarts=5))
     assert code == 0 and with_crd.get_object(*PATH)["spec"]["maxRestarts"] == 5
+
+
+def test_a_user_who_may_not_read_the_job_still_submits(capsys, with_crd, kubeconfig, tmp_path) -> None:
+    ddpjob(capsys, "submit", job_file(tmp_path))
+    with_crd.inject_fault(verb="get", resource="ddpjobs", status=403)
+    code, out, err = ddpjob(capsys, "submit", job_file(tmp_path, maxRestarts=6))
+    assert (code, out.strip(), err) == (0, "ddpjob.ddpjob.io/hello", "")
+    assert with_crd.get_object(*PATH)["spec"]["maxRestarts"] == 6

@@ -24,13 +24,14 @@ from ddpjob.cli.kubeclient import ClusterError, Connection, status_of
 
 
 def existing(conn: Connection, name: str) -> dict[str, Any] | None:
-    """The stored job of that name in the connection's namespace, or None."""
+    """The stored job of that name in the connection's namespace, or None (none, or one this
+    user may patch but not read: the apply then says what the server says)."""
     import kubernetes
 
     try:
         return get_job(conn, name)
     except kubernetes.client.ApiException as exc:
-        if exc.status == 404:
+        if exc.status in (403, 404):
             return None
         raise
 
