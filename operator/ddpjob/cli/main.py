@@ -62,6 +62,7 @@ EXAMPLES = """examples:
   ddpjob render -f job.yaml -o json     the Service and Pods the operator would create
   ddpjob run -f job.yaml                run the job on this machine, no cluster
   cat job.yaml | ddpjob validate -f -   read standard input
+  ddpjob convert pytorchjob.yaml        a Kubeflow PyTorchJob as a DDPJob
 
   on a cluster (your kubeconfig, like kubectl):
   ddpjob submit job.yaml --wait         check, send, and follow the job to its end
