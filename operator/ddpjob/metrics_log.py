@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,6 +44,9 @@ TAGS: dict[str, dict[str, str]] = {
         "eval_accuracy": "eval/accuracy",
     },
 }
+# ddpjob-train's progress line in a Pod's log (ddpjob_trainer/progress.py, Progress.step):
+# `epoch 2/3 step 120 loss 0.4123 acc 0.8900 5120 samples/s`.
+LOG_LINE = re.compile(r"\bepoch \d+/\d+ step (\d+) loss ([-+0-9.eE]+|nan|inf) acc ")
 MAX_BYTES = 256 * 1024 * 1024  # a 10-million-step job logged every step is about 1.5 GB: its tail
 
 
@@ -116,3 +120,14 @@ def job_curves(
     """A job's curves: from its metrics.jsonl, else from its event files."""
     records = read(metrics_file)
     return curves(records, event) if records else from_event_files(logdir, event)
+
+
+def from_log(text: str) -> list[tuple[int, float]]:
+    """The losses ddpjob-train printed in one log (one attempt's Pod: `ddpjob describe`
+    of a cluster job, whose metrics.jsonl is on the checkpoint volume), steps increasing."""
+    points: dict[int, float] = {}
+    for match in LOG_LINE.finditer(text):
+        value = float(match.group(2))
+        if math.isfinite(value):
+            points[int(match.group(1))] = value
+    return sorted(points.items())

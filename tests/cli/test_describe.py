@@ -144,3 +144,14 @@ def test_describe_shows_the_jobs_own_events_not_its_services() -> None:
     (400 * 86400, "400d"), (3 * 365 * 86400 + 5 * 86400, "3y5d"), (3 * 365 * 86400, "3y"), (9 * 365 * 86400 + 86400, "9y")])
 def test_ages_as_kubectl_says_them(seconds: float, expected: str) -> None:
     assert times.age(seconds) == expected
+
+
+def test_the_loss_curve_is_drawn_under_progress() -> None:
+    """`ddpjob describe` hands in the losses Pod 0 logged, as one line (ddpjob.sparkline)."""
+    curve = "loss 2.302 █▇▆▄▃▂▁▁ 0.118 (48 points)"
+    lines = describe(JOB, PODS, EVENTS, NOW, loss_curve=curve).splitlines()
+    progress = lines.index("Progress:")
+    updated = next(i for i, line in enumerate(lines) if line.startswith("  updateTime:"))
+    assert lines[updated + 1] == f"  curve:             {curve}"  # the section's column, after its fields
+    assert progress < updated
+    assert describe(JOB, PODS, EVENTS, NOW) == describe(JOB, PODS, EVENTS, NOW, loss_curve=None)

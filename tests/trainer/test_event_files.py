@@ -97,3 +97,16 @@ def test_no_directory_no_writer(tmp_path):
     assert event_files.EventWriter.open(None) is None
     assert event_files.directory(str(tmp_path)) == str(tmp_path / "tensorboard")
     assert event_files.directory(None, {"DDPJOB_TENSORBOARD_DIR": "/x/tb"}) == "/x/tb"
+
+
+def test_the_progress_line_of_a_pods_log_reads_back_as_the_loss_curve(capsys):
+    """`ddpjob describe` of a cluster job reads ddpjob-train's progress lines in Pod 0's log."""
+    import torch
+
+    from ddpjob_trainer.progress import Progress
+
+    p = Progress(True, None, 0, 2, 3, torch.device("cpu"))
+    for step, loss in ((2, 2.5), (4, 1.25), (6, float("nan")), (8, 0.5)):
+        p.step(1, step, loss, 0.5, 1000.0)
+    log = "\n".join(f"[pod-0] {line}" for line in capsys.readouterr().out.splitlines())
+    assert metrics_log.from_log(log + "\nepoch 1/3 step 10 loss 0.1 and more") == [(2, 2.5), (4, 1.25), (8, 0.5)]

@@ -248,15 +248,17 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
 
 def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.cli.describe import describe
+    from ddpjob.cli.logs import loss_curve
 
-    job = get_job(conn, args.name)
+    job, pods = get_job(conn, args.name), job_pods(conn, args.name)
     events = conn.core.list_namespaced_event(
         conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False
     )
     # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
     print(
         text.clean(
-            describe(job, job_pods(conn, args.name), json.loads(events.data)["items"], datetime.now(UTC)), limit=1 << 20
+            describe(job, pods, json.loads(events.data)["items"], datetime.now(UTC), loss_curve(conn, pods)),
+            limit=1 << 20,
         )
     )
     return 0

@@ -202,8 +202,13 @@ def lost_indices(status: Mapping[str, Any], now: datetime) -> list[str]:
 
 
 def describe(
-    job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]], now: datetime
+    job: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    now: datetime,
+    loss_curve: str | None = None,
 ) -> str:
+    """`loss_curve`: the logged losses as one line (ddpjob.sparkline), shown under Progress."""
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     command = " ".join(map(str, (spec.get("command") or []) + (spec.get("args") or [])))
     spec_view = {
@@ -223,7 +228,8 @@ def describe(
     out += section("Spec", spec_view, (*SPEC_FIELDS, "command"), now)
     out += section("Status", status, STATUS_FIELDS, now, ("startTime", "completionTime"))
     # The progress record of the attempt that wrote it; a job that is not running has no ETA.
-    out += section("Progress", status.get("progress") or {}, PROGRESS_FIELDS, now, ("updateTime",))
+    progress = {**(status.get("progress") or {}), **({"curve": loss_curve} if loss_curve else {})}
+    out += section("Progress", progress, (*PROGRESS_FIELDS, "curve"), now, ("updateTime",))
     out += section("Last Failure", status.get("lastFailure") or {}, FAILURE_FIELDS, now, ("time",))
     if status.get("tensorboard"):  # spec.tensorboard: where it answers (`ddpjob tensorboard NAME` opens it)
         out += section("TensorBoard", status["tensorboard"], ("url", "service", "message"), now)

@@ -10,10 +10,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from ddpjob import metrics_log, sparkline
 from ddpjob.api import names, spec
 from ddpjob.cli.kubeclient import ClusterError, Connection, lines_of
 
 _print_lock = threading.Lock()
+LOSS_TAIL_LINES = 20_000  # describe's loss curve: Pod 0's last lines (ddpjob-train logs every --log-every steps)
 
 
 def pick(job: dict[str, Any], pods: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -55,6 +57,20 @@ def pod_lines(conn: Connection, pod: str, follow: bool, tail: int | None) -> Ite
         _preload_content=False,
     )
     yield from lines_of(response)
+
+
+def loss_curve(conn: Connection, pods: list[dict[str, Any]]) -> str | None:
+    """`ddpjob describe`'s loss curve: the losses ddpjob-train logged in Pod 0's log (this
+    attempt's; the job's metrics.jsonl is on its checkpoint volume, out of the CLI's reach)
+    as a sparkline. None when there are none or the log cannot be read."""
+    zero = [p for p in pods if (p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK) == "0"]
+    if not zero:
+        return None
+    try:
+        log = "\n".join(pod_lines(conn, zero[-1]["metadata"]["name"], False, LOSS_TAIL_LINES))
+    except Exception:  # noqa: BLE001 - a Pod not started or gone, a kubelet that does not answer: no curve
+        return None
+    return sparkline.line("loss", [v for _, v in metrics_log.from_log(log)])
 
 
 def _one(conn: Connection, pod: dict[str, Any], follow: bool, tail: int | None, errors: list[str]) -> None:
