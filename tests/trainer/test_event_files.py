@@ -58,9 +58,11 @@ def test_a_resumed_run_draws_one_curve_that_matches_metrics_jsonl(tmp_path):
         for key, tag in tags.items():
             want = metrics_log.curve(records, key, event)
             got = points(acc, tag)
+            assert want, f"metrics.jsonl has no {key} in its {event} records"
             assert [s for s, _ in got] == [s for s, _ in want], tag  # the same steps: no gap, no repeat
             # float32 in the event file: each value as metrics.jsonl has it, to 1e-6
             assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6), tag
+    assert {v for _, v in metrics_log.curve(records, "lr")} == {1e-3}  # the optimizer's rate, --lr's default
     steps = [s for s, _ in points(acc, "train/loss")]
     assert steps == sorted(set(steps)) and steps[-1] == 24  # 3 epochs x 8 steps
     # The resume is marked at its step: text, and the attempt as a scalar.

@@ -70,6 +70,7 @@ def train_epoch(t: Trainer, model: nn.Module, epoch: int) -> dict | resize.Regro
                 loss_sum / window_n,
                 correct / window_n,
                 window_n * d.world_size / (now - window_start),
+                lr=t.optimizer.param_groups[0]["lr"],  # the rate this step used (TensorBoard's train/lr)
             )
             window.zero_()
             window_start, window_n = now, 0

@@ -104,7 +104,6 @@ class Progress:
         # the first publish; a resize says it itself): the curves' readers drop what an
         # earlier attempt logged after it (ddpjob.metrics_log, event_files.py).
         self.positioned = False
-        self.lr: float | None = None  # the learning rate a step record carries unless given one
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
             self.metrics = open(metrics_file, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
@@ -126,7 +125,6 @@ class Progress:
         if d.env.elastic_max_nodes and d.env.local_rank == 0 and os.environ.get(contract.NODE_RANK) == "0":
             # The operator reads Pod 0's record, and an elastic group's rank 0 may be on any Pod.
             p.progress_file = progress_file
-        p.lr = args.lr  # ddpjob-train's rate is constant (no schedule)
         if d.is_main:
             p.events = EventWriter.open(args.checkpoint_dir, d.env.restart_count, p.say)
         return p
@@ -196,14 +194,13 @@ class Progress:
         self, epoch: int, step: int, loss: float, accuracy: float, samples_per_s: float, lr: float | None = None
     ) -> None:
         """Called every `log_every` optimizer steps with the window's metrics."""
-        rate = self.lr if lr is None else lr
         fields = dict(
             epoch=epoch,
             step=step,
             loss=round(loss, 6),
             accuracy=round(accuracy, 6),
             samples_per_s=round(samples_per_s, 1),
-            **({"lr": rate} if rate is not None else {}),
+            **({"lr": lr} if lr is not None else {}),
             **gpu_memory(self.device),
         )
         self.record("step", **fields)
