@@ -152,7 +152,7 @@ class NodeAgent:
 
     def _find_log(self, namespace: str, pod: str, container: str) -> Any:
         for c in reversed(self.kubelet.snapshot()):
-            if c.namespace == namespace and c.pod == pod and container == "trainer":
+            if c.namespace == namespace and c.pod == pod and container == c.name:
                 return c.log_path, (lambda c=c: c.running)
         return None
 

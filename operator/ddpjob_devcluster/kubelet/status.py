@@ -40,6 +40,7 @@ class Container:
     unsent: dict[str, Any] | None = None  # a status write that failed; retried every tick
     exit_code: int | None = None
     ip: str = "127.0.0.1"
+    name: str = names.TRAINER_CONTAINER  # the container's name (a TensorBoard Pod's is `tensorboard`)
     image: str = ""  # the container's image, echoed in its status as a runtime does
     times: dict[str, float] = field(default_factory=dict)  # seen, started, running_reported, exited
     # The API server keeps the Pod (graceful deletion) until this kubelet confirms that
@@ -106,7 +107,7 @@ def pod_status(
         "conditions": conditions,
         "containerStatuses": [
             {
-                "name": names.TRAINER_CONTAINER,
+                "name": c.name,
                 "ready": running,
                 "started": running,
                 "restartCount": 0,
