@@ -129,3 +129,25 @@ def test_describe_says_where_the_tensorboard_answers() -> None:
     assert any(line.split() == ["tensorboard:", "true"] for line in lines)  # in the Spec section
     del job["status"]["tensorboard"]
     assert "TensorBoard:" not in describe(job, [], [], datetime.now(UTC))
+
+
+def test_where_the_node_serves_no_port_forward_it_goes_through_the_api_servers_proxy(
+        capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
+    """The development cluster's process kubelet serves no port-forward (docs/divergences.md,
+    K9): kubectl says so, and `--via auto` tries the service proxy, which the emulator does
+    not serve (the real one is tests/devcluster/demo/test_demo_tensorboard.py)."""
+    make_job(kubeconfig, BOARD, **ON)
+    fake_kubectl(tmp_path, monkeypatch, "error: error upgrading connection: unable to upgrade connection: 404",
+                 code=1)
+    monkeypatch.setattr("ddpjob.cli.tensorboard.ANSWER_TIMEOUT", 0.0)
+    code, out, err = ddpjob(capsys, "tensorboard", "hello")
+    assert len(err.strip().splitlines()) == 2, err
+    first, second = err.strip().splitlines()
+    assert first == ("kubectl port-forward ended: error: error upgrading connection: unable to upgrade "
+                     "connection: 404: through the API server's service proxy instead")
+    assert code == 1 and out == ""
+    assert second.startswith("error: TensorBoard did not answer through the API server in 0s: 404"), second
+    # Asked for, port-forward alone: kubectl's words, no second try.
+    code, _, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
+    assert code == 1 and err.strip().splitlines() == [
+        "error: kubectl port-forward ended: error: error upgrading connection: unable to upgrade connection: 404"]

@@ -7,7 +7,13 @@ open, and with `--open` opens it in the browser. It runs until Ctrl-C (or kubect
 kubectl is the one on PATH, else one installed beside this Python (as in the development
 venv).
 
-    ddpjob tensorboard mnist-cpu [--port 6006] [--address 127.0.0.1] [--open]
+`--via proxy` reaches it through the API server's service proxy instead
+(`service_proxy.py`: a loopback server that adds the user's credentials), and so does
+the default, `--via auto`, where no kubectl is installed or where kubectl's forward
+cannot be set up because the node serves no port-forward (the development cluster's
+process kubelet: docs/divergences.md, K9).
+
+    ddpjob tensorboard mnist-cpu [--port 6006] [--address 127.0.0.1] [--open] [--via proxy]
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ from ddpjob.cli.kubeclient import ClusterError, Connection
 FORWARDING = re.compile(r"Forwarding from (\S+):(\d+) -> \d+")
 # From kubectl's start to its first line: a cluster that answers says it in seconds.
 START_TIMEOUT = 60.0
+# kubectl's words when the API server cannot open a port-forward stream to the node.
+NO_PORT_FORWARD = "error upgrading connection"
+VIAS = ("auto", "port-forward", "proxy")
+# Through the proxy, from the first request to TensorBoard's page: its Pod starting
+# (TensorBoard imports in seconds) or not running at all (the API server's 503).
+ANSWER_TIMEOUT = 60.0
 
 
 def register(sub: Any) -> None:
@@ -47,6 +59,13 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=port_number, default=0, help="local port (default: any free one)")
     p.add_argument("--address", default="127.0.0.1", help="local address to listen on (default: 127.0.0.1)")
     p.add_argument("--open", action="store_true", help="also open the URL in a web browser")
+    p.add_argument(
+        "--via",
+        choices=VIAS,
+        default="auto",
+        help="kubectl port-forward, or the API server's service proxy (auto: port-forward, "
+        "the proxy where kubectl is missing or the node serves no port-forward)",
+    )
     cluster.cluster_command(p, cmd_tensorboard)
 
 
@@ -97,8 +116,30 @@ def _lines(stream: IO[str], into: queue.Queue[str | None]) -> None:
     into.put(None)
 
 
+class NoPortForward(ClusterError):
+    """kubectl could not open the forward: the node serves no port-forward."""
+
+
 def cmd_tensorboard(args: argparse.Namespace, conn: Connection) -> int:
     service = service_of(get_job(conn, args.name), args.name)
+    via = getattr(args, "via", "auto")
+    if via == "auto":
+        try:
+            kubectl()
+        except ClusterError as missing:
+            print(f"{missing}: through the API server's service proxy instead", file=sys.stderr, flush=True)
+            via = "proxy"
+    if via != "proxy":
+        try:
+            return _port_forward(args, conn, service)
+        except NoPortForward as refused:
+            if via != "auto":
+                raise
+            print(f"{refused}: through the API server's service proxy instead", file=sys.stderr, flush=True)
+    return serve_proxy(args, conn, service)
+
+
+def _port_forward(args: argparse.Namespace, conn: Connection, service: str) -> int:
     proc = subprocess.Popen(
         port_forward_argv(args, conn, service),
         stdout=subprocess.PIPE,
@@ -132,16 +173,57 @@ def _serve(args: argparse.Namespace, proc: subprocess.Popen[str]) -> int:
         if line is None:
             proc.wait()
             last = said[-1] if said else f"exit status {proc.returncode}"
+            if any(NO_PORT_FORWARD in line for line in said):
+                raise NoPortForward(f"kubectl port-forward ended: {last}")
             raise ClusterError(f"kubectl port-forward ended: {last}")
         said.append(line)
         found = FORWARDING.search(line)
         if found:
             break
     host = found.group(1).strip("[]")
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{found.group(2)}/"
-    print(f"TensorBoard of ddpjob {args.name}: {url}  (Ctrl-C to stop)", flush=True)
-    if args.open:
-        webbrowser.open(url)
+    announce(args, f"http://{'[' + host + ']' if ':' in host else host}:{found.group(2)}/")
     while lines.get() is not None:  # kubectl's further lines ("Handling connection ...")
         pass
     return proc.wait()
+
+
+def announce(args: argparse.Namespace, url: str) -> None:
+    print(f"TensorBoard of ddpjob {args.name}: {url}  (Ctrl-C to stop)", flush=True)
+    if args.open:
+        webbrowser.open(url)
+
+
+def serve_proxy(args: argparse.Namespace, conn: Connection, service: str) -> int:
+    """Serve the Service through the API server's proxy on a loopback port until Ctrl-C,
+    once TensorBoard answers there (the API server says why it does not: no ready Pod)."""
+    from ddpjob.cli.service_proxy import ServiceProxy
+
+    try:
+        proxy = ServiceProxy(conn, service, tensorboard.PORT, address=args.address, local_port=args.port).start()
+    except OSError as exc:
+        raise ClusterError(f"cannot listen on {args.address}:{args.port}: {exc.strerror or exc}") from None
+    try:
+        _wait_answers(proxy)
+        announce(args, proxy.url)
+        threading.Event().wait()  # until Ctrl-C
+        return 0
+    finally:
+        proxy.stop()
+
+
+def _wait_answers(proxy: Any) -> None:
+    deadline, said = time.monotonic() + ANSWER_TIMEOUT, ""
+    while True:
+        try:
+            response = proxy.request("GET", proxy.prefix + "/", {})
+            try:
+                if response.status == 200:
+                    return
+                said = f"{response.status} {' '.join(response.read(300).decode(errors='replace').split())}"
+            finally:
+                response.release_conn()
+        except Exception as exc:  # noqa: BLE001 - urllib3's and the OS's failures alike: said below
+            said = " ".join(str(exc).split())[:200]
+        if time.monotonic() > deadline:
+            raise ClusterError(f"TensorBoard did not answer through the API server in {ANSWER_TIMEOUT:.0f}s: {said}")
+        time.sleep(1.0)  # the Pod starting: poll again
