@@ -14,7 +14,7 @@ WHEELS_PYTHON ?= 3.12
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv lint test test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
+.PHONY: venv lint browser test test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
 
 venv: $(STAMP)
 
@@ -54,7 +54,12 @@ lint: $(STAMP)
 # Everything but the gang tier (tests/gangs) and the real-Pods tier (marker e2e: kind),
 # which have targets of their own: CI (.ci/run) runs the first two; the kind tier runs by
 # hand and in the GitHub workflow (from nothing it takes hours on two cores: docs/development.md).
-test: lint $(STAMP) tools control-plane
+# Debian's Chromium and chromedriver for the browser test (the TensorBoard page),
+# installed with apt-get where this is Debian and root; elsewhere that test skips, saying why.
+browser:
+	@hack/browser.sh
+
+test: lint $(STAMP) tools browser control-plane
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e'
 
 # The gang tier: each gang integration against its real upstream scheduler or queue.
