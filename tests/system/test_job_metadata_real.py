@@ -72,6 +72,13 @@ def test_a_job_takes_only_names_its_author_could_take(cluster: RealCluster, tmp_
     cluster.wait_phase("paul-job", "Succeeded", timeout=PHASE)
     cluster.wait_phase("alice-job", "Succeeded", timeout=PHASE)
 
+    # spec.tensorboard takes NAME-tensorboard for a Deployment and a Service too.
+    curves = job("curves", checkpoint={"volume": {"emptyDir": {}}}, tensorboard=True)
+    refused = as_user(cluster, paul, tmp_path, "create", curves, "--dry-run=server")
+    assert (f"spec.tensorboard: the job takes the Deployment and Service name curves-tensorboard in namespace "
+            f"{cluster.namespace}, and paul may not create both there") in refused.stderr, refused.stderr
+    assert as_user(cluster, alice, tmp_path, "create", curves, "--dry-run=server").returncode == 0
+
 
 def test_what_decides_a_jobs_life_is_written_by_the_operator_or_its_deleters(
         cluster: RealCluster, tmp_path: pathlib.Path) -> None:
