@@ -74,7 +74,7 @@ def test_the_checkpoint_claim_is_read_only_and_the_logdir_is_its_tensorboard_fol
     assert volume["persistentVolumeClaim"] == {"claimName": "ckpt", "readOnly": True}
     mount = next(m for m in container["volumeMounts"] if m["name"] == "checkpoint")
     assert mount == {"name": "checkpoint", "mountPath": "/ckpt", "readOnly": True}
-    assert container["command"] == ["tensorboard"]
+    assert container["command"] == ["python", "-m", "ddpjob_trainer.tensorboard_serve"]
     assert container["args"][:2] == ["--logdir", "/ckpt/tensorboard"]
     assert "--bind_all" in container["args"]  # localhost too: kubectl port-forward connects there
 

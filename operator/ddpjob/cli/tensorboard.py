@@ -173,8 +173,9 @@ def _serve(args: argparse.Namespace, proc: subprocess.Popen[str]) -> int:
         if line is None:
             proc.wait()
             last = said[-1] if said else f"exit status {proc.returncode}"
-            if any(NO_PORT_FORWARD in line for line in said):
-                raise NoPortForward(f"kubectl port-forward ended: {last}")
+            refused = [line for line in said if NO_PORT_FORWARD in line]
+            if refused:  # its first words; the API server's HTML error page follows them
+                raise NoPortForward(f"kubectl port-forward ended: {refused[0]}")
             raise ClusterError(f"kubectl port-forward ended: {last}")
         said.append(line)
         found = FORWARDING.search(line)

@@ -6,7 +6,7 @@ and the Pod meets the restricted Pod Security Standard: non-root, no privilege
 escalation, every capability dropped, the RuntimeDefault seccomp profile, a read-only
 root filesystem, no service account token. It mounts the checkpoint volume read-only:
 TensorBoard only reads what the trainer's rank 0 writes. What it runs (the image, which
-must carry the `tensorboard` command: the trainer images do) and its resources are the
+must carry TensorBoard and ddpjob_trainer: the trainer images do) and its resources are the
 operator's configuration (the chart's `tensorboard` values), not the job's.
 
 Plain dictionaries rather than a jinja2 template: one object per job, no per-Pod cost to
@@ -75,7 +75,9 @@ def _container(job: DDPJob, config: TensorBoardConfig) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": config.image,
-        "command": ["tensorboard"],
+        # `tensorboard` with one header dropped, so its page passes the API server's
+        # service proxy (ddpjob_trainer/tensorboard_serve.py says why); its own flags.
+        "command": ["python", "-m", "ddpjob_trainer.tensorboard_serve"],
         # --bind_all: the Pod's address for the Service and localhost for a port-forward.
         "args": [
             "--logdir",

@@ -1,0 +1,136 @@
+"""A job's curves on the demo cluster (`make demo-cluster`, the real control plane in its
+own network): a job with a checkpoint and `tensorboard: true` gets its TensorBoard Pod
+running on a process kubelet, and `ddpjob tensorboard JOB`, run outside as a user runs it
+with the printed kubeconfig, opens it: kubectl's port-forward cannot be upgraded (the
+process kubelet serves none, docs/divergences.md K9), so the command goes through the
+API server's service proxy, and the page and the scalars the job's rank 0 wrote come back
+through the URL it prints."""
+from __future__ import annotations
+
+import json
+import pathlib
+import queue
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import urllib.request
+from typing import Any
+
+import pytest
+import yaml
+
+from ddpjob_devcluster.clusters.client import BIN, ROOT, wait_until
+from tests.devcluster.demo.test_demo import DEMO, demo_env  # noqa: F401
+from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
+pytest.importorskip('tensorboard')
+
+# What rank 0 of ddpjob-train writes, through the trainer's own event file writer.
+WRITE_CURVE = textwrap.dedent('''
+    import os
+    from ddpjob_trainer.event_files import EventWriter
+    writer = EventWriter.open(os.environ['DDPJOB_CHECKPOINT_DIR'])
+    writer.add({'event': 'position', 'step': 0})
+    for step, loss in enumerate([2.0, 1.5, 1.25], 1):
+        writer.add({'event': 'step', 'step': step, 'loss': loss})
+    writer.close()
+''')
+
+
+def lines_of(stream: Any) -> queue.Queue[str | None]:
+    """The stream's lines as they come, then None at its end."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def fetch(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read()
+    except OSError:
+        return None
+
+
+def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tmp_path: pathlib.Path) -> None:
+    demo = subprocess.Popen([sys.executable, *DEMO, '--workdir', str(tmp_path / 'demo')], env=demo_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    board: subprocess.Popen[str] | None = None
+    try:
+        said = lines_of(demo.stdout)
+        seen: list[str] = []
+        while not any('Ctrl-C stops everything' in line for line in seen):
+            got = said.get(timeout=PHASE)
+            assert got is not None, ''.join(seen)
+            seen.append(got)
+        text = ''.join(seen)
+        if "network: the host's" in text:
+            pytest.skip('the demo could not make a network of its own: Pod IPs are loopback, which an '
+                        'EndpointSlice may not hold, so the service proxy has no endpoint')
+        kubeconfig = re.search(r'export KUBECONFIG=(\S+)', text).group(1)
+
+        def kubectl(*args: str) -> str:
+            got = subprocess.run([str(BIN / 'kubectl'), f'--kubeconfig={kubeconfig}', *args], capture_output=True,
+                                 text=True, timeout=REACTION, cwd=ROOT)
+            assert got.returncode == 0, got.stderr
+            return got.stdout
+
+        kubectl('apply', '-f', 'manifests/examples/ckpt-claim.yaml')
+        job = tmp_path / 'board.yaml'
+        job.write_text(yaml.safe_dump({
+            'apiVersion': 'ddpjob.io/v1alpha1', 'kind': 'DDPJob', 'metadata': {'name': 'board'},
+            'spec': {'image': 'ddpjob/trainer:0.2.0-cpu', 'command': [sys.executable, '-c', WRITE_CURVE],
+                     'tensorboard': True, 'checkpoint': {'claimName': 'ckpt'}}}))
+        kubectl('apply', '-f', str(job))
+        wait_until(lambda: kubectl('get', 'ddpj', 'board', '-o', 'jsonpath={.status.tensorboard.service}'), PHASE,
+                   'no status.tensorboard', lambda: kubectl('describe', 'ddpj', 'board'))
+
+        # The command a user runs, outside the demo's network, with the printed kubeconfig.
+        board = subprocess.Popen([sys.executable, '-m', 'ddpjob.cli', 'tensorboard', 'board',
+                                  '--kubeconfig', kubeconfig], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, cwd=tmp_path, env=demo_env)
+        printed = lines_of(board.stdout)
+        line = printed.get(timeout=PHASE)
+        if line is None:
+            pytest.fail(f'ddpjob tensorboard ended (exit {board.wait(REACTION)}): {board.stderr.read()}')
+        url = re.fullmatch(r'TensorBoard of ddpjob board: (http://127\.0\.0\.1:\d+/)  \(Ctrl-C to stop\)\n',
+                           line)
+        assert url, line
+        # TensorBoard's page (text/html: what the API server's proxy rewrites) and the script
+        # it loads, by the relative link it gives.
+        page = fetch(url.group(1))
+        assert page is not None and b'<tb-webapp></tb-webapp>' in page, page
+        script = re.search(rb'<script src="(index\.js[^"]*)"', page)
+        assert script and len(fetch(url.group(1) + script.group(1).decode()) or b'') > 100_000, page[-300:]
+
+        # The scalars rank 0 wrote, read by TensorBoard in its Pod from the job's checkpoint
+        # volume, through the API server's proxy and the command's port.
+        def tags() -> Any:
+            got = fetch(url.group(1) + 'data/plugin/scalars/tags')
+            return got is not None and 'train/loss' in json.loads(got).get('.', {}) and got
+        wait_until(tags, REACTION, 'TensorBoard did not show the job\'s train/loss',
+                   lambda: kubectl('logs', '-l', 'ddpjob.io/tensorboard-for=board', '--tail=20'))
+        points = json.loads(fetch(url.group(1) + 'data/plugin/scalars/scalars?run=.&tag=train/loss'))
+        assert [(p[1], p[2]) for p in points] == [(1, 2.0), (2, 1.5), (3, 1.25)]
+
+        board.send_signal(signal.SIGINT)
+        assert board.wait(REACTION) == 130
+        err = board.stderr.read()
+        assert "error upgrading connection" in err and "through the API server's service proxy instead" in err, err
+
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(60) == 0
+    finally:
+        for proc in (board, demo):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
