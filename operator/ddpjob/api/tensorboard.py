@@ -4,7 +4,8 @@ The one home of what the field means and of the names and address its TensorBoar
 Its users: container_fields.py (the field, checked with the checkpoint volume it
 serves: `Checkpoint.tensorboard`), render/tensorboard.py (the Deployment and
 Service), operator/tensorboard.py (creates them, writes `status.tensorboard`) and
-cli/tensorboard.py (`ddpjob tensorboard JOB`, which port-forwards to PORT, or goes through the API server's service proxy where port-forward is not served).
+cli/tensorboard.py (`ddpjob tensorboard JOB`, which port-forwards to PORT, or goes
+through the API server's service proxy where port-forward is not served).
 """
 
 from __future__ import annotations
