@@ -38,7 +38,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -48,6 +47,7 @@ import re2
 import yaml
 
 from ddpjob.api import object_meta
+from ddpjob_devcluster.apiserver import cel_library
 from ddpjob_devcluster.apiserver.structural_schema import (
     MISSING,
     CRDError,
@@ -63,6 +63,7 @@ from ddpjob_devcluster.apiserver.structural_schema import (
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
+
 
 _DNS1123_LABEL = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -89,11 +90,7 @@ class CRDValidator:
         self.api_versions = {f"{self.group}/{v['name']}" for v in served}
         self.has_status_subresource = "status" in (chosen.get("subresources") or {})
         self.schema: Mapping[str, Any] = chosen["schema"]["openAPIV3Schema"]
-        limit = sys.getrecursionlimit()
-        self._env = celpy.Environment()  # celpy's `matches` is RE2 already, as in Kubernetes
-        # celpy sets the process's limit to 2500, which lowered the operator's (handlers.py)
-        # where both run in one process (tests, the emulator's demo): keep the higher one.
-        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
+        self._env = cel_library.ENV
         self._programs: dict[str, celpy.Runner] = {}  # compiled once per rule, for this validator's life
 
     @classmethod
@@ -131,7 +128,7 @@ class CRDValidator:
 
     def _program(self, rule: str) -> celpy.Runner:
         if rule not in self._programs:
-            self._programs[rule] = self._env.program(self._env.compile(rule), functions={"format": _format})
+            self._programs[rule] = self._env.program(self._env.compile(rule), functions=cel_library.FUNCTIONS)
         return self._programs[rule]
 
     # --- what the API server does to an incoming object --------------------------------
@@ -267,15 +264,6 @@ class CRDValidator:
 def load(path: str = str(CRD_PATH)) -> CRDValidator:
     """The project's CRD, parsed once per test session."""
     return CRDValidator.from_file(path)
-
-
-def _format(template: Any, args: Any) -> celpy.celtypes.StringType:
-    """The API server's `'...'.format([...])` (cel-go's strings extension), which celpy has
-    not: %s and %d, what the CRD's messages use."""
-    values = iter(args)
-    return celpy.celtypes.StringType(
-        re.sub(r"%[sd%]", lambda m: "%" if m.group() == "%%" else str(next(values)), str(template))
-    )
 
 
 def _one_line(exc: Any) -> str:

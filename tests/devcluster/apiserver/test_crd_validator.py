@@ -215,3 +215,16 @@ def test_a_validator_leaves_a_raised_recursion_limit_raised():
         assert sys.getrecursionlimit() == 40_000
     finally:
         sys.setrecursionlimit(before)
+
+
+def test_a_validator_never_changes_the_recursion_limit_while_it_is_made(monkeypatch):
+    """A limit changed while another thread builds an AST breaks that parse (CPython's
+    'AST constructor recursion depth mismatch' SystemError, seen in `make test` when an
+    emulator thread made a validator beside tests/test_import_boundaries.py's ast.parse):
+    the CEL environment is made once, at import, never per validator."""
+    import sys
+
+    changes = []
+    monkeypatch.setattr(sys, "setrecursionlimit", changes.append)
+    CRDValidator.from_file()
+    assert changes == []
