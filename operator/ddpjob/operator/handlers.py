@@ -149,7 +149,8 @@ async def start(
     **_: Any,
 ) -> None:
     configure(settings)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
+    if sys.getrecursionlimit() < RECURSION_LIMIT:  # only a raise: a change races other threads' ast.parse
+        sys.setrecursionlimit(RECURSION_LIMIT)
     config = getattr(memo, "settings", None)
     if config is None:
         try:
