@@ -116,9 +116,11 @@ class TensorBoards:
         return None
 
     async def _remove(self, job: DDPJob, uid: str) -> None:
-        """Delete the job's Deployment and Service, each only if this job controls it."""
+        """Delete the job's Deployment, only if this job controls it. Its Service stays, with
+        no Pod behind it, until the job goes (the garbage collector): the operator may not
+        delete Services, so that it can never remove a Service that is not a job's."""
         name = tensorboard.object_name(job.name)
-        for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service")):
+        for api_version, kind in (("apps/v1", "Deployment"),):
             path = object_path(api_version, kind, job.namespace, name)
             try:
                 found = await self.kube.get(path)
