@@ -202,8 +202,10 @@ def test_a_command_that_cannot_start_fails_at_once_with_the_runtimes_reason(clus
     assert "'ddpjob-lanch' is not installed" in failure['errorLine'] and failure['retryable'] is False
     assert "'ddpjob-lanch' is not installed" in status['message']
     assert status['message'].endswith('the container could not start: not retried under any restartPolicy')
-    warnings = wait_until(lambda: [e['reason'] for e in cluster.events(name) if e['type'] == 'Warning'
-                                   and e['reason'] == 'Failed'] and
-                          [e['reason'] for e in cluster.events(name) if e['type'] == 'Warning'], REACTION,
-                          'no Warning event Failed')
+    # Events are posted apart from the status: wait for both Warnings, in whatever order they land.
+    def warned() -> list[str] | None:
+        reasons = [e['reason'] for e in cluster.events(name) if e['type'] == 'Warning']
+        return reasons if {'Failed', 'MisspeltCommand'} <= set(reasons) else None
+    warnings = wait_until(warned, REACTION, 'no Warning events Failed and MisspeltCommand',
+                          lambda: [e['reason'] for e in cluster.events(name)])
     assert 'NotALauncher' not in warnings and warnings.count('MisspeltCommand') == 1, warnings
