@@ -150,13 +150,10 @@ def _port_forward(args: argparse.Namespace, conn: Connection, service: str) -> i
     try:
         return _serve(args, proc)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        # Its one home; loaded here so that the cluster commands import nothing else of local.
+        from ddpjob.local.tensorboard_server import stop_process
+
+        stop_process(proc, grace=5)
 
 
 def _serve(args: argparse.Namespace, proc: subprocess.Popen[str]) -> int:

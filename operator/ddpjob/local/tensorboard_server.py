@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from ddpjob.local import job_dir, ownership
 from ddpjob.local.container import LocalRunError
@@ -90,14 +91,8 @@ class TensorBoardServer:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            stop_process(proc, grace=10)
 
 
 @contextlib.contextmanager
@@ -114,3 +109,16 @@ def serving(workdir: Path, log, wanted: bool = True, name: str = ""):
         yield server
     finally:
         server.stop()
+
+
+def stop_process(proc: subprocess.Popen[Any], grace: float) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `grace` seconds; reaped either way.
+    Users: TensorBoardServer.stop here, and cli/tensorboard.py's kubectl port-forward."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
