@@ -43,10 +43,10 @@ user_engine_answers() {
 
 # The binaries' folders, built first when not cached (the output is "name version: folder").
 engine_path() {
-    local folders
-    folders=$("$PY" -m ddpjob_devcluster.controlplane.build engine | awk '{print $NF}' | paste -sd:)
-    [[ -n "$folders" ]] || { log "the engine's binaries could not be built"; return 1; }
-    printf '%s' "$folders"
+    local built
+    # A build that fails part way stops here, not at a half-made PATH (its error is on stderr).
+    built=$("$PY" -m ddpjob_devcluster.controlplane.build engine) || { log "the engine's binaries could not be built"; return 1; }
+    awk '{print $NF}' <<<"$built" | paste -sd:
 }
 
 # The docker CLI finds `docker build`'s BuildKit client (buildx) among its plugins: a
@@ -141,7 +141,7 @@ cmd_run() {
     command -v docker >/dev/null || { log "the docker CLI is not on PATH (it is the engine's client)"; exit 2; }
     ((EUID == 0)) || { log "starting an engine needs root (or run your own docker: see the README)"; exit 2; }
     local path
-    path=$(engine_path)
+    path=$(engine_path) || exit 1
     mkdir -p "$DIR"
     exec {lock}>"$DIR/engine.lock"
     if ! flock -n "$lock"; then

@@ -96,6 +96,19 @@ def test_a_misspelt_launcher_is_one_warning_that_names_the_typo(job):
     assert "did you mean 'ddpjob-launch'?" in first.events[0].message
 
 
+def test_the_typo_is_said_when_the_gang_failed_before_the_operator_looked_again(job):
+    """The step that creates the Pods writes no status, so its Events wait for the next step;
+    on a busy machine that step already sees the Pods failed and decides Failed, not Pending.
+    The warning belongs to the job's first written status, whichever policy decides it."""
+    j = job(command=["ddpjob-lanch"], args=[])
+    first = lifecycle.plan(j, [], None, T0)
+    assert first.create == (0, 1) and not first.write_status  # its Events are not posted
+    failed = lifecycle.plan(j, [start_error_pod(0), start_error_pod(1)], None, T0 + timedelta(seconds=1))
+    assert failed.status["phase"] == "Failed" and failed.write_status
+    assert [(e.type, e.reason) for e in failed.events] == [("Warning", "MisspeltCommand"), ("Warning", "Failed")]
+    assert lifecycle.plan(j, [start_error_pod(0), start_error_pod(1)], failed.status, T0).events == ()
+
+
 def test_a_world_warning_is_not_said_again_at_each_gang_restart(job):
     j = job(command=["python", "train.py"], args=[], restartPolicy="OnFailure")
     st = lifecycle.plan(j, [], None, T0).status

@@ -194,6 +194,22 @@ def running(step: Step) -> Plan | None:
     )
 
 
+def first_notices(step: Step) -> tuple[Event, ...]:
+    """What the job's first written status says once, whichever policy decided that step (a
+    gang whose Pods failed before the operator looked again goes straight to Failed): a
+    world the command cannot fill (nprocPerNode > 1, no launcher), said as the typo it is
+    when the launcher is misspelt, and `backend: auto` falling back to gloo. `kubectl
+    apply` shows no CLI warning, so these are Events; a gang restart does not say them again."""
+    if step.prev_phase is not None:
+        return ()
+    job = step.job
+    world = world_warning(job)
+    reason = "MisspeltCommand" if job.command and misspelt_launcher(job.command[0]) else "NotALauncher"
+    events = (Event("Warning", reason, world),) if world else ()
+    gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
+    return events + ((Event("Normal", backend.NOTICE_REASON, gloo),) if gloo else ())
+
+
 def start(step: Step) -> Plan:
     """The gang is starting: create its missing Pods, unless creates must wait (the gang
     integration, a refused create's backoff)."""
@@ -211,19 +227,11 @@ def start(step: Step) -> Plan:
     timeout_event = (
         (Event("Warning", scheduling.TIMEOUT_REASON, gang_wait.message),) if gang_wait.newly_timed_out else ()
     )
-    # A world the command cannot fill (nprocPerNode > 1, no launcher) is said once, as an
-    # Event, when the job first starts (not again at each gang restart): `kubectl apply`
-    # shows no CLI warning. A misspelt launcher is said as the typo it is.
-    world = world_warning(job) if not step.restarts else None
-    reason = "MisspeltCommand" if job.command and misspelt_launcher(job.command[0]) else "NotALauncher"
-    world_event = step.on_entry(PENDING, "Warning", reason, world) if world else ()
-    gloo = backend.notice(job)  # `backend: auto` on a GPU job with more processes than GPUs
-    world_event += step.on_entry(PENDING, "Normal", backend.NOTICE_REASON, gloo) if gloo else ()
     plan = Plan(
         status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime") or step.now_s),
         create=missing,
         requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),
-        events=world_event + timeout_event,
+        events=timeout_event,
         write_status=not missing,
     )
     if not missing:

@@ -17,11 +17,12 @@ applies decides:
     creation       create the missing Pods, unless the gang integration (scheduling) or a
                    refused create's backoff holds them
 
-then `_settle` adds what every step does: the PodsCreated condition flips back after a
-refusal, an elastic job's resize is counted and said (elastic.settle) and its survivors
-are told whom it lost (survivor_notices.py), a write that only
-moves counts waits (count_writes.py), a phase change asks for another step at once
-(`plan_again`), and Events name the failed Pod.
+then `_settle` adds what every step does: the job's first status says its notices
+(creation.first_notices), the PodsCreated condition flips back after a refusal, an
+elastic job's resize is counted and said (elastic.settle) and its survivors are told
+whom it lost (survivor_notices.py), a write that only moves counts waits
+(count_writes.py), a phase change asks for another step at once (`plan_again`), and
+Events name the failed Pod.
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ def interrupted(status: Mapping[str, Any], nodes: int, now: datetime) -> dict[st
 
 def _settle(step: Step, plan: Plan) -> Plan:
     prev, observed = step.prev, step.observed
-    if plan.gang_blocked:
-        return plan  # the gang's own wait: no Pods were asked for, nothing else to say
+    if plan.gang_blocked:  # the gang's own wait: no Pods were asked for, nothing else to say
+        return replace(plan, events=creation.first_notices(step) + plan.events)
     status = plan.status
     if not plan.keep_refusal:
         status = creation.created_status(status, step.now_s)
@@ -183,9 +184,8 @@ def _settle(step: Step, plan: Plan) -> Plan:
     # until nothing changes (a job that just finished learns its TTL timer). A refused
     # create waits out its backoff instead.
     again = status.get("phase") != step.prev_phase and not plan.keep_refusal
-    return replace(
-        plan, status=status, requeue_after=requeue, plan_again=again, events=_with_failure(plan.events, status)
-    )
+    events = creation.first_notices(step) + plan.events
+    return replace(plan, status=status, requeue_after=requeue, plan_again=again, events=_with_failure(events, status))
 
 
 def _with_failure(events: tuple[Event, ...], status: Mapping[str, Any]) -> tuple[Event, ...]:

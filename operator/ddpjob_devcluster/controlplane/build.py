@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from ddpjob_devcluster.controlplane import c_libraries
 from ddpjob_devcluster.controlplane.go_module import BuildError, Component, built_name
 
 # A first build of Kubernetes on 2 cores takes about 15 minutes; past an hour
@@ -54,7 +55,13 @@ ENGINE = (
         cgo=False,
         tags=("no_aufs", "no_zfs", "no_btrfs", "no_devmapper"),
     ),
-    Component("runc", "github.com/opencontainers/runc", tags=("seccomp",), cgo=True),
+    Component(
+        "runc",
+        "github.com/opencontainers/runc",
+        tags=("seccomp",),
+        cgo=True,
+        c_libraries=(("libseccomp", "libseccomp-dev"),),
+    ),
     Component("buildx", "github.com/docker/buildx", cgo=False),
     Component("kind", "sigs.k8s.io/kind", cgo=False),
 )
@@ -144,6 +151,7 @@ def build(component: Component, *, quiet: bool = False) -> pathlib.Path:
 
 def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     go = go_toolchain()
+    c_libraries.ensure(component, quiet=quiet)
     final = bin_dir(component)
     staging = final.parent / "bin.partial"
     shutil.rmtree(staging, ignore_errors=True)

@@ -34,6 +34,8 @@ class Component:
     # gives a static binary that runs in any image; runc needs it (libseccomp).
     tags: tuple[str, ...] = ()
     cgo: bool | None = None  # None: the Go default (on where a C compiler is)
+    # The C libraries cgo links: (pkg-config name, Debian package of its headers).
+    c_libraries: tuple[tuple[str, str], ...] = ()
 
     @property
     def folder(self) -> pathlib.Path:
