@@ -52,8 +52,9 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 # Everything but the gang tier (tests/gangs) and the real-Pods tier (marker e2e: kind),
-# which have targets of their own: CI (.ci/run) runs the first two; the kind tier runs by
-# hand and in the GitHub workflow (from nothing it takes hours on two cores: docs/development.md).
+# which have targets of their own. CI (.ci/run) runs all three: the kind tier wherever
+# hack/kind-ready.sh finds its engine, node image and images built (from nothing they take
+# hours on two cores: docs/development.md), and says in one line why it skipped elsewhere.
 # Debian's Chromium and chromedriver for the browser test (the TensorBoard page),
 # installed with apt-get where this is Debian and root; elsewhere that test skips, saying why.
 browser:

@@ -13,7 +13,8 @@
 # (252) still boots on a cgroup v1 host, which a kind node must do on machines like the
 # one CI runs on (systemd 256 and later refuse to).
 #
-# Needs root (debootstrap makes device nodes and chroots) and a reachable Debian mirror;
+# Needs root (debootstrap makes device nodes and chroots; it is installed where missing)
+# and a reachable Debian mirror;
 # the docker CLI talks to whichever engine DOCKER_HOST names (hack/engine.sh).
 # Env: DEBIAN_MIRROR (default: the Debian mirror apt on this machine uses).
 set -euo pipefail
@@ -39,7 +40,7 @@ if [[ -z "$mirror" ]]; then
     [[ -n "$mirror" ]] || mirror=$(grep -hs -m1 -E '^deb .*/debian/? ' /etc/apt/sources.list | awk '{print $2}' || true)
 fi
 [[ -n "$mirror" ]] || { echo "debian-base: no Debian mirror found in apt's sources; set DEBIAN_MIRROR" >&2; exit 2; }
-command -v debootstrap >/dev/null || { echo "debian-base: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 2; }
+command -v debootstrap >/dev/null || hack/apt-install.sh debian-base debootstrap || exit 2
 ((EUID == 0)) || { echo "debian-base: debootstrap needs root" >&2; exit 2; }
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/ddpjob-debian-base.XXXXXX")

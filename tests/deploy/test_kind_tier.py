@@ -139,7 +139,7 @@ def test_the_image_dockerfiles_pass_hadolint() -> None:
 
 def test_the_scripts_parse() -> None:
     for script in ('engine.sh', 'debian-base.sh', 'build-images.sh', 'kind-node-image.sh', 'e2e-kind.sh',
-                   'kind/scenarios.sh', 'kind-ready.sh'):
+                   'kind/scenarios.sh', 'kind-ready.sh', 'apt-install.sh', 'browser.sh'):
         assert subprocess.run(['bash', '-n', str(HACK / script)]).returncode == 0, script
 
 

@@ -151,7 +151,7 @@ def build(component: Component, *, quiet: bool = False) -> pathlib.Path:
 
 def _build_locked(component: Component, *, quiet: bool) -> pathlib.Path:
     go = go_toolchain()
-    c_libraries.ensure(component, quiet=quiet)
+    c_libraries.ensure(component)
     final = bin_dir(component)
     staging = final.parent / "bin.partial"
     shutil.rmtree(staging, ignore_errors=True)

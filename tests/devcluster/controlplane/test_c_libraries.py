@@ -1,8 +1,11 @@
 """A cgo component's C libraries (controlplane/c_libraries.py): found with pkg-config, and
 where one is missing the build names the Debian package instead of failing deep in cgo."""
 
+import os
 import pathlib
+import shutil
 import stat
+import subprocess
 
 import pytest
 
@@ -37,36 +40,58 @@ def test_a_library_pkg_config_finds_is_not_missing(runc, tmp_path, monkeypatch):
 
 def test_where_nothing_can_install_it_the_error_names_the_package_and_the_command(runc, tmp_path, monkeypatch):
     fake_pkg_config(tmp_path, set())
-    monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get here
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(c_libraries, "APT_INSTALL", tmp_path / "cannot")
+    (tmp_path / "cannot").write_text("#!/bin/sh\necho 'runc: cannot install here' >&2\nexit 3\n")
+    (tmp_path / "cannot").chmod(0o755)
     assert c_libraries.missing(runc) == [("libseccomp", "libseccomp-dev")]
     with pytest.raises(BuildError) as raised:
         c_libraries.ensure(runc)
     assert str(raised.value) == (
-        "building runc needs libseccomp (its headers, for cgo); on Debian, as root: "
-        "apt-get install pkg-config libseccomp-dev"
+        "building runc needs libseccomp (its headers, for cgo); "
+        "on Debian, as root: apt-get install pkg-config libseccomp-dev"
     )
 
 
-def test_without_root_nothing_is_installed(runc, tmp_path, monkeypatch):
-    fake_pkg_config(tmp_path, set())
-    apt = tmp_path / "apt-get"
-    apt.write_text(f"#!/bin/sh\ntouch {tmp_path}/apt-ran\n")
-    apt.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(c_libraries.os, "geteuid", lambda: 1000)
-    with pytest.raises(BuildError, match="as root: apt-get install pkg-config libseccomp-dev"):
-        c_libraries.ensure(runc)
-    assert not (tmp_path / "apt-ran").exists()
-
-
-def test_an_install_that_leaves_it_missing_is_an_error_not_a_cgo_failure(runc, tmp_path, monkeypatch):
-    fake_pkg_config(tmp_path, set())
+def apt_get(tmp_path: pathlib.Path) -> pathlib.Path:
+    """An apt-get that records its arguments and installs nothing."""
     apt = tmp_path / "apt-get"
     apt.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/apt-args\n")
     apt.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(c_libraries.os, "geteuid", lambda: 0)
-    with pytest.raises(BuildError, match="ran, and pkg-config still finds no libseccomp"):
-        c_libraries.ensure(runc, quiet=True)
-    calls = (tmp_path / "apt-args").read_text().splitlines()
-    assert calls[0].endswith("update -q") and calls[1].endswith("install -y -q --no-install-recommends pkg-config libseccomp-dev")
+    return tmp_path / "apt-args"
+
+
+def test_the_install_goes_through_the_projects_apt_script_with_bounded_waits(runc, tmp_path, monkeypatch):
+    """As root with apt-get: hack/apt-install.sh runs `update` then `install`, each with a
+    bound on apt's lock; an install that leaves the library missing is said so, not left to
+    fail in cgo."""
+    fake_pkg_config(tmp_path, set())
+    args = apt_get(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    if os.geteuid() != 0:
+        pytest.skip("hack/apt-install.sh installs only as root; this test runs as another user")
+    with pytest.raises(BuildError, match="apt-get install ran, and pkg-config still finds no libseccomp"):
+        c_libraries.ensure(runc)
+    calls = args.read_text().splitlines()
+    assert calls == [
+        "-o DPkg::Lock::Timeout=600 update -q",
+        "-o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends pkg-config libseccomp-dev",
+    ]
+
+
+def test_without_root_the_apt_script_installs_nothing(tmp_path):
+    args = apt_get(tmp_path)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    # EUID is bash's own (read-only): a non-root user is set with setpriv where we are root.
+    cmd = [str(c_libraries.APT_INSTALL), "runc", "libseccomp-dev"]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv (util-linux) is not here to run the script as another user")
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done
+    assert done.stderr.strip() == (
+        "runc: needs libseccomp-dev and cannot install it here (needs Debian's apt-get as root): "
+        "apt-get install libseccomp-dev"
+    )
+    assert not args.exists()
