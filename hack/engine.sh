@@ -140,6 +140,11 @@ cmd_run() {
     [[ "$MODE" != user ]] || { log "DDPJOB_ENGINE=user, and no docker answers"; exit 2; }
     command -v docker >/dev/null || { log "the docker CLI is not on PATH (it is the engine's client)"; exit 2; }
     ((EUID == 0)) || { log "starting an engine needs root (or run your own docker: see the README)"; exit 2; }
+    # dockerd sets up its embedded DNS (127.0.0.11, which kind nodes resolve each other's
+    # names through) with iptables rules inside each container's network namespace; with no
+    # iptables command it starts the container anyway and only logs "Resolver Start failed".
+    command -v iptables >/dev/null || hack/apt-install.sh engine iptables \
+        || { log "dockerd's embedded DNS needs the iptables command (apt-get install iptables)"; exit 2; }
     local path
     path=$(engine_path) || exit 1
     mkdir -p "$DIR"

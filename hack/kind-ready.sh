@@ -7,8 +7,9 @@
 #
 # "Can" means, concretely:
 # - an engine: a docker that answers, or the project's own (hack/engine.sh) can be started:
-#   root, the docker CLI, and the engine's binaries in the build cache
-#   (~/.cache/ddpjob/upstream, `make engine`: 43 min of Go builds on 2 cores from nothing);
+#   root, the docker CLI, iptables (or apt-get to install it), and the engine's binaries in
+#   the build cache (~/.cache/ddpjob/upstream, `make engine`: 43 min of Go builds on 2 cores
+#   from nothing);
 # - kind, on PATH or in the build cache (built with the engine);
 # - the node image: KIND_NODE_IMAGE, or the one hack/kind-node-image.sh would build for this
 #   checkout (its tag is a hash of its inputs) already in the engine, with its Go builds
@@ -65,6 +66,8 @@ elif [[ "${DDPJOB_ENGINE:-auto}" == user ]]; then
 else
     command -v docker >/dev/null || not_ready "no docker answers and the docker CLI is not on PATH"
     ((EUID == 0)) || not_ready "no docker answers, and starting the project's engine needs root"
+    command -v iptables >/dev/null || command -v apt-get >/dev/null \
+        || not_ready "no docker answers, and the project's engine needs the iptables command (its embedded DNS)"
     missing=$(uncached engine)
     [[ -z "$missing" ]] || not_ready "no docker answers and the project's engine is not built ($missing: make engine, about 43 min)"
 fi
