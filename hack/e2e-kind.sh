@@ -130,6 +130,22 @@ phase images
 NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
 phase node-image
 
+# Room for the images on the nodes, asked before a cluster is made: `kind load` unpacks the
+# trainer image (PyTorch: several GB) on each worker and the operator's on every node,
+# inside the engine's data root; a disk that fills part way fails deep in containerd.
+room_for_images() {
+    local root avail trainer operator workers need
+    root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) || return 0
+    [[ -d "$root" ]] || return 0  # a remote engine: its disk is not ours to measure
+    avail=$(df --output=avail -B1 "$root" | tail -1)
+    trainer=$(docker image inspect -f '{{.Size}}' "$TRAINER_IMAGE")
+    operator=$(docker image inspect -f '{{.Size}}' "$OPERATOR_IMAGE")
+    workers=$(grep -c 'role: worker' hack/kind/cluster.yaml)
+    need=$((trainer * workers + operator * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
+    ((avail >= need)) || die "kind load needs about $((need / 1024 ** 3)) GB free under $root (the trainer image on each of $workers workers, the operator's on every node); $((avail / 1024 ** 3)) GB are free"
+}
+room_for_images
+
 # ------------------------------------------------------------------------ cluster
 log "creating kind cluster $CLUSTER ($NODE_IMAGE)"
 label() { docker image inspect -f "{{ index .Config.Labels \"$1\" }}" "$NODE_IMAGE" 2>/dev/null | grep -v '<no value>' || true; }
