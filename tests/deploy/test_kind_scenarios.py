@@ -115,3 +115,38 @@ def test_spread_json_is_what_the_scenario_applies() -> None:
     spread = json.loads((ROOT / 'hack' / 'kind' / 'spread.json').read_text())
     assert set(spread) == {'template'}
     assert 'job_from_example "$job" "$(<hack/kind/spread.json)"' in SCENARIOS.read_text()
+
+
+def room_for_images(tmp_path: pathlib.Path, free_gb: int) -> subprocess.CompletedProcess[str]:
+    """hack/e2e-kind.sh's room_for_images, taken from the script, with `docker` saying the
+    trainer image is 9 GB and the operator's 0.25 GB, and `df` saying `free_gb` are free."""
+    text = (ROOT / 'hack' / 'e2e-kind.sh').read_text()
+    start = text.index('room_for_images() {')
+    function = text[start:text.index('\n}\n', start) + 3]
+    gb = 1024 ** 3
+    stubs = f'''
+docker() {{
+    case "$*" in
+        "info -f {{{{.DockerRootDir}}}}") echo "{tmp_path}" ;;
+        *trainer*) echo {9 * gb} ;;
+        *operator*) echo {gb // 4} ;;
+        *) echo "unexpected: docker $*" >&2; return 2 ;;
+    esac
+}}
+df() {{ printf 'Avail\\n%s\\n' {free_gb * gb}; }}
+die() {{ echo "FAILED: $*" >&2; exit 1; }}
+TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e
+'''
+    return subprocess.run(['bash', '-c', f'set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room'],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, env={'PATH': '/usr/bin:/bin'})
+
+
+def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
+    """Two workers take the trainer image each (2 x 9 GB), three nodes the operator's, and
+    3 GB besides: 22 GB free is enough, 20 is refused with both figures and the reason."""
+    assert room_for_images(tmp_path, 22).stdout == 'room\n'
+    short = room_for_images(tmp_path, 20)
+    assert short.returncode == 1 and short.stdout == ''
+    assert short.stderr.strip() == (
+        f'FAILED: kind load needs about 21 GB free under {tmp_path} (the trainer image on each of 2 workers, '
+        "the operator's on every node); 20 GB are free")
