@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import stat
 import subprocess
+import tempfile
 
 import pytest
 
@@ -79,19 +80,33 @@ def test_the_install_goes_through_the_projects_apt_script_with_bounded_waits(run
     ]
 
 
-def test_without_root_the_apt_script_installs_nothing(tmp_path):
-    args = apt_get(tmp_path)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    # EUID is bash's own (read-only): a non-root user is set with setpriv where we are root.
-    cmd = [str(c_libraries.APT_INSTALL), "runc", "libseccomp-dev"]
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("setpriv (util-linux) is not here to run the script as another user")
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 3, done
-    assert done.stderr.strip() == (
-        "runc: needs libseccomp-dev and cannot install it here (needs Debian's apt-get as root): "
-        "apt-get install libseccomp-dev"
-    )
-    assert not args.exists()
+def test_without_root_the_apt_script_installs_nothing():
+    """Run as another user (setpriv, where we are root; EUID is bash's own and read-only):
+    the script reads from stdin, and its apt-get lives in a folder that user may use,
+    since pytest's own temporary folders are root's alone."""
+    with tempfile.TemporaryDirectory(prefix="ddpjob-apt-") as folder:
+        bin_dir = pathlib.Path(folder)
+        bin_dir.chmod(0o777)
+        apt = bin_dir / "apt-get"
+        apt.write_text(f"#!/bin/sh\ntouch {bin_dir}/apt-ran\n")
+        apt.chmod(0o755)
+        cmd = ["bash", "-s", "--", "runc", "libseccomp-dev"]
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("setpriv (util-linux) is not here to run the script as another user")
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        done = subprocess.run(
+            cmd,
+            input=c_libraries.APT_INSTALL.read_text(),
+            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": folder},
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 3, done
+        assert done.stderr.strip() == (
+            "runc: needs libseccomp-dev and cannot install it here (needs Debian's apt-get as root): "
+            "apt-get install libseccomp-dev"
+        )
+        assert not (bin_dir / "apt-ran").exists()
