@@ -8,6 +8,8 @@ import os
 import pathlib
 import subprocess
 
+import pytest
+
 from tests.deploy.deploy_helpers import ROOT
 
 CI = ROOT / '.ci' / 'run'
@@ -91,3 +93,21 @@ def test_a_check_only_build_builds_nothing(tmp_path: pathlib.Path) -> None:
     done = subprocess.run([str(ROOT / 'hack' / 'debian-base.sh')], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 3 and 'is not built' in done.stderr and done.stdout == ''
     assert not (tmp_path / 'debootstrap-ran').exists()
+
+
+def test_ready_says_the_engine_needs_iptables_where_it_cannot_be_had(tmp_path: pathlib.Path) -> None:
+    """dockerd's embedded DNS (how kind's workers find the control plane) needs the iptables
+    command; hack/engine.sh installs it with apt-get. Where neither is on PATH, the tier is
+    not ready, said as such, instead of an engine whose nodes cannot resolve each other."""
+    if os.geteuid() != 0:
+        pytest.skip('the check comes after the root check; this test runs as another user')
+    bin_dir = tmp_path / 'bin'
+    stub(bin_dir, 'docker', 'exit 1')  # the CLI is here; no docker answers
+    for tool in ('bash', 'dirname', 'timeout'):  # what the script runs, and nothing of apt or iptables
+        found = next(p for p in ('/usr/bin', '/bin') if (pathlib.Path(p) / tool).exists())
+        (bin_dir / tool).symlink_to(pathlib.Path(found) / tool)
+    done = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120,
+                          env=environment(tmp_path, PATH=str(bin_dir)))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout == ("no docker answers, and the project's engine needs the iptables command "
+                           "(its embedded DNS)\n")
