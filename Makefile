@@ -53,8 +53,10 @@ lint: $(STAMP)
 
 # Everything but the gang tier (tests/gangs) and the real-Pods tier (marker e2e: kind),
 # which have targets of their own. CI (.ci/run) runs all three: the kind tier wherever
-# hack/kind-ready.sh finds its engine, node image and images built (from nothing they take
-# hours on two cores: docs/development.md), and says in one line why it skipped elsewhere.
+# an engine can be had (hack/kind-ready.sh), after building what it lacks for what is left
+# of CI's limit (from nothing that takes hours on two cores, so a cold machine builds over
+# several runs: docs/development.md); where the builds or the engine are missing, one line
+# says why it skipped.
 # Debian's Chromium and chromedriver for the browser test (the TensorBoard page),
 # installed with apt-get where this is Debian and root; elsewhere that test skips, saying why.
 browser:

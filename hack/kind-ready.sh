@@ -2,8 +2,11 @@
 # Whether this machine can run the real-Pods tier (make e2e-kind) now, without building
 # what takes CI's budget (.ci/run asks before it runs the tier):
 #
-#   hack/kind-ready.sh     exit 0: it can; exit 3: it cannot, and one line on stdout says
-#                          why and what fills the gap; any other exit: the check itself failed
+#   hack/kind-ready.sh     exit 0: it can. exit 3: it cannot, and nothing built here changes
+#                          that (no engine can be had); exit 4: it can once the parts missing
+#                          are built (.ci/run builds them within its budget). On 3 and 4 one
+#                          line on stdout says what is missing and what fills the gap; any
+#                          other exit: the check itself failed
 #
 # "Can" means, concretely:
 # - an engine: a docker that answers, or the project's own (hack/engine.sh) can be started:
@@ -28,6 +31,7 @@ OPERATOR_IMAGE=${OPERATOR_IMAGE:-ddpjob/operator:e2e}
 TRAINER_IMAGE=${TRAINER_IMAGE:-ddpjob/trainer:$VERSION-cpu}
 
 not_ready() { echo "$*"; exit 3; }
+not_built() { echo "$*"; exit 4; }
 
 # The components of a build group (hack/upstream/) that are not in the build cache.
 uncached() {
@@ -44,7 +48,7 @@ if [[ "${1:-}" == images ]]; then
     if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
         node=$(BUILD_CHECK_ONLY=1 PY=$PY hack/kind-node-image.sh) || {
             rc=$?
-            ((rc == 3)) && not_ready "the kind node image for this checkout is not built (make kind-node-image: about 13 min)"
+            ((rc == 3)) && not_built "the kind node image for this checkout is not built (make kind-node-image: about 13 min)"
             exit "$rc"
         }
     else
@@ -53,7 +57,7 @@ if [[ "${1:-}" == images ]]; then
     fi
     for image in "$TRAINER_IMAGE" "$OPERATOR_IMAGE"; do
         docker image inspect "$image" >/dev/null 2>&1 \
-            || not_ready "image $image is not built (make images: about 20 min from nothing)"
+            || not_built "image $image is not built (make images: about 20 min from nothing)"
     done
     exit 0
 fi
@@ -69,15 +73,15 @@ else
     command -v iptables >/dev/null || command -v apt-get >/dev/null \
         || not_ready "no docker answers, and the project's engine needs the iptables command (its embedded DNS)"
     missing=$(uncached engine)
-    [[ -z "$missing" ]] || not_ready "no docker answers and the project's engine is not built ($missing: make engine, about 43 min)"
+    [[ -z "$missing" ]] || not_built "no docker answers and the project's engine is not built ($missing: make engine, about 43 min)"
 fi
 if ! command -v kind >/dev/null; then
     missing=$(uncached kind)
-    [[ -z "$missing" ]] || not_ready "kind is neither on PATH nor built (make engine)"
+    [[ -z "$missing" ]] || not_built "kind is neither on PATH nor built (make engine)"
 fi
 if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
     missing=$(uncached kind-node containerd runc)
-    [[ -z "$missing" ]] || not_ready "the kind node's components are not built ($missing: make kind-node-image, about 57 min)"
+    [[ -z "$missing" ]] || not_built "the kind node's components are not built ($missing: make kind-node-image, about 57 min)"
 fi
 if [[ "$engine" == user ]]; then
     exec "$SELF" images

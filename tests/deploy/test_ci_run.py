@@ -1,12 +1,15 @@
 """.ci/run: the main suite, the gang tier, then the real-Pods tier where the machine can run
-it now (hack/kind-ready.sh), else one line saying what it skipped and why. Run with `make`
-(and, where the tier is to look ready, `docker` and `kind`) replaced by stubs on PATH that
-record their calls, so each path of the decision is shown, the tier's failure included."""
+it (hack/kind-ready.sh): its missing builds first, within what is left of CI's limit, else
+one line saying what it skipped and why. Run with `make` (and, where the tier is to look
+ready, `docker` and `kind`) replaced by stubs on PATH that record their calls, so each path
+of the decision is shown, the builds' and the tier's failures included."""
 from __future__ import annotations
 
 import os
 import pathlib
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -39,21 +42,124 @@ def with_make(tmp_path: pathlib.Path, fail_on: str = '') -> tuple[pathlib.Path, 
 
 
 def test_ready_says_in_one_line_what_is_missing_and_starts_nothing(tmp_path: pathlib.Path) -> None:
+    """No docker answers and nothing is built: as root (the project's engine can be started)
+    that is "not built yet" (exit 4), elsewhere "cannot" (exit 3); built or started, nothing."""
     done = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=environment(tmp_path))
-    assert done.returncode == 3, done.stdout + done.stderr
     (line,) = done.stdout.splitlines()
     assert line.startswith('no docker answers')  # and then why no engine of ours can start
+    if os.geteuid() == 0:
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert "the project's engine is not built" in line and 'make engine' in line
+    else:
+        assert done.returncode == 3, done.stdout + done.stderr
     assert not (tmp_path / 'engine').exists() and not (tmp_path / 'cache').exists()
 
 
 def test_ci_skips_the_tier_in_one_line_where_it_cannot_run(tmp_path: pathlib.Path) -> None:
+    """No engine can be had here (DDPJOB_ENGINE=user and none answers): nothing is built."""
     bin_dir, calls = with_make(tmp_path)
-    env = environment(tmp_path, PATH=f'{bin_dir}:{os.environ["PATH"]}')
+    env = environment(tmp_path, PATH=f'{bin_dir}:{os.environ["PATH"]}', DDPJOB_ENGINE='user')
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert calls.read_text().split('\n')[:-1] == ['test', 'test-gangs']
     (line,) = done.stdout.splitlines()
-    assert line.startswith('ci: the real-Pods tier (make e2e-kind) is skipped: no docker answers')
+    assert line == 'ci: the real-Pods tier (make e2e-kind) is skipped: no docker answers, and DDPJOB_ENGINE=user'
+
+
+BUILDS = 'engine kind-node-image images'
+
+
+def unbuilt(tmp_path: pathlib.Path, build: str, **extra: str) -> tuple[dict[str, str], pathlib.Path]:
+    """A docker that answers with every image, a released node image, and no kind: the tier
+    is "not built" (kind is the engine target's). The stub's build step runs `build`."""
+    bin_dir, calls = tmp_path / 'bin', tmp_path / 'make-calls'
+    stub(bin_dir, 'make', f'echo "$*" >>{calls}\nif [[ "$*" == "{BUILDS}" ]]; then {build}; fi')
+    stub(bin_dir, 'docker', 'exit 0')
+    env = environment(tmp_path, PATH=f'{bin_dir}:{os.environ["PATH"]}', KIND_NODE_IMAGE='kindest/node:v1.37.0', **extra)
+    return env, calls
+
+
+def test_ci_builds_what_the_tier_lacks_and_then_runs_it(tmp_path: pathlib.Path) -> None:
+    bin_dir = tmp_path / 'bin'
+    env, calls = unbuilt(tmp_path, f'printf "#!/bin/sh\\nexit 0\\n" >{bin_dir}/kind; chmod +x {bin_dir}/kind')
+    ready = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=env)
+    assert ready.returncode == 4 and ready.stdout == 'kind is neither on PATH nor built (make engine)\n', ready.stdout
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().split('\n')[:-1] == ['test', 'test-gangs', BUILDS, 'e2e-kind']
+    assert done.stdout.startswith('ci: the real-Pods tier is not built (kind is neither on PATH nor built (make engine)); '
+                                  'building it for at most ')
+
+
+def test_builds_cut_short_by_the_budget_stop_whole_and_skip_the_tier_in_one_line(tmp_path: pathlib.Path) -> None:
+    """CI's limit comes first: the build's whole process tree is stopped at the budget, the
+    run passes, and one line says what is still missing and that the next run goes on."""
+    marker = f'{tmp_path}/build-child'
+    env, calls = unbuilt(tmp_path, f'bash -c "echo \\$\\$ >{marker}; exec sleep 60 >/dev/null 2>&1"',
+                         CI_LIMIT_S='3', CI_MARGIN_S='0', CI_MIN_BUILD_S='1')
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().split('\n')[:-1] == ['test', 'test-gangs', BUILDS]
+    *_, line = done.stdout.splitlines()
+    assert line.startswith('ci: the real-Pods tier (make e2e-kind) is skipped: kind is neither on PATH nor built')
+    assert "its builds stopped at this run's budget" in line
+    child = int(pathlib.Path(marker).read_text())
+    # The build's own child (its output elsewhere, so CI's end does not wait on it) was
+    # stopped too, not only make.
+    stopped = stopped_within(child, seconds=10)
+    if not stopped:
+        os.kill(child, signal.SIGKILL)
+    assert stopped
+
+
+def stopped_within(pid: int, seconds: float) -> bool:
+    """Whether the process is gone or dead (a zombie that its new parent has yet to reap)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ('Z', 'X'):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_build_that_fails_fails_ci(tmp_path: pathlib.Path) -> None:
+    env, calls = unbuilt(tmp_path, 'exit 7')
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert 'building the real-Pods tier failed (exit 7' in done.stderr
+    assert 'e2e-kind' not in calls.read_text()
+
+
+def test_builds_that_end_without_the_tier_ready_fail_ci(tmp_path: pathlib.Path) -> None:
+    """A build that says it succeeded while the check still finds the part missing is a
+    disagreement between the two (a tag, a cache key), not something to skip over."""
+    env, calls = unbuilt(tmp_path, 'true')
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'still says: kind is neither on PATH nor built' in done.stderr
+    assert 'e2e-kind' not in calls.read_text()
+
+
+def test_no_builds_start_without_time_for_them_nor_the_tier_without_its_own(tmp_path: pathlib.Path) -> None:
+    bin_dir = tmp_path / 'bin'
+    env, calls = unbuilt(tmp_path, f'printf "#!/bin/sh\\nexit 0\\n" >{bin_dir}/kind; chmod +x {bin_dir}/kind',
+                         CI_LIMIT_S='0')
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().split('\n')[:-1] == ['test', 'test-gangs']
+    assert done.stdout.endswith('is skipped: kind is neither on PATH nor built (make engine); no time is left to build it\n')
+    # Time to build, not to run the tier after: built, then skipped, saying so.
+    calls.unlink()
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, 'CI_LIMIT_S': '5400',
+                                                                                         'CI_TIER_S': '100000'})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().split('\n')[:-1] == ['test', 'test-gangs', BUILDS]
+    *_, line = done.stdout.splitlines()
+    assert line.startswith('ci: the real-Pods tier (make e2e-kind) is skipped: built in ') and 'the next run runs it' in line
 
 
 def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path) -> None:
@@ -71,7 +177,7 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     # The same machine without its trainer image: the tier is skipped, saying so.
     stub(bin_dir, 'docker', '[[ "$*" != *trainer* ]]')
     missing = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=env)
-    assert missing.returncode == 3 and 'ddpjob/trainer:' in missing.stdout and 'make images' in missing.stdout
+    assert missing.returncode == 4 and 'ddpjob/trainer:' in missing.stdout and 'make images' in missing.stdout
 
 
 def test_a_check_that_fails_fails_ci(tmp_path: pathlib.Path) -> None:
