@@ -118,14 +118,15 @@ bench: $(STAMP) tools control-plane gang-schedulers
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
 
 # The kind tier (README, "Real-cluster test"). Each target runs under hack/engine.sh: the
-# user's docker when one answers, else a dockerd of the project's own (built from its
-# pinned modules, on its own socket and data under ~/.cache/ddpjob/engine), stopped when
-# the target ends. `engine` only builds that engine's binaries (and kind).
+# user's docker when one answers, else a dockerd of the project's own (Debian's docker 26,
+# unpacked from its packages, on its own socket and data under ~/.cache/ddpjob/engine),
+# stopped when the target ends. `engine` only fetches that engine and builds kind.
 ENGINE := PY=$(PY) hack/engine.sh run --
 KIND_PATH := PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" PY=$(PY)
 
 engine: $(STAMP)
-	$(PY) -m ddpjob_devcluster.controlplane.build engine
+	hack/engine-packages.sh
+	$(PY) -m ddpjob_devcluster.controlplane.build kind
 
 # The operator image and the CPU trainer image, from the Dockerfile, with no registry.
 images: $(STAMP)

@@ -32,14 +32,7 @@ fi
 # BUILD_CHECK_ONLY=1 (hack/kind-ready.sh): say whether it is built, build nothing.
 [[ "${BUILD_CHECK_ONLY:-0}" != 1 ]] || { echo "debian-base: $IMAGE is not built" >&2; exit 3; }
 
-# The mirror apt already uses here (the first deb822 URIs line or sources.list entry),
-# so a machine set up for a local mirror or proxy is respected.
-mirror=${DEBIAN_MIRROR:-}
-if [[ -z "$mirror" ]]; then
-    mirror=$(grep -hs -m1 -E '^URIs: .*/debian/?$' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true)
-    [[ -n "$mirror" ]] || mirror=$(grep -hs -m1 -E '^deb .*/debian/? ' /etc/apt/sources.list | awk '{print $2}' || true)
-fi
-[[ -n "$mirror" ]] || { echo "debian-base: no Debian mirror found in apt's sources; set DEBIAN_MIRROR" >&2; exit 2; }
+mirror=$(hack/debian-mirror.sh) || exit 2
 command -v debootstrap >/dev/null || hack/apt-install.sh debian-base debootstrap || exit 2
 ((EUID == 0)) || { echo "debian-base: debootstrap needs root" >&2; exit 2; }
 

@@ -8,17 +8,18 @@
 #                                      pass or fail (or on Ctrl-C)
 #   hack/engine.sh status              says which engine `run` would use
 #
-# The engine started here is dockerd (moby, the v29 engine) with containerd and runc, all
-# built from their pinned Go modules (hack/upstream/{moby,containerd,runc,buildx,kind}),
-# never Debian's docker.io: a privileged container (every kind node is one) gets the
-# capabilities the daemon itself holds, so it runs where root lacks some of them (a
-# sandbox without CAP_SYS_RESOURCE), where docker 20.10's runc refuses with "unable to
-# apply caps". Everything it writes is under $DDPJOB_ENGINE_DIR (default
-# ~/.cache/ddpjob/engine): images, containers, volumes, its socket. Its data survives
-# between runs (the image cache); its processes do not.
+# The engine started here is Debian 13's docker 26 (dockerd, its docker CLI, containerd,
+# the buildx plugin) with Debian 12's runc, unpacked from Debian's packages into the build
+# cache by hack/engine-packages.sh, never installed: a privileged container (every kind
+# node is one) gets the capabilities the daemon itself holds, so it runs where root lacks
+# some of them (a sandbox without CAP_SYS_RESOURCE), where Debian 12's docker 20.10 refuses
+# with "unable to apply caps". Its images live in containerd's store (the
+# containerd-snapshotter feature, in its daemon.json). Everything it writes is under
+# $DDPJOB_ENGINE_DIR (default ~/.cache/ddpjob/engine): images, containers, volumes, its
+# socket. Its data survives between runs (the image cache); its processes do not.
 #
 # It leaves the host's network as it found it: no iptables rules, no ip_forward, no
-# default bridge (docker0). Containers on one of its networks reach each other through
+# default bridge (docker0), and no bridge of a network left when it stops. Containers on one of its networks reach each other through
 # that network's bridge, a port published on 127.0.0.1 goes through docker-proxy, and a
 # build step that must reach a package index asks for `--network=host`.
 #
@@ -32,6 +33,9 @@ cd "$(dirname "$0")/.."
 DIR=${DDPJOB_ENGINE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/engine}
 RUN_DIR=$DIR/run
 SOCKET=$RUN_DIR/docker.sock
+# docker 26's data; $DIR/docker held the images of the engine before it (moby v29 built
+# from Go modules), which docker 26's containerd 1.7 is not to read.
+DATA=$DIR/data
 PY=${PY:-.venv/bin/python}
 MODE=${DDPJOB_ENGINE:-auto}
 
@@ -41,21 +45,20 @@ user_engine_answers() {
     [[ "$MODE" != own ]] && command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1
 }
 
-# The binaries' folders, built first when not cached (the output is "name version: folder").
+# The commands' folders, fetched first when not cached.
 engine_path() {
-    local built
-    # A build that fails part way stops here, not at a half-made PATH (its error is on stderr).
-    built=$("$PY" -m ddpjob_devcluster.controlplane.build engine) || { log "the engine's binaries could not be built"; return 1; }
-    awk '{print $NF}' <<<"$built" | paste -sd:
+    hack/engine-packages.sh || { log "the engine's packages could not be fetched"; return 1; }
 }
 
 # The docker CLI finds `docker build`'s BuildKit client (buildx) among its plugins: a
-# client config of our own, so the user's ~/.docker is never written to.
-client_config() {
+# client config of our own, so the user's ~/.docker is never written to. The daemon's
+# own configuration: the containerd image store (kind load and the images' zstd layers).
+configs() {
     local buildx=$1
     mkdir -p "$DIR/client/cli-plugins"
     ln -sf "$buildx" "$DIR/client/cli-plugins/docker-buildx"
     [[ -f "$DIR/client/config.json" ]] || echo '{}' >"$DIR/client/config.json"
+    echo '{"features": {"containerd-snapshotter": true}}' >"$DIR/daemon.json"
 }
 
 # dockerd mounts its data root onto itself and its network namespaces under the exec root,
@@ -73,6 +76,9 @@ release_mounts() {
 STARTED_PID=
 stop_engine() {
     [[ -n "$STARTED_PID" ]] || return 0
+    # Its networks that no container uses (kind's, once the cluster is deleted): dockerd keeps
+    # a network's bridge on the host after it stops, and the host is to be left as found.
+    DOCKER_HOST="unix://$SOCKET" timeout 30 docker network prune -f >/dev/null 2>&1 || true
     log "stopping dockerd (pid $STARTED_PID)"
     kill -TERM "$STARTED_PID" 2>/dev/null || true
     local waited=0
@@ -89,7 +95,7 @@ stop_engine() {
 
 start_engine() {
     local path=$1
-    mkdir -p "$DIR/docker" "$RUN_DIR"
+    mkdir -p "$DATA" "$RUN_DIR"
     # A dockerd of ours left by a run that was killed outright: its pid file names it.
     if [[ -f "$RUN_DIR/docker.pid" ]]; then
         local old
@@ -101,18 +107,18 @@ start_engine() {
         rm -f "$RUN_DIR/docker.pid"
     fi
     release_mounts
-    log "starting dockerd on unix://$SOCKET (data: $DIR/docker, log: $DIR/dockerd.log)"
+    [[ ! -d "$DIR/docker" ]] || log "$DIR/docker holds the images of the engine before docker 26 ($(du -sh "$DIR/docker" 2>/dev/null | cut -f1)), unused now: remove it to free the disk"
+    log "starting dockerd on unix://$SOCKET (data: $DATA, log: $DIR/dockerd.log)"
     # setsid: its own process group, so a Ctrl-C meant for the command does not reach it
     # before the trap stops it in order.
     PATH="$path:$PATH" setsid dockerd \
-        --host="unix://$SOCKET" --data-root="$DIR/docker" --exec-root="$RUN_DIR" \
+        --host="unix://$SOCKET" --data-root="$DATA" --exec-root="$RUN_DIR" --config-file="$DIR/daemon.json" \
         --pidfile="$RUN_DIR/docker.pid" --containerd-namespace=ddpjob --containerd-plugins-namespace=ddpjob-plugins \
         --cgroup-parent=ddpjob-engine --bridge=none --iptables=false --ip6tables=false --ip-forward=false \
-        --ip-masq=false --default-address-pool=base=10.213.0.0/16,size=24 \
-        --feature containerd-snapshotter=true >"$DIR/dockerd.log" 2>&1 </dev/null &
+        --ip-masq=false --default-address-pool=base=10.213.0.0/16,size=24 >"$DIR/dockerd.log" 2>&1 </dev/null &
     STARTED_PID=$!
     local deadline=$((SECONDS + ${ENGINE_START_TIMEOUT:-120}))
-    until DOCKER_HOST="unix://$SOCKET" timeout 10 docker info >/dev/null 2>&1; do
+    until PATH="$path:$PATH" DOCKER_HOST="unix://$SOCKET" timeout 10 docker info >/dev/null 2>&1; do
         if ! kill -0 "$STARTED_PID" 2>/dev/null; then
             STARTED_PID=
             tail -20 "$DIR/dockerd.log" >&2
@@ -138,7 +144,6 @@ cmd_run() {
         exec "$@"
     fi
     [[ "$MODE" != user ]] || { log "DDPJOB_ENGINE=user, and no docker answers"; exit 2; }
-    command -v docker >/dev/null || { log "the docker CLI is not on PATH (it is the engine's client)"; exit 2; }
     ((EUID == 0)) || { log "starting an engine needs root (or run your own docker: see the README)"; exit 2; }
     # dockerd sets up its embedded DNS (127.0.0.11, which kind nodes resolve each other's
     # names through) with iptables rules inside each container's network namespace; with no
@@ -153,7 +158,7 @@ cmd_run() {
         log "another run holds the engine ($DIR/engine.lock); waiting up to ${ENGINE_LOCK_TIMEOUT:-3600} s"
         flock -w "${ENGINE_LOCK_TIMEOUT:-3600}" "$lock" || { log "the engine was not given back in time"; exit 1; }
     fi
-    client_config "$(tr ':' '\n' <<<"$path" | while read -r d; do [[ -x "$d/buildx" ]] && echo "$d/buildx"; done | head -1)"
+    configs "$(tr ':' '\n' <<<"$path" | while read -r d; do [[ -x "$d/docker-buildx" ]] && echo "$d/docker-buildx"; done | head -1)"
     trap 'stop_engine' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM

@@ -28,7 +28,7 @@ declare -A BIN VERSION
 while read -r name version folder; do
     BIN[$name]=$folder
     VERSION[$name]=${version%:}
-done < <("$PY" -m ddpjob_devcluster.controlplane.build kind-node containerd runc)
+done < <("$PY" -m ddpjob_devcluster.controlplane.build kind-node)
 
 module_dir() {  # the pinned module's files in Go's module cache
     (cd "hack/upstream/$1" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' "$2")

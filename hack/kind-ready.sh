@@ -10,10 +10,10 @@
 #
 # "Can" means, concretely:
 # - an engine: a docker that answers, or the project's own (hack/engine.sh) can be started:
-#   root, the docker CLI, iptables (or apt-get to install it), and the engine's binaries in
-#   the build cache (~/.cache/ddpjob/upstream, `make engine`: 43 min of Go builds on 2 cores
-#   from nothing);
-# - kind, on PATH or in the build cache (built with the engine);
+#   root, iptables (or apt-get to install it), and the engine's Debian packages unpacked in
+#   the build cache (~/.cache/ddpjob/upstream, hack/engine-packages.sh, `make engine`:
+#   about 10 s);
+# - kind, on PATH or in the build cache (built by `make engine`: about 2 min from nothing);
 # - the node image: KIND_NODE_IMAGE, or the one hack/kind-node-image.sh would build for this
 #   checkout (its tag is a hash of its inputs) already in the engine, with its Go builds
 #   cached (`make kind-node-image`: 57 min of builds and 13 min of image from nothing);
@@ -68,19 +68,21 @@ if [[ "${DDPJOB_ENGINE:-auto}" != own ]] && command -v docker >/dev/null && time
 elif [[ "${DDPJOB_ENGINE:-auto}" == user ]]; then
     not_ready "no docker answers, and DDPJOB_ENGINE=user"
 else
-    command -v docker >/dev/null || not_ready "no docker answers and the docker CLI is not on PATH"
     ((EUID == 0)) || not_ready "no docker answers, and starting the project's engine needs root"
     command -v iptables >/dev/null || command -v apt-get >/dev/null \
         || not_ready "no docker answers, and the project's engine needs the iptables command (its embedded DNS)"
-    missing=$(uncached engine)
-    [[ -z "$missing" ]] || not_built "no docker answers and the project's engine is not built ($missing: make engine, about 43 min)"
+    if ! BUILD_CHECK_ONLY=1 hack/engine-packages.sh >/dev/null 2>&1; then
+        command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null \
+            || not_ready "no docker answers, and the project's engine comes from Debian's packages (no apt-get here)"
+        not_built "no docker answers and the project's engine is not fetched (make engine: Debian's docker 26, about 10 s)"
+    fi
 fi
 if ! command -v kind >/dev/null; then
     missing=$(uncached kind)
     [[ -z "$missing" ]] || not_built "kind is neither on PATH nor built (make engine)"
 fi
 if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
-    missing=$(uncached kind-node containerd runc)
+    missing=$(uncached kind-node)
     [[ -z "$missing" ]] || not_built "the kind node's components are not built ($missing: make kind-node-image, about 57 min)"
 fi
 if [[ "$engine" == user ]]; then

@@ -190,15 +190,22 @@ scenario_elastic() {
     wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
     local before
     before=$(k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$job" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid} {end}')
+    # The survivors' own words, kept past their Pods: a survivor that is replaced takes its
+    # log with it, and that log is what says why it left.
+    local n
+    for n in 0 1; do
+        k -n "$JOB_NS" logs -f "$job-$n" -c trainer >"$SHARED/$job-$n.log" 2>&1 &
+    done
     log "deleting pod $job-2 ($(pod_nodes "$job" | paste -sd' '))"
     k -n "$JOB_NS" delete pod "$job-2" --wait=false
     wait_succeeded "$job"
+    survivors_said() { local f; for f in "$SHARED/$job"-[01].log; do log "$f"; tail -n 40 "$f"; done; }
     [[ $(status "$job" '.restarts') == 0 ]] || die "$job restarted its gang ($(status "$job" '.restarts') restarts): elastic jobs keep training"
     local pod
     for pod in $before; do
         [[ "${pod%%=*}" == "$job-2" ]] && continue
         [[ $(k -n "$JOB_NS" get pod "${pod%%=*}" -o jsonpath='{.metadata.uid}') == "${pod#*=}" ]] \
-            || die "${pod%%=*} was replaced: a survivor must keep training"
+            || { survivors_said; die "${pod%%=*} was replaced: a survivor must keep training"; }
     done
     k -n "$JOB_NS" get events --field-selector "involvedObject.name=$job" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' \
         | grep -q '^NodeLost: training at 2/3 nodes' || die "no NodeLost event for the lost Pod"

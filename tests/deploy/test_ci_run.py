@@ -49,7 +49,7 @@ def test_ready_says_in_one_line_what_is_missing_and_starts_nothing(tmp_path: pat
     assert line.startswith('no docker answers')  # and then why no engine of ours can start
     if os.geteuid() == 0:
         assert done.returncode == 4, done.stdout + done.stderr
-        assert "the project's engine is not built" in line and 'make engine' in line
+        assert "the project's engine is not fetched" in line and 'make engine' in line
     else:
         assert done.returncode == 3, done.stdout + done.stderr
     assert not (tmp_path / 'engine').exists() and not (tmp_path / 'cache').exists()

@@ -1,8 +1,8 @@
 """The real-Pods test (hack/e2e-kind.sh, also `make e2e-kind`) as a pytest test.
 
-It runs wherever a container engine can be had: a docker that answers, or, as root with a
-Go toolchain, the engine hack/engine.sh builds from its pinned modules and starts on its
-own socket (stopped again when the test ends). Skipped, with the reason, only where
+It runs wherever a container engine can be had: a docker that answers, or, as root on
+Debian with a Go toolchain (kind and the node image), the engine hack/engine.sh unpacks
+from Debian's packages and starts on its own socket (stopped again when the test ends). Skipped, with the reason, only where
 neither can be had, or kubectl or helm is missing. It takes 10-40 minutes (two images, a
 node image, a kind cluster, five scenarios); deselect it with `-m "not e2e"`.
 """
@@ -21,18 +21,19 @@ pytestmark = pytest.mark.e2e
 
 
 def missing_prerequisite() -> str | None:
-    for tool, why in (('docker', 'the engine\'s client'), ('kubectl', 'comes with the test extra'),
-                      ('helm', 'run `make tools`')):
+    for tool, why in (('kubectl', 'comes with the test extra'), ('helm', 'run `make tools`')):
         if find_tool(tool) is None:
-            return f'{tool} is not installed ({why}); the kind e2e test needs docker\'s CLI, kubectl and helm'
+            return f'{tool} is not installed ({why}); the kind e2e test needs kubectl and helm'
     status = subprocess.run([str(ROOT / 'hack' / 'engine.sh'), 'status'], capture_output=True, text=True,
                             timeout=60, env={**os.environ, 'PY': sys.executable})
     if 'answers: it is used' in status.stdout:
         return None
     if os.geteuid() != 0:
         return 'no docker answers, and starting the project\'s own engine needs root'
+    if shutil.which('apt-get') is None:
+        return 'no docker answers, and the project\'s own engine comes from Debian\'s packages (no apt-get)'
     if shutil.which('go') is None:
-        return 'no docker answers, and the project\'s own engine is built with Go (no `go` on PATH)'
+        return 'kind and the node image are built from Go modules, and no `go` is on PATH'
     return None
 
 

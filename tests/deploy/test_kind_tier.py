@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -59,21 +60,35 @@ data:
 '''
 
 
-def test_the_engine_and_node_components_are_pinned_modules_with_their_groups() -> None:
-    for group in ('engine', 'kind-node'):
-        for name in build.GROUPS[group]:
-            component = build.COMPONENTS[name]
-            assert (component.folder / 'go.mod').is_file() and (component.folder / 'go.sum').is_file(), name
-            assert component.version().startswith('v') and component.tools(), name
+def test_kind_and_the_node_components_are_pinned_modules_with_their_group() -> None:
+    for name in ('kind', *build.GROUPS['kind-node']):
+        component = build.COMPONENTS[name]
+        assert (component.folder / 'go.mod').is_file() and (component.folder / 'go.sum').is_file(), name
+        assert component.version().startswith('v') and component.tools(), name
     runc = build.COMPONENTS['runc']
     assert runc.cgo is True and 'seccomp' in runc.tags  # RuntimeDefault seccomp in restricted Pods
-    assert build.COMPONENTS['moby'].binary_names() == ['docker-proxy', 'dockerd']
+    assert {'containerd', 'runc'} <= set(build.GROUPS['kind-node'])  # the node's runtime, from its modules
+    assert build.COMPONENTS['containerd'].version().startswith('v2.')  # what the pinned kubelet needs
     assert set(build.COMPONENTS['kubernetes-node'].binary_names()) == {'kubelet', 'kubeadm', 'kubectl', 'kube-proxy'}
     # The node's Kubernetes commands are the control plane's release.
     assert build.COMPONENTS['kubernetes-node'].version() == build.KUBERNETES.version()
-    # The engine's containerd is the library version dockerd is built with: Go's cache shares the work.
-    moby = (build.COMPONENTS['moby'].folder / 'go.mod').read_text()
-    assert f'github.com/containerd/containerd/v2 {build.COMPONENTS["containerd"].version()}' in moby
+    # The engine is Debian's packages (hack/engine-packages.sh), not Go builds.
+    assert not {'moby', 'buildx'} & set(build.COMPONENTS)
+
+
+def test_the_node_and_the_control_plane_share_every_module_version() -> None:
+    """kubernetes-node builds the node's commands at the control plane's pin; where every
+    module the two share is at the same version (and the build flags match), Go's build
+    cache compiles each shared package once: the plane's build (`make test`) is most of the
+    node's."""
+    def requires(name: str) -> dict[str, str]:
+        text = (build.COMPONENTS[name].folder / 'go.mod').read_text()
+        return dict(re.findall(r'^\s+(\S+) (v\S+)(?: // indirect)?$', text, re.M))
+    plane, node = requires('kubernetes'), requires('kubernetes-node')
+    shared = plane.keys() & node.keys()
+    assert len(shared) > 100
+    assert {m: (plane[m], node[m]) for m in shared if plane[m] != node[m]} == {}
+    assert build.COMPONENTS['kubernetes-node'].ldflags() == build.KUBERNETES.ldflags()
 
 
 def test_tags_and_cgo_are_part_of_the_cache_key_and_the_command(tmp_path: pathlib.Path) -> None:
@@ -139,7 +154,8 @@ def test_the_image_dockerfiles_pass_hadolint() -> None:
 
 def test_the_scripts_parse() -> None:
     for script in ('engine.sh', 'debian-base.sh', 'build-images.sh', 'kind-node-image.sh', 'e2e-kind.sh',
-                   'kind/scenarios.sh', 'kind-ready.sh', 'apt-install.sh', 'browser.sh'):
+                   'kind/scenarios.sh', 'kind-ready.sh', 'apt-install.sh', 'browser.sh', 'engine-packages.sh',
+                   'debian-mirror.sh'):
         assert subprocess.run(['bash', '-n', str(HACK / script)]).returncode == 0, script
 
 

@@ -1,5 +1,5 @@
-// Pins containerd (the daemon, its runc shim and ctr): the engine's runtime under
-// dockerd (hack/engine.sh) and every kind node's CRI runtime (hack/kind-node-image.sh).
+// Pins containerd (the daemon, its runc shim and ctr): every kind node's CRI runtime
+// (hack/kind-node-image.sh; the pinned kubelet needs containerd 2).
 // Built as kind's base image builds it (no aufs, zfs, btrfs or devmapper snapshotters),
 // static. Nothing of upstream is copied here.
 module ddpjob.io/upstream/containerd

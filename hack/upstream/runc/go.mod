@@ -1,4 +1,4 @@
-// Pins runc, the OCI runtime under containerd on the host engine and in every kind node.
+// Pins runc, the OCI runtime under containerd in every kind node.
 // Built with cgo and the seccomp tag (libseccomp-dev), as upstream's release is: Pods of a
 // `restricted` namespace run with the RuntimeDefault seccomp profile. Nothing of upstream
 // is copied here.

@@ -44,11 +44,15 @@ SCHEDULER_PLUGINS = Component("scheduler-plugins", "sigs.k8s.io/scheduler-plugin
 VOLCANO = Component("volcano", "volcano.sh/volcano")
 # Kueue's manager (`gang: kueue`): quota, queueing and preemption for plain-Pod groups.
 KUEUE = Component("kueue", "sigs.k8s.io/kueue")
-# The container engine the kind tier starts when no docker runs (hack/engine.sh): dockerd,
-# containerd and runc, the buildx plugin `docker build` needs, and kind itself.
-# containerd and runc are also what a kind node runs (kind's base image builds them so).
-ENGINE = (
-    Component("moby", "github.com/moby/moby/v2", cgo=False),
+# kind itself, for the kind tier (`make engine`: the project's container engine comes from
+# Debian's packages, hack/engine-packages.sh, and kind beside it).
+KIND = Component("kind", "sigs.k8s.io/kind", cgo=False)
+# What a kind node holds besides the control plane's binaries (hack/kind-node-image.sh):
+# the node's Kubernetes commands (same pin as `kubernetes`, so Go's cache shares most of
+# the work), containerd and runc (built as kind's base image builds them: containerd 2, which
+# the pinned kubelet needs), crictl, the CNI plugins, CoreDNS and the local-path provisioner.
+KIND_NODE = (
+    Component("kubernetes-node", "k8s.io/kubernetes", version_package="k8s.io/component-base/version"),
     Component(
         "containerd",
         "github.com/containerd/containerd/v2",
@@ -62,29 +66,20 @@ ENGINE = (
         cgo=True,
         c_libraries=(("libseccomp", "libseccomp-dev"),),
     ),
-    Component("buildx", "github.com/docker/buildx", cgo=False),
-    Component("kind", "sigs.k8s.io/kind", cgo=False),
-)
-# What a kind node holds besides the control plane's binaries (hack/kind-node-image.sh):
-# the node's Kubernetes commands (same pin as `kubernetes`, so Go's cache shares most of
-# the work), crictl, the CNI plugins, CoreDNS and the local-path provisioner.
-KIND_NODE = (
-    Component("kubernetes-node", "k8s.io/kubernetes", version_package="k8s.io/component-base/version"),
     Component("cri-tools", "sigs.k8s.io/cri-tools", cgo=False),
     Component("cni-plugins", "github.com/containernetworking/plugins", cgo=False),
     Component("coredns", "github.com/coredns/coredns", cgo=False),
     Component("local-path-provisioner", "github.com/rancher/local-path-provisioner", cgo=False),
 )
-COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE, *ENGINE, *KIND_NODE)}
+COMPONENTS = {c.name: c for c in (KUBERNETES, ETCD, SCHEDULER_PLUGINS, VOLCANO, KUEUE, KIND, *KIND_NODE)}
 # What the control plane itself needs (`make control-plane`), the gang schedulers and
 # queues started beside it for the gang tier (`make gang-schedulers`, `make test-gangs`),
-# and the kind tier's engine and node (`make engine`, `make kind-node-image`).
+# and the kind node's (`make kind-node-image`).
 PLANE = ("kubernetes", "etcd")
 GANG_SCHEDULERS = ("scheduler-plugins", "volcano", "kueue")
 GROUPS = {
     "plane": PLANE,
     "gang-schedulers": GANG_SCHEDULERS,
-    "engine": tuple(c.name for c in ENGINE),
     "kind-node": (*PLANE, *(c.name for c in KIND_NODE)),
 }
 
