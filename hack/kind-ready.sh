@@ -13,11 +13,11 @@
 #   root, iptables (or apt-get to install it), and the engine's Debian packages unpacked in
 #   the build cache (~/.cache/ddpjob/upstream, hack/engine-packages.sh, `make engine`:
 #   about 10 s);
-# - kind, on PATH or in the build cache (built by `make engine`: about 2 min from nothing);
+# - kind, on PATH or in the build cache (built by `make engine`: 9 s after the control plane);
 # - the node image: KIND_NODE_IMAGE, or the one hack/kind-node-image.sh would build for this
 #   checkout (its tag is a hash of its inputs) already in the engine, with its Go builds
-#   cached (`make kind-node-image`: 57 min of builds and 13 min of image from nothing);
-# - both images already in the engine (`make images`, about 20 min from nothing; a rebuild
+#   cached (`make kind-node-image`: 6.2 min of builds after the control plane's, 1.5 min of image);
+# - both images already in the engine (`make images`, about 4 min from nothing; a rebuild
 #   after a source change reuses their cached layers: about a minute).
 # Nothing is built, pulled or left running: the own engine, when needed to look at its
 # images, is started and stopped by hack/engine.sh.
@@ -48,7 +48,7 @@ if [[ "${1:-}" == images ]]; then
     if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
         node=$(BUILD_CHECK_ONLY=1 PY=$PY hack/kind-node-image.sh) || {
             rc=$?
-            ((rc == 3)) && not_built "the kind node image for this checkout is not built (make kind-node-image: about 13 min)"
+            ((rc == 3)) && not_built "the kind node image for this checkout is not built (make kind-node-image: about 2 min)"
             exit "$rc"
         }
     else
@@ -57,7 +57,7 @@ if [[ "${1:-}" == images ]]; then
     fi
     for image in "$TRAINER_IMAGE" "$OPERATOR_IMAGE"; do
         docker image inspect "$image" >/dev/null 2>&1 \
-            || not_built "image $image is not built (make images: about 20 min from nothing)"
+            || not_built "image $image is not built (make images: about 4 min from nothing)"
     done
     exit 0
 fi
@@ -83,7 +83,7 @@ if ! command -v kind >/dev/null; then
 fi
 if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
     missing=$(uncached kind-node)
-    [[ -z "$missing" ]] || not_built "the kind node's components are not built ($missing: make kind-node-image, about 57 min)"
+    [[ -z "$missing" ]] || not_built "the kind node's components are not built ($missing: make kind-node-image, about 8 min after the control plane)"
 fi
 if [[ "$engine" == user ]]; then
     exec "$SELF" images
