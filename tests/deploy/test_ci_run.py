@@ -126,21 +126,18 @@ def stopped_within(pid: int, seconds: float) -> bool:
     return False
 
 
-def test_a_build_that_fails_fails_ci(tmp_path: pathlib.Path) -> None:
-    env, calls = unbuilt(tmp_path, 'exit 7')
+@pytest.mark.parametrize(('build', 'code', 'said'), [
+    ('exit 7', 7, 'building the real-Pods tier failed (exit 7'),
+    # A build that says it succeeded while the check still finds the part missing is a
+    # disagreement between the two (a tag, a cache key), not something to skip over.
+    ('true', 1, 'still says: kind is neither on PATH nor built'),
+])
+def test_a_build_that_fails_or_leaves_the_tier_unready_fails_ci(tmp_path: pathlib.Path, build: str, code: int,
+                                                                said: str) -> None:
+    env, calls = unbuilt(tmp_path, build)
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 7, done.stdout + done.stderr
-    assert 'building the real-Pods tier failed (exit 7' in done.stderr
-    assert 'e2e-kind' not in calls.read_text()
-
-
-def test_builds_that_end_without_the_tier_ready_fail_ci(tmp_path: pathlib.Path) -> None:
-    """A build that says it succeeded while the check still finds the part missing is a
-    disagreement between the two (a tag, a cache key), not something to skip over."""
-    env, calls = unbuilt(tmp_path, 'true')
-    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert 'still says: kind is neither on PATH nor built' in done.stderr
+    assert done.returncode == code, done.stdout + done.stderr
+    assert said in done.stderr
     assert 'e2e-kind' not in calls.read_text()
 
 
