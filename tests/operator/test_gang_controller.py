@@ -10,7 +10,7 @@ import pytest
 
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.api_paths import object_path
-from ddpjob.operator.kube import NotFound
+from ddpjob.operator.kube import APIError, NotFound
 from tests.operator.test_controller import FakeKube, job_body, make, once, pod, run
 
 pytestmark = pytest.mark.timeout(30)
@@ -139,6 +139,24 @@ def test_startup_check_logs_each_missing_api(caplog):
     assert [r.levelname for r in caplog.records if "gang integration volcano is enabled but" in r.message] == ["ERROR"]
     assert gang.unavailable("kubernetes") is None and gang.unavailable("kueue") is None
     assert "not enabled" in gang.unavailable("coscheduling")
+
+
+def test_a_failing_startup_check_is_logged_not_left_in_its_task(caplog):
+    # The startup check runs in a task nobody awaits: an API server that still fails after
+    # the client's retries must end in a warning, not in "Task exception was never retrieved".
+    gang = GangSupport.from_env({"DDPJOB_GANG_INTEGRATIONS": "volcano"})
+
+    async def exists(path: str) -> bool:
+        raise APIError(500, "InternalError", "etcdserver: request timed out")
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(gang.check_apis_in_background(exists))
+        await asyncio.wait([task])
+        assert task.exception() is None
+    asyncio.run(main())
+    warned = [r for r in caplog.records if "could not ask API discovery" in r.message]
+    assert [r.levelname for r in warned] == ["WARNING"] and "etcdserver" in warned[0].message
+    assert gang.missing == {}
 
 
 def test_chart_settings_reach_the_rendered_pods():

@@ -82,9 +82,12 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
     cluster.create(ddpjob("proc", nodes=2))
     cluster.run_to_success("proc", 2)
     if prom is not None:
-        text = wait_for(lambda: http_get(f"http://127.0.0.1:{prom}/metrics"), message="no /metrics")
+        # The gauge follows the operator's own next step after the status it wrote, which
+        # may come after the test saw that status: waited for, not sampled once.
+        url = f"http://127.0.0.1:{prom}/metrics"
+        text = wait_for(lambda: (t := http_get(url)) and 'ddpjob_jobs{phase="Succeeded"} 1.0' in t and t,
+                        message="ddpjob_jobs never counted the job as Succeeded")
         assert metric(text, "ddpjob_pods_created_total") == 2
-        assert 'ddpjob_jobs{phase="Succeeded"} 1.0' in text
         assert metric(text, "ddpjob_reconcile_duration_seconds_count") >= 1
     assert proc.poll() is None
 

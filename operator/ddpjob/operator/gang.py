@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ddpjob.api import gangs
 from ddpjob.job.scheduling import UNAVAILABLE
 from ddpjob.operator import settings as operator_settings
+from ddpjob.operator.kube import APIError
 from ddpjob.render.gang import DEFAULT_OPTIONS, GangOptions
 
 logger = logging.getLogger("ddpjob.operator.gang")
@@ -73,6 +74,21 @@ class GangSupport:
                     self.missing[gang],
                     gang,
                 )
+
+    async def check_apis_in_background(self, exists: Callable[[str], Awaitable[bool]]) -> None:
+        """check_apis for the startup task nobody awaits: an API server that keeps failing
+        (after the client's own retries) is logged here. An exception left in a task is
+        logged with its traceback whenever the garbage collector finds it, inside whatever
+        code runs then (Python 3.11 parses source to draw the traceback's carets, and that
+        nested parse breaks an `ast.parse` it interrupts)."""
+        try:
+            await self.check_apis(exists)
+        except APIError as e:
+            logger.warning(
+                "could not ask API discovery which gang APIs are served (%s); a DDPJob whose gang "
+                "API turns out missing waits with GangScheduled=False and is checked again",
+                e,
+            )
 
     def unavailable(self, gang: str) -> str | None:
         """Why a job with this gang cannot be placed now (None: go ahead)."""

@@ -171,7 +171,7 @@ async def start(
     gang = GangSupport.from_settings(config)
     # Logs an error per enabled integration whose PodGroup API is missing; never fails the
     # start. In the background: API calls wait for the login, which follows the startup.
-    memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis(kube.served))
+    memo.gang_check = asyncio.get_running_loop().create_task(gang.check_apis_in_background(kube.served))
     poller = _progress_poller(config, lambda key: memo.controller.trigger(*key), logger)
     allow = config.template_allow
     controller = ctl.Controller(

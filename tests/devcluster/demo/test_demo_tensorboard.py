@@ -53,12 +53,24 @@ def lines_of(stream: Any) -> queue.Queue[str | None]:
     return lines
 
 
+# Why the last fetch failed, for the wait's message (one test at a time per process).
+last_failure: list[str] = ['']
+
+
 def fetch(url: str) -> bytes | None:
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(url, timeout=REACTION) as response:
             return response.read()
-    except OSError:
+    except OSError as exc:
+        last_failure[0] = f'{url}: {exc}'
         return None
+
+
+def fetch_until(url: str, wanted: bytes) -> bytes:
+    """The page once it holds `wanted`: one request on a loaded machine may come back with the
+    API server's 503 or time out (its proxy and the Pod share the two cores with the suite)."""
+    return wait_until(lambda: (got := fetch(url)) is not None and wanted in got and got, REACTION,
+                      f'no {wanted!r} at {url}', lambda: last_failure[0], interval=1.0)
 
 
 def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tmp_path: pathlib.Path) -> None:
@@ -107,10 +119,9 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
         assert url, line
         # TensorBoard's page (text/html: what the API server's proxy rewrites) and the script
         # it loads, by the relative link it gives.
-        page = fetch(url.group(1))
-        assert page is not None and b'<tb-webapp></tb-webapp>' in page, page
+        page = fetch_until(url.group(1), b'<tb-webapp></tb-webapp>')
         script = re.search(rb'<script src="(index\.js[^"]*)"', page)
-        assert script and len(fetch(url.group(1) + script.group(1).decode()) or b'') > 100_000, page[-300:]
+        assert script and len(fetch_until(url.group(1) + script.group(1).decode(), b'')) > 100_000, page[-300:]
 
         # The scalars rank 0 wrote, read by TensorBoard in its Pod from the job's checkpoint
         # volume, through the API server's proxy and the command's port.
@@ -119,7 +130,7 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
             return got is not None and 'train/loss' in json.loads(got).get('.', {}) and got
         wait_until(tags, REACTION, 'TensorBoard did not show the job\'s train/loss',
                    lambda: kubectl('logs', '-l', 'ddpjob.io/tensorboard-for=board', '--tail=20'))
-        points = json.loads(fetch(url.group(1) + 'data/plugin/scalars/scalars?run=.&tag=train/loss'))
+        points = json.loads(fetch_until(url.group(1) + 'data/plugin/scalars/scalars?run=.&tag=train/loss', b'['))
         assert [(p[1], p[2]) for p in points] == [(1, 2.0), (2, 1.5), (3, 1.25)]
 
         board.send_signal(signal.SIGINT)
@@ -130,7 +141,13 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
         demo.send_signal(signal.SIGINT)
         assert demo.wait(60) == 0
     finally:
+        # Ctrl-C first, as a person stops them: a killed demo could not stop its cluster, and
+        # the fixture would report those leftovers over this test's own failure.
         for proc in (board, demo):
             if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
