@@ -80,3 +80,50 @@ def test_requests_go_through_the_api_server_with_the_users_credentials(api_serve
     finally:
         proxy.stop()
         conn.api.close()
+
+
+def test_stop_does_not_wait_for_an_answer_that_stalls() -> None:
+    # Ctrl-C must end `ddpjob tensorboard` while a request is still being answered: here the
+    # API server sends its headers, then nothing until the test ends.
+    release, streaming = threading.Event(), threading.Event()
+
+    class Stalling(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"x")
+            self.wfile.flush()
+            streaming.set()
+            release.wait(50)
+            self.wfile.write(b"x" * 99)  # the rest: the proxy's thread ends cleanly after the test
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stalling)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    conn = Connection(kubernetes.client.ApiClient(kubernetes.client.Configuration(host=url)), "team-a", url)
+    proxy = ServiceProxy(conn, "board-tensorboard", 6006).start()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(urllib.request.urlopen(proxy.url, timeout=55).read()),
+                              daemon=True)
+    try:
+        reader.start()
+        assert streaming.wait(20), "the stand-in API server never got the request"
+        stopper = threading.Thread(target=proxy.stop, daemon=True)
+        stopper.start()
+        stopper.join(20)  # a deadline, not a speed claim: without the fix it returns only after `release`
+        assert not stopper.is_alive(), "stop() waited for the stalled answer"
+        with pytest.raises(OSError):  # no longer listening
+            urllib.request.urlopen(proxy.url, timeout=5)
+        release.set()
+        reader.join(20)
+        assert got == [b"x" * 100]  # what was being answered still arrives whole
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+        conn.api.close()

@@ -22,6 +22,7 @@ ready endpoint: 503) pass through as they are.
 from __future__ import annotations
 
 import http.server
+import sys
 import threading
 import urllib.parse
 from typing import Any
@@ -33,6 +34,7 @@ SKIP_REQUEST = {"host", "connection", "keep-alive", "proxy-authorization", "te",
 SKIP_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "trailer", "upgrade"}
 CHUNK = 64 * 1024
 TIMEOUT_SECONDS = 60.0  # one request's answer from the API server
+STOP_SECONDS = 5.0  # for the accept loop to end at stop(); answers still streaming end with the process
 
 
 def proxy_prefix(namespace: str, service: str, port: int | str, scheme: str = "http") -> str:
@@ -57,8 +59,7 @@ class ServiceProxy:
 
     def __init__(self, conn: Connection, service: str, port: int, *, address: str = "127.0.0.1", local_port: int = 0):
         self.conn, self.prefix = conn, proxy_prefix(conn.namespace, service, port)
-        self.httpd = http.server.ThreadingHTTPServer((address, local_port), _handler(self))
-        self.httpd.daemon_threads = True
+        self.httpd = _Server((address, local_port), _handler(self))
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="service-proxy", daemon=True)
 
     @property
@@ -72,9 +73,13 @@ class ServiceProxy:
         return self
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        """Stop listening, in bounded time (Ctrl-C must end the command): the accept loop
+        gets STOP_SECONDS to notice; an answer still streaming (a browser's open request, an
+        API server that stalls) is not waited for: its daemon thread ends with the process."""
+        stopper = threading.Thread(target=self.httpd.shutdown, name="service-proxy-stop", daemon=True)
+        stopper.start()
+        stopper.join(STOP_SECONDS)
         self.httpd.server_close()
-        self.thread.join(timeout=5)
 
     def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None = None) -> Any:
         """Send one request through the API server (`path`: already an upstream path);
@@ -94,6 +99,23 @@ class ServiceProxy:
             redirect=False,
             retries=False,
             timeout=TIMEOUT_SECONDS,
+        )
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's default joins every request's thread at server_close(), however long
+    # its answer takes: stop() would then wait on a stalled upstream.
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # One line, not socketserver's traceback per failed request (a browser that went
+        # away, an API server that broke off an answer): the user's terminal stays readable.
+        exc = sys.exc_info()[1]
+        print(
+            f"ddpjob: a request through the API server failed: {' '.join(str(exc).split())[:200]}",
+            file=sys.stderr,
+            flush=True,
         )
 
 

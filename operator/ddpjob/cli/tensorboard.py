@@ -203,7 +203,10 @@ def serve_proxy(args: argparse.Namespace, conn: Connection, service: str) -> int
     try:
         _wait_answers(proxy)
         announce(args, proxy.url)
-        threading.Event().wait()  # until Ctrl-C
+        while True:  # until Ctrl-C (KeyboardInterrupt)
+            # A sleep, not a wait on an Event: the main thread wakes at least each second, so
+            # Python runs the SIGINT handler even when another thread took the signal.
+            time.sleep(1.0)
         return 0
     finally:
         proxy.stop()

@@ -57,6 +57,30 @@ def lines_of(stream: Any) -> queue.Queue[str | None]:
 last_failure: list[str] = ['']
 
 
+def drain(lines: queue.Queue[str | None]) -> str:
+    """What a stream said so far (all of it, once its process ended)."""
+    said = []
+    while True:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            return ''.join(said)
+        if line is None:
+            return ''.join(said)
+        said.append(line)
+
+
+def waits_of(pid: int) -> list[str]:
+    """Where each thread of a process waits in the kernel (its wchan), for a hang's report."""
+    waits = []
+    for task in sorted(pathlib.Path(f'/proc/{pid}/task').glob('*')):
+        try:
+            waits.append((task / 'wchan').read_text() or 'running')
+        except OSError:
+            continue
+    return waits
+
+
 def fetch(url: str) -> bytes | None:
     try:
         with urllib.request.urlopen(url, timeout=REACTION) as response:
@@ -110,10 +134,10 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
         board = subprocess.Popen([sys.executable, '-m', 'ddpjob.cli', 'tensorboard', 'board',
                                   '--kubeconfig', kubeconfig], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, cwd=tmp_path, env=demo_env)
-        printed = lines_of(board.stdout)
+        printed, complaints = lines_of(board.stdout), lines_of(board.stderr)  # both drained: a full pipe blocks it
         line = printed.get(timeout=PHASE)
         if line is None:
-            pytest.fail(f'ddpjob tensorboard ended (exit {board.wait(REACTION)}): {board.stderr.read()}')
+            pytest.fail(f'ddpjob tensorboard ended (exit {board.wait(REACTION)}): {drain(complaints)}')
         url = re.fullmatch(r'TensorBoard of ddpjob board: (http://127\.0\.0\.1:\d+/)  \(Ctrl-C to stop\)\n',
                            line)
         assert url, line
@@ -134,8 +158,12 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
         assert [(p[1], p[2]) for p in points] == [(1, 2.0), (2, 1.5), (3, 1.25)]
 
         board.send_signal(signal.SIGINT)
-        assert board.wait(REACTION) == 130
-        err = board.stderr.read()
+        try:
+            assert board.wait(REACTION) == 130
+        except subprocess.TimeoutExpired:
+            pytest.fail(f'ddpjob tensorboard did not end on Ctrl-C; its threads wait in {waits_of(board.pid)}; '
+                        f'it said: {drain(complaints)}')
+        err = drain(complaints)
         assert "error upgrading connection" in err and "through the API server's service proxy instead" in err, err
 
         demo.send_signal(signal.SIGINT)
