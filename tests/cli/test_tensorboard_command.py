@@ -7,13 +7,17 @@ the process kubelet: docs/divergences.md); it prints what the real one prints.""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import signal
+import subprocess
 import sys
 from typing import Any
 
 import kubernetes
 import pytest
 
+from ddpjob_devcluster.clusters.client import ROOT
 from tests.cli.test_cluster_commands import JOB, ddpjob, emulator, kubeconfig, with_crd  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
@@ -151,3 +155,30 @@ def test_where_the_node_serves_no_port_forward_it_goes_through_the_api_servers_p
     code, _, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
     assert code == 1 and err.strip().splitlines() == [
         "error: kubectl port-forward ended: error: error upgrading connection: unable to upgrade connection: 404"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
+        with_crd, kubeconfig, tmp_path, monkeypatch, signum) -> None:
+    # As a shell starts a background job (`ddpjob tensorboard x &`): SIGINT ignored, which
+    # Python keeps unless the command installs its own handler.
+    make_job(kubeconfig, BOARD, **ON)
+    pid_file = tmp_path / "kubectl.pid"
+    fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
+    script = tmp_path / "bin" / "kubectl"
+    script.write_text(script.read_text().replace(
+        "sys.exit(", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(50); sys.exit("))
+    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "tensorboard", "hello"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert "http://127.0.0.1:41234/" in proc.stdout.readline()
+        kubectl_pid = int(pid_file.read_text())
+        proc.send_signal(signum)
+        assert proc.wait(30) == 130, proc.stderr.read()
+        with pytest.raises(ProcessLookupError):  # stopped and reaped by the command
+            os.kill(kubectl_pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

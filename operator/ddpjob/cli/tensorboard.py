@@ -3,7 +3,7 @@
 The operator serves it inside the cluster (its Service, `status.tensorboard`); this
 command forwards a local port to that Service with `kubectl port-forward`, using the
 same kubeconfig, context and namespace as the other cluster commands, prints the URL to
-open, and with `--open` opens it in the browser. It runs until Ctrl-C (or kubectl ends).
+open, and with `--open` opens it in the browser. It runs until Ctrl-C or `kill` (or kubectl ends).
 kubectl is the one on PATH, else one installed beside this Python (as in the development
 venv).
 
@@ -19,15 +19,18 @@ process kubelet: docs/divergences.md, K9).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 import webbrowser
+from collections.abc import Iterator
 from typing import IO, Any
 
 from ddpjob.api import tensorboard
@@ -122,6 +125,32 @@ class NoPortForward(ClusterError):
 
 def cmd_tensorboard(args: argparse.Namespace, conn: Connection) -> int:
     service = service_of(get_job(conn, args.name), args.name)
+    with stop_on_signals():
+        return _open(args, conn, service)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Ctrl-C and `kill` end the command through KeyboardInterrupt (exit 130), so that its
+    kubectl or its proxy is stopped first. Installed explicitly: a shell starts a background
+    job with SIGINT ignored, and Python then leaves it ignored; SIGTERM's default would end
+    this process at once and leave kubectl running. The previous handlers come back after."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # signal.signal works there only
+        yield
+        return
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _open(args: argparse.Namespace, conn: Connection, service: str) -> int:
     via = getattr(args, "via", "auto")
     if via == "auto":
         try:
