@@ -6,6 +6,7 @@ kubectl is a stand-in on PATH here (the emulator serves no port-forward, and nei
 the process kubelet: docs/divergences.md); it prints what the real one prints."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -166,8 +167,10 @@ def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
     pid_file = tmp_path / "kubectl.pid"
     fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
     script = tmp_path / "bin" / "kubectl"
-    script.write_text(script.read_text().replace(
-        "sys.exit(", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(50); sys.exit("))
+    # Its pid written before it says "Forwarding", so the file is there once the URL is.
+    pid_line = f"import os, time, pathlib; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+    script.write_text(script.read_text().replace("print(", pid_line + "print(", 1)
+                      .replace("sys.exit(", "time.sleep(50); sys.exit("))
     proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "tensorboard", "hello"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -182,3 +185,6 @@ def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if pid_file.exists():  # a failed run's kubectl must not outlive the test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
