@@ -234,7 +234,14 @@ def test_ctrl_c_of_the_built_in_trainer_is_quiet_saves_and_stops_everything(tmp_
             proc.kill()
     after = "".join(lines)
     assert proc.returncode == 130, after[-3000:]
-    assert "[quiet-0] stop requested (signal 15): saving a checkpoint" in after
+    # Every node gets SIGTERM, one after another, and the ranks agree on stopping at a step
+    # boundary: rank 0 names its own signal when it had it by then, otherwise another
+    # rank's (a busy machine delivers rank 0's later: seen in a cold CI run).
+    said = [line for line in lines if line.startswith("[quiet-0] stop requested")]
+    assert said in (
+        ["[quiet-0] stop requested (signal 15): saving a checkpoint\n"],
+        ["[quiet-0] stop requested (signal on another rank): saving a checkpoint\n"],
+    ), after[-3000:]
     for noise in ("death signal", "closing signal", "Unable to shutdown process", "Traceback"):
         assert noise not in after, after[-3000:]
     stop = next(i for i, line in enumerate(lines) if "stop requested" in line)
