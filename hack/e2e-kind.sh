@@ -130,19 +130,37 @@ phase images
 NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
 phase node-image
 
-# Room for the images on the nodes, asked before a cluster is made: `kind load` unpacks the
-# trainer image (PyTorch: several GB) on each worker and the operator's on every node,
-# inside the engine's data root; a disk that fills part way fails deep in containerd.
+# Room for the images on the nodes, asked before a cluster is made: `kind load` writes each
+# image's archive under TMPDIR, then every node it loads into keeps the archive's blobs in
+# its containerd's content store and the layers unpacked by its snapshotter, inside the
+# engine's data root. A disk that fills part way fails deep in containerd instead.
+image_bytes() {  # IMAGE -> "ARCHIVE UNPACKED", in bytes
+    # `.Size` is what `docker save` writes: the compressed blobs under the containerd image
+    # store, the layers themselves under the classic one. `docker image ls` adds to it what
+    # the containerd store has unpacked; under the classic store it is `.Size` again.
+    local archive listed
+    archive=$(docker image inspect -f '{{.Size}}' "$1")
+    listed=$(docker image ls --format '{{.Size}}' "$1" | head -1 | sed 's/B$//; s/k$/K/' | numfmt --from=si)
+    if ((listed > archive + archive / 10)); then echo "$archive $((listed - archive))"; else echo "$archive $archive"; fi
+}
 room_for_images() {
-    local root avail trainer operator workers need
+    local root tmp avail workers ta tu oa ou need
     root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) || return 0
     [[ -d "$root" ]] || return 0  # a remote engine: its disk is not ours to measure
-    avail=$(df --output=avail -B1 "$root" | tail -1)
-    trainer=$(docker image inspect -f '{{.Size}}' "$TRAINER_IMAGE")
-    operator=$(docker image inspect -f '{{.Size}}' "$OPERATOR_IMAGE")
+    tmp=${TMPDIR:-/tmp}
+    read -r ta tu < <(image_bytes "$TRAINER_IMAGE")
+    read -r oa ou < <(image_bytes "$OPERATOR_IMAGE")
     workers=$(grep -c 'role: worker' hack/kind/cluster.yaml)
-    need=$((trainer * workers + operator * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
-    ((avail >= need)) || die "kind load needs about $((need / 1024 ** 3)) GB free under $root (the trainer image on each of $workers workers, the operator's on every node); $((avail / 1024 ** 3)) GB are free"
+    need=$(((ta + tu) * workers + (oa + ou) * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
+    if [[ "$(df --output=target "$tmp" | tail -1)" == "$(df --output=target "$root" | tail -1)" ]]; then
+        need=$((need + ta))  # the archives, one at a time; the trainer's is the larger
+    else
+        avail=$(df --output=avail -B1 "$tmp" | tail -1)
+        ((avail >= ta)) || die "kind load writes the trainer image's archive (about $((ta / 1024 ** 3)) GB) under $tmp; $((avail / 1024 ** 3)) GB are free there"
+    fi
+    avail=$(df --output=avail -B1 "$root" | tail -1)
+    ((avail >= need)) || die "kind load needs about $((need / 1024 ** 3)) GB free under $root (the trainer image packed and unpacked on each of $workers workers, the operator's on every node, the archive under $tmp); $((avail / 1024 ** 3)) GB are free"
+    log "kind load: about $((need / 1024 ** 3)) GB needed under $root, $((avail / 1024 ** 3)) GB free"
 }
 room_for_images
 

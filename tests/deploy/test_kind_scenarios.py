@@ -117,36 +117,73 @@ def test_spread_json_is_what_the_scenario_applies() -> None:
     assert 'job_from_example "$job" "$(<hack/kind/spread.json)"' in SCENARIOS.read_text()
 
 
-def room_for_images(tmp_path: pathlib.Path, free_gb: int) -> subprocess.CompletedProcess[str]:
+def room_for_images(tmp_path: pathlib.Path, free_gb: int, *, listed: tuple[str, str] = ('9GB', '750MB'),
+                    tmp_free_gb: int | None = None) -> subprocess.CompletedProcess[str]:
     """hack/e2e-kind.sh's room_for_images, taken from the script, with `docker` saying the
-    trainer image is 9 GB and the operator's 0.25 GB, and `df` saying `free_gb` are free."""
+    trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
+    saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
+    on the same filesystem unless `tmp_free_gb` gives it its own."""
     text = (ROOT / 'hack' / 'e2e-kind.sh').read_text()
-    start = text.index('room_for_images() {')
-    function = text[start:text.index('\n}\n', start) + 3]
-    gb = 1024 ** 3
+    start = text.index('image_bytes() {')
+    function = text[start:text.index('\n}\n', text.index('room_for_images() {')) + 3]
+    gib = 1024 ** 3
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir(exist_ok=True)
+    tmp_fs, tmp_avail = ('/', free_gb * gib) if tmp_free_gb is None else ('/tmpfs', tmp_free_gb * gib)
     stubs = f'''
 docker() {{
     case "$*" in
         "info -f {{{{.DockerRootDir}}}}") echo "{tmp_path}" ;;
-        *trainer*) echo {9 * gb} ;;
-        *operator*) echo {gb // 4} ;;
+        "image inspect -f {{{{.Size}}}} "*trainer*) echo 3000000000 ;;
+        "image inspect -f {{{{.Size}}}} "*operator*) echo 250000000 ;;
+        "image ls --format {{{{.Size}}}} "*trainer*) echo {listed[0]} ;;
+        "image ls --format {{{{.Size}}}} "*operator*) echo {listed[1]} ;;
         *) echo "unexpected: docker $*" >&2; return 2 ;;
     esac
 }}
-df() {{ printf 'Avail\\n%s\\n' {free_gb * gb}; }}
+df() {{
+    case "$*" in
+        "--output=target {tmp}") printf 'Mounted on\\n%s\\n' {tmp_fs} ;;
+        "--output=target {tmp_path}") printf 'Mounted on\\n/\\n' ;;
+        "--output=avail -B1 {tmp}") printf 'Avail\\n%s\\n' {tmp_avail} ;;
+        "--output=avail -B1 {tmp_path}") printf 'Avail\\n%s\\n' {free_gb * gib} ;;
+        *) echo "unexpected: df $*" >&2; return 2 ;;
+    esac
+}}
+log() {{ :; }}
 die() {{ echo "FAILED: $*" >&2; exit 1; }}
-TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e
+TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
 '''
     return subprocess.run(['bash', '-c', f'set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room'],
                           capture_output=True, text=True, timeout=60, cwd=ROOT, env={'PATH': '/usr/bin:/bin'})
 
 
 def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
-    """Two workers take the trainer image each (2 x 9 GB), three nodes the operator's, and
-    3 GB besides: 22 GB free is enough, 20 is refused with both figures and the reason."""
-    assert room_for_images(tmp_path, 22).stdout == 'room\n'
-    short = room_for_images(tmp_path, 20)
+    """Under the containerd image store the trainer is a 3 GB archive that unpacks to 6 GB
+    more (`docker image ls` says 9 GB): each of two workers holds both (18 GB), three nodes
+    the operator's 0.75 GB each, the archive waits under TMPDIR (3 GB), and 3 GiB besides:
+    about 26.5 GB, so 25 GiB free is enough and 24 is refused, with both figures and why."""
+    assert room_for_images(tmp_path, 25).stdout == 'room\n'
+    short = room_for_images(tmp_path, 24)
     assert short.returncode == 1 and short.stdout == ''
     assert short.stderr.strip() == (
-        f'FAILED: kind load needs about 21 GB free under {tmp_path} (the trainer image on each of 2 workers, '
-        "the operator's on every node); 20 GB are free")
+        f'FAILED: kind load needs about 24 GB free under {tmp_path} (the trainer image packed and unpacked '
+        f"on each of 2 workers, the operator's on every node, the archive under {tmp_path / 'tmp'}); 24 GB are free")
+
+
+def test_kind_load_room_under_the_classic_image_store(tmp_path: pathlib.Path) -> None:
+    """Under the classic store `docker image ls` says `.Size` again and `docker save` writes
+    the layers uncompressed: each worker holds 3 GB twice, so about 19 GB is needed."""
+    assert room_for_images(tmp_path, 19, listed=('3GB', '250MB')).stdout == 'room\n'
+    short = room_for_images(tmp_path, 18, listed=('3GB', '250MB'))
+    assert short.returncode == 1 and 'needs about 18 GB free' in short.stderr and '18 GB are free' in short.stderr
+
+
+def test_kind_loads_archive_is_checked_where_tmpdir_is(tmp_path: pathlib.Path) -> None:
+    """TMPDIR on a filesystem of its own: the archive is asked of it, not of the engine's root."""
+    assert room_for_images(tmp_path, 24, tmp_free_gb=3).stdout == 'room\n'
+    short = room_for_images(tmp_path, 24, tmp_free_gb=2)
+    assert short.returncode == 1
+    assert short.stderr.strip() == (
+        "FAILED: kind load writes the trainer image's archive (about 2 GB) under "
+        f"{tmp_path / 'tmp'}; 2 GB are free there")
