@@ -159,3 +159,52 @@ def test_workers_share_the_cpus_instead_of_torchruns_one_thread(tmp_path):
     assert "Setting OMP_NUM_THREADS" not in r.stderr + r.stdout  # torchrun's own 1-thread default, not taken
     r = launch([str(script)], contract(nproc=2, OUT=str(tmp_path), OMP_NUM_THREADS="3"))
     assert {p.read_text() for p in tmp_path.glob("[01]")} == {"3"}  # an explicit value wins
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", ["success", "worker-failure", "sigterm"])
+def test_torchrun_leaves_nothing_in_tmpdir(tmp_path, ending):
+    """torchrun alone makes $TMPDIR/torchelastic_* for its workers' error files and keeps it:
+    one per launch. Through ddpjob-launch it is removed, however the launch ends."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import os, pathlib, sys, time\n"
+        "rank = os.environ['RANK']\n"
+        f"pathlib.Path({str(tmp_path)!r}, 'ready-' + rank).write_text('x')\n"
+        f"if {ending!r} == 'worker-failure': sys.exit(3 if rank == '1' else 0)\n"
+        f"if {ending!r} == 'sigterm': time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), str(script)], env=contract(nproc=2, TMPDIR=str(tmp)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if ending == "sigterm":
+        deadline = time.monotonic() + RUN
+        while not all((tmp_path / f"ready-{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+            time.sleep(0.2)
+        assert list(tmp.iterdir()), "torchrun was given no log directory under TMPDIR while it ran"
+        proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=RUN)[0]
+    assert proc.returncode == {"success": 0, "worker-failure": 3, "sigterm": 143}[ending], out
+    assert list(tmp.iterdir()) == [], out
+
+
+def test_a_log_dir_the_user_names_is_theirs(tmp_path, monkeypatch):
+    from ddpjob_trainer._torchrun import _own_log_dir
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("PET_LOG_DIR", raising=False)
+    assert _own_log_dir(["--log-dir", "/logs", "x.py"]) is None
+    assert _own_log_dir(["--log_dir=/logs", "x.py"]) is None
+    monkeypatch.setenv("PET_LOG_DIR", "/logs")
+    assert _own_log_dir(["x.py"]) is None
+    monkeypatch.delenv("PET_LOG_DIR")
+    import tempfile
+
+    tempfile.tempdir = None  # TMPDIR is read once per process
+    try:
+        made = _own_log_dir(["x.py"])
+    finally:
+        tempfile.tempdir = None
+    assert made is not None and made.startswith(str(tmp_path / "ddpjob-torchrun-"))

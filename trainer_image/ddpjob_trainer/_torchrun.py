@@ -8,12 +8,20 @@ and exits with the first failing worker's code instead (128+N for a signal N).
 
 Asked to stop (SIGTERM), it says nothing of it (the trainer does, in one line) and exits
 as soon as its workers have (quick_exit.py).
+
+torchrun keeps its workers' error files in a log directory; given none, it makes
+`$TMPDIR/torchelastic_*` and never removes it, one left behind per launch (every
+`ddpjob run`, every restart in a Pod). So it is given one of ours, removed when it returns
+however it ends, unless the user named one (`--log-dir`, or torchrun's PET_LOG_DIR).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import sys
+import tempfile
 
 from ddpjob import exit_codes
 from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT
@@ -61,7 +69,24 @@ def quiet_stop() -> None:
         logging.getLogger(name).addFilter(_Quiet(messages))
 
 
+def _own_log_dir(args: list[str]) -> str | None:
+    named = "PET_LOG_DIR" in os.environ or any(
+        a in ("--log-dir", "--log_dir") or a.startswith(("--log-dir=", "--log_dir=")) for a in args
+    )
+    return None if named else tempfile.mkdtemp(prefix="ddpjob-torchrun-")
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    log_dir = _own_log_dir(args)
+    try:
+        return _run(args if log_dir is None else ["--log-dir", log_dir, *args], log_dir)
+    finally:
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _run(args: list[str], log_dir: str | None) -> int:
     from torch.distributed import DistNetworkError, DistStoreError
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -71,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_stop()
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(QuietStop())
     try:
-        torchrun_main(sys.argv[1:] if argv is None else argv)
+        torchrun_main(args)
     except ChildFailedError as e:
         _, failure = e.get_first_failure()
         return _code(failure.exitcode)
@@ -89,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         # nothing is left to do, and finalizing torch would only delay the stop.
         from ddpjob_trainer.quick_exit import exit_now
 
+        if log_dir is not None:  # exit_now skips main's `finally`
+            shutil.rmtree(log_dir, ignore_errors=True)
         exit_now(exit_codes.of_signal(e.sigval))
     return 0
 
