@@ -70,8 +70,8 @@ def open_page(driver, url: str, tag_filter: str) -> None:
 
 
 def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
-    driver = browser.chrome(1200, 600)  # first: skipped with the reason where no browser can be had
-    try:
+    # first: skipped with the reason where no browser can be had
+    with browser.chrome(1200, 600) as (driver, scratch):
         job = job_file(tmp_path, epochs=2)
         ddpjob_run(tmp_path, str(job))
         checkpoints = tmp_path / ".ddpjob" / "curves" / "checkpoints"
@@ -92,6 +92,8 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
         url = server.start()
         try:
             open_page(driver, url, "train%2Floss")
+            # Chromium keeps its temporary folders in the scratch folder, not in /tmp.
+            assert list(scratch.glob("org.chromium.Chromium.*")), sorted(os.listdir(scratch))
             deadline = time.monotonic() + PHASE
             while (vertices := drawn_vertices(driver)) is None or len(vertices) < len(loss):
                 assert time.monotonic() < deadline, f"no loss chart of {len(loss)} points: {vertices}"
@@ -120,5 +122,3 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
                 SCREENSHOT.write_bytes(picture)
         finally:
             server.stop()
-    finally:
-        driver.quit()

@@ -9,7 +9,12 @@ Users: tests/local/test_tensorboard_page.py.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pathlib
 import shutil
+import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,8 +36,13 @@ def find() -> tuple[str, str]:
     return found
 
 
-def chrome(width: int = 1200, height: int = 640):
-    """A headless Chromium under Selenium (the caller quits it)."""
+@contextlib.contextmanager
+def chrome(width: int = 1200, height: int = 640) -> Iterator[tuple[object, pathlib.Path]]:
+    """A headless Chromium under Selenium, and the folder it keeps its temporary files in
+    (its TMPDIR); on leaving, the browser is quit and the folder removed. Chromium leaves
+    its singleton socket's folder, `org.chromium.Chromium.*`, in TMPDIR after a session:
+    /tmp gathered one per run. The folder's name is short because the socket's whole path
+    must fit in a Unix socket address (108 bytes; a test's tmp_path is too long)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
@@ -43,4 +53,12 @@ def chrome(width: int = 1200, height: int = 640):
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 f"--window-size={width},{height}"):
         options.add_argument(arg)
-    return webdriver.Chrome(service=Service(driver), options=options)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="ddpjob-chrome-"))
+    try:
+        session = webdriver.Chrome(service=Service(driver, env={**os.environ, "TMPDIR": str(scratch)}), options=options)
+        try:
+            yield session, scratch
+        finally:
+            session.quit()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
