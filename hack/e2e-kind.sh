@@ -77,6 +77,11 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddpjob-e2e-kind.XXXXXX")
 SHARED=$WORK/shared
 mkdir -m 0777 "$SHARED"
+# The cluster's credentials go to a kubeconfig of the run's own, never the user's: kind
+# merges its context into ~/.kube/config and makes it the current one (kubectl and helm,
+# here and in hack/e2e-gang.sh, read the same variables). Their caches too: a folder per
+# cluster address in ~/.kube/cache otherwise.
+export KUBECONFIG=$WORK/kubeconfig KUBECACHEDIR=$WORK/kube-cache
 
 # ------------------------------------------------------------ diagnostics, cleanup
 dump() {
@@ -111,7 +116,7 @@ cleanup() {
     local rc=$?
     ((rc == 0)) || dump
     if [[ "${KEEP_CLUSTER:-0}" == 1 ]]; then
-        log "KEEP_CLUSTER=1: leaving cluster $CLUSTER (kind delete cluster --name $CLUSTER)"
+        log "KEEP_CLUSTER=1: leaving cluster $CLUSTER (export KUBECONFIG=$KUBECONFIG; kind delete cluster --name $CLUSTER)"
     else
         log "deleting cluster $CLUSTER"
         kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true

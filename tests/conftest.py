@@ -1,6 +1,8 @@
 """Fixtures shared by every suite: the emulator fixtures (`emulator`, `api`; each suite
-brings its own `kubeconfig`), a small valid job body, and the examples."""
+brings its own `kubeconfig`), a small valid job body, the examples, and kubectl's cache
+kept out of the user's home."""
 import copy
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,20 @@ pytest_plugins = ["tests.support.fixtures", "tests.support.control_plane"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "manifests" / "examples"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kube_cache(tmp_path_factory):
+    """kubectl and helm keep discovery and HTTP caches under KUBECACHEDIR (default
+    ~/.kube/cache), a folder per server address: the suite's clusters, each on a port of its
+    own, left hundreds in the user's home. They go to the session's folder instead."""
+    old = os.environ.get("KUBECACHEDIR")
+    os.environ["KUBECACHEDIR"] = str(tmp_path_factory.mktemp("kube-cache"))
+    yield
+    if old is None:
+        os.environ.pop("KUBECACHEDIR", None)
+    else:
+        os.environ["KUBECACHEDIR"] = old
 
 
 @pytest.fixture

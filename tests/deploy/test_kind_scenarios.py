@@ -13,6 +13,7 @@ The scenarios themselves run in tests/deploy/test_e2e_kind.py."""
 from __future__ import annotations
 
 import json
+import re
 import pathlib
 import subprocess
 import sys
@@ -187,3 +188,18 @@ def test_kind_loads_archive_is_checked_where_tmpdir_is(tmp_path: pathlib.Path) -
     assert short.stderr.strip() == (
         "FAILED: kind load writes the trainer image's archive (about 2 GB) under "
         f"{tmp_path / 'tmp'}; 2 GB are free there")
+
+
+def test_the_tier_never_writes_the_users_kubeconfig() -> None:
+    """kind merges a new cluster's context into $KUBECONFIG (else ~/.kube/config) and makes it
+    the current one, and kubectl caches under ~/.kube/cache: the script exports a kubeconfig
+    and a cache folder of the run's own before any call to kind, kubectl or helm, once."""
+    lines = (ROOT / 'hack' / 'e2e-kind.sh').read_text().splitlines()
+    code = [(n, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith('#')]
+    (export,) = [n for n, line in code if re.match(r'\s*(export\s+)?KUBECONFIG=', line)]
+    assert lines[export].strip() == 'export KUBECONFIG=$WORK/kubeconfig KUBECACHEDIR=$WORK/kube-cache'
+    assert export > next(n for n, line in code if line.startswith('WORK=$(mktemp'))
+    calls = [n for n, line in code if re.search(r'(^|[\s;(|&])(kind (create|delete|load|get)|helm |k )', line)
+             and not re.match(r'\s*(k|log|die)\(\)', line)]
+    top_level = [n for n in calls if not lines[n].startswith((' ', '\t'))]  # not inside a function
+    assert top_level and min(top_level) > export, [lines[n] for n in top_level if n < export]

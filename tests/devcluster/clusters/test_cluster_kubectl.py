@@ -105,3 +105,17 @@ def test_kubectl_explain_and_version(cluster) -> None:
     version = kubectl("version", check=False)
     assert f"Server Version: {KUBERNETES.version()}" in version and "k3s" not in version
     assert "exceeds the supported minor version skew" not in version
+
+
+def test_kubectl_run_by_a_test_caches_in_the_sessions_folder(cluster, tmp_path: pathlib.Path) -> None:
+    """tests/conftest.py points KUBECACHEDIR at the session's folder: a kubectl that a test
+    runs with no --cache-dir of its own writes nothing in ~/.kube/cache."""
+    import os
+    import subprocess
+
+    emu, api, kubectl = cluster
+    done = subprocess.run([KUBECTL, f"--kubeconfig={tmp_path / 'kubeconfig'}", "get", "namespaces"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    server = re.sub(r"^https?://", "", api.configuration.host).replace(":", "_")
+    assert (pathlib.Path(os.environ["KUBECACHEDIR"]) / "discovery" / server).is_dir(), os.environ["KUBECACHEDIR"]
