@@ -46,16 +46,10 @@ EXAMPLE=manifests/examples/mnist-cpu.yaml
 KCTX="kind-$CLUSTER"
 SCENARIOS=${E2E_SCENARIOS:-example restart elastic oom graceful}
 
-log() { printf '\n=== e2e-kind: %s\n' "$*" >&2; }
-die() { log "FAILED: $*"; exit 1; }
+# log, step, die, phase; on failure the step and the reason are the run's last lines.
+# shellcheck source=hack/kind/report.sh
+source hack/kind/report.sh
 k() { kubectl --context "$KCTX" "$@"; }
-PHASE_START=$SECONDS
-phase() {  # the seconds since the last phase, under that phase's name
-    local took=$((SECONDS - PHASE_START))
-    log "$1 took ${took}s"
-    [[ -z "${E2E_TIMINGS:-}" ]] || printf '%s %s\n' "$1" "$took" >>"$E2E_TIMINGS"
-    PHASE_START=$SECONDS
-}
 
 # ------------------------------------------------------------------ prerequisites
 missing=()
@@ -113,8 +107,12 @@ restore_tunables() {
 }
 
 cleanup() {
-    local rc=$?
-    ((rc == 0)) || dump
+    local rc=$? state=
+    if ((rc != 0)); then
+        dump
+        # The jobs as they stood, for the summary below the diagnostics.
+        state=$(k get ddpjobs -A --request-timeout=20s 2>/dev/null || true)
+    fi
     if [[ "${KEEP_CLUSTER:-0}" == 1 ]]; then
         log "KEEP_CLUSTER=1: leaving cluster $CLUSTER (export KUBECONFIG=$KUBECONFIG; kind delete cluster --name $CLUSTER)"
     else
@@ -123,13 +121,13 @@ cleanup() {
         rm -rf "$WORK"
     fi
     restore_tunables
-    if ((rc == 0)); then log "PASSED"; else log "FAILED (exit $rc)"; fi
+    if ((rc == 0)); then log "PASSED"; else report_failure "$rc" "$state"; fi
     exit "$rc"
 }
 trap cleanup EXIT
 
 # ------------------------------------------------------------------------- images
-log "images"
+step images
 OPERATOR_IMAGE=$OPERATOR_IMAGE TRAINER_IMAGE=$TRAINER_IMAGE PY=$PY hack/build-images.sh
 phase images
 NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
@@ -167,10 +165,11 @@ room_for_images() {
     ((avail >= need)) || die "kind load needs about $((need / 1024 ** 3)) GB free under $root (the trainer image packed and unpacked on each of $workers workers, the operator's on every node, the archive under $tmp); $((avail / 1024 ** 3)) GB are free"
     log "kind load: about $((need / 1024 ** 3)) GB needed under $root, $((avail / 1024 ** 3)) GB free"
 }
+STEP="room for the images"
 room_for_images
 
 # ------------------------------------------------------------------------ cluster
-log "creating kind cluster $CLUSTER ($NODE_IMAGE)"
+step "creating kind cluster $CLUSTER ($NODE_IMAGE)"
 label() { docker image inspect -f "{{ index .Config.Labels \"$1\" }}" "$NODE_IMAGE" 2>/dev/null | grep -v '<no value>' || true; }
 etcd_tag=$(label io.ddpjob.etcd-tag) coredns_tag=$(label io.ddpjob.coredns-tag)
 config=$WORK/cluster.yaml
@@ -192,12 +191,13 @@ kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true  # a leftover from
 kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config" --wait 300s
 phase cluster
 WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -sd,)
+step "kind load of both images"
 kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE"
 kind load docker-image --name "$CLUSTER" --nodes "$WORKERS" "$TRAINER_IMAGE"
 phase load-images
 
 # ----------------------------------------------------------------------- operator
-log "helm install $RELEASE"
+step "helm install $RELEASE"
 # Progress is read every 2 s (default 30) so that a short job's status shows it.
 helm install "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" \
     --namespace "$SYSTEM_NS" --create-namespace \
@@ -218,14 +218,14 @@ phase operator
 # shellcheck source=hack/kind/scenarios.sh
 source hack/kind/scenarios.sh
 for scenario in $SCENARIOS; do
-    log "scenario: $scenario"
+    step "scenario: $scenario"
     "scenario_$scenario"
     phase "scenario-$scenario"
 done
 
 # ------------------------------------------- optional: gang scheduling (E2E_GANG)
 if [[ -n "${E2E_GANG:-}" ]]; then
-    log "optional stage: gang scheduling with $E2E_GANG"
+    step "optional stage: gang scheduling with $E2E_GANG"
     KCTX=$KCTX JOB_NS=$JOB_NS SYSTEM_NS=$SYSTEM_NS RELEASE=$RELEASE EXAMPLE=$EXAMPLE TIMEOUT=$TIMEOUT PY=$PY \
         hack/e2e-gang.sh "$E2E_GANG"
 fi

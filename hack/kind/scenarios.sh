@@ -1,6 +1,7 @@
-# The kind tier's scenarios, sourced by hack/e2e-kind.sh (which defines k, log, die, PY,
-# JOB_NS, TIMEOUT, EXAMPLE, SHARED, TRAINER_IMAGE and KCTX). Each is a function
-# `scenario_<name>`; every wait has a deadline and a Failed job ends its wait at once.
+# The kind tier's scenarios, sourced by hack/e2e-kind.sh (which defines k, PY, JOB_NS,
+# TIMEOUT, EXAMPLE, SHARED, TRAINER_IMAGE and KCTX, and log and die by sourcing
+# hack/kind/report.sh). Each is a function `scenario_<name>`; every wait has a deadline
+# and a Failed job ends its wait at once.
 #
 # Jobs other than the example are the example renamed and changed (job_from_example).
 # A job with checkpoints gets a ReadWriteMany volume on the folder every node mounts
