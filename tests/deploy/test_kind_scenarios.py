@@ -25,6 +25,7 @@ from ddpjob.render import objects as render_objects
 from tests.deploy.deploy_helpers import ROOT
 
 SCENARIOS = ROOT / 'hack' / 'kind' / 'scenarios.sh'
+REPORT = ROOT / 'hack' / 'kind' / 'report.sh'
 EXAMPLE = ROOT / 'manifests' / 'examples' / 'mnist-cpu.yaml'
 
 # `k` answers from files in $CANNED: `pods` for a list of Pods, `pod.N` for the Nth read of
@@ -49,7 +50,8 @@ def call(tmp_path: pathlib.Path, command: str, **canned: str) -> subprocess.Comp
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in canned.items():
         (folder / name.replace('_', '.')).write_text(text)
-    script = f'set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\nsource {SCENARIOS}\n{command}\n'
+    script = (f'set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\n'
+              f'source {REPORT}\nsource {SCENARIOS}\n{command}\n')
     return subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env={'PATH': '/usr/bin:/bin', 'CANNED': str(folder)})
 
@@ -98,6 +100,23 @@ def test_progress_counts_only_while_the_job_and_pod_0_run(tmp_path: pathlib.Path
     stopped = call(tmp_path / 'stopped', 'progress_while_running mnist-cpu', pod_1=running, pod_2='uid-a \n',
                    ddpjob='Running 7\n')
     assert stopped.returncode != 0
+
+
+def test_the_wait_for_progress_ends_with_the_job(tmp_path: pathlib.Path) -> None:
+    """progress_from_pod0 takes the first step read while the job ran, and fails as soon as
+    the job has ended without one (the example's job, about 3 s of training, often did: it
+    no longer waits for one), rather than waiting out its deadline."""
+    seen = call(tmp_path / 'seen', 'progress_from_pod0 mnist-restart 60; echo "step $PROGRESS_STEP"',
+                pod_1='uid-a 2026-11-28T06:00:00Z\n', ddpjob='Running 7\n')
+    assert seen.returncode == 0 and seen.stdout.strip() == 'step 7', seen.stderr
+    ended = call(tmp_path / 'ended', 'progress_from_pod0 mnist-restart 60', pod_1='uid-a \n', ddpjob='Succeeded\n')
+    assert ended.returncode == 1
+    assert 'FAILED: mnist-restart ended (Succeeded) before the operator showed progress' in ended.stderr
+    text = SCENARIOS.read_text()
+    restart = text[text.index('scenario_restart()'):text.index('scenario_elastic()')]
+    assert restart.index('progress_from_pod0 "$job"') < restart.index('delete pod "$job-1"')
+    start = text.index('scenario_example()')
+    assert 'progress' not in text[start:text.index('\n}\n', start)]
 
 
 def test_the_graceful_exit_code_is_the_deleted_pods_containers(tmp_path: pathlib.Path) -> None:
