@@ -108,6 +108,9 @@ restore_tunables() {
 
 cleanup() {
     local rc=$? state=
+    stop_children $$  # a kubectl wait or watch, in the background or cut short by a signal
+    run_status "$rc"
+    rc=$RUN_STATUS
     if ((rc != 0)); then
         dump
         # The jobs as they stood, for the summary below the diagnostics.
@@ -229,3 +232,4 @@ if [[ -n "${E2E_GANG:-}" ]]; then
     KCTX=$KCTX JOB_NS=$JOB_NS SYSTEM_NS=$SYSTEM_NS RELEASE=$RELEASE EXAMPLE=$EXAMPLE TIMEOUT=$TIMEOUT PY=$PY \
         hack/e2e-gang.sh "$E2E_GANG"
 fi
+run_done

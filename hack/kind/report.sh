@@ -35,6 +35,28 @@ failed_command() {  # STATUS LINE COMMAND
 set -o errtrace
 trap 'failed_command $? $LINENO "$BASH_COMMAND"' ERR
 
+# Only a run that got to its end passed: a fatal signal (a TERM to the script alone, say)
+# runs the EXIT trap too, with the last command's status, 0 as often as not.
+RUN_DONE=0
+run_done() { RUN_DONE=1; }
+run_status() {  # STATUS: sets RUN_STATUS, a failure where STATUS is 0 but the run did not end
+    RUN_STATUS=$1
+    if ((RUN_STATUS == 0 && RUN_DONE == 0)); then
+        RUN_STATUS=1
+        [[ -n "$FAILED_WHY" ]] || FAILED_WHY="stopped before its end (a signal, or an exit that no check made)"
+    fi
+}
+
+# The processes below PID, deepest first: what the run started (a kubectl wait or watch in
+# the background, the foreground command a signal cut short) ends with it.
+stop_children() {  # PID
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do
+        stop_children "$child"
+        kill -TERM "$child" 2>/dev/null || true
+    done
+}
+
 # The run's last lines on failure: the exit status, the step, the reason, and STATE (what
 # the caller saw of the cluster before deleting it, a few lines) under it.
 report_failure() {  # STATUS [STATE]

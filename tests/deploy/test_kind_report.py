@@ -86,3 +86,51 @@ def test_e2e_kind_reports_last_and_marks_its_steps() -> None:
     assert [line for line in lines[report + 1:] if line] == ['exit "$rc"']
     for name in ('images', '"kind load of both images"', '"helm install $RELEASE"', '"scenario: $scenario"'):
         assert f'step {name}' in text, name
+
+
+def test_a_signal_is_a_failure_and_takes_the_runs_children(tmp_path: pathlib.Path) -> None:
+    """A TERM to the script alone: bash runs the EXIT trap with the last command's status (0
+    here, so the tier once said PASSED when stopped), and the commands it started, in the
+    foreground and the background, would outlive it."""
+    pids = tmp_path / 'pids'
+    script = f'''set -euo pipefail
+source {REPORT}
+on_exit() {{
+    local rc=$?
+    stop_children $$
+    run_status "$rc"; rc=$RUN_STATUS
+    if ((rc == 0)); then log PASSED; else report_failure "$rc"; fi
+    exit "$rc"
+}}
+trap on_exit EXIT
+step "scenario: graceful"
+true
+sleep 300 & echo $! >{pids}
+bash -c 'echo $$ >>{pids}; exec sleep 301'
+run_done
+'''
+    proc = subprocess.Popen(['bash', '-c', script], stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={'PATH': '/usr/bin:/bin'})
+    try:
+        for _ in range(500):
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            subprocess.run(['sleep', '0.02'], check=True)
+        children = [int(p) for p in pids.read_text().split()]
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert [line for line in err.splitlines() if line][-1] == (
+        "=== e2e-kind: FAILED (exit 1) in step 'scenario: graceful': "
+        'stopped before its end (a signal, or an exit that no check made)')
+    for pid in children:
+        assert not pathlib.Path(f'/proc/{pid}').exists() or 'Z' in pathlib.Path(f'/proc/{pid}/stat').read_text().split()[2], pid
+
+
+def test_e2e_kind_ends_its_children_and_passes_only_at_its_end() -> None:
+    text = E2E_KIND.read_text()
+    cleanup = text[text.index('cleanup() {'):text.index('\n}\n', text.index('cleanup() {'))]
+    assert cleanup.index('stop_children $$') < cleanup.index('run_status "$rc"') < cleanup.index('dump')
+    code = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith('#')]
+    assert code[-1] == 'run_done'
