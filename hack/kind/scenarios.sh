@@ -138,6 +138,20 @@ progress_from_pod0() {
     done
 }
 
+# The log of Pod POD once a Pod of another uid than OLD_UID holds its name, followed to its
+# end (retried while its container is not started yet), for at most 300 s of waiting.
+follow_replacement() {
+    local deadline=$((SECONDS + 300)) uid
+    until uid=$(k -n "$JOB_NS" get pod "$1" -o jsonpath='{.metadata.uid}' 2>/dev/null) && [[ -n "$uid" && "$uid" != "$2" ]]; do
+        ((SECONDS < deadline)) || return 1
+        sleep 1
+    done
+    until k -n "$JOB_NS" logs -f "$1" -c trainer 2>/dev/null; do
+        ((SECONDS < deadline)) || return 1
+        sleep 1
+    done
+}
+
 # ------------------------------------------------------------------- the example
 # The example across two worker nodes, spread as a user spreads a job's Pods (a required
 # podAntiAffinity on the hostname in its template, hack/kind/spread.json): the rendezvous
@@ -211,9 +225,14 @@ scenario_elastic() {
     done
     log "deleting pod $job-2 ($(pod_nodes "$job" | paste -sd' '))"
     k -n "$JOB_NS" delete pod "$job-2" --wait=false
+    # And the Pod that replaces it, whose end is the job's too (it once ended 139 after the
+    # training was over, and its log went with the gang restart that followed).
+    local lost_uid=${before#*"$job-2="}
+    follow_replacement "$job-2" "${lost_uid%% *}" >"$SHARED/$job-2.log" 2>&1 &
     wait_succeeded "$job"
-    survivors_said() { local f; for f in "$SHARED/$job"-[01].log; do log "$f"; tail -n 40 "$f"; done; }
-    [[ $(status "$job" '.restarts') == 0 ]] || die "$job restarted its gang ($(status "$job" '.restarts') restarts): elastic jobs keep training"
+    survivors_said() { local f; for f in "$SHARED/$job"-[012].log; do log "$f"; tail -n 40 "$f"; done; }
+    [[ $(status "$job" '.restarts') == 0 ]] \
+        || { survivors_said; die "$job restarted its gang ($(status "$job" '.restarts') restarts; last failure: $(status "$job" '.lastFailure.message')): elastic jobs keep training"; }
     local pod
     for pod in $before; do
         [[ "${pod%%=*}" == "$job-2" ]] && continue

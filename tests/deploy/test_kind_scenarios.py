@@ -37,6 +37,7 @@ k() {
         *"get pod "*) local n; n=$(( $(cat "$CANNED/reads" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$CANNED/reads"
                       if [[ -f "$CANNED/pod.$n" ]]; then cat "$CANNED/pod.$n"; else cat "$(ls "$CANNED"/pod.* | sort | tail -1)"; fi ;;
         *"get ddpjob"*) cat "$CANNED/ddpjob" ;;
+        *"logs -f"*) cat "$CANNED/logs" ;;
         *) echo "unexpected: k $*" >&2; return 2 ;;
     esac
 }
@@ -117,6 +118,18 @@ def test_the_wait_for_progress_ends_with_the_job(tmp_path: pathlib.Path) -> None
     assert restart.index('progress_from_pod0 "$job"') < restart.index('delete pod "$job-1"')
     start = text.index('scenario_example()')
     assert 'progress' not in text[start:text.index('\n}\n', start)]
+
+
+def test_the_lost_pods_replacement_is_followed_not_the_lost_pod(tmp_path: pathlib.Path) -> None:
+    """The elastic scenario keeps the log of the Pod that replaces the lost one: read only once
+    a Pod of another uid holds the name (the lost Pod's own log is not its replacement's)."""
+    done = call(tmp_path, 'follow_replacement elastic-2 uid-old', pod_1='uid-old', pod_2='uid-old', pod_3='uid-new',
+                logs='worker 2 rejoined\n')
+    assert done.returncode == 0 and done.stdout == 'worker 2 rejoined\n', done.stderr
+    assert (tmp_path / 'canned' / 'reads').read_text().strip() == '3'
+    text = SCENARIOS.read_text()
+    elastic = text[text.index('scenario_elastic()'):text.index('scenario_oom()')]
+    assert 'follow_replacement "$job-2" "${lost_uid%% *}"' in elastic
 
 
 def test_the_graceful_exit_code_is_the_deleted_pods_containers(tmp_path: pathlib.Path) -> None:
