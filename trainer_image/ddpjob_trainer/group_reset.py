@@ -55,13 +55,3 @@ def shrink(excluded: list[int], others: list, store) -> None:
     new = dist.shrink_group(sorted(excluded), shrink_flags=c10d.SHRINK_ABORT)
     backend, _ = c10d._world.pg_map[new]
     c10d._world.pg_map[new] = (backend, store)
-
-
-def end_process(code: int) -> None:
-    """Exit with `code`. With abandoned groups, skip interpreter teardown (quick_exit.py):
-    their destructors would wait for collectives still blocked on a lost peer (up to the
-    group's timeout)."""
-    if ABANDONED:
-        from .quick_exit import exit_now
-
-        exit_now(code)

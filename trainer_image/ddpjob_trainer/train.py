@@ -254,24 +254,32 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequest()
     trainer = None
     code = 1
+    in_place = False
     try:
         env = read_process_env()
         # Resizing in place, the Trainer forms the group once it has a model to share.
-        d = distributed.setup_in_place(env) if resize.wanted() and env.elastic_max_nodes else distributed.setup(env)
+        in_place = resize.wanted() and bool(env.elastic_max_nodes)
+        d = distributed.setup_in_place(env) if in_place else distributed.setup(env)
         return (code := (trainer := Trainer(args, d, stop)).run())
     except (UsageError, NoGroup) as e:
         log(f"error: {e}")
         return (code := exit_codes.BAD_INPUT if isinstance(e, UsageError) else exit_codes.RENDEZVOUS_TIMEOUT)
     except BaseException:
-        if group_reset.ABANDONED:  # the exit below skips the interpreter's own report
+        if group_reset.ABANDONED or in_place:  # the exit below skips the interpreter's own report
             traceback.print_exc()
         raise
     finally:
         if trainer is not None:
             trainer.close()
         trainer = None  # its model (a DDP) goes before the process group (distributed.teardown)
-        if group_reset.ABANDONED:
-            group_reset.end_process(code)  # groups a lost peer left blocked: do not wait for them
+        # Every member of a group resized in place ends alike, without tearing its groups
+        # down: a survivor's abandoned groups may be blocked on a lost peer, and a newcomer
+        # that tore its gloo group down after those survivors had gone crashed (exit 139,
+        # after the training was over, on the kind tier; its Pod's failure restarted the gang).
+        if group_reset.ABANDONED or in_place:
+            from .quick_exit import exit_now
+
+            exit_now(code)
         distributed.teardown()
 
 
