@@ -245,13 +245,10 @@ def _wait_answers(proxy: Any) -> None:
     deadline, said = time.monotonic() + ANSWER_TIMEOUT, ""
     while True:
         try:
-            response = proxy.request("GET", proxy.prefix + "/", {})
-            try:
+            with proxy.request("GET", proxy.prefix + "/", {}) as response:
                 if response.status == 200:
                     return
                 said = f"{response.status} {' '.join(response.read(300).decode(errors='replace').split())}"
-            finally:
-                response.release_conn()
         except Exception as exc:  # noqa: BLE001 - urllib3's and the OS's failures alike: said below
             said = " ".join(str(exc).split())[:200]
         if time.monotonic() > deadline:
