@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from ddpjob import notice
 from ddpjob.local.ports import free_port
-from ddpjob_trainer import _torchrun, group_reset
+from ddpjob_trainer import _torchrun, group_reset, private_api
 from ddpjob_trainer.interrupt import GroupLost, Interrupts
 from ddpjob_trainer.node_store import NodeStore
 from ddpjob_trainer.progress_server import serve_in_thread
@@ -111,14 +111,14 @@ def test_abandoning_a_gloo_group_takes_it_out_of_the_registry_without_waiting():
 def test_nccl_shrinks_the_survivors_communicator_after_abandoning_the_cpu_group():
     """NCCL is not measured here (no GPU): the calls torch makes are checked instead."""
     new_group, cpu_group, new_store = object(), object(), object()
-    world = mock.Mock(pg_map={new_group: ("nccl", "old store")})
-    with mock.patch.object(group_reset.c10d, "_world", world), \
-            mock.patch.object(group_reset.c10d, "_abort_process_group") as abort, \
+    registry = {new_group: ("nccl", "old store")}
+    with mock.patch.object(private_api, "group_registry", return_value=registry), \
+            mock.patch.object(private_api, "abort_process_group") as abort, \
             mock.patch.object(group_reset.dist, "shrink_group", return_value=new_group) as shrink:
         group_reset.shrink([3, 2], [cpu_group], new_store)
     abort.assert_called_once_with(cpu_group)
     shrink.assert_called_once_with([2, 3], shrink_flags=group_reset.c10d.SHRINK_ABORT)
-    assert world.pg_map[new_group] == ("nccl", new_store)
+    assert registry[new_group] == ("nccl", new_store)
     group_reset.ABANDONED.clear()
 
 

@@ -42,7 +42,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract
 
-from . import UsageError, group_reset
+from . import UsageError, group_reset, private_api
 from .collectives import broadcast_state
 from .env import read_launch_env
 from .interrupt import GroupLost, Interrupts, comm_hook
@@ -100,6 +100,7 @@ class Elastic:
             raise UsageError(
                 "a resize in place needs an elastic job's environment (NNODES=MIN:MAX, DDPJOB_NODE_ADDRESS)"
             )
+        private_api.require_torch()  # a torch that changed them is refused here, not at the first resize
         self.get_state, self.set_state, self.log = get_state, set_state, log
         self.backend, self.device = backend, device or torch.device("cpu")
         self.timeout = timeout or datetime.timedelta(seconds=600)

@@ -10,6 +10,9 @@ in the same process (the resize in place, elastic.py).
   collectives in flight. When the new generation only lost nodes and the backend can
   shrink (torch's `shrink_group`, NCCL 2.27's ncclCommShrink), the survivors shrink the
   communicator instead of making a new one through the store (`shrink`).
+
+torch's registry of groups, its abort and a backend's `supports_shrinking` are private:
+they are reached through private_api.py, which refuses a torch that changed them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
+
+from . import private_api
 
 # Groups taken out of the registry with collectives that may still be running.
 ABANDONED: list = []
@@ -26,8 +31,8 @@ def abandon() -> int:
     """Take every process group out of torch's registry without waiting for it; how many."""
     if not dist.is_initialized():
         return 0
-    groups = list(c10d._world.pg_map)
-    c10d._abort_process_group()
+    groups = list(private_api.group_registry())
+    private_api.abort_process_group()
     ABANDONED.extend(groups)
     return len(groups)
 
@@ -35,10 +40,12 @@ def abandon() -> int:
 def can_shrink(group=None) -> bool:
     """Whether the group's backend shrinks in place (NCCL with ncclCommShrink; never gloo)."""
     group = group or dist.group.WORLD
+    if group is None:  # no default group (not initialized)
+        return False
     device = torch.accelerator.current_accelerator() or torch.device("cpu")
     try:
-        return bool(group._get_backend(device).supports_shrinking)
-    except (RuntimeError, AttributeError):
+        return private_api.supports_shrinking(group, device)
+    except RuntimeError:  # the group has no backend for that device
         return False
 
 
@@ -49,9 +56,11 @@ def shrink(excluded: list[int], others: list, store) -> None:
     its collectives: `others` (the CPU group) are abandoned first. The new group is then
     registered with `store`, the new generation's, for the groups made after it (the old
     generation's store may have died with its node)."""
+    private_api.require_torch()  # before anything is torn down
     for group in others:
-        c10d._abort_process_group(group)
+        private_api.abort_process_group(group)
         ABANDONED.append(group)
     new = dist.shrink_group(sorted(excluded), shrink_flags=c10d.SHRINK_ABORT)
-    backend, _ = c10d._world.pg_map[new]
-    c10d._world.pg_map[new] = (backend, store)
+    registry = private_api.group_registry()
+    backend, _ = registry[new]
+    registry[new] = (backend, store)

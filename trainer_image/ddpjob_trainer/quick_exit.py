@@ -14,17 +14,18 @@ signal): a normal end is left as it was.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import sys
 from typing import NoReturn
 
+from .private_api import run_exit_handlers
+
 
 def exit_now(code: int) -> NoReturn:
     # atexit's own runner (the same call the interpreter makes at exit): logging's flush,
     # multiprocessing's reaping of daemonic children (DataLoader workers), torch's hooks.
-    atexit._run_exitfuncs()
+    run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
             stream.flush()

@@ -21,6 +21,8 @@ import socket
 import threading
 from typing import Any
 
+from ddpjob.operator.interim_answers import InterimCounted
+
 FETCH_TIMEOUT = 5.0  # for the whole response, headers and body
 MAX_BODY = 256 * 1024
 MAX_ANSWER = MAX_BODY + 64 * 1024  # everything the socket may give: status lines, headers, body
@@ -63,19 +65,10 @@ class _BoundedSocket:
         return getattr(self.sock, name)
 
 
-class _Response(http.client.HTTPResponse):
-    """Counts the interim answers that `begin()` skips. `_read_status` is the one status
-    line reader of http.client (every Python 3); there is no public hook there."""
+class _Response(InterimCounted):
+    """Counts the interim answers that `begin()` skips (interim_answers.py)."""
 
-    interim = 0
-
-    def _read_status(self) -> tuple[str, int, str]:
-        version, status, reason = super()._read_status()  # type: ignore[misc]
-        if 100 <= status < 200:
-            self.interim += 1
-            if self.interim > MAX_INTERIM:
-                raise ValueError(f"more than {MAX_INTERIM} interim (1xx) answers")
-        return version, status, reason
+    max_interim = MAX_INTERIM
 
 
 class _Connection(http.client.HTTPConnection):
