@@ -30,8 +30,9 @@ PREEMPTED = SIGNAL_BASE + signal.SIGTERM  # 143: asked to stop, saved a checkpoi
 # shared cluster, not a fault of the job): retryable, like a preemption.
 RENDEZVOUS_TIMEOUT = SIGNAL_BASE + signal.SIGALRM
 # How argparse ends a bad command line (ArgumentParser.error: `%(prog)s: error: %(message)s`,
-# exit 2), and so do ddpjob-launch and ddpjob-train on bad input (their `log`).
-_USAGE_ERROR_LINE = re.compile(r"^[\w.\-]+: error: ")
+# exit 2), and so do ddpjob-launch and ddpjob-train on bad input (their `log`); said by a
+# rank of torch.distributed, it carries the rank (`[rank0]: `, error_lines.py).
+_USAGE_ERROR_LINE = re.compile(r"^(\[rank\d+\]: )?[\w.\-]+: error: ")
 
 
 def of_signal(signum: int) -> int:

@@ -122,6 +122,15 @@ def test_root_cause_is_the_first_failure_not_the_peers_that_followed(job):
     })
     p = step(j, observed, running_status(j))
     assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["pod"] == "demo-1"
+    # In the same second (finishedAt's resolution), the program's own error over the
+    # broken connection it left its peer.
+    observed = pods(["Failed", "Failed"], extra={
+        0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z",
+            "message": "[rank0]: RuntimeError: Connection closed by peer [10.0.0.2]:4319"},
+        1: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z", "message": "[rank1]: ValueError: bad shard"},
+    })
+    p = step(job(), observed, running_status(j))
+    assert p.status["lastFailure"]["errorLine"] == "[rank1]: ValueError: bad shard"
 
 
 def test_a_pod_deleted_by_hand_breaks_the_gang(job):
@@ -373,22 +382,49 @@ def test_a_failure_says_its_first_error_line():
     assert error_line("just\nthe last line\n\n") == "the last line" and error_line("") is None
 
 
-def test_the_same_failure_on_every_attempt_is_reported_with_its_line_and_the_way_out(job):
-    j = job(restartPolicy="OnFailure", maxRestarts=2)
-    first, second, third = attempts(j, [CUDA_LOG] * 3)
+def test_the_same_failure_on_two_attempts_ends_the_job_with_its_line_and_the_way_out(job):
+    j = job(restartPolicy="OnFailure", maxRestarts=3)
+    first, second = attempts(j, [CUDA_LOG] * 2)
     line = "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device"
     assert first.status["lastFailure"]["errorLine"] == line and first.status["lastFailure"]["sameOnAttempts"] == 1
     assert first.status["message"].startswith(f"Pod demo-0 failed (exit code 2, Error): {line}; restarting")
     assert "same failure" not in first.status["message"]
-    assert second.status["lastFailure"]["sameOnAttempts"] == 2
-    assert "the same failure on all 2 attempts, before any training progress; set restartPolicy: ExitCode " \
-           "to fail at once on exit codes 1-127; restarting the gang (2/2)" in second.status["message"]
-    assert [e.reason for e in second.events] == ["RepeatedFailure", "Restarting"]
+    # A third attempt would meet it too: the job ends, with restarts left.
+    assert second.status["phase"] == "Failed"
+    assert {c["type"]: c["reason"] for c in second.status["conditions"]}["Failed"] == "PodFailed"
+    assert second.status["lastFailure"]["sameOnAttempts"] == 2 and second.status["lastFailure"]["retryable"] is False
+    assert second.status["message"] == (
+        f"Pod demo-0 failed (exit code 2, Error): {line}; the same failure on all 2 attempts, before any training "
+        "progress: not retried again (restartPolicy: ExitCode fails at once on exit codes 1-127)")
+    assert [e.reason for e in second.events] == ["RepeatedFailure", "Failed"]
     assert second.events[0].message.startswith(f"{line} (exit code 2): the same failure on all 2 attempts")
-    assert third.status["phase"] == "Failed" and "RepeatedFailure" not in [e.reason for e in third.events]
-    assert third.status["message"].endswith("the same failure on all 3 attempts, before any training progress; "
-                                            "set restartPolicy: ExitCode to fail at once on exit codes 1-127; "
-                                            "maxRestarts=2 reached")
+
+
+def test_torch_ranks_failure_is_the_same_on_each_attempt_though_its_times_and_pids_differ(job):
+    """A script's own exception under torchrun: the line is the rank's, and the attempts'
+    differing times, pids and ports do not make it another failure."""
+    log = ("[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/app/crash.py\", line 7, in <module>\n"
+           "[rank0]: RuntimeError: boom at step 5 on rank 0\n[rank1]: RuntimeError: Connection closed by peer "
+           "[10.0.0.{n}]:{port}\nE1129 07:0{n}:37.744000 18{n}7 torch/distributed/elastic/multiprocessing/"
+           "api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 19{n}6) of binary: /venv/bin/python\n")
+    first, second = attempts(job(restartPolicy="OnFailure", maxRestarts=3),
+                             [log.format(n=1, port=4319), log.format(n=2, port=55012)])
+    assert first.status["lastFailure"]["errorLine"] == "[rank0]: RuntimeError: boom at step 5 on rank 0"
+    assert second.status["phase"] == "Failed" and second.status["lastFailure"]["sameOnAttempts"] == 2
+    assert second.status["message"].startswith(
+        "Pod demo-0 failed (exit code 2, Error): [rank0]: RuntimeError: boom at step 5 on rank 0; the same failure")
+
+
+def test_a_repeated_failure_that_blames_the_network_or_a_signal_is_retried_as_the_policy_says(job):
+    j = job(restartPolicy="OnFailure", maxRestarts=2)
+    peer = "torch.distributed.DistNetworkError: failed to connect to demo-0.demo.ml.svc:29500\n"
+    first, second, third = attempts(j, [peer] * 3)
+    assert second.status["phase"] == "Restarting" and second.status["lastFailure"]["sameOnAttempts"] == 2
+    assert "set restartPolicy: ExitCode to fail at once on exit codes 1-127; restarting the gang (2/2)" \
+        in second.status["message"]
+    assert third.status["phase"] == "Failed" and third.status["message"].endswith(
+        "the same failure on all 3 attempts, before any training progress; set restartPolicy: ExitCode to fail at "
+        "once on exit codes 1-127; maxRestarts=2 reached")
 
 
 def test_a_failure_after_training_progress_or_a_different_one_is_not_called_repeated(job):

@@ -121,15 +121,15 @@ def test_the_resnet_example_is_not_sent_to_cpu_which_cannot_run_it(tmp_path):
 
 def test_the_same_failure_on_every_attempt_is_said_with_its_error_line(tmp_path):
     path = write(tmp_path, "same", ["sh", "-c", "echo starting; echo 'error: no CUDA device' >&2; exit 2"],
-                 maxRestarts=1, restartBackoffSeconds=0)
+                 maxRestarts=3, restartBackoffSeconds=0)
     done = run(tmp_path, "run", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1
     status = final_status(done.stdout)
     assert status["lastFailure"]["errorLine"] == "error: no CUDA device"
     assert status["lastFailure"]["sameOnAttempts"] == 2
     assert status["message"] == ("Pod same-0 failed (exit code 2, Error): error: no CUDA device; the same failure "
-                                 "on all 2 attempts, before any training progress; set restartPolicy: ExitCode to "
-                                 "fail at once on exit codes 1-127; maxRestarts=1 reached")
+                                 "on all 2 attempts, before any training progress: not retried again "
+                                 "(restartPolicy: ExitCode fails at once on exit codes 1-127)")
 
 
 # ---- a rerun, --fresh, the final status -------------------------------------------------

@@ -13,6 +13,10 @@ torchrun keeps its workers' error files in a log directory; given none, it makes
 `$TMPDIR/torchelastic_*` and never removes it, one left behind per launch (every
 `ddpjob run`, every restart in a Pod). So it is given one of ours, removed when it returns
 however it ends, unless the user named one (`--log-dir`, or torchrun's PET_LOG_DIR).
+
+When a worker fails, why (its own exception, with its rank) is left as the container's
+termination message and said last (root_cause.py): the workers' stderr passes through
+this process for that.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 import tempfile
 
 from ddpjob import exit_codes
-from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT
+from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT, root_cause
 
 
 class QuietStop(logging.Filter):
@@ -95,10 +99,12 @@ def _run(args: list[str], log_dir: str | None) -> int:
 
     quiet_stop()
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(QuietStop())
+    tap = root_cause.StderrTap()
     try:
         torchrun_main(args)
     except ChildFailedError as e:
         _, failure = e.get_first_failure()
+        root_cause.report(e.failures, tap)
         return _code(failure.exitcode)
     except (RendezvousError, DistNetworkError, DistStoreError) as e:
         # The static rendezvous (the TCPStore on node 0) did not see every node in time,
@@ -116,7 +122,9 @@ def _run(args: list[str], log_dir: str | None) -> int:
 
         if log_dir is not None:  # exit_now skips main's `finally`
             shutil.rmtree(log_dir, ignore_errors=True)
-        exit_now(exit_codes.of_signal(e.sigval))
+        exit_now(exit_codes.of_signal(e.sigval))  # its exit handlers close the tap
+    finally:
+        tap.close()
     return 0
 
 

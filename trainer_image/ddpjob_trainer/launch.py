@@ -31,6 +31,7 @@ from . import (
     elastic_launch,
     in_place_launch,
     record_events,
+    termination_message,
 )
 from .backend import refuse_short_nccl
 from .env import LaunchEnv, read_launch_env, threads_per_process
@@ -182,20 +183,12 @@ def start_progress_server(env=None, notices=None) -> bool:
 def leave_final_record(env=None) -> None:
     """A finished run's last progress record as the container's termination message, so
     a job that ended between two of the operator's reads still shows where it got to
-    (the kubelet reads the file when the container ends). Only into a file that is there
-    (the kubelet, or a local runner, made it): outside a container nothing is created."""
+    (the kubelet reads the file when the container ends)."""
     env = os.environ if env is None else env
     progress_file = env.get(contract.PROGRESS_FILE)
     record = progress_record.read(progress_file) if progress_file else None
-    path = env.get(contract.TERMINATION_LOG) or contract.DEFAULT_TERMINATION_LOG
-    if record is None or not os.path.isfile(path):
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # never O_CREAT
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(record, separators=(",", ":")))
-    except OSError as e:
-        log(f"warning: cannot leave the last progress record in {path}: {e}")
+    if record is not None:
+        termination_message.leave(json.dumps(record, separators=(",", ":")), env)
 
 
 def _seconds(value, what: str) -> float:

@@ -6,11 +6,10 @@ restarts without using up `maxRestarts`. A gang that hangs (stall.py) is a failu
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ddpjob import exit_codes
+from ddpjob import error_lines, exit_codes
 from ddpjob.job import stall
 from ddpjob.job.decision import FAILED, RESTARTING, RUNNING, Event, Plan
 from ddpjob.job.observe import PodState
@@ -21,20 +20,10 @@ if TYPE_CHECKING:
     from ddpjob.job.step import Step
 
 
-# The line of a failed container's log (its termination message, FallbackToLogsOnError)
-# that says what went wrong: a Python exception (`ValueError: ...`,
-# `torch.distributed.DistBackendError: ...`), or a program's `error:`/`fatal:`/`panic:`.
-_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b(:|$)|\b(error|fatal|panic)\b\s*[:!]", re.IGNORECASE)
-ERROR_LINE_LIMIT = 300
-
-
 def error_line(message: str | None) -> str | None:
-    """The first error line of a log tail, else its last line; None without one."""
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    if not lines:
-        return None
-    found = next((line for line in lines if _ERROR_LINE.search(line)), lines[-1])
-    return found[:ERROR_LINE_LIMIT]
+    """The line of a failed container's termination message (the line ddpjob-launch left,
+    or its log tail: FallbackToLogsOnError) that says why it failed (error_lines.py)."""
+    return error_lines.error_line(message)
 
 
 def retryable(pod: PodState, policy: str) -> bool:
@@ -78,33 +67,66 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
 
 def same_every_attempt(step: Step, failure: dict[str, Any]) -> int:
     """How many attempts in a row, every one so far, ended with this very failure (the
-    same exit code and error line) before the trainer wrote any progress; 0 when not."""
+    same exit code and error line, but for its times, pids and addresses:
+    `error_lines.same_failure_key`) before the trainer wrote any progress; 0 when not."""
     if failure.get("exitCode") is None or not failure.get("errorLine"):
         return 0
     progress = step.prev.get("progress")
     if isinstance(progress, dict) and progress.get("attempt", step.restarts) == step.restarts:
         return 0  # it trained a while: a later failure, not a job that cannot start
     last = step.prev.get("lastFailure") or {}
-    same = (last.get("exitCode"), last.get("errorLine")) == (failure["exitCode"], failure["errorLine"])
+    last_line = last.get("errorLine")
+    same = (
+        last.get("exitCode") == failure["exitCode"]
+        and isinstance(last_line, str)
+        and error_lines.same_failure_key(last_line) == error_lines.same_failure_key(failure["errorLine"])
+    )
     count = int(last.get("sameOnAttempts") or 1) + 1 if same and step.restarts else 1
     return count if count == step.restarts + 1 else 0
 
 
+def stops_repeating(count: int, failure: dict[str, Any], policy: str) -> bool:
+    """Whether a failure the second attempt repeated ends the job under OnFailure: the
+    program's own verdict (exit 1-127) on the same input, before any progress, is what a
+    third attempt would meet too. A line that blames the network or a peer
+    (`error_lines.transient`) is retried as the policy says."""
+    return (
+        count >= 2
+        and policy == "OnFailure"
+        and 1 <= failure["exitCode"] <= 127
+        and not error_lines.transient(failure["errorLine"])
+    )
+
+
 def repeated(count: int, failure: dict[str, Any], policy: str) -> str:
     """What a repeated failure costs, and how to stop paying for it."""
+    said = f"the same failure on all {count} attempts, before any training progress"
+    if stops_repeating(count, failure, policy):
+        return f"{said}: not retried again (restartPolicy: ExitCode fails at once on exit codes 1-127)"
     advice = (
         "; set restartPolicy: ExitCode to fail at once on exit codes 1-127"
         if policy == "OnFailure" and 1 <= failure["exitCode"] <= 127
         else ""
     )
-    return f"the same failure on all {count} attempts, before any training progress{advice}"
+    return f"{said}{advice}"
 
 
 def root_cause(failed: list[PodState]) -> PodState:
     # When one member dies its peers fail too (broken rendezvous, exit 1). The first to
-    # finish is the cause; on a tie a signal or eviction explains the others better.
+    # finish is the cause; on a tie (finishedAt is in whole seconds) a signal or eviction
+    # explains the others better, and so does a program's own error over a broken connection.
+    def blames_a_peer(p: PodState) -> bool:
+        line = error_line(p.message)
+        return bool(line and error_lines.transient(line))
+
     return sorted(
-        failed, key=lambda p: (p.finished_at or "9999", not is_retryable("ExitCode", p.exit_code), p.node_rank)
+        failed,
+        key=lambda p: (
+            p.finished_at or "9999",
+            not is_retryable("ExitCode", p.exit_code),
+            blames_a_peer(p),
+            p.node_rank,
+        ),
     )[0]
 
 
@@ -165,6 +187,9 @@ def plan(step: Step) -> Plan | None:
     if same:
         failure["sameOnAttempts"] = same
     said = repeated(same, failure, job.restart_policy) if same > 1 else ""
+    stop = stops_repeating(same, failure, job.restart_policy)
+    if stop:
+        failure["retryable"] = False
     # Said once, when the second attempt fails as the first did.
     repeat_events = (
         (Event("Warning", "RepeatedFailure", f"{failure['errorLine']} (exit code {failure['exitCode']}): {said}"),)
@@ -176,11 +201,13 @@ def plan(step: Step) -> Plan | None:
         why = (
             f"{permanent}: not retried under any restartPolicy"
             if permanent
+            else ""  # said by `said`
+            if stop
             else "restartPolicy does not retry it"
             if not failure["retryable"]
             else f"maxRestarts={job.max_restarts} reached"
         )
-        msg = f"{failure['message']}; {said + '; ' if said else ''}{why}"
+        msg = "; ".join(part for part in (failure["message"], said, why) if part)
         return Plan(
             status=step.status(
                 FAILED,
