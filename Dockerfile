@@ -97,7 +97,8 @@ USER 65532:65532
 # liveness (kopf's /healthz) and Prometheus /metrics
 EXPOSE 8080 9090
 # `ddpjob operator` is `kopf run -m ddpjob.operator.handlers` plus the metrics server.
-# The chart replaces CMD with the namespace and standalone/peering flags it renders.
+# The chart replaces CMD with the flags it renders (scope; --standalone only without
+# leader election, which its DDPJOB_LEADER_ELECTION_* variables turn on).
 ENTRYPOINT ["ddpjob", "operator"]
 CMD ["--all-namespaces", "--standalone", "--liveness", "http://0.0.0.0:8080/healthz", "--metrics-port", "9090"]
 

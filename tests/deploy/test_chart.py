@@ -20,14 +20,13 @@ from tests.deploy.deploy_helpers import (CHART, CRD_DIR, NAMESPACE_VALUES, RELEA
 
 K8S_VERSION = '1.37.0'  # kubernetes-validate's newest schemas; the chart's kubeVersion is >=1.29
 # Kinds from CRDs that kubernetes-validate has no schema for; checked by hand below.
-CUSTOM_KINDS = {'ServiceMonitor', 'ClusterKopfPeering', 'KopfPeering'}
+CUSTOM_KINDS = {'ServiceMonitor'}
 
 VALUE_SETS = {
     'default': None,
     'namespace-scoped': NAMESPACE_VALUES,
-    'namespace-scoped+peering': {**NAMESPACE_VALUES, 'peering': {'enabled': True}, 'replicaCount': 2},
-    'cluster+peering+servicemonitor': {'peering': {'enabled': True}, 'replicaCount': 2,
-                                       'metrics': {'serviceMonitor': {'enabled': True}}},
+    'namespace-scoped+standalone': {**NAMESPACE_VALUES, 'leaderElection': {'enabled': False}, 'replicaCount': 1},
+    'cluster+servicemonitor': {'replicaCount': 3, 'metrics': {'serviceMonitor': {'enabled': True}}},
     'no-metrics': {'metrics': {'enabled': False}},
 }
 
@@ -57,7 +56,7 @@ def test_every_rendered_object_is_strictly_valid(helm: str, tmp_path: pathlib.Pa
     assert {'CustomResourceDefinition', 'Deployment', 'ServiceAccount', 'ClusterRole'} <= {o['kind'] for o in objects}
     for obj in objects:
         if obj['kind'] in CUSTOM_KINDS:
-            assert obj['apiVersion'] in ('monitoring.coreos.com/v1', 'kopf.dev/v1') and obj['metadata']['name']
+            assert obj['apiVersion'] == 'monitoring.coreos.com/v1' and obj['metadata']['name']
             continue
         validate_strictly(obj)
 
@@ -99,8 +98,12 @@ def test_crd_copy_check_catches_a_modified_a_missing_and_an_extra_file(tmp_path:
     ({'imagee': {'tag': 'x'}}, "additional properties 'imagee' not allowed"),
     ({'image': {'tgа': 'x'}}, 'additional properties'),
     ({'watch': {'scope': 'namespaced'}}, 'value must be one of'),
-    ({'replicaCount': 2}, 'maximum'),  # two standalone operators would fight over every job
-    ({'peering': {'enabled': 'yes'}}, 'boolean'),
+    ({'replicaCount': 2, 'leaderElection': {'enabled': False}}, 'maximum'),  # two standalone operators would fight
+    ({'leaderElection': {'enabled': 'yes'}}, 'boolean'),
+    ({'leaderElection': {'leaseDuration': 1}}, 'minimum'),
+    ({'leaderElection': {'renewDeadline': 10}}, 'leaderElection.renewDeadline must be below leaderElection.leaseDuration'),
+    ({'leaderElection': {'retryPeriod': 6}}, 'leaderElection.retryPeriod: 1.2 x it must be below'),
+    ({'peering': {'enabled': True}}, "additional properties 'peering' not allowed"),
     ({'metrics': {'port': 70000}}, 'maximum'),
     ({'probes': {'liveness': {'periodSecond': 5}}}, 'additional properties'),
 ])
@@ -188,16 +191,43 @@ def test_deployment_is_restricted_and_probes_the_liveness_endpoint(helm: str, tm
     assert c['image'] == 'ddpjob/operator:' + yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']
 
 
-def test_standalone_uses_recreate_and_peering_rolls(helm: str, tmp_path: pathlib.Path) -> None:
-    standalone = one(helm_template(helm, tmp_path), 'Deployment')
+def test_the_replicas_elect_a_leader_on_a_lease_and_roll_and_standalone_recreates(helm: str,
+                                                                                  tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path)
+    elected = one(objects, 'Deployment')
+    assert elected['spec']['strategy']['type'] == 'RollingUpdate'
+    (c,) = elected['spec']['template']['spec']['containers']
+    assert '--standalone' not in c['args'] and not any(a.startswith('--peering') for a in c['args'])
+    env = {e['name']: e.get('value', e.get('valueFrom')) for e in c['env']}
+    # The Lease is named like the Deployment, in the Pod's own namespace (the downward API).
+    assert env['DDPJOB_LEADER_ELECTION_LEASE'] == elected['metadata']['name']
+    assert env['DDPJOB_LEADER_ELECTION_NAMESPACE'] == {'fieldRef': {'fieldPath': 'metadata.namespace'}}
+    assert env['POD_ID'] == {'fieldRef': {'fieldPath': 'metadata.name'}}
+    timings = {k: env[f'DDPJOB_LEADER_ELECTION_{k}'] for k in
+               ('LEASE_SECONDS', 'RENEW_DEADLINE_SECONDS', 'RETRY_PERIOD_SECONDS')}
+    assert timings == {'LEASE_SECONDS': '10', 'RENEW_DEADLINE_SECONDS': '7', 'RETRY_PERIOD_SECONDS': '2'}
+    # What the chart renders is what the operator's settings accept.
+    from ddpjob.operator import settings
+    config = settings.from_env({k: v for k, v in env.items() if isinstance(v, str)}
+                               | {'DDPJOB_LEADER_ELECTION_NAMESPACE': RELEASE_NS}).leader_election
+    assert config == settings.LeaderElection(RELEASE_NS, elected['metadata']['name'], 10, 7, 2)
+    # Only this Lease, in the release's namespace: created, read and updated.
+    role = next(r for r in by_kind(objects, 'Role') if r['metadata']['name'].endswith('-leader-election'))
+    assert role['metadata']['namespace'] == RELEASE_NS
+    assert role['rules'] == [
+        {'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'], 'verbs': ['create']},
+        {'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'],
+         'resourceNames': [elected['metadata']['name']], 'verbs': ['get', 'update']}]
+    binding = next(b for b in by_kind(objects, 'RoleBinding') if b['metadata']['name'] == role['metadata']['name'])
+    assert binding['roleRef']['name'] == role['metadata']['name']
+    assert binding['subjects'][0]['name'] == one(objects, 'ServiceAccount')['metadata']['name']
+
+    objects = helm_template(helm, tmp_path, {'leaderElection': {'enabled': False}})
+    standalone = one(objects, 'Deployment')
     assert standalone['spec']['strategy'] == {'type': 'Recreate'} and standalone['spec']['replicas'] == 1
-    assert '--standalone' in standalone['spec']['template']['spec']['containers'][0]['args']
-    objects = helm_template(helm, tmp_path, {'peering': {'enabled': True, 'name': 'p1'}, 'replicaCount': 2})
-    peered = one(objects, 'Deployment')
-    assert peered['spec']['strategy']['type'] == 'RollingUpdate' and peered['spec']['replicas'] == 2
-    args = peered['spec']['template']['spec']['containers'][0]['args']
-    assert '--peering=p1' in args and '--standalone' not in args
-    assert one(objects, 'ClusterKopfPeering')['metadata']['name'] == 'p1'
+    (c,) = standalone['spec']['template']['spec']['containers']
+    assert '--standalone' in c['args'] and not any(e['name'].startswith('DDPJOB_LEADER') for e in c['env'])
+    assert not by_kind(objects, 'Role')
 
 
 def test_scope_flags(helm: str, tmp_path: pathlib.Path) -> None:
@@ -212,7 +242,9 @@ def test_scope_flags(helm: str, tmp_path: pathlib.Path) -> None:
 
 def test_cluster_scope_grants_one_clusterrole(helm: str, tmp_path: pathlib.Path) -> None:
     objects = helm_template(helm, tmp_path)
-    assert not by_kind(objects, 'Role') and not by_kind(objects, 'RoleBinding')
+    # Besides the leader election's Role in the release's namespace (above).
+    assert [r['metadata']['name'] for r in by_kind(objects, 'Role') + by_kind(objects, 'RoleBinding')] == \
+        ['ddpjob-ddpjob-operator-leader-election'] * 2
     role, binding = one(operator_objects(objects), 'ClusterRole'), one(objects, 'ClusterRoleBinding')
     sa = one(objects, 'ServiceAccount')
     assert binding['roleRef']['name'] == role['metadata']['name']
@@ -223,7 +255,8 @@ def test_cluster_scope_grants_one_clusterrole(helm: str, tmp_path: pathlib.Path)
 
 def test_namespace_scope_grants_a_role_in_that_namespace_only(helm: str, tmp_path: pathlib.Path) -> None:
     objects = helm_template(helm, tmp_path, NAMESPACE_VALUES)
-    role, binding = one(objects, 'Role'), one(objects, 'RoleBinding')
+    role, binding = (next(o for o in by_kind(objects, kind) if not o['metadata']['name'].endswith('-leader-election'))
+                     for kind in ('Role', 'RoleBinding'))
     assert role['metadata']['namespace'] == binding['metadata']['namespace'] == 'team-a'
     assert binding['subjects'][0]['namespace'] == RELEASE_NS
     assert ('', 'pods', 'create') in rule_triples(role['rules'])

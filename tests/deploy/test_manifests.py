@@ -145,6 +145,14 @@ def test_base_namespace_guard_equals_the_charts_default(chart_objects: list[dict
         assert base[kind]['metadata']['name'] == obj['metadata']['name']
 
 
+def test_base_leader_election_role_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:
+    base = {o['kind']: o for o in load_all(BASE / 'rbac.yaml')}
+    chart = {o['kind']: o for o in chart_objects if o['metadata']['name'].endswith('-leader-election')}
+    assert base['Role']['rules'] == chart['Role']['rules']
+    assert base['Role']['metadata']['name'] == chart['Role']['metadata']['name'] == base['RoleBinding']['roleRef']['name']
+    assert base['RoleBinding']['subjects'] == chart['RoleBinding']['subjects']
+
+
 def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:
     (base,) = load_all(BASE / 'deployment.yaml')
     chart = one(chart_objects, 'Deployment')
@@ -161,7 +169,7 @@ def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str,
         assert bc[field] == cc[field], field
     for field in ('securityContext', 'volumes', 'terminationGracePeriodSeconds'):
         assert base_pod[field] == chart_pod[field], field
-    assert base['spec']['strategy'] == {'type': 'Recreate'}
+    assert base['spec']['strategy'] == chart['spec']['strategy']
     kustomization = yaml.safe_load((BASE / 'kustomization.yaml').read_text())
     app_version = yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']
     assert kustomization['images'][0]['newTag'] == app_version

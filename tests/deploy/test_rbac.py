@@ -51,10 +51,11 @@ UNEXERCISED = {
     ('ddpjob.io', 'ddpjobs/finalizers', 'update'),
     # ddpjob.operator.children.Children.force_delete_lost reads the Node of a Pod stuck terminating.
     ('', 'nodes', 'get'),
-    # kopf peering (peering.enabled) is not part of the lifecycle run.
-    ('kopf.dev', 'clusterkopfpeerings', 'list'), ('kopf.dev', 'clusterkopfpeerings', 'watch'),
-    ('kopf.dev', 'clusterkopfpeerings', 'patch'),
-    ('kopf.dev', 'kopfpeerings', 'list'), ('kopf.dev', 'kopfpeerings', 'watch'), ('kopf.dev', 'kopfpeerings', 'patch'),
+    # Leader election (operator/leader_election.py) is not part of the lifecycle run (the
+    # emulator serves no Leases): tests/system/test_leader_election_real.py runs two operators
+    # with the chart's ServiceAccount on a real API server, which checks these.
+    ('coordination.k8s.io', 'leases', 'create'), ('coordination.k8s.io', 'leases', 'get'),
+    ('coordination.k8s.io', 'leases', 'update'),
 }
 
 SCOPES = {
@@ -79,7 +80,9 @@ class Grants:
     def __init__(self, objects: list[dict[str, Any]]):
         objects = operator_objects(objects)
         self.cluster = set().union(*(rule_triples(r['rules']) for r in by_kind(objects, 'ClusterRole')))
-        self.namespaced = {r['metadata']['namespace']: rule_triples(r['rules']) for r in by_kind(objects, 'Role')}
+        self.namespaced: dict[str, set[tuple[str, str, str]]] = {}
+        for role in by_kind(objects, 'Role'):  # the watched namespace's, the leader election's
+            self.namespaced.setdefault(role['metadata']['namespace'], set()).update(rule_triples(role['rules']))
         bindings = by_kind(objects, 'ClusterRoleBinding') + by_kind(objects, 'RoleBinding')
         sa = one(objects, 'ServiceAccount')['metadata']['name']
         for binding in bindings:  # every role is bound to the operator's ServiceAccount

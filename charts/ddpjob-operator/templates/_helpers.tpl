@@ -63,16 +63,14 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The flags of `ddpjob operator` (kopf run + metrics): scope, peering, liveness, metrics. */}}
+{{/* The flags of `ddpjob operator` (kopf run + metrics): scope, standalone, liveness, metrics. */}}
 {{- define "ddpjob-operator.args" -}}
 {{- if eq .Values.watch.scope "cluster" }}
 - --all-namespaces
 {{- else }}
 - --namespace={{ include "ddpjob-operator.watchNamespace" . }}
 {{- end }}
-{{- if .Values.peering.enabled }}
-- --peering={{ .Values.peering.name }}
-{{- else }}
+{{- if not .Values.leaderElection.enabled }}
 - --standalone
 {{- end }}
 - --liveness=http://0.0.0.0:{{ .Values.probes.port }}/healthz
@@ -92,4 +90,25 @@ app.kubernetes.io/component: operator
 {{/* The notice key's Secret (notice-key.yaml): the full name, cut so the suffix fits in 63. */}}
 {{- define "ddpjob-operator.noticeKeySecret" -}}
 {{- printf "%s-notice-key" (include "ddpjob-operator.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The Lease the replicas elect their leader in: named like the Deployment, in its namespace. */}}
+{{- define "ddpjob-operator.leaseName" -}}
+{{- include "ddpjob-operator.fullname" . }}
+{{- end }}
+
+{{/* The leader election's Role and RoleBinding: the full name, cut so the suffix fits in 63. */}}
+{{- define "ddpjob-operator.leaderElectionRole" -}}
+{{- printf "%s-leader-election" (include "ddpjob-operator.fullname" . | trunc 47 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The election's timings, checked together (the schema checks each): as the operator does at start. */}}
+{{- define "ddpjob-operator.checkLeaderElection" -}}
+{{- $e := .Values.leaderElection }}
+{{- if and $e.enabled (not (lt (float64 $e.renewDeadline) (float64 $e.leaseDuration))) }}
+{{- fail "leaderElection.renewDeadline must be below leaderElection.leaseDuration" }}
+{{- end }}
+{{- if and $e.enabled (not (lt (mulf $e.retryPeriod 1.2) (float64 $e.renewDeadline))) }}
+{{- fail "leaderElection.retryPeriod: 1.2 x it must be below leaderElection.renewDeadline" }}
+{{- end }}
 {{- end }}

@@ -1,9 +1,10 @@
 """Where the objects the operator reads and writes live on the API: their URL paths.
 
-The DDPJob, the Pods and Services it creates, a job's TensorBoard Deployment, and each gang
+The DDPJob, the Pods and Services it creates, a job's TensorBoard Deployment, each gang
 integration's PodGroups (their collection's plural comes from the integration's
-description, `api/gangs`). Pure: kube.py sends the requests, children.py, tensorboard.py
-and the status writer name what they touch.
+description, `api/gangs`), and the Lease its replicas elect their leader in. Pure: kube.py
+sends the requests, children.py, tensorboard.py, the status writer and leader_election.py
+name what they touch.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ def job_path(namespace: str, name: str) -> str:
     return f"/apis/{names.GROUP}/{names.VERSION}/namespaces/{namespace}/{names.PLURAL}/{name}"
 
 
-# What the operator creates, by (apiVersion, kind): the plural of its collection (and the
+def lease_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{base}/{name}" if name else base
+
+
+# What the operator creates for its jobs, by (apiVersion, kind): the plural of its collection (and the
 # PodGroups of the gang integrations: created_kinds()).
 CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services", ("apps/v1", "Deployment"): "deployments"}
 

@@ -35,7 +35,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -137,6 +137,10 @@ class Kube:
         self._ready: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
         self.failing_since: float | None = None  # monotonic time of the first failure of an outage
+        # Called before each request is sent: an elected leader's check that it still
+        # leads (main.py), which ends the process once it does not, so no write leaves a
+        # replica that a blocked event loop kept from noticing it had lost the Lease.
+        self.guard: Callable[[], None] | None = None
         self._closing: Any = None
         if transport is not None:
             self.use(transport)
@@ -180,6 +184,8 @@ class Kube:
             try:
                 async with self._slots:
                     assert self._transport is not None
+                    if self.guard is not None:
+                        self.guard()
                     status, data, response_headers = await self._transport.request(method, path, body, dict(headers))
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 error: APIError = APIError(0, "ConnectionError", f"{method} {path}: {exc}")
@@ -227,6 +233,16 @@ class Kube:
             if not read_existing:
                 return None, False
             return await self.get(f"{url}/{obj['metadata']['name']}"), False
+
+    async def post(self, url: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create `obj` in the collection at `url`; `Conflict` when it exists (a caller
+        that must know who made it, as an election does, cannot treat 409 as success)."""
+        return await self._request("POST", url, dict(obj))
+
+    async def replace(self, url: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the whole object. Its metadata.resourceVersion makes the write apply only
+        over that version (optimistic concurrency): `Conflict` otherwise."""
+        return await self._request("PUT", url, dict(obj))
 
     async def get_node(self, name: str) -> dict[str, Any] | None:
         """The Node, or None when it is gone."""

@@ -21,6 +21,13 @@ start with one line naming the variable; nothing reads the environment later.
                                              carry `tensorboard`; unset: this release's CPU trainer image)
     DDPJOB_TENSORBOARD_IMAGE_PULL_POLICY     its pull policy (unset: the cluster's default)
     DDPJOB_TENSORBOARD_RESOURCES             its container's resources, as JSON {"requests": {...}, ...}
+    DDPJOB_LEADER_ELECTION_LEASE             the Lease the replicas elect their leader in (leader_election.py;
+                                             unset: no election, this process acts alone)
+    DDPJOB_LEADER_ELECTION_NAMESPACE         its namespace (required with it; the chart's downward API)
+    DDPJOB_LEADER_ELECTION_LEASE_SECONDS     how long a standby waits on a silent leader (default 10, 2..300)
+    DDPJOB_LEADER_ELECTION_RENEW_DEADLINE_SECONDS  a leader unable to renew for this long stops
+                                             (default 7; below the lease)
+    DDPJOB_LEADER_ELECTION_RETRY_PERIOD_SECONDS    between two tries (default 2; 1.2 x it below the deadline)
 """
 
 from __future__ import annotations
@@ -46,6 +53,11 @@ NOTICE_KEY_ENV = "DDPJOB_NOTICE_KEY"
 TENSORBOARD_IMAGE_ENV = "DDPJOB_TENSORBOARD_IMAGE"
 TENSORBOARD_PULL_ENV = "DDPJOB_TENSORBOARD_IMAGE_PULL_POLICY"
 TENSORBOARD_RESOURCES_ENV = "DDPJOB_TENSORBOARD_RESOURCES"
+LEASE_ENV = "DDPJOB_LEADER_ELECTION_LEASE"
+LEASE_NAMESPACE_ENV = "DDPJOB_LEADER_ELECTION_NAMESPACE"
+LEASE_SECONDS_ENV = "DDPJOB_LEADER_ELECTION_LEASE_SECONDS"
+RENEW_DEADLINE_ENV = "DDPJOB_LEADER_ELECTION_RENEW_DEADLINE_SECONDS"
+RETRY_PERIOD_ENV = "DDPJOB_LEADER_ELECTION_RETRY_PERIOD_SECONDS"
 
 DEFAULT_LIVENESS_OUTAGE = 300.0
 # Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
@@ -54,6 +66,18 @@ _MAX_SHOWN = 80
 
 class SettingsError(ValueError):
     """A setting with a bad value: one line naming the variable."""
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Where and how the replicas elect the one that acts (leader_election.py says why
+    these numbers: a leader killed outright is replaced within about lease + 2.4 x retry)."""
+
+    namespace: str
+    name: str
+    lease_seconds: float = 10.0
+    renew_deadline_seconds: float = 7.0
+    retry_period_seconds: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +94,7 @@ class Settings:
     gang_options: GangOptions = DEFAULT_OPTIONS
     notice_key: bytes | None = field(default=None, repr=False)  # a secret: never in a log line
     tensorboard: TensorBoardConfig = TENSORBOARD_DEFAULTS  # what runs jobs' TensorBoards
+    leader_election: LeaderElection | None = None  # None: this process acts alone
 
     @property
     def progress_polling(self) -> bool:
@@ -162,6 +187,27 @@ def _tensorboard(env: Mapping[str, str]) -> TensorBoardConfig:
     return TensorBoardConfig(image, pull, resources)
 
 
+def _leader_election(env: Mapping[str, str]) -> LeaderElection | None:
+    name = (env.get(LEASE_ENV) or "").strip()
+    namespace = (env.get(LEASE_NAMESPACE_ENV) or "").strip()
+    if not name:
+        return None
+    if not names.is_dns1123_subdomain(name):
+        raise SettingsError(f"{LEASE_ENV}={_shown(name)} must be a Lease name (a DNS-1123 subdomain)")
+    if not names.is_dns1123_label(namespace):
+        raise SettingsError(f"{LEASE_NAMESPACE_ENV}={_shown(namespace)} must name the Lease's namespace")
+    lease = _number(env, LEASE_SECONDS_ENV, LeaderElection.lease_seconds, 2, 300, off=False)
+    deadline = _number(env, RENEW_DEADLINE_ENV, LeaderElection.renew_deadline_seconds, 1, 300, off=False)
+    retry = _number(env, RETRY_PERIOD_ENV, LeaderElection.retry_period_seconds, 0.2, 60, off=False)
+    # client-go's own checks (NewLeaderElector): the leader gives up before a standby may
+    # take over, and has more than one jittered try before it gives up.
+    if not deadline < lease:
+        raise SettingsError(f"{RENEW_DEADLINE_ENV}={deadline:g} must be below {LEASE_SECONDS_ENV}={lease:g}")
+    if not retry * 1.2 < deadline:
+        raise SettingsError(f"{RETRY_PERIOD_ENV}={retry:g}: 1.2 x it must be below {RENEW_DEADLINE_ENV}={deadline:g}")
+    return LeaderElection(namespace, name, lease, deadline, retry)
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings from `env` (the process environment by default); SettingsError for a bad one."""
     env = os.environ if env is None else env
@@ -194,4 +240,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         gang_options=options,
         notice_key=key.encode() or None,
         tensorboard=_tensorboard(env),
+        leader_election=_leader_election(env),
     )
