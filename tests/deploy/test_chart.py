@@ -104,6 +104,9 @@ def test_crd_copy_check_catches_a_modified_a_missing_and_an_extra_file(tmp_path:
     ({'leaderElection': {'renewDeadline': 10}}, 'leaderElection.renewDeadline must be below leaderElection.leaseDuration'),
     ({'leaderElection': {'retryPeriod': 6}}, 'leaderElection.retryPeriod: 1.2 x it must be below'),
     ({'peering': {'enabled': True}}, "additional properties 'peering' not allowed"),
+    ({'podDisruptionBudget': {'maxUnavailable': 0}}, 'minimum'),
+    ({'podDisruptionBudget': {'maxUnavailable': 'half'}}, 'maxUnavailable'),
+    ({'spreadOverNodes': 'yes'}, 'boolean'),
     ({'metrics': {'port': 70000}}, 'maximum'),
     ({'probes': {'liveness': {'periodSecond': 5}}}, 'additional properties'),
 ])
@@ -136,7 +139,7 @@ def values_keys_without_comment(text: str, opaque: tuple[str, ...]) -> list[str]
 
 
 OPAQUE_VALUES = ('resources', 'podSecurityContext', 'securityContext', 'probes.liveness', 'probes.readiness',
-                 'tensorboard.resources')
+                 'tensorboard.resources', 'tolerations')
 
 
 def test_every_values_key_has_a_comment() -> None:
@@ -222,12 +225,53 @@ def test_the_replicas_elect_a_leader_on_a_lease_and_roll_and_standalone_recreate
     assert binding['roleRef']['name'] == role['metadata']['name']
     assert binding['subjects'][0]['name'] == one(objects, 'ServiceAccount')['metadata']['name']
 
-    objects = helm_template(helm, tmp_path, {'leaderElection': {'enabled': False}})
+    objects = helm_template(helm, tmp_path, {'leaderElection': {'enabled': False}, 'replicaCount': 1})
     standalone = one(objects, 'Deployment')
     assert standalone['spec']['strategy'] == {'type': 'Recreate'} and standalone['spec']['replicas'] == 1
     (c,) = standalone['spec']['template']['spec']['containers']
     assert '--standalone' in c['args'] and not any(e['name'].startswith('DDPJOB_LEADER') for e in c['env'])
     assert not by_kind(objects, 'Role')
+
+
+def test_the_defaults_keep_a_standby_on_another_node_through_node_loss_drains_and_upgrades(
+        helm: str, tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path)
+    deployment = one(objects, 'Deployment')
+    spec, pod = deployment['spec'], deployment['spec']['template']['spec']
+    selector = spec['selector']['matchLabels']
+    assert spec['replicas'] == 2
+    assert spec['strategy']['rollingUpdate'] == {'maxUnavailable': 0, 'maxSurge': 1}
+    # Spread over nodes, softly: one node still runs both.
+    (term,) = pod['affinity']['podAntiAffinity']['preferredDuringSchedulingIgnoredDuringExecution']
+    assert term['podAffinityTerm'] == {'topologyKey': 'kubernetes.io/hostname', 'labelSelector': {'matchLabels': selector}}
+    assert 'requiredDuringSchedulingIgnoredDuringExecution' not in pod['affinity']['podAntiAffinity']
+    # Bound to a silent node for 10 s, not Kubernetes' 300.
+    assert sorted((t['key'], t['effect'], t['tolerationSeconds']) for t in pod['tolerations']) == [
+        ('node.kubernetes.io/not-ready', 'NoExecute', 10), ('node.kubernetes.io/unreachable', 'NoExecute', 10)]
+    budget = one(objects, 'PodDisruptionBudget')
+    assert budget['spec'] == {'maxUnavailable': 1, 'unhealthyPodEvictionPolicy': 'AlwaysAllow',
+                              'selector': {'matchLabels': selector}}
+    assert budget['metadata']['namespace'] == RELEASE_NS
+
+
+def test_the_spread_and_the_budget_can_be_turned_off_and_a_users_affinity_is_kept(helm: str,
+                                                                                  tmp_path: pathlib.Path) -> None:
+    objects = helm_template(helm, tmp_path, {'spreadOverNodes': False, 'podDisruptionBudget': {'enabled': False}})
+    assert 'affinity' not in one(objects, 'Deployment')['spec']['template']['spec']
+    assert not by_kind(objects, 'PodDisruptionBudget')
+    node_affinity = {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': [
+        {'matchExpressions': [{'key': 'pool', 'operator': 'In', 'values': ['system']}]}]}}
+    affinity = one(helm_template(helm, tmp_path, {'affinity': {'nodeAffinity': node_affinity}}),
+                   'Deployment')['spec']['template']['spec']['affinity']
+    assert affinity['nodeAffinity'] == node_affinity and 'podAntiAffinity' in affinity
+    own = {'requiredDuringSchedulingIgnoredDuringExecution': [
+        {'topologyKey': 'topology.kubernetes.io/zone', 'labelSelector': {'matchLabels': {'a': 'b'}}}]}
+    affinity = one(helm_template(helm, tmp_path, {'affinity': {'podAntiAffinity': own}}),
+                   'Deployment')['spec']['template']['spec']['affinity']
+    assert affinity == {'podAntiAffinity': own}
+    budget = one(helm_template(helm, tmp_path, {'podDisruptionBudget': {'maxUnavailable': '50%'}}),
+                 'PodDisruptionBudget')
+    assert budget['spec']['maxUnavailable'] == '50%'
 
 
 def test_scope_flags(helm: str, tmp_path: pathlib.Path) -> None:

@@ -153,6 +153,18 @@ def test_base_leader_election_role_equals_the_charts(chart_objects: list[dict[st
     assert base['RoleBinding']['subjects'] == chart['RoleBinding']['subjects']
 
 
+def same_selector(obj: Any, chart: dict[str, Any], base: dict[str, Any]) -> Any:
+    """`obj` with the chart Deployment's selector labels replaced by the base's."""
+    chart_labels, base_labels = chart['spec']['selector']['matchLabels'], base['spec']['selector']['matchLabels']
+    if obj == chart_labels:
+        return base_labels
+    if isinstance(obj, dict):
+        return {k: same_selector(v, chart, base) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [same_selector(v, chart, base) for v in obj]
+    return obj
+
+
 def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:
     (base,) = load_all(BASE / 'deployment.yaml')
     chart = one(chart_objects, 'Deployment')
@@ -170,6 +182,11 @@ def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str,
     for field in ('securityContext', 'volumes', 'terminationGracePeriodSeconds'):
         assert base_pod[field] == chart_pod[field], field
     assert base['spec']['strategy'] == chart['spec']['strategy']
+    assert base['spec']['replicas'] == chart['spec']['replicas'] and base_pod['tolerations'] == chart_pod['tolerations']
+    # The same spread over nodes, each over its own Pods' labels (the chart's name its release).
+    assert base_pod['affinity'] == same_selector(chart_pod['affinity'], chart, base)
+    (budget,) = load_all(BASE / 'poddisruptionbudget.yaml')
+    assert budget['spec'] == same_selector(one(chart_objects, 'PodDisruptionBudget')['spec'], chart, base)
     kustomization = yaml.safe_load((BASE / 'kustomization.yaml').read_text())
     app_version = yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']
     assert kustomization['images'][0]['newTag'] == app_version
