@@ -58,12 +58,13 @@ def test_it_forwards_to_the_service_prints_the_url_and_opens_it(capsys, with_crd
                                                                  monkeypatch) -> None:
     make_job(kubeconfig, BOARD, **ON)
     record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
-    opened: list[str] = []
-    monkeypatch.setattr("webbrowser.open", opened.append)
+    browser = FakeBrowser("firefox")
+    monkeypatch.setattr("webbrowser.get", lambda: browser)
     code, out, err = ddpjob(capsys, "tensorboard", "hello", "--open")
     assert (code, err) == (0, ""), err
     assert "TensorBoard of ddpjob hello: http://127.0.0.1:41234/" in out
-    assert opened == ["http://127.0.0.1:41234/"]
+    assert "opened in the web browser (firefox)" in out
+    assert browser.opened == ["http://127.0.0.1:41234/"]
     argv = json.loads(record.read_text())
     assert argv[:4] == ["port-forward", "--namespace", "team-a", "service/hello-tensorboard"]
     assert argv[4:7] == [":6006", "--address", "127.0.0.1"]
@@ -148,14 +149,55 @@ def test_where_the_node_serves_no_port_forward_it_goes_through_the_api_servers_p
     code, out, err = ddpjob(capsys, "tensorboard", "hello")
     assert len(err.strip().splitlines()) == 2, err
     first, second = err.strip().splitlines()
-    assert first == ("kubectl port-forward ended: error: error upgrading connection: unable to upgrade "
-                     "connection: 404: through the API server's service proxy instead")
+    assert first == ("kubectl port-forward was refused (error upgrading connection: unable to upgrade "
+                     "connection: 404); going through the API server's service proxy instead")
     assert code == 1 and out == ""
     assert second.startswith("error: TensorBoard did not answer through the API server in 0s: 404"), second
     # Asked for, port-forward alone: kubectl's words, no second try.
     code, _, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
     assert code == 1 and err.strip().splitlines() == [
-        "error: kubectl port-forward ended: error: error upgrading connection: unable to upgrade connection: 404"]
+        "error: kubectl port-forward ended: error upgrading connection: unable to upgrade connection: 404"]
+
+
+def test_the_api_servers_html_error_page_is_not_shown(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
+    """What kubectl prints where the API server cannot upgrade the connection to the node:
+    its words, then the API server's HTML page, which a one-line message leaves out."""
+    make_job(kubeconfig, BOARD, **ON)
+    fake_kubectl(tmp_path, monkeypatch, "error: error upgrading connection: unable to upgrade connection: "
+                 "<!DOCTYPE HTML PUBLIC><html><head><title>404</title></head><body>\x1b[2J</body></html>", code=1)
+    code, _, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
+    assert code == 1 and err.strip().splitlines() == [
+        "error: kubectl port-forward ended: error upgrading connection: unable to upgrade connection"]
+
+
+class FakeBrowser:
+    def __init__(self, name: str, opens: bool = True):
+        self.name, self.opens, self.opened = name, opens, []
+
+    def open(self, url: str) -> bool:
+        self.opened.append(url)
+        return self.opens
+
+
+def test_open_says_whether_a_browser_opened_the_page(monkeypatch) -> None:
+    """`--open` on a machine with no browser opened nothing and said nothing."""
+    import webbrowser
+
+    from ddpjob.cli.tensorboard import open_in_browser
+
+    def none() -> None:
+        raise webbrowser.Error("could not locate runnable browser")
+    monkeypatch.setattr("webbrowser.get", none)
+    assert open_in_browser("http://127.0.0.1:1/") == (
+        False, "no web browser found here (no display, no $BROWSER): open the URL above in one")
+    text_only = FakeBrowser("lynx")
+    monkeypatch.setattr("webbrowser.get", lambda: text_only)
+    assert open_in_browser("http://127.0.0.1:1/") == (
+        False, "the only web browser here is lynx, a text one: open the URL above in another")
+    assert text_only.opened == []  # it would have taken over the terminal
+    monkeypatch.setattr("webbrowser.get", lambda: FakeBrowser("xdg-open", opens=False))
+    assert open_in_browser("http://127.0.0.1:1/") == (
+        False, "the web browser (xdg-open) did not open it: open the URL above yourself")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])

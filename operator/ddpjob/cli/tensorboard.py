@@ -33,6 +33,7 @@ import webbrowser
 from collections.abc import Iterator
 from typing import IO, Any
 
+from ddpjob import text
 from ddpjob.api import tensorboard
 from ddpjob.cli import cluster
 from ddpjob.cli.job_phase import get_job
@@ -45,6 +46,8 @@ START_TIMEOUT = 60.0
 # kubectl's words when the API server cannot open a port-forward stream to the node.
 NO_PORT_FORWARD = "error upgrading connection"
 VIAS = ("auto", "port-forward", "proxy")
+# The browsers Python's webbrowser finds in a terminal with no display.
+CONSOLE_BROWSERS = frozenset({"www-browser", "links", "elinks", "lynx", "w3m"})
 # Through the proxy, from the first request to TensorBoard's page: its Pod starting
 # (TensorBoard imports in seconds) or not running at all (the API server's 503).
 ANSWER_TIMEOUT = 60.0
@@ -120,7 +123,15 @@ def _lines(stream: IO[str], into: queue.Queue[str | None]) -> None:
 
 
 class NoPortForward(ClusterError):
-    """kubectl could not open the forward: the node serves no port-forward."""
+    """kubectl could not open the forward: the node serves no port-forward. `reason`:
+    kubectl's words, without the HTML error page the API server sends after them."""
+
+    def __init__(self, said: str):
+        words = " ".join(said.split("<", 1)[0].split()).rstrip(": ")
+        while words.startswith("error: "):
+            words = words[len("error: ") :]
+        self.reason = text.clean(words, 200)
+        super().__init__(f"kubectl port-forward ended: {self.reason}")
 
 
 def cmd_tensorboard(args: argparse.Namespace, conn: Connection) -> int:
@@ -156,7 +167,7 @@ def _open(args: argparse.Namespace, conn: Connection, service: str) -> int:
         try:
             kubectl()
         except ClusterError as missing:
-            print(f"{missing}: through the API server's service proxy instead", file=sys.stderr, flush=True)
+            print(f"{missing}; going through the API server's service proxy instead", file=sys.stderr, flush=True)
             via = "proxy"
     if via != "proxy":
         try:
@@ -164,7 +175,12 @@ def _open(args: argparse.Namespace, conn: Connection, service: str) -> int:
         except NoPortForward as refused:
             if via != "auto":
                 raise
-            print(f"{refused}: through the API server's service proxy instead", file=sys.stderr, flush=True)
+            print(
+                f"kubectl port-forward was refused ({refused.reason}); "
+                "going through the API server's service proxy instead",
+                file=sys.stderr,
+                flush=True,
+            )
     return serve_proxy(args, conn, service)
 
 
@@ -200,8 +216,8 @@ def _serve(args: argparse.Namespace, proc: subprocess.Popen[str]) -> int:
             proc.wait()
             last = said[-1] if said else f"exit status {proc.returncode}"
             refused = [line for line in said if NO_PORT_FORWARD in line]
-            if refused:  # its first words; the API server's HTML error page follows them
-                raise NoPortForward(f"kubectl port-forward ended: {refused[0]}")
+            if refused:
+                raise NoPortForward(refused[0])
             raise ClusterError(f"kubectl port-forward ended: {last}")
         said.append(line)
         found = FORWARDING.search(line)
@@ -217,7 +233,27 @@ def _serve(args: argparse.Namespace, proc: subprocess.Popen[str]) -> int:
 def announce(args: argparse.Namespace, url: str) -> None:
     print(f"TensorBoard of ddpjob {args.name}: {url}  (Ctrl-C to stop)", flush=True)
     if args.open:
-        webbrowser.open(url)
+        opened, said = open_in_browser(url)
+        print(said, file=sys.stdout if opened else sys.stderr, flush=True)
+
+
+def open_in_browser(url: str) -> tuple[bool, str]:
+    """Open `url` in the user's web browser: whether it was, and the one line saying so
+    (a machine with no display has none, and webbrowser.open() then says nothing)."""
+    try:
+        browser = webbrowser.get()
+    except webbrowser.Error:
+        return False, "no web browser found here (no display, no $BROWSER): open the URL above in one"
+    name = str(getattr(browser, "name", "") or type(browser).__name__)
+    if name in CONSOLE_BROWSERS:  # it would take over this terminal, and TensorBoard's page needs JavaScript
+        return False, f"the only web browser here is {name}, a text one: open the URL above in another"
+    try:
+        opened = browser.open(url)
+    except Exception as exc:  # noqa: BLE001 - whatever the browser's launcher raised: said, the forward goes on
+        return False, f"the web browser ({name}) failed to start: {text.clean(exc, 200)}: open the URL above yourself"
+    if not opened:
+        return False, f"the web browser ({name}) did not open it: open the URL above yourself"
+    return True, f"opened in the web browser ({name})"
 
 
 def serve_proxy(args: argparse.Namespace, conn: Connection, service: str) -> int:
