@@ -51,9 +51,9 @@ UNEXERCISED = {
     ('ddpjob.io', 'ddpjobs/finalizers', 'update'),
     # ddpjob.operator.children.Children.force_delete_lost reads the Node of a Pod stuck terminating.
     ('', 'nodes', 'get'),
-    # Leader election (operator/leader_election.py) is not part of the lifecycle run (the
-    # emulator serves no Leases): tests/system/test_leader_election_real.py runs two operators
-    # with the chart's ServiceAccount on a real API server, which checks these.
+    # Leader election (operator/leader_election.py) is not part of the lifecycle run (its
+    # operator is kopf alone, in a thread): tests/system/test_leader_election_real.py runs two
+    # replicas with the chart's ServiceAccount on a real API server, which checks these.
     ('coordination.k8s.io', 'leases', 'create'), ('coordination.k8s.io', 'leases', 'get'),
     ('coordination.k8s.io', 'leases', 'update'),
 }

@@ -63,14 +63,20 @@ def deployment(docs: list[dict[str, Any]]) -> OperatorDeployment:
         raise InstallError(f"the chart rendered {len(found)} Deployments, expected 1")
     pod = found[0]["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "operator")
-    env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
-    env["POD_ID"] = f"{found[0]['metadata']['name']}-process"  # metadata.name through the downward API
+    # The downward API's fields, as the kubelet would fill them for this process's Pod.
+    name, namespace = found[0]["metadata"]["name"], found[0]["metadata"]["namespace"]
+    downward = {"metadata.name": f"{name}-process", "metadata.namespace": namespace}
+    env = {}
+    for e in container.get("env") or []:
+        field = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if "value" in e:
+            env[e["name"]] = str(e["value"])
+        elif field in downward:
+            env[e["name"]] = downward[field]
     # The probe and metrics ports are the Pod's own in a cluster; here they would collide
     # between operators on one machine, and nothing scrapes them.
     args = [a for a in container.get("args") or [] if not a.startswith(("--liveness", "--metrics-port"))]
-    return OperatorDeployment(
-        found[0]["metadata"]["namespace"], pod["serviceAccountName"], [*container["command"], *args], env
-    )
+    return OperatorDeployment(namespace, pod["serviceAccountName"], [*container["command"], *args], env)
 
 
 def apply(kubeconfig: pathlib.Path, docs: list[dict[str, Any]], *, kubectl: str) -> None:

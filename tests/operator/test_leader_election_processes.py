@@ -1,0 +1,121 @@
+"""Replicas of the operator as processes (`run_operator`, as `ddpjob operator` runs it) on
+the API emulator, electing their leader on a Lease with short timings: the standby answers
+the liveness endpoint with who leads and takes over from a killed leader, which the job's
+status then shows; a leader stopped with SIGTERM releases the Lease; one that cannot renew
+exits with status 1. tests/system/test_leader_election_real.py does it on a real API
+server with the chart's defaults and RBAC."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kubernetes
+import pytest
+
+from ddpjob.local.ports import free_port
+from ddpjob.operator import settings
+from ddpjob_devcluster.clusters.client import OperatorProcess
+from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.operator.conftest import NS, ROOT, Cluster, ddpjob
+from tests.support.deadlines import REACTION, TEST
+
+pytestmark = pytest.mark.timeout(TEST)
+
+LEASE = "ddpjob-operator"
+FAST = {settings.LEASE_SECONDS_ENV: "2", settings.RENEW_DEADLINE_ENV: "1.5", settings.RETRY_PERIOD_ENV: "0.3"}
+
+
+@pytest.fixture
+def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iterator[Callable[..., Any]]:
+    """Start a replica: its Pod name, its liveness port, timings; all stopped at the end."""
+    started: list[OperatorProcess] = []
+
+    def start(pod: str, port: int, **timings: str) -> OperatorProcess:
+        liveness = f"http://127.0.0.1:{port}/healthz"
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+               "POD_ID": pod, settings.LEASE_ENV: LEASE, settings.LEASE_NAMESPACE_ENV: NS, **(timings or FAST)}
+        command = [sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
+                   f"run_operator({NS!r}, False, {liveness!r}, None)"]
+        process = OperatorProcess(kubeconfig, tmp_path / f"{pod}.log", command=command, env=env).start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop(signal.SIGKILL)
+        print(f"--- {process.log_path.name} ---\n{process.log_tail()}")
+
+
+def holder(cluster: Cluster) -> str:
+    lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)
+    return lease.spec.holder_identity or ""
+
+
+def probe(port: int) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, None
+
+
+def test_the_standby_answers_its_probe_and_takes_over_a_killed_leaders_job(cluster: Cluster, replica) -> None:
+    a_port, b_port = free_port(), free_port()
+    a = replica("replica-a", a_port)
+    leader = wait_for(lambda: holder(cluster).startswith("replica-a_") and holder(cluster), timeout=REACTION,
+                      message="replica-a never led", describe=a.log_tail)
+    b = replica("replica-b", b_port)
+    # The standby's own probe, until kopf runs: healthy, naming the leader.
+    standby = wait_for(lambda: probe(b_port), timeout=REACTION, message="the standby does not answer its probe",
+                       describe=b.log_tail)
+    assert standby == (200, {"standby": {"lease": f"Lease {NS}/{LEASE}", "leader": leader}})
+    assert "standby" not in probe(a_port)[1]  # kopf's own, on the leader
+
+    cluster.start_running(ddpjob("ha", nodes=2))  # replica-a created the Pods and wrote Running
+    uids = {p["metadata"]["uid"] for p in cluster.pods("ha")}
+    a.stop(signal.SIGKILL)
+    wait_for(lambda: holder(cluster).startswith("replica-b_"), timeout=REACTION,
+             message="replica-b never took over", describe=b.log_tail)
+
+    cluster.set_phase("ha", "Succeeded")
+    status = cluster.wait_phase("ha", "Succeeded")  # written by replica-b, the only one alive
+    assert status["restarts"] == 0 and {p["metadata"]["uid"] for p in cluster.pods("ha")} == uids
+    # The probe endpoint is kopf's now.
+    assert wait_for(lambda: (answer := probe(b_port))[0] == 200 and "standby" not in answer[1], timeout=REACTION,
+                    message="the new leader's probe is not kopf's")
+    assert b.alive
+
+
+def test_a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby(cluster: Cluster, replica) -> None:
+    # A lease of 300 s: the standby leading within REACTION took a released Lease, not an expired one.
+    timings = {**FAST, settings.LEASE_SECONDS_ENV: "300"}
+    a = replica("replica-a", free_port(), **timings)
+    wait_for(lambda: holder(cluster).startswith("replica-a_"), timeout=REACTION, message="replica-a never led",
+             describe=a.log_tail)
+    b_port = free_port()
+    b = replica("replica-b", b_port, **timings)
+    wait_for(lambda: probe(b_port)[0] == 200, timeout=REACTION, message="no standby", describe=b.log_tail)
+
+    assert a.stop(signal.SIGTERM) == 0
+    assert "released by replica-a_" in a.log_tail(20)
+    wait_for(lambda: holder(cluster).startswith("replica-b_"), timeout=REACTION,
+             message="replica-b did not take the released Lease", describe=b.log_tail)
+    lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)
+    assert lease.spec.lease_transitions == 1
+
+
+def test_a_leader_that_cannot_renew_exits_with_status_1(cluster: Cluster, replica) -> None:
+    a = replica("replica-a", free_port())
+    wait_for(lambda: holder(cluster).startswith("replica-a_"), timeout=REACTION, message="replica-a never led",
+             describe=a.log_tail)
+    cluster.emulator.inject_fault(verb="update", resource="leases", status=503, count=10**6)
+    wait_for(lambda: not a.alive, timeout=REACTION, message="the leader went on without its Lease",
+             describe=a.log_tail)
+    assert a.returncode == 1
+    assert "not renewed within the renew deadline (1.5s); exiting" in a.log_tail(20)
