@@ -2,7 +2,7 @@
 the API emulator, electing their leader on a Lease with short timings: the standby answers
 the liveness endpoint with who leads and takes over from a killed leader, which the job's
 status then shows; a leader stopped with SIGTERM releases the Lease; one that cannot renew
-exits with status 1. tests/system/test_leader_election_real.py does it on a real API
+exits with status 1. The standby's /metrics answers, all zero. tests/system/test_leader_election_real.py does it on a real API
 server with the chart's defaults and RBAC."""
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ddpjob.operator import settings
 from ddpjob_devcluster.clusters.client import OperatorProcess
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.operator.conftest import NS, ROOT, Cluster, ddpjob
+from tests.operator.test_operator_operations import metric
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
@@ -36,10 +37,12 @@ def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iter
     """Start a replica: its Pod name, its liveness port, timings; all stopped at the end."""
     started: list[OperatorProcess] = []
 
-    def start(pod: str, port: int, **timings: str) -> OperatorProcess:
+    def start(pod: str, port: int, metrics: int | None = None, **timings: str) -> OperatorProcess:
         liveness = f"http://127.0.0.1:{port}/healthz"
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
                "POD_ID": pod, settings.LEASE_ENV: LEASE, settings.LEASE_NAMESPACE_ENV: NS, **(timings or FAST)}
+        if metrics is not None:
+            env[settings.METRICS_PORT_ENV] = str(metrics)
         command = [sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
                    f"run_operator({NS!r}, False, {liveness!r}, None)"]
         process = OperatorProcess(kubeconfig, tmp_path / f"{pod}.log", command=command, env=env).start()
@@ -65,17 +68,24 @@ def probe(port: int) -> tuple[int, Any]:
         return error.code, None
 
 
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        return response.read().decode()
+
+
 def test_the_standby_answers_its_probe_and_takes_over_a_killed_leaders_job(cluster: Cluster, replica) -> None:
-    a_port, b_port = free_port(), free_port()
+    a_port, b_port, b_metrics = free_port(), free_port(), free_port()
     a = replica("replica-a", a_port)
     leader = wait_for(lambda: holder(cluster).startswith("replica-a_") and holder(cluster), timeout=REACTION,
                       message="replica-a never led", describe=a.log_tail)
-    b = replica("replica-b", b_port)
+    b = replica("replica-b", b_port, metrics=b_metrics)
     # The standby's own probe, until kopf runs: healthy, naming the leader.
     standby = wait_for(lambda: probe(b_port), timeout=REACTION, message="the standby does not answer its probe",
                        describe=b.log_tail)
     assert standby == (200, {"standby": {"lease": f"Lease {NS}/{LEASE}", "leader": leader}})
     assert "standby" not in probe(a_port)[1]  # kopf's own, on the leader
+    # Its /metrics answers too, all zero: a scrape of every replica sums to the leader's.
+    assert metric(scrape(b_metrics), "ddpjob_pods_created_total") == 0
 
     cluster.start_running(ddpjob("ha", nodes=2))  # replica-a created the Pods and wrote Running
     uids = {p["metadata"]["uid"] for p in cluster.pods("ha")}
@@ -85,6 +95,9 @@ def test_the_standby_answers_its_probe_and_takes_over_a_killed_leaders_job(clust
 
     cluster.set_phase("ha", "Succeeded")
     status = cluster.wait_phase("ha", "Succeeded")  # written by replica-b, the only one alive
+    # Its /metrics is the controller's now, counting the job it finished.
+    wait_for(lambda: 'ddpjob_jobs{phase="Succeeded"} 1.0' in scrape(b_metrics), timeout=REACTION,
+             message="the new leader's /metrics does not count the job")
     assert status["restarts"] == 0 and {p["metadata"]["uid"] for p in cluster.pods("ha")} == uids
     # The probe endpoint is kopf's now.
     assert wait_for(lambda: (answer := probe(b_port))[0] == 200 and "standby" not in answer[1], timeout=REACTION,

@@ -8,8 +8,8 @@ caller's flags are applied to `settings.from_env()` here.
 
 With leader election, the process is first a standby: it tries for the Lease every retry
 period (leader_election.py) and answers the liveness endpoint itself (kopf's runs only
-inside kopf), as healthy while the API answers. Once it leads, kopf runs, standalone (the
-Lease is what makes it the only one acting). It renews the Lease meanwhile; when it cannot
+inside kopf), as healthy while the API answers, and /metrics, all zero. Once it leads,
+kopf runs, standalone (the Lease is what makes it the only one acting). It renews the Lease meanwhile; when it cannot
 renew within the renew deadline it exits at once, non-zero (the kubelet restarts it, as a
 standby), and every request of the operator's own client checks that first (`Kube.guard`).
 On SIGTERM kopf stops, then the Lease is released so a standby leads at its next try.
@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ddpjob import gc_tuning
@@ -113,8 +113,9 @@ async def elected(config: operator_settings.LeaderElection, run: dict[str, Any],
     elector = LeaderElector(kube, config, identity(), login=login)
     try:
         async with standby_probe(run.get("liveness_endpoint"), elector, outage_limit):
-            if not await elector.acquire(stop):
-                return
+            with standby_metrics(memo.settings.metrics_port):
+                if not await elector.acquire(stop):
+                    return
         memo.kube.guard = lambda: None if elector.holds() else lost(elector, "not renewed within the renew deadline")
         renewing = asyncio.create_task(_keep_leading(elector))
         try:
@@ -138,6 +139,24 @@ def lost(elector: Any, reason: str) -> None:
             handler.flush()
     sys.stdout.flush()
     os._exit(EXIT_LOST_LEADERSHIP)
+
+
+@contextlib.contextmanager
+def standby_metrics(port: int | None) -> Iterator[None]:
+    """/metrics while kopf does not run: the operator's metrics, all zero (this replica
+    serves no job), so every replica is a target that answers and their sums are the
+    leader's; the controller serves its own once this one leads (handlers.start)."""
+    if not port:
+        yield
+        return
+    from ddpjob.operator.metrics import OperatorMetrics
+
+    metrics = OperatorMetrics()
+    metrics.serve(port)
+    try:
+        yield
+    finally:
+        metrics.stop()
 
 
 @contextlib.asynccontextmanager
