@@ -9,19 +9,63 @@ reads them every `--log-every` steps, never per step, so a step has no GPU sync.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from . import distributed, resize
+from .data import Data
+from .graph_step import CapturedStep
+from .micro_step import MicroStep
+from .progress import Heartbeat, Progress
+from .sample_log import SampleLog
+from .state import Position
 from .testing_aids import hang
 
-if TYPE_CHECKING:
-    from .train import Trainer
+
+class Signal(Protocol):
+    signum: int  # the stop signal received, 0 for none
 
 
-def train_epoch(t: Trainer, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
+class Run(Protocol):
+    """What an epoch reads of the run that trains it (train.py's Trainer), and the one field
+    it sets: named here, so that this module needs nothing of train.py, which imports it."""
+
+    hang_at: int | None  # a testing aid's step to hang at, cleared once reached
+
+    @property
+    def args(self) -> Any: ...
+    @property
+    def d(self) -> distributed.Dist: ...
+    @property
+    def stop(self) -> Signal: ...
+    @property
+    def data(self) -> Data: ...
+    @property
+    def micro(self) -> MicroStep: ...
+    @property
+    def captured(self) -> CapturedStep | None: ...
+    @property
+    def optimizer(self) -> Any: ...
+    @property
+    def scaler(self) -> Any: ...
+    @property
+    def progress(self) -> Progress: ...
+    @property
+    def heartbeat(self) -> Heartbeat: ...
+    @property
+    def step_seconds(self) -> float: ...
+    @property
+    def pos(self) -> Position: ...
+    @property
+    def in_place(self) -> resize.InPlace | None: ...
+    @property
+    def samples(self) -> SampleLog | None: ...
+    def save(self, summary: dict) -> None: ...
+
+
+def train_epoch(t: Run, model: nn.Module, epoch: int) -> dict | resize.Regroup | None:
     """One epoch from t.pos.batch on; None when stopped by a signal (state saved);
     a Regroup when the group resizes in place (the epoch goes on from t.pos after)."""
     args, d, p, batches = t.args, t.d, t.progress, t.data.train
@@ -89,7 +133,7 @@ def train_epoch(t: Trainer, model: nn.Module, epoch: int) -> dict | resize.Regro
     }
 
 
-def step(t: Trainer, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
+def step(t: Run, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
     """One micro-batch (the last of a step: the update and the vote); True: all stop."""
     args = t.args
     if sync:
