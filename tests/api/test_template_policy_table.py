@@ -50,6 +50,9 @@ CASES = [
      "spec.template.spec.hostAliases", "hostAliases"),
     ({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "someone-elses"}}},
      "spec.template.metadata.labels[kueue.x-k8s.io/queue-name]", "controllerLabels"),
+    # With a port named `http`, a training Pod so labelled joined that job's TensorBoard Service.
+    ({"metadata": {"labels": {"ddpjob.io/tensorboard-for": "another-job"}}},
+     "spec.template.metadata.labels[ddpjob.io/tensorboard-for]", "controllerLabels"),
     # Kubernetes 1.34+ baseline: a probe or handler host makes the kubelet connect there from the node.
     ({"spec": {"containers": [{"name": "trainer", "livenessProbe": {"httpGet": {"host": "169.254.169.254",
                                                                                "port": 80}}}]}},

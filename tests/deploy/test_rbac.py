@@ -43,6 +43,8 @@ UNEXERCISED = {
     # read back on a 409, and with its Service deleted when the field is turned off.
     ('apps', 'deployments', 'create'), ('apps', 'deployments', 'get'), ('apps', 'deployments', 'delete'),
     ('', 'services', 'delete'),
+    # ... and its NetworkPolicy, created before the Deployment and read back on a 409.
+    ('networking.k8s.io', 'networkpolicies', 'create'), ('networking.k8s.io', 'networkpolicies', 'get'),
     # StatusWriter._conflict reads the DDPJob back when a status write answers 409: only
     # when kopf's annotation patch races the write, which this lifecycle may or may not hit.
     ('ddpjob.io', 'ddpjobs', 'get'),

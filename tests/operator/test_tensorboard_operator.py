@@ -1,5 +1,5 @@
-"""spec.tensorboard through the real operator on the API emulator: the Deployment and
-Service made, owned by the job and reported in status.tensorboard; removed when the field
+"""spec.tensorboard through the real operator on the API emulator: the NetworkPolicy,
+Deployment and Service made, owned by the job and reported in status.tensorboard; removed when the field
 is turned off and with the job; a name someone else holds reported, never taken."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tests.operator.conftest import NS, Cluster, ddpjob
 from tests.support.deadlines import REACTION
 
 DEPLOYMENTS = "apps/v1/deployments"
+NETWORK_POLICIES = "networking.k8s.io/v1/networkpolicies"
 CHECKPOINT = {"claimName": "ckpt"}
 
 
@@ -32,7 +33,8 @@ def test_a_job_with_tensorboard_gets_a_deployment_and_service_it_owns(cluster: C
     uid = cluster.create(board_job("tb"))["metadata"]["uid"]
     board = wait_board(cluster, "tb")
     assert board == {"url": f"http://tb-tensorboard.{NS}.svc:6006/", "service": "tb-tensorboard"}
-    made = [deployment(cluster, "tb-tensorboard"), cluster.service("tb-tensorboard")]
+    made = [deployment(cluster, "tb-tensorboard"), cluster.service("tb-tensorboard"),
+            cluster.emulator.get_object(NETWORK_POLICIES, NS, "tb-tensorboard")]
     for obj in made:
         assert obj is not None
         (owner,) = obj["metadata"]["ownerReferences"]

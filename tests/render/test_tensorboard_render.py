@@ -25,9 +25,14 @@ def body(name: str = "mnist", **spec) -> dict:
 
 
 def objects(config: TensorBoardConfig = render.DEFAULT_CONFIG, **spec) -> tuple[dict, dict]:
-    service, deployment = render.render(parse_job(body(**spec)), config)
-    assert (service["kind"], deployment["kind"]) == ("Service", "Deployment")
+    service, deployment = everything(config, **spec)[1:]
     return service, deployment
+
+
+def everything(config: TensorBoardConfig = render.DEFAULT_CONFIG, **spec) -> list[dict]:
+    made = render.render(parse_job(body(**spec)), config)
+    assert [obj["kind"] for obj in made] == ["NetworkPolicy", "Service", "Deployment"]  # the policy before its Pod
+    return made
 
 
 def pod_spec(deployment: dict) -> dict:
@@ -41,13 +46,13 @@ def test_nothing_without_the_field() -> None:
     assert render.render(parse_job(job)) == []
 
 
-def test_both_are_valid_kubernetes_objects() -> None:
-    for obj in objects():
+def test_all_are_valid_kubernetes_objects() -> None:
+    for obj in everything():
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
-def test_both_are_owned_by_the_job_and_named_for_it() -> None:
-    for obj in objects():
+def test_all_are_owned_by_the_job_and_named_for_it() -> None:
+    for obj in everything():
         meta = obj["metadata"]
         assert meta["name"] == "mnist-tensorboard" and meta["namespace"] == "team-a"
         (owner,) = meta["ownerReferences"]
@@ -122,3 +127,13 @@ def test_two_long_names_with_one_head_get_two_names() -> None:
 
 def test_the_url_is_the_services_dns_name_and_port() -> None:
     assert tensorboard.url("mnist", "team-a") == "http://mnist-tensorboard.team-a.svc:6006/"
+
+
+def test_nothing_reaches_its_pod_over_the_pod_network() -> None:
+    """A ClusterIP Service answers every Pod of the cluster: the job's curves, run names and
+    hyperparameters. Port-forward goes through the kubelet, inside the Pod's network."""
+    policy, _, deployment = everything()
+    assert policy["spec"] == {"podSelector": {"matchLabels": {tensorboard.LABEL_FOR: "mnist"}},
+                              "policyTypes": ["Ingress"], "ingress": []}
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()

@@ -1,5 +1,5 @@
 """spec.tensorboard on the real control plane, with the chart's RBAC and values: the
-operator makes the job's TensorBoard Deployment and Service; kube-controller-manager makes
+operator makes the job's TensorBoard NetworkPolicy, Deployment and Service; kube-controller-manager makes
 its ReplicaSet and Pod, which the API server's Pod Security admission lets into a
 namespace that enforces `restricted`; the Service selects that Pod and no training Pod;
 the process kubelet runs it (docs/divergences.md, K9) and TensorBoard answers at the Pod's
@@ -50,7 +50,10 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     assert board == {"url": f"http://{BOARD}.{ns}.svc:6006/", "service": BOARD}
     deployment = apps.read_namespaced_deployment(BOARD, ns)
     service = core.read_namespaced_service(BOARD, ns)
-    assert owners(deployment) == owners(service) == [("DDPJob", uid)]
+    policy = kubernetes.client.NetworkingV1Api(cluster.client).read_namespaced_network_policy(BOARD, ns)
+    assert owners(deployment) == owners(service) == owners(policy) == [("DDPJob", uid)]
+    # No ingress over the Pod network (port-forward goes through the kubelet).
+    assert policy.spec.policy_types == ["Ingress"] and not policy.spec.ingress
 
     # kube-controller-manager's Deployment and ReplicaSet controllers make its Pod, and
     # Pod Security admission (enforce: restricted) lets it in.
@@ -67,6 +70,7 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     assert (claim.claim_name, claim.read_only) == ("ckpt", True)
     assert pod.spec.containers[0].security_context.run_as_non_root is True
     assert service.spec.selector.items() <= pod.metadata.labels.items()
+    assert policy.spec.pod_selector.match_labels.items() <= pod.metadata.labels.items()
     assert "ddpjob.io/job-name" not in pod.metadata.labels  # not one of the gang's Pods
 
     # The training Pod runs beside it, and the process kubelet runs TensorBoard's: it
@@ -95,12 +99,13 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     assert done.stderr.startswith("error: kubectl port-forward ended: ") and "error upgrading connection" in done.stderr
     assert len(done.stderr.splitlines()) == 1, done
 
-    # With the job, everything goes: Deployment, ReplicaSet, Pod and Service.
+    # With the job, everything goes: Deployment, ReplicaSet, Pod, Service and NetworkPolicy.
     cluster.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", ns, "ddpjobs", "board")
 
     def gone() -> bool:
         left = (apps.list_namespaced_deployment(ns).items + apps.list_namespaced_replica_set(ns).items
                 + core.list_namespaced_pod(ns, label_selector="ddpjob.io/tensorboard-for=board").items)
-        return not left and not [s for s in core.list_namespaced_service(ns).items if s.metadata.name == BOARD]
+        policies = kubernetes.client.NetworkingV1Api(cluster.client).list_namespaced_network_policy(ns).items
+        return not left and not [o for o in core.list_namespaced_service(ns).items + policies if o.metadata.name == BOARD]
     wait_until(gone, PHASE, "the TensorBoard outlived its job",
                lambda: cluster.kubectl('get', 'all', check=False).stdout)

@@ -14,8 +14,9 @@ operator refuses:
   toleration of every taint or of the control plane's (`tolerateAll`), `hostAliases`
   (`hostAliases`: e.g. a fake kubernetes.default.svc), what joins another's gang, queue
   or claim (`controllerLabels`: Kueue's queue, Volcano's and coscheduling's group labels
-  and annotations, `schedulingGroup`, a ResourceClaim by name, eviction responders; the
-  operator sets the gang's own from `spec.scheduling`), and the system's priority
+  and annotations, the label a job's TensorBoard Service selects by, `schedulingGroup`, a
+  ResourceClaim by name, eviction responders; the operator sets the gang's own from
+  `spec.scheduling`), and the system's priority
   classes (`systemPriority`: `system-cluster-critical`, `system-node-critical`), and CSI
   inline volumes (`csiVolumes`: a driver's attributes reach what the author may not, a
   secrets-store `secretProviderClass` the Secrets it names, by a path no check here or in
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ddpjob.api import baseline_checks
+from ddpjob.api import baseline_checks, tensorboard
 from ddpjob.api.baseline_checks import CAPABILITIES, HOST_NAMESPACES, HOST_PATH, PRIVILEGED, Finding  # noqa: F401 (names of the policy)
 from ddpjob.api.errors import FieldError
 
@@ -125,7 +126,13 @@ def _beyond_baseline(template: Mapping[str, Any], base: str) -> Iterator[Finding
     for kind in ("labels", "annotations"):
         keys = _mapping(metadata.get(kind))
         for key in keys:
-            if isinstance(key, str) and key.startswith(CONTROLLER_PREFIXES):
+            if kind == "labels" and key == tensorboard.LABEL_FOR:
+                yield (
+                    CONTROLLER_LABELS,
+                    f"{base}.metadata.labels[{key}]",
+                    "the label a job's TensorBoard Service selects its Pod by (the Pods would join that Service)",
+                )
+            elif isinstance(key, str) and key.startswith(CONTROLLER_PREFIXES):
                 yield (
                     CONTROLLER_LABELS,
                     f"{base}.metadata.{kind}[{key}]",

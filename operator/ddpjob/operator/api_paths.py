@@ -31,7 +31,12 @@ def lease_path(namespace: str, name: str | None = None) -> str:
 
 # What the operator creates for its jobs, by (apiVersion, kind): the plural of its collection (and the
 # PodGroups of the gang integrations: created_kinds()).
-CREATED_KINDS = {("v1", "Pod"): "pods", ("v1", "Service"): "services", ("apps/v1", "Deployment"): "deployments"}
+CREATED_KINDS = {
+    ("v1", "Pod"): "pods",
+    ("v1", "Service"): "services",
+    ("apps/v1", "Deployment"): "deployments",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
+}
 
 
 def created_kinds() -> dict[tuple[str, str], str]:

@@ -1,7 +1,9 @@
 """Pure rendering of a job's TensorBoard (`spec.tensorboard`): a Deployment of one Pod
-serving the checkpoint volume's event files, and a Service in front of it.
+serving the checkpoint volume's event files, a Service in front of it, and a
+NetworkPolicy that admits nothing to that Pod over the Pod network (port-forward and the
+kubelet's probe do not come that way).
 
-Both are owned by the job (the garbage collector removes them with it, at its TTL too),
+All are owned by the job (the garbage collector removes them with it, at its TTL too),
 and the Pod meets the restricted Pod Security Standard: non-root, no privilege
 escalation, every capability dropped, the RuntimeDefault seccomp profile, a read-only
 root filesystem, no service account token. It mounts the checkpoint volume read-only:
@@ -154,9 +156,31 @@ def render_service(job: DDPJob) -> dict[str, Any]:
     }
 
 
+def render_network_policy(job: DDPJob) -> dict[str, Any]:
+    """No ingress to the TensorBoard Pod over the Pod network: the page is the job's curves,
+    run names and hyperparameters, and a ClusterIP Service answers any Pod of the cluster.
+    `kubectl port-forward` still reaches it: the kubelet connects inside the Pod's own network
+    namespace, which no NetworkPolicy filters; so does the kubelet's readiness probe, from
+    the Pod's node, which a NetworkPolicy always admits. The API server's service proxy
+    (`ddpjob tensorboard --via proxy`) comes over the Pod network from the API server's
+    address, which differs per cluster: a cluster that uses it adds a NetworkPolicy of its
+    own admitting that address (NetworkPolicies add up; docs/threat-model.md has one)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(job),
+        "spec": {
+            "podSelector": {"matchLabels": {tensorboard.LABEL_FOR: job.name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [],
+        },
+    }
+
+
 def render(job: DDPJob, config: TensorBoardConfig = DEFAULT_CONFIG) -> list[dict[str, Any]]:
-    """The job's TensorBoard objects, the Service first; none unless spec.tensorboard is
-    on (with the checkpoint volume the API requires for it)."""
+    """The job's TensorBoard objects, the NetworkPolicy first (its Pod never runs without
+    it), then the Service; none unless spec.tensorboard is on (with the checkpoint volume
+    the API requires for it)."""
     if not (job.checkpoint is not None and job.checkpoint.tensorboard):
         return []
-    return [render_service(job), render_deployment(job, config)]
+    return [render_network_policy(job), render_service(job), render_deployment(job, config)]
