@@ -243,7 +243,7 @@ def test_invalid_status(job):
     assert st["conditions"][0]["reason"] == "InvalidSpec" and "spec.nodes" in st["conditions"][0]["message"]
 
 
-def test_pods_of_an_earlier_attempt_stuck_terminating_are_named_once_past_grace_and_margin(job):
+def test_pods_of_an_earlier_attempt_terminating_on_a_lost_node_are_force_deleted_at_once(job):
     j = job()
     st = {"phase": "Restarting", "restarts": 1, "startTime": "2026-01-01T12:00:00Z"}
     ends = "2026-01-01T12:00:10Z"  # deletionTimestamp: the end of the grace period
@@ -251,21 +251,25 @@ def test_pods_of_an_earlier_attempt_stuck_terminating_are_named_once_past_grace_
         0: {"deleting": True, "deletion_time": ends, "node_name": "n0"},
         1: {"deleting": True, "deletion_time": ends, "node_name": None}})  # no node: never stuck
     lost = {"n0": "Unknown"}  # its kubelet stopped reporting
-    early = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=20), nodes=lost))
-    assert early.force_delete == () and early.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
-    at = T0 + timedelta(seconds=41)
-    late = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=at, nodes=lost))
-    assert [(f.pod, f.message) for f in late.force_delete] == [
-        ("demo-0", "force-deleted Pod demo-0, stuck terminating: its node n0 is not Ready (Ready=Unknown)")]
-    assert "demo-0 on node n0" in late.status["message"]
-    assert late.delete == () and late.requeue_after == pytest.approx(30)  # looked at again
-    # The plan judges the Node: gone, force-deleted; Ready (its kubelet will confirm) or not
-    # read, waited for.
-    gone = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=at, nodes={"n0": None}))
-    assert [f.message.rsplit(": ", 1)[1] for f in gone.force_delete] == ["its node n0 is gone"]
+    # Within its grace period: no kubelet will ever confirm it, so nothing is waited for.
+    early = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=2), nodes=lost))
+    assert [(f.pod, f.message) for f in early.force_delete] == [
+        ("demo-0", "force-deleted Pod demo-0: its node n0 is not Ready (Ready=Unknown), and no kubelet will confirm it")]
+    assert "demo-0 on node n0" in early.status["message"]
+    gone = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0, nodes={"n0": None}))
+    assert [f.message.split(": ", 1)[1] for f in gone.force_delete] == [
+        "its node n0 is gone, and no kubelet will confirm it"]
+    # On a Ready node (its kubelet will confirm), or one not read: waited for, and named as
+    # stuck only once past the grace period and the margin.
     for nodes in ({"n0": "True"}, {}):
-        waiting = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=at, nodes=nodes))
-        assert waiting.force_delete == () and "demo-0 on node n0" in waiting.status["message"]
+        waiting = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=20),
+                                            nodes=nodes))
+        assert waiting.force_delete == () and waiting.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
+        assert "stuck" not in waiting.status["message"]
+        late = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=41),
+                                         nodes=nodes))
+        assert late.force_delete == () and "demo-0 on node n0" in late.status["message"]
+        assert late.requeue_after == pytest.approx(30)  # looked at again: the node may be lost by then
 
 
 def test_pods_of_an_earlier_ddpjob_are_never_deleted(job):

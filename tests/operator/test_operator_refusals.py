@@ -138,14 +138,14 @@ def _node(cluster: Cluster, name: str, ready: str) -> None:
     cluster.core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
 
 
-def test_a_pod_stuck_terminating_is_force_deleted_only_when_its_node_is_lost(cluster: Cluster, operator,
-                                                                             monkeypatch) -> None:
+def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_deleted_at_once(
+        cluster: Cluster, operator, monkeypatch) -> None:
     from datetime import timedelta
     from ddpjob.job import creation
     from kmock._internal import references
     monkeypatch.setattr(creation, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
     _node(cluster, "alive", "True")
-    _node(cluster, "lost", "Unknown")  # its kubelet stopped posting status
+    _node(cluster, "lost", "True")
     template = {"spec": {"terminationGracePeriodSeconds": 1}}
     cluster.create(ddpjob("stuck", nodes=3, restartPolicy="OnFailure", template=template))
     cluster.wait_pods("stuck", 3)
@@ -154,17 +154,25 @@ def test_a_pod_stuck_terminating_is_force_deleted_only_when_its_node_is_lost(clu
                                      "application/merge-patch+json", {"spec": {"nodeName": node}})
     cluster.set_phase("stuck", "Running")
     cluster.wait_phase("stuck", "Running", readyNodes=3)
-    # stuck-2 fails: the gang restarts. A finished Pod is deleted at once (no grace).
-    cluster.set_phase("stuck", "Failed", ranks=[2], exit_code=137)
-    # The running Pods are deleted gracefully; neither kubelet confirms yet.
-    st = wait_for(lambda: (s := cluster.status("stuck")) and "stuck terminating" in s.get("message", "") and s,
-                  timeout=REACTION, message="the stuck Pods were not reported")
-    assert "stuck-0 on node alive" in st["message"]
-    # The lost node's Pod is force-deleted; the Ready node's Pod is waited for.
+    # The node lifecycle controller marks the node whose kubelet stopped reporting; no Pod
+    # changes (nothing will ever write stuck-1's end). The Node's update restarts the gang,
+    # as a disruption (not counted against maxRestarts).
+    cluster.core.patch_node_status("lost", {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+    st = cluster.wait_phase("stuck", "Restarting")
+    assert (st["restarts"], st["disruptions"], st["lastFailure"]["reason"]) == (1, 1, "NodeLost")
+    assert st["lastFailure"]["message"] == "Pod stuck-1 lost: its node lost is not Ready (Ready=Unknown)"
+    # The lost node's Pod is force-deleted at once; the Ready node's Pods are waited for
+    # (deleted gracefully, which neither kubelet confirms yet), then named as stuck.
     event = cluster.wait_event("stuck", "ForceDeleted")
-    assert "stuck-1" in event["message"] and "lost" in event["message"]
-    assert cluster.core.read_namespaced_pod("stuck-0", cluster.ns).metadata.deletion_timestamp is not None
-    assert not any("stuck-0" in e.get("message", "") for e in cluster.events("stuck") if e["reason"] == "ForceDeleted")
+    assert "stuck-1" in event["message"] and "node lost is not Ready" in event["message"]
+    st = wait_for(lambda: (s := cluster.status("stuck")) and "stuck-0 on node alive" in s.get("message", "") and s,
+                  timeout=REACTION, message="the Pods stuck on the live node were not reported")
+    assert "stuck terminating" in st["message"] and "stuck-1" not in st["message"]
+    for rank in (0, 2):
+        assert cluster.core.read_namespaced_pod(f"stuck-{rank}", cluster.ns).metadata.deletion_timestamp is not None
+    forced = [e["message"] for e in cluster.events("stuck") if e["reason"] == "ForceDeleted"]
+    assert len(forced) == 1 and "stuck-1" in forced[0]
     # The live kubelet confirms; the next gang starts.
-    cluster.core.delete_namespaced_pod("stuck-0", cluster.ns, grace_period_seconds=0)
+    for rank in (0, 2):
+        cluster.core.delete_namespaced_pod(f"stuck-{rank}", cluster.ns, grace_period_seconds=0)
     cluster.run_gang("stuck", 3, attempt=1)

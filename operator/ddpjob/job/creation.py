@@ -2,9 +2,9 @@
 and how a refused create shows in the status.
 
 Pods are created only when no Pod of an earlier attempt (or of an earlier DDPJob of the
-same name) holds a name the gang needs; a Pod stuck terminating on a node past its grace
-period is force-deleted when the observation says its Node is gone or not Ready, and
-waited for otherwise.
+same name) holds a name the gang needs; a terminating Pod whose Node is gone or not Ready
+is force-deleted at once (no kubelet will confirm it: node_loss.py), one on a Ready Node
+is waited for, and named as stuck once past its grace period and a margin.
 
 The `PodsCreated` condition says whether the operator could create what was asked for:
 `False` with the API server's reason (`Forbidden` for a quota or Pod Security denial,
@@ -19,15 +19,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ddpjob import text
 from ddpjob.api import backend
 from ddpjob.api.launchers import misspelt_launcher, world_warning
-from ddpjob.job import scheduling
+from ddpjob.job import node_loss, scheduling
 from ddpjob.job.conditions import build_conditions, set_condition
-from ddpjob.job.decision import FAILED, PENDING, RESTARTING, RUNNING, Event, ForceDelete, Plan, RefusedCreates
+from ddpjob.job.decision import (
+    FAILED,
+    PENDING,
+    RESTARTING,
+    RUNNING,
+    Event,
+    ForceDelete,
+    Observed,
+    Plan,
+    RefusedCreates,
+)
 from ddpjob.job.observe import PodState
 from ddpjob.job.step import stopped_counts
 from ddpjob.times import parse_time
@@ -88,13 +98,17 @@ def _waiting_phase(step: Step) -> str:
     return RESTARTING if step.restarts and step.prev_phase == RESTARTING else PENDING
 
 
-def stuck_pods(pods: list[PodState], now: datetime) -> tuple[tuple[tuple[str, str], ...], float | None]:
-    """Terminating Pods past grace + margin on a node, and seconds until the next one is."""
-    stuck, wake = [], None
+def stuck_pods(observed: Observed, pods: list[PodState]) -> tuple[tuple[tuple[str, str], ...], float | None]:
+    """Terminating Pods on a lost node (at once), or past grace + margin on another, and
+    seconds until the next one is."""
+    stuck, wake, now = [], None, observed.now
     for p in pods:
         ends = parse_time(p.deletion_time) if p.deleting and p.node_name else None
         if ends is None:
             continue
+        if node_loss.lost_node(observed, p.node_name):
+            stuck.append((p.name, str(p.node_name)))
+            continue  # force-deleted now: nothing to wake for
         due = ends + ROUNDING + STUCK_MARGIN
         if now >= due:
             stuck.append((p.name, str(p.node_name)))
@@ -120,7 +134,9 @@ def force_deletes(step: Step, stuck: tuple[tuple[str, str], ...]) -> tuple[Force
         ready = nodes[node]
         why = "is gone" if ready is None else f"is not Ready (Ready={ready or 'unknown'})"
         out.append(
-            ForceDelete(pod, uids.get(pod), f"force-deleted Pod {pod}, stuck terminating: its node {node} {why}")
+            ForceDelete(
+                pod, uids.get(pod), f"force-deleted Pod {pod}: its node {node} {why}, and no kubelet will confirm it"
+            )
         )
     return tuple(out)
 
@@ -148,7 +164,7 @@ def held(step: Step) -> Plan | None:
     if not step.leftover:
         return None
     msg = f"waiting for {len(step.leftover)} Pod(s) of an earlier attempt to go away"
-    stuck, wake = stuck_pods(step.leftover, step.now)
+    stuck, wake = stuck_pods(step.observed, step.leftover)
     if stuck:
         msg += (
             "; stuck terminating: "
@@ -175,7 +191,11 @@ def running(step: Step) -> Plan | None:
     """Every node runs (or has finished): the job is Running. An elastic job runs with
     `minNodes` (its other Pods may still be starting; elastic.py creates missing ones)."""
     job, current = step.job, step.current
-    up = sum(1 for p in current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+    up = sum(
+        1
+        for p in current.values()
+        if p.phase in ("Running", "Succeeded") and not p.deleting and p.name not in step.troubled
+    )
     if job.elastic is not None:
         if up < job.min_nodes or any(p.phase == "Failed" for p in current.values()):
             return None
@@ -230,6 +250,7 @@ def start(step: Step) -> Plan:
     plan = Plan(
         status=step.status(_waiting_phase(step), "Starting", msg, startTime=step.prev.get("startTime") or step.now_s),
         create=missing,
+        avoid_nodes=node_loss.avoid(observed) if missing else (),
         requeue_after=step.earliest(step.deadline_in, gang_wait.timeout_in),
         events=timeout_event,
         write_status=not missing,

@@ -116,9 +116,13 @@ class Observed:
     gang_said: GangSaid | None = None  # of this attempt's held Pods, when read
     since_last_write: float | None = None  # seconds since this writer's last status write
     jitter: float = 0.0  # in [0, 1): spreads the retries of many jobs (drawn by the caller)
-    # The Nodes of Pods stuck terminating (creation.stuck_pods), by name: the status of their
-    # Ready condition ("True", "False", "Unknown", "" without one), None for a Node that is gone.
+    # The Nodes of the job's Pods, by name: the status of their Ready condition ("True",
+    # "False", "Unknown", "" without one), None for a Node that is gone (node_loss.py). A
+    # Node not named here is taken as healthy (not read, or not seen yet).
     nodes: Mapping[str, str | None] = field(default_factory=dict)
+    # Nodes the operator's node-health settings find unhealthy (a condition or a taint), with
+    # why: members there are moved off, new Pods avoid them (node_loss.py).
+    unhealthy_nodes: Mapping[str, str] = field(default_factory=dict)
     pod_groups: tuple[str, ...] = ()  # the PodGroups this job's attempts made that still exist
 
 
@@ -130,9 +134,11 @@ class Plan:
     delete_job: bool = False  # ttlSecondsAfterFinished has passed
     requeue_after: float | None = None  # seconds until a timer (backoff, deadline, TTL) is due
     events: tuple[Event, ...] = field(default_factory=tuple)
-    # Pods past their grace period plus STUCK_MARGIN, still terminating, whose Node is gone
-    # or not Ready (its kubelet can no longer confirm); on a Ready Node the kubelet is waited for.
+    # Pods still terminating whose Node is gone or not Ready (its kubelet can no longer
+    # confirm); on a Ready Node the kubelet is waited for (creation.force_deletes).
     force_delete: tuple[ForceDelete, ...] = ()
+    # Nodes the Pods this plan creates must not land on (node_loss.avoid).
+    avoid_nodes: tuple[str, ...] = ()
     delete_pod_groups: tuple[str, ...] = ()  # PodGroups of attempts that ended
     # False when the plan creates: the status that holds is the next step's, which sees
     # the new Pods. A writer that pays per write (the operator) writes that one instead,

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ddpjob.api import names
-from ddpjob.job import creation, lost_indices
+from ddpjob.job import creation, lost_indices, node_loss
 from ddpjob.job.decision import RUNNING, Event, Plan
 from ddpjob.job.failure import failure_record, retryable, root_cause
 from ddpjob.job.observe import PodState
@@ -43,11 +43,13 @@ RESIZE_EVENTS = (RESIZED, NODE_LOST)
 
 
 def _lost(step: Step) -> list[PodState]:
-    return sorted((p for p in step.current.values() if p.phase == "Failed" or p.deleting), key=lambda p: p.node_rank)
+    """Members that failed, are going, or are on a lost or unhealthy node (node_loss.py)."""
+    lost = [step.troubled.get(p.name, p) for p in step.current.values()]
+    return sorted((p for p in lost if p.phase == "Failed" or p.deleting or p.disruption), key=lambda p: p.node_rank)
 
 
 def _running(step: Step) -> list[PodState]:
-    return [p for p in step.current.values() if p.phase == "Running" and not p.deleting]
+    return [p for p in step.current.values() if p.phase == "Running" and not p.deleting and p.name not in step.troubled]
 
 
 def _above_size(step: Step) -> list[PodState]:
@@ -96,12 +98,13 @@ def plan(step: Step) -> Plan | None:
         (root.phase == "Failed" and not root.deleting) or (step.prev.get("lastFailure") or {}).get("pod") != root.name
     ):
         changes["lastFailure"] = failure_record(root, job.restart_policy, step.now)
-    stuck, wake = creation.stuck_pods(lost + above, step.now)
+    stuck, wake = creation.stuck_pods(step.observed, lost + above)
     create = tuple(r for r in missing if not waits[r])
     later = min((w for w in waits.values() if w), default=None)
     return Plan(
         status=step.status(RUNNING, "ElasticResize", msg, **changes),
         create=create,
+        avoid_nodes=node_loss.avoid(step.observed),
         delete=tuple(p.name for p in lost + above if not p.deleting),
         force_delete=creation.force_deletes(step, stuck),
         requeue_after=step.earliest(step.deadline_in, wake, later),

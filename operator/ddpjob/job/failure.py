@@ -135,6 +135,9 @@ def failed_members(step: Step) -> list[PodState]:
     hang); sets `step.stalled` when the gang has stalled."""
     job, current, restarts = step.job, step.current, step.restarts
     failed = [p for p in current.values() if p.phase == "Failed"]
+    # A member on a lost or unhealthy node is lost in any phase (node_loss.py): no kubelet
+    # will ever write its end, or it is being moved off.
+    failed += list(step.troubled.values())
     if step.prev_phase != RUNNING:
         return failed
     # Once the whole gang ran, a member that vanishes or is being deleted was removed by

@@ -62,7 +62,7 @@ def entries(step: Step) -> dict[int, dict[str, Any]]:
     known = int(step.prev.get("desiredNodes") or step.job.nodes)  # indices the job had before this step
     for r in range(step.job.nodes):
         entry, pod = prev.get(r), step.current.get(r)
-        if pod is None or pod.phase == "Failed" or pod.deleting:
+        if pod is None or pod.phase == "Failed" or pod.deleting or pod.name in step.troubled:
             if entry is None and r >= known:
                 continue  # a new index, not a lost one
             if entry is None or entry.get("replaced"):

@@ -12,7 +12,7 @@ from typing import Any
 
 from ddpjob.api import accepted_spec
 from ddpjob.api.spec import DDPJob
-from ddpjob.job import stall
+from ddpjob.job import node_loss, stall
 from ddpjob.job.conditions import build_conditions
 from ddpjob.job.decision import HALTED, LIVE_POD_PHASES, PENDING, RUNNING, SUCCEEDED, Event, Observed
 from ddpjob.job.gang_wait import GangWait
@@ -61,6 +61,9 @@ class Step:
         self.progress = progress if progress is not None and progress.restart_count == self.restarts else None
         self.stalled: str | None = None  # set by the failure policy when the gang hangs
         self.gang_wait = gang_wait
+        # Live members on a lost or unhealthy node (node_loss.py), as disruptions, by name:
+        # not running for any count, and lost to every policy.
+        self.troubled = {p.name: p for p in node_loss.members(self)}
         # The step that finishes a job must also wake it when its TTL is due.
         self.ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
 
@@ -84,7 +87,11 @@ class Step:
         ready = (
             0
             if phase in HALTED
-            else sum(1 for p in self.current.values() if p.phase in ("Running", "Succeeded") and not p.deleting)
+            else sum(
+                1
+                for p in self.current.values()
+                if p.phase in ("Running", "Succeeded") and not p.deleting and p.name not in self.troubled
+            )
         )
         st = {
             **prev,

@@ -25,6 +25,6 @@ def annotate(step: Step, plan: Plan) -> Plan:
     lost = sorted(
         p.name
         for p in step.current.values()
-        if p.phase == "Failed" or p.deleting or (p.phase == "Running" and not p.ready)
+        if p.phase == "Failed" or p.deleting or (p.phase == "Running" and not p.ready) or p.name in step.troubled
     )
     return replace(plan, tell_lost=tuple(lost)) if lost else plan

@@ -27,6 +27,7 @@ from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound
 from ddpjob.operator.metrics import OperatorMetrics
 from ddpjob.operator.observer import JobMemory
+from ddpjob.render import placement
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
@@ -163,7 +164,12 @@ class Children:
         created, batch, refused = 0, 1, None
         errors: list[BaseException] = []
         while ranks and refused is None and not errors:
-            chunk = [render.render_pod(parsed, rank, plan.restart_count, self.gang.options) for rank in ranks[:batch]]
+            chunk = [
+                placement.avoiding(
+                    render.render_pod(parsed, r, plan.restart_count, self.gang.options), plan.avoid_nodes
+                )
+                for r in ranks[:batch]
+            ]
             if self.notice_token is not None and parsed.elastic is not None:
                 token = self.notice_token(parsed.namespace, parsed.name, uid)
                 chunk = [render.with_notice_token(p, parsed, token) for p in chunk]
@@ -205,23 +211,3 @@ class Children:
         for pod in pods:
             if await self.kube.delete(pods_path(job.key[0], pod.pod), uid=pod.uid, grace_period=0):
                 self.post_event(body, "Warning", "ForceDeleted", pod.message)
-
-    async def read_nodes(self, names_: Iterable[str]) -> dict[str, str | None]:
-        """What the plan needs to judge Pods stuck on these Nodes: each one's Ready
-        condition status ("" without one), None for a Node that is gone."""
-        out: dict[str, str | None] = {}
-        for name in sorted(set(names_)):
-            node = await self.kube.get_node(name)
-            out[name] = (
-                None
-                if node is None
-                else next(
-                    (
-                        str(c.get("status"))
-                        for c in (node.get("status") or {}).get("conditions") or []
-                        if c.get("type") == "Ready"
-                    ),
-                    "",
-                )
-            )
-        return out

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ddpjob.api import spec
-from ddpjob.job import creation, lifecycle, observe
+from ddpjob.job import lifecycle, observe
 from ddpjob.job.decision import Observed, Plan
 from ddpjob.job.observe import PodState
 from ddpjob.operator import observer
@@ -33,6 +33,7 @@ from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.gang_reader import GangReader
 from ddpjob.operator.kube import Kube
 from ddpjob.operator.metrics import OperatorMetrics
+from ddpjob.operator.nodes import Nodes
 from ddpjob.operator.notices import Notifier
 from ddpjob.operator.observer import IndexedPod, JobMemory, Key, indexed_pods
 from ddpjob.operator.progress import ProgressPoller, Target
@@ -75,6 +76,7 @@ class Controller:
         monotonic: Callable[[], float] = time.monotonic,
         notifier: Notifier | None = None,
         tensorboard: TensorBoardConfig | None = None,
+        nodes: Nodes | None = None,
     ):
         self.template_allow = template_allow  # what job templates may ask for (template_policy)
         self.job_body = job_body
@@ -87,6 +89,7 @@ class Controller:
         self._phases: dict[Key, str] = {}
         self.metrics = metrics or OperatorMetrics(self.phases)
         self.notifier = notifier or Notifier()  # tells an elastic job's survivors whom it lost
+        self.nodes = nodes or Nodes()  # the Nodes as the watch last saw them (nodes.py)
         self.children = Children(kube, gang or GangSupport(), self.metrics, post_event, self.notifier.token)
         self.status_writer = StatusWriter(kube, job_body)
         self.gang_reader = GangReader(kube)
@@ -157,6 +160,14 @@ class Controller:
 
     # ---- one reconcile ------------------------------------------------------------------
 
+    def node_changed(self, name: str, body: Mapping[str, Any] | None, pods: Iterable[tuple[Key, IndexedPod]]) -> None:
+        """One watch event of Node `name` (`body` None: deleted): when its state changed,
+        a reconcile of every job with a Pod on it (`pods`: the Pods index's items)."""
+        if not self.nodes.seen(name, body):
+            return
+        for key in {key for key, (_, pod) in pods if pod.node_name == name}:
+            self.trigger(*key)
+
     def pod_changed(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         """Every event of a job's Pod: remember one marked for a disruption."""
         if not observe.is_disrupted(body.get("status") or {}):
@@ -183,7 +194,7 @@ class Controller:
         # stuck terminating, are part of the observation.
         read_in = await self.gang_reader.read(job, None if errors else parsed, pods)
         now = self.clock()
-        nodes = await self.children.read_nodes(n for _, n in creation.stuck_pods(pods, now)[0])
+        nodes = self.nodes.ready_of(p.node_name for p in pods)
         # One observe -> plan -> act. A pass that created Pods asks to run again at once
         # (`_act` returns 0): the next pass observes what its creates did.
         observed = self._observe(job, body, pods, parsed, errors, nodes, now)
@@ -204,7 +215,7 @@ class Controller:
     ) -> Observed:
         progress = self.poller.take(job.key) if self.poller is not None else None
         observed = observer.observe(
-            job, body, pods, (parsed, errors), now, self.gang, progress, self.monotonic(), nodes
+            job, body, pods, (parsed, errors), now, self.gang, progress, self.monotonic(), nodes, self.nodes.unhealthy()
         )
         self._phases[job.key] = observed.previous.get("phase") or lifecycle.PENDING
         return observed

@@ -27,12 +27,14 @@ from ddpjob.backoff import Backoff
 from ddpjob.operator import bookkeeping, connection, controller as ctl, settings as operator_settings
 from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import Kube
+from ddpjob.operator.nodes import Nodes
 from ddpjob.operator.notices import Notifier
 from ddpjob.operator.progress import ProgressPoller
 from ddpjob.operator.settings import Settings
 
 JOBS = (names.GROUP, names.VERSION, names.PLURAL)
 PODS = ("", "v1", "pods")
+NODES = ("", "v1", "nodes")
 # kopf filters on labels client-side; only the operator's own Pods reach the handlers.
 POD_LABELS = {names.LABEL_JOB_NAME: kopf.PRESENT}
 
@@ -88,13 +90,14 @@ def configure(settings: kopf.OperatorSettings) -> None:
 class _QuietPodEvents(logging.Filter):
     """kopf logs "Handler 'pod_event' succeeded." at INFO for every event of every Pod:
     1,024 lines per phase of a 1,024-node gang, saying nothing the job's own log lines
-    and status do not, at about 0.1 ms each. Its failures are still logged."""
+    and status do not, at about 0.1 ms each; and so for every Node's update. Their
+    failures are still logged."""
 
     quiets_pod_events = True
-    _SUCCEEDED = "Handler 'pod_event' succeeded."
+    _SUCCEEDED = ("Handler 'pod_event' succeeded.", "Handler 'node_event' succeeded.")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno == logging.INFO and record.msg == self._SUCCEEDED)
+        return not (record.levelno == logging.INFO and record.msg in self._SUCCEEDED)
 
 
 def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
@@ -184,6 +187,7 @@ async def start(
         template_allow=allow,
         notifier=Notifier(config.notice_key),
         tensorboard=config.tensorboard,
+        nodes=Nodes(config.node_rules),
     )
     if allow:
         logger.info("job templates may ask for: %s", ", ".join(sorted(allow)))
@@ -274,6 +278,19 @@ def _deleted(type: str | None, **_: Any) -> bool:
 @kopf.on.event(*JOBS, when=_deleted)
 async def job_event(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     memo.controller.forget(namespace, name)
+
+
+@kopf.on.event(*NODES)
+async def node_event(
+    name: str, type: str | None, body: kopf.Body, memo: kopf.Memo, ddpjob_pods: kopf.Index, **_: Any
+) -> None:
+    """A Node that turns NotReady, comes back, is found unhealthy or is deleted: the jobs
+    with a Pod on it are reconciled (operator/nodes.py)."""
+    controller = getattr(memo, "controller", None)
+    if controller is None:
+        return
+    pods = ((key, item) for key, items in ddpjob_pods.items() for item in items)
+    controller.node_changed(name, None if type == "DELETED" else body, pods)
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)

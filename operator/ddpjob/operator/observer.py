@@ -129,10 +129,12 @@ def observe(
     progress: Any,
     monotonic: float,
     nodes: Mapping[str, str | None] | None = None,
+    unhealthy_nodes: Mapping[str, str] | None = None,
 ) -> Observed:
     """One observation of the job: `current` its Pods (`indexed_pods`), `spec_` its spec as
-    `parse` read it, `nodes` the Nodes of its Pods stuck terminating as just read. Consumes
-    what the last act learned (it is said once)."""
+    `parse` read it, `nodes` the Ready status of its Pods' Nodes and `unhealthy_nodes` the
+    cluster's unhealthy ones, as the Node watch last saw them (nodes.py). Consumes what the
+    last act learned (it is said once)."""
     uid = job.uid or ""
     previous = job.status if job.status is not None else dict(body.get("status") or {})
     generation = int((body.get("metadata") or {}).get("generation") or 0)
@@ -170,5 +172,6 @@ def observe(
         since_last_write=since,
         jitter=random.random(),
         nodes=dict(nodes or {}),
+        unhealthy_nodes=dict(unhealthy_nodes or {}),
         pod_groups=tuple(job.pod_groups),
     )

@@ -21,6 +21,8 @@ start with one line naming the variable; nothing reads the environment later.
                                              carry `tensorboard`; unset: this release's CPU trainer image)
     DDPJOB_TENSORBOARD_IMAGE_PULL_POLICY     its pull policy (unset: the cluster's default)
     DDPJOB_TENSORBOARD_RESOURCES             its container's resources, as JSON {"requests": {...}, ...}
+    DDPJOB_UNHEALTHY_NODE_CONDITIONS         node conditions that mark a node unhealthy: TYPE[=STATUS],...
+    DDPJOB_UNHEALTHY_NODE_TAINTS             taints that do: KEY[=VALUE][:EFFECT],... (job/node_health.py)
     DDPJOB_LEADER_ELECTION_LEASE             the Lease the replicas elect their leader in (leader_election.py;
                                              unset: no election, this process acts alone)
     DDPJOB_LEADER_ELECTION_NAMESPACE         its namespace (required with it; the chart's downward API)
@@ -38,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ddpjob.api import gangs, names, template_policy
+from ddpjob.job import node_health
+from ddpjob.job.node_health import NO_RULES, NodeRules
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, DEFAULT_MAX_WRITES_PER_SECOND
 from ddpjob.render.gang import DEFAULT_OPTIONS, GangOptions
 from ddpjob.render.tensorboard import DEFAULT_CONFIG as TENSORBOARD_DEFAULTS, TensorBoardConfig
@@ -58,6 +62,8 @@ LEASE_NAMESPACE_ENV = "DDPJOB_LEADER_ELECTION_NAMESPACE"
 LEASE_SECONDS_ENV = "DDPJOB_LEADER_ELECTION_LEASE_SECONDS"
 RENEW_DEADLINE_ENV = "DDPJOB_LEADER_ELECTION_RENEW_DEADLINE_SECONDS"
 RETRY_PERIOD_ENV = "DDPJOB_LEADER_ELECTION_RETRY_PERIOD_SECONDS"
+NODE_CONDITIONS_ENV = "DDPJOB_UNHEALTHY_NODE_CONDITIONS"
+NODE_TAINTS_ENV = "DDPJOB_UNHEALTHY_NODE_TAINTS"
 
 DEFAULT_LIVENESS_OUTAGE = 300.0
 # Longer than any real value; keeps a hostile or mistyped one out of logs and errors.
@@ -95,6 +101,7 @@ class Settings:
     notice_key: bytes | None = field(default=None, repr=False)  # a secret: never in a log line
     tensorboard: TensorBoardConfig = TENSORBOARD_DEFAULTS  # what runs jobs' TensorBoards
     leader_election: LeaderElection | None = None  # None: this process acts alone
+    node_rules: NodeRules = NO_RULES  # what marks a node unhealthy (none: nothing does)
 
     @property
     def progress_polling(self) -> bool:
@@ -208,6 +215,18 @@ def _leader_election(env: Mapping[str, str]) -> LeaderElection | None:
     return LeaderElection(namespace, name, lease, deadline, retry)
 
 
+def _node_rules(env: Mapping[str, str]) -> NodeRules:
+    try:
+        conditions = node_health.parse_conditions(env.get(NODE_CONDITIONS_ENV) or "")
+    except ValueError as e:
+        raise SettingsError(f"{NODE_CONDITIONS_ENV}: {e}") from None
+    try:
+        taints = node_health.parse_taints(env.get(NODE_TAINTS_ENV) or "")
+    except ValueError as e:
+        raise SettingsError(f"{NODE_TAINTS_ENV}: {e}") from None
+    return NodeRules(conditions, taints)
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings from `env` (the process environment by default); SettingsError for a bad one."""
     env = os.environ if env is None else env
@@ -241,4 +260,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         notice_key=key.encode() or None,
         tensorboard=_tensorboard(env),
         leader_election=_leader_election(env),
+        node_rules=_node_rules(env),
     )
