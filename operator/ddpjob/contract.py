@@ -32,8 +32,8 @@ PROGRESS_HOST = "DDPJOB_PROGRESS_HOST"
 TERMINATION_LOG = "DDPJOB_TERMINATION_LOG"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 # Where the trainer writes TensorBoard event files. Unset in a Pod (`<checkpoint dir>/
-# tensorboard`, on the volume a TensorBoard can read); only `ddpjob run` sets it, to the
-# job's directory (`./.ddpjob/<name>/tensorboard`), beside its checkpoints.
+# tensorboard/<job name>`, on the volume a TensorBoard can read); only `ddpjob run` sets it,
+# to this run's folder in the job's directory (`./.ddpjob/<name>/tensorboard/<run>`).
 TENSORBOARD_DIR = "DDPJOB_TENSORBOARD_DIR"
 COLLECTIVE_TIMEOUT = "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS"
 # An elastic job's nodes, each reachable at its launcher's store (a resize in place:

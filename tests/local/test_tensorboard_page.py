@@ -1,17 +1,20 @@
 """A job's curves as a user sees them: `ddpjob run` of a job, then of the same job resumed
 from an earlier checkpoint (so it trains steps again that the first run had logged),
-with `--tensorboard`; then TensorBoard on the job's event files, opened in a real headless
-Chromium: the loss chart is on the page and draws exactly the job's logged steps, each
-once, in order, where metrics.jsonl puts them (no gap, no repeat). The page's screenshot
-is the README's picture (`DDPJOB_UPDATE_SCREENSHOT=1` writes docs/images/tensorboard.png)."""
+with `--tensorboard`; once that job is over, the TensorBoard it printed, still serving
+until Ctrl-C, opened in a real headless Chromium: the page opens on the loss chart
+(pinned first), which draws exactly the job's logged steps, each once, in order, where
+metrics.jsonl puts them (no gap, no repeat). The page's screenshot is the README's
+picture (`DDPJOB_UPDATE_SCREENSHOT=1` writes docs/images/tensorboard.png)."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +22,6 @@ import pytest
 import yaml
 
 from ddpjob import metrics_log
-from ddpjob.local.tensorboard_server import TensorBoardServer
 from tests.support import browser
 from tests.support.deadlines import PHASE, RUN
 
@@ -63,10 +65,31 @@ def drawn_vertices(driver) -> list[tuple[float, float]] | None:
     return None
 
 
-def open_page(driver, url: str, tag_filter: str) -> None:
-    driver.get(url)
+def open_page(driver, page: str, tag_filter: str = "") -> None:
+    """The page as printed (`page`: its address, the loss card pinned), with the settings
+    above and SVG lines; only the tags `tag_filter` matches, when given."""
+    base, _, query = page.partition("?")
+    driver.get(base)
     driver.execute_script(f"window.localStorage.setItem('_tb_global_settings', '{SETTINGS}')")
-    driver.get(f"{url}?forceSVG=true&tagFilter={tag_filter}#timeseries")
+    query = query.split("#")[0]
+    driver.get(f"{base}?forceSVG=true&{query}{'&tagFilter=' + tag_filter if tag_filter else ''}#timeseries")
+
+
+def serving_run(tmp_path: Path, *argv: str) -> tuple[subprocess.Popen, list[str], str]:
+    """`ddpjob run --tensorboard`, until it says that the job is over and its TensorBoard
+    keeps serving: (the process, its lines so far, the page it printed)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", "--tensorboard", *argv], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()  # type: ignore[arg-type]
+    said = re.compile(r"^\[ddpjob\] the job is over; TensorBoard keeps serving its curves at (\S+) until Ctrl-C$")
+    deadline = time.monotonic() + RUN
+    while not (found := next((m for line in list(lines) if (m := said.match(line.rstrip("\n")))), None)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("no TensorBoard after the job: " + "".join(lines))
+        time.sleep(0.5)
+    return proc, lines, found.group(1)
 
 
 def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
@@ -78,20 +101,27 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
         newest = max(checkpoints.glob("ckpt-e00002-*.pt"))
         newest.unlink()  # lost: the next run resumes from epoch 1 and trains epoch 2 again
         job = job_file(tmp_path, epochs=3)
-        out = ddpjob_run(tmp_path, "--tensorboard", str(job))
-        said = r"^\[ddpjob\] TensorBoard: http://127\.0\.0\.1:\d+/ \(the job's curves; it stops with the run\)$"
-        assert re.search(said, out, re.M), out
-        records = metrics_log.read(checkpoints / metrics_log.FILE)
-        loss = metrics_log.curve(records, "loss")
-        assert re.search(rf"^\[ddpjob\] loss \S+ [▁-█]+ \S+ \({len(loss)} points\)$", out, re.M), out
-        first_attempt = [r["step"] for r in records if r["event"] == "step" and r["restart"] == 0]
-        resumed = [r["step"] for r in records if r["event"] == "resume"]
-        assert resumed and max(first_attempt) > resumed[0], "the second run must train logged steps again"
-
-        server = TensorBoardServer(tmp_path / ".ddpjob" / "curves" / "tensorboard", tmp_path / "tb.log", "curves")
-        url = server.start()
+        proc, lines, page = serving_run(tmp_path, str(job))
         try:
-            open_page(driver, url, "train%2Floss")
+            out = "".join(lines)
+            said = r"^\[ddpjob\] TensorBoard: http://127\.0\.0\.1:\d+/\S+ \(the job's curves, this run as curves/\S+; " \
+                   r"it serves until Ctrl-C\)$"
+            assert re.search(said, out, re.M), out
+            records = metrics_log.read(checkpoints / metrics_log.FILE)
+            loss = metrics_log.curve(records, "loss")
+            assert re.search(rf"^\[ddpjob\] loss \S+ [▁-█]+ \S+ \({len(loss)} points\)$", out, re.M), out
+            first_attempt = [r["step"] for r in records if r["event"] == "step" and r["restart"] == 0]
+            resumed = [r["step"] for r in records if r["event"] == "resume"]
+            assert resumed and max(first_attempt) > resumed[0], "the second run must train logged steps again"
+
+            # As printed: the first card is the training loss, pinned.
+            open_page(driver, page)
+            deadline = time.monotonic() + PHASE
+            while not (cards := driver.find_elements("css selector", "scalar-card")) or \
+                    "train/loss" not in cards[0].text.replace("\n", ""):
+                assert time.monotonic() < deadline, f"the page does not open on the loss: {[c.text for c in cards]}"
+                time.sleep(0.5)
+            open_page(driver, page, "%5Etrain%2Floss%24")
             # Chromium keeps its temporary folders in the scratch folder, not in /tmp.
             assert list(scratch.glob("org.chromium.Chromium.*")), sorted(os.listdir(scratch))
             deadline = time.monotonic() + PHASE
@@ -108,7 +138,7 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
             for s, x in zip(steps, xs, strict=True):
                 assert (x - xs[0]) / x_span == pytest.approx((s - steps[0]) / span, abs=0.01)
             # The picture: loss and throughput, side by side, both drawn.
-            open_page(driver, url, "%5Etrain%2F(loss%7Csamples_per_s)%24")
+            open_page(driver, page, "%5Etrain%2F(loss%7Csamples_per_s)%24")
             deadline = time.monotonic() + PHASE
             while len([p for p in driver.find_elements("css selector", "scalar-card line-chart svg path")
                        if (p.get_attribute("d") or "").count("L") >= len(loss) - 1]) < 2:
@@ -120,5 +150,9 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
             if os.environ.get("DDPJOB_UPDATE_SCREENSHOT"):
                 SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
                 SCREENSHOT.write_bytes(picture)
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: TensorBoard stops, the run ends with the job's code
+            assert proc.wait(PHASE) == 0
         finally:
-            server.stop()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -97,8 +97,13 @@ def test_the_writer_purges_steps_an_earlier_attempt_logged_past_the_resume(tmp_p
 
 def test_no_directory_no_writer(tmp_path):
     assert event_files.EventWriter.open(None) is None
-    assert event_files.directory(str(tmp_path)) == str(tmp_path / "tensorboard")
+    assert event_files.directory(str(tmp_path), {}) == str(tmp_path / "tensorboard")
     assert event_files.directory(None, {"DDPJOB_TENSORBOARD_DIR": "/x/tb"}) == "/x/tb"
+    # In a Pod: a folder named after the job, which its TensorBoard shows as the run's name
+    # (`.` when the files lay in the folder TensorBoard reads).
+    assert event_files.directory("/ckpt", {"DDPJOB_NAME": "mnist-curves"}) == "/ckpt/tensorboard/mnist-curves"
+    for hostile in ("../../etc", "a/b", "", "UPPER", "x" * 300):
+        assert event_files.directory("/ckpt", {"DDPJOB_NAME": hostile}) == "/ckpt/tensorboard"
 
 
 def test_the_progress_line_of_a_pods_log_reads_back_as_the_loss_curve(capsys):

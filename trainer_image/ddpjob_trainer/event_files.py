@@ -6,8 +6,11 @@ loss curve at least). Written with TensorBoard's own event file writer: `add` bu
 protobuf and queues it, a thread of TensorBoard's writes the file (the cost per record is
 measured by benchmarks/event_files.py, against a step).
 
-Where: `$DDPJOB_TENSORBOARD_DIR` (only `ddpjob run` sets it: `./.ddpjob/<name>/tensorboard`),
-else `<checkpoint dir>/tensorboard`; nowhere without either.
+Where: `$DDPJOB_TENSORBOARD_DIR` (only `ddpjob run` sets it: `./.ddpjob/<name>/tensorboard/
+<run>`), else `<checkpoint dir>/tensorboard/<job name>` (DDPJOB_NAME, which every Pod has:
+the job's TensorBoard, which reads `<checkpoint dir>/tensorboard`, shows it as a run named
+after the job, and two jobs that share a volume as two runs), `<checkpoint dir>/tensorboard`
+without a job name; nowhere without a checkpoint directory.
 
 One continuous curve through restarts, resumes and resizes: each writer is a new file in
 the same directory, and the first thing it writes is TensorBoard's own restart mark
@@ -21,6 +24,7 @@ scalars, and a line of text in `job/events`.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -34,6 +38,7 @@ MARKERS = ("start", "resume", "resize", "preempted")
 # Where training goes on from (a "position" record: a start, a resume, a join; or a
 # "resize"; metrics_log.POSITIONS): the step after it is where this writer's curve takes over.
 POSITION = "position"
+_JOB_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def directory(checkpoint_dir: str | None, env: Any = None) -> str | None:
@@ -42,7 +47,11 @@ def directory(checkpoint_dir: str | None, env: Any = None) -> str | None:
     given = env.get(contract.TENSORBOARD_DIR)
     if given:
         return str(given)
-    return os.path.join(checkpoint_dir, SUBDIR) if checkpoint_dir else None
+    if not checkpoint_dir:
+        return None
+    name = str(env.get(contract.JOB_NAME) or "")
+    # A job's name is a DNS subdomain: anything else set by hand is no folder name.
+    return os.path.join(checkpoint_dir, SUBDIR, *([name] if _JOB_NAME.fullmatch(name) else []))
 
 
 def marker_text(record: dict) -> str:

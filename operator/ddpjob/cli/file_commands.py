@@ -142,7 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  ddpjob run -f manifests/examples/mnist-cpu.yaml\n"
         "  ddpjob run --cpu -f gpu-job.yaml     # a GPU job on a machine without GPUs\n"
         "  ddpjob run --fresh -f job.yaml       # forget an earlier run's checkpoints\n"
-        "  ddpjob run --tensorboard -f job.yaml # its curves in TensorBoard while it runs",
+        "  ddpjob run --tensorboard -f job.yaml # its curves in TensorBoard, until Ctrl-C",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_file(p)
@@ -161,7 +161,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tensorboard",
         action="store_true",
-        help="serve the job's curves (./.ddpjob/<name>/tensorboard) with TensorBoard on a loopback port "
-        "while it runs, and print the URL",
+        help="serve the job's curves (./.ddpjob/<name>/tensorboard, a run per folder) with TensorBoard on a "
+        "loopback port from its start until Ctrl-C, the job's end included, and print the URL",
     )
     p.set_defaults(func=cmd_run)

@@ -35,7 +35,9 @@ def sources(job: str, workdir: str | None = None) -> tuple[Path, Path]:
             (d / metrics_log.FILE, d / TENSORBOARD),
         ):
             if metrics.is_file() or logdir.is_dir():
-                return metrics, logdir
+                from ddpjob.local.job_dir import latest_run  # `ddpjob run` keeps a folder per run
+
+                return metrics, latest_run(logdir)
     looked = ", ".join(str(d) for d in dirs) or str(given)
     raise FileError(
         f"JOB {job!r}: no metrics.jsonl or tensorboard/ directory in {looked} "

@@ -3,7 +3,9 @@ holds, what an earlier run of the job left there, and `--fresh`.
 
     checkpoints/           the trainer's checkpoints, where a later run resumes from, and
                            its metrics.jsonl
-    tensorboard/           the trainer's TensorBoard event files (contract.TENSORBOARD_DIR)
+    tensorboard/<run>/     the trainer's TensorBoard event files, a folder per run of the
+                           job named by its start (contract.TENSORBOARD_DIR): one
+                           TensorBoard run each, which never mix (`tensorboard_run`)
     pods/<pod>-a<attempt>/ each Pod attempt's progress record and heartbeats
     status.yaml            the final status of the last run
     spec.sha256            the digest of the job the last run ran (nothing_to_run)
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -31,6 +35,9 @@ PODS_DIR = "pods"
 TENSORBOARD_DIR = "tensorboard"
 STATUS_FILE = "status.yaml"
 SPEC_FILE = "spec.sha256"
+# A run's folder under tensorboard/: its start, in UTC (`2026-11-29T08-19-30Z`, a name
+# TensorBoard shows and sorts in time order), `-2`... when two start in one second.
+RUN_NAME = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ(-\d+)?")
 
 
 def previous_run(workdir: Path) -> dict | None:
@@ -76,9 +83,43 @@ def earlier_run(workdir: Path, checkpoint_dir: Path | None) -> str | None:
     )
 
 
-def loss_curve(workdir: Path) -> str | None:
-    """The logged training loss as one line of text (`ddpjob run`'s summary), if any."""
-    loss = metrics_log.job_curves(workdir / CHECKPOINTS_DIR / metrics_log.FILE, workdir / TENSORBOARD_DIR).get("loss")
+def tensorboard_runs(logdir: Path) -> list[Path]:
+    """The runs' folders under a job's tensorboard/, oldest first."""
+    try:
+        found = [d for d in logdir.iterdir() if RUN_NAME.fullmatch(d.name) and d.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda d: (d.name[:20], int(d.name[21:] or 1)))
+
+
+def latest_run(logdir: Path) -> Path:
+    """Where the last run's event files are: its folder, else `logdir` itself (where a
+    release before run folders wrote them)."""
+    runs = tensorboard_runs(logdir)
+    return runs[-1] if runs else logdir
+
+
+def tensorboard_run(workdir: Path, checkpoint_dir: Path | None, started: datetime) -> Path:
+    """This run's event file folder. A run that resumes from the checkpoints an earlier run
+    left goes on with that run's curve, in its folder (the trainer's restart mark drops
+    the steps it trains again); any other starts its own, named by `started`: every run of
+    a job from step 0 appended to one folder, and TensorBoard purged one run's points for
+    the next's ("Detected out of order event.step")."""
+    logdir = workdir / TENSORBOARD_DIR
+    runs = tensorboard_runs(logdir)
+    if runs and checkpoint_dir is not None and any(checkpoint_dir.glob("*")):
+        return runs[-1]
+    name = started.strftime("%Y-%m-%dT%H-%M-%SZ")
+    taken = {d.name for d in runs}
+    suffix = next(n for n in range(1, len(taken) + 2) if (f"{name}-{n}" if n > 1 else name) not in taken)
+    return logdir / (f"{name}-{suffix}" if suffix > 1 else name)
+
+
+def loss_curve(workdir: Path, run: Path | None = None) -> str | None:
+    """The logged training loss as one line of text (`ddpjob run`'s summary), if any:
+    from the job's metrics.jsonl, else from `run`'s event files (the last run's)."""
+    logdir = run or latest_run(workdir / TENSORBOARD_DIR)
+    loss = metrics_log.job_curves(workdir / CHECKPOINTS_DIR / metrics_log.FILE, logdir).get("loss")
     return sparkline.line("loss", [v for _, v in loss or []])
 
 

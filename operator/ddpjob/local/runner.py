@@ -54,6 +54,7 @@ class LocalRunner:
         self.workdir = workdir
         self.stop_grace = stop_grace
         self.checkpoint_dir = (workdir / job_dir.CHECKPOINTS_DIR) if job.checkpoint else None
+        # Where the trainer writes its event files: this run's folder (job_dir.tensorboard_run).
         self.tensorboard_env = {contract.TENSORBOARD_DIR: str(workdir / job_dir.TENSORBOARD_DIR)}
         self.procs: dict[str, tuple[int, int, ContainerProcess]] = {}  # name -> (rank, attempt, process)
         self.ips: dict[str, str] = {}  # name -> the Pod's address, where its launcher takes notices
@@ -223,7 +224,8 @@ def run_job(
     tensorboard: bool = False,
 ) -> int:
     """Run to completion; print the final status; exit code 0 only for Succeeded.
-    `tensorboard`: serve the job's curves while it runs (tensorboard_server.py)."""
+    `tensorboard`: serve the job's curves from its start until Ctrl-C, the job's end
+    included (tensorboard_server.py)."""
     if not job.generation:
         # A file has no metadata.generation; the API server gives a new object 1.
         job = dataclasses.replace(job, generation=1)
@@ -239,13 +241,26 @@ def run_job(
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
         return 1
+    board = tensorboard_server.for_job(workdir, job.name) if tensorboard else None
     try:
-        return _run_locked(runner, workdir, fresh, tensorboard)
+        try:
+            code = _run_locked(runner, workdir, fresh, board)
+        finally:
+            lock.release()  # another run of the job may start while the curves are shown
+        if board is not None and board.url and code != INTERRUPTED_CODE:
+            board.serve_until_stopped(runner.log)
+        return code
     finally:
-        lock.release()
+        if board is not None:
+            board.stop()
 
 
-def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool, tensorboard: bool = False) -> int:
+INTERRUPTED_CODE = 130  # the run stopped by Ctrl-C (128 + SIGINT)
+
+
+def _run_locked(
+    runner: LocalRunner, workdir: Path, fresh: bool, board: tensorboard_server.TensorBoardServer | None = None
+) -> int:
     if fresh:
         job_dir.start_fresh(workdir)
     job_dir.forget_progress(workdir)
@@ -257,13 +272,16 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool, tensorboard: bo
     note = job_dir.earlier_run(workdir, runner.checkpoint_dir)
     if note:
         runner.log(note)
+    run = job_dir.tensorboard_run(workdir, runner.checkpoint_dir, datetime.now(UTC))
+    runner.tensorboard_env = {contract.TENSORBOARD_DIR: str(run)}
     try:
-        with tensorboard_server.serving(workdir, runner.log, tensorboard, runner.job.name):
-            status = runner.run()
+        if board is not None:
+            board.open(runner.log, run.name)
+        status = runner.run()
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
         return 1
-    curve = job_dir.loss_curve(workdir)
+    curve = job_dir.loss_curve(workdir, run)
     if curve:
         runner.log(curve)
     runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
@@ -276,4 +294,4 @@ def _run_locked(runner: LocalRunner, workdir: Path, fresh: bool, tensorboard: bo
         return 1
     if status.get("phase") == lifecycle.SUCCEEDED:
         return 0
-    return 130 if status.get("message") == lifecycle.INTERRUPTED else 1
+    return INTERRUPTED_CODE if status.get("message") == lifecycle.INTERRUPTED else 1

@@ -1,5 +1,6 @@
 """`ddpjob run --tensorboard`: TensorBoard on the job's event files
-(`./.ddpjob/<name>/tensorboard`), on a loopback port, for as long as the run lasts.
+(`./.ddpjob/<name>/tensorboard`, a run per folder: `<name>/<start>` on the page), on a
+loopback port, from the job's start until Ctrl-C: the curves stay open once it ends.
 
 Users: `ddpjob run --tensorboard` and the tests that open the page in a browser
 (tests/local/test_tensorboard_page.py). Its output goes to `tensorboard.log` in the
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
+import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,20 @@ RELOAD_SECONDS = 5  # how often it looks for new points while the job trains
 # Points kept and drawn per curve: every logged step of a long job (TensorBoard keeps a
 # sample of 1,000; its "0 = all" makes the page draw nothing: TensorBoard 2.21).
 MAX_POINTS = 100_000
+# The page opens on the training loss: its card pinned above the others (TensorBoard's
+# Time Series dashboard reads its pinned cards from the address), which otherwise come in
+# the tags' order, `epoch/` first and `train/loss` last, collapsed at the bottom.
+PINNED = [{"plugin": "scalars", "tag": "train/loss"}]
+WAIT_STEP = 0.2  # how often the wait for Ctrl-C looks at whether TensorBoard still runs
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, the terminal closed
+
+
+def logdir_flags(logdir: Path, name: str) -> list[str]:
+    """The job's event files, its runs named `<name>/<folder>` on the page. `--logdir_spec`
+    is a comma-separated list of `name:path`: a path with a comma is given as `--logdir`."""
+    if not name or "," in str(logdir):
+        return ["--logdir", str(logdir)]
+    return ["--logdir_spec", f"{name}:{logdir}"]
 
 
 def command(logdir: Path, port: int, name: str = "") -> list[str]:
@@ -38,7 +56,7 @@ def command(logdir: Path, port: int, name: str = "") -> list[str]:
         sys.executable,
         "-m",
         "tensorboard.main",
-        *(["--logdir_spec", f"{name}:{logdir}"] if name else ["--logdir", str(logdir)]),
+        *logdir_flags(logdir, name),
         "--host",
         HOST,
         "--port",
@@ -56,6 +74,12 @@ class TensorBoardServer:
         self.logdir, self.log_path, self.name = logdir, log_path, name
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
+
+    @property
+    def page(self) -> str:
+        """The address to open: the Time Series dashboard, the loss card pinned first."""
+        query = urllib.parse.urlencode({"pinnedCards": json.dumps(PINNED, separators=(",", ":"))})
+        return f"{self.url}?{query}#timeseries"
 
     def start(self, deadline_s: float = START_SECONDS) -> str:
         """Start it and wait for its page; its URL. LocalRunError when it cannot be had."""
@@ -94,21 +118,32 @@ class TensorBoardServer:
         if proc is not None:
             stop_process(proc, grace=10)
 
+    def open(self, log, run: str) -> None:
+        """Start it and say where (`log`: the run's line printer; `run`: this run's folder)."""
+        self.start()
+        log(f"TensorBoard: {self.page} (the job's curves, this run as {self.name}/{run}; it serves until Ctrl-C)")
 
-@contextlib.contextmanager
-def serving(workdir: Path, log, wanted: bool = True, name: str = ""):
-    """`ddpjob run --tensorboard`: serve the job's curves while the body runs (`log`: the
-    run's own line printer, which gives the URL)."""
-    if not wanted:
-        yield None
-        return
-    server = TensorBoardServer(workdir / job_dir.TENSORBOARD_DIR, workdir / LOG_FILE, name)
-    url = server.start()
-    log(f"TensorBoard: {url} (the job's curves; it stops with the run)")
-    try:
-        yield server
-    finally:
-        server.stop()
+    def serve_until_stopped(self, log) -> None:
+        """After the job: keep serving until Ctrl-C (SIGINT, SIGTERM or SIGHUP), said in one
+        line (`log`: the run's line printer); returns at once when TensorBoard has exited."""
+        if self.proc is None:
+            return
+        stopped: list[int] = []
+        old = {s: signal.signal(s, lambda signum, _f: stopped.append(signum)) for s in STOP_SIGNALS}
+        try:
+            log(f"the job is over; TensorBoard keeps serving its curves at {self.page} until Ctrl-C")
+            while not stopped and self.proc.poll() is None:
+                time.sleep(WAIT_STEP)
+            if not stopped:
+                log(f"TensorBoard exited ({self.proc.returncode}): {self._tail()}")
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+def for_job(workdir: Path, name: str) -> TensorBoardServer:
+    """TensorBoard for the job in `workdir` (not started): every run of it, one per folder."""
+    return TensorBoardServer(workdir / job_dir.TENSORBOARD_DIR, workdir / LOG_FILE, name)
 
 
 def stop_process(proc: subprocess.Popen[Any], grace: float) -> None:

@@ -151,10 +151,10 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
         # volume, through the API server's proxy and the command's port.
         def tags() -> Any:
             got = fetch(url.group(1) + 'data/plugin/scalars/tags')
-            return got is not None and 'train/loss' in json.loads(got).get('.', {}) and got
+            return got is not None and 'train/loss' in json.loads(got).get('board', {}) and got  # the job's run
         wait_until(tags, REACTION, 'TensorBoard did not show the job\'s train/loss',
                    lambda: kubectl('logs', '-l', 'ddpjob.io/tensorboard-for=board', '--tail=20'))
-        points = json.loads(fetch_until(url.group(1) + 'data/plugin/scalars/scalars?run=.&tag=train/loss', b'['))
+        points = json.loads(fetch_until(url.group(1) + 'data/plugin/scalars/scalars?run=board&tag=train/loss', b'['))
         assert [(p[1], p[2]) for p in points] == [(1, 2.0), (2, 1.5), (3, 1.25)]
 
         board.send_signal(signal.SIGINT)
