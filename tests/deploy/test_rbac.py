@@ -51,8 +51,6 @@ UNEXERCISED = {
     # Not a request: OwnerReferencesPermissionEnforcement checks it when a Pod with
     # blockOwnerDeletion is created (the emulator does not run that plugin).
     ('ddpjob.io', 'ddpjobs/finalizers', 'update'),
-    # ddpjob.operator.children.Children.force_delete_lost reads the Node of a Pod stuck terminating.
-    ('', 'nodes', 'get'),
     # Leader election (operator/leader_election.py) is not part of the lifecycle run (its
     # operator is kopf alone, in a thread): tests/system/test_leader_election_real.py runs two
     # replicas with the chart's ServiceAccount on a real API server, which checks these.

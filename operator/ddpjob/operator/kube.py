@@ -244,13 +244,6 @@ class Kube:
         over that version (optimistic concurrency): `Conflict` otherwise."""
         return await self._request("PUT", url, dict(obj))
 
-    async def get_node(self, name: str) -> dict[str, Any] | None:
-        """The Node, or None when it is gone."""
-        try:
-            return await self.get(f"/api/v1/nodes/{name}")
-        except NotFound:
-            return None
-
     async def delete(
         self, url: str, *, uid: str | None = None, propagation: str = "Background", grace_period: int | None = None
     ) -> bool:
