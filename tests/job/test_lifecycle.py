@@ -71,6 +71,8 @@ def test_on_failure_restarts_the_whole_gang_after_backoff(job):
     # Gone, but backoff not over.
     p3 = step(j, [], p2.status, T0 + timedelta(seconds=5))
     assert p3.create == () and p3.requeue_after == pytest.approx(5)
+    # What `--wait` and `kubectl get ddpj -w` show meanwhile says why it restarts.
+    assert p3.status["message"] == "Pod demo-0 failed (exit code 1, Error); backing off before restart 1/2"
     p4 = step(j, [], p3.status, T0 + timedelta(seconds=10))
     assert p4.create == (0, 1) and p4.restart_count == 1 and p4.status["phase"] == "Restarting"
     p5 = step(j, pods(["Running", "Running"], attempt=1), p4.status, T0 + timedelta(seconds=12))

@@ -267,4 +267,9 @@ def backing_off(step: Step) -> Plan | None:
         if counted == restarts
         else f"backing off before restart {restarts} ({counted}/{job.max_restarts} counted)"
     )
+    # The reason stays in the message `--wait` and `kubectl get ddpj -w` show through the
+    # backoff: the failure that caused the restart (lastFailure.message, already bounded).
+    why = (prev.get("lastFailure") or {}).get("message")
+    if isinstance(why, str) and why:
+        msg = f"{why}; {msg}"
     return Plan(status=step.status(RESTARTING, "BackOff", msg), requeue_after=(ready_at - step.now).total_seconds())
