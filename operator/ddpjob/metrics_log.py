@@ -21,8 +21,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ddpjob.text import clean
 
 FILE = "metrics.jsonl"
 POSITIONS = ("position", "resume", "resize")
@@ -46,12 +48,23 @@ TAGS: dict[str, dict[str, str]] = {
 }
 # ddpjob-train's progress line in a Pod's log (ddpjob_trainer/progress.py, Progress.step):
 # `epoch 2/3 step 120 loss 0.4123 acc 0.8900 5120 samples/s`.
-LOG_LINE = re.compile(r"\bepoch \d+/\d+ step (\d+) loss ([-+0-9.eE]+|nan|inf) acc ")
+# Its numbers are taken loosely and checked one by one: a Pod's log is its own to write
+# (`loss - acc`, `1.2.3`, a 5,000-digit step), and such a line is reported, never raised.
+LOG_LINE = re.compile(r"\bepoch [0-9]+/[0-9]+ step (\S+) loss (\S+) acc ")
+STEP = re.compile(r"[0-9]{1,18}")  # an int64, in ASCII digits
+LOSS = re.compile(r"[-+]?(?:[0-9]{1,30}\.?[0-9]{0,30}|\.[0-9]{1,30})(?:[eE][-+]?[0-9]{1,4})?|[-+]?(?:nan|inf)")
 MAX_BYTES = 256 * 1024 * 1024  # a 10-million-step job logged every step is about 1.5 GB: its tail
+CHUNK_LINES = 4096  # read()'s lines decoded in one call
+NOT_CURVES = frozenset({"step", "epoch", "restart", "time"})  # a record's numbers that are not curves
+MAX_STEP = 2**63 - 1  # a step is an int64 in TensorBoard's events; a larger one is a hostile record's
 
 
 def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The records of a metrics log ([] when there is none); only its last MAX_BYTES."""
+    """The records of a metrics log ([] when there is none); only its last MAX_BYTES.
+
+    Lines are decoded CHUNK_LINES at a time as one JSON array (about half the time of one
+    call a line), and a chunk that does not decode whole, or not into one value a line (a
+    torn, foreign or hostile line), line by line."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
@@ -59,38 +72,75 @@ def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             data = f.read()
     except OSError:
         return []
-    records = []
-    for i, line in enumerate(data.splitlines()):
-        if i == 0 and size > MAX_BYTES:
-            continue  # cut in the middle
+    lines = [line for line in data.splitlines() if line.strip()]
+    if size > MAX_BYTES and lines:
+        del lines[0]  # cut in the middle
+    del data
+    records: list[dict[str, Any]] = []
+    for first in range(0, len(lines), CHUNK_LINES):
+        chunk = lines[first : first + CHUNK_LINES]
         try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            records.append(rec)
+            values = json.loads(b"[" + b",".join(chunk) + b"]")
+        except (ValueError, RecursionError):
+            values = None
+        if not isinstance(values, list) or len(values) != len(chunk):
+            values = [_value(line) for line in chunk]
+        records += [rec for rec in values if isinstance(rec, dict)]
     return records
 
 
+def _value(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
+        return None
+
+
 def curves(records: Iterable[Mapping[str, Any]], event: str = "step") -> dict[str, list[tuple[int, float]]]:
-    """Field -> [(step, value)] of one event's numeric fields, steps increasing."""
+    """Field -> [(step, value)] of one event's numeric fields, steps increasing.
+
+    One pass from the end: a point survives when no later position record went back to
+    before its step (the least such step so far is `limit`), and the latest point of a
+    step wins. Linear in the records: dropping each series' later points at each position
+    record, going forwards, was quadratic (a few thousand resumes took seconds)."""
     points: dict[str, dict[int, float]] = {}
-    for rec in records:
+    limit = MAX_STEP
+    for rec in reversed(records if isinstance(records, Sequence) else list(records)):
         step = rec.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
+        if type(step) is not int or not 0 <= step <= MAX_STEP:  # type(): not a bool either
             continue
-        if rec.get("event") in POSITIONS:
-            for series in points.values():
-                for s in [s for s in series if s > step]:
-                    del series[s]
-        if rec.get("event") != event:
+        what = rec.get("event")
+        if what in POSITIONS and step < limit:
+            limit = step
+        if what != event or step > limit:
             continue
-        for key, value in rec.items():
-            if key in ("step", "epoch", "restart", "time") or isinstance(value, bool):
+        for key, value in rec.items():  # the common cases first: a float, a word
+            kind = type(value)
+            if kind is float:
+                number: float | None = value if value - value == 0.0 else None  # x - x: NaN for NaN and inf
+            elif kind is str or key in NOT_CURVES:
                 continue
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                points.setdefault(key, {})[step] = float(value)
+            else:
+                number = finite(value)
+            if number is None or key in NOT_CURVES:
+                continue
+            series = points.get(key)
+            if series is None:
+                series = points[key] = {}
+            series.setdefault(step, number)  # the latest record's value of a step stays
     return {key: sorted(series.items()) for key, series in points.items()}
+
+
+def finite(value: Any) -> float | None:
+    """A record's value as a finite float, or None (a bool, a string, NaN, an integer too
+    large for a float: a hostile file's, skipped like any other non-number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def curve(records: Iterable[Mapping[str, Any]], key: str, event: str = "step") -> list[tuple[int, float]]:
@@ -125,9 +175,30 @@ def job_curves(
 def from_log(text: str) -> list[tuple[int, float]]:
     """The losses ddpjob-train printed in one log (one attempt's Pod: `ddpjob describe`
     of a cluster job, whose metrics.jsonl is on the checkpoint volume), steps increasing."""
+    return read_log(text)[0]
+
+
+def read_log(text: str) -> tuple[list[tuple[int, float]], list[str]]:
+    """from_log's points, and one line for each progress line whose step or loss is not a
+    number (`line 12: loss '-' is not a number: epoch 1/2 step 3 loss - acc 0.1`), its text
+    escaped and cut. NaN and infinite losses (a diverged run prints them) are left out."""
     points: dict[int, float] = {}
+    bad: list[str] = []
+    counted, line_number = 0, 1  # line numbers counted once, forwards
     for match in LOG_LINE.finditer(text):
-        value = float(match.group(2))
-        if math.isfinite(value):
-            points[int(match.group(1))] = value
-    return sorted(points.items())
+        step_text, loss_text = match.groups()
+        if not STEP.fullmatch(step_text):
+            what = f"step {clean(step_text, 24)!r} is not a step number"
+        elif not LOSS.fullmatch(loss_text):
+            what = f"loss {clean(loss_text, 24)!r} is not a number"
+        else:
+            loss = float(loss_text)
+            if math.isfinite(loss):
+                points[int(step_text)] = loss
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        line = text[start : end if end >= 0 else len(text)]
+        line_number, counted = line_number + text.count("\n", counted, start), start
+        bad.append(f"line {line_number}: {what}: {clean(line, 120)}")
+    return sorted(points.items()), bad

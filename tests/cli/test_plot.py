@@ -66,3 +66,32 @@ def test_a_job_without_a_metrics_file_is_plotted_from_its_event_files(tmp_path, 
     assert main(["plot", "mnist-cpu", "-o", "loss.png"]) == 0
     assert (tmp_path / "loss.png").read_bytes().startswith(PNG)
     assert capsys.readouterr().out == "loss.png: 40 loss points of .ddpjob/mnist-cpu/tensorboard\n"
+
+
+def test_a_long_curve_is_drawn_by_its_lows_and_highs() -> None:
+    from ddpjob.cli.plot import MAX_POINTS, thin
+
+    points = [(s, 1.0) for s in range(100_000)]
+    points[54_321] = (54_321, 9.0)  # a spike
+    points[77_777] = (77_777, -3.0)  # a dip
+    kept = thin(points)
+    assert len(kept) <= MAX_POINTS and (54_321, 9.0) in kept and (77_777, -3.0) in kept
+    assert [s for s, _ in kept] == sorted(s for s, _ in kept) and kept[0][0] == 0
+    assert thin(points[:100]) == points[:100]
+
+
+def test_a_file_of_many_resumes_draws_its_last_marks(tmp_path, capsys) -> None:
+    """A resume record every other line (a hostile or broken file) once drew a line for
+    each, and read the file in time that grew with the square of its resumes."""
+    from ddpjob.cli.plot import MAX_MARKS, positions
+
+    records = [{"event": "position", "step": 0}]
+    for s in range(1, 20_001):
+        records += [{"event": "step", "step": s, "loss": 1.0 / s}, {"event": "resume", "step": s}]
+    records.append({"event": "resume", "step": True})  # not a step
+    write_log(tmp_path / "metrics.jsonl", records)
+    marks = positions(records)
+    assert len(marks) == MAX_MARKS and marks[-1] == (20_000, "resume")
+    assert main(["plot", str(tmp_path / "metrics.jsonl"), "-o", str(tmp_path / "loss.png")]) == 0
+    assert (tmp_path / "loss.png").read_bytes().startswith(PNG)
+    assert "20000 loss points" in capsys.readouterr().out

@@ -16,6 +16,7 @@ from ddpjob.cli.kubeclient import ClusterError, Connection, lines_of
 
 _print_lock = threading.Lock()
 LOSS_TAIL_LINES = 20_000  # describe's loss curve: Pod 0's last lines (ddpjob-train logs every --log-every steps)
+BAD_LINES_SHOWN = 5  # of those, the progress lines whose numbers are not numbers, each said in one line
 
 
 def pick(job: dict[str, Any], pods: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -70,7 +71,12 @@ def loss_curve(conn: Connection, pods: list[dict[str, Any]]) -> str | None:
         log = "\n".join(pod_lines(conn, zero[-1]["metadata"]["name"], False, LOSS_TAIL_LINES))
     except Exception:  # noqa: BLE001 - a Pod not started or gone, a kubelet that does not answer: no curve
         return None
-    return sparkline.line("loss", [v for _, v in metrics_log.from_log(log)])
+    points, bad = metrics_log.read_log(log)
+    for said in bad[:BAD_LINES_SHOWN]:  # one line each, never the command's failure
+        print(f"ddpjob: {zero[-1]['metadata']['name']}'s log, {said}: left out of the loss curve", file=sys.stderr)
+    if len(bad) > BAD_LINES_SHOWN:
+        print(f"ddpjob: ... and {len(bad) - BAD_LINES_SHOWN} more such lines", file=sys.stderr)
+    return sparkline.line("loss", [v for _, v in points])
 
 
 def _one(conn: Connection, pod: dict[str, Any], follow: bool, tail: int | None, errors: list[str]) -> None:

@@ -5,7 +5,7 @@ JOB is a job run here (`./.ddpjob/<JOB>`, the place `ddpjob run` keeps it), a jo
 directory, or a metrics.jsonl; its curves are read by `ddpjob.metrics_log` from its
 metrics.jsonl, or from its TensorBoard event files when it has none (a job without
 `spec.checkpoint`): one curve through restarts and resumes, as TensorBoard draws them,
-each resume and resize marked with a dashed line. A cluster job's metrics.jsonl lies on its checkpoint volume:
+each resume and resize marked with a dotted line. A cluster job's metrics.jsonl lies on its checkpoint volume:
 copy it out (`kubectl cp`) and plot the file. Needs matplotlib (`pip install
 'ddpjob[plot]'`), imported only here, so the operator's image never carries it.
 """
@@ -45,13 +45,38 @@ def sources(job: str, workdir: str | None = None) -> tuple[Path, Path]:
     )
 
 
+MAX_MARKS = 100  # resume and resize lines drawn: a file of a million resumes draws the last 100
+MAX_POINTS = 20_000  # a curve's points drawn: an 800-pixel-wide plot shows no more (thin())
+
+
 def positions(records: list[dict]) -> list[tuple[int, str]]:
-    """Where training went on from after a resume or a resize: (step, what)."""
-    return [
-        (r["step"], str(r["event"]))
+    """Where training went on from after a resume or a resize: (step, what), each place
+    once, the last MAX_MARKS."""
+    marks = {
+        (r["step"], str(r["event"])): None
         for r in records
-        if r.get("event") in ("resume", "resize") and isinstance(r.get("step"), int)
-    ]
+        if r.get("event") in ("resume", "resize")
+        and isinstance(r.get("step"), int)
+        and not isinstance(r["step"], bool)
+        and 0 <= r["step"] <= metrics_log.MAX_STEP
+    }
+    return list(marks)[-MAX_MARKS:]
+
+
+def thin(points: list[tuple[int, float]], most: int = MAX_POINTS) -> list[tuple[int, float]]:
+    """At most `most` of a curve's points, drawn the same at a plot's width: the curve cut
+    into most // 2 runs of steps, each drawn by its lowest and highest point (in step
+    order), so a spike or a dip stays. Matplotlib took a minute over a million points."""
+    if len(points) <= most:
+        return points
+    runs = most // 2
+    size = -(-len(points) // runs)
+    kept: list[tuple[int, float]] = []
+    for first in range(0, len(points), size):
+        run = points[first : first + size]
+        low, high = min(run, key=lambda p: p[1]), max(run, key=lambda p: p[1])
+        kept += sorted({low, high})
+    return kept
 
 
 def draw(metrics: Path, logdir: Path, title: str, out: Path) -> int:
@@ -63,21 +88,21 @@ def draw(metrics: Path, logdir: Path, title: str, out: Path) -> int:
     matplotlib.use("Agg")  # files only: no display is needed or opened
     import matplotlib.pyplot as plt
 
-    records = metrics_log.read(metrics)
-    steps = metrics_log.job_curves(metrics, logdir)
-    epochs = metrics_log.job_curves(metrics, logdir, "epoch")
+    records = metrics_log.read(metrics)  # once: each pass over it is linear (the benchmark: metrics_reading.py)
+    steps = metrics_log.curves(records) if records else metrics_log.from_event_files(logdir)
+    epochs = metrics_log.curves(records, "epoch") if records else metrics_log.from_event_files(logdir, "epoch")
     loss = steps.get("loss", [])
     if not loss:
         raise FileError(f"{title}: no training loss logged yet (in {metrics} or {logdir})")
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5), dpi=100)
-    top.plot(*zip(*loss, strict=True), label="training loss", color="tab:blue")
+    top.plot(*zip(*thin(loss), strict=True), label="training loss", color="tab:blue")
     if epochs.get("eval_loss"):
-        top.plot(*zip(*epochs["eval_loss"], strict=True), "o--", label="evaluation loss", color="tab:orange")
+        top.plot(*zip(*thin(epochs["eval_loss"]), strict=True), "o--", label="evaluation loss", color="tab:orange")
     top.set_ylabel("loss")
     top.set_title(title)
     throughput = steps.get("samples_per_s", [])
     if throughput:
-        bottom.plot(*zip(*throughput, strict=True), color="tab:green")
+        bottom.plot(*zip(*thin(throughput), strict=True), color="tab:green")
     bottom.set_ylabel("samples/s")
     bottom.set_xlabel("step")
     for step, what in positions(records):
