@@ -125,3 +125,11 @@ def test_many_resumes_in_one_pass() -> None:
     curve = metrics_log.curve(records, "loss")
     assert [s for s, _ in curve] == list(range(1, step + 1))
     assert all(value == float(s) for s, value in curve)
+
+
+def test_a_line_nested_past_the_parsers_depth_is_skipped(tmp_path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    good = '{"event": "step", "step": 1, "loss": 0.5}'
+    path.write_text("\n".join([good, "[" * 100_000, '{"a": 1}, {"b": 2}', "\xff", good.replace("1,", "2,")]) + "\n")
+    assert metrics_log.read(path) == [{"event": "step", "step": 1, "loss": 0.5}, {"event": "step", "step": 2,
+                                                                                   "loss": 0.5}]
