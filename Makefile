@@ -14,7 +14,7 @@ WHEELS_PYTHON ?= 3.12
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv lint browser test test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers engine images kind-node-image clean
+.PHONY: venv lint browser test test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers gang-crds engine images kind-node-image clean
 
 venv: $(STAMP)
 
@@ -43,6 +43,12 @@ control-plane: $(STAMP)
 gang-schedulers: $(STAMP)
 	$(PY) -m ddpjob_devcluster.controlplane.build gang-schedulers
 
+# Only the modules of the two whose PodGroup CRDs tests/render/test_gang.py checks the
+# rendered groups against, at the pinned releases, in Go's module cache: seconds, no build.
+gang-crds:
+	cd hack/upstream/volcano && go mod download volcano.sh/volcano
+	cd hack/upstream/scheduler-plugins && go mod download sigs.k8s.io/scheduler-plugins
+
 # The static checks, first in `make test` (and in .pre-commit-config.yaml): ruff's linter
 # and formatter, then mypy (strict on the pure packages), all configured in pyproject.toml.
 # mypy keeps its cache in .mypy_cache: a second run reads only what changed.
@@ -62,7 +68,7 @@ lint: $(STAMP)
 browser:
 	@hack/browser.sh
 
-test: lint $(STAMP) tools browser control-plane
+test: lint $(STAMP) tools browser control-plane gang-crds
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e'
 
 # The gang tier: each gang integration against its real upstream scheduler or queue.
@@ -117,7 +123,7 @@ demo: $(DEMO_STAMP)
 bench: $(STAMP) tools control-plane gang-schedulers
 	@set -e; for b in benchmarks/*.py; do echo "== $$b"; PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
 
-# The kind tier (README, "Real-cluster test"). Each target runs under hack/engine.sh: the
+# The kind tier (docs/development.md, "Real-cluster test"). Each target runs under hack/engine.sh: the
 # user's docker when one answers, else a dockerd of the project's own (Debian's docker 26,
 # unpacked from its packages, on its own socket and data under ~/.cache/ddpjob/engine),
 # stopped when the target ends. `engine` only fetches that engine and builds kind.

@@ -57,7 +57,7 @@ for tool in docker kubectl helm; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if ((${#missing[@]})); then
-    echo "e2e-kind: missing on PATH: ${missing[*]} (see the README's 'Real-cluster test' section)" >&2
+    echo "e2e-kind: missing on PATH: ${missing[*]} (see docs/development.md, 'Real-cluster test')" >&2
     exit 2
 fi
 docker info >/dev/null 2>&1 || { echo "e2e-kind: no docker answers (run \`make e2e-kind\`, which starts one: hack/engine.sh)" >&2; exit 2; }

@@ -1,7 +1,8 @@
 """spec.scheduling.gang renders the right objects: checked strictly against the Kubernetes
-1.37 schema (native PodGroup, Pods) and against the upstream CRDs of Volcano and
-scheduler-plugins (kept in ../shared/upstream-crds, read from there, never copied)."""
+1.37 schema (native PodGroup, Pods) and against the PodGroup CRDs of the Volcano and
+scheduler-plugins releases the dev cluster runs, read from their Go modules (never copied)."""
 
+import functools
 from pathlib import Path
 
 import kubernetes_validate
@@ -15,19 +16,35 @@ from ddpjob.api.scheduling import gang_names
 from ddpjob.api.spec import parse_job
 from ddpjob.render import gang
 from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
+from ddpjob_devcluster.controlplane import build
+from ddpjob_devcluster.controlplane.go_module import BuildError, Component
 
-ROOT = Path(__file__).resolve().parents[2]
-# Beside the checkout (../shared); a git worktree under ../wt/<name> looks one level higher.
-UPSTREAM_CRDS = next((p for p in (ROOT.parent / "shared" / "upstream-crds", ROOT.parent.parent / "shared" / "upstream-crds")
-                      if p.exists()), ROOT.parent / "shared" / "upstream-crds")
 K8S_137 = "1.37.0"  # the first release with scheduling.k8s.io/v1beta1 PodGroup
+# Each PodGroup CRD as its pinned release ships it (hack/upstream/<name>/go.mod), in the
+# module `make gang-schedulers` (or `make test-gangs`) fetched into Go's module cache.
+UPSTREAM_CRDS = {
+    "volcano": (build.VOLCANO, "config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml"),
+    "coscheduling": (build.SCHEDULER_PLUGINS, "manifests/coscheduling/crd.yaml"),
+}
+
+
+@functools.cache
+def module_dir(component: Component) -> Path | str:
+    """The module's folder, or why there is none; never fetched here (GOPROXY=off)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GOPROXY", "off")
+        try:
+            return build.module_dir(component)
+        except BuildError as exc:
+            return str(exc)
 
 
 def upstream(name: str) -> CRDValidator:
-    path = UPSTREAM_CRDS / name
-    if not path.exists():
-        pytest.skip(f"upstream CRD {path} is not here (it is kept outside the project)")
-    return CRDValidator.from_file(path)
+    component, path = UPSTREAM_CRDS[name]
+    folder = module_dir(component)
+    if isinstance(folder, str):
+        pytest.skip(f"{component.module} is not in Go's module cache (`make gang-schedulers` fetches it): {folder}")
+    return CRDValidator.from_file(folder / path)
 
 
 def gang_job(job_body, gang_name: str, **sched):
@@ -81,7 +98,7 @@ def test_native_gang_overrides_a_template_scheduler(job_body):
 
 
 def test_volcano_pod_group_matches_the_upstream_crd(job_body):
-    crd = upstream("scheduling.volcano.sh_podgroups.yaml")
+    crd = upstream("volcano")
     job = gang_job(job_body, "volcano", queue="research", priorityClassName="high")
     objects = render.render(job)
     group = objects[0]
@@ -94,7 +111,7 @@ def test_volcano_pod_group_matches_the_upstream_crd(job_body):
         assert pod["spec"]["schedulerName"] == "volcano"
         assert pod["metadata"]["annotations"][volcano.GROUP_ANNOTATION] == group["metadata"]["name"]
         kubernetes_validate.validate(pod, K8S_137, strict=True)
-    group["spec"]["minMember"] = -1
+    group["spec"]["minMember"] = "4"  # the pinned release sets no minimum: a type, then
     assert crd.validate(group), "the upstream CRD check must be able to fail"
 
 
@@ -104,7 +121,7 @@ def test_volcano_default_queue(job_body):
 
 
 def test_coscheduling_pod_group_matches_the_upstream_crd(job_body):
-    crd = upstream("scheduling.x-k8s.io_podgroups.yaml")
+    crd = upstream("coscheduling")
     job = gang_job(job_body, "coscheduling", scheduleTimeoutSeconds=600)
     objects = render.render(job, options=gang.GangOptions(schedulers={"coscheduling": "my-coscheduler"}))
     group = objects[0]

@@ -1,6 +1,6 @@
 // Pins the upstream etcd that stores the dev cluster's objects. Nothing of upstream
 // is copied here: `go build` fetches the checksum-verified module and builds its
-// command (see hack/build-upstream.sh).
+// command (operator/ddpjob_devcluster/controlplane/build.py).
 module ddpjob.io/upstream/etcd
 
 go 1.26.0

@@ -1,6 +1,6 @@
 // Pins the upstream Kubernetes control plane that the dev cluster runs. Nothing of
 // upstream is copied here: `go build` fetches the checksum-verified modules and
-// builds their commands (see hack/build-upstream.sh).
+// builds their commands (operator/ddpjob_devcluster/controlplane/build.py).
 module ddpjob.io/upstream/kubernetes
 
 go 1.26.0

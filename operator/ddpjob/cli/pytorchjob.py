@@ -7,8 +7,9 @@ pkg/controller.v1/pytorch): replicas default to 1 and restartPolicy to OnFailure
 `nprocPerNode` defaults to `auto`, which torchrun resolves to the visible accelerators,
 else the CPU count; each Pod gets MASTER_ADDR (the Master's, Pod 0), MASTER_PORT (the
 `pytorch` container's port `pytorchjob-port`, default 23456), WORLD_SIZE (the number of
-Pods) and RANK (the Pod's index); an elastic job's min/max replicas default to each
-other, then to the Workers' replicas.
+Pods times `nprocPerNode` where that is a number, else the number of Pods) and RANK (the
+Pod's index); an elastic job's min/max replicas default to each other, then to the
+Workers' replicas.
 """
 
 from __future__ import annotations
