@@ -25,6 +25,7 @@ taken as healthy (a node the operator has not seen yet is not lost).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,6 @@ from ddpjob.job.observe import PodState
 
 if TYPE_CHECKING:
     from ddpjob.job.decision import Observed
-    from ddpjob.job.step import Step
 
 NODE_LOST, NODE_UNHEALTHY = "NodeLost", "NodeUnhealthy"
 # The Pods made next avoid at most this many unhealthy nodes (a bounded affinity term).
@@ -64,11 +64,12 @@ def trouble(observed: Observed, pod: PodState) -> tuple[str, str] | None:
     return None
 
 
-def members(step: Step) -> list[PodState]:
-    """The current attempt's live members on a lost or unhealthy node, as disruptions."""
+def members(observed: Observed, current: Mapping[int, PodState]) -> list[PodState]:
+    """The current attempt's live members (`current`, a step's) on a lost or unhealthy node,
+    as disruptions."""
     out = []
-    for pod in step.current.values():
-        found = trouble(step.observed, pod)
+    for pod in current.values():
+        found = trouble(observed, pod)
         if found:
             reason, message = found
             out.append(replace(pod, disruption=reason, reason=reason, message=message))

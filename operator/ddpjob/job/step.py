@@ -63,7 +63,7 @@ class Step:
         self.gang_wait = gang_wait
         # Live members on a lost or unhealthy node (node_loss.py), as disruptions, by name:
         # not running for any count, and lost to every policy.
-        self.troubled = {p.name: p for p in node_loss.members(self)}
+        self.troubled = {p.name: p for p in node_loss.members(observed, self.current)}
         # The step that finishes a job must also wake it when its TTL is due.
         self.ttl_in = float(job.ttl_seconds_after_finished) if job.ttl_seconds_after_finished is not None else None
 
