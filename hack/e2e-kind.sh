@@ -7,13 +7,16 @@
 # 1. builds the operator and the CPU trainer image (hack/build-images.sh) and the kind
 #    node image for the pinned Kubernetes (hack/kind-node-image.sh), with no registry;
 #    KIND_NODE_IMAGE=kindest/node:... uses a released node image instead;
-# 2. creates a kind cluster of one control plane and two workers (hack/kind/cluster.yaml;
+# 2. creates a kind cluster of one control plane and three workers (hack/kind/cluster.yaml;
 #    always deleted on exit, pass or fail) and `kind load`s the images into it, so nothing
 #    is pulled while it runs;
 # 3. `helm install`s charts/ddpjob-operator (its NetworkPolicy included) and makes the job
 #    namespace enforce the `restricted` Pod Security Standard;
 # 4. runs the scenarios: the example across two nodes, a deleted Pod, an elastic job
-#    losing a Pod, a container over its memory limit, a graceful delete;
+#    losing a Pod, a container over its memory limit, a graceful delete; then a node
+#    killed, paused, cut off, drained and reported unhealthy under rigid and elastic jobs,
+#    and the acting operator's node and process killed and the operator upgraded
+#    (hack/kind/node_scenarios.sh, hack/kind/operator_scenarios.sh);
 # 5. on failure prints the DDPJobs, Pods, Events and every container's log.
 #
 # Needs: bash >= 5.1, a docker that answers (`make e2e-kind` starts one of the project's
@@ -23,9 +26,12 @@
 #   KIND_NODE_IMAGE   a node image to use instead of building one
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
 #   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful;
+#                     the node scenarios: node_elastic node_rigid partition node_drain
+#                     node_unhealthy operator_loss;
 #                     `bench` measures pod start-up: benchmarks/pod_startup.py)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
 #   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
+#   E2E_FIGURES       a file to which the node scenarios' figures are appended
 #   E2E_GANG          optional last stage: coscheduling or volcano installs that scheduler
 #                     from its released manifests and runs a gang job (hack/e2e-gang.sh)
 set -euo pipefail
@@ -45,6 +51,9 @@ EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 KCTX="kind-$CLUSTER"
 SCENARIOS=${E2E_SCENARIOS:-example restart elastic oom graceful}
+# The same operator image under a second tag: the operator scenario's `helm upgrade` to it
+# replaces every replica, as an upgrade to a new release does.
+OPERATOR_IMAGE_NEXT=${OPERATOR_IMAGE%:*}:e2e-next
 
 # log, step, die, phase; on failure the step and the reason are the run's last lines.
 # shellcheck source=hack/kind/report.sh
@@ -184,7 +193,7 @@ for node in docs["nodes"]:
     node["extraMounts"] = [{"hostPath": shared, "containerPath": "/var/ddpjob-shared"}]
 patches = []
 for patch in docs["kubeadmConfigPatches"]:
-    if "ClusterConfiguration" in patch and not (etcd and coredns):
+    if "@ETCD_TAG@" in patch and not (etcd and coredns):
         continue  # a released node image: kubeadm's own versions are the ones it holds
     patches.append(patch.replace("@ETCD_TAG@", etcd).replace("@COREDNS_TAG@", coredns))
 docs["kubeadmConfigPatches"] = patches
@@ -195,7 +204,8 @@ kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config" -
 phase cluster
 WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -sd,)
 step "kind load of both images"
-kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE"
+docker tag "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
+kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
 kind load docker-image --name "$CLUSTER" --nodes "$WORKERS" "$TRAINER_IMAGE"
 phase load-images
 
@@ -220,6 +230,10 @@ phase operator
 # ---------------------------------------------------------------------- scenarios
 # shellcheck source=hack/kind/scenarios.sh
 source hack/kind/scenarios.sh
+# shellcheck source=hack/kind/node_scenarios.sh
+source hack/kind/node_scenarios.sh
+# shellcheck source=hack/kind/operator_scenarios.sh
+source hack/kind/operator_scenarios.sh
 for scenario in $SCENARIOS; do
     step "scenario: $scenario"
     "scenario_$scenario"

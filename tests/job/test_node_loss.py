@@ -4,14 +4,14 @@ or not Ready, and the lost Pod is force-deleted at once; an elastic job goes on 
 it; an unhealthy node's members are moved off gracefully and the next Pods avoid it."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ddpjob.api.spec import parse_job
 from ddpjob.job import lifecycle, node_loss
 from ddpjob.job.decision import Observed
 from ddpjob.job.observe import PodState
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NODES = {"n0": "True", "n1": "True", "n2": "True"}
 
 
@@ -133,3 +133,19 @@ def test_avoided_nodes_are_bounded():
     many = {f"bad-{i:03d}": "taint x:NoSchedule" for i in range(200)}
     observed = Observed(job=None, pods=(), previous={}, now=T0, unhealthy_nodes=many)
     assert len(node_loss.avoid(observed)) == node_loss.MAX_AVOIDED
+
+
+def test_a_rank_that_lost_its_peers_node_is_retried_under_exit_code():
+    """A killed node's peer is the first to fail, with the collective's broken connection
+    (exit 1), long before the node is NotReady: under restartPolicy ExitCode that is no
+    verdict of the program's on its input, and the gang restarts (counted: nothing says yet
+    that a node was lost); the program's own exit 1 still ends the job."""
+    j = job(restartPolicy="ExitCode")
+    st = running(j, [0, 1])
+    gloo = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+            "[10.244.2.3]:57312: Connection reset by peer")
+    p = decide(j, [pod(0, "Failed", exit_code=1, message=gloo), pod(1)], st)
+    assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["retryable"] is True
+    own = "[rank0]: ValueError: bad shape"
+    p = decide(j, [pod(0, "Failed", exit_code=1, message=own), pod(1)], st)
+    assert p.status["phase"] == "Failed" and p.status["lastFailure"]["retryable"] is False

@@ -73,3 +73,18 @@ def test_the_cache_says_each_change_once_and_remembers_a_deleted_node_as_gone():
     for i in range(MAX_GONE + 1):
         nodes.seen(f"gone-{i}", None)
     assert nodes.ready_of(["gone-0", f"gone-{MAX_GONE}"]) == {f"gone-{MAX_GONE}": None}  # bounded
+
+
+def test_a_nodes_change_reconciles_the_jobs_with_a_pod_on_it_and_nothing_else_does():
+    from ddpjob.job.observe import PodState
+
+    def on(node):
+        return PodState(name="p", node_rank=0, restart_count=0, phase="Running", node_name=node)
+
+    pods = [(("ns", "a"), ("u1", on("n1"))), (("ns", "b"), ("u2", on("n2"))), (("ns", "c"), ("u3", on(None))),
+            (("other", "d"), ("u4", on("n1")))]
+    nodes = Nodes(RULES)
+    assert nodes.to_reconcile("n1", node(), pods) == {("ns", "a"), ("other", "d")}  # first seen
+    assert nodes.to_reconcile("n1", node(), pods) == set()  # nothing the job logic reads changed
+    assert nodes.to_reconcile("n1", node("Unknown"), pods) == {("ns", "a"), ("other", "d")}
+    assert nodes.to_reconcile("n2", None, pods) == {("ns", "b")}  # deleted

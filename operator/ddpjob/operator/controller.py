@@ -160,14 +160,6 @@ class Controller:
 
     # ---- one reconcile ------------------------------------------------------------------
 
-    def node_changed(self, name: str, body: Mapping[str, Any] | None, pods: Iterable[tuple[Key, IndexedPod]]) -> None:
-        """One watch event of Node `name` (`body` None: deleted): when its state changed,
-        a reconcile of every job with a Pod on it (`pods`: the Pods index's items)."""
-        if not self.nodes.seen(name, body):
-            return
-        for key in {key for key, (_, pod) in pods if pod.node_name == name}:
-            self.trigger(*key)
-
     def pod_changed(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         """Every event of a job's Pod: remember one marked for a disruption."""
         if not observe.is_disrupted(body.get("status") or {}):

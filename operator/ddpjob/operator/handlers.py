@@ -290,7 +290,8 @@ async def node_event(
     if controller is None:
         return
     pods = ((key, item) for key, items in ddpjob_pods.items() for item in items)
-    controller.node_changed(name, None if type == "DELETED" else body, pods)
+    for key in controller.nodes.to_reconcile(name, None if type == "DELETED" else body, pods):
+        controller.trigger(*key)
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)

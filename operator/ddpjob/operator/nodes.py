@@ -19,6 +19,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ddpjob.job.node_health import NO_RULES, NodeRules, NodeState, read
+from ddpjob.job.observe import PodState
+
+Key = tuple[str, str]  # a job's (namespace, name)
 
 # Deleted Nodes remembered as gone; the oldest are forgotten first (a Pod on a Node
 # deleted that long ago has long been handled).
@@ -53,6 +56,15 @@ class Nodes:
         else:
             self._unhealthy.pop(name, None)
         return True
+
+    def to_reconcile(
+        self, name: str, body: Mapping[str, Any] | None, pods: Iterable[tuple[Key, tuple[str | None, PodState]]]
+    ) -> set[Key]:
+        """Take one watch event of Node `name` (`body` None: deleted); when its state changed,
+        the jobs with a Pod on it (`pods`: the Pods index's items), else none."""
+        if not self.seen(name, body):
+            return set()
+        return {key for key, (_, pod) in pods if pod.node_name == name}
 
     def ready_of(self, names: Iterable[str | None]) -> dict[str, str | None]:
         """Each named node's Ready status (None: deleted); a node never seen is left out."""

@@ -1,0 +1,231 @@
+# The kind tier's node scenarios, sourced by hack/e2e-kind.sh after hack/kind/scenarios.sh
+# (whose helpers they use): a worker node killed, paused, cut off the network, drained or
+# reported unhealthy while a job trains on it (docs/node-failures.md). A kind node is a
+# container of the engine: `docker kill`, `pause` and `start` act on the whole node at once
+# (kubelet, containerd and the Pods), and iptables inside it cuts it off while they live on.
+#
+# Each is judged by the trainer's own records on the shared volume (hack/kind/node_checks.py:
+# its sample log and metrics.jsonl) and by the Pods and the job as the API server shows them,
+# with the seconds each reaction took, printed as `figure: ...` lines (benchmarks/ reads them).
+# The cluster's node lifecycle timings are hack/kind/cluster.yaml's.
+
+CHECKS=hack/kind/node_checks.py
+NODE_READY_S=240  # a node started again is Ready within this (kubelet, containerd, CNI)
+
+now() { date +%s.%N; }
+since() { "$PY" -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
+check() { "$PY" "$CHECKS" "$@"; }
+figure() { log "figure: $*"; [[ -z "${E2E_FIGURES:-}" ]] || printf '%s\n' "$*" >>"$E2E_FIGURES"; }
+node_of() { k -n "$JOB_NS" get pod "$1" -o jsonpath='{.spec.nodeName}'; }
+uid_of() { k -n "$JOB_NS" get pod "$1" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+ready_of() { k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }
+events_of() { k -n "$JOB_NS" get events --field-selector "involvedObject.name=$1" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}'; }
+
+# A job of NODES nodes (one Pod per worker: a required anti-affinity on the hostname), with
+# its checkpoints, metrics and sample log on the shared volume, each step at least STEP s;
+# extra spec fields as JSON (an `avoid` list adds a node affinity that keeps it off nodes).
+node_job() {  # NAME NODES EXTRA-JSON TRAINER-FLAGS
+    local job=$1
+    shared_volume "$job"
+    job_from_example "$job" "$("$PY" - "$job" "$2" "${3:-"{}"}" <<'PYEOF'
+import json, sys
+job, nodes, extra = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+avoid = extra.pop("avoid", [])
+affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"ddpjob.io/job-name": job}}}]}}
+if avoid:
+    affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": avoid}]}]}}
+spec = {"nodes": nodes, "nprocPerNode": 1, "checkpoint": {"claimName": f"{job}-checkpoints"},
+        "restartBackoffSeconds": 0, "template": {"spec": {"affinity": affinity}},
+        "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.2"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}}
+spec.update(extra)
+print(json.dumps(spec))
+PYEOF
+)" "--batch-size 64 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints ${4:-}" | k -n "$JOB_NS" apply -f -
+}
+
+# Waits until the job has a checkpoint, so a loss has something to resume from.
+wait_checkpoint() {
+    wait_for "$1: a first checkpoint" "${TIMEOUT%s}" "[[ \$(check newest-checkpoint '$SHARED/$1') != 0 ]]"
+}
+
+# Seconds from T until CONDITION holds (polled every second), left in TOOK; fails after LIMIT s.
+took_until() {  # WHAT T LIMIT CONDITION
+    local what=$1 t=$2 limit=$3 condition=$4
+    until eval "$condition"; do
+        (($(since "$t" | cut -d. -f1) < limit)) || die "$what: not within ${limit}s of the loss"
+        sleep 1
+    done
+    TOOK=$(since "$t")
+}
+
+start_node() {  # NODE: the node container started again, and the node Ready
+    docker start "$1" >/dev/null
+    wait_for "node $1 Ready again" "$NODE_READY_S" "[[ \$(ready_of $1) == True ]]"
+}
+
+# iptables in the node's own network namespace: nothing leaves or reaches it over its
+# interface (the kubelet's API calls, the Pods' traffic), while every process lives on.
+partition() {  # NODE add|delete
+    local op=-I rule
+    [[ $2 == add ]] || op=-D
+    for rule in "INPUT -i eth0" "OUTPUT -o eth0" "FORWARD -i eth0" "FORWARD -o eth0"; do
+        # shellcheck disable=SC2086  # the rule's words
+        docker exec "$1" iptables $op $rule -j DROP
+    done
+}
+
+# Whether a container of the Pod of uid UID still runs on NODE (the kubelet's runtime).
+runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid=$2" 2>/dev/null) ]]; }
+
+# -------------------------------------------- an elastic job's node killed, then paused
+# Kill: kubelet, containerd and the Pod die at once, and nothing writes their end. Pause:
+# the silent twin (nothing closes a connection, nothing answers). Each time the survivor
+# goes on alone within 10 s (its own detection), the job says so within 20 s (NodeLost,
+# NODES 1/2: the node lifecycle controller's NotReady), the lost Pod is force-deleted and
+# made again on a healthy node, and the job grows back; no gang restart, no survivor
+# replaced, every sample trained on exactly once.
+scenario_node_elastic() {
+    local job=node-elastic size=8192 epochs=8
+    node_job "$job" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1}' \
+        "--epochs $epochs --synthetic-size $size"
+    wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
+    local how victim t0 survivor
+    for how in kill pause; do
+        victim=$(node_of "$job-1") survivor=$(uid_of "$job-0")
+        t0=$(now)
+        log "$job: docker $how $victim (Pod $job-1)"
+        docker "$how" "$victim" >/dev/null
+        took_until "$job: the survivor's step at world size 1" "$t0" 10 "check resized '$SHARED/$job' --after $t0 --world 1 >/dev/null 2>&1"
+        figure "elastic $how: next step at the smaller size $TOOK s after the loss"
+        took_until "$job: NODES 1/2 and a NodeLost Event" "$t0" 20 \
+            "[[ \$(status $job .nodes) == 1/2 ]] && events_of $job | grep -q '^NodeLost: training at 1/2 nodes'"
+        figure "elastic $how: kubectl get ddpj says 1/2 and NodeLost $TOOK s after the loss"
+        took_until "$job: grown back to 2/2" "$t0" 180 "[[ \$(status $job .nodes) == 2/2 ]] && [[ \$(node_of $job-1) != $victim ]]"
+        figure "elastic $how: grown back to 2/2 $TOOK s after the loss (on $(node_of "$job-1"))"
+        [[ $(uid_of "$job-0") == "$survivor" && $(status "$job" .restarts) == 0 ]] \
+            || die "$job: the survivor was replaced or the gang restarted ($(status "$job" ''))"
+        events_of "$job" | grep -q "^ForceDeleted: force-deleted Pod $job-1: its node $victim" \
+            || die "$job: no ForceDeleted Event names node $victim"
+        if [[ $how == kill ]]; then start_node "$victim"; else docker unpause "$victim" >/dev/null; fi
+    done
+    wait_succeeded "$job"
+    [[ $(status "$job" .restarts) == 0 ]] || die "$job restarted its gang: elastic jobs keep training"
+    log "$job: $(check exactly-once "$SHARED/$job" --size "$size" --epochs "$epochs")"
+}
+
+# ---------------------------------------------------------- a rigid job's node killed
+# The survivor's collective fails; the gang restarts on the healthy nodes (the dead node's
+# Pod force-deleted once its node is NotReady, an Event naming it) from the last
+# checkpoint, within 90 s of the kill, nothing before the checkpoint lost. Then, with the
+# node still dead, a job that needs every worker has nowhere to go: its status says why it
+# waits; it starts once the node is back.
+scenario_node_rigid() {
+    local job=node-rigid
+    node_job "$job" 2 '{"maxRestarts": 3}' "--epochs 3 --synthetic-size 8192"
+    wait_checkpoint "$job"
+    local victim saved t0
+    victim=$(node_of "$job-1") saved=$(check newest-checkpoint "$SHARED/$job") t0=$(now)
+    log "$job: docker kill $victim (Pod $job-1); newest checkpoint at step $saved"
+    docker kill "$victim" >/dev/null
+    took_until "$job: the node's Pod force-deleted" "$t0" 90 \
+        "events_of $job | grep -q '^ForceDeleted: force-deleted Pod $job-1: its node $victim'"
+    figure "rigid kill: the dead node's Pod force-deleted $TOOK s after the kill"
+    took_until "$job: resumed from its checkpoint" "$t0" 90 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1"
+    figure "rigid kill: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"
+    wait_succeeded "$job"
+    # Nowhere to go: three nodes wanted, two workers Ready.
+    local wide=node-wide
+    node_job "$wide" 3 '{}' "--epochs 1 --synthetic-size 1024"
+    wait_for "$wide: its status says why it waits" 120 \
+        "status $wide .message | grep -Eq 'not-ready|unreachable|anti-affinity|nodes are available'"
+    log "$wide waits: $(status "$wide" .message)"
+    start_node "$victim"
+    wait_succeeded "$wide"
+}
+
+# ------------------------------------------------------------------------ a partition
+# Pod 0 (rank 0, which writes the checkpoints) is cut off with its node while both live on.
+# The job moves on without it (NotReady: a gang restart on the other nodes, from the last
+# checkpoint); when the partition heals, the kubelet ends the stale Pod, and nothing it did
+# after the job moved on reached the checkpoints or the metrics (the fence).
+scenario_partition() {
+    local job=partition
+    node_job "$job" 2 '{"maxRestarts": 3}' "--epochs 3 --synthetic-size 8192"
+    wait_checkpoint "$job"
+    local victim saved stale t0 resumed_at
+    victim=$(node_of "$job-0") saved=$(check newest-checkpoint "$SHARED/$job") stale=$(uid_of "$job-0") t0=$(now)
+    log "$job: cutting $victim (Pod $job-0) off the network; newest checkpoint at step $saved"
+    partition "$victim" add
+    took_until "$job: resumed without the cut-off node" "$t0" 150 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1"
+    figure "rigid partition: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"
+    runs_on "$victim" "$stale" || log "$job: the stale Pod had already ended on $victim"
+    resumed_at=$(now)
+    partition "$victim" delete
+    wait_for "$job: the stale Pod ended once the partition healed" 120 "! runs_on $victim $stale"
+    wait_succeeded "$job"
+    log "$job: fenced: $(check fenced "$SHARED/$job" --after "$resumed_at")"
+}
+
+# ----------------------------------------------------------------- a node reported unhealthy
+# node-problem-detector's KernelDeadlock condition (the chart's default nodeHealth) on the
+# node of Pod 1: the operator moves the job off before any Pod fails: SIGTERM (a
+# checkpoint, exit 143), a gang restart not counted, the new Pods elsewhere.
+scenario_node_unhealthy() {
+    local job=unhealthy
+    node_job "$job" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
+    wait_checkpoint "$job"
+    local victim t0 condition
+    victim=$(node_of "$job-1") t0=$(now)
+    condition='{"type": "KernelDeadlock", "status": "True", "reason": "E2E", "message": "kind tier: reported unhealthy"}'
+    log "$job: node $victim reports KernelDeadlock=True"
+    k patch node "$victim" --subresource=status --type=json -p "[{\"op\": \"add\", \"path\": \"/status/conditions/-\", \"value\": $condition}]"
+    took_until "$job: moved off $victim" "$t0" 60 "[[ \$(status $job .lastFailure.reason) == NodeUnhealthy ]]"
+    figure "unhealthy node: the gang restart began $TOOK s after the condition"
+    took_until "$job: resumed elsewhere" "$t0" 120 "check resumed '$SHARED/$job' --after $t0 >/dev/null 2>&1"
+    figure "unhealthy node: $(check resumed "$SHARED/$job" --after "$t0")"
+    has_record "$job" "r['event'] == 'preempted' and r['exit_code'] == 143 and r['time'] > $t0" \
+        || die "$job: no checkpoint on SIGTERM before it moved: $(metrics "$job")"
+    [[ $(node_of "$job-0") != "$victim" && $(node_of "$job-1") != "$victim" ]] || die "$job: a new Pod landed on $victim"
+    k patch node "$victim" --subresource=status --type=json \
+        -p "[{\"op\": \"replace\", \"path\": \"/status/conditions/$(k get node "$victim" -o json | "$PY" -c 'import json, sys; print(next(i for i, c in enumerate(json.load(sys.stdin)["status"]["conditions"]) if c["type"] == "KernelDeadlock"))')/status\", \"value\": \"False\"}]"
+    wait_succeeded "$job"
+    [[ $(status "$job" .disruptions) -ge 1 && $(status "$job" .restarts) == "$(status "$job" .disruptions)" ]] \
+        || die "$job: the move was counted against maxRestarts: $(status "$job" '')"
+}
+
+# --------------------------------------------------------------------------- a drain
+# `kubectl drain` of a node that holds a Pod of a rigid job and one of an elastic job (two
+# jobs of two Pods each, one per worker, on three workers: some node holds both). The
+# eviction reaches each trainer as SIGTERM: the rigid one saves and the gang resumes from
+# that very step on the other nodes (at most the step in flight repeated, not counted
+# against maxRestarts); the elastic one shrinks, then grows back on another node.
+scenario_node_drain() {
+    local rigid=drain-rigid elastic=drain-elastic
+    node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
+    node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1}' \
+        "--epochs 4 --synthetic-size 8192"
+    wait_checkpoint "$rigid"
+    wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
+    local node t0 step
+    node=$(comm -12 <(pod_nodes "$rigid") <(pod_nodes "$elastic") | head -1)
+    [[ -n "$node" ]] || die "no node holds a Pod of both jobs: $(pod_nodes "$rigid") / $(pod_nodes "$elastic")"
+    t0=$(now)
+    log "kubectl drain $node"
+    k drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=180s
+    took_until "$rigid: saved on SIGTERM" "$t0" 60 "has_record $rigid \"r['event'] == 'preempted' and r['time'] > $t0\""
+    step=$("$PY" -c 'import json, sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "preempted" and r["time"] > float(sys.argv[2])][0]["step"])' "$SHARED/$rigid/metrics.jsonl" "$t0")
+    took_until "$rigid: resumed from the step it saved" "$t0" 120 "check resumed '$SHARED/$rigid' --after $t0 --saved $step >/dev/null 2>&1"
+    figure "rigid drain: saved at step $step; $(check resumed "$SHARED/$rigid" --after "$t0" --saved "$step")"
+    took_until "$elastic: the survivor at world size 1" "$t0" 30 "check resized '$SHARED/$elastic' --after $t0 --world 1 >/dev/null 2>&1"
+    figure "elastic drain: next step at the smaller size $TOOK s after the drain began"
+    took_until "$elastic: grown back elsewhere" "$t0" 180 "check resized '$SHARED/$elastic' --after $t0 --world 2 >/dev/null 2>&1"
+    figure "elastic drain: grown back to world size 2 $TOOK s after the drain began"
+    k uncordon "$node"
+    wait_succeeded "$rigid"
+    wait_succeeded "$elastic"
+    [[ $(status "$rigid" .disruptions) -ge 1 && $(status "$elastic" .restarts) == 0 ]] \
+        || die "the drain was counted as a failure: $rigid $(status "$rigid" '') / $elastic $(status "$elastic" '')"
+}

@@ -1,0 +1,93 @@
+# The kind tier's operator scenarios, sourced by hack/e2e-kind.sh after
+# hack/kind/node_scenarios.sh (whose helpers they use): the acting operator lost mid-job:
+# its node killed, its process killed, and a `helm upgrade` to a new operator image. The
+# chart's defaults (two replicas on different nodes, a Lease electing the acting one:
+# docs/design.md, "The operator's replicas") keep the job training untouched, and its status
+# moves again within 20 s of the loss: no Pod made twice, no restart counted.
+
+LEASE_NS=${SYSTEM_NS:-ddpjob-system}
+
+leader_pod() {  # the acting replica's Pod: the Lease's holder is "<pod name>_<uuid>"
+    local holder
+    holder=$(k -n "$LEASE_NS" get lease "$RELEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) || return 1
+    [[ -n "$holder" ]] && echo "${holder%_*}"
+}
+leader_node() { k -n "$LEASE_NS" get pod "$(leader_pod)" -o jsonpath='{.spec.nodeName}'; }
+pod_uids() { k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$1" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid} {end}'; }
+
+# Seconds from T until a replica other than OLD leads and the job's status.progress.step
+# has moved past STEP (the new leader read Pod 0 and wrote the status), in TOOK.
+status_resumed() {  # JOB T OLD STEP
+    took_until "$1: a new leader writes its status" "$2" 20 \
+        "[[ -n \$(leader_pod) && \$(leader_pod) != $3 && \$(status $1 .progress.step) -gt $4 ]]"
+}
+
+# Every second, the time and JOB's status.progress.step, into FILE, until killed.
+sample_progress() {  # JOB FILE
+    while true; do
+        printf '%s %s\n' "$(now)" "$(status "$1" .progress.step 2>/dev/null)" >>"$2"
+        sleep 1
+    done
+}
+
+# The job trains on, untouched: the same Pods, no restart.
+untouched() {  # JOB PODS
+    [[ $(pod_uids "$1") == "$2" && $(status "$1" .restarts) == 0 ]] \
+        || die "$1 was touched: Pods '$2' became '$(pod_uids "$1")', restarts $(status "$1" .restarts)"
+}
+
+scenario_operator_loss() {
+    local job=steady first node pods t0 step old
+    wait_for "a replica leads" 60 "leader_pod >/dev/null"
+    first=$(leader_node)
+    # The job keeps off the leader's node: it is the operator's loss that is tried here.
+    node_job "$job" 2 "{\"avoid\": [\"$first\"], \"maxRestarts\": 1}" "--epochs 4 --synthetic-size 16384"
+    k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Running --timeout="$TIMEOUT"
+    wait_for "$job: progress in its status" 120 "[[ \$(status $job .progress.step) -gt 0 ]]"
+    pods=$(pod_uids "$job")
+
+    # Its node killed: no Lease release, the standby waits out the lease.
+    old=$(leader_pod) step=$(status "$job" .progress.step) t0=$(now)
+    log "docker kill $first (the node of the acting operator, $old)"
+    docker kill "$first" >/dev/null
+    status_resumed "$job" "$t0" "$old" "$step"
+    figure "operator node killed: $(leader_pod) leads and the status moves $TOOK s after"
+    untouched "$job" "$pods"
+    start_node "$first"
+
+    # Its process killed (a crash): the same, on a live node.
+    old=$(leader_pod) step=$(status "$job" .progress.step) node=$(leader_node) t0=$(now)
+    log "killing the operator process of $old on $node"
+    docker exec "$node" sh -c "kill -9 \$(crictl inspect -o go-template --template '{{.info.pid}}' \$(crictl ps -q --label io.kubernetes.pod.name=$old --name operator))"
+    status_resumed "$job" "$t0" "$old" "$step"
+    figure "operator process killed: $(leader_pod) leads and the status moves $TOOK s after"
+    untouched "$job" "$pods"
+
+    # An upgrade to a new image: each old replica releases the Lease as it stops. The
+    # status is sampled every second meanwhile: its longest stand-still is the figure.
+    local samples=$SHARED/$job-status-samples sampler
+    sample_progress "$job" "$samples" & sampler=$!
+    log "helm upgrade to $OPERATOR_IMAGE_NEXT"
+    helm upgrade "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" --namespace "$LEASE_NS" --reuse-values \
+        --set image.tag="${OPERATOR_IMAGE_NEXT##*:}" --wait --timeout 5m
+    k -n "$LEASE_NS" rollout status "deployment/$RELEASE" --timeout=3m
+    wait_for "a replica of the new image leads" 60 \
+        "[[ \$(k -n $LEASE_NS get pod \$(leader_pod) -o jsonpath='{.spec.containers[0].image}') == $OPERATOR_IMAGE_NEXT ]]"
+    step=$(status "$job" .progress.step)
+    wait_for "$job: the new leader writes its status" 20 "[[ \$(status $job .progress.step) -gt $step ]]"
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    local still
+    still=$("$PY" - "$samples" <<'PYEOF'
+import sys
+rows = [line.split() for line in open(sys.argv[1]) if len(line.split()) == 2]
+changes = [float(t) for (t, s), (_, before) in zip(rows[1:], rows) if s != before]
+print(f"{max((b - a for a, b in zip(changes, changes[1:])), default=0):.1f}")
+PYEOF
+)
+    figure "helm upgrade: the status stood still at most $still s while the replicas were replaced"
+    "$PY" -c 'import sys; sys.exit(float(sys.argv[1]) > 20)' "$still" || die "$job's status stood still $still s during the upgrade"
+    untouched "$job" "$pods"
+    wait_succeeded "$job"
+    untouched "$job" "$pods"
+}
