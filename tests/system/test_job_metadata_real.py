@@ -124,3 +124,40 @@ def test_what_decides_a_jobs_life_is_written_by_the_operator_or_its_deleters(
                         REACTION, "the operator did not observe the owner's change", lambda: cluster.status("owned"))
         assert st["phase"] == "Running" and "immutable" not in st.get("message", ""), st
     assert len(cluster.pods("owned")) == 2
+
+
+def test_changing_a_jobs_spec_needs_the_rights_creating_it_does(cluster: RealCluster, tmp_path: pathlib.Path) -> None:
+    """A job's spec is what its Pods run, in its author's name: a user who may only patch
+    DDPJobs set a teammate's template command and checkpoint claim, and the operator ran
+    that command with that claim (its log readable to them)."""
+    mallory, alice = bind(cluster, "mallory", JOB_ONLY), bind(cluster, "alice", "edit")
+    paul = bind(cluster, "paul", POD_MAKER)
+    wait_for_edit_to_include_ddpjobs(cluster, alice)
+    team = job("team", suspend=True, checkpoint={"volume": {"emptyDir": {}}})
+    del team["spec"]["command"]  # the trainer's own: the template may then set the container's command
+    assert as_user(cluster, alice, tmp_path, "create", team).returncode == 0
+
+    def stored_spec() -> dict:
+        return cluster.custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs",
+                                                           "team")["spec"]
+    before = stored_spec()
+    hijack = {"spec": {"suspend": False, "checkpoint": {"volume": None, "claimName": "another-teams-claim"},
+                       "template": {"spec": {"containers": [{"name": "trainer", "command": ["sh", "-c", "ls /ckpt"]}],
+                                             "initContainers": [{"name": "first", "image": "busybox"}]}}}}
+    for patch in (hijack, {"spec": {"suspend": False}}, {"spec": {"activeDeadlineSeconds": 60}}):
+        refused = patch_as(cluster, mallory, "team", json.dumps(patch))
+        assert refused.returncode != 0 and POLICY in refused.stderr, (patch, refused.stderr)
+        assert ("spec: changing the spec of DDPJob team needs the rights creating it does, and mallory may not "
+                "create") in refused.stderr and f"in namespace {cluster.namespace}" in refused.stderr, refused.stderr
+    assert stored_spec() == before
+    # Metadata stays everyone's with `patch`.
+    assert patch_as(cluster, mallory, "team", '{"metadata":{"labels":{"seen":"yes"}}}').returncode == 0
+
+    # The owner's own edits go through, and so do those of a teammate who may create the
+    # job's Pods and Service (what a Pod of their own could run anyway).
+    edit = cluster.kubectl(f"--kubeconfig={alice}", "patch", "ddpj", "team", "-n", cluster.namespace,
+                           "--type=merge", "-p", json.dumps(hijack), "--dry-run=server", check=False)
+    assert edit.returncode == 0, edit.stderr
+    assert patch_as(cluster, alice, "team", '{"spec":{"activeDeadlineSeconds":3600}}').returncode == 0
+    assert patch_as(cluster, paul, "team", '{"spec":{"activeDeadlineSeconds":3601}}').returncode == 0
+    assert stored_spec()["activeDeadlineSeconds"] == 3601
