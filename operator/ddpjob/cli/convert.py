@@ -2,8 +2,10 @@
 maps the fields; docs/pytorchjob.md is the table).
 
 The DDPJob is printed as YAML on stdout, checked as `ddpjob validate` checks a file; a
-field dropped because ddpjob sets it itself is one `note:` line on stderr; a field with
-no exact equivalent is one error line naming it, and nothing is printed (exit 1).
+field dropped because ddpjob sets it itself, or a default that differs, is one `note:`
+line on stderr; a field with no exact equivalent, or one that is not what a PyTorchJob
+holds there (a replica count of 'abc'), is one error line naming it, and nothing is
+printed (exit 1).
 """
 
 from __future__ import annotations
@@ -47,9 +49,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
     docs = load_documents(args.file)
     for i, doc in enumerate(docs):
         prefix = f"document {i + 1}: " if len(docs) > 1 else ""
-        job, found = pytorchjob.convert(doc, args.gang)
+        try:
+            job, found = pytorchjob.convert(doc, args.gang)
+        except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as e:
+            # A shape no check above foresaw: one line, never a traceback.
+            errors.append(f"{args.file}: {prefix}cannot be read as a PyTorchJob: {type(e).__name__}: {e}"[:300])
+            continue
         errors += [f"{args.file}: {prefix}{e}" for e in found.errors]
-        notes += [f"{args.file}: {prefix}note: dropped {note}" for note in found.notes]
+        notes += [f"{args.file}: {prefix}note: {note}" for note in found.notes]
         if not found.errors:
             try:
                 parse_job(job)  # what `ddpjob validate` would say of the result

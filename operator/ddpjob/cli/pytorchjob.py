@@ -19,8 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddpjob.api import names
-from ddpjob.api.errors import FieldError
+from ddpjob.api.checker import show
+from ddpjob.api.elastic import MAX_NODES
 from ddpjob.api.launchers import names_a_launcher
+from ddpjob.cli import pytorchjob_policies, pytorchjob_torchrun
+from ddpjob.cli.conversion import MAX_GPUS, MAX_NPROC, Conversion
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "PyTorchJob"
@@ -29,6 +32,9 @@ PORT_NAME = "pytorchjob-port"
 GANGS = ("none", "kubernetes", "volcano", "coscheduling", "kueue")
 RESTART_POLICIES = {"OnFailure": "OnFailure", "ExitCode": "ExitCode", "Never": "Never"}
 # Container fields that become spec fields; the rest stay in spec.template's trainer container.
+LIMITS = ("limits", "requests")
+REPLICAS = "spec.pytorchReplicaSpecs"
+OBJECTS = ("pytorchReplicaSpecs", "elasticPolicy", "runPolicy")  # spec fields that are objects
 LIFTED = {
     "image": "image",
     "command": "command",
@@ -37,15 +43,6 @@ LIFTED = {
     "workingDir": "workingDir",
     "imagePullPolicy": "imagePullPolicy",
 }
-
-
-class Conversion:
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-        self.notes: list[str] = []
-
-    def err(self, path: str, message: str) -> None:
-        self.errors.append(FieldError(path, message))
 
 
 def _replicas(c: Conversion, specs: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -79,13 +76,15 @@ def _first_difference(a: Any, b: Any, path: str) -> str | None:
     return None if a == b else path
 
 
-def _shm(c: Conversion, pod: dict[str, Any], container: dict[str, Any], spec: dict[str, Any]) -> None:
+def _shm(c: Conversion, pod: dict[str, Any], container: dict[str, Any], spec: dict[str, Any], base: str) -> None:
     """A memory-backed emptyDir at /dev/shm (the usual PyTorchJob fix for a small /dev/shm)
     is what every DDPJob Pod has: its sizeLimit becomes shmSize."""
-    mounts = [m for m in container.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"]
+    mounts = c.objects(container.get("volumeMounts"), f"{base}.containers[trainer].volumeMounts")
+    mounts = [m for m in mounts if m.get("mountPath") == "/dev/shm"]
     if len(mounts) != 1:
         return
-    volume = next((v for v in pod.get("volumes") or [] if v.get("name") == mounts[0].get("name")), None)
+    volumes = c.objects(pod.get("volumes"), f"{base}.volumes")
+    volume = next((v for v in volumes if v.get("name") == mounts[0].get("name")), None)
     empty = (volume or {}).get("emptyDir")
     if volume is None or not isinstance(empty, Mapping) or empty.get("medium") != "Memory":
         return
@@ -93,15 +92,21 @@ def _shm(c: Conversion, pod: dict[str, Any], container: dict[str, Any], spec: di
         spec["shmSize"] = empty["sizeLimit"]
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m is not mounts[0]]
     pod["volumes"] = [v for v in pod["volumes"] if v is not volume]
-    c.notes.append("the /dev/shm emptyDir: every DDPJob Pod has a memory-backed /dev/shm (shmSize)")
+    c.notes.append("dropped the /dev/shm emptyDir: every DDPJob Pod has a memory-backed /dev/shm (shmSize)")
 
 
 def _container(c: Conversion, template: Mapping[str, Any], base: str, spec: dict[str, Any]) -> dict[str, Any]:
     """Lift the `pytorch` container's fields into `spec`; return what stays as spec.template."""
+    if not isinstance(template, Mapping) or not isinstance(template.get("spec") or {}, Mapping):
+        c.err(base, f"must be a Pod template object (got {show(template)})")
+        return {}
     rest = copy.deepcopy(dict(template))
-    pod = rest.setdefault("spec", {})
-    containers = pod.get("containers") or []
-    index = next((i for i, k in enumerate(containers) if isinstance(k, Mapping) and k.get("name") == CONTAINER), None)
+    pod = rest["spec"] = dict(rest.get("spec") or {})
+    said = len(c.errors)
+    containers = c.objects(pod.get("containers"), f"{base}.spec.containers")
+    index = next((i for i, k in enumerate(containers) if k.get("name") == CONTAINER), None)
+    if index is None and len(c.errors) > said:  # not a list: said once
+        return rest
     if index is None:
         c.err(f"{base}.spec.containers", f"has no container named {CONTAINER!r} (the one the training operator runs)")
         return rest
@@ -110,9 +115,11 @@ def _container(c: Conversion, template: Mapping[str, Any], base: str, spec: dict
         if field in container:
             spec[target] = container.pop(field)
     resources = container.pop("resources", None) or {}
-    gpus = {
-        k: v for part in ("limits", "requests") for k, v in (resources.get(part) or {}).items() if k.endswith("/gpu")
-    }
+    where = f"{base}.spec.containers[{index}].resources"
+    if not isinstance(resources, Mapping) or not all(isinstance(resources.get(p) or {}, Mapping) for p in LIMITS):
+        c.err(where, f"must be an object of limits and requests (got {show(resources)})")
+        resources = {}
+    gpus = {k: v for part in LIMITS for k, v in (resources.get(part) or {}).items() if str(k).endswith("/gpu")}
     for resource, count in gpus.items():
         if len(gpus) > 1 or any((resources.get(p) or {}).get(resource, count) != count for p in ("limits", "requests")):
             c.err(
@@ -120,20 +127,21 @@ def _container(c: Conversion, template: Mapping[str, Any], base: str, spec: dict
                 f"{resource}: one GPU resource, the same in limits and requests",
             )
             break
-        spec["gpusPerNode"] = int(count)
+        part = next(p for p in LIMITS if resource in (resources.get(p) or {}))
+        spec["gpusPerNode"] = c.count(count, f"{where}.{part}.{resource}", 0, MAX_GPUS, text=True)
         if resource != names.DEFAULT_GPU_RESOURCE:
             spec["gpuResource"] = resource
-    kept = {p: {k: v for k, v in (resources.get(p) or {}).items() if k not in gpus} for p in ("limits", "requests")}
+    kept = {p: {k: v for k, v in (resources.get(p) or {}).items() if k not in gpus} for p in LIMITS}
     if any(kept.values()):
         spec["resources"] = {p: v for p, v in kept.items() if v}
-    ports = container.get("ports") or []
+    ports = c.objects(container.get("ports"), f"{base}.spec.containers[{index}].ports")
     ours = [p for p in ports if p.get("name") == PORT_NAME]
     if ours:
         spec["port"] = ours[0].get("containerPort")
         container["ports"] = [p for p in ports if p is not ours[0]] or None
-    _shm(c, pod, container, spec)
+    _shm(c, pod, container, spec, f"{base}.spec")
     if pod.pop("restartPolicy", None) is not None:
-        c.notes.append(f"{base}.spec.restartPolicy: the operator sets each Pod's (Never) and restarts the gang")
+        c.notes.append(f"dropped {base}.spec.restartPolicy: the operator sets each Pod's (Never) and restarts the gang")
     container["name"] = names.TRAINER_CONTAINER
     containers[index] = {k: v for k, v in container.items() if v not in (None, [], {})}
     if list(containers[index]) == ["name"] and len(containers) == 1:
@@ -142,134 +150,92 @@ def _container(c: Conversion, template: Mapping[str, Any], base: str, spec: dict
 
 
 def _nproc(c: Conversion, raw: Any, spec: dict[str, Any], path: str) -> None:
-    gpus = spec.get("gpusPerNode", 0)
-    argv = [*(spec.get("command") or []), *(spec.get("args") or [])]
-    if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
-        spec["nprocPerNode"] = int(raw)
+    """spec.nprocPerNode from the PyTorchJob's (None: unset, which the training operator
+    makes `auto`, as it does here)."""
+    gpus = spec.get("gpusPerNode") or 0
+    argv = [w for k in ("command", "args") if isinstance(spec.get(k), list) for w in spec[k] if isinstance(w, str)]
+    unset = raw is None
+    raw = "auto" if unset else raw
+    if isinstance(raw, int) or (isinstance(raw, str) and raw.isascii() and raw.isdigit()):
+        spec["nprocPerNode"] = c.count(raw, path, 1, MAX_NPROC, text=True)
     elif raw in ("auto", "gpu") and gpus:
         spec["nprocPerNode"] = "auto"  # one process per GPU, as torchrun's auto on the Pod's GPUs
-    elif raw == "auto" and not names_a_launcher(argv):
-        spec["nprocPerNode"] = 1  # a plain program runs once per Pod: torchrun's value is never read
-    elif raw in ("auto", "cpu"):
-        c.err(path, f"{raw!r}: torchrun starts one process per CPU core of the node; give a number")
+    elif raw == "auto":
+        # A plain program runs once per Pod either way (torchrun's value is never read);
+        # under torchrun, auto on CPU is a process per core of whatever node: said, then 1.
+        spec["nprocPerNode"] = 1
+        if names_a_launcher(argv):
+            said = "unset, so auto (the PyTorchJob default)" if unset else "auto"
+            c.notes.append(
+                f"{path}: {said} starts a torchrun process per CPU core of the node a Pod lands on, which no "
+                "spec can hold; the DDPJob runs 1 per node (set spec.nprocPerNode for more)"
+            )
+    elif raw == "cpu":
+        c.err(path, "'cpu': torchrun starts one process per CPU core of the node; give a number")
     elif raw == "gpu":
         c.err(path, "'gpu' without GPUs fails in torchrun; give a number, or request GPUs")
     else:
-        c.err(path, f"must be a number, auto, gpu or cpu (got {raw!r})")
+        c.err(path, f"must be a number, auto, gpu or cpu (got {show(raw)})")
 
 
 def convert(body: Any, gang: str = "none") -> tuple[dict[str, Any], Conversion]:
     """The DDPJob for a PyTorchJob body, and what the conversion found (errors, notes)."""
     c = Conversion()
     if not isinstance(body, Mapping) or body.get("kind") != KIND or body.get("apiVersion") != API_VERSION:
-        got = f"{body.get('apiVersion')} {body.get('kind')}" if isinstance(body, Mapping) else type(body).__name__
+        said = (body.get(k) for k in ("apiVersion", "kind")) if isinstance(body, Mapping) else ()
+        got = " ".join(v[:60] if isinstance(v, str) else show(v) for v in said) or type(body).__name__
         c.err("(root)", f"not a {API_VERSION} {KIND} (got {got})")
         return {}, c
-    meta = body.get("metadata") or {}
-    src = body.get("spec") or {}
-    for key in sorted(set(src) - {"pytorchReplicaSpecs", "elasticPolicy", "nprocPerNode", "runPolicy"}):
+    meta, src = body.get("metadata") or {}, body.get("spec") or {}
+    for path, value in (("metadata", meta), ("spec", src)):
+        if not isinstance(value, Mapping):
+            c.err(path, f"must be an object (got {show(value)})")
+    for key in OBJECTS if not c.errors else ():
+        if not isinstance(src.get(key) or {}, Mapping):
+            c.err(f"spec.{key}", f"must be an object (got {show(src[key])})")
+    if c.errors:
+        return {}, c
+    for key in sorted(set(src) - {"nprocPerNode", *OBJECTS}):
         c.err(f"spec.{key}", "has no DDPJob equivalent")
     replicas = _replicas(c, src.get("pytorchReplicaSpecs") or {})
-    spec: dict[str, Any] = {"nodes": sum(int(r.get("replicas", 1)) for r in replicas.values())}
-    if int(replicas.get("Master", {}).get("replicas", 1)) != 1:
-        c.err("spec.pytorchReplicaSpecs.Master.replicas", "must be 1 (the Master is node 0)")
+    counts = {k: c.count(r.get("replicas", 1), f"{REPLICAS}.{k}.replicas", 0, MAX_NODES) for k, r in replicas.items()}
+    spec: dict[str, Any] = {"nodes": sum(n or 0 for n in counts.values())}
+    if counts.get("Master", 1) not in (1, None):
+        c.err(f"{REPLICAS}.Master.replicas", "must be 1 (the Master is node 0)")
     first = "Master" if "Master" in replicas else "Worker"  # whose template every node runs
     if "Master" in replicas and "Worker" in replicas:
         for field in ("template", "restartPolicy"):
             where = _first_difference(replicas["Master"].get(field), replicas["Worker"].get(field), "")
             if where is not None:
                 c.err(
-                    f"spec.pytorchReplicaSpecs.Worker.{field}{where}",
+                    f"{REPLICAS}.Worker.{field}{where}",
                     "differs from the Master's: a DDPJob runs one Pod template on every node",
                 )
+    elastic = src.get("elasticPolicy") or {}
     if first in replicas:
         policy = replicas[first].get("restartPolicy", "OnFailure")
-        if policy not in RESTART_POLICIES:
+        if not isinstance(policy, str) or policy not in RESTART_POLICIES:
             c.err(
-                f"spec.pytorchReplicaSpecs.{first}.restartPolicy",
-                f"{policy!r} has no DDPJob equivalent (OnFailure, ExitCode, Never)",
+                f"{REPLICAS}.{first}.restartPolicy",
+                f"{show(policy)} has no DDPJob equivalent (OnFailure, ExitCode, Never)",
             )
-        spec["restartPolicy"] = RESTART_POLICIES.get(policy, "OnFailure")
-        template = _container(
-            c, replicas[first].get("template") or {}, f"spec.pytorchReplicaSpecs.{first}.template", spec
-        )
+        spec["restartPolicy"] = RESTART_POLICIES.get(str(policy), "OnFailure")
+        base = f"{REPLICAS}.{first}.template"
+        template = _container(c, replicas[first].get("template") or {}, base, spec)
         if template:
             spec["template"] = template
-    _nproc(
-        c,
-        src.get("nprocPerNode", (src.get("elasticPolicy") or {}).get("nProcPerNode", "auto")),
-        spec,
-        "spec.nprocPerNode",
-    )
-    _elastic(c, src.get("elasticPolicy"), replicas, spec, str(meta.get("name", "")))
-    _run_policy(c, src.get("runPolicy") or {}, spec, gang)
-    kept = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if meta.get(k)}
+        in_command = pytorchjob_torchrun.take_flags(c, spec, f"{base}.spec.containers[0]", bool(elastic))
+        if in_command is not None:  # the command's flag wins over PET_NPROC_PER_NODE, as in torchrun
+            _nproc(c, in_command, spec, f"{base}.spec.containers[0] --nproc_per_node")
+    if "nprocPerNode" not in spec:
+        _nproc(c, src.get("nprocPerNode", elastic.get("nProcPerNode")), spec, "spec.nprocPerNode")
+    name = meta["name"] if isinstance(meta.get("name"), str) else ""
+    pytorchjob_policies.elastic(c, src.get("elasticPolicy"), replicas, spec, name)
+    pytorchjob_policies.run_policy(c, src.get("runPolicy") or {}, spec, gang)
+    kept = {k: meta[k] for k in ("name", "labels", "annotations") if meta.get(k)}
+    if meta.get("namespace"):
+        c.notes.append(
+            f"dropped metadata.namespace {show(meta['namespace'])}: the DDPJob goes to the namespace it is "
+            f"submitted to (`ddpjob submit -n {meta['namespace']}` keeps it)"
+        )
     return {"apiVersion": names.API_VERSION, "kind": names.KIND, "metadata": kept, "spec": spec}, c
-
-
-def _elastic(c: Conversion, policy: Any, replicas: Mapping[str, Any], spec: dict[str, Any], name: str) -> None:
-    if policy is None:
-        return
-    base = "spec.elasticPolicy"
-    if "Master" in replicas:
-        c.err(base, "with a Master has no exact equivalent: an elastic DDPJob's nodes are all alike (use Workers only)")
-    low, high = policy.get("minReplicas"), policy.get("maxReplicas")
-    low, high = low or high or spec["nodes"], high or low or spec["nodes"]
-    spec["elastic"] = {"minNodes": low, "maxNodes": high}
-    if policy.get("rdzvBackend", "c10d") != "c10d":
-        c.err(f"{base}.rdzvBackend", f"{policy['rdzvBackend']!r}: a DDPJob's rendezvous is c10d on node 0")
-    if policy.get("rdzvPort") is not None:
-        spec["port"] = policy["rdzvPort"]
-    if policy.get("rdzvId") not in (None, name):
-        c.err(f"{base}.rdzvId", "a DDPJob's rendezvous id is the job's name")
-    for field in ("rdzvHost", "rdzvConf", "metrics"):
-        if policy.get(field):
-            what = (
-                "the autoscaler's metrics: a DDPJob is resized by changing spec.nodes"
-                if field == "metrics"
-                else "a DDPJob sets its rendezvous itself (node 0, PET_RDZV_CONF)"
-            )
-            c.err(f"{base}.{field}", f"has no DDPJob equivalent: {what}")
-    if policy.get("standalone"):
-        c.err(f"{base}.standalone", "has no DDPJob equivalent: an elastic DDPJob spans its Pods")
-    if policy.get("maxRestarts") is not None:
-        c.notes.append(
-            f"{base}.maxRestarts: torchrun's worker restarts are 4 x maxNodes in a DDPJob (PET_MAX_RESTARTS)"
-        )
-
-
-def _run_policy(c: Conversion, run: Mapping[str, Any], spec: dict[str, Any], gang: str) -> None:
-    for src, dst in (
-        ("backoffLimit", "maxRestarts"),
-        ("activeDeadlineSeconds", "activeDeadlineSeconds"),
-        ("ttlSecondsAfterFinished", "ttlSecondsAfterFinished"),
-        ("suspend", "suspend"),
-    ):
-        if run.get(src) is not None:
-            spec[dst] = run[src]
-    if run.get("cleanPodPolicy") not in (None, "None"):
-        c.notes.append(
-            f"spec.runPolicy.cleanPodPolicy {run['cleanPodPolicy']}: a DDPJob keeps a finished job's Pods "
-            "until the job is deleted (ttlSecondsAfterFinished deletes both)"
-        )
-    policy = run.get("schedulingPolicy") or {}
-    scheduling: dict[str, Any] = {"gang": gang} if gang != "none" else {}
-    if policy.get("priorityClass"):
-        scheduling["priorityClassName"] = policy["priorityClass"]
-    for field, target in (
-        ("queue", "queue"),
-        ("minAvailable", "minAvailable"),
-        ("scheduleTimeoutSeconds", "scheduleTimeoutSeconds"),
-    ):
-        if policy.get(field) is None:
-            continue
-        if gang == "none":
-            c.err(
-                f"spec.runPolicy.schedulingPolicy.{field}",
-                "which gang scheduler placed the job is the training "
-                "operator's setting, not the file's: say it with --gang (volcano, coscheduling, ...)",
-            )
-        else:
-            scheduling[target] = policy[field]
-    if scheduling:
-        spec["scheduling"] = scheduling
