@@ -80,8 +80,8 @@ def test_the_standby_answers_its_probe_and_takes_over_a_killed_leaders_job(clust
                       message="replica-a never led", describe=a.log_tail)
     b = replica("replica-b", b_port, metrics=b_metrics)
     # The standby's own probe, until kopf runs: healthy, naming the leader.
-    standby = wait_for(lambda: probe(b_port), timeout=REACTION, message="the standby does not answer its probe",
-                       describe=b.log_tail)
+    standby = wait_for(lambda: (answer := probe(b_port))[1]["standby"]["leader"] and answer, timeout=REACTION,
+                       message="the standby does not answer its probe with the leader", describe=b.log_tail)
     assert standby == (200, {"standby": {"lease": f"Lease {NS}/{LEASE}", "leader": leader}})
     assert "standby" not in probe(a_port)[1]  # kopf's own, on the leader
     # Its /metrics answers too, all zero: a scrape of every replica sums to the leader's.
@@ -117,6 +117,9 @@ def test_a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby(cluster
 
     assert a.stop(signal.SIGTERM) == 0
     assert "released by replica-a_" in a.log_tail(20)
+    # kopf was stopped through its stop flag: stopped by the signal itself, it waits 5 s on
+    # its own waiter of that flag before the Lease can be released.
+    assert "Stop-flag is set" in a.log_tail(20) and "Signal SIGTERM is received" not in a.log_tail(20)
     wait_for(lambda: holder(cluster).startswith("replica-b_"), timeout=REACTION,
              message="replica-b did not take the released Lease", describe=b.log_tail)
     lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)

@@ -118,13 +118,26 @@ async def elected(config: operator_settings.LeaderElection, run: dict[str, Any],
                     return
         memo.kube.guard = lambda: None if elector.holds() else lost(elector, "not renewed within the renew deadline")
         renewing = asyncio.create_task(_keep_leading(elector))
+        ready = asyncio.Event()
+        signals = asyncio.create_task(_signals_stop(ready, stop))
         try:
-            await kopf.operator(stop_flag=stop, **run)
+            await kopf.operator(stop_flag=stop, ready_flag=ready, **run)
         finally:
             renewing.cancel()
+            signals.cancel()
             await elector.release()
     finally:
         await kube.aclose()
+
+
+async def _signals_stop(ready: asyncio.Event, stop: asyncio.Event) -> None:
+    """Once kopf is up, SIGINT and SIGTERM set its stop flag again (it installed handlers of
+    its own as it started): stopped by a signal, kopf waits 5 s on its own waiter of the
+    stop flag, which only the flag ends, and the Lease would be released 5 s later."""
+    await ready.wait()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
 
 
 async def _keep_leading(elector: Any) -> None:
