@@ -234,6 +234,8 @@ source hack/kind/scenarios.sh
 source hack/kind/node_scenarios.sh
 # shellcheck source=hack/kind/operator_scenarios.sh
 source hack/kind/operator_scenarios.sh
+# shellcheck source=hack/kind/bench_scenarios.sh
+source hack/kind/bench_scenarios.sh
 for scenario in $SCENARIOS; do
     step "scenario: $scenario"
     "scenario_$scenario"

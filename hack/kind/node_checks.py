@@ -5,6 +5,7 @@ ddpjob_devcluster.scenarios.sample_audit), its metrics.jsonl (resume and preempt
 records, each stamped with its writer's attempt and term) and its checkpoint files.
 
     node_checks.py resized DIR --after T --world W       the first group of world size W begun after T
+                  [--then W2]                            ... and a group of size W2 after it
     node_checks.py resumed DIR --after T --saved S       the first resume after T, at S or later
     node_checks.py newest-checkpoint DIR                 the newest checkpoint's step
     node_checks.py exactly-once DIR --size N --epochs E  every sample once per epoch
@@ -47,9 +48,17 @@ def resized(args: argparse.Namespace) -> str:
     """The first group of world size `world` that began stepping after `after` (each
     re-formed group writes a sample log of its own): the survivors going on, or the job
     grown back."""
-    for world, times in sample_audit.step_times(args.dir):
+    groups = sample_audit.step_times(args.dir)
+    for i, (world, times) in enumerate(groups):
         if world == args.world and times[0] > args.after:
-            return f"step at world size {world} {times[0] - args.after:.2f} s after"
+            said = f"step at world size {world} {times[0] - args.after:.2f} s after"
+            if not args.then:
+                return said
+            later = [t for w, ts in groups[i + 1 :] if w == args.then for t in ts]
+            if later:
+                grown = later[0] - args.after
+                return f"{said}, {len(times)} step(s) at it, then world size {args.then} {grown:.2f} s after"
+            raise SystemExit(f"{said}, but no group of world size {args.then} after it: groups {_groups(args.dir)}")
     raise SystemExit(f"no group of world size {args.world} began after {args.after:.3f}: groups {_groups(args.dir)}")
 
 
@@ -116,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--size", type=int, default=0)
         s.add_argument("--epochs", type=int, default=1)
         s.add_argument("--saved", type=int, default=0)
+        s.add_argument("--then", type=int, default=0, help="resized: a group of this size must follow")
     args = p.parse_args(argv)
     check = {
         "resized": resized,

@@ -1,11 +1,9 @@
 # The kind tier's scenarios, sourced by hack/e2e-kind.sh (which defines k, PY, JOB_NS,
 # TIMEOUT, EXAMPLE, SHARED, TRAINER_IMAGE and KCTX, and log and die by sourcing
 # hack/kind/report.sh). Each is a function `scenario_<name>`; every wait has a deadline
-# and a Failed job ends its wait at once.
-#
-# Jobs other than the example are the example renamed and changed (job_from_example).
-# A job with checkpoints gets a ReadWriteMany volume on the folder every node mounts
-# (shared_volume), so its Pods may land on any node and its metrics are read from here.
+# and a Failed job ends its wait at once. Jobs other than the example are the example
+# renamed and changed (job_from_example); one with checkpoints gets a ReadWriteMany volume
+# on the folder every node mounts (shared_volume), whose metrics are read from here.
 
 # Waits for a DDPJob to reach Succeeded, failing as soon as it reaches Failed instead of
 # waiting out the timeout: two `kubectl wait`s race, the first to finish decides.
@@ -81,7 +79,6 @@ has_record() {  # JOB, a Python expression over the record r
     [[ -f "$SHARED/$1/metrics.jsonl" ]] && "$PY" -c "import json, sys
 sys.exit(0 if any(($2) for r in map(json.loads, filter(str.strip, open(sys.argv[1])))) else 1)" "$SHARED/$1/metrics.jsonl"
 }
-
 pod_nodes() { k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u; }
 
 # The distinct nodes of JOB's Pods, once all WANT of them are bound: fails while any is not
@@ -213,7 +210,8 @@ scenario_elastic() {
     job_from_example "$job" '{"nodes": 3, "nprocPerNode": 1, "elastic": {"minNodes": 2, "maxNodes": 3},
         "checkpoint": {"claimName": "elastic-checkpoints"}, "restartBackoffSeconds": 2,
         "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}}' \
-        '--epochs 6 --synthetic-size 16384 --checkpoint-every-steps 10 --log-every 10' | k -n "$JOB_NS" apply -f -
+        '--epochs 6 --synthetic-size 16384 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
+        | k -n "$JOB_NS" apply -f -
     wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
     local before
     before=$(k -n "$JOB_NS" get pods -l "ddpjob.io/job-name=$job" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid} {end}')
@@ -224,6 +222,8 @@ scenario_elastic() {
         k -n "$JOB_NS" logs -f "$job-$n" -c trainer >"$SHARED/$job-$n.log" 2>&1 &
     done
     log "deleting pod $job-2 ($(pod_nodes "$job" | paste -sd' '))"
+    local deleted
+    deleted=$(date +%s.%N)
     k -n "$JOB_NS" delete pod "$job-2" --wait=false
     # And the Pod that replaces it, whose end is the job's too (it once ended 139 after the
     # training was over, and its log went with the gang restart that followed).
@@ -241,7 +241,12 @@ scenario_elastic() {
     done
     k -n "$JOB_NS" get events --field-selector "involvedObject.name=$job" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' \
         | grep -q '^NodeLost: training at 2/3 nodes' || die "no NodeLost event for the lost Pod"
-    log "$job: lost $job-2, kept training at 2/3 nodes, resizes=$(status "$job" '.resizes'), Succeeded"
+    # The trainer's own records: steps at world size 2 after the loss, before the replacement
+    # rejoined (a group of 3 again), not a status that says so.
+    local shrank
+    shrank=$("$PY" hack/kind/node_checks.py resized "$SHARED/$job" --after "$deleted" --world 2 --then 3) \
+        || die "$job did not train at world size 2 between the loss and the rejoin: $shrank"
+    log "$job: lost $job-2, kept training at 2/3 nodes ($shrank), resizes=$(status "$job" '.resizes'), Succeeded"
 }
 
 # ------------------------------------------- a container over its memory limit
@@ -292,16 +297,4 @@ print(f"preempted: {stopped}\nresumed: {resumed}")
 sys.exit(0 if stopped and stopped[0]["exit_code"] == 143 and resumed and resumed[0]["step"] == stopped[0]["step"] else 1)
 PYEOF
     log "$job: SIGTERM reached the trainer, which saved a checkpoint; its container exited $code; the gang resumed from it"
-}
-
-# ------------------------------------------------- pod start-up, measured (not a default)
-# benchmarks/pod_startup.py on this cluster (the trainer image is its DNS probe's: bash and
-# getent), then its process kubelet half on the real control plane. E2E_BENCH_RUNS runs of
-# each (default 3); E2E_BENCH_JSON keeps the figures (docs/benchmarks.md).
-scenario_bench() {
-    local keep=()
-    [[ -z "${E2E_BENCH_JSON:-}" ]] || keep=(--json "$E2E_BENCH_JSON")
-    "$PY" benchmarks/pod_startup.py --runs "${E2E_BENCH_RUNS:-3}" --kind-context "$KCTX" \
-        --kind-namespace "$JOB_NS" --kind-shared "$SHARED" --kind-tools-image "$TRAINER_IMAGE" "${keep[@]}" \
-        || die "benchmarks/pod_startup.py failed"
 }

@@ -133,15 +133,23 @@ def test_the_default_cni_runs_the_plugins_with_routes_and_no_more_rights_than_it
     assert 'type: "ptp"' in script and 'type: "host-local"' in script
 
 
-def test_the_cluster_has_two_workers_and_tells_kubeadm_what_the_node_image_holds() -> None:
+def test_the_cluster_has_three_workers_and_tells_kubeadm_what_the_node_image_holds() -> None:
     config = yaml.safe_load((HACK / 'kind' / 'cluster.yaml').read_text())
     roles = [n['role'] for n in config['nodes']]
-    assert roles.count('control-plane') == 1 and roles.count('worker') >= 2
+    # A job of two spread over two workers, and a third to move to when one is lost.
+    assert roles.count('control-plane') == 1 and roles.count('worker') == 3
     patches = [yaml.safe_load(p) for p in config['kubeadmConfigPatches']]
-    cluster = next(p for p in patches if p['kind'] == 'ClusterConfiguration')
-    assert cluster['etcd']['local']['imageTag'] == '@ETCD_TAG@' and cluster['dns']['imageTag'] == '@COREDNS_TAG@'
+    pins = next(p for p in patches if p['kind'] == 'ClusterConfiguration' and 'etcd' in p)
+    assert pins['etcd']['local']['imageTag'] == '@ETCD_TAG@' and pins['dns']['imageTag'] == '@COREDNS_TAG@'
     kubelet = next(p for p in patches if p['kind'] == 'KubeletConfiguration')
     assert kubelet['failCgroupV1'] is False
+    # A silent node is NotReady within the grace period, after several missed renewals of
+    # its Lease (renewed every quarter of nodeLeaseDurationSeconds), whatever the image.
+    manager = next(p for p in patches if p['kind'] == 'ClusterConfiguration' and 'controllerManager' in p)
+    assert '@' not in yaml.safe_dump(manager) and manager['apiVersion'] == 'kubeadm.k8s.io/v1beta4'
+    args = {a['name']: a['value'] for a in manager['controllerManager']['extraArgs']}
+    grace, renew = int(args['node-monitor-grace-period'].rstrip('s')), kubelet['nodeLeaseDurationSeconds'] / 4
+    assert grace >= 5 * renew and int(args['node-monitor-period'].rstrip('s')) < grace
 
 
 def test_the_image_dockerfiles_pass_hadolint() -> None:
@@ -154,7 +162,7 @@ def test_the_image_dockerfiles_pass_hadolint() -> None:
 
 def test_the_scripts_parse() -> None:
     for script in ('engine.sh', 'debian-base.sh', 'build-images.sh', 'kind-node-image.sh', 'e2e-kind.sh',
-                   'kind/scenarios.sh', 'kind-ready.sh', 'apt-install.sh', 'browser.sh', 'engine-packages.sh',
+                   'kind/scenarios.sh', 'kind/node_scenarios.sh', 'kind/operator_scenarios.sh', 'kind/bench_scenarios.sh', 'kind-ready.sh', 'apt-install.sh', 'browser.sh', 'engine-packages.sh',
                    'debian-mirror.sh'):
         assert subprocess.run(['bash', '-n', str(HACK / script)]).returncode == 0, script
 

@@ -34,6 +34,12 @@ def test_resized_finds_the_first_group_of_a_size_begun_after_the_loss(tmp_path: 
     ok = run('resized', tmp_path, '--after', 105, '--world', 1)
     assert ok.returncode == 0 and ok.stdout.strip() == 'step at world size 1 2.50 s after'
     assert 'no group of world size 2 began after 105.000' in run('resized', tmp_path, '--after', 105, '--world', 2).stderr
+    # Shrank, then grew back: the world-1 group stepped before a world-2 group formed again.
+    assert 'but no group of world size 2 after it' in run('resized', tmp_path, '--after', 105, '--world', 1,
+                                                          '--then', 2).stderr
+    group(tmp_path, 3, 2, 5, [(6, 120.0, [8, 9])])
+    grown = run('resized', tmp_path, '--after', 105, '--world', 1, '--then', 2)
+    assert grown.stdout.strip() == 'step at world size 1 2.50 s after, 2 step(s) at it, then world size 2 15.00 s after'
 
 
 def test_resumed_needs_the_newest_checkpoint_committed_before_the_loss(tmp_path: pathlib.Path) -> None:
