@@ -1,12 +1,18 @@
 """Checkpoints made for resumption.
 
-One file per checkpoint, `ckpt-e{epoch}-s{step}-{digest}.pt`: written by global rank 0
-to a temporary name, fsynced, then renamed, so a reader sees either nothing or the whole
-file. The name carries a SHA-256 prefix of the bytes, so a file damaged later (a bad
+One file per checkpoint, `ckpt-e{epoch}-s{step}-t{term}-{digest}.pt`: written by global
+rank 0 to a temporary name, fsynced, then renamed, so a reader sees either nothing or the
+whole file. The name carries a SHA-256 prefix of the bytes, so a file damaged later (a bad
 disk, a half-synced volume, someone's `truncate`) is detected before torch.load is asked
 to make sense of it; such a file is skipped with a warning and the previous one is used.
 A checkpoint that is intact but made by another model is an error, never skipped: a
 silent fresh start would throw away someone's training.
+
+The term is the writer's authority (fence.py): the newest is the checkpoint of the
+newest term, then of the most steps, so a writer the job moved on without never wins
+with a higher step, nor is kept by `prune` over a current one; it checks the fence before
+and after its rename and refuses the commit when a newer term holds it. Names without a
+term (written before the fence) still load, below every fenced one.
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ import sys
 
 import torch
 
-from . import UsageError
+from . import UsageError, fence
 
 FORMAT = 1
-_NAME = re.compile(r"^ckpt-e(\d+)-s(\d+)-([0-9a-f]{16})\.pt$")
+_NAME = re.compile(r"^ckpt-e(\d+)-s(\d+)(?:-t(\d+))?-([0-9a-f]{16})\.pt$")
 
 
 def log(msg: str) -> None:
@@ -44,40 +50,61 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def candidates(directory: str) -> list[tuple[int, str]]:
-    """(step, path) of every finished checkpoint name, newest first."""
+def _ranked(directory: str) -> list[tuple[int, int, int, str]]:
+    """(term, step, epoch, path) of every finished checkpoint name, newest first: the
+    newest term (no term: 0), then the most steps."""
     if not os.path.isdir(directory):
         return []
     found = []
     for name in os.listdir(directory):
         m = _NAME.match(name)
         if m:
-            found.append((int(m.group(2)), int(m.group(1)), os.path.join(directory, name)))
+            term = int(m.group(3) or 0)
+            found.append((term, int(m.group(2)), int(m.group(1)), os.path.join(directory, name)))
     found.sort(reverse=True)
-    return [(step, path) for step, _, path in found]
+    return found
+
+
+def candidates(directory: str) -> list[tuple[int, str]]:
+    """(step, path) of every finished checkpoint name, newest first (by term, then step)."""
+    return [(step, path) for _, step, _, path in _ranked(directory)]
 
 
 def newest_epoch(directory: str) -> int:
     """Epochs done by the newest checkpoint, from its name alone (0: none)."""
-    if not os.path.isdir(directory):
-        return 0
-    return max((int(m.group(1)) for m in map(_NAME.match, os.listdir(directory)) if m), default=0)
+    found = _ranked(directory)
+    return found[0][2] if found else 0
 
 
-def save(directory: str, payload: dict, keep: int) -> str:
+def save(directory: str, payload: dict, keep: int, claim: fence.Claim | None = None) -> str:
+    """Write one checkpoint; with `claim` (the writer's term), only while that term holds
+    the fence: fence.Superseded otherwise, and nothing is committed."""
     os.makedirs(directory, exist_ok=True)
     buf = io.BytesIO()
     torch.save({"format": FORMAT, **payload}, buf)
     data = buf.getbuffer()
     digest = hashlib.sha256(data).hexdigest()[:16]
-    final = os.path.join(directory, f"ckpt-e{payload['epoch']:05d}-s{payload['step']:010d}-{digest}.pt")
+    term = claim.term if claim is not None else 0
+    name = f"ckpt-e{payload['epoch']:05d}-s{payload['step']:010d}-t{term:08d}-{digest}.pt"
+    final = os.path.join(directory, name)
     tmp = f"{final}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if claim is not None:
+            fence.check(directory, claim, f"checkpoint {name}")
+        os.replace(tmp, final)
+    finally:
+        _remove(tmp)
     _fsync_dir(directory)
+    if claim is not None:
+        try:  # a new term claimed between the check and the rename: take the file back
+            fence.check(directory, claim, f"checkpoint {name}")
+        except fence.Superseded:
+            _remove(final)
+            raise
     prune(directory, keep, final)
     return final
 
@@ -86,7 +113,8 @@ def prune(directory: str, keep: int, current: str) -> None:
     for _, path in candidates(directory)[max(1, keep) :]:
         if path != current:
             _remove(path)
-    # Temporary files of writers that died mid-write; only rank 0 ever writes here.
+    # Temporary files of writers that died mid-write (or of one the job moved on without:
+    # only the fence's holder gets this far); only a global rank 0 ever writes here.
     for name in os.listdir(directory):
         if ".pt.tmp." in name and not name.endswith(f".{os.getpid()}"):
             _remove(os.path.join(directory, name))
@@ -104,7 +132,7 @@ def read(path: str) -> dict:
         raise ValueError("not a checkpoint file name")
     with open(path, "rb") as f:
         data = f.read()
-    if hashlib.sha256(data).hexdigest()[:16] != m.group(3):
+    if hashlib.sha256(data).hexdigest()[:16] != m.group(4):
         raise ValueError(f"content does not match its digest ({len(data)} bytes): partial or corrupt")
     try:
         # weights_only: a checkpoint directory is shared storage; never run pickled code.

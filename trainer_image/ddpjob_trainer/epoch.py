@@ -101,7 +101,8 @@ def train_epoch(t: Run, model: nn.Module, epoch: int) -> dict | resize.Regroup |
                 if args.checkpoint_dir
                 else "stopping without a checkpoint (no --checkpoint-dir / DDPJOB_CHECKPOINT_DIR)"
             )
-            p.say(f"stop requested (signal {t.stop.signum or 'on another rank'}): {where}")
+            if p.superseded is None:
+                p.say(f"stop requested (signal {t.stop.signum or 'on another rank'}): {where}")
             return None
         if t.pos.step % args.log_every == 0 or i + 1 == n:
             totals += window
@@ -137,7 +138,8 @@ def step(t: Run, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
     """One micro-batch (the last of a step: the update and the vote); True: all stop."""
     args = t.args
     if sync:
-        vote.start(t.stop.signum != 0)  # overlaps with this step's compute
+        # Asked to stop, or the job moved on without this group (progress.py): every rank stops.
+        vote.start(t.stop.signum != 0 or t.progress.superseded is not None)  # overlaps with this step's compute
     if t.captured is not None:
         t.captured(x, y)  # the micro-step and the optimizer's update, replayed
     else:

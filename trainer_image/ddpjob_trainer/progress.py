@@ -21,7 +21,10 @@ import torch
 
 from ddpjob import contract, progress_record
 
+from . import fence
 from .event_files import POSITION, EventWriter
+
+FENCE_CHECK_SECONDS = 1.0  # how often a writer looks at the checkpoint fence (a few small reads)
 
 
 def gpu_memory(device: torch.device) -> dict:
@@ -104,6 +107,16 @@ class Progress:
         # the first publish; a resize says it itself): the curves' readers drop what an
         # earlier attempt logged after it (ddpjob.metrics_log, event_files.py).
         self.positioned = False
+        # Who writes, besides the attempt (`restart`): the group's generation and its term of
+        # the checkpoint fence (set by train.py's `Trainer.authority`). Every metrics line and
+        # progress record carries them, so a reader can drop what a writer the job moved on
+        # without wrote after the job had moved on (fence.py).
+        self.authority: dict[str, int] = {}
+        # (checkpoint directory, this group's claim): a writer the job moved on without
+        # learns it here, writes nothing more, and stops all ranks at the step's end (epoch.py).
+        self.fenced: tuple[str, fence.Claim] | None = None
+        self.superseded: str | None = None
+        self.fence_checked = 0.0
         if enabled and metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(metrics_file)), exist_ok=True)
             self.metrics = open(metrics_file, "a", encoding="utf-8")  # noqa: SIM115 - open for the run; close() closes it
@@ -135,7 +148,7 @@ class Progress:
         never stalled)."""
         if not self.positioned:  # the first: where training goes on from
             self.record(POSITION, epoch=epoch, step=step)
-        if self.progress_file is None:
+        if self.progress_file is None or self.moved_on():
             return
         # A diverged loss (nan, inf) is no number JSON can carry: leave it out, keep training.
         fields = {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
@@ -148,15 +161,33 @@ class Progress:
                 total_epochs=self.epochs,
                 stage=stage,
                 **fields,
+                **self.stamp(),
             )
         except OSError as e:
             self.say(f"warning: cannot write the progress record {self.progress_file}: {e}")
             self.progress_file = None
 
+    def stamp(self) -> dict:
+        """The writer: {"restart", and "generation" (elastic jobs), "term" (with a checkpoint fence)}."""
+        return {"restart": self.restart, **self.authority}
+
+    def moved_on(self) -> bool:
+        """Whether a newer term holds the checkpoint fence (read at most every FENCE_CHECK_SECONDS)."""
+        now = time.monotonic()
+        if self.superseded is None and self.fenced is not None and now - self.fence_checked >= FENCE_CHECK_SECONDS:
+            self.fence_checked = now
+            try:
+                fence.check(*self.fenced, "metrics")
+            except fence.Superseded as e:
+                self.superseded = str(e)
+        return self.superseded is not None
+
     def record(self, event: str, **fields) -> None:
-        """One metrics line: {"event", "restart", "time", ...fields}, and its points in the
-        event files."""
-        rec = {"event": event, **fields, "restart": self.restart, "time": round(time.time(), 3)}
+        """One metrics line: {"event", ...fields, "restart", ["generation",] ["term",] "time"},
+        and its points in the event files; none once the job moved on without this writer."""
+        if self.moved_on():
+            return
+        rec = {"event": event, **fields, **self.stamp(), "time": round(time.time(), 3)}
         self.positioned = self.positioned or event in (POSITION, "resize")
         if self.events is not None:
             self.events.add(rec)

@@ -29,6 +29,11 @@ _GAUGES = {
     "epoch": ("ddpjob_progress_epoch", "Epochs done"),
     "samples_per_s": ("ddpjob_progress_samples_per_second", "Training throughput over all ranks"),
     "loss": ("ddpjob_progress_loss", "The last reported training loss"),
+    # Who wrote it (ddpjob-train): a record of an attempt or group the job moved on without
+    # is not the job's progress (fence.py).
+    "restart": ("ddpjob_progress_restart", "The gang attempt of the record's writer (DDPJOB_RESTART_COUNT)"),
+    "generation": ("ddpjob_progress_generation", "The writer's group within the attempt (elastic jobs)"),
+    "term": ("ddpjob_progress_fence_term", "The writer's term of the job's checkpoint fence"),
 }
 
 

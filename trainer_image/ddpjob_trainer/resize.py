@@ -14,6 +14,10 @@ it re-forms, and what it redoes.
   does not come back as a newcomer only to leave at the next step.
 - A newcomer takes the model, optimizer, scaler and position from the member with the
   most steps, not from the checkpoint. Only a first group (nobody has state) reads it.
+- Each re-formed group (and one a newcomer joins) claims the term of the checkpoint fence
+  after its own (fence.py) before it trains on: of two groups re-formed from one
+  generation (the two sides of a partition), the first to claim goes on and saves; the
+  other ends (fence.Superseded).
 
 Each (re-)formed group opens a new sample log generation at the agreed step, so the
 audit counts the redone step once (sample_audit.py: the last group that made a step).
@@ -25,7 +29,8 @@ import os
 import sys
 import time
 
-from . import checkpoint, state
+from . import checkpoint, fence, state
+from .collectives import broadcast_object
 from .distributed import collective_timeout
 from .elastic import Elastic, Vote
 from .in_place_launch import IN_PLACE, RESIZE_ENV
@@ -82,6 +87,7 @@ class InPlace:
             log=trainer.progress.say,
         )
         d.group = self.el
+        self.parent = ""  # the group this worker re-forms from (its group_key): fence.succeed
 
     def state(self) -> dict:
         t = self.t
@@ -161,6 +167,7 @@ class InPlace:
                 t.samples.close()
                 t.samples = None
             try:
+                self.parent = self.key()
                 self.el.resize(t.pos.step, why.leaving, why.failed, stopping=lambda: t.stop.signum != 0)
                 self._adopt()
                 model = t.wrap()
@@ -190,18 +197,42 @@ class InPlace:
         )
         return model
 
+    def key(self) -> str:
+        """The current generation's fence.group_key ("" before the first)."""
+        gen = self.el.gen
+        return fence.group_key(gen.number, gen.nodes, gen.boots) if gen is not None else ""
+
+    def succeed(self) -> None:
+        """The group's next term of the checkpoint fence, claimed by the member with the most
+        steps (a member knows the group's term; a newcomer does not); every rank learns it,
+        or that another group of this job claimed it first (fence.Superseded)."""
+        t, el = self.t, self.el
+        src, mine, got = el.current.source, t.fence, None
+        if el.rank == src:
+            got = (
+                fence.attempt(
+                    lambda: fence.succeed(t.args.checkpoint_dir, mine, el.current.number, self.key(), self.parent)
+                )
+                if mine is not None
+                else ("Superseded", "this group holds no term of the checkpoint fence to succeed")
+            )
+        t.fence = fence.outcome(broadcast_object(got, src, el.rank, el.control, el.interrupts))
+
     def _adopt(self) -> None:
         """Everything that depends on the rank and size follows the new generation."""
         t, d = self.t, self.t.d
         d.control = self.el.control
+        if t.args.checkpoint_dir and self.from_peer:  # a first group claims in Trainer.run
+            self.succeed()
         t.data.train.reshard(d.world_size, d.rank)
         if t.data.eval is not None:
             t.data.eval.reshard(d.world_size, d.rank)
         t.micro.world_size = d.world_size
         t.heartbeat.rank = d.rank
         t.remake_progress()
+        t.stamp(t.progress)  # a new generation, and term
         if t.args.sample_log and self.from_peer:  # a first group opens it after the checkpoint's read
-            t.samples = SampleLog(t.args.sample_log, d, t.pos.step)
+            t.samples = SampleLog(t.args.sample_log, d, t.pos.step, t.progress.stamp())
 
     def close(self) -> None:
         self.el.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import UsageError, checkpoint
+from . import UsageError, checkpoint, fence
 from .distributed import Dist, any_rank, broadcast_object, gather_objects
 
 
@@ -54,12 +54,35 @@ def set_rng_state(state: dict, device: torch.device) -> None:
 
 
 def save(
-    d: Dist, directory: str, keep: int, pos: Position, model, optimizer, scaler, args, summary: dict
+    d: Dist,
+    directory: str,
+    keep: int,
+    pos: Position,
+    model,
+    optimizer,
+    scaler,
+    args,
+    summary: dict,
+    claim: fence.Claim | None = None,
 ) -> str | None:
-    """Collective (RNG gather); rank 0 writes. Returns the path on rank 0."""
+    """Collective (RNG gather, then the verdict); rank 0 writes. Returns the path on rank 0.
+    fence.Superseded on every rank when the fence refused rank 0's commit (`claim`: the
+    group's term): they all end together, none waits in a collective for a rank gone."""
     rngs = gather_objects(d, rng_state(d.device))
-    if not d.is_main:
-        return None
+    path, refused = None, None
+    if d.is_main:
+        try:
+            path = _write(d.world_size, directory, keep, pos, model, optimizer, scaler, args, summary, rngs, claim)
+        except fence.Superseded as e:
+            refused = e
+    if claim is not None and any_rank(d, refused is not None):
+        raise refused or fence.Superseded("global rank 0's checkpoint was refused: the job moved on without this group")
+    return path
+
+
+def _write(
+    world_size: int, directory: str, keep: int, pos: Position, model, optimizer, scaler, args, summary, rngs, claim
+):
     return checkpoint.save(
         directory,
         {
@@ -71,13 +94,14 @@ def save(
             "epoch": pos.epoch,
             "batch": pos.batch,
             "step": pos.step,
-            "world_size": d.world_size,
+            "world_size": world_size,
             "batch_size": args.batch_size,
             "global_batch": getattr(args, "elastic_global_batch", None),
             "rng": rngs,
             "summary": summary,  # so a run resumed after its last epoch can still report it
         },
         keep,
+        claim,
     )
 
 

@@ -7,6 +7,7 @@ evaluate sharded, checkpoint, stop cleanly on SIGTERM.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ from . import (
     cli,
     compile_choice,
     distributed,
+    fence,
     graph_step,
     graphed_model,
     group_reset,
@@ -62,6 +64,8 @@ class StopRequest:
 class Trainer:
     def __init__(self, args, d: distributed.Dist, stop: StopRequest):
         self.args, self.d, self.stop = args, d, stop
+        self.fence: fence.Claim | None = None  # this group's term of the checkpoint fence (claim)
+        self.in_place: resize.InPlace | None = None
         dev = d.device
         cli.refuse_for_device(args, dev.type, d.world_size)
         auto_batch = args.batch_size == cli.AUTO_BATCH
@@ -113,7 +117,39 @@ class Trainer:
     def new_progress(self) -> Progress:
         """This rank's progress reporter (global rank 0's reports; remade when that changes hands)."""
         steps = (len(self.data.train) + self.args.grad_accum - 1) // self.args.grad_accum * self.args.epochs
-        return Progress.of_rank(self.args, self.d, steps)
+        return self.stamp(Progress.of_rank(self.args, self.d, steps))
+
+    def stamp(self, p: Progress) -> Progress:
+        """Tell the progress reporter who writes (a claim, a group re-formed in place)."""
+        p.authority = self.authority()
+        p.fenced = (self.args.checkpoint_dir, self.fence) if self.fence is not None else None
+        return p
+
+    def generation(self) -> int:
+        """The group within the attempt: an in-place group's number, else torchrun's restart
+        count of this Pod's workers (an elastic job's restart path; 0 for a rigid one)."""
+        if self.in_place is not None and self.in_place.el.gen is not None:
+            return self.in_place.el.gen.number
+        raw = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        return int(raw) if raw.isdigit() else 0
+
+    def authority(self) -> dict[str, int]:
+        """What every metrics line and progress record carries besides the attempt (`restart`),
+        so a reader can tell a writer the job moved on without (fence.py)."""
+        out = {"generation": self.generation()} if self.d.in_place or self.d.env.elastic_max_nodes else {}
+        return {**out, "term": self.fence.term} if self.fence is not None else out
+
+    def claim(self) -> None:
+        """A fresh start's term of the checkpoint fence, claimed by rank 0 before the checkpoint
+        is read; every rank learns it, or that the job moved on without this attempt."""
+        me, got = fence.identity(generation=self.generation()), None
+        if self.in_place is not None:  # so a claim of its next group is known as its own (fence.succeed)
+            me = dataclasses.replace(me, group=self.in_place.key())
+        if self.d.is_main:
+            got = fence.attempt(lambda: fence.claim(self.args.checkpoint_dir, me))
+        # Every rank learns the outcome: a rank that raised alone would leave the others waiting.
+        self.fence = fence.outcome(distributed.broadcast_object(self.d, got))
+        self.stamp(self.progress)
 
     def remake_progress(self) -> None:  # a group that resizes in place: rank 0 may have moved
         if self.progress.enabled != self.d.is_main:
@@ -155,6 +191,8 @@ class Trainer:
         args, d, p = self.args, self.d, self.progress
         if self.finished:  # a node created again too late: the others finished
             return 0
+        if args.checkpoint_dir and not (self.in_place and self.in_place.from_peer):
+            self.claim()  # a newcomer's group claimed its term as it formed (resize.py)
         p.record(
             "start",
             epoch=0,
@@ -183,7 +221,7 @@ class Trainer:
         p.publish(self.pos.epoch, self.pos.step)
         self.heartbeat.reach(self.pos.step)
         if args.sample_log and self.samples is None:  # (a group that resizes in place made it)
-            self.samples = SampleLog(args.sample_log, d, self.pos.step)
+            self.samples = SampleLog(args.sample_log, d, self.pos.step, self.progress.stamp())
         model = self.wrap()
         while self.pos.epoch < args.epochs:
             epoch = self.pos.epoch + 1
@@ -231,6 +269,7 @@ class Trainer:
             self.scaler,
             self.args,
             summary,
+            self.fence,
         )
         if path:
             self.progress.say(f"checkpoint {path}")
@@ -264,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, NoGroup) as e:
         log(f"error: {e}")
         return (code := exit_codes.BAD_INPUT if isinstance(e, UsageError) else exit_codes.RENDEZVOUS_TIMEOUT)
+    except fence.Superseded as e:
+        # Retryable: the operator never counts an old attempt's Pods, and a verdict against
+        # the side of a partition the job kept costs a restart, not the job (fence.py).
+        log(f"stopping: {e}")
+        return (code := exit_codes.PREEMPTED)
     except BaseException:
         if group_reset.ABANDONED or in_place:  # the exit below skips the interpreter's own report
             traceback.print_exc()
