@@ -211,6 +211,9 @@ def _progress_poller(config: Settings, on_progress: Any, logger: logging.Logger)
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    check = getattr(memo, "gang_check", None)
+    if check is not None:  # a stop right after the start: its API check still waits on the client closed below
+        check.cancel()
     controller = getattr(memo, "controller", None)
     if controller is not None:
         if controller.poller is not None:
@@ -284,14 +287,11 @@ async def job_event(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> Non
 async def node_event(
     name: str, type: str | None, body: kopf.Body, memo: kopf.Memo, ddpjob_pods: kopf.Index, **_: Any
 ) -> None:
-    """A Node that turns NotReady, comes back, is found unhealthy or is deleted: the jobs
-    with a Pod on it are reconciled (operator/nodes.py)."""
-    controller = getattr(memo, "controller", None)
-    if controller is None:
-        return
+    """A Node turned NotReady, came back, was found unhealthy or was deleted: the jobs with a
+    Pod on it are reconciled (operator/nodes.py)."""
     pods = ((key, item) for key, items in ddpjob_pods.items() for item in items)
-    for key in controller.nodes.to_reconcile(name, None if type == "DELETED" else body, pods):
-        controller.trigger(*key)
+    for key in memo.controller.nodes.to_reconcile(name, None if type == "DELETED" else body, pods):
+        memo.controller.trigger(*key)
 
 
 @kopf.on.event(*PODS, labels=POD_LABELS)
