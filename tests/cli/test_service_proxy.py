@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from ddpjob.cli.kubeclient import Connection
+from ddpjob.cluster.connection import Connection
 from ddpjob.cli.service_proxy import ServiceProxy, proxy_prefix, upstream_path
 
 pytestmark = pytest.mark.timeout(60)

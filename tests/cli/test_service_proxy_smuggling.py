@@ -16,7 +16,7 @@ import kubernetes
 import pytest
 
 from ddpjob.cli import service_proxy
-from ddpjob.cli.kubeclient import Connection
+from ddpjob.cluster.connection import Connection
 
 pytestmark = pytest.mark.timeout(60)
 PREFIX = "/api/v1/namespaces/team-a/services/http:board-tensorboard:6006/proxy"

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from ddpjob.api.spec import InvalidSpec
-from ddpjob.cli.files import FileError
+from ddpjob.api.job_file import FileError
 from ddpjob.client import job_body
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

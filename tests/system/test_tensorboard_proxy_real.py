@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob.cli.kubeclient import connect
+from ddpjob.cluster.connection import connect
 from ddpjob.cli.service_proxy import ServiceProxy
 from ddpjob_devcluster.clusters.client import wait_until
 from tests.cli.test_service_proxy_smuggling import host_of, send

@@ -1,8 +1,9 @@
 """`ddpjob submit|get|describe|wait|logs|delete|suspend|resume`: DDPJobs on a cluster.
 
-On the official `kubernetes` client and the user's kubeconfig (see kubeclient.py); no
-kopf. Every failure is one line on stderr and a non-zero exit status, never a traceback.
-`wait` and `submit --wait` follow a job's phase with job_phase.py.
+A thin argparse layer over the cluster layer (ddpjob/cluster/: the user's kubeconfig,
+jobs, Pods, logs, Events, on the official `kubernetes` client; no kopf), which the Python
+client shares. Every failure is one line on stderr and a non-zero exit status, never a
+traceback. `wait` and `submit --wait` follow a job's phase with job_phase.py.
 
     ddpjob submit job.yaml [--wait]      validate, then server-side apply; prints the name
     ddpjob get [NAME] [-o wide|yaml|json] the server's table (the CRD's printer columns)
@@ -25,14 +26,15 @@ import yaml
 
 from ddpjob import text
 from ddpjob.api import names
-from ddpjob.cli import kubeclient, output
-from ddpjob.cli.job_phase import TERMINAL, follow, get_job
-from ddpjob.cli.kubeclient import ClusterError, Connection
+from ddpjob.cli import output
+from ddpjob.cli.job_phase import follow
+from ddpjob.cluster import connection, jobs
+from ddpjob.cluster.connection import ClusterError, Connection
+from ddpjob.cluster.jobs import TERMINAL, get_job
+from ddpjob.cluster.pods import job_pods
 
-FIELD_MANAGER = "ddpjob"
 # The largest --timeout accepted (a week): every wait has a bound.
 MAX_TIMEOUT = 7 * 24 * 3600.0
-TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 def add_connection_args(p: argparse.ArgumentParser) -> None:
@@ -113,7 +115,7 @@ def cluster_command(p: argparse.ArgumentParser, func: Callable[[argparse.Namespa
 def run(args: argparse.Namespace, func: Callable[[argparse.Namespace, Connection], int]) -> int:
     conn = None
     try:
-        conn = kubeclient.connect(args.kubeconfig, args.context, args.namespace)
+        conn = connection.connect(args.kubeconfig, args.context, args.namespace)
         return func(args, conn)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace, func: Callable[[argparse.Namespace, Connection
         return 130
     except Exception as exc:  # an API or connection failure: one line, no traceback
         what = f"ddpjob {getattr(args, 'name', '') or ''}".strip()
-        print(f"error: {kubeclient.explain(exc, conn, what)}", file=sys.stderr)
+        print(f"error: {connection.explain(exc, conn, what)}", file=sys.stderr)
         return 1
 
 
@@ -137,62 +139,44 @@ def duration(text: str) -> float:
     return value
 
 
-# ---- a job's Pods, and its patches ---------------------------------------------------
-
-
-def job_pods(conn: Connection, name: str) -> list[dict[str, Any]]:
-    response = conn.core.list_namespaced_pod(
-        conn.namespace, label_selector=f"{names.LABEL_JOB_NAME}={name}", _preload_content=False
-    )
-    pods = json.loads(response.data)["items"]
-    return sorted(pods, key=lambda p: int((p["metadata"].get("labels") or {}).get(names.LABEL_NODE_RANK, 0)))
-
-
-def patch_job(conn: Connection, name: str, body: dict[str, Any], content_type: str, **options: Any) -> None:
-    """Patch the DDPJob `name`: server-side apply (submit) or a merge patch (suspend, resume)."""
-    conn.custom.patch_namespaced_custom_object(
-        names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, body, _content_type=content_type, **options
-    )
-
-
 # ---- commands ------------------------------------------------------------------------
 
 
 def cmd_submit(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.api import template_policy
+    from ddpjob.api.job_file import load_jobs
     from ddpjob.api.spec import InvalidSpec
-    from ddpjob.cli.files import load_jobs
 
     try:
-        jobs = load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
+        parsed = load_jobs(args.file, conn.namespace)  # every field checked before anything is sent
         # The same policy as `ddpjob validate` and the operator: a job the operator would
         # refuse is refused here, before it is stored and fails.
         allow = template_policy.parse_allowances(args.template_allow)
-        errors = [] if args.skip_policy_check else [e for job in jobs for e in template_policy.check_job(job, allow)]
+        errors = [] if args.skip_policy_check else [e for job in parsed for e in template_policy.check_job(job, allow)]
         if errors:
             raise InvalidSpec(errors)
     except ValueError as exc:
         if isinstance(exc, InvalidSpec):
             raise ClusterError("\n".join(f"{args.file}: {e}" for e in exc.errors)) from None
         raise ClusterError(f"--template-allow: {exc}") from None
-    from ddpjob.cli import notices
+    from ddpjob.api import notices
 
-    for job in jobs:
+    for job in parsed:
         notices.say(args.file, job)
+    from ddpjob.api.job_file import load_documents
     from ddpjob.cli import resubmit
-    from ddpjob.cli.files import load_documents
 
     docs = [{**d, "metadata": {**d["metadata"], "namespace": conn.namespace}} for d in load_documents(args.file)]
     stored = {d["metadata"]["name"]: resubmit.existing(conn, d["metadata"]["name"]) for d in docs}
     for doc in docs:  # before anything is sent
         if (before := stored[doc["metadata"]["name"]]) is not None:
             resubmit.refuse_immutable_changes(args.file, before, doc)
-    submitted, force = [], bool(args.force_conflicts) or None
+    submitted = []
     for doc in docs:
         name = doc["metadata"]["name"]
         try:
-            patch_job(conn, name, doc, "application/apply-patch+yaml", field_manager=FIELD_MANAGER, force=force)
-        except Exception as exc:
+            jobs.apply_job(conn, doc, force=bool(args.force_conflicts))
+        except ClusterError as exc:
             conflict = resubmit.explain_conflict(exc, name)
             if conflict is None:
                 raise
@@ -214,10 +198,7 @@ def cmd_wait(args: argparse.Namespace, conn: Connection) -> int:
 
 def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
     if args.output in ("yaml", "json"):
-        if args.name:
-            obj = get_job(conn, args.name)
-        else:
-            obj = conn.custom.list_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL)
+        obj = get_job(conn, args.name) if args.name else jobs.list_jobs(conn)
         if not args.show_managed_fields:
             obj = output.without_managed_fields(obj)
         print(
@@ -225,18 +206,7 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
             end="\n" if args.output == "json" else "",
         )
         return 0
-    call = conn.custom.get_namespaced_custom_object if args.name else conn.custom.list_namespaced_custom_object
-    extra = (args.name,) if args.name else ()
-    response = call(
-        names.GROUP,
-        names.VERSION,
-        conn.namespace,
-        names.PLURAL,
-        *extra,
-        _headers={"Accept": TABLE_ACCEPT},
-        _preload_content=False,
-    )
-    table = json.loads(response.data)
+    table = jobs.job_table(conn, args.name)
     if table.get("kind") != "Table":
         raise ClusterError("the API server did not answer with a Table; use -o yaml")
     if not table.get("rows"):
@@ -249,18 +219,12 @@ def cmd_get(args: argparse.Namespace, conn: Connection) -> int:
 def cmd_describe(args: argparse.Namespace, conn: Connection) -> int:
     from ddpjob.cli.describe import describe
     from ddpjob.cli.logs import loss_curve
+    from ddpjob.cluster.events import job_events
 
     job, pods = get_job(conn, args.name), job_pods(conn, args.name)
-    events = conn.core.list_namespaced_event(
-        conn.namespace, field_selector=f"involvedObject.name={args.name}", _preload_content=False
-    )
+    events = job_events(conn, args.name)
     # Whatever wrote the status or the Events, nothing in them moves this terminal's cursor.
-    print(
-        text.clean(
-            describe(job, pods, json.loads(events.data)["items"], datetime.now(UTC), loss_curve(conn, pods)),
-            limit=1 << 20,
-        )
-    )
+    print(text.clean(describe(job, pods, events, datetime.now(UTC), loss_curve(conn, pods)), limit=1 << 20))
     return 0
 
 
@@ -280,18 +244,16 @@ def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
         except ClusterError as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 1
-        except Exception as exc:  # an API failure for this name: one line, then the next name
-            print(f"error: {kubeclient.explain(exc, conn, f'ddpjob {name}')}", file=sys.stderr)
+        except Exception as exc:  # anything else for this name: one line, then the next name
+            print(f"error: {connection.explain(exc, conn, f'ddpjob {name}')}", file=sys.stderr)
             code = 1
     return code
 
 
 def simple_verb(command: str, conn: Connection, name: str) -> str:
     if command == "delete":
-        conn.custom.delete_namespaced_custom_object(
-            names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name, propagation_policy="Background"
-        )
+        jobs.delete_job(conn, name)
         return "deleted"
     suspend = command == "suspend"
-    patch_job(conn, name, {"spec": {"suspend": suspend}}, "application/merge-patch+json")
+    jobs.set_suspended(conn, name, suspend)
     return "suspended" if suspend else "resumed"

@@ -1,6 +1,6 @@
-"""A DDPJob's phase as the cluster commands read it, and following it to an end.
+"""Following a DDPJob's phase to an end, as `ddpjob wait` and `submit --wait` say it.
 
-`ddpjob wait` and `submit --wait` poll the job until its phase is the one asked for, it
+They poll the job (cluster/jobs.py reads it) until its phase is the one asked for, it
 ends otherwise or time runs out; the exit status says which (0, 1, `WAIT_TIMED_OUT`).
 """
 
@@ -11,22 +11,13 @@ import time
 from typing import Any
 
 from ddpjob import text
-from ddpjob.api import names
-from ddpjob.cli.kubeclient import Connection
+from ddpjob.cluster.connection import Connection
+from ddpjob.cluster.jobs import TERMINAL, get_job, phase_of
 
-TERMINAL = ("Succeeded", "Failed")
 WAIT_TIMED_OUT = 2
 # `submit --wait` on a job the operator has not written a status to after this long says so
 # once (an operator that is not running leaves a job without one for ever).
 NO_STATUS_SAY_AFTER = 10.0
-
-
-def get_job(conn: Connection, name: str) -> dict[str, Any]:
-    return conn.custom.get_namespaced_custom_object(names.GROUP, names.VERSION, conn.namespace, names.PLURAL, name)
-
-
-def phase_of(job: dict[str, Any]) -> str:
-    return (job.get("status") or {}).get("phase") or "Pending"
 
 
 def follow(conn: Connection, name: str, wanted: tuple[str, ...], timeout: float | None, report: bool) -> int:

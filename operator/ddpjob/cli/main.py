@@ -11,10 +11,10 @@ import dataclasses
 import json
 import sys
 
+from ddpjob.api.job_file import FileError
 from ddpjob.api.spec import InvalidSpec
 from ddpjob.cli import file_commands
 from ddpjob.cli.file_commands import template_allow
-from ddpjob.cli.files import FileError
 from ddpjob.version import __version__, image_tags
 
 

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from ddpjob import metrics_log
-from ddpjob.cli.files import FileError
+from ddpjob.api.job_file import FileError
 
 CHECKPOINTS, TENSORBOARD = "checkpoints", "tensorboard"  # ddpjob.local.job_dir's names (imported lazily only)
 

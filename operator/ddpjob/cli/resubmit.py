@@ -19,18 +19,16 @@ from typing import Any
 
 from ddpjob.api.errors import ImmutableFieldError
 from ddpjob.api.spec import validate_update
-from ddpjob.cli.job_phase import TERMINAL, get_job
-from ddpjob.cli.kubeclient import ClusterError, Connection, status_of
+from ddpjob.cluster.connection import ClusterError, Connection
+from ddpjob.cluster.jobs import TERMINAL, get_job
 
 
 def existing(conn: Connection, name: str) -> dict[str, Any] | None:
     """The stored job of that name in the connection's namespace, or None (none, or one this
     user may patch but not read: the apply then says what the server says)."""
-    import kubernetes
-
     try:
         return get_job(conn, name)
-    except kubernetes.client.ApiException as exc:
+    except ClusterError as exc:
         if exc.status in (403, 404):
             return None
         raise
@@ -69,12 +67,12 @@ def finished_note(name: str, stored: Mapping[str, Any] | None) -> str | None:
 _CONFLICT = re.compile(r'conflicts? with "([^"]+)"')
 
 
-def explain_conflict(exc: Any, name: str) -> ClusterError | None:
+def explain_conflict(exc: ClusterError, name: str) -> ClusterError | None:
     """A 409 of server-side apply, said with the manager that owns the fields and the flag
     that takes them over; None for any other failure."""
-    if getattr(exc, "status", None) != 409:
+    if exc.status != 409:
         return None
-    message = " ".join(str(status_of(exc).get("message") or "").split())
+    message = exc.detail
     managers = sorted(set(_CONFLICT.findall(message)))
     if not managers:
         return None

@@ -51,7 +51,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
-from ddpjob.cli.kubeclient import Connection
+from ddpjob.cluster.connection import Connection
 
 METHODS = ("GET", "HEAD", "POST")
 MAX_BODY = 4 * 1024 * 1024  # a time-series query names each run and tag: tens of KiB for a large experiment

@@ -37,7 +37,7 @@ from ddpjob import text
 from ddpjob.api import tensorboard
 from ddpjob.cli import cluster
 from ddpjob.cli.job_phase import get_job
-from ddpjob.cli.kubeclient import ClusterError, Connection
+from ddpjob.cluster.connection import ClusterError, Connection
 
 # kubectl says where it listens once the forward is up: "Forwarding from 127.0.0.1:6006 -> 6006".
 FORWARDING = re.compile(r"Forwarding from (\S+):(\d+) -> \d+")

@@ -13,10 +13,10 @@ file or a few arguments, follow it, read its logs and status, delete it.
 docs/python-api.md is the guide; it needs the `cli` extra (the kubernetes client).
 """
 
+from ddpjob.api.job_file import FileError
 from ddpjob.api.spec import InvalidSpec
-from ddpjob.cli.files import FileError
-from ddpjob.cli.kubeclient import ClusterError
 from ddpjob.client.client import DDPJobClient, JobFailed
 from ddpjob.client.job_status import Failure, Job, Progress
+from ddpjob.cluster.connection import ClusterError
 
 __all__ = ["ClusterError", "DDPJobClient", "Failure", "FileError", "InvalidSpec", "Job", "JobFailed", "Progress"]

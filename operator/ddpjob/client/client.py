@@ -1,36 +1,26 @@
 """`DDPJobClient`: DDPJobs on a cluster from Python (a notebook, a pipeline step).
 
 Modelled on Kubeflow Trainer's `TrainerClient` (train, get_job, list_jobs,
-wait_for_job_status, get_job_logs, delete_job) and built on the code of the `ddpjob`
-command: the same kubeconfig reading (cli/kubeclient.py), the same checks before anything
-is sent (job_body.py), the same phase reading (cli/job_phase.py), Pod listing and verbs
-(cli/cluster.py) and log streams (cli/logs.py). Every failure is an exception with the
-one line the command prints: `ClusterError` (no cluster, not found, forbidden, ...),
-`InvalidSpec` (each bad field), `JobFailed` and `TimeoutError` from a wait.
+wait_for_job_status, get_job_logs, delete_job) and built on the cluster layer the
+`ddpjob` command's cluster commands stand on (ddpjob/cluster/: the kubeconfig, jobs,
+Pods, logs and Events), with the same checks before anything is sent (job_body.py).
+Every failure is an exception with the one line the command prints: `ClusterError` (no
+cluster, not found, forbidden, ...), `InvalidSpec` (each bad field), `JobFailed` and
+`TimeoutError` from a wait.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import queue
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ddpjob.api import names
-from ddpjob.cli import kubeclient
-from ddpjob.cli.cluster import job_pods, simple_verb
-from ddpjob.cli.job_phase import get_job
-from ddpjob.cli.kubeclient import ClusterError, Connection
-from ddpjob.cli.logs import pick, pod_lines
 from ddpjob.client import job_body
 from ddpjob.client.job_status import Job
-
-FIELD_MANAGER = "ddpjob"
+from ddpjob.cluster import connection, events, jobs, logs, pods
+from ddpjob.cluster.connection import ClusterError, Connection
 
 
 class JobFailed(RuntimeError):
@@ -48,19 +38,11 @@ class DDPJobClient:
     (default: the context's, else `default`); inside a Pod, its service account."""
 
     def __init__(self, namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None):
-        self._conn: Connection = kubeclient.connect(kubeconfig, context, namespace)
+        self._conn: Connection = connection.connect(kubeconfig, context, namespace)
 
     @property
     def namespace(self) -> str:
         return self._conn.namespace
-
-    def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except ClusterError:
-            raise
-        except Exception as exc:  # an API or connection failure: the command's one line
-            raise kubeclient.explain(exc, self._conn, what) from exc
 
     # ---- create --------------------------------------------------------------------
 
@@ -102,44 +84,32 @@ class DDPJobClient:
             said = "train()"
         body, model = job_body.checked(body, name, self.namespace, template_allow, said)
         try:
-            self._conn.custom.create_namespaced_custom_object(
-                names.GROUP, names.VERSION, self.namespace, names.PLURAL, body, field_manager=FIELD_MANAGER
-            )
-        except Exception as exc:
-            if getattr(exc, "status", None) == 409:  # AlreadyExists: say the way out
+            jobs.create_job(self._conn, body)
+        except ClusterError as exc:
+            if exc.status == 409:  # AlreadyExists: say the way out
                 raise ClusterError(
                     f"ddpjob {model.name} already exists in namespace {self.namespace}: "
-                    f"delete_job({model.name!r}) first, or give another name"
+                    f"delete_job({model.name!r}) first, or give another name",
+                    status=exc.status,
                 ) from exc
-            raise kubeclient.explain(exc, self._conn, f"ddpjob {model.name}") from exc
+            raise
         return model.name
 
     # ---- read ----------------------------------------------------------------------
 
     def get_job(self, name: str) -> Job:
         """The job as the cluster has it now (ClusterError `not found: ...` if it has none)."""
-        return Job.from_object(self._call(f"ddpjob {name}", lambda: get_job(self._conn, name)))
+        return Job.from_object(jobs.get_job(self._conn, name))
 
     def list_jobs(self) -> list[Job]:
         """Every DDPJob of the namespace, by name."""
-        listing = self._call(
-            "",
-            lambda: self._conn.custom.list_namespaced_custom_object(
-                names.GROUP, names.VERSION, self.namespace, names.PLURAL
-            ),
-        )
+        listing = jobs.list_jobs(self._conn)
         return sorted((Job.from_object(o) for o in listing.get("items") or []), key=lambda j: j.name)
 
     def get_job_events(self, name: str) -> list[dict[str, Any]]:
         """The job's own Events (Created, Running, Restarting, NodeLost, Failed, ...), oldest first."""
-        response = self._call(
-            f"ddpjob {name}",
-            lambda: self._conn.core.list_namespaced_event(
-                self.namespace, field_selector=f"involvedObject.name={name}", _preload_content=False
-            ),
-        )
-        events: list[dict[str, Any]] = json.loads(response.data).get("items") or []
-        return sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        listed = events.job_events(self._conn, name)
+        return sorted(listed, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
     def wait_for_job_status(
         self,
@@ -188,59 +158,24 @@ class DDPJobClient:
         `rank`; `all_nodes` gives every Pod's, each line prefixed `[pod] ` (as `ddpjob logs
         --all`). `follow` streams until the containers end. The job and its Pods are looked
         up at once (ClusterError now, not at the first line)."""
-        job = self._call(f"ddpjob {name}", lambda: get_job(self._conn, name))
-        pods = self._call(f"ddpjob {name}", lambda: job_pods(self._conn, name))
-        chosen = pick(job, pods, argparse.Namespace(all=all_nodes, node=node, rank=rank))
-        pod_names = [p["metadata"]["name"] for p in chosen]
+        job = jobs.get_job(self._conn, name)
+        chosen = pods.select(job, pods.job_pods(self._conn, name), node=node, rank=rank, every=all_nodes)
+        streams = logs.merged(
+            self._conn, [p["metadata"]["name"] for p in chosen[: None if all_nodes else 1]], follow, tail
+        )
         if not all_nodes:
-            return self._pod(pod_names[0], follow, tail)
-        return _merged([self._pod(p, follow, tail, prefix=f"[{p}] ") for p in pod_names])
-
-    def _pod(self, pod: str, follow: bool, tail: int | None, prefix: str = "") -> Iterator[str]:
-        try:
-            for line in pod_lines(self._conn, pod, follow, tail):
-                yield prefix + line
-        except Exception as exc:  # the command's one line, naming the Pod
-            raise kubeclient.explain(exc, self._conn, f"pod {pod}") from exc
+            return (line for _, line in streams)
+        return (f"[{pod}] {line}" for pod, line in streams)
 
     # ---- change --------------------------------------------------------------------
 
     def delete_job(self, name: str) -> None:
         """Delete the job; its Pods and Service go with it (in the background)."""
-        self._call(f"ddpjob {name}", lambda: simple_verb("delete", self._conn, name))
+        jobs.delete_job(self._conn, name)
 
     def suspend_job(self, name: str) -> None:
         """Delete the job's Pods and keep the job (`Suspended`); resume_job starts them again."""
-        self._call(f"ddpjob {name}", lambda: simple_verb("suspend", self._conn, name))
+        jobs.set_suspended(self._conn, name, True)
 
     def resume_job(self, name: str) -> None:
-        self._call(f"ddpjob {name}", lambda: simple_verb("resume", self._conn, name))
-
-
-def _merged(streams: Sequence[Iterator[str]]) -> Iterator[str]:
-    """Several Pods' lines in the order they arrive (one reader thread per Pod); the first
-    error of any stream is raised once every stream ended."""
-    done = object()
-    lines: queue.Queue[object] = queue.Queue(maxsize=1024)
-    errors: list[BaseException] = []
-
-    def read(stream: Iterator[str]) -> None:
-        try:
-            for line in stream:
-                lines.put(line)
-        except BaseException as exc:  # handed to the caller's thread
-            errors.append(exc)
-        finally:
-            lines.put(done)
-
-    for stream in streams:
-        threading.Thread(target=read, args=(stream,), daemon=True).start()
-    ended = 0
-    while ended < len(streams):
-        item = lines.get()
-        if item is done:
-            ended += 1
-        else:
-            yield str(item)
-    if errors:
-        raise errors[0]
+        jobs.set_suspended(self._conn, name, False)

@@ -15,11 +15,10 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddpjob.api import names, template_policy
+from ddpjob.api import names, notices, template_policy
 from ddpjob.api.errors import FieldError
+from ddpjob.api.job_file import FileError, load_documents
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
-from ddpjob.cli import notices
-from ddpjob.cli.files import FileError, load_documents
 
 JobSource = Mapping[str, Any] | str | os.PathLike[str]
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpjob.cli.job_phase import phase_of
+from ddpjob.cluster.jobs import phase_of
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 

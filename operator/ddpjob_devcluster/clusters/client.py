@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import kubernetes
 import yaml
 
 from ddpjob.api import names
+from ddpjob.cluster import kubectl
 from ddpjob.local.ownership import stop_with_parent
 from ddpjob_devcluster.clusters.operator_runner import Abort, wait_for
 
@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
 EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
 JOBS = f"{names.GROUP}/{names.VERSION}/{names.PLURAL}"
-BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob, kubectl
+BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob
 
 
 def ddpjob_command() -> list[str]:
@@ -205,7 +205,8 @@ class ClusterClient:
 
     @staticmethod
     def kubectl_path() -> str:
-        exe = shutil.which("kubectl", path=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+        """kubectl as `ddpjob` finds it (cluster/kubectl.py): PATH, then beside this Python."""
+        exe = kubectl.locate()
         if exe is None:
             raise FileNotFoundError("kubectl is not installed (the test extra ships it in .venv/bin)")
         return exe

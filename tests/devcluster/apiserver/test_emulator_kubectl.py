@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
+from ddpjob.cluster.kubectl import locate as locate_kubectl
 from tests.devcluster.emulator_helpers import WIDGET_CRD, widget
 
-KUBECTL = shutil.which('kubectl', path=os.pathsep.join([str(pathlib.Path('.venv/bin').resolve()),
-                                                         os.environ.get('PATH', '')]))
+KUBECTL = locate_kubectl()
 
 
 @pytest.fixture

@@ -1,15 +1,17 @@
-"""The cluster CLI's connection: the user's kubeconfig, like kubectl reads it.
+"""A connection to a cluster: the user's kubeconfig, like kubectl reads it.
 
 `KUBECONFIG` (one or several files separated by the path separator) or ~/.kube/config,
 `--kubeconfig FILE`, `--context NAME`, and the namespace from `-n/--namespace`, else the
 context's namespace, else `default`. Inside a Pod with no kubeconfig, the service account.
 
 Every failure becomes a `ClusterError` with a one-line message: no cluster configured,
-cluster unreachable, the DDPJob CRD not installed, forbidden, not found.
+cluster unreachable, the DDPJob CRD not installed, forbidden, not found. The rest of
+this package raises nothing else (`explained` turns an API failure into one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -25,11 +27,15 @@ CRD_HINT = "kubectl apply -f manifests/crd/ddpjobs.ddpjob.io.yaml, or install th
 
 
 class ClusterError(Exception):
-    """A one-line error for the user; `code` is the process exit status."""
+    """A one-line error for the user; `code` is the process exit status. Where the API
+    server answered, `status` is its HTTP status and `detail` its own words (a conflict's
+    managers, read by `ddpjob submit`)."""
 
-    def __init__(self, message: str, code: int = 1):
+    def __init__(self, message: str, code: int = 1, status: int | None = None, detail: str = ""):
         super().__init__(message)
         self.code = code
+        self.status = status
+        self.detail = detail
 
 
 @dataclass
@@ -101,23 +107,29 @@ def explain(exc: BaseException, conn: Connection | None, what: str = "") -> Clus
     import kubernetes
     import urllib3
 
+    if isinstance(exc, ClusterError):
+        return exc
     if isinstance(exc, kubernetes.client.ApiException):
         status = status_of(exc)
         message = " ".join(str(status.get("message") or exc.reason or "").split())
+
+        def answered(line: str) -> ClusterError:  # the server's status and words kept (a conflict's managers)
+            return ClusterError(line, status=exc.status or None, detail=message)
+
         if exc.status == 404:
             details = status.get("details") or {}
             if what and details.get("name"):
-                return ClusterError(f"not found: {what} in namespace {conn.namespace if conn else '?'}")
-            return ClusterError(
+                return answered(f"not found: {what} in namespace {conn.namespace if conn else '?'}")
+            return answered(
                 f"the DDPJob CRD ({names.PLURAL}.{names.GROUP}) is not installed in this cluster: {CRD_HINT}"
             )
         if exc.status == 403:
-            return ClusterError(f"forbidden: {message}")
+            return answered(f"forbidden: {message}")
         if exc.status == 401:
-            return ClusterError(f"unauthorized: the kubeconfig's credentials were refused ({message})")
+            return answered(f"unauthorized: the kubeconfig's credentials were refused ({message})")
         if exc.status == 0:
             return ClusterError(f"cannot reach the cluster at {conn.server if conn else '?'}: {message}")
-        return ClusterError(f"the API server refused: {exc.status} {status.get('reason') or exc.reason}: {message}")
+        return answered(f"the API server refused: {exc.status} {status.get('reason') or exc.reason}: {message}")
     if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
         reason = getattr(exc, "reason", None) or exc
         return ClusterError(
@@ -126,13 +138,12 @@ def explain(exc: BaseException, conn: Connection | None, what: str = "") -> Clus
     return ClusterError(str(exc))
 
 
-def lines_of(stream: Any) -> Iterator[str]:
-    """Lines of a streamed HTTP body, as they arrive."""
-    pending = b""
-    for chunk in stream.stream(4096, decode_content=True):
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line.decode(errors="replace")
-    if pending:
-        yield pending.decode(errors="replace")
+@contextlib.contextmanager
+def explained(conn: Connection | None, what: str = "") -> Iterator[None]:
+    """Run the block; any failure in it leaves as the `ClusterError` that says it."""
+    try:
+        yield
+    except ClusterError:
+        raise
+    except Exception as exc:  # an API or connection failure: its one line, the cause kept
+        raise explain(exc, conn, what) from exc
