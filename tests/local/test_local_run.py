@@ -42,7 +42,7 @@ def records(probe_dir, pattern):
 
 def test_two_nodes_two_processes_rendezvous_and_allreduce(tmp_path):
     path, out = write_job(tmp_path)
-    result = ddpjob("run", str(path), cwd=tmp_path)
+    result = ddpjob("run", "-o", "yaml", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     recs = records(out, "rank*-attempt0.json")
     assert [r["rank"] for r in recs] == [0, 1, 2, 3]
@@ -59,7 +59,7 @@ def test_two_nodes_two_processes_rendezvous_and_allreduce(tmp_path):
 
 def test_a_killed_process_restarts_the_gang_which_then_succeeds(tmp_path):
     path, out = write_job(tmp_path, env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "1"}])
-    result = ddpjob("run", str(path), cwd=tmp_path)
+    result = ddpjob("run", "-o", "yaml", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
     assert status["phase"] == "Succeeded" and status["restarts"] == 1
@@ -75,7 +75,7 @@ def test_exit_code_policy_stops_on_a_program_error(tmp_path):
     path, out = write_job(tmp_path, nodes=2, nproc=1, command=[sys.executable, str(SCRIPTS / "allreduce_probe.py")],
                           env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "0"}, {"name": "DDPJOB_TEST_PROBE_CRASH_CODE", "value": "3"}],
                           restartPolicy="ExitCode")
-    result = ddpjob("run", str(path), cwd=tmp_path)
+    result = ddpjob("run", "-o", "yaml", str(path), cwd=tmp_path)
     assert result.returncode == 1
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
     assert status["phase"] == "Failed" and status["restarts"] == 0
@@ -94,7 +94,7 @@ def test_plain_env_script_runs_unchanged_one_process_per_pod(tmp_path):
 def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts_empty(tmp_path):
     command = [sys.executable, str(SCRIPTS / "progress_by_hand.py")]
     path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command)
-    first = ddpjob("run", str(path), cwd=tmp_path)
+    first = ddpjob("run", "-o", "yaml", str(path), cwd=tmp_path)
     # The record's directory exists before the script starts, as the Pod's emptyDir does.
     assert first.returncode == 0, first.stdout + first.stderr
     assert "FileNotFoundError" not in first.stdout
@@ -102,7 +102,7 @@ def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts
     # The same job again, --fresh or not, writing no record: the last run's 48/48 is not its progress.
     path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "DDPJOB_TEST_PROGRESS_STEPS", "value": "0"}])
     for flags in ((), ("--fresh",)):
-        again = ddpjob("run", *flags, str(path), cwd=tmp_path)
+        again = ddpjob("run", "-o", "yaml", *flags, str(path), cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "step 48/48" not in again.stdout, flags  # neither a progress line nor the status
 
@@ -125,7 +125,7 @@ def test_a_misspelt_launcher_is_said_as_a_typo_and_never_retried(tmp_path):
 
 def interrupt_run(tmp_path, path, pid_dir, expected):
     """Start `ddpjob run`, wait until `expected` pid files exist, Ctrl-C it; the pids and its output."""
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -198,7 +198,7 @@ def test_the_example_job_runs_here_as_make_demo_does(tmp_path):
     """`make demo`: the example file itself, the built-in trainer, 2 nodes x 2 processes."""
     example = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "mnist-cpu.yaml"
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", str(example)], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(example)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=180, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]

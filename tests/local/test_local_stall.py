@@ -30,7 +30,7 @@ def test_a_hung_rank_is_detected_restarted_and_the_job_resumes_and_succeeds(tmp_
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(body))
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=RUN, env=env)
     out = result.stdout
     assert result.returncode == 0, out[-4000:] + result.stderr[-2000:]

@@ -42,7 +42,7 @@ def run_crash(
     path = tmp_path / "crash.yaml"
     path.write_text(yaml.safe_dump(body))
     done = subprocess.run(
-        [sys.executable, "-m", "ddpjob.cli", "run", str(path)],
+        [sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -94,7 +94,7 @@ def test_tensorboard_keeps_serving_the_curves_once_the_job_is_over_until_ctrl_c(
         (run,) = job_dir.tensorboard_runs(tmp_path / ".ddpjob" / "shown" / "tensorboard")
         assert any(f"this run as shown/{run.name}; it serves until Ctrl-C" in line for line in lines), lines
         # The job is over (its status printed), and the page still answers with its run.
-        assert any(line.startswith("phase: Succeeded") or "phase: Succeeded" in line for line in lines)
+        assert any(line.startswith("[ddpjob] Succeeded in ") for line in lines), lines
         end = time.monotonic() + PHASE
         while True:
             with urllib.request.urlopen(url + "data/runs", timeout=10) as answer:

@@ -122,3 +122,19 @@ def test_the_launcher_leaves_the_last_record_as_the_termination_message(tmp_path
     assert json.loads(log.read_text()) == record
     leave_final_record({**env, "DDPJOB_PROGRESS_FILE": str(tmp_path / "none.json")})  # no record: left alone
     assert json.loads(log.read_text()) == record
+
+
+def test_the_epoch_journal_is_whole_lines_of_valid_records_and_bounded(tmp_path, monkeypatch):
+    path = str(tmp_path / "progress.json")
+    for step, epoch in ((1, 1), (2, 1), (3, 2), (4, 2), (5, None), (6, 3)):
+        pr.write(path, step=step, epoch=epoch)
+    records, offset = pr.read_epochs(path, 0)
+    assert [(r["step"], r["epoch"]) for r in records] == [(2, 1), (4, 2)]  # the last of each
+    with open(path + pr.EPOCHS_SUFFIX, "ab") as f:  # a foreign line, then half of one
+        f.write(b'{"step": "x"}\n{"step": 9, "epo')
+    more, after = pr.read_epochs(path, offset)
+    assert more == [] and after == offset + len(b'{"step": "x"}\n')  # the half line waits
+    monkeypatch.setattr(pr, "EPOCHS_MAX_BYTES", os.path.getsize(path + pr.EPOCHS_SUFFIX))
+    pr.write(path, step=7, epoch=4)
+    pr.write(path, step=8, epoch=5)
+    assert pr.read_epochs(path, after)[0] == []  # full: no more lines

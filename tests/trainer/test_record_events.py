@@ -67,3 +67,17 @@ def test_a_script_run_by_ddpjob_launch_gets_its_loss_curve(tmp_path):
     # A sample of the steps (a poll a second), in order, always with the last one.
     assert points and points[-1] == (3, 0.0), points
     assert set(points) <= {(1, 2.0), (2, 1.0), (3, 0.0)} and points == sorted(points)
+
+
+def test_every_epoch_is_a_point_however_short_while_steps_are_sampled(tmp_path):
+    """A program that ends its epochs faster than a poll (the my-script example: two epochs
+    in well under a second) still gets a point for each: the record's epoch journal."""
+    record, logdir = str(tmp_path / "progress.json"), tmp_path / "tb"
+    follower = record_events.RecordFollower(record, EventWriter(str(logdir)))
+    for epoch in (1, 2, 3):
+        for step in range(4 * epoch - 3, 4 * epoch + 1):
+            progress_record.write(record, step=step, epoch=epoch, total_epochs=3, loss=10.0 - step)
+    follower.stop()  # its only read: the end of the program
+    assert loss_points(logdir) == [(4, 6.0), (8, 2.0), (12, -2.0)]
+    # The journal holds an epoch's last record, a line each.
+    assert [r["step"] for r in progress_record.read_epochs(record, 0)[0]] == [4, 8]

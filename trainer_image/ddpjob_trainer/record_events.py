@@ -5,9 +5,10 @@ loss curve (and samples/s) in TensorBoard, with no TensorBoard code of its own.
 A thread reads the record where the program writes it, every `POLL_SECONDS`, and hands
 each new step's numbers to the same writer ddpjob-train uses (event_files.py): a sample of
 the curve (a step that lasts less than a poll may be missed), and the last record is read
-once more when the program ends. Its first step says where this attempt's curve takes
-over from earlier attempts'. ddpjob-train writes its own, complete, event files, so its
-records are not followed.
+once more when the program ends. Each epoch's last record comes whole, from the record's
+epoch journal (`progress_record.read_epochs`): no epoch is missed, however short. Its
+first step says where this attempt's curve takes over from earlier attempts'.
+ddpjob-train writes its own, complete, event files, so its records are not followed.
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ class RecordFollower:
     def __init__(self, progress_file: str, writer: EventWriter, interval: float = POLL_SECONDS):
         self.path, self.writer, self.interval = progress_file, writer, interval
         self.last_step: int | None = None
+        self.epochs_offset = 0  # how far the epoch journal has been read
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def poll(self) -> None:
-        """Read the record once; a step not seen before becomes a point."""
-        record = progress_record.read(self.path)
+        """Read the epochs' records not read yet, then the record; a step not seen before
+        becomes a point."""
+        ended, self.epochs_offset = progress_record.read_epochs(self.path, self.epochs_offset)
+        for record in [*ended, progress_record.read(self.path)]:
+            self._point(record)
+
+    def _point(self, record: dict | None) -> None:
         if record is None or (self.last_step is not None and record["step"] <= self.last_step):
             return
         step = record["step"]

@@ -61,7 +61,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ddpjob.local import gpus  # keeps `validate`/`render` free of process machinery
+    from ddpjob.local import gpus, program  # keeps `validate`/`render` free of process machinery
     from ddpjob.local.runner import run_job
 
     jobs = load_jobs(args.file)
@@ -72,6 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if blockers:  # before anything starts: each rank would fail with the same line
             raise InvalidSpec([FieldError(b.path, f"{b.message} (ddpjob run --cpu)") for b in blockers])
     job = gpus.on_cpu(jobs[0]) if args.cpu else jobs[0]
+    missing = program.missing_script(job, args.file)
+    if missing:  # before anything starts: every process would fail with it
+        raise InvalidSpec([missing])
     notices.say(args.file, job)
     available = gpus.visible_gpus()
     problem = gpus.gpu_error(job, available)
@@ -85,6 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         hide_gpus=args.cpu,
         allow_env=args.allow_env,
         tensorboard=args.tensorboard,
+        output=args.output,
     )
 
 
@@ -163,5 +167,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="serve the job's curves (./.ddpjob/<name>/tensorboard, a run per folder) with TensorBoard on a "
         "loopback port from its start until Ctrl-C, the job's end included, and print the URL",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("summary", "yaml"),
+        default="summary",
+        help="how the run ends: a line of summary (default), or the final status as a YAML document",
     )
     p.set_defaults(func=cmd_run)

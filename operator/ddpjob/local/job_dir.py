@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from ddpjob import metrics_log, sparkline
+from ddpjob import metrics_log, sparkline, times
 from ddpjob.api.spec import DDPJob
 from ddpjob.job import lifecycle
 
@@ -121,6 +121,24 @@ def loss_curve(workdir: Path, run: Path | None = None) -> str | None:
     logdir = run or latest_run(workdir / TENSORBOARD_DIR)
     loss = metrics_log.job_curves(workdir / CHECKPOINTS_DIR / metrics_log.FILE, logdir).get("loss")
     return sparkline.line("loss", [v for _, v in loss or []])
+
+
+def summary(status: dict, workdir: Path) -> str:
+    """The run's last line: how it ended, how long it took, and where its whole status is
+    (the status document, with its acceptedSpec hashes, is `ddpjob run -o yaml`'s)."""
+    said = [str(status.get("phase") or "Unknown")]
+    try:
+        start, end = times.parse_time(status.get("startTime")), times.parse_time(status.get("completionTime"))
+    except ValueError:
+        start = end = None
+    if start and end:
+        said.append(f"in {times.age((end - start).total_seconds())}")
+    restarts = status.get("restarts")
+    if isinstance(restarts, int) and restarts:
+        said.append(f"after {restarts} gang restart{'s' if restarts > 1 else ''}")
+    path = workdir / STATUS_FILE
+    with_cwd = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    return f"{' '.join(said)}; its whole status: {with_cwd} (`ddpjob run -o yaml` prints it)"
 
 
 def spec_digest(job: DDPJob) -> str:

@@ -33,6 +33,7 @@ from ddpjob.local.progress_view import AttemptProgress, Display, write_line
 
 POLL_SECONDS = 0.1
 PROGRESS_READ_SECONDS = 1.0  # the heartbeats themselves are written once a second
+INTERRUPTED_CODE = 130  # the run stopped by Ctrl-C (128 + SIGINT)
 
 
 class LocalRunner:
@@ -64,6 +65,7 @@ class LocalRunner:
         self._interrupted = False
         self.attempt_progress: AttemptProgress | None = None
         self.display = Display(self.out, job.name)
+        self.output = "summary"  # how the run ends (report): `ddpjob run -o`
         self._progress_read_at = 0.0
         # Every container of this run carries a tag under this prefix (see ownership.py).
         self.run_tag = f"ddpjob-run-{os.getpid()}-{uuid.uuid4().hex[:8]}/"
@@ -71,6 +73,11 @@ class LocalRunner:
 
     def log(self, message: str) -> None:
         write_line(self.out, f"[ddpjob] {message}\n")  # above the live progress line, if any
+
+    def report(self, status: dict) -> None:
+        """How the run ended: a line, or (`-o yaml`) the whole status as a YAML document."""
+        said = f"[ddpjob] {job_dir.summary(status, self.workdir)}\n" if self.output != "yaml" else None
+        write_line(self.out, said or "---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
 
     def observe(self) -> list[PodState]:
         states = []
@@ -222,15 +229,17 @@ def run_job(
     hide_gpus: bool = False,
     allow_env: bool = False,
     tensorboard: bool = False,
+    output: str = "summary",
 ) -> int:
-    """Run to completion; print the final status; exit code 0 only for Succeeded.
-    `tensorboard`: serve the job's curves from its start until Ctrl-C, the job's end
-    included (tensorboard_server.py)."""
+    """Run to completion; end with a line of summary (`output` "yaml": the final status
+    document); exit code 0 only for Succeeded. `tensorboard`: serve the job's curves from
+    its start until Ctrl-C, the job's end included (tensorboard_server.py)."""
     if not job.generation:
         # A file has no metadata.generation; the API server gives a new object 1.
         job = dataclasses.replace(job, generation=1)
     workdir = workdir or Path(os.getcwd()) / ".ddpjob" / job.name
     runner = LocalRunner(job, workdir, out=out, gpus=gpus, hide_gpus=hide_gpus)
+    runner.output = output
     # Before anything in the job's directory is touched (--fresh included): a second run
     # of the same job would share and overwrite its checkpoints.
     lock = ownership.JobLock(workdir, job.name)
@@ -243,19 +252,15 @@ def run_job(
         return 1
     board = tensorboard_server.for_job(workdir, job.name) if tensorboard else None
     try:
-        try:
-            code = _run_locked(runner, workdir, fresh, board)
-        finally:
-            lock.release()  # another run of the job may start while the curves are shown
+        code = _run_locked(runner, workdir, fresh, board)
+        lock.release()  # another run of the job may start while the curves are shown
         if board is not None and board.url and code != INTERRUPTED_CODE:
             board.serve_until_stopped(runner.log)
         return code
     finally:
+        lock.release()
         if board is not None:
             board.stop()
-
-
-INTERRUPTED_CODE = 130  # the run stopped by Ctrl-C (128 + SIGINT)
 
 
 def _run_locked(
@@ -267,10 +272,9 @@ def _run_locked(
     done = job_dir.nothing_to_run(workdir, runner.checkpoint_dir, runner.job)
     if done:
         runner.log(done)
-        runner.out.write("---\n" + yaml.safe_dump({"status": job_dir.previous_run(workdir)}, sort_keys=False))
+        runner.report(job_dir.previous_run(workdir) or {})
         return 0
-    note = job_dir.earlier_run(workdir, runner.checkpoint_dir)
-    if note:
+    if note := job_dir.earlier_run(workdir, runner.checkpoint_dir):
         runner.log(note)
     run = job_dir.tensorboard_run(workdir, runner.checkpoint_dir, datetime.now(UTC))
     runner.tensorboard_env = {contract.TENSORBOARD_DIR: str(run)}
@@ -281,11 +285,9 @@ def _run_locked(
     except LocalRunError as exc:
         runner.log(f"error: {exc}")
         return 1
-    curve = job_dir.loss_curve(workdir, run)
-    if curve:
+    if curve := job_dir.loss_curve(workdir, run):
         runner.log(curve)
-    runner.out.write("---\n" + yaml.safe_dump({"status": status}, sort_keys=False))
-    runner.out.flush()
+    runner.report(status)
     try:
         safety.write_no_follow(workdir / job_dir.STATUS_FILE, yaml.safe_dump({"status": status}, sort_keys=False))
         safety.write_no_follow(workdir / job_dir.SPEC_FILE, job_dir.spec_digest(runner.job))

@@ -21,7 +21,7 @@ def started(workdir: Path, job_file: Path, log_file: Path) -> Iterator[subproces
     it runs); killed on the way out if it still runs."""
     with open(log_file, "w") as log:
         run = subprocess.Popen(
-            [sys.executable, "-m", "ddpjob.cli", "run", str(job_file)],
+            [sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(job_file)],  # ends with its status
             cwd=workdir,
             stdout=log,
             stderr=subprocess.STDOUT,
