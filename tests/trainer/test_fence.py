@@ -188,6 +188,22 @@ def test_a_writer_that_learns_the_job_moved_on_writes_nothing_more(tmp_path):
     assert p.superseded and "term 2 of the checkpoint fence is held by attempt 1" in p.superseded
 
 
+def test_a_volume_that_takes_no_claim_trains_and_saves_as_before(tmp_path, monkeypatch, capsys):
+    from ddpjob_trainer.train import main
+
+    for name in trainer_helpers.CONTRACT:
+        monkeypatch.delenv(name, raising=False)
+
+    def refused(*_):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(fence, "_create", refused)
+    args = ["--epochs", "1", "--synthetic-size", "64", "--batch-size", "32", "--checkpoint-dir", str(tmp_path)]
+    assert main(args) == 0
+    assert "warning: no term of the checkpoint fence (" in capsys.readouterr().out
+    assert "-t00000000-" in checkpoint.newest(str(tmp_path))[0]
+
+
 JOB = ["--epochs", "2", "--synthetic-size", "16384", "--batch-size", "32"]  # 512 steps an epoch
 SLOW = dict(DDPJOB_NAME="j", DDPJOB_NAMESPACE="ns", DDPJOB_TEST_STEP_SECONDS="0.1")  # no epoch ends in a test
 

@@ -49,6 +49,7 @@ POINTER = "current.json"
 KEEP = 8  # claims kept on disk (only the newest decides; the rest say who held it before)
 TRIES = 16  # fresh claimants racing for one term: each loser reads the winner and judges again
 MAX_BYTES = 4096
+MAX_TERM = 2**53  # JSON's safe integers: a pointer past it is no claim of ours
 _TERM = re.compile(r"^(\d{10})\.json$")
 
 
@@ -147,7 +148,7 @@ def holder(directory: str) -> Claim | None:
     if raw is not None:
         with contextlib.suppress(ValueError, KeyError, TypeError):
             pointed = json.loads(raw)["term"]
-            if type(pointed) is int and pointed > newest:
+            if type(pointed) is int and newest < pointed <= MAX_TERM:
                 newest = pointed
     if newest <= 0:
         return None

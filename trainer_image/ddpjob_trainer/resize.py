@@ -208,15 +208,15 @@ class InPlace:
         or that another group of this job claimed it first (fence.Superseded)."""
         t, el = self.t, self.el
         src, mine, got = el.current.source, t.fence, None
-        if el.rank == src:
-            got = (
-                fence.attempt(
-                    lambda: fence.succeed(t.args.checkpoint_dir, mine, el.current.number, self.key(), self.parent)
-                )
-                if mine is not None
-                else ("Superseded", "this group holds no term of the checkpoint fence to succeed")
+        if el.rank == src and mine is not None:  # (None: a group whose volume took no claim)
+            got = fence.attempt(
+                lambda: fence.succeed(t.args.checkpoint_dir, mine, el.current.number, self.key(), self.parent)
             )
-        t.fence = fence.outcome(broadcast_object(got, src, el.rank, el.control, el.interrupts))
+        verdict = broadcast_object(got, src, el.rank, el.control, el.interrupts)
+        try:
+            t.fence = fence.outcome(verdict) if verdict is not None else None
+        except OSError as e:  # the volume failed the claim: the group keeps the term it holds
+            t.progress.say(f"warning: the checkpoint fence's next term was not claimed ({e})")
 
     def _adopt(self) -> None:
         """Everything that depends on the rank and size follows the new generation."""

@@ -148,7 +148,10 @@ class Trainer:
         if self.d.is_main:
             got = fence.attempt(lambda: fence.claim(self.args.checkpoint_dir, me))
         # Every rank learns the outcome: a rank that raised alone would leave the others waiting.
-        self.fence = fence.outcome(distributed.broadcast_object(self.d, got))
+        try:
+            self.fence = fence.outcome(distributed.broadcast_object(self.d, got))
+        except OSError as e:  # a read-only volume resumes as before; a save there fails as before
+            self.progress.say(f"warning: no term of the checkpoint fence ({e}): this run's checkpoints are not fenced")
         self.stamp(self.progress)
 
     def remake_progress(self) -> None:  # a group that resizes in place: rank 0 may have moved
