@@ -39,7 +39,8 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
                    {"ddpjob.local", "ddpjob.operator"}, TORCH | {"kopf", "kmock"}),
     # The Python API: on the cluster layer the CLI stands on, never on the CLI itself.
-    "ddpjob.client": ({PURE, "ddpjob.api", "ddpjob.cluster", "ddpjob.client"}, set(),
+    # Its local backend runs `ddpjob run`'s runner (local/background.py), imported when first used.
+    "ddpjob.client": ({PURE, "ddpjob.api", "ddpjob.cluster", "ddpjob.client"}, {"ddpjob.local"},
                       TORCH | PROCESSES | {"kopf", "kmock"}),
     # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
     "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
@@ -146,6 +147,7 @@ def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
     ("ddpjob/cluster/jobs.py", "from ddpjob.cli import output"),
     ("ddpjob/cluster/jobs.py", "from ddpjob.client import Job"),
     ("ddpjob/cluster/logs.py", "import subprocess"),
+    ("ddpjob/client/local_backend.py", "from ddpjob.local.background import BackgroundRun"),  # eager
     ("ddpjob/contract.py", "from ddpjob.api import names"),
     ("ddpjob/job/lifecycle.py", "from ddpjob import render"),
     ("../trainer_image/ddpjob_trainer/train.py", "import kopf"),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ddpjob.client import ClusterError, DDPJobClient, InvalidSpec, Job, JobFailed
+from ddpjob.client import ClusterError, DDPJobClient, Event, InvalidSpec, Job, JobFailed
 from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
@@ -33,8 +33,8 @@ sys.exit(int(os.environ.get('EXIT_CODE', '0')) if rank == 1 else 0)
 """
 
 
-def job_dict(name: str) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
+def job_dict(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "labels": labels},
             "spec": {"nodes": 2, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
                      "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0}}
 
@@ -61,21 +61,35 @@ def test_train_wait_logs_status_list_and_delete(client: DDPJobClient, tmp_path: 
     assert job.progress is not None and job.progress.step == 10 and job.progress.total_steps == 10
     assert job.progress.loss == 0.25 and job.progress.final
     assert client.get_job(name).phase == "Succeeded"
+    # As a TrainerClient script waits: its status name, a callback on the poll.
+    polled: list[Job] = []
+    assert client.wait_for_job_status(name, status={"Complete"}, timeout=PHASE, polling_interval=0.5,
+                                      callbacks=[polled.append], progress=False).status == "Complete"
+    assert [j.phase for j in polled] == ["Succeeded"]
 
     # Logs: node 0 by default, a rank's Pod, every Pod prefixed.
     assert list(client.get_job_logs(name)) == ["hello from node 0 of 2"]
     assert list(client.get_job_logs(name, rank=1)) == ["hello from node 1 of 2"]
+    assert list(client.get_job_logs(name, step="node-1", follow=True)) == ["hello from node 1 of 2"]
     assert sorted(client.get_job_logs(name, all_nodes=True, follow=True)) == [
         f"[{name}-0] hello from node 0 of 2", f"[{name}-1] hello from node 1 of 2"]
-    reasons = [e.get("reason") for e in client.get_job_events(name)]
+    events = client.get_job_events(name)  # typed (no managedFields), oldest first; its Service's too
+    assert all(isinstance(e, Event) and e.involved_object_name == name and e.event_time is not None
+               for e in events), events
+    assert [e.event_time for e in events] == sorted(e.event_time for e in events if e.event_time)
+    reasons = [e.reason for e in events if e.involved_object_kind == "DDPJob"]
     assert "Created" in reasons and "Succeeded" in reasons, reasons
+    assert reasons.index("Created") < reasons.index("Succeeded")
 
     # A dict and a file, each named; both listed.
-    assert client.train(job_dict("from-dict")) == "from-dict"
+    assert client.train(job_dict("from-dict", sweep="lr-0.1")) == "from-dict"
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job_dict("ignored")))
     assert client.train(path, name="from-file") == "from-file"
     assert {"from-dict", "from-file", name} <= {j.name for j in client.list_jobs()}
+    assert [j.name for j in client.list_jobs(labels={"sweep": "lr-0.1"})] == ["from-dict"]  # a label selector
+    assert name in {j.name for j in client.list_jobs(status={"Complete"})}
+    assert name not in {j.name for j in client.list_jobs(status={"Running", "Created"})}
     # The same name again: the API server's refusal, in one line.
     with pytest.raises(ClusterError, match="ddpjob from-dict already exists in namespace .*: delete_job"):
         client.train(job_dict("from-dict"))
@@ -85,8 +99,9 @@ def test_train_wait_logs_status_list_and_delete(client: DDPJobClient, tmp_path: 
 
     client.delete_job(name)
     wait_until(lambda: name not in {j.name for j in client.list_jobs()}, REACTION, f"{name} was not deleted")
-    with pytest.raises(ClusterError, match=f"not found: ddpjob {name}"):
+    with pytest.raises(RuntimeError, match=f"not found: ddpjob {name}") as gone:  # TrainerClient's kind of error
         client.get_job(name)
+    assert isinstance(gone.value, ClusterError) and gone.value.status == 404
 
 
 def test_a_failure_is_raised_with_its_reason_and_a_bad_job_is_refused_before_sending(

@@ -1,5 +1,6 @@
 """The Python API of ddpjob, for notebooks and pipelines: create a DDPJob from a dict, a
-file or a few arguments, follow it, read its logs and status, delete it.
+file, a few arguments or a container, follow it, read its logs, status and Events,
+delete it; on a cluster, or on this machine with `ddpjob run`'s runner.
 
     from ddpjob.client import DDPJobClient
 
@@ -10,13 +11,31 @@ file or a few arguments, follow it, read its logs and status, delete it.
         print(line)
     client.delete_job(name)
 
-docs/python-api.md is the guide; it needs the `cli` extra (the kubernetes client).
+Kubeflow Trainer's `TrainerClient` scripts port with their import line
+(`from ddpjob.client import DDPJobClient as TrainerClient, CustomTrainerContainer`) and
+their container. docs/python-api.md is the guide; it needs the `cli` extra (the
+kubernetes client).
 """
 
 from ddpjob.api.job_file import FileError
 from ddpjob.api.spec import InvalidSpec
+from ddpjob.client.backend_configs import CustomTrainerContainer, KubernetesBackendConfig, LocalProcessBackendConfig
 from ddpjob.client.client import DDPJobClient, JobFailed
+from ddpjob.client.events import Event
 from ddpjob.client.job_status import Failure, Job, Progress
 from ddpjob.cluster.connection import ClusterError
 
-__all__ = ["ClusterError", "DDPJobClient", "Failure", "FileError", "InvalidSpec", "Job", "JobFailed", "Progress"]
+__all__ = [
+    "ClusterError",
+    "CustomTrainerContainer",
+    "DDPJobClient",
+    "Event",
+    "Failure",
+    "FileError",
+    "InvalidSpec",
+    "Job",
+    "JobFailed",
+    "KubernetesBackendConfig",
+    "LocalProcessBackendConfig",
+    "Progress",
+]

@@ -1,4 +1,5 @@
-"""The DDPJob the Python client creates: from a dict, a file, or a few arguments.
+"""The DDPJob the Python client creates: from a dict, a file, a few arguments, or
+TrainerClient's `CustomTrainerContainer`.
 
 Whichever form, the body is checked as `ddpjob submit` checks a file before sending it
 (every field, with its path; the template policy of the chart's default operator) and
@@ -19,6 +20,7 @@ from ddpjob.api import names, notices, template_policy
 from ddpjob.api.errors import FieldError
 from ddpjob.api.job_file import FileError, load_documents
 from ddpjob.api.spec import DDPJob, InvalidSpec, parse_job
+from ddpjob.client.backend_configs import CustomTrainerContainer
 
 JobSource = Mapping[str, Any] | str | os.PathLike[str]
 
@@ -101,3 +103,65 @@ def checked(
         raise InvalidSpec(errors)
     notices.say(say_to, job)
     return body, job
+
+
+# TrainerClient's `resources_per_node` key for GPUs (its own spellings): DDPJob's gpusPerNode.
+GPU_KEYS = ("gpu", "nvidia.com/gpu")
+
+
+def from_container(trainer: CustomTrainerContainer) -> dict[str, Any]:
+    """A body from TrainerClient's `CustomTrainerContainer`: `num_nodes` nodes of the
+    image, `{"gpu": N}` as gpusPerNode, any other resource as the container's requests and
+    limits (as TrainerClient sets both)."""
+    resources = dict(trainer.resources_per_node or {})
+    gpus = [resources.pop(key) for key in GPU_KEYS if key in resources]
+    if len(gpus) > 1:
+        raise InvalidSpec([FieldError("resources_per_node", f"give the GPUs once, as one of {', '.join(GPU_KEYS)}")])
+    extra: dict[str, Any] = {"resources": {"requests": resources, "limits": dict(resources)}} if resources else {}
+    return from_arguments(
+        trainer.image,
+        trainer.command,
+        trainer.args,
+        1 if trainer.num_nodes is None else trainer.num_nodes,
+        trainer.nproc_per_node,
+        gpus[0] if gpus else 0,
+        trainer.env or {},
+        extra,
+    )
+
+
+def from_call(
+    job: JobSource | None,
+    trainer: object | None,
+    image: str | None,
+    command: Sequence[str] | None,
+    args: Sequence[str],
+    nodes: int,
+    nproc_per_node: int | str,
+    gpus_per_node: int,
+    env: Mapping[str, str] | None,
+    spec: Mapping[str, Any],
+) -> tuple[dict[str, Any], str]:
+    """The body `train()` was given, one way of three (a job, TrainerClient's `trainer=`,
+    or arguments), and what its notices are said of (the file, or `train()`)."""
+    extra = {"image": image, "command": command, "args": args or None, "env": env, **spec}
+    given = [k for k, v in extra.items() if v is not None]
+    if nodes != 1 or nproc_per_node != "auto" or gpus_per_node:
+        given += [k for k, v in (("nodes", nodes != 1), ("nproc_per_node", nproc_per_node != "auto")) if v]
+        given += ["gpus_per_node"] if gpus_per_node else []
+    if job is not None or trainer is not None:
+        if job is not None and trainer is not None:
+            raise TypeError("train(): give a job (dict or file) or trainer=, not both")
+        if given:
+            raise TypeError(f"train(): give a job (dict or file), or arguments for one, not both ({given})")
+        if trainer is not None:
+            if not isinstance(trainer, CustomTrainerContainer):
+                raise ValueError(
+                    f"trainer: a DDPJob runs a container: give a CustomTrainerContainer (got {type(trainer).__name__})"
+                )
+            return from_container(trainer), "train()"
+        assert job is not None
+        return from_source(job), os.fspath(job) if not isinstance(job, Mapping) else "train()"
+    if image is None:
+        raise TypeError("train(): give a job (dict or file), trainer=CustomTrainerContainer(...), or at least image=")
+    return from_arguments(image, command, args, nodes, nproc_per_node, gpus_per_node, env or {}, spec), "train()"

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpjob.client.status_names import TERMINAL, as_trainer
 from ddpjob.cluster.jobs import phase_of
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def _int(value: Any) -> int | None:
@@ -111,7 +110,18 @@ class Job:
 
     @property
     def finished(self) -> bool:
-        return self.phase in TERMINAL_PHASES
+        return self.phase in TERMINAL
+
+    @property
+    def status(self) -> str:
+        """The phase as Kubeflow Trainer's TrainJob says it: `Complete` for `Succeeded`,
+        `Created` for `Pending`; the others as they are."""
+        return as_trainer(self.phase)
+
+    @property
+    def num_nodes(self) -> int:
+        """`nodes`, as TrainJob names it."""
+        return self.nodes
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:

@@ -26,8 +26,9 @@ from ddpjob.api import names
 CRD_HINT = "kubectl apply -f manifests/crd/ddpjobs.ddpjob.io.yaml, or install the Helm chart"
 
 
-class ClusterError(Exception):
-    """A one-line error for the user; `code` is the process exit status. Where the API
+class ClusterError(RuntimeError):
+    """A one-line error for the user (a RuntimeError, as Kubeflow Trainer's client raises
+    for a failed call); `code` is the process exit status. Where the API
     server answered, `status` is its HTTP status and `detail` its own words (a conflict's
     managers, read by `ddpjob submit`)."""
 
