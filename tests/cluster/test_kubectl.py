@@ -46,5 +46,4 @@ def test_the_tests_and_the_development_cluster_ask_here() -> None:
                      for p in (root / folder).rglob("*.py")
                      if any(needle in p.read_text() for needle in ('which("kubectl"', "which('kubectl'"))
                      and p.name not in ("kubectl.py", "test_kubectl.py"))
-    # cli/tensorboard.py's port-forward keeps its own lookup, by the same rule, until it asks here.
-    assert lookers == ["operator/ddpjob/cli/tensorboard.py"]
+    assert lookers == []

@@ -85,7 +85,9 @@ def operator_command(sub: argparse._SubParsersAction) -> None:
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (default)")
     peer = p.add_mutually_exclusive_group()
     peer.add_argument("--standalone", action="store_true", help="single replica, no leader election")
-    peer.add_argument("--peering", help="kopf peering object name for leader election among replicas")
+    # Gone (leader election on a Lease replaced kopf peering): kept, hidden, so an old
+    # command line is refused in one line that says what to set instead (operator/main.py).
+    peer.add_argument("--peering", help=argparse.SUPPRESS)
     p.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
     p.add_argument(

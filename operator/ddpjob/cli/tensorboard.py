@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +35,7 @@ from ddpjob import text
 from ddpjob.api import tensorboard
 from ddpjob.cli import cluster
 from ddpjob.cli.job_phase import get_job
+from ddpjob.cluster import kubectl as cluster_kubectl
 from ddpjob.cluster.connection import ClusterError, Connection
 
 # kubectl says where it listens once the forward is up: "Forwarding from 127.0.0.1:6006 -> 6006".
@@ -99,11 +98,7 @@ def service_of(job: dict[str, Any], name: str) -> str:
 
 
 def kubectl() -> str:
-    here = os.path.dirname(os.path.abspath(sys.executable))
-    found = shutil.which("kubectl") or shutil.which("kubectl", path=here)
-    if found is None:
-        raise ClusterError(f"kubectl is not installed (looked on PATH and in {here}): it forwards the port")
-    return found
+    return cluster_kubectl.find(": it forwards the port")
 
 
 def port_forward_argv(args: argparse.Namespace, conn: Connection, service: str) -> list[str]:
