@@ -99,7 +99,7 @@ def _run(args: list[str], log_dir: str | None) -> int:
 
     quiet_stop()
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(QuietStop())
-    tap = root_cause.StderrTap()
+    tap = root_cause.StderrTap.start()
     try:
         torchrun_main(args)
     except ChildFailedError as e:
@@ -124,7 +124,8 @@ def _run(args: list[str], log_dir: str | None) -> int:
             shutil.rmtree(log_dir, ignore_errors=True)
         exit_now(exit_codes.of_signal(e.sigval))  # its exit handlers close the tap
     finally:
-        tap.close()
+        if tap is not None:
+            tap.close()
     return 0
 
 

@@ -57,6 +57,15 @@ class StderrTap:
         self._closed = False
         atexit.register(self.close)  # quick_exit.exit_now runs these too
 
+    @classmethod
+    def start(cls) -> StderrTap | None:
+        """A tap, or None where stderr cannot be one (closed): the log's tail says it then."""
+        try:
+            os.fstat(2)  # open: else the pipe itself would take fd 2
+            return cls()
+        except OSError:
+            return None
+
     def _copy(self) -> None:
         while True:
             try:
