@@ -29,8 +29,7 @@ import os
 import sys
 import time
 
-from . import checkpoint, fence, state
-from .collectives import broadcast_object
+from . import authority, checkpoint, fence, state
 from .distributed import collective_timeout
 from .elastic import Elastic, Vote
 from .in_place_launch import IN_PLACE, RESIZE_ENV
@@ -202,35 +201,19 @@ class InPlace:
         gen = self.el.gen
         return fence.group_key(gen.number, gen.nodes, gen.boots) if gen is not None else ""
 
-    def succeed(self) -> None:
-        """The group's next term of the checkpoint fence, claimed by the member with the most
-        steps (a member knows the group's term; a newcomer does not); every rank learns it,
-        or that another group of this job claimed it first (fence.Superseded)."""
-        t, el = self.t, self.el
-        src, mine, got = el.current.source, t.fence, None
-        if el.rank == src and mine is not None:  # (None: a group whose volume took no claim)
-            got = fence.attempt(
-                lambda: fence.succeed(t.args.checkpoint_dir, mine, el.current.number, self.key(), self.parent)
-            )
-        verdict = broadcast_object(got, src, el.rank, el.control, el.interrupts)
-        try:
-            t.fence = fence.outcome(verdict) if verdict is not None else None
-        except OSError as e:  # the volume failed the claim: the group keeps the term it holds
-            t.progress.say(f"warning: the checkpoint fence's next term was not claimed ({e})")
-
     def _adopt(self) -> None:
         """Everything that depends on the rank and size follows the new generation."""
         t, d = self.t, self.t.d
         d.control = self.el.control
         if t.args.checkpoint_dir and self.from_peer:  # a first group claims in Trainer.run
-            self.succeed()
+            authority.succeed(t, self.parent)
         t.data.train.reshard(d.world_size, d.rank)
         if t.data.eval is not None:
             t.data.eval.reshard(d.world_size, d.rank)
         t.micro.world_size = d.world_size
         t.heartbeat.rank = d.rank
         t.remake_progress()
-        t.stamp(t.progress)  # a new generation, and term
+        authority.stamp(t, t.progress)  # a new generation, and term
         if t.args.sample_log and self.from_peer:  # a first group opens it after the checkpoint's read
             t.samples = SampleLog(t.args.sample_log, d, t.pos.step, t.progress.stamp())
 

@@ -7,7 +7,6 @@ evaluate sharded, checkpoint, stop cleanly on SIGTERM.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -21,6 +20,7 @@ from ddpjob import contract, exit_codes, progress_record
 
 from . import (
     UsageError,
+    authority,
     batch_probe,
     cli,
     compile_choice,
@@ -117,42 +117,7 @@ class Trainer:
     def new_progress(self) -> Progress:
         """This rank's progress reporter (global rank 0's reports; remade when that changes hands)."""
         steps = (len(self.data.train) + self.args.grad_accum - 1) // self.args.grad_accum * self.args.epochs
-        return self.stamp(Progress.of_rank(self.args, self.d, steps))
-
-    def stamp(self, p: Progress) -> Progress:
-        """Tell the progress reporter who writes (a claim, a group re-formed in place)."""
-        p.authority = self.authority()
-        p.fenced = (self.args.checkpoint_dir, self.fence) if self.fence is not None else None
-        return p
-
-    def generation(self) -> int:
-        """The group within the attempt: an in-place group's number, else torchrun's restart
-        count of this Pod's workers (an elastic job's restart path; 0 for a rigid one)."""
-        if self.in_place is not None and self.in_place.el.gen is not None:
-            return self.in_place.el.gen.number
-        raw = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        return int(raw) if raw.isdigit() else 0
-
-    def authority(self) -> dict[str, int]:
-        """What every metrics line and progress record carries besides the attempt (`restart`),
-        so a reader can tell a writer the job moved on without (fence.py)."""
-        out = {"generation": self.generation()} if self.d.in_place or self.d.env.elastic_max_nodes else {}
-        return {**out, "term": self.fence.term} if self.fence is not None else out
-
-    def claim(self) -> None:
-        """A fresh start's term of the checkpoint fence, claimed by rank 0 before the checkpoint
-        is read; every rank learns it, or that the job moved on without this attempt."""
-        me, got = fence.identity(generation=self.generation()), None
-        if self.in_place is not None:  # so a claim of its next group is known as its own (fence.succeed)
-            me = dataclasses.replace(me, group=self.in_place.key())
-        if self.d.is_main:
-            got = fence.attempt(lambda: fence.claim(self.args.checkpoint_dir, me))
-        # Every rank learns the outcome: a rank that raised alone would leave the others waiting.
-        try:
-            self.fence = fence.outcome(distributed.broadcast_object(self.d, got))
-        except OSError as e:  # a read-only volume resumes as before; a save there fails as before
-            self.progress.say(f"warning: no term of the checkpoint fence ({e}): this run's checkpoints are not fenced")
-        self.stamp(self.progress)
+        return authority.stamp(self, Progress.of_rank(self.args, self.d, steps))
 
     def remake_progress(self) -> None:  # a group that resizes in place: rank 0 may have moved
         if self.progress.enabled != self.d.is_main:
@@ -195,7 +160,7 @@ class Trainer:
         if self.finished:  # a node created again too late: the others finished
             return 0
         if args.checkpoint_dir and not (self.in_place and self.in_place.from_peer):
-            self.claim()  # a newcomer's group claimed its term as it formed (resize.py)
+            authority.claim(self)  # a newcomer's group claimed its term as it formed (resize.py)
         p.record(
             "start",
             epoch=0,
@@ -306,9 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, NoGroup) as e:
         log(f"error: {e}")
         return (code := exit_codes.BAD_INPUT if isinstance(e, UsageError) else exit_codes.RENDEZVOUS_TIMEOUT)
-    except fence.Superseded as e:
-        # Retryable: the operator never counts an old attempt's Pods, and a verdict against
-        # the side of a partition the job kept costs a restart, not the job (fence.py).
+    except fence.Superseded as e:  # retryable: the job moved on without this process (fence.py)
         log(f"stopping: {e}")
         return (code := exit_codes.PREEMPTED)
     except BaseException:
