@@ -29,10 +29,19 @@ EPOCHS = 3  # the first one is warm-up; the median of the others is reported
 PER_PROCESS = {"mlp": 8192, "cnn": 1536}
 
 
-
 def base_env(cpu: bool) -> dict:
-    drop = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "RANK",
-            "LOCAL_RANK", "LOCAL_WORLD_SIZE", "DDPJOB_CHECKPOINT_DIR")
+    drop = (
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NNODES",
+        "NODE_RANK",
+        "NPROC_PER_NODE",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "DDPJOB_CHECKPOINT_DIR",
+    )
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PET_")}
     if cpu:
         env["OMP_NUM_THREADS"] = "1"
@@ -52,8 +61,24 @@ def throughput(metrics: str) -> float:
 
 
 def train_args(model: str, samples: int, metrics: str, batch: int = 64) -> list[str]:
-    return ["--model", model, "--batch-size", str(batch), "--data", "synthetic", "--synthetic-size", str(samples), "--epochs", str(EPOCHS),
-            "--eval-every", "0", "--log-every", "100000", "--metrics-file", metrics]
+    return [
+        "--model",
+        model,
+        "--batch-size",
+        str(batch),
+        "--data",
+        "synthetic",
+        "--synthetic-size",
+        str(samples),
+        "--epochs",
+        str(EPOCHS),
+        "--eval-every",
+        "0",
+        "--log-every",
+        "100000",
+        "--metrics-file",
+        metrics,
+    ]
 
 
 def ddp(model: str, nproc: int, cpu: bool, batch: int = 64) -> float:
@@ -61,10 +86,26 @@ def ddp(model: str, nproc: int, cpu: bool, batch: int = 64) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         port = str(free_port())
-        env = base_env(cpu) | {"NNODES": "1", "NODE_RANK": "0", "NPROC_PER_NODE": str(nproc), "MASTER_ADDR": "127.0.0.1",
-                               "MASTER_PORT": port, "WORLD_SIZE": str(nproc)}
-        subprocess.run([exe("ddpjob-launch"), "ddpjob-train", *train_args(model, PER_PROCESS[model] * nproc * batch // 64, metrics, batch)],
-                       env=env, check=True, capture_output=True, text=True, timeout=600)
+        env = base_env(cpu) | {
+            "NNODES": "1",
+            "NODE_RANK": "0",
+            "NPROC_PER_NODE": str(nproc),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+            "WORLD_SIZE": str(nproc),
+        }
+        subprocess.run(
+            [
+                exe("ddpjob-launch"),
+                "ddpjob-train",
+                *train_args(model, PER_PROCESS[model] * nproc * batch // 64, metrics, batch),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         return throughput(metrics)
 
 
@@ -72,8 +113,20 @@ def independent(model: str, n: int, batch: int = 64) -> float:
     """Aggregate samples/s of n single-process runs side by side: the hardware ceiling."""
     with tempfile.TemporaryDirectory() as tmp:
         files = [os.path.join(tmp, f"m{i}.jsonl") for i in range(n)]
-        procs = [subprocess.Popen([exe("ddpjob-train"), "--strategy", "single", *train_args(model, PER_PROCESS[model] * batch // 64, f, batch)],
-                                  env=base_env(True), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for f in files]
+        procs = [
+            subprocess.Popen(
+                [
+                    exe("ddpjob-train"),
+                    "--strategy",
+                    "single",
+                    *train_args(model, PER_PROCESS[model] * batch // 64, f, batch),
+                ],
+                env=base_env(True),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for f in files
+        ]
         if any(p.wait(timeout=600) for p in procs):
             sys.exit("an independent run failed")
         return sum(throughput(f) for f in files)
@@ -100,16 +153,20 @@ def main() -> None:
         many = ddp(model, n, cpu=True, batch=batch)
         ceiling = independent(model, n, batch) / (n * one)
         eff = many / (n * one)
-        print(f"  {model} batch {batch}: 1 proc {one:8.0f} samples/s | {n} procs {many:8.0f} samples/s | "
-              f"efficiency {eff:6.1%} | hardware ceiling {ceiling:6.1%} | vs hardware {eff / ceiling:6.1%}")
+        print(
+            f"  {model} batch {batch}: 1 proc {one:8.0f} samples/s | {n} procs {many:8.0f} samples/s | "
+            f"efficiency {eff:6.1%} | hardware ceiling {ceiling:6.1%} | vs hardware {eff / ceiling:6.1%}"
+        )
     print("  goal: efficiency >= 85% on CPU at the default batch")
     if gpus >= 2:
         print(f"GPU, nccl, weak scaling 1 -> {gpus} processes, batch 64 per process")
         for model in ("mlp", "resnet18"):
             PER_PROCESS.setdefault(model, 8192)
             one, many = ddp(model, 1, cpu=False), ddp(model, gpus, cpu=False)
-            print(f"  {model}: 1 GPU {one:9.0f} samples/s | {gpus} GPUs {many:9.0f} samples/s | "
-                  f"efficiency {many / (gpus * one):6.1%}")
+            print(
+                f"  {model}: 1 GPU {one:9.0f} samples/s | {gpus} GPUs {many:9.0f} samples/s | "
+                f"efficiency {many / (gpus * one):6.1%}"
+            )
     else:
         print("GPU: fewer than 2 GPUs, GPU scaling skipped")
 

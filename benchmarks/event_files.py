@@ -58,9 +58,21 @@ def record_seconds(records: int) -> float:
         writer.add({"event": POSITION, "step": 0})
         start = time.perf_counter()
         for step in range(1, records + 1):
-            writer.add({"event": "step", "step": step, "epoch": 1, "loss": 2.0 / step, "accuracy": 0.5, "lr": 1e-3,
-                        "samples_per_s": 5000.0, "gpu_mem_allocated_gb": 1.5, "gpu_mem_reserved_gb": 2.0,
-                        "restart": 0, "time": time.time()})
+            writer.add(
+                {
+                    "event": "step",
+                    "step": step,
+                    "epoch": 1,
+                    "loss": 2.0 / step,
+                    "accuracy": 0.5,
+                    "lr": 1e-3,
+                    "samples_per_s": 5000.0,
+                    "gpu_mem_allocated_gb": 1.5,
+                    "gpu_mem_reserved_gb": 2.0,
+                    "restart": 0,
+                    "time": time.time(),
+                }
+            )
         writer.close()  # the writer thread's share: everything serialized and on disk
         return (time.perf_counter() - start) / records
 

@@ -38,10 +38,12 @@ EMULATOR_GANGS = ("none", "kubernetes")
 
 def _started(name: str) -> Callable[[Any], None]:
     """Start `controlplane/<name>.py`'s components beside the plane (CRDs and RBAC as admin)."""
+
     def start(plane: Any) -> None:
         from ddpjob_devcluster.controlplane import install
 
         importlib.import_module(f"ddpjob_devcluster.controlplane.{name}").start(plane, install.admin_apply(plane))
+
     return start
 
 
@@ -72,9 +74,11 @@ REAL: dict[str, tuple[Callable[[Any], None] | None, dict[str, Any]]] = {
 
 
 def report(where: str, r: gang_scenario.Result) -> None:
-    print(f"{where:<9} gang={r.gang:<12} deadlocked={r.deadlocked!s:<5} phases={r.finished} "
-          f"scheduled={r.scheduled} completion order={r.order} idle GPU-seconds={r.idle_gpu_seconds:.2f} "
-          f"wall={r.wall_seconds:.1f} s")
+    print(
+        f"{where:<9} gang={r.gang:<12} deadlocked={r.deadlocked!s:<5} phases={r.finished} "
+        f"scheduled={r.scheduled} completion order={r.order} idle GPU-seconds={r.idle_gpu_seconds:.2f} "
+        f"wall={r.wall_seconds:.1f} s"
+    )
     for job, message in r.messages.items():
         print(f"    {job}: {message[:200]}")
 
@@ -100,14 +104,15 @@ def main() -> None:
             for gang, (start, kwargs) in REAL.items():
                 if start is not None:
                     start(plane)
-                r = real_gang_scenario.run(plane, pathlib.Path(tmp) / gang, gang, deadlock_wait=DEADLOCK_WAIT,
-                                           **kwargs)
+                r = real_gang_scenario.run(plane, pathlib.Path(tmp) / gang, gang, deadlock_wait=DEADLOCK_WAIT, **kwargs)
                 rows["real", gang] = r
                 report("real", r)
     print("\nsummary: idle GPU-seconds (deadlocked?)")
     for (where, gang), r in rows.items():
-        print(f"  {where:<9} {gang:<12} {r.idle_gpu_seconds:8.2f}  {'deadlock' if r.deadlocked else 'both finished'}"
-              f"  wall {r.wall_seconds:.1f} s")
+        print(
+            f"  {where:<9} {gang:<12} {r.idle_gpu_seconds:8.2f}  {'deadlock' if r.deadlocked else 'both finished'}"
+            f"  wall {r.wall_seconds:.1f} s"
+        )
 
 
 if __name__ == "__main__":

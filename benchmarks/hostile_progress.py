@@ -13,6 +13,7 @@ own where its fake launcher listens on the contract's port):
 
     .venv/bin/python benchmarks/hostile_progress.py [--window 60]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NS = "default"
 NODES = 128
 RANKS = {str(i): {"step": i, "pad": "x" * 8} for i in range(6_000)}  # about 250 KB of JSON (the cap is 256 KiB)
-HOSTILE = json.dumps({"record": {"step": 5, "total_steps": 100}, "seconds_since_progress": 9999,
-                      "eta_seconds": 1, "ranks": RANKS}).encode()
+HOSTILE = json.dumps(
+    {"record": {"step": 5, "total_steps": 100}, "seconds_since_progress": 9999, "eta_seconds": 1, "ranks": RANKS}
+).encode()
 
 
 class Launcher(BaseHTTPRequestHandler):
@@ -76,8 +78,12 @@ def rss_mb(pid: int) -> float:
 
 
 def job(name: str, nodes: int, **spec) -> dict:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "namespace": NS},
-            "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0, **spec}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0, **spec},
+    }
 
 
 class Kubelet(threading.Thread):
@@ -94,9 +100,21 @@ class Kubelet(threading.Thread):
                     continue
                 rank = int(pod.metadata.name.rsplit("-", 1)[1])
                 ip = f"127.251.0.{rank + 1}" if pod.metadata.name.startswith("hostile-") else "127.252.0.1"
-                status = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "containerStatuses": [
-                    {"name": "trainer", "ready": True, "restartCount": 0, "image": "x", "imageID": "",
-                     "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+                status = {
+                    "phase": "Running",
+                    "podIP": ip,
+                    "podIPs": [{"ip": ip}],
+                    "containerStatuses": [
+                        {
+                            "name": "trainer",
+                            "ready": True,
+                            "restartCount": 0,
+                            "image": "x",
+                            "imageID": "",
+                            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                        }
+                    ],
+                }
                 try:
                     self.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
                 except kubernetes.client.ApiException:
@@ -109,8 +127,9 @@ def latency(custom, prefix: str, runs: int = 10) -> float:
     for i in range(runs):
         name, start = f"{prefix}-{i}", time.perf_counter()
         custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", job(name, 4))
-        while (custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name)
-               .get("status") or {}).get("phase") != "Running":
+        while (
+            custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name).get("status") or {}
+        ).get("phase") != "Running":
             if time.perf_counter() - start > 60:
                 raise TimeoutError(f"{name} did not run")
             time.sleep(0.01)
@@ -133,9 +152,16 @@ def main() -> None:
         custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
         log = open(pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen([sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
-                                 f"run_operator({NS!r}, True, None, None, None)"], env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         kubelet = Kubelet(core)
         kubelet.start()
         try:
@@ -144,8 +170,13 @@ def main() -> None:
             time.sleep(args.window)
             idle_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
             rss_before = rss_mb(proc.pid)
-            custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs",
-                                                   job("hostile", NODES, stallTimeoutSeconds=3600, maxRestarts=1000))
+            custom.create_namespaced_custom_object(
+                "ddpjob.io",
+                "v1alpha1",
+                NS,
+                "ddpjobs",
+                job("hostile", NODES, stallTimeoutSeconds=3600, maxRestarts=1000),
+            )
             time.sleep(args.interval * 2)
             cpu0, t0, peak = cpu_seconds(proc.pid), time.perf_counter(), rss_before
             loaded = latency(custom, "loaded")
@@ -153,8 +184,10 @@ def main() -> None:
                 peak = max(peak, rss_mb(proc.pid))
                 time.sleep(0.5)
             busy_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
-            restarts = (custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", "hostile")
-                        .get("status") or {}).get("restarts")
+            restarts = (
+                custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", "hostile").get("status")
+                or {}
+            ).get("restarts")
         finally:
             kubelet.stop.set()
             proc.terminate()
@@ -162,12 +195,18 @@ def main() -> None:
             for server in servers:
                 server.shutdown()
     print(f"load average {os.getloadavg()}; read interval {args.interval:g} s; window {args.window:g} s")
-    print(f"operator RSS: {rss_before:.0f} MB before the hostile job, peak {peak:.0f} MB during "
-          f"(+{peak - rss_before:.0f} MB; goal < 50)")
-    print(f"operator CPU: {idle_cpu * 100:.1f}% of a core without it, {busy_cpu * 100:.1f}% with it "
-          f"(+{(busy_cpu - idle_cpu) * 100:.1f}%; goal < 5%); the hostile job's gang restarts: {restarts}")
-    print(f"healthy 4-node job, creation -> Running p50: {quiet * 1000:.0f} ms without, {loaded * 1000:.0f} ms with "
-          f"({loaded / quiet:.2f}x; goal <= 2x)")
+    print(
+        f"operator RSS: {rss_before:.0f} MB before the hostile job, peak {peak:.0f} MB during "
+        f"(+{peak - rss_before:.0f} MB; goal < 50)"
+    )
+    print(
+        f"operator CPU: {idle_cpu * 100:.1f}% of a core without it, {busy_cpu * 100:.1f}% with it "
+        f"(+{(busy_cpu - idle_cpu) * 100:.1f}%; goal < 5%); the hostile job's gang restarts: {restarts}"
+    )
+    print(
+        f"healthy 4-node job, creation -> Running p50: {quiet * 1000:.0f} ms without, {loaded * 1000:.0f} ms with "
+        f"({loaded / quiet:.2f}x; goal <= 2x)"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ The ratio restart / in place of each is the figure to compare across machines.
 
     .venv/bin/python benchmarks/in_place_resize.py [--node 1] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,16 +40,41 @@ MODES = ("in-place", "restart")
 
 def job(name: str, samples: pathlib.Path, mode: str, backoff: int) -> dict:
     launch = ["--resize", "restart"] if mode == "restart" else []
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name}, "spec": {
-        "nodes": NODES, "elastic": {"minNodes": 2, "maxNodes": NODES}, "nprocPerNode": 1, "image": "local",
-        "command": ["ddpjob-launch"],
-        "args": [*launch, "ddpjob-train", "--data", "synthetic", "--synthetic-size", str(SIZE), "--epochs",
-                 str(EPOCHS), "--batch-size", "16", "--eval-every", "0", "--log-every", "50",
-                 "--checkpoint-every-steps", "10", "--sample-log", str(samples)],
-        "checkpoint": {"claimName": "ckpt"},
-        "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.2"}],  # a step of a real model, roughly
-        "restartBackoffSeconds": backoff,
-    }}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": NODES,
+            "elastic": {"minNodes": 2, "maxNodes": NODES},
+            "nprocPerNode": 1,
+            "image": "local",
+            "command": ["ddpjob-launch"],
+            "args": [
+                *launch,
+                "ddpjob-train",
+                "--data",
+                "synthetic",
+                "--synthetic-size",
+                str(SIZE),
+                "--epochs",
+                str(EPOCHS),
+                "--batch-size",
+                "16",
+                "--eval-every",
+                "0",
+                "--log-every",
+                "50",
+                "--checkpoint-every-steps",
+                "10",
+                "--sample-log",
+                str(samples),
+            ],
+            "checkpoint": {"claimName": "ckpt"},
+            "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.2"}],  # a step of a real model, roughly
+            "restartBackoffSeconds": backoff,
+        },
+    }
 
 
 def steps(samples: pathlib.Path) -> int:
@@ -75,8 +101,14 @@ def run_one(work: pathlib.Path, mode: str, node: int, kill_after: int, backoff: 
         for pid in procs.of_node(name, node):
             os.kill(pid, signal.SIGKILL)
         # Grown back: a group of NODES after the loss.
-        wait(lambda: any(w == NODES and t0 > killed for w, t0, _ in sample_audit.spans(str(samples)))
-             or run.poll() is not None, 300, "the node back in the group")
+        wait(
+            lambda: (
+                any(w == NODES and t0 > killed for w, t0, _ in sample_audit.spans(str(samples)))
+                or run.poll() is not None
+            ),
+            300,
+            "the node back in the group",
+        )
         kept = procs.workers(name, others) == workers and len(workers) == len(others)
         run.wait(timeout=600)
     spans = sample_audit.spans(str(samples))
@@ -87,9 +119,17 @@ def run_one(work: pathlib.Path, mode: str, node: int, kill_after: int, backoff: 
     # None: the node was back before the survivors had re-formed without it, or not before the end.
     pause = round(spans[grown][1] - spans[grown - 1][2], 2) if grown is not None and grown > healed else None
     lost, repeated = sample_audit.lost_and_repeated(str(samples), SIZE, EPOCHS)
-    return {"mode": mode, "exit": run.returncode, "heal_s": healed_end and round(healed_end - killed, 2),
-            "healed_at": healed_at, "join_pause_s": pause, "workers_kept": kept,
-            "worlds": [w for w, _, _ in spans], "lost": lost, "repeated": repeated}
+    return {
+        "mode": mode,
+        "exit": run.returncode,
+        "heal_s": healed_end and round(healed_end - killed, 2),
+        "healed_at": healed_at,
+        "join_pause_s": pause,
+        "workers_kept": kept,
+        "worlds": [w for w, _, _ in spans],
+        "lost": lost,
+        "repeated": repeated,
+    }
 
 
 def main() -> int:

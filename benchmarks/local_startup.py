@@ -30,14 +30,24 @@ def first_allreduce(out: Path) -> float:
 def via_ddpjob(tmp: Path) -> float:
     out = tmp / "ddpjob"
     out.mkdir()
-    job = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "bench"},
-           "spec": {"nodes": 2, "nprocPerNode": 1, "image": "local", "command": [sys.executable, str(PROBE)],
-                    "env": [{"name": "PROBE_DIR", "value": str(out)}]}}
+    job = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "nodes": 2,
+            "nprocPerNode": 1,
+            "image": "local",
+            "command": [sys.executable, str(PROBE)],
+            "env": [{"name": "PROBE_DIR", "value": str(out)}],
+        },
+    }
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump(job))
     start = time.time()
-    subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp, check=True, stdout=subprocess.DEVNULL
+    )
     return first_allreduce(out) - start
 
 
@@ -48,9 +58,21 @@ def by_hand(tmp: Path) -> float:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     start = time.time()
-    procs = [subprocess.Popen([sys.executable, str(PROBE)], env={
-        **os.environ, "PROBE_DIR": str(out), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-        "RANK": str(r), "WORLD_SIZE": "2", "LOCAL_RANK": "0"}) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(PROBE)],
+            env={
+                **os.environ,
+                "PROBE_DIR": str(out),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "RANK": str(r),
+                "WORLD_SIZE": "2",
+                "LOCAL_RANK": "0",
+            },
+        )
+        for r in range(2)
+    ]
     for p in procs:
         assert p.wait() == 0
     return first_allreduce(out) - start
@@ -64,8 +86,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             hand.append(by_hand(Path(d)))
     d, h = statistics.median(ddp), statistics.median(hand)
-    print(f"ddpjob run -> first all-reduce (2 x 1, gloo): median {d:.2f} s over {REPEATS} runs "
-          f"({', '.join(f'{x:.2f}' for x in ddp)}); goal < 5 s: {'met' if d < 5 else 'MISSED'}")
+    print(
+        f"ddpjob run -> first all-reduce (2 x 1, gloo): median {d:.2f} s over {REPEATS} runs "
+        f"({', '.join(f'{x:.2f}' for x in ddp)}); goal < 5 s: {'met' if d < 5 else 'MISSED'}"
+    )
     print(f"same processes started by hand:              median {h:.2f} s")
     print(f"ratio ddpjob / by hand: {d / h:.2f}x")
 

@@ -26,10 +26,19 @@ SLOW_EXIT = "import sys\nimport ddpjob_trainer.quick_exit as q\nq.exit_now = lam
 
 
 def stop_seconds(tmp: Path, checkpoint: bool, quick: bool) -> float:
-    job = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "stop"},
-           "spec": {"nodes": 2, "nprocPerNode": 2, "image": "local", "command": ["ddpjob-launch"],
-                    "args": ["ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1000"],
-                    **({"checkpoint": {"claimName": "c"}} if checkpoint else {})}}
+    job = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "stop"},
+        "spec": {
+            "nodes": 2,
+            "nprocPerNode": 2,
+            "image": "local",
+            "command": ["ddpjob-launch"],
+            "args": ["ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1000"],
+            **({"checkpoint": {"claimName": "c"}} if checkpoint else {}),
+        },
+    }
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump(job))
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
@@ -37,8 +46,14 @@ def stop_seconds(tmp: Path, checkpoint: bool, quick: bool) -> float:
         (tmp / "slow").mkdir(exist_ok=True)
         (tmp / "slow" / "sitecustomize.py").write_text(SLOW_EXIT)
         env["PYTHONPATH"] = str(tmp / "slow")
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", "--fresh", str(path)], cwd=tmp, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob.cli", "run", "--fresh", str(path)],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         for line in proc.stdout:
@@ -66,9 +81,11 @@ def main() -> None:
                     times[quick].append(stop_seconds(Path(tmp), checkpoint, quick))
         quick, slow = (statistics.median(times[q]) for q in (True, False))
         what = "with a checkpoint to save" if checkpoint else "no checkpoint"
-        print(f"Ctrl-C -> exit, {what}: median {quick:.2f} s over {REPEATS} runs "
-              f"({', '.join(f'{t:.2f}' for t in times[True])}); without the quick exit {slow:.2f} s "
-              f"({', '.join(f'{t:.2f}' for t in times[False])}); ratio {slow / quick:.1f}x")
+        print(
+            f"Ctrl-C -> exit, {what}: median {quick:.2f} s over {REPEATS} runs "
+            f"({', '.join(f'{t:.2f}' for t in times[True])}); without the quick exit {slow:.2f} s "
+            f"({', '.join(f'{t:.2f}' for t in times[False])}); ratio {slow / quick:.1f}x"
+        )
 
 
 if __name__ == "__main__":

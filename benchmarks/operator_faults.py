@@ -10,6 +10,7 @@ together; the time until each is Succeeded; whether any Pod was created twice.
 
     .venv/bin/python benchmarks/operator_faults.py [--jobs 5] [--nodes 4] [--rates 0,0.3,0.6]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,7 @@ import yaml
 
 from ddpjob_devcluster.scenarios.chaos import Chaos
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+
 # A benchmark run as a script has its own folder first on the import path.
 from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet
 
@@ -34,7 +36,9 @@ def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: i
     emu.chaos = Chaos(rate=rate, watch_lifetime=3.0, seed=1) if rate else None
     names = [f"r{int(rate * 100)}-{i}" for i in range(jobs)]
     start = time.perf_counter()
-    in_emulator(emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob(n, nodes), {})) for n in names])
+    in_emulator(
+        emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob(n, nodes), {})) for n in names]
+    )
     done: dict[str, float] = {}
     running_sent, succeeded_sent = set(), set()
     while len(done) < len(names):
@@ -55,9 +59,11 @@ def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: i
     emu.chaos = None
     duplicates = {n: track.pods[n] for n in names if track.pods[n] != nodes}
     times = sorted(done.values())
-    print(f"faults {rate:4.0%}: {jobs} jobs x {nodes} Pods created -> Succeeded: median {statistics.median(times):.2f} s, "
-          f"max {times[-1]:.2f} s; {failed} requests failed; Pods created more than once: {duplicates or 'none'}",
-          flush=True)
+    print(
+        f"faults {rate:4.0%}: {jobs} jobs x {nodes} Pods created -> Succeeded: median {statistics.median(times):.2f} s, "
+        f"max {times[-1]:.2f} s; {failed} requests failed; Pods created more than once: {duplicates or 'none'}",
+        flush=True,
+    )
     return times
 
 
@@ -75,12 +81,21 @@ def main() -> None:
         crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen([sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
-                                 f"run_operator({NS!r}, True, None, None, None)"],
-                                env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
+            ],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             track = Tracker(emu)
-            in_emulator(emu, lambda: emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob("warmup", 1), {})))
+            in_emulator(
+                emu, lambda: emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob("warmup", 1), {}))
+            )
             deadline = time.monotonic() + 60
             while track.poll().pods["warmup"] < 1:
                 if time.monotonic() > deadline:

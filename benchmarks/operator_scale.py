@@ -28,6 +28,7 @@ less. To compare two trees, run this one script with each tree's Python (it impo
 
     .venv/bin/python benchmarks/operator_scale.py [--jobs 1000] [--latency-jobs 50] [--client asyncio|threads]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,12 @@ CEILING_NS = "bench-ceiling"  # not watched by the operator (it serves NS only)
 
 
 def ddpjob(name: str, nodes: int) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "namespace": NS},
-            "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0},
+    }
 
 
 class Tracker:
@@ -79,7 +84,7 @@ class Tracker:
 
     def poll(self) -> "Tracker":
         with self.emu.store.transaction():  # no write lands while the log is read
-            fresh = self.emu.store.events.entries[self.position:]
+            fresh = self.emu.store.events.entries[self.position :]
             self.position += len(fresh)
         for _, res, event in fresh:
             obj = event["object"]
@@ -106,21 +111,25 @@ def wait(predicate, timeout: float, interval: float = 0.002) -> float:
 
 def in_emulator(emu: KubeEmulator, fn) -> Any:
     """Run `fn()` on the emulator's loop thread (its store is not thread-safe for writers)."""
+
     async def call():
         return fn()
+
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=120)
 
 
 def kubelet(emu: KubeEmulator, names: list[str], phase: str) -> None:
     """Report `phase` for every Pod in `names`, as the kubelet would (pods/status)."""
-    state = {"Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
-             "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                          "finishedAt": "2026-01-01T00:00:01Z"}}}[phase]
+    state = {
+        "Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": "2026-01-01T00:00:01Z"}},
+    }[phase]
     patch = {"status": {"phase": phase, "containerStatuses": [{"name": "trainer", "state": state}]}}
 
     def apply():
         for name in names:
             emu.store.patch(PODS, NS, name, "status", "application/merge-patch+json", patch)
+
     in_emulator(emu, apply)
 
 
@@ -146,13 +155,23 @@ def main() -> None:
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         custom = kubernetes.client.CustomObjectsApi(api)
 
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig),
-               **({"PYTHONPATH": str(ROOT / "benchmarks")} if install else {}),
-               }
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            **({"PYTHONPATH": str(ROOT / "benchmarks")} if install else {}),
+        }
         log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "-c", install + "from ddpjob.operator.main import run_operator; "
-             f"run_operator({NS!r}, True, None, None, None)"], env=env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-c",
+                install + "from ddpjob.operator.main import run_operator; "
+                f"run_operator({NS!r}, True, None, None, None)",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             # Ready when a first job gets its Pods.
             custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob("warmup", 1))
@@ -166,15 +185,18 @@ def main() -> None:
             for i in range(args.latency_jobs):
                 name = f"lat-{i}"
                 start = time.perf_counter()
-                custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs",
-                                                       ddpjob(name, args.latency_nodes))
+                custom.create_namespaced_custom_object(
+                    "ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(name, args.latency_nodes)
+                )
                 done = wait(lambda: track.poll().pods[name] == args.latency_nodes, timeout=30, interval=0.002)
                 latencies.append(done - start)
             latencies.sort()
             p50 = statistics.median(latencies)
             p99 = latencies[min(len(latencies) - 1, int(round(0.99 * (len(latencies) - 1))))]
-            print(f"creation -> all {args.latency_nodes} Pods, {args.latency_jobs} jobs one at a time: "
-                  f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
+            print(
+                f"creation -> all {args.latency_nodes} Pods, {args.latency_jobs} jobs one at a time: "
+                f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms"
+            )
 
             print(f"API client: {args.client}")
             cpu.append(cpu_seconds(proc.pid))
@@ -193,12 +215,16 @@ def main() -> None:
                 # kopf sees a spec change and patches its annotation a second time).
                 for name in burst:
                     emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, ddpjob(name, args.nodes), {}))
+
             in_emulator(emu, create_all)
             created = time.perf_counter()
-            done = wait(lambda: sum(track.poll().pods[n] for n in burst) == args.jobs * args.nodes,
-                        timeout=600, interval=0.02)
-            print(f"{args.jobs} DDPJobs x {args.nodes} Pods created at once ({created - start:.2f} s to store): "
-                  f"all {args.jobs * args.nodes} Pods exist after {done - start:.1f} s")
+            done = wait(
+                lambda: sum(track.poll().pods[n] for n in burst) == args.jobs * args.nodes, timeout=600, interval=0.02
+            )
+            print(
+                f"{args.jobs} DDPJobs x {args.nodes} Pods created at once ({created - start:.2f} s to store): "
+                f"all {args.jobs * args.nodes} Pods exist after {done - start:.1f} s"
+            )
 
             # ---- 3. drive them to Succeeded, count the operator's writes ----
             pods_by_job = {n: [f"{n}-{r}" for r in range(args.nodes)] for n in burst}
@@ -221,29 +247,38 @@ def main() -> None:
                 time.sleep(0.2)
             peak = rss_peak_mb(proc.pid)
             cpu.append(cpu_seconds(proc.pid))
-            print(f"operator CPU time: {cpu[1] - cpu[0]:.2f} s for the {args.latency_jobs} one-at-a-time jobs, "
-                  f"{cpu[2] - cpu[1]:.2f} s for the {args.large_nodes}-node job(s), "
-                  f"{cpu[3] - cpu[2]:.2f} s for the {args.jobs}-job burst to Succeeded")
+            print(
+                f"operator CPU time: {cpu[1] - cpu[0]:.2f} s for the {args.latency_jobs} one-at-a-time jobs, "
+                f"{cpu[2] - cpu[1]:.2f} s for the {args.large_nodes}-node job(s), "
+                f"{cpu[3] - cpu[2]:.2f} s for the {args.jobs}-job burst to Succeeded"
+            )
             print(f"all {args.jobs} jobs Succeeded {finished - done:.1f} s after their Pods existed")
             print(f"operator peak RSS (VmHWM): {peak:.0f} MB")
 
-            writes = [r for r in emu.requests[first_request:]
-                      if r.verb in ("create", "update", "patch", "delete")
-                      and not (r.resource == "pods" and r.subresource == "status")
-                      and not (r.resource == "ddpjobs" and r.verb == "create")]
-            by_kind = collections.Counter(f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
-                                          for r in writes)
-            print(f"API writes per job to Succeeded: {len(writes) / args.jobs:.2f} "
-                  f"(goal <= {args.nodes + 10}); per job: "
-                  + ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in sorted(by_kind.items())))
+            writes = [
+                r
+                for r in emu.requests[first_request:]
+                if r.verb in ("create", "update", "patch", "delete")
+                and not (r.resource == "pods" and r.subresource == "status")
+                and not (r.resource == "ddpjobs" and r.verb == "create")
+            ]
+            by_kind = collections.Counter(
+                f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}" for r in writes
+            )
+            print(
+                f"API writes per job to Succeeded: {len(writes) / args.jobs:.2f} "
+                f"(goal <= {args.nodes + 10}); per job: "
+                + ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in sorted(by_kind.items()))
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=30)
             log.close()
 
 
-def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: int, runs: int,
-               operator_pid: int) -> None:
+def large_gang(
+    emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: int, runs: int, operator_pid: int
+) -> None:
     """4. One job of `nodes` Pods, `runs` times, each on an idle operator; then the
     emulator's own create ceiling."""
     times, writes = [], []
@@ -261,16 +296,29 @@ def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: 
         kubelet(emu, pods, "Succeeded")
         wait(lambda: track.poll().phase.get(name) == "Succeeded", timeout=120, interval=0.05)
         time.sleep(1.0)  # Events are posted in the background
-        writes.append(sum(1 for r in emu.requests[first:] if r.verb in ("create", "update", "patch", "delete")
-                          and not (r.resource == "pods" and r.subresource == "status")
-                          and not (r.resource == "ddpjobs" and r.verb == "create")))
+        writes.append(
+            sum(
+                1
+                for r in emu.requests[first:]
+                if r.verb in ("create", "update", "patch", "delete")
+                and not (r.resource == "pods" and r.subresource == "status")
+                and not (r.resource == "ddpjobs" and r.verb == "create")
+            )
+        )
         custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name)
-        wait(lambda: not emu.list_objects("v1/pods", NS) or all(
-            not p["metadata"]["name"].startswith(name + "-") for p in emu.list_objects("v1/pods", NS)),
-            timeout=120, interval=0.1)
+        wait(
+            lambda: (
+                not emu.list_objects("v1/pods", NS)
+                or all(not p["metadata"]["name"].startswith(name + "-") for p in emu.list_objects("v1/pods", NS))
+            ),
+            timeout=120,
+            interval=0.1,
+        )
     times.sort()
-    print(f"{nodes}-node job: creation -> all Pods exist, {runs} runs: p50 {statistics.median(times):.2f} s "
-          f"(runs {', '.join(f'{t:.2f}' for t in times)}); goal <= 2 s")
+    print(
+        f"{nodes}-node job: creation -> all Pods exist, {runs} runs: p50 {statistics.median(times):.2f} s "
+        f"(runs {', '.join(f'{t:.2f}' for t in times)}); goal <= 2 s"
+    )
     print(f"{nodes}-node job: API writes to Succeeded: {', '.join(map(str, writes))} (goal <= {nodes + 10})")
 
     # The emulator's ceiling: the same number of Pod creates from a client process of its
@@ -278,11 +326,18 @@ def large_gang(emu: KubeEmulator, custom: Any, api: Any, track: Tracker, nodes: 
     # namespace the operator does not watch (kopf filters labels client-side, so it would
     # take every Pod event of its own namespace), so the emulator's process does nothing
     # but serve.
-    out = subprocess.run([sys.executable, "-c", CEILING_CLIENT, api.configuration.host, CEILING_NS, str(nodes)],
-                         input=json.dumps(ceiling_pod(ddpjob("ceiling", nodes), NS)), check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CEILING_CLIENT, api.configuration.host, CEILING_NS, str(nodes)],
+        input=json.dumps(ceiling_pod(ddpjob("ceiling", nodes), NS)),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     took = float(out.split()[-1])  # timed by the client: its imports and start excluded
-    print(f"emulator alone: {nodes} Pod creates (kubernetes_asyncio in its own process, 64 in flight) in "
-          f"{took:.2f} s ({nodes / took:.0f} Pods/s)")
+    print(
+        f"emulator alone: {nodes} Pod creates (kubernetes_asyncio in its own process, 64 in flight) in "
+        f"{took:.2f} s ({nodes / took:.0f} Pods/s)"
+    )
     kubernetes.client.CoreV1Api(api).delete_collection_namespaced_pod(CEILING_NS, label_selector="bench=ceiling")
 
 

@@ -16,6 +16,7 @@ warm-up long enough for the writes to reach their steady state (`warmup`):
 
     .venv/bin/python benchmarks/progress_overhead.py [--jobs 100 1000] [--window 60]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,22 @@ class FakeLaunchers:
                     outer.reads += 1
                     # Advanced since any earlier read (worst case), or never (reads only).
                     step = outer.reads if advancing else 1
-                body = json.dumps({"record": {"step": step, "total_steps": 10**9, "epoch": 1, "total_epochs": 9,
-                                              "samples_per_s": 1000.0, "loss": 0.5,
-                                              "time": time.time() if advancing else 1.7e9},
-                                   "seconds_since_progress": 0.0, "eta_seconds": 3600, "ranks": {}}).encode()
+                body = json.dumps(
+                    {
+                        "record": {
+                            "step": step,
+                            "total_steps": 10**9,
+                            "epoch": 1,
+                            "total_epochs": 9,
+                            "samples_per_s": 1000.0,
+                            "loss": 0.5,
+                            "time": time.time() if advancing else 1.7e9,
+                        },
+                        "seconds_since_progress": 0.0,
+                        "eta_seconds": 3600,
+                        "ranks": {},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -92,12 +105,17 @@ class FakeLaunchers:
 def in_emulator(emu: KubeEmulator, fn) -> Any:
     async def call():
         return fn()
+
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=300)
 
 
 def job(name: str) -> dict:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "namespace": NS},
-            "spec": {"nodes": 1, "image": "ddpjob/trainer:bench", "stallTimeoutSeconds": 3600}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"nodes": 1, "image": "ddpjob/trainer:bench", "stallTimeoutSeconds": 3600},
+    }
 
 
 def get(emu: KubeEmulator, res, name: str) -> dict | None:
@@ -122,32 +140,58 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
         crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         names = [f"p-{i}" for i in range(jobs)]
-        in_emulator(emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, job(n), {})) for n in names])
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig),
-               "DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0"}
+        in_emulator(
+            emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, job(n), {})) for n in names]
+        )
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0",
+        }
         log = open(pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen([sys.executable, "-c", "from ddpjob.operator.main import run_operator; "
-                                 f"run_operator({NS!r}, True, None, None, None)"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         launchers = FakeLaunchers(advancing)
         try:
             pods = [f"{n}-0" for n in names]
             wait(lambda: all(get(emu, PODS, p) is not None for p in pods), 300)
-            patch = {"status": {"phase": "Running", "podIP": POD_IP, "podIPs": [{"ip": POD_IP}],
-                                "containerStatuses": [{"name": "trainer",
-                                                       "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}}
-            in_emulator(emu, lambda: [emu.store.patch(PODS, NS, p, "status", "application/merge-patch+json", patch)
-                                      for p in pods])
-            wait(lambda: all(((get(emu, JOBS, n) or {}).get("status") or {}).get("phase") == "Running"
-                             for n in names), 300)
+            patch = {
+                "status": {
+                    "phase": "Running",
+                    "podIP": POD_IP,
+                    "podIPs": [{"ip": POD_IP}],
+                    "containerStatuses": [
+                        {"name": "trainer", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
+                    ],
+                }
+            }
+            in_emulator(
+                emu,
+                lambda: [emu.store.patch(PODS, NS, p, "status", "application/merge-patch+json", patch) for p in pods],
+            )
+            wait(
+                lambda: all(((get(emu, JOBS, n) or {}).get("status") or {}).get("phase") == "Running" for n in names),
+                300,
+            )
             time.sleep(warmup(jobs) if polling else WARMUP)
             first, reads0, cpu0, t0 = len(emu.requests), launchers.reads, cpu_seconds(proc.pid), time.monotonic()
             time.sleep(window)
             elapsed = time.monotonic() - t0
             cpu = cpu_seconds(proc.pid) - cpu0
             reqs = emu.requests[first:]
-            status_writes = sum(1 for r in reqs if r.resource == "ddpjobs" and r.subresource == "status"
-                                and r.verb in ("patch", "update"))
+            status_writes = sum(
+                1
+                for r in reqs
+                if r.resource == "ddpjobs" and r.subresource == "status" and r.verb in ("patch", "update")
+            )
             other_writes = sum(1 for r in reqs if r.verb in ("create", "update", "patch", "delete")) - status_writes
             reads = launchers.reads - reads0
         finally:
@@ -156,25 +200,37 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
             proc.wait(timeout=60)
             log.close()
     per30 = 30.0 / elapsed / jobs
-    return {"jobs": jobs, "polling": polling, "advancing": advancing, "window_s": round(elapsed, 1),
-            "status_writes_per_job_per_30s": round(status_writes * per30, 3),
-            "other_writes": other_writes, "reads_per_job_per_30s": round(reads * per30, 3),
-            "cpu_s_per_min": round(cpu * 60.0 / elapsed, 2)}
+    return {
+        "jobs": jobs,
+        "polling": polling,
+        "advancing": advancing,
+        "window_s": round(elapsed, 1),
+        "status_writes_per_job_per_30s": round(status_writes * per30, 3),
+        "other_writes": other_writes,
+        "reads_per_job_per_30s": round(reads * per30, 3),
+        "cpu_s_per_min": round(cpu * 60.0 / elapsed, 2),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--window", type=float, default=60.0)
-    parser.add_argument("--reads-only", action="store_true",
-                        help="also measure a record that never advances: the cost of reads without writes")
+    parser.add_argument(
+        "--reads-only",
+        action="store_true",
+        help="also measure a record that never advances: the cost of reads without writes",
+    )
     args = parser.parse_args()
     for n in args.jobs:
         if args.reads_only:
             still = measure(n, True, args.window, advancing=False)
             print(json.dumps(still))
-            print(f"{n} Running jobs, record never advancing: {still['status_writes_per_job_per_30s']:.2f} status "
-                  f"writes/job/30 s, operator CPU {still['cpu_s_per_min']:.2f} s/min", flush=True)
+            print(
+                f"{n} Running jobs, record never advancing: {still['status_writes_per_job_per_30s']:.2f} status "
+                f"writes/job/30 s, operator CPU {still['cpu_s_per_min']:.2f} s/min",
+                flush=True,
+            )
         on = measure(n, True, args.window)
         off = measure(n, False, args.window)
         added = on["cpu_s_per_min"] - off["cpu_s_per_min"]
@@ -182,10 +238,13 @@ def main() -> None:
         print(json.dumps(off))
         # A steady operator with polling off does almost nothing, so "percent more than off"
         # divides by ~0; the cost is given as CPU seconds per minute and as a share of one core.
-        print(f"{n} Running jobs: {on['status_writes_per_job_per_30s']:.2f} status writes/job/30 s (goal <= 1), "
-              f"{on['reads_per_job_per_30s']:.2f} /progress reads/job/30 s; operator CPU "
-              f"{on['cpu_s_per_min']:.2f} s/min polling vs {off['cpu_s_per_min']:.2f} s/min off: polling adds "
-              f"{added:.2f} CPU s/min = {added / 60 * 100:.1f}% of one core", flush=True)
+        print(
+            f"{n} Running jobs: {on['status_writes_per_job_per_30s']:.2f} status writes/job/30 s (goal <= 1), "
+            f"{on['reads_per_job_per_30s']:.2f} /progress reads/job/30 s; operator CPU "
+            f"{on['cpu_s_per_min']:.2f} s/min polling vs {off['cpu_s_per_min']:.2f} s/min off: polling adds "
+            f"{added:.2f} CPU s/min = {added / 60 * 100:.1f}% of one core",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

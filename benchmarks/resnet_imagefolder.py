@@ -99,6 +99,7 @@ def peak_mib(device) -> float:
 
 def sync(device) -> None:
     import torch
+
     if device.type == "cuda":
         torch.cuda.synchronize()
 
@@ -111,10 +112,21 @@ def reference(root: str, model_name: str, batch: int, image_size: int, workers: 
     from ddpjob_trainer.models import build_model
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    tf = transforms.Compose([transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
-                             transforms.ToTensor(), transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
-    loader = DataLoader(datasets.ImageFolder(os.path.join(root, "train"), tf), batch_size=batch, shuffle=True,
-                        num_workers=workers, pin_memory=device.type == "cuda")
+    tf = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(image_size),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ]
+    )
+    loader = DataLoader(
+        datasets.ImageFolder(os.path.join(root, "train"), tf),
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+    )
     model = build_model(model_name, (3, image_size, image_size), 10).to(device, memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     rates = []
@@ -140,23 +152,55 @@ def ours(root: str, model_name: str, batch: int, image_size: int, workers: int, 
         sys.exit("ddpjob-train is not on PATH (run through `make bench`)")
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
-        subprocess.run([exe, "--model", model_name, "--data", f"imagefolder:{root}", "--image-size", str(image_size),
-                        "--batch-size", str(batch), "--amp", "bf16", "--channels-last", "--epochs", str(epochs),
-                        "--eval-every", "0", "--workers", str(workers), "--decode", decode, "--log-every", "100000",
-                        "--metrics-file", metrics], env=clean_env(), check=True, capture_output=True, text=True,
-                       timeout=1800)
+        subprocess.run(
+            [
+                exe,
+                "--model",
+                model_name,
+                "--data",
+                f"imagefolder:{root}",
+                "--image-size",
+                str(image_size),
+                "--batch-size",
+                str(batch),
+                "--amp",
+                "bf16",
+                "--channels-last",
+                "--epochs",
+                str(epochs),
+                "--eval-every",
+                "0",
+                "--workers",
+                str(workers),
+                "--decode",
+                decode,
+                "--log-every",
+                "100000",
+                "--metrics-file",
+                metrics,
+            ],
+            env=clean_env(),
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         records = [json.loads(line) for line in open(metrics)]
     epochs_ = [r for r in records if r["event"] == "epoch"]
     later = epochs_[1:] or epochs_
-    return {"images_per_s": statistics.mean(r["samples_per_s"] for r in later),
-            "peak_gpu_mib": max((r.get("peak_gpu_mib", 0) for r in epochs_), default=0)}
+    return {
+        "images_per_s": statistics.mean(r["samples_per_s"] for r in later),
+        "peak_gpu_mib": max((r.get("peak_gpu_mib", 0) for r in epochs_), default=0),
+    }
 
 
 def verdict(r: dict, ceil: float, ref: float) -> str:
     rate = r["images_per_s"]
     met = rate >= 0.9 * ceil and rate >= 1.5 * ref
-    return (f"{rate:8.0f} images/s whole-epoch, {rate / ceil:5.1%} of the eager ceiling, {rate / ref:4.2f}x the "
-            f"reference, peak {r['peak_gpu_mib']:.0f} MiB (goals >= 90% and >= 1.5x: {'met' if met else 'NOT met'})")
+    return (
+        f"{rate:8.0f} images/s whole-epoch, {rate / ceil:5.1%} of the eager ceiling, {rate / ref:4.2f}x the "
+        f"reference, peak {r['peak_gpu_mib']:.0f} MiB (goals >= 90% and >= 1.5x: {'met' if met else 'NOT met'})"
+    )
 
 
 def main() -> None:
@@ -183,24 +227,36 @@ def main() -> None:
     decoders = ("cpu", "gpu") if cuda else ("cpu",)  # nvJPEG needs the GPU
     with tempfile.TemporaryDirectory() as root:
         write_jpegs(root, images)
-        print(f"{model_name}, {images} JPEGs 400x300 in 10 classes, batch {batch}, image {size}, bf16, channels_last, "
-              f"{epochs} epochs (throughput over epochs 2..{epochs}, epoch starts included)", flush=True)
+        print(
+            f"{model_name}, {images} JPEGs 400x300 in 10 classes, batch {batch}, image {size}, bf16, channels_last, "
+            f"{epochs} epochs (throughput over epochs 2..{epochs}, epoch starts included)",
+            flush=True,
+        )
         steps = {} if cuda else {"steps": 2, "warmup": 1}  # --smoke: the logic, not a figure
         ceil = ceiling(model_name, batch, size, compiled=False, **steps)
-        print(f"ceiling, eager      : {ceil['images_per_s']:8.0f} images/s (random tensors on the device), "
-              f"peak {ceil['peak_gpu_mib']:.0f} MiB", flush=True)
+        print(
+            f"ceiling, eager      : {ceil['images_per_s']:8.0f} images/s (random tensors on the device), "
+            f"peak {ceil['peak_gpu_mib']:.0f} MiB",
+            flush=True,
+        )
         for workers in worker_counts:
             ref = reference(root, model_name, batch, size, workers, epochs)
             if quick:
-                print(f"reference, {workers:2d} workers: {ref['images_per_s']:8.0f} images/s whole-epoch, "
-                      f"{ref['images_per_s'] / ceil['images_per_s']:5.1%} of the eager ceiling, "
-                      f"peak {ref['peak_gpu_mib']:.0f} MiB", flush=True)
+                print(
+                    f"reference, {workers:2d} workers: {ref['images_per_s']:8.0f} images/s whole-epoch, "
+                    f"{ref['images_per_s'] / ceil['images_per_s']:5.1%} of the eager ceiling, "
+                    f"peak {ref['peak_gpu_mib']:.0f} MiB",
+                    flush=True,
+                )
             row = {}
             for decode in decoders:
                 row[decode] = ours(root, model_name, batch, size, workers, epochs, decode)
                 if quick:
-                    print(f"ddpjob-train --decode {decode}, {workers:2d} workers: "
-                          + verdict(row[decode], ceil["images_per_s"], ref["images_per_s"]), flush=True)
+                    print(
+                        f"ddpjob-train --decode {decode}, {workers:2d} workers: "
+                        + verdict(row[decode], ceil["images_per_s"], ref["images_per_s"]),
+                        flush=True,
+                    )
             if not quick:
                 best = max(row, key=lambda k: row[k]["images_per_s"])
                 line = "  ".join(
@@ -211,9 +267,12 @@ def main() -> None:
                 print(f"workers {workers:2d}: reference {ref['images_per_s']:8.0f}  {line}  faster: {best}", flush=True)
         if cuda:
             compiled = ceiling(model_name, batch, size, compiled=True)
-            print(f"ceiling, compiled   : {compiled['images_per_s']:8.0f} images/s, "
-                  f"{compiled['images_per_s'] / ceil['images_per_s']:4.2f}x eager, "
-                  f"peak {compiled['peak_gpu_mib']:.0f} MiB", flush=True)
+            print(
+                f"ceiling, compiled   : {compiled['images_per_s']:8.0f} images/s, "
+                f"{compiled['images_per_s'] / ceil['images_per_s']:4.2f}x eager, "
+                f"peak {compiled['peak_gpu_mib']:.0f} MiB",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ The operator is started and proven ready (it reconciles a suspended warm-up job)
 the first run, so its start-up is not counted. The API objects are sampled every 2 ms
 in the emulator's process, so each boundary is late by at most that much.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,21 +55,31 @@ import yaml
 from ddpjob_devcluster.clusters.local import LocalCluster
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
 
-PHASES = ('apply', 'operator reaction', 'pod creation', 'process start', 'torchrun start', 'rendezvous',
-          'first step', 'training', 'process exit', 'status')
+PHASES = (
+    "apply",
+    "operator reaction",
+    "pod creation",
+    "process start",
+    "torchrun start",
+    "rendezvous",
+    "first step",
+    "training",
+    "process exit",
+    "status",
+)
 # torch's (glog-style) log prefix, e.g. "W1122 06:21:00.728000 18871 torch/distributed/run.py:982]"
-GLOG = re.compile(r'\] [IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ')
+GLOG = re.compile(r"\] [IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ")
 
 
 def first_torch_log(path: pathlib.Path) -> float:
     """The time of torchrun's first log line in a container's output (local time)."""
-    for line in path.read_text(errors='replace').splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         m = GLOG.search(line)
         if m:
             month, day, hour, minute, second, micro = map(int, m.groups())
             now = datetime.datetime.now()
             return datetime.datetime(now.year, month, day, hour, minute, second, micro).timestamp()
-    raise RuntimeError(f'no torchrun log line in {path}')
+    raise RuntimeError(f"no torchrun log line in {path}")
 
 
 class Sampler(threading.Thread):
@@ -87,86 +98,102 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         emu = self.cluster.emulator
         while not self.done.is_set():
-            job = emu.get_object('ddpjob.io/v1alpha1/ddpjobs', 'default', self.name)
-            self.mark('stored', job is not None)
-            self.mark('service', emu.get_object('v1/services', 'default', self.name) is not None)
-            pods = [p for p in emu.list_objects('v1/pods', 'default')
-                    if p['metadata']['name'].startswith(f'{self.name}-')]
-            self.mark('pods', len(pods) == self.nodes)
-            phase = ((job or {}).get('status') or {}).get('phase')
-            self.mark('succeeded', phase == 'Succeeded')
-            if phase in ('Succeeded', 'Failed'):
-                self.seen.setdefault('finished', time.time())
+            job = emu.get_object("ddpjob.io/v1alpha1/ddpjobs", "default", self.name)
+            self.mark("stored", job is not None)
+            self.mark("service", emu.get_object("v1/services", "default", self.name) is not None)
+            pods = [
+                p for p in emu.list_objects("v1/pods", "default") if p["metadata"]["name"].startswith(f"{self.name}-")
+            ]
+            self.mark("pods", len(pods) == self.nodes)
+            phase = ((job or {}).get("status") or {}).get("phase")
+            self.mark("succeeded", phase == "Succeeded")
+            if phase in ("Succeeded", "Failed"):
+                self.seen.setdefault("finished", time.time())
                 return
             time.sleep(0.002)
 
 
 def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[str, float]:
     body = copy.deepcopy(load_example())
-    name = f'{body["metadata"]["name"]}-{index}'
-    body['metadata']['name'] = name
-    metrics = workdir / f'{name}.jsonl'
-    body['spec']['args'] = [*body['spec']['args'], '--log-every', '1', '--metrics-file', str(metrics)]
-    manifest = workdir / f'{name}.yaml'
+    name = f"{body['metadata']['name']}-{index}"
+    body["metadata"]["name"] = name
+    metrics = workdir / f"{name}.jsonl"
+    body["spec"]["args"] = [*body["spec"]["args"], "--log-every", "1", "--metrics-file", str(metrics)]
+    manifest = workdir / f"{name}.yaml"
     manifest.write_text(yaml.safe_dump(body))
-    nodes = body['spec']['nodes']
+    nodes = body["spec"]["nodes"]
 
     sampler = Sampler(cluster, name, nodes)
     sampler.start()
     t_apply = time.time()
-    cluster.kubectl('apply', '-f', str(manifest))
-    wait_until(lambda: 'finished' in sampler.seen, 300, f'{name} did not finish')
+    cluster.kubectl("apply", "-f", str(manifest))
+    wait_until(lambda: "finished" in sampler.seen, 300, f"{name} did not finish")
     sampler.done.set()
     sampler.join()
     status = cluster.status(name)
-    if status.get('phase') != 'Succeeded':
-        raise RuntimeError(f'{name} ended {status}:\n{cluster.diagnostics()}')
+    if status.get("phase") != "Succeeded":
+        raise RuntimeError(f"{name} ended {status}:\n{cluster.diagnostics()}")
 
     containers = [c for c in cluster.kubelet.snapshot() if c.job == name]
     records = read_metrics(metrics)
-    start = next(r['time'] for r in records if r['event'] == 'start')
-    first_step = next(r['time'] for r in records if r['event'] == 'step')
-    final = next(r['time'] for r in records if r['event'] == 'final')
-    marks = [t_apply, sampler.seen['stored'], sampler.seen['service'], sampler.seen['pods'],
-             max(c.times['started'] for c in containers), max(first_torch_log(c.log_path) for c in containers),
-             start, first_step, final, max(c.times['exited'] for c in containers), sampler.seen['succeeded']]
+    start = next(r["time"] for r in records if r["event"] == "start")
+    first_step = next(r["time"] for r in records if r["event"] == "step")
+    final = next(r["time"] for r in records if r["event"] == "final")
+    marks = [
+        t_apply,
+        sampler.seen["stored"],
+        sampler.seen["service"],
+        sampler.seen["pods"],
+        max(c.times["started"] for c in containers),
+        max(first_torch_log(c.log_path) for c in containers),
+        start,
+        first_step,
+        final,
+        max(c.times["exited"] for c in containers),
+        sampler.seen["succeeded"],
+    ]
     result = {phase: marks[i + 1] - marks[i] for i, phase in enumerate(PHASES)}
-    result['apply -> first step'] = first_step - t_apply
-    result['apply -> Succeeded'] = sampler.seen['succeeded'] - t_apply
+    result["apply -> first step"] = first_step - t_apply
+    result["apply -> Succeeded"] = sampler.seen["succeeded"] - t_apply
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--runs', type=int, default=3)
-    p.add_argument('--json', help='also write the raw numbers here')
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--json", help="also write the raw numbers here")
     args = p.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix='ddpjob-system-latency-') as tmp:
+    with tempfile.TemporaryDirectory(prefix="ddpjob-system-latency-") as tmp:
         workdir = pathlib.Path(tmp)
-        with LocalCluster(workdir / 'cluster') as cluster:
+        with LocalCluster(workdir / "cluster") as cluster:
             warmup = copy.deepcopy(load_example())
-            warmup['metadata']['name'] = 'warmup'
-            warmup['spec']['suspend'] = True
+            warmup["metadata"]["name"] = "warmup"
+            warmup["spec"]["suspend"] = True
             cluster.create_job(warmup)
-            cluster.wait_phase('warmup', 'Suspended', timeout=60)
+            cluster.wait_phase("warmup", "Suspended", timeout=60)
             runs = []
             for i in range(args.runs):
                 runs.append(run_once(cluster, i, workdir))
-                print(f'run {i + 1}/{args.runs}: apply -> first step {runs[-1]["apply -> first step"]:.2f} s, '
-                      f'-> Succeeded {runs[-1]["apply -> Succeeded"]:.2f} s', flush=True)
+                print(
+                    f"run {i + 1}/{args.runs}: apply -> first step {runs[-1]['apply -> first step']:.2f} s, "
+                    f"-> Succeeded {runs[-1]['apply -> Succeeded']:.2f} s",
+                    flush=True,
+                )
 
     load = os.getloadavg()
-    print(f'\n{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; '
-          f'median (min-max) of {len(runs)} runs, seconds')
-    print(f'{"step":<22}{"median":>8}{"min":>8}{"max":>8}')
-    for key in (*PHASES, 'apply -> first step', 'apply -> Succeeded'):
+    print(
+        f"\n{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"median (min-max) of {len(runs)} runs, seconds"
+    )
+    print(f"{'step':<22}{'median':>8}{'min':>8}{'max':>8}")
+    for key in (*PHASES, "apply -> first step", "apply -> Succeeded"):
         values = [r[key] for r in runs]
-        print(f'{key:<22}{statistics.median(values):>8.3f}{min(values):>8.3f}{max(values):>8.3f}')
+        print(f"{key:<22}{statistics.median(values):>8.3f}{min(values):>8.3f}{max(values):>8.3f}")
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({'runs': runs, 'loadavg': load}, indent=1))
+        pathlib.Path(args.json).write_text(json.dumps({"runs": runs, "loadavg": load}, indent=1))
     return 0
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     sys.exit(main())

@@ -68,8 +68,9 @@ def seed_loop(samples: int, steps: int, warmup: int) -> float:
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo", rank=0, world_size=1)
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
-                          nn.Linear(256, 10)).to(device)
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)
+    ).to(device)
     model = DDP(model, device_ids=[0] if cuda else None)
     dataset = MNISTLike(samples)
     loader = DataLoader(dataset, batch_size=BATCH, sampler=DistributedSampler(dataset))
@@ -96,16 +97,31 @@ def seed_loop(samples: int, steps: int, warmup: int) -> float:
     return steps * BATCH / elapsed
 
 
-
 def clean_env() -> dict:
-    drop = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "RANK",
-            "LOCAL_RANK", "LOCAL_WORLD_SIZE", "DDPJOB_CHECKPOINT_DIR")
+    drop = (
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NNODES",
+        "NODE_RANK",
+        "NPROC_PER_NODE",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "DDPJOB_CHECKPOINT_DIR",
+    )
     return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PET_")}
 
 
 def run_seed(samples: int = SAMPLES, steps: int = SEED_STEPS, warmup: int = SEED_WARMUP) -> float:
-    out = subprocess.run([sys.executable, __file__, "--seed-loop", str(samples), str(steps), str(warmup)],
-                         env=clean_env(), check=True, capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--seed-loop", str(samples), str(steps), str(warmup)],
+        env=clean_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
     return float(out.strip().splitlines()[-1])
 
 
@@ -118,19 +134,44 @@ def run_ours(*flags: str, samples: int = SAMPLES, epochs: int = EPOCHS) -> dict:
         sys.exit("ddpjob-train is not on PATH (run through `make bench` or `make bench-gpu`)")
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
-        out = subprocess.run([exe, "--model", "mlp", "--data", "synthetic", "--batch-size", str(BATCH),
-                              "--synthetic-size", str(samples), "--epochs", str(epochs), "--eval-every", "0",
-                              "--log-every", "100000", "--metrics-file", metrics, *flags],
-                             env=clean_env(), check=True, capture_output=True, text=True, timeout=600).stdout
+        out = subprocess.run(
+            [
+                exe,
+                "--model",
+                "mlp",
+                "--data",
+                "synthetic",
+                "--batch-size",
+                str(BATCH),
+                "--synthetic-size",
+                str(samples),
+                "--epochs",
+                str(epochs),
+                "--eval-every",
+                "0",
+                "--log-every",
+                "100000",
+                "--metrics-file",
+                metrics,
+                *flags,
+            ],
+            env=clean_env(),
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        ).stdout
         records = [json.loads(line) for line in open(metrics)]
     final = next(r for r in records if r["event"] == "final")
     if "compile" in final:  # which model --compile kept after timing both (compile_choice.py)
         CHOSEN.append(final["compile"])
     epochs_ = [r for r in records if r["event"] == "epoch"]
-    return {"samples_per_s": statistics.median(r["samples_per_s"] for r in epochs_[1:] or epochs_),
-            "peak_gpu_mib": max((r.get("peak_gpu_mib", 0) for r in epochs_), default=0),
-            "step": next((line for line in out.splitlines() if line.startswith("step: ")), ""),
-            "compile": final.get("compile")}
+    return {
+        "samples_per_s": statistics.median(r["samples_per_s"] for r in epochs_[1:] or epochs_),
+        "peak_gpu_mib": max((r.get("peak_gpu_mib", 0) for r in epochs_), default=0),
+        "step": next((line for line in out.splitlines() if line.startswith("step: ")), ""),
+        "compile": final.get("compile"),
+    }
 
 
 def machine() -> str:
@@ -152,8 +193,9 @@ def variants(device: str, smoke: bool = False) -> dict[str, tuple[str, ...]]:
     --smoke (compiling takes longer than the rest of the smoke run)."""
     import importlib.util
 
-    out: dict[str, tuple[str, ...]] = {"default": (), "eager": ("--no-cuda-graph",)} if device == "cuda" else {
-        "eager": ()}
+    out: dict[str, tuple[str, ...]] = (
+        {"default": (), "eager": ("--no-cuda-graph",)} if device == "cuda" else {"eager": ()}
+    )
     if not smoke and (device == "cpu" or importlib.util.find_spec("triton") is not None):
         out["--compile"] = ("--compile",)
     if device == "cuda":
@@ -209,20 +251,28 @@ def main() -> None:
         runs["seed loop"].append(run_seed())
         for name, flags in ways.items():
             runs[name].append(run_ours(*flags)["samples_per_s"])
-        print(f"  run {i + 1}: " + "   ".join(f"{name} {r[-1]:9.0f}" for name, r in runs.items()) + " samples/s",
-              flush=True)
+        print(
+            f"  run {i + 1}: " + "   ".join(f"{name} {r[-1]:9.0f}" for name, r in runs.items()) + " samples/s",
+            flush=True,
+        )
     median = {name: statistics.median(r) for name, r in runs.items()}
     seed, goal = median["seed loop"], 10.0 if device == "cuda" else 1.5
     print(f"seed tutorial loop : {seed:9.0f} samples/s (median)")
     for name in ways:
-        print(f"ddpjob-train {name:<12}: {median[name]:9.0f} samples/s (median), {median[name] / seed:.2f}x the seed loop")
+        print(
+            f"ddpjob-train {name:<12}: {median[name]:9.0f} samples/s (median), {median[name] / seed:.2f}x the seed loop"
+        )
     judged = "default" if device == "cuda" else "eager"  # what a user gets with no flag
-    print(f"ratio              : {median[judged] / seed:.2f}x (with no flag; goal >= {goal}x on {device}: "
-          f"{'met' if median[judged] / seed >= goal else 'NOT met'})")
+    print(
+        f"ratio              : {median[judged] / seed:.2f}x (with no flag; goal >= {goal}x on {device}: "
+        f"{'met' if median[judged] / seed >= goal else 'NOT met'})"
+    )
     if "--compile" in median:
         ratio = median["--compile"] / median["eager"]
-        print(f"--compile / eager  : {ratio:.2f} (goal: never slower, >= 1.0 within noise); "
-              f"the model --compile kept in each run: {', '.join(CHOSEN)}")
+        print(
+            f"--compile / eager  : {ratio:.2f} (goal: never slower, >= 1.0 within noise); "
+            f"the model --compile kept in each run: {', '.join(CHOSEN)}"
+        )
 
 
 if __name__ == "__main__":

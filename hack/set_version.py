@@ -22,10 +22,21 @@ VERSION_FILE = "operator/ddpjob/version.py"
 # Where image references may appear: every one of `ddpjob/operator:<tag>` and
 # `ddpjob/trainer:<tag>` (a tag starting with a digit: `:e2e` and `:bench` are local
 # builds) must name this release's tag. tests/ other than these hold arbitrary images.
-IMAGE_FILES = ("README.md", "Dockerfile", "docs/*.md", "charts/ddpjob-operator/*.yaml",
-               "charts/ddpjob-operator/README.md", "charts/ddpjob-operator/templates/*",
-               "manifests/examples/*.yaml", "manifests/examples/*/Dockerfile", "manifests/base/*.yaml", "hack/*.sh",
-               "tests/deploy/fixtures/*.yaml", "tests/render/golden/*.yaml", "trainer_image/README.md")
+IMAGE_FILES = (
+    "README.md",
+    "Dockerfile",
+    "docs/*.md",
+    "charts/ddpjob-operator/*.yaml",
+    "charts/ddpjob-operator/README.md",
+    "charts/ddpjob-operator/templates/*",
+    "manifests/examples/*.yaml",
+    "manifests/examples/*/Dockerfile",
+    "manifests/base/*.yaml",
+    "hack/*.sh",
+    "tests/deploy/fixtures/*.yaml",
+    "tests/render/golden/*.yaml",
+    "trainer_image/README.md",
+)
 IMAGE_REF = re.compile(r"ddpjob/(operator|trainer):(\d[\w.+-]*)")
 
 # (file, pattern whose group 1 is a version, what it names)
@@ -48,8 +59,7 @@ def load_version_module(root: Path = ROOT) -> dict:
 
 
 def expected_image_tags(v: dict) -> dict[str, set[str]]:
-    return {"operator": {v["__version__"]},
-            "trainer": {v["trainer_tag"](variant) for variant in v["TRAINER_VARIANTS"]}}
+    return {"operator": {v["__version__"]}, "trainer": {v["trainer_tag"](variant) for variant in v["TRAINER_VARIANTS"]}}
 
 
 def files(root: Path) -> list[Path]:
@@ -74,8 +84,10 @@ def check(root: Path = ROOT, expect: str | None = None) -> list[str]:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             for m in IMAGE_REF.finditer(line):
                 if m.group(2) not in tags[m.group(1)]:
-                    problems.append(f"{path.relative_to(root)}:{n}: {m.group(0)} is not one of this release's "
-                                    f"tags ({', '.join(sorted(tags[m.group(1)]))})")
+                    problems.append(
+                        f"{path.relative_to(root)}:{n}: {m.group(0)} is not one of this release's "
+                        f"tags ({', '.join(sorted(tags[m.group(1)]))})"
+                    )
     return problems
 
 
@@ -107,8 +119,9 @@ def set_version(new: str, root: Path = ROOT) -> list[Path]:
     for rel, pattern, _ in VERSION_FIELDS:
         path = root / rel
         text = path.read_text()
-        out = re.sub(pattern, lambda m: m.group(0)[:m.start(1) - m.start(0)] + new + m.group(0)[m.end(1) - m.start(0):],
-                     text)
+        out = re.sub(
+            pattern, lambda m: m.group(0)[: m.start(1) - m.start(0)] + new + m.group(0)[m.end(1) - m.start(0) :], text
+        )
         if out != text:
             path.write_text(out)
             changed.add(path)

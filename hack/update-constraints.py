@@ -6,6 +6,7 @@ asks for (all extras) and of their dependencies, read from this Python's environ
 pyproject.toml holds compatible ranges; constraints.txt, used by the Makefile's venv
 install and the Dockerfile, makes the builds reproducible.
 """
+
 from __future__ import annotations
 
 import importlib.metadata as md

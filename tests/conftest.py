@@ -1,6 +1,7 @@
 """Fixtures shared by every suite: the emulator fixtures (`emulator`, `api`; each suite
 brings its own `kubeconfig`), a small valid job body, the examples, and kubectl's cache
 kept out of the user's home."""
+
 import copy
 import os
 from pathlib import Path
@@ -31,16 +32,28 @@ def kube_cache(tmp_path_factory):
 @pytest.fixture
 def job_body():
     """A small valid job; tests copy and change it."""
+
     def make(**spec):
         body = {
-            "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-            "metadata": {"name": "demo", "namespace": "ml", "uid": "0d1c2b3a-0000-4000-8000-000000000001",
-                         "generation": 1},
-            "spec": {"nodes": 2, "nprocPerNode": 2, "image": "ddpjob/trainer:0.1.0",
-                     "command": ["ddpjob-launch"], "args": ["ddpjob-train", "--epochs", "1"]},
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {
+                "name": "demo",
+                "namespace": "ml",
+                "uid": "0d1c2b3a-0000-4000-8000-000000000001",
+                "generation": 1,
+            },
+            "spec": {
+                "nodes": 2,
+                "nprocPerNode": 2,
+                "image": "ddpjob/trainer:0.1.0",
+                "command": ["ddpjob-launch"],
+                "args": ["ddpjob-train", "--epochs", "1"],
+            },
         }
         body["spec"].update(spec)
         return copy.deepcopy(body)
+
     return make
 
 

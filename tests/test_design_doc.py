@@ -1,4 +1,5 @@
 """docs/design.md stays true to the code where the code can tell."""
+
 from __future__ import annotations
 
 import pathlib
@@ -25,6 +26,7 @@ def test_the_contract_table_names_every_variable_and_nothing_else() -> None:
 
 def test_every_package_with_an_import_rule_is_in_the_package_table() -> None:
     from tests.test_import_boundaries import RULES
+
     table = section("Packages and what each may import")
     for package in RULES:
         shown = "ddpjob.contract" if package == "ddpjob.<pure>" else package

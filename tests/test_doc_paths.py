@@ -31,8 +31,11 @@ SECTION = re.compile(r"(?P<doc>\bREADME|[\w./-]+\.md)(?:'s)?,? (?P<q>[\"'])(?P<t
 
 
 def sources() -> list[pathlib.Path]:
-    docs = [p for p in ROOT.rglob("*.md")
-            if not NOT_THE_PROJECTS & set(p.relative_to(ROOT).parts) and p.name not in NOT_CHECKED]
+    docs = [
+        p
+        for p in ROOT.rglob("*.md")
+        if not NOT_THE_PROJECTS & set(p.relative_to(ROOT).parts) and p.name not in NOT_CHECKED
+    ]
     scripts = [p for p in (ROOT / "hack").rglob("*") if p.is_file() and p.name != "go.sum"]
     return sorted([*docs, ROOT / "Makefile", *scripts])
 
@@ -67,8 +70,11 @@ def missing_sections(text: str, folder: pathlib.Path = ROOT) -> list[str]:
     for match in SECTION.finditer(text):
         doc = "README.md" if match["doc"] == "README" else match["doc"]
         file = next((base / doc for base in (ROOT, folder) if (base / doc).is_file()), None)
-        headings = [line.lstrip("#").strip().lower() for line in file.read_text().splitlines()
-                    if line.startswith("#")] if file else []
+        headings = (
+            [line.lstrip("#").strip().lower() for line in file.read_text().splitlines() if line.startswith("#")]
+            if file
+            else []
+        )
         if not any(h.startswith(match["title"].lower()) for h in headings):
             found.append(match.group(0))
     return found
@@ -97,7 +103,10 @@ def test_the_check_bites() -> None:
     moved = """see the README's 'Real-cluster test' section; docs/development.md, "Real-cluster test";
     (README, "Real-cluster test"); docs/gone.md, "Anything"."""
     assert missing_sections(moved) == [
-        "README's 'Real-cluster test'", 'README, "Real-cluster test"', 'docs/gone.md, "Anything"']
+        "README's 'Real-cluster test'",
+        'README, "Real-cluster test"',
+        'docs/gone.md, "Anything"',
+    ]
 
 
 def test_the_folders_are_the_projects() -> None:

@@ -1,4 +1,5 @@
 """Exit codes: one "128+N" for `ddpjob run`, the kubelet, the trainer and the restart policy."""
+
 from __future__ import annotations
 
 import signal
@@ -24,13 +25,25 @@ def test_a_killed_process_reads_as_a_runtime_reports_it() -> None:
 
 
 def test_the_trainers_codes_are_the_contracts() -> None:
-    assert (ddpjob_trainer.EXIT_BAD_INPUT, ddpjob_trainer.EXIT_PREEMPTED, ddpjob_trainer.EXIT_RENDEZVOUS_TIMEOUT) == \
-        (2, 143, 142)
+    assert (ddpjob_trainer.EXIT_BAD_INPUT, ddpjob_trainer.EXIT_PREEMPTED, ddpjob_trainer.EXIT_RENDEZVOUS_TIMEOUT) == (
+        2,
+        143,
+        142,
+    )
 
 
-@pytest.mark.parametrize("code, retryable", [(exit_codes.BAD_INPUT, False), (1, False), (127, False),
-                                             (exit_codes.PREEMPTED, True), (exit_codes.RENDEZVOUS_TIMEOUT, True),
-                                             (exit_codes.START_ERROR, True), (137, True)])
+@pytest.mark.parametrize(
+    "code, retryable",
+    [
+        (exit_codes.BAD_INPUT, False),
+        (1, False),
+        (127, False),
+        (exit_codes.PREEMPTED, True),
+        (exit_codes.RENDEZVOUS_TIMEOUT, True),
+        (exit_codes.START_ERROR, True),
+        (137, True),
+    ],
+)
 def test_the_exit_code_policy_reads_the_same_codes(code: int, retryable: bool) -> None:
     assert exit_codes.is_signal(code) == retryable
     assert is_retryable("ExitCode", code) == retryable

@@ -7,6 +7,7 @@ The imports are read statically (every `import`, at any depth) from the files th
 that machine; tests/conftest.py and its plugins at module level only, since what they
 import inside a fixture runs only for the emulator's and the cluster's tests.
 """
+
 from __future__ import annotations
 
 import ast
@@ -49,8 +50,11 @@ def sources() -> dict[Path, bool]:
     files.update({ROOT / "benchmarks" / name: True for name in ("trainer_vs_seed.py", "resnet_imagefolder.py")})
     conftest = ROOT / "tests" / "conftest.py"
     files[conftest] = False
-    plugins = next(node.value for node in ast.parse(conftest.read_text()).body
-                   if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "pytest_plugins")
+    plugins = next(
+        node.value
+        for node in ast.parse(conftest.read_text()).body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "pytest_plugins"
+    )
     files.update({ROOT / Path(*p.value.split(".")).with_suffix(".py"): False for p in plugins.elts})
     return files
 
@@ -83,11 +87,15 @@ def missing(imported: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_wheel_list_covers_every_import_of_the_gpu_tier() -> None:
-    imported = {str(path.relative_to(ROOT)): third_party(path, path.read_text(), lazy_too)
-                for path, lazy_too in sources().items()}
+    imported = {
+        str(path.relative_to(ROOT)): third_party(path, path.read_text(), lazy_too)
+        for path, lazy_too in sources().items()
+    }
     assert imported and all(name in imported for name in ("tests/conftest.py", "tests/support/fixtures.py"))
-    assert not missing(imported), ("add these to hack/gpu-wheels.txt (the GPU machine installs nothing else "
-                                   "beyond its torch):\n" + "\n".join(missing(imported)))
+    assert not missing(imported), (
+        "add these to hack/gpu-wheels.txt (the GPU machine installs nothing else "
+        "beyond its torch):\n" + "\n".join(missing(imported))
+    )
 
 
 def test_a_new_import_would_be_caught() -> None:
@@ -118,13 +126,18 @@ def test_the_list_leaves_out_the_machines_torch_and_the_operators_dependencies()
 
 
 def gpu_venv(tmp_path: Path, python: Path | str, wheels: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ROOT / "hack" / "gpu-venv.sh"), str(python), str(wheels), str(tmp_path / "venv")],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    return subprocess.run(
+        [str(ROOT / "hack" / "gpu-venv.sh"), str(python), str(wheels), str(tmp_path / "venv")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
 
 
 def test_the_offline_venv_refuses_a_python_without_torch_in_one_line(tmp_path: Path) -> None:
     no_site = tmp_path / "python-without-torch"  # this interpreter with no site-packages
-    no_site.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    no_site.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     no_site.chmod(0o755)
     r = gpu_venv(tmp_path, no_site, tmp_path)
     assert r.returncode != 0 and r.stdout == "", r
@@ -144,8 +157,14 @@ def test_the_offline_venv_refuses_a_wheel_directory_without_ddpjob(tmp_path: Pat
 def test_make_test_gpu_with_wheels_never_builds_dot_venv_nor_asks_an_index(tmp_path: Path) -> None:
     """The offline recipe, as make would run it: .venv-gpu's Python, no pip from constraints.txt."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
-    dry = subprocess.run(["make", "-n", "test-gpu", f"WHEELS={tmp_path}", "PYTHON=/opt/gpu/bin/python"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=60)
+    dry = subprocess.run(
+        ["make", "-n", "test-gpu", f"WHEELS={tmp_path}", "PYTHON=/opt/gpu/bin/python"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert dry.returncode == 0, dry.stderr
     assert f'hack/gpu-venv.sh "/opt/gpu/bin/python" "{tmp_path}" .venv-gpu' in dry.stdout, dry.stdout
     assert ".venv-gpu/bin/python -m pytest" in dry.stdout and "tests/gpu tests/trainer" in dry.stdout

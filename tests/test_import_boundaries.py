@@ -4,6 +4,7 @@ Read statically from the source (every `import` and `from ... import`, at any de
 boundary holds even for code paths no other test runs. An import inside a function is
 "lazy": the CLI uses that to keep `validate`/`render` free of the local runner and kopf.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,11 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCES = {"ddpjob": ROOT / "operator" / "ddpjob", "ddpjob_devcluster": ROOT / "operator" / "ddpjob_devcluster",
-           "ddpjob_trainer": ROOT / "trainer_image" / "ddpjob_trainer"}
+SOURCES = {
+    "ddpjob": ROOT / "operator" / "ddpjob",
+    "ddpjob_devcluster": ROOT / "operator" / "ddpjob_devcluster",
+    "ddpjob_trainer": ROOT / "trainer_image" / "ddpjob_trainer",
+}
 
 # Third-party packages that only some audiences may use.
 KUBE = {"kopf", "kubernetes", "kubernetes_asyncio", "kmock", "aiohttp", "urllib3", "prometheus_client"}
@@ -31,17 +35,26 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "ddpjob.render": ({PURE, "ddpjob.api", "ddpjob.render"}, set(), KUBE | TORCH | PROCESSES),
     "ddpjob.job": ({PURE, "ddpjob.api", "ddpjob.job"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
     # tqdm: `ddpjob run`'s optional live progress line (imported lazily, plain lines without it).
-    "ddpjob.local": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"}, set(),
-                     KUBE | TORCH - {"tqdm"}),
+    "ddpjob.local": (
+        {PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"},
+        set(),
+        KUBE | TORCH - {"tqdm"},
+    ),
     "ddpjob.operator": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.operator"}, set(), TORCH),
     # Talking to a cluster (connection, jobs, Pods, logs, Events, kubectl): under the CLI and the client.
     "ddpjob.cluster": ({PURE, "ddpjob.api", "ddpjob.cluster"}, set(), TORCH | PROCESSES | {"kopf", "kmock"}),
-    "ddpjob.cli": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
-                   {"ddpjob.local", "ddpjob.operator"}, TORCH | {"kopf", "kmock"}),
+    "ddpjob.cli": (
+        {PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
+        {"ddpjob.local", "ddpjob.operator"},
+        TORCH | {"kopf", "kmock"},
+    ),
     # The Python API: on the cluster layer the CLI stands on, never on the CLI itself.
     # Its local backend runs `ddpjob run`'s runner (local/background.py), imported when first used.
-    "ddpjob.client": ({PURE, "ddpjob.api", "ddpjob.cluster", "ddpjob.client"}, {"ddpjob.local"},
-                      TORCH | PROCESSES | {"kopf", "kmock"}),
+    "ddpjob.client": (
+        {PURE, "ddpjob.api", "ddpjob.cluster", "ddpjob.client"},
+        {"ddpjob.local"},
+        TORCH | PROCESSES | {"kopf", "kmock"},
+    ),
     # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
     "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
     "ddpjob_devcluster": ({PURE, "ddpjob", "ddpjob_devcluster"}, set(), TORCH),
@@ -99,6 +112,7 @@ def imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, boo
                 # `from ddpjob import render` imports the subpackage ddpjob.render
                 found.extend((f"{target}.{a.name}", lazy) for a in child.names if is_module(f"{target}.{a.name}"))
             visit(child, inner)
+
     visit(tree, False)
     return found
 
@@ -133,26 +147,29 @@ def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
     assert violations(path) == []
 
 
-@pytest.mark.parametrize("package, line", [
-    ("ddpjob/api/spec.py", "import kopf"),
-    ("ddpjob/api/spec.py", "from kubernetes import client"),
-    ("ddpjob/render/objects.py", "from ddpjob.operator import kube"),
-    ("ddpjob/job/lifecycle.py", "import subprocess"),
-    ("ddpjob/local/runner.py", "from ddpjob.operator import handlers"),
-    ("ddpjob/operator/controller.py", "from ddpjob.local import runner"),
-    ("ddpjob/operator/controller.py", "import ddpjob_devcluster.apiserver.emulator"),
-    ("ddpjob/cli/file_commands.py", "from ddpjob.local.runner import run_job"),  # eager: only lazily allowed
-    ("ddpjob/client/client.py", "from ddpjob.cli import logs"),
-    ("ddpjob/client/client.py", "from ddpjob.cli.cluster import job_pods"),
-    ("ddpjob/cluster/jobs.py", "from ddpjob.cli import output"),
-    ("ddpjob/cluster/jobs.py", "from ddpjob.client import Job"),
-    ("ddpjob/cluster/logs.py", "import subprocess"),
-    ("ddpjob/client/local_backend.py", "from ddpjob.local.background import BackgroundRun"),  # eager
-    ("ddpjob/contract.py", "from ddpjob.api import names"),
-    ("ddpjob/job/lifecycle.py", "from ddpjob import render"),
-    ("../trainer_image/ddpjob_trainer/train.py", "import kopf"),
-    ("../trainer_image/ddpjob_trainer/train.py", "from ddpjob.render import objects"),
-])
+@pytest.mark.parametrize(
+    "package, line",
+    [
+        ("ddpjob/api/spec.py", "import kopf"),
+        ("ddpjob/api/spec.py", "from kubernetes import client"),
+        ("ddpjob/render/objects.py", "from ddpjob.operator import kube"),
+        ("ddpjob/job/lifecycle.py", "import subprocess"),
+        ("ddpjob/local/runner.py", "from ddpjob.operator import handlers"),
+        ("ddpjob/operator/controller.py", "from ddpjob.local import runner"),
+        ("ddpjob/operator/controller.py", "import ddpjob_devcluster.apiserver.emulator"),
+        ("ddpjob/cli/file_commands.py", "from ddpjob.local.runner import run_job"),  # eager: only lazily allowed
+        ("ddpjob/client/client.py", "from ddpjob.cli import logs"),
+        ("ddpjob/client/client.py", "from ddpjob.cli.cluster import job_pods"),
+        ("ddpjob/cluster/jobs.py", "from ddpjob.cli import output"),
+        ("ddpjob/cluster/jobs.py", "from ddpjob.client import Job"),
+        ("ddpjob/cluster/logs.py", "import subprocess"),
+        ("ddpjob/client/local_backend.py", "from ddpjob.local.background import BackgroundRun"),  # eager
+        ("ddpjob/contract.py", "from ddpjob.api import names"),
+        ("ddpjob/job/lifecycle.py", "from ddpjob import render"),
+        ("../trainer_image/ddpjob_trainer/train.py", "import kopf"),
+        ("../trainer_image/ddpjob_trainer/train.py", "from ddpjob.render import objects"),
+    ],
+)
 def test_the_rules_bite(package: str, line: str) -> None:
     path = (SOURCES["ddpjob"].parent / package).resolve()
     assert violations(path, path.read_text() + "\n" + line + "\n"), f"{line!r} in {package} went unnoticed"
@@ -166,9 +183,12 @@ def test_lazy_imports_are_allowed_only_where_granted() -> None:
 
 def test_ddpjob_run_never_loads_kopf() -> None:
     import subprocess
-    code = ("import sys, ddpjob.cli.main, ddpjob.local.runner\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'kubernetes', 'kmock', 'torch'))\n"
-            "print(bad); sys.exit(1 if bad else 0)")
+
+    code = (
+        "import sys, ddpjob.cli.main, ddpjob.local.runner\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'kubernetes', 'kmock', 'torch'))\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -176,9 +196,14 @@ def test_ddpjob_run_never_loads_kopf() -> None:
 def test_nothing_edits_the_import_path() -> None:
     """Packages are imported as packages: no script, benchmark or test edits sys.path."""
     needles = ("sys.path." + "insert", "sys.path." + "append")
-    offenders = [str(p.relative_to(ROOT)) for folder in ("operator", "trainer_image", "tests", "benchmarks", "hack")
-                 for p in (ROOT / folder).rglob("*.py") if any(n in p.read_text() for n in needles)]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for folder in ("operator", "trainer_image", "tests", "benchmarks", "hack")
+        for p in (ROOT / folder).rglob("*.py")
+        if any(n in p.read_text() for n in needles)
+    ]
     assert offenders == []
+
 
 MAX_LINES = 300
 
@@ -218,8 +243,7 @@ def _graph(package: str | None = None) -> dict[str, set[str]]:
         if package is not None and package_of(module) != package:
             continue
         targets = _edges(ast.parse(path.read_text()), module, path.name == "__init__.py")
-        graph[module] = {t for t in targets
-                         if package in (None, package_of(t)) and t != module and is_module(t)}
+        graph[module] = {t for t in targets if package in (None, package_of(t)) and t != module and is_module(t)}
     return graph
 
 
@@ -231,11 +255,12 @@ def circle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [node, nxt] if nxt in path else [node, nxt]
+                return path[path.index(nxt) :] + [node, nxt] if nxt in path else [node, nxt]
             if nxt not in state and (found := walk(nxt, path + [node])) is not None:
                 return found
         state[node] = 2
         return None
+
     for start in sorted(graph):
         if start not in state and (found := walk(start, [])) is not None:
             return found
@@ -260,8 +285,15 @@ def test_no_import_circle_crosses_packages() -> None:
 
 
 def test_every_package_is_checked_for_circles() -> None:
-    assert {"ddpjob.api", "ddpjob.cli", "ddpjob.client", "ddpjob.cluster", "ddpjob.operator", "ddpjob_devcluster",
-            "ddpjob_trainer"} <= set(PACKAGES)
+    assert {
+        "ddpjob.api",
+        "ddpjob.cli",
+        "ddpjob.client",
+        "ddpjob.cluster",
+        "ddpjob.operator",
+        "ddpjob_devcluster",
+        "ddpjob_trainer",
+    } <= set(PACKAGES)
 
 
 def test_a_circle_is_found() -> None:

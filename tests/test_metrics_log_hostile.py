@@ -27,9 +27,11 @@ HOSTILE = [
 
 
 def test_a_progress_line_whose_numbers_are_not_numbers_is_one_line_of_its_own() -> None:
-    good = ["[pod-0] epoch 1/2 step 2 loss 2.5000 acc 0.5000 100 samples/s",
-            "[pod-0] epoch 1/2 step 8 loss nan acc 0.5000 100 samples/s",
-            "[pod-0] epoch 2/2 step 10 loss 0.5000 acc 0.9000 100 samples/s"]
+    good = [
+        "[pod-0] epoch 1/2 step 2 loss 2.5000 acc 0.5000 100 samples/s",
+        "[pod-0] epoch 1/2 step 8 loss nan acc 0.5000 100 samples/s",
+        "[pod-0] epoch 2/2 step 10 loss 0.5000 acc 0.9000 100 samples/s",
+    ]
     log = "\n".join([good[0], *HOSTILE, *good[1:]])
     points, bad = metrics_log.read_log(log)
     assert points == [(2, 2.5), (10, 0.5)]
@@ -52,8 +54,10 @@ def test_describes_loss_curve_says_each_bad_line_and_draws_the_rest(monkeypatch,
     assert curve is not None and curve.startswith("loss 2") and "(2 points)" in curve
     err = capsys.readouterr().err.splitlines()
     assert len(err) == logs.BAD_LINES_SHOWN + 1 and err[-1] == "ddpjob: ... and 1 more such lines"
-    assert err[0] == ("ddpjob: train-0's log, line 2: loss '-' is not a number: [pod-0] epoch 1/2 step 3 loss - acc "
-                      "0.1: left out of the loss curve")
+    assert err[0] == (
+        "ddpjob: train-0's log, line 2: loss '-' is not a number: [pod-0] epoch 1/2 step 3 loss - acc "
+        "0.1: left out of the loss curve"
+    )
 
 
 def forward(records: list[dict[str, Any]], event: str = "step") -> dict[str, list[tuple[int, float]]]:
@@ -103,10 +107,12 @@ def test_one_pass_from_the_end_gives_the_forward_reading(seed: int) -> None:
 
 
 def test_numbers_a_float_cannot_hold_are_skipped_not_raised() -> None:
-    records = [{"event": "step", "step": 1, "loss": 10**400, "lr": 0.5},
-               {"event": "step", "step": 10**30, "loss": 1.0},
-               {"event": "step", "step": -1, "loss": 1.0},
-               {"event": "resume", "step": 10**400}]
+    records = [
+        {"event": "step", "step": 1, "loss": 10**400, "lr": 0.5},
+        {"event": "step", "step": 10**30, "loss": 1.0},
+        {"event": "step", "step": -1, "loss": 1.0},
+        {"event": "resume", "step": 10**400},
+    ]
     assert metrics_log.curves(records) == {"lr": [(1, 0.5)]}
 
 
@@ -131,5 +137,7 @@ def test_a_line_nested_past_the_parsers_depth_is_skipped(tmp_path) -> None:
     path = tmp_path / "metrics.jsonl"
     good = '{"event": "step", "step": 1, "loss": 0.5}'
     path.write_text("\n".join([good, "[" * 100_000, '{"a": 1}, {"b": 2}', "\xff", good.replace("1,", "2,")]) + "\n")
-    assert metrics_log.read(path) == [{"event": "step", "step": 1, "loss": 0.5}, {"event": "step", "step": 2,
-                                                                                   "loss": 0.5}]
+    assert metrics_log.read(path) == [
+        {"event": "step", "step": 1, "loss": 0.5},
+        {"event": "step", "step": 2, "loss": 0.5},
+    ]

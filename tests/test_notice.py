@@ -17,10 +17,19 @@ def test_an_authentic_fresh_notice_is_taken_once():
     assert e.value.status == 409  # a replay
 
 
-@pytest.mark.parametrize("case, status", [
-    ("other job's token", 401), ("no signature", 401), ("stale", 400), ("too big", 413), ("no token here", 404),
-    ("not json", 400), ("indices", 400), ("too many", 400),
-])
+@pytest.mark.parametrize(
+    "case, status",
+    [
+        ("other job's token", 401),
+        ("no signature", 401),
+        ("stale", 400),
+        ("too big", 413),
+        ("no token here", 404),
+        ("not json", 400),
+        ("indices", 400),
+        ("too many", 400),
+    ],
+)
 def test_what_a_pod_refuses(case, status):
     body, token, signer, now = notice.encode([1], 1000.0), TOKEN, TOKEN, 1000.0
     if case == "other job's token":

@@ -62,8 +62,15 @@ def test_the_operator_tells_each_running_survivor_once(receiver):
         for signature, body in wait_for(got, 2):
             assert notice.verify(token, body, signature, time.time(), notice.ReplayGuard()) == (1, 2)
         # A Pod re-created under the same name (a new uid) is news again.
-        assert notifier.tell(("ns", "j"), "uid", ["j-1"], [pod(0), PodState(
-            name="j-1", node_rank=1, restart_count=0, phase="Failed", uid="u1-again")]) == 1
+        assert (
+            notifier.tell(
+                ("ns", "j"),
+                "uid",
+                ["j-1"],
+                [pod(0), PodState(name="j-1", node_rank=1, restart_count=0, phase="Failed", uid="u1-again")],
+            )
+            == 1
+        )
         notifier.forget(("ns", "j"))
         assert notifier.tell(("ns", "j"), "uid", ["j-2"], pods) == 2
     finally:
@@ -87,8 +94,14 @@ def test_ddpjob_run_tells_the_survivors_once(receiver):
 def test_the_token_reaches_an_elastic_jobs_trainer_only():
     def job(elastic):
         spec = {"image": "img", "nodes": 2, **({"elastic": {"minNodes": 1, "maxNodes": 2}} if elastic else {})}
-        return parse_job({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                          "metadata": {"name": "j", "namespace": "ns"}, "spec": spec})
+        return parse_job(
+            {
+                "apiVersion": "ddpjob.io/v1alpha1",
+                "kind": "DDPJob",
+                "metadata": {"name": "j", "namespace": "ns"},
+                "spec": spec,
+            }
+        )
 
     def env(p):
         return {e["name"]: e.get("value") for c in p["spec"]["containers"] for e in c.get("env", [])}
@@ -128,8 +141,13 @@ def test_the_controller_tells_the_survivors_before_it_deletes_and_gives_new_pods
 
         kube.create = create
         once(c)
-        env = {e["name"]: e.get("value") for p in created if p["kind"] == "Pod"
-               for ct in p["spec"]["containers"] for e in ct.get("env", [])}
+        env = {
+            e["name"]: e.get("value")
+            for p in created
+            if p["kind"] == "Pod"
+            for ct in p["spec"]["containers"]
+            for e in ct.get("env", [])
+        }
         assert env.get("DDPJOB_NOTICE_TOKEN") == c.notifier.token("ns", "j", "u1")
     finally:
         c.notifier.close()

@@ -1,4 +1,5 @@
 """The README's first steps and facts stay true where the code can tell."""
+
 from __future__ import annotations
 
 import pathlib
@@ -41,9 +42,19 @@ def test_the_quickstart_goes_from_a_clone_to_a_job_on_the_demo_cluster_on_the_fi
     read and deleted from a second terminal that has `ddpjob` and the venv's kubectl, and
     the clean-up. Nothing of a developer's (`make test`) on it."""
     assert len(QUICKSTART.splitlines()) <= 45, "the quickstart is the first screen"
-    steps = ["git clone", "make demo ", "make demo-cluster", "source .venv/bin/activate", "export KUBECONFIG=",
-             "ddpjob submit manifests/examples/mnist-cpu.yaml --wait", "ddpjob get", "ddpjob logs mnist-cpu",
-             "ddpjob describe mnist-cpu", "ddpjob delete mnist-cpu", "press Ctrl-C"]
+    steps = [
+        "git clone",
+        "make demo ",
+        "make demo-cluster",
+        "source .venv/bin/activate",
+        "export KUBECONFIG=",
+        "ddpjob submit manifests/examples/mnist-cpu.yaml --wait",
+        "ddpjob get",
+        "ddpjob logs mnist-cpu",
+        "ddpjob describe mnist-cpu",
+        "ddpjob delete mnist-cpu",
+        "press Ctrl-C",
+    ]
     at = [QUICKSTART.find(step) for step in steps]
     assert -1 not in at and at == sorted(at), dict(zip(steps, at))
     assert "make test" not in QUICKSTART
@@ -58,8 +69,15 @@ def test_the_readme_is_short_sentences_and_links_its_reference() -> None:
     assert len(lines) <= 220, "reference material belongs in docs/ (docs/reference.md and its neighbours)"
     prose = re.sub(r"^```.*?^```|^<!--.*?-->$", "", README, flags=re.M | re.S).splitlines()
     assert max(len(line) for line in prose if "https://" not in line) <= 100, "no table cells of 1,000 characters"
-    for doc in ("docs/reference.md", "docs/elastic-jobs.md", "docs/gang-scheduling.md", "docs/python-api.md",
-                "docs/pytorchjob.md", "docs/development.md", "docs/threat-model.md"):
+    for doc in (
+        "docs/reference.md",
+        "docs/elastic-jobs.md",
+        "docs/gang-scheduling.md",
+        "docs/python-api.md",
+        "docs/pytorchjob.md",
+        "docs/development.md",
+        "docs/threat-model.md",
+    ):
         assert f"({doc}" in README, doc
 
 
@@ -140,8 +158,11 @@ def test_the_layout_map_names_every_module() -> None:
 
 def test_the_layout_map_names_every_script_of_hack() -> None:
     row = _layout_rows()["hack/"]
-    missing = [p.name for p in sorted((ROOT / "hack").iterdir())
-               if not p.name.startswith(".") and f"`{p.name}`" not in row and f"`{p.name}/`" not in row]
+    missing = [
+        p.name
+        for p in sorted((ROOT / "hack").iterdir())
+        if not p.name.startswith(".") and f"`{p.name}`" not in row and f"`{p.name}/`" not in row
+    ]
     assert not missing, "hack/ files missing from docs/development.md's Layout map: " + ", ".join(missing)
 
 

@@ -12,6 +12,7 @@ command; `export X=<printed path>` sets X to what the cluster printed; a watch
 (`-w`) is read for a few seconds and then interrupted; a command that depends on the
 operator having acted (a Pod to delete, a job to describe) is retried for a while.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,12 +32,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 # The files whose command blocks run: the user's path, the reference it links to (moved
 # out of the README, still run), then the developer material.
-DOCUMENTS = {"README.md": README, **{doc: (ROOT / doc).read_text() for doc in (
-    "docs/reference.md", "docs/elastic-jobs.md", "docs/gang-scheduling.md", "docs/development.md")}}
+DOCUMENTS = {
+    "README.md": README,
+    **{
+        doc: (ROOT / doc).read_text()
+        for doc in ("docs/reference.md", "docs/elastic-jobs.md", "docs/gang-scheduling.md", "docs/development.md")
+    },
+}
 # `source .venv/bin/activate` puts the venv's bin first on PATH: every command here has it.
 ACTIVATE = ".venv/bin/activate"
-BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```",
-                   re.M | re.S)
+BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```", re.M | re.S)
 NEWLINE = "\n"
 COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
 WATCH_SECONDS = 8
@@ -47,9 +52,12 @@ PLACEHOLDERS = {"<printed path>": "{kubeconfig}"}
 
 def blocks() -> list[tuple[str, str | None, str]]:
     """(where, marker, body) of each command block; `where` is `file:line`."""
-    return [(f"{name}:{text.count(NEWLINE, 0, m.start()) + 1}", m.group("how"), m.group("body"))
-            for name, text in DOCUMENTS.items()
-            for m in BLOCK.finditer(text) if m.group("lang") in COMMAND_LANGUAGES]
+    return [
+        (f"{name}:{text.count(NEWLINE, 0, m.start()) + 1}", m.group("how"), m.group("body"))
+        for name, text in DOCUMENTS.items()
+        for m in BLOCK.finditer(text)
+        if m.group("lang") in COMMAND_LANGUAGES
+    ]
 
 
 def commands(body: str) -> list[str]:
@@ -70,12 +78,13 @@ def test_every_command_block_runs_or_says_why_not() -> None:
     found = blocks()
     assert len(found) >= 6, "the README's command blocks were not found"
     for line, how, body in found:
-        assert how is None or re.fullmatch(r"skip: \S.{10,}", how), \
+        assert how is None or re.fullmatch(r"skip: \S.{10,}", how), (
             f"{line}: a marker is `<!-- readme-test: skip: <why it cannot run in a test> -->` (got {how!r})"
+        )
         for command in commands(body):
-            assert command.split()[0] in ("make", "ddpjob", "kubectl", "helm", "export") \
-                or command == f"source {ACTIVATE}", \
-                f"{line}: {command!r}: teach tests/test_readme_commands.py to run it, or mark the block"
+            assert (
+                command.split()[0] in ("make", "ddpjob", "kubectl", "helm", "export") or command == f"source {ACTIVATE}"
+            ), f"{line}: {command!r}: teach tests/test_readme_commands.py to run it, or mark the block"
 
 
 def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
@@ -91,6 +100,7 @@ def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from ddpjob_devcluster.clusters.local import LocalCluster
+
     with LocalCluster(tmp_path_factory.mktemp("readme-cluster"), stop_grace=5.0) as running:
         yield running
 
@@ -110,8 +120,9 @@ def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str
     deadline = time.monotonic() + RETRY_SECONDS
     while True:
         try:
-            done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                                  timeout=WATCH_SECONDS if watch else 600)
+            done = subprocess.run(
+                argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=WATCH_SECONDS if watch else 600
+            )
         except subprocess.TimeoutExpired as exc:
             if not watch:
                 raise
@@ -141,9 +152,14 @@ def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Pat
         # not the cluster of "A first job"): a namespace of its own, the context's default.
         slug = re.sub(r"[^a-z0-9]+", "-", line.lower()).strip("-")[-40:]
         kubeconfig = str(cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{slug}", namespace=slug))
-        env = dict(os.environ, KUBECONFIG=kubeconfig, PYTHONUNBUFFERED="1",
-                   PATH=os.pathsep.join([str(ROOT / ".tools" / "bin"), os.path.dirname(sys.executable),
-                                         os.environ.get("PATH", "")]))
+        env = dict(
+            os.environ,
+            KUBECONFIG=kubeconfig,
+            PYTHONUNBUFFERED="1",
+            PATH=os.pathsep.join(
+                [str(ROOT / ".tools" / "bin"), os.path.dirname(sys.executable), os.environ.get("PATH", "")]
+            ),
+        )
         for placeholder, value in PLACEHOLDERS.items():
             body = body.replace(placeholder, shlex.quote(value.format(kubeconfig=kubeconfig)))
         for command in commands(body):

@@ -30,7 +30,8 @@ DROP = object()  # a value in job(...) that removes the key
 def job(spec: dict | None = None, metadata: dict | None = None, root: dict | None = None) -> dict:
     """A valid one-node job with the given changes; DROP removes a key."""
     body: dict[str, Any] = {
-        "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
         "metadata": {"name": "bad-job"},
         "spec": {"nodes": 1, "nprocPerNode": 1, "image": "ddpjob/trainer:0.1.0", "command": MARKER_COMMAND},
     }
@@ -53,8 +54,10 @@ def env(*entries: dict) -> dict:
 
 def raw(spec_lines: str, name_line: str = "name: bad-job") -> str:
     """YAML text of a job whose spec (or name) is written as it would be typed."""
-    return ("apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata:\n  " + name_line + "\n"
-            "spec:\n  image: ddpjob/trainer:0.1.0\n  command: [sh, -c, touch MARKER]\n" + spec_lines)
+    return (
+        "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata:\n  " + name_line + "\n"
+        "spec:\n  image: ddpjob/trainer:0.1.0\n  command: [sh, -c, touch MARKER]\n" + spec_lines
+    )
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,8 @@ BAD: list[Case] = [
     # durations a user could not mean (they overflowed the timers and wedged the job)
     Case("deadline-huge", "spec.activeDeadlineSeconds", job({"activeDeadlineSeconds": 100000000000000})),
     Case("deadline-over-a-year", "spec.activeDeadlineSeconds", job({"activeDeadlineSeconds": 31536001})),
-    Case("ttl-huge", "spec.ttlSecondsAfterFinished", job({"ttlSecondsAfterFinished": 10 ** 30})),
-    Case("backoff-huge", "spec.restartBackoffSeconds", job({"restartBackoffSeconds": 2 ** 63})),
+    Case("ttl-huge", "spec.ttlSecondsAfterFinished", job({"ttlSecondsAfterFinished": 10**30})),
+    Case("backoff-huge", "spec.restartBackoffSeconds", job({"restartBackoffSeconds": 2**63})),
     # enums
     Case("backend-unknown", "spec.backend", job({"backend": "mpi"})),
     Case("restart-policy-unknown", "spec.restartPolicy", job({"restartPolicy": "Always"})),
@@ -133,7 +136,11 @@ BAD: list[Case] = [
     # the environment
     Case("env-reserved-master-addr", "spec.env[0].name", env({"name": "MASTER_ADDR", "value": "10.0.0.1"})),
     Case("env-reserved-rank", "spec.env[0].name", env({"name": "RANK", "value": "0"})),
-    Case("env-reserved-world-size", "spec.env[1].name", env({"name": "OK", "value": "1"}, {"name": "WORLD_SIZE", "value": "8"})),
+    Case(
+        "env-reserved-world-size",
+        "spec.env[1].name",
+        env({"name": "OK", "value": "1"}, {"name": "WORLD_SIZE", "value": "8"}),
+    ),
     Case("env-reserved-backend", "spec.env[0].name", env({"name": "DDPJOB_BACKEND", "value": "nccl"})),
     Case("env-reserved-pet", "spec.env[0].name", env({"name": "PET_NNODES", "value": "2"})),
     Case("env-duplicate-name", "spec.env[1].name", env({"name": "FOO", "value": "1"}, {"name": "FOO", "value": "2"})),
@@ -154,7 +161,9 @@ BAD: list[Case] = [
     # GPUs and NCCL
     Case("nccl-without-gpus", "spec.backend", job({"backend": "nccl", "nprocPerNode": "auto"})),
     Case("nccl-without-gpus-two-procs", "spec.backend", job({"backend": "nccl", "nprocPerNode": 2})),
-    Case("nccl-more-procs-than-gpus", "spec.nprocPerNode", job({"backend": "nccl", "gpusPerNode": 2, "nprocPerNode": 4})),
+    Case(
+        "nccl-more-procs-than-gpus", "spec.nprocPerNode", job({"backend": "nccl", "gpusPerNode": 2, "nprocPerNode": 4})
+    ),
     # names: DNS-1123 labels that leave room for '-<rank>'
     Case("name-too-long-for-one-node", "metadata.name", named("a" * 62)),
     Case("name-too-long-for-ten-nodes", "metadata.name", named("a" * 62, nodes=10)),
@@ -196,7 +205,11 @@ BAD: list[Case] = [
     # checkpoint
     Case("checkpoint-both", "spec.checkpoint", job({"checkpoint": {"claimName": "c", "volume": {"emptyDir": {}}}})),
     Case("checkpoint-neither", "spec.checkpoint", job({"checkpoint": {"mountPath": "/ckpt"}})),
-    Case("checkpoint-relative-mount", "spec.checkpoint.mountPath", job({"checkpoint": {"claimName": "c", "mountPath": "ckpt"}})),
+    Case(
+        "checkpoint-relative-mount",
+        "spec.checkpoint.mountPath",
+        job({"checkpoint": {"claimName": "c", "mountPath": "ckpt"}}),
+    ),
     Case("checkpoint-empty-claim", "spec.checkpoint.claimName", job({"checkpoint": {"claimName": ""}})),
     Case("checkpoint-volume-a-string", "spec.checkpoint.volume", job({"checkpoint": {"volume": "nfs"}})),
     Case("checkpoint-a-string", "spec.checkpoint", job({"checkpoint": "/ckpt"})),
@@ -207,46 +220,94 @@ BAD: list[Case] = [
     Case("gang-unknown", "spec.scheduling.gang", job({"scheduling": {"gang": "slurm"}})),
     Case("gang-capitalised", "spec.scheduling.gang", job({"scheduling": {"gang": "Volcano"}})),
     Case("scheduling-a-string", "spec.scheduling", job({"scheduling": "volcano"})),
-    Case("scheduling-unknown-field", "spec.scheduling.minMember", job({"scheduling": {"gang": "volcano", "minMember": 1}})),
+    Case(
+        "scheduling-unknown-field",
+        "spec.scheduling.minMember",
+        job({"scheduling": {"gang": "volcano", "minMember": 1}}),
+    ),
     Case("queue-without-gang", "spec.scheduling.queue", job({"scheduling": {"queue": "team-a"}})),
     Case("queue-with-native-gang", "spec.scheduling.queue", job({"scheduling": {"gang": "kubernetes", "queue": "q"}})),
-    Case("queue-with-coscheduling", "spec.scheduling.queue", job({"scheduling": {"gang": "coscheduling", "queue": "q"}})),
+    Case(
+        "queue-with-coscheduling", "spec.scheduling.queue", job({"scheduling": {"gang": "coscheduling", "queue": "q"}})
+    ),
     Case("kueue-without-queue", "spec.scheduling.queue", job({"scheduling": {"gang": "kueue"}})),
     Case("queue-upper-case", "spec.scheduling.queue", job({"scheduling": {"gang": "volcano", "queue": "Team_A"}})),
     Case("queue-too-long", "spec.scheduling.queue", job({"scheduling": {"gang": "kueue", "queue": "q" * 64}})),
-    Case("priority-class-with-space", "spec.scheduling.priorityClassName",
-         job({"scheduling": {"priorityClassName": "high prio"}})),
-    Case("min-available-below-nodes", "spec.scheduling.minAvailable",
-         job({"nodes": 4, "scheduling": {"gang": "volcano", "minAvailable": 3}})),
-    Case("min-available-above-nodes", "spec.scheduling.minAvailable",
-         job({"nodes": 2, "scheduling": {"gang": "kubernetes", "minAvailable": 8}})),
+    Case(
+        "priority-class-with-space",
+        "spec.scheduling.priorityClassName",
+        job({"scheduling": {"priorityClassName": "high prio"}}),
+    ),
+    Case(
+        "min-available-below-nodes",
+        "spec.scheduling.minAvailable",
+        job({"nodes": 4, "scheduling": {"gang": "volcano", "minAvailable": 3}}),
+    ),
+    Case(
+        "min-available-above-nodes",
+        "spec.scheduling.minAvailable",
+        job({"nodes": 2, "scheduling": {"gang": "kubernetes", "minAvailable": 8}}),
+    ),
     Case("min-available-zero", "spec.scheduling.minAvailable", job({"scheduling": {"minAvailable": 0}})),
-    Case("min-available-too-many", "spec.scheduling.minAvailable", job({"nodes": 1024, "scheduling": {"minAvailable": 2000}})),
+    Case(
+        "min-available-too-many",
+        "spec.scheduling.minAvailable",
+        job({"nodes": 1024, "scheduling": {"minAvailable": 2000}}),
+    ),
     Case("min-available-a-string", "spec.scheduling.minAvailable", job({"scheduling": {"minAvailable": "all"}})),
-    Case("schedule-timeout-zero", "spec.scheduling.scheduleTimeoutSeconds",
-         job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 0}})),
-    Case("schedule-timeout-too-long", "spec.scheduling.scheduleTimeoutSeconds",
-         job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 86401}})),
-    Case("on-timeout-unknown", "spec.scheduling.onScheduleTimeout",
-         job({"scheduling": {"scheduleTimeoutSeconds": 60, "onScheduleTimeout": "Retry"}})),
-    Case("on-timeout-fail-without-timeout", "spec.scheduling.onScheduleTimeout",
-         job({"scheduling": {"gang": "volcano", "onScheduleTimeout": "Fail"}})),
+    Case(
+        "schedule-timeout-zero",
+        "spec.scheduling.scheduleTimeoutSeconds",
+        job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 0}}),
+    ),
+    Case(
+        "schedule-timeout-too-long",
+        "spec.scheduling.scheduleTimeoutSeconds",
+        job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 86401}}),
+    ),
+    Case(
+        "on-timeout-unknown",
+        "spec.scheduling.onScheduleTimeout",
+        job({"scheduling": {"scheduleTimeoutSeconds": 60, "onScheduleTimeout": "Retry"}}),
+    ),
+    Case(
+        "on-timeout-fail-without-timeout",
+        "spec.scheduling.onScheduleTimeout",
+        job({"scheduling": {"gang": "volcano", "onScheduleTimeout": "Fail"}}),
+    ),
     # elastic
     Case("elastic-a-number", "spec.elastic", job({"elastic": 2})),
-    Case("elastic-unknown-field", "spec.elastic.minReplicas", job({"elastic": {"minNodes": 1, "maxNodes": 2,
-                                                                               "minReplicas": 1}})),
+    Case(
+        "elastic-unknown-field",
+        "spec.elastic.minReplicas",
+        job({"elastic": {"minNodes": 1, "maxNodes": 2, "minReplicas": 1}}),
+    ),
     Case("elastic-without-min", "spec.elastic.minNodes", job({"nodes": 2, "elastic": {"maxNodes": 2}})),
     Case("elastic-without-max", "spec.elastic.maxNodes", job({"nodes": 2, "elastic": {"minNodes": 2}})),
     Case("elastic-min-zero", "spec.elastic.minNodes", job({"elastic": {"minNodes": 0, "maxNodes": 2}})),
     Case("elastic-max-too-many", "spec.elastic.maxNodes", job({"elastic": {"minNodes": 1, "maxNodes": 1025}})),
     Case("elastic-min-a-string", "spec.elastic.minNodes", job({"elastic": {"minNodes": "2", "maxNodes": 4}})),
-    Case("elastic-min-above-max", "spec.elastic.minNodes", job({"nodes": 3, "elastic": {"minNodes": 4, "maxNodes": 2}})),
+    Case(
+        "elastic-min-above-max", "spec.elastic.minNodes", job({"nodes": 3, "elastic": {"minNodes": 4, "maxNodes": 2}})
+    ),
     Case("elastic-nodes-below-min", "spec.nodes", job({"nodes": 1, "elastic": {"minNodes": 2, "maxNodes": 4}})),
     Case("elastic-nodes-above-max", "spec.nodes", job({"nodes": 5, "elastic": {"minNodes": 2, "maxNodes": 4}})),
-    Case("elastic-min-available-is-nodes", "spec.scheduling.minAvailable",
-         job({"nodes": 4, "elastic": {"minNodes": 2, "maxNodes": 4}, "scheduling": {"gang": "volcano", "minAvailable": 4}})),
-    Case("name-too-long-for-elastic-max", "metadata.name",
-         job({"nodes": 2, "elastic": {"minNodes": 1, "maxNodes": 10}}, {"name": "a" * 62})),
+    Case(
+        "elastic-min-available-is-nodes",
+        "spec.scheduling.minAvailable",
+        job(
+            {
+                "nodes": 4,
+                "elastic": {"minNodes": 2, "maxNodes": 4},
+                "scheduling": {"gang": "volcano", "minAvailable": 4},
+            }
+        ),
+    ),
+    Case(
+        "name-too-long-for-elastic-max",
+        "metadata.name",
+        job({"nodes": 2, "elastic": {"minNodes": 1, "maxNodes": 10}}, {"name": "a" * 62}),
+    ),
     # the object itself
     Case("spec-missing", "spec", job(root={"spec": DROP})),
     Case("api-version-wrong", "apiVersion", job(root={"apiVersion": "ddpjob.io/v1"})),
@@ -257,18 +318,48 @@ BAD: list[Case] = [
 GOOD: list[Case] = [
     Case("example-mnist-cpu", "", text=(EXAMPLES / "mnist-cpu.yaml").read_text()),
     Case("example-resnet-gpu", "", text=(EXAMPLES / "resnet-gpu.yaml").read_text()),
-    Case("minimal", "", {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "m"},
-                         "spec": {"image": "ddpjob/trainer:0.1.0", "command": MARKER_COMMAND}}),
-    Case("metacharacters-in-env-values-and-args", "", job({
-        "env": [{"name": n, "value": v} for n, v in [
-            ("COLON", "a: b"), ("FLOW", "{x}"), ("SQUOTE", "'quoted'"), ("DQUOTE", '"q"'),
-            ("NEWLINE", "line1\nline2"), ("HASH", "# not a comment"), ("STAR", "*"), ("ANCHOR", "&anchor"),
-            ("ALIAS", "*anchor"), ("LIST", "[1, 2]"), ("EMPTY", ""), ("DASHES", "---"), ("PIPE", "| x"),
-            ("TEMPLATE", "{{ name }}"), ("UNICODE", "naïve ✓"), ("NUMBER_TEXT", "0755"), ("YES", "yes"),
-            ("dotted.name-ok", "x"),
-        ]],
-        "args": ["a: b", "{x}", "'q'", '"q"', "# c", "*", "&a", "\n"],
-    })),
+    Case(
+        "minimal",
+        "",
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "m"},
+            "spec": {"image": "ddpjob/trainer:0.1.0", "command": MARKER_COMMAND},
+        },
+    ),
+    Case(
+        "metacharacters-in-env-values-and-args",
+        "",
+        job(
+            {
+                "env": [
+                    {"name": n, "value": v}
+                    for n, v in [
+                        ("COLON", "a: b"),
+                        ("FLOW", "{x}"),
+                        ("SQUOTE", "'quoted'"),
+                        ("DQUOTE", '"q"'),
+                        ("NEWLINE", "line1\nline2"),
+                        ("HASH", "# not a comment"),
+                        ("STAR", "*"),
+                        ("ANCHOR", "&anchor"),
+                        ("ALIAS", "*anchor"),
+                        ("LIST", "[1, 2]"),
+                        ("EMPTY", ""),
+                        ("DASHES", "---"),
+                        ("PIPE", "| x"),
+                        ("TEMPLATE", "{{ name }}"),
+                        ("UNICODE", "naïve ✓"),
+                        ("NUMBER_TEXT", "0755"),
+                        ("YES", "yes"),
+                        ("dotted.name-ok", "x"),
+                    ]
+                ],
+                "args": ["a: b", "{x}", "'q'", '"q"', "# c", "*", "&a", "\n"],
+            }
+        ),
+    ),
     Case("env-value-from", "", env({"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}})),
     Case("durations-of-a-year", "", job({"activeDeadlineSeconds": 31536000, "ttlSecondsAfterFinished": 31536000})),
     Case("name-longest-for-ten-nodes", "", named("a" * 61, nodes=10)),
@@ -282,24 +373,60 @@ GOOD: list[Case] = [
     Case("tensorboard-off-without-checkpoint", "", job({"tensorboard": False})),
     Case("stall-timeout", "", job({"stallTimeoutSeconds": 10})),
     Case("nccl-default-overridden", "", env({"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "3"})),
-    Case("every-field", "", job({
-        "nodes": 3, "nprocPerNode": 2, "backend": "gloo", "imagePullPolicy": "Always",
-        "args": ["--epochs", "1"], "workingDir": "/work", "resources": {"limits": {"cpu": 2, "memory": "1Gi"}},
-        "gpusPerNode": 0, "gpuResource": "amd.com/gpu", "port": 1, "shmSize": "1Gi", "restartPolicy": "Never",
-        "maxRestarts": 0, "restartBackoffSeconds": 0, "activeDeadlineSeconds": 1, "ttlSecondsAfterFinished": 0,
-        "stallTimeoutSeconds": 604800, "suspend": True, "template": {"spec": {"nodeSelector": {"pool": "a"}}},
-    }, {"namespace": "team-a"})),
+    Case(
+        "every-field",
+        "",
+        job(
+            {
+                "nodes": 3,
+                "nprocPerNode": 2,
+                "backend": "gloo",
+                "imagePullPolicy": "Always",
+                "args": ["--epochs", "1"],
+                "workingDir": "/work",
+                "resources": {"limits": {"cpu": 2, "memory": "1Gi"}},
+                "gpusPerNode": 0,
+                "gpuResource": "amd.com/gpu",
+                "port": 1,
+                "shmSize": "1Gi",
+                "restartPolicy": "Never",
+                "maxRestarts": 0,
+                "restartBackoffSeconds": 0,
+                "activeDeadlineSeconds": 1,
+                "ttlSecondsAfterFinished": 0,
+                "stallTimeoutSeconds": 604800,
+                "suspend": True,
+                "template": {"spec": {"nodeSelector": {"pool": "a"}}},
+            },
+            {"namespace": "team-a"},
+        ),
+    ),
     Case("gang-none-explicit", "", job({"scheduling": {"gang": "none", "priorityClassName": "batch-low"}})),
     Case("gang-kubernetes", "", job({"nodes": 4, "scheduling": {"gang": "kubernetes", "minAvailable": 4}})),
-    Case("gang-volcano-queue", "", job({"scheduling": {"gang": "volcano", "queue": "research",
-                                                       "priorityClassName": "high.priority"}})),
-    Case("gang-coscheduling-timeout", "", job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 600,
-                                                              "onScheduleTimeout": "Fail"}})),
+    Case(
+        "gang-volcano-queue",
+        "",
+        job({"scheduling": {"gang": "volcano", "queue": "research", "priorityClassName": "high.priority"}}),
+    ),
+    Case(
+        "gang-coscheduling-timeout",
+        "",
+        job({"scheduling": {"gang": "coscheduling", "scheduleTimeoutSeconds": 600, "onScheduleTimeout": "Fail"}}),
+    ),
     Case("gang-kueue", "", job({"nodes": 2, "scheduling": {"gang": "kueue", "queue": "user-queue"}})),
     Case("gang-none-with-timeout", "", job({"scheduling": {"scheduleTimeoutSeconds": 86400}})),
     Case("status-is-ignored", "", job(root={"status": {"phase": "Running"}})),
     Case("elastic", "", job({"nodes": 4, "elastic": {"minNodes": 2, "maxNodes": 6}})),
     Case("elastic-fixed-range", "", job({"nodes": 3, "elastic": {"minNodes": 3, "maxNodes": 3}})),
-    Case("elastic-gang-min", "", job({"nodes": 4, "elastic": {"minNodes": 2, "maxNodes": 4},
-                                      "scheduling": {"gang": "kubernetes", "minAvailable": 2}})),
+    Case(
+        "elastic-gang-min",
+        "",
+        job(
+            {
+                "nodes": 4,
+                "elastic": {"minNodes": 2, "maxNodes": 4},
+                "scheduling": {"gang": "kubernetes", "minAvailable": 2},
+            }
+        ),
+    ),
 ]

@@ -2,6 +2,7 @@
 schema (spec, status, and every field below them, and the object itself) carries a
 description. The one exception is `metadata`: the API server forbids anything but its
 type there, and publishes ObjectMeta's own description in its place."""
+
 from __future__ import annotations
 
 from typing import Any, Iterator
@@ -20,8 +21,11 @@ def fields(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, A
 
 def undescribed(schema: dict[str, Any]) -> list[str]:
     found = [] if schema.get("description") else ["<the object>"]
-    return found + [path for path, child in fields(schema, "ddpjob")
-                    if path != "ddpjob.metadata" and not str(child.get("description") or "").strip()]
+    return found + [
+        path
+        for path, child in fields(schema, "ddpjob")
+        if path != "ddpjob.metadata" and not str(child.get("description") or "").strip()
+    ]
 
 
 def test_every_field_of_the_crd_has_a_description() -> None:
@@ -30,8 +34,18 @@ def test_every_field_of_the_crd_has_a_description() -> None:
 
 
 def test_the_check_finds_a_field_without_one() -> None:
-    schema = {"type": "object", "description": "x", "properties": {
-        "metadata": {"type": "object"},
-        "spec": {"type": "object", "description": "s", "properties": {"args": {"type": "array", "items": {
-            "type": "object", "properties": {"name": {"type": "string"}}}}}}}}
+    schema = {
+        "type": "object",
+        "description": "x",
+        "properties": {
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "description": "s",
+                "properties": {
+                    "args": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}
+                },
+            },
+        },
+    }
     assert undescribed(schema) == ["ddpjob.spec.args", "ddpjob.spec.args[].name"]

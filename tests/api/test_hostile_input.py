@@ -1,6 +1,7 @@
 """Hostile input to `ddpjob validate`: every case exits 1 with exactly one line on stderr
 naming the field (or, for what is wrong with the file itself, the file), nothing on
 stdout, and never a traceback, a hang or unbounded memory."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,8 +20,12 @@ HEAD = "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata:\n  name: h\n"
 
 
 def job(spec: dict | None = None, metadata: dict | None = None, **root: Any) -> dict:
-    body: dict[str, Any] = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "h"},
-                            "spec": {"image": "img"}}
+    body: dict[str, Any] = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "h"},
+        "spec": {"image": "img"},
+    }
     body["metadata"].update(metadata or {})
     body["spec"].update(spec or {})
     body.update(root)
@@ -36,8 +41,8 @@ def trainer(**fields: Any) -> dict:
 
 
 BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
-
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
 
 
 def nested(levels: int) -> dict:
@@ -66,7 +71,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("spec-a-number", job() | {"spec": 2}, "spec"),
     ("nodes-a-map", job({"nodes": {"n": 2}}), "spec.nodes"),
     ("nodes-a-list", job({"nodes": [2]}), "spec.nodes"),
-    ("nodes-huge", job({"nodes": 10 ** 100}), "spec.nodes"),
+    ("nodes-huge", job({"nodes": 10**100}), "spec.nodes"),
     ("nodes-nan", HEAD + "spec:\n  image: img\n  nodes: .nan\n", "spec.nodes"),
     ("nodes-infinity", HEAD + "spec:\n  image: img\n  nodes: .inf\n", "spec.nodes"),
     ("nproc-a-map", job({"nprocPerNode": {"a": 1}}), "spec.nprocPerNode"),
@@ -86,38 +91,56 @@ CASES: list[tuple[str, Any, str]] = [
     ("env-value-from-a-list", job({"env": [{"name": "A", "valueFrom": ["secret"]}]}), "spec.env[0].valueFrom"),
     ("limits-cpu-a-map", job({"resources": {"limits": {"cpu": {"n": 1}}}}), "spec.resources.limits"),
     ("requests-a-string", job({"resources": {"requests": "cpu=1"}}), "spec.resources.requests"),
-    ("port-huge", job({"port": 10 ** 12}), "spec.port"),
+    ("port-huge", job({"port": 10**12}), "spec.port"),
     ("port-negative", job({"port": -1}), "spec.port"),
     ("port-a-string", job({"port": "http"}), "spec.port"),
     ("deadline-huge", job({"activeDeadlineSeconds": 100000000000000}), "spec.activeDeadlineSeconds"),
-    ("ttl-huge", job({"ttlSecondsAfterFinished": 10 ** 20}), "spec.ttlSecondsAfterFinished"),
-    ("backoff-huge", job({"restartBackoffSeconds": 10 ** 20}), "spec.restartBackoffSeconds"),
-    ("max-restarts-huge", job({"maxRestarts": 10 ** 9}), "spec.maxRestarts"),
+    ("ttl-huge", job({"ttlSecondsAfterFinished": 10**20}), "spec.ttlSecondsAfterFinished"),
+    ("backoff-huge", job({"restartBackoffSeconds": 10**20}), "spec.restartBackoffSeconds"),
+    ("max-restarts-huge", job({"maxRestarts": 10**9}), "spec.maxRestarts"),
     ("suspend-a-string", job({"suspend": "no"}), "spec.suspend"),
     ("checkpoint-a-string", job({"checkpoint": "pvc"}), "spec.checkpoint"),
     ("checkpoint-volume-a-list", job({"checkpoint": {"volume": ["nfs"]}}), "spec.checkpoint.volume"),
-    ("checkpoint-relative-path", job({"checkpoint": {"claimName": "c", "mountPath": "ckpt"}}),
-     "spec.checkpoint.mountPath"),
+    (
+        "checkpoint-relative-path",
+        job({"checkpoint": {"claimName": "c", "mountPath": "ckpt"}}),
+        "spec.checkpoint.mountPath",
+    ),
     # inside the template: the Kubernetes API's own types
     ("template-a-string", job({"template": "spec: {}"}), "spec.template"),
     ("template-spec-a-list", job({"template": {"spec": ["containers"]}}), "spec.template.spec"),
     ("template-containers-a-map", tmpl({"containers": {"trainer": {"image": "x"}}}), "spec.template.spec.containers"),
     ("template-env-a-string", trainer(env="FOO=1"), "spec.template.spec.containers[0].env"),
-    ("template-port-a-string", trainer(ports=[{"containerPort": "http"}]),
-     "spec.template.spec.containers[0].ports[0].containerPort"),
+    (
+        "template-port-a-string",
+        trainer(ports=[{"containerPort": "http"}]),
+        "spec.template.spec.containers[0].ports[0].containerPort",
+    ),
     ("template-node-selector-a-bool", tmpl({"nodeSelector": {"gpu": True}}), "spec.template.spec.nodeSelector.gpu"),
     ("template-tolerations-a-map", tmpl({"tolerations": {"key": "x"}}), "spec.template.spec.tolerations"),
     ("template-volume-a-string", tmpl({"volumes": ["data"]}), "spec.template.spec.volumes[0]"),
     ("template-unknown-field", tmpl({"hostNetwrok": True}), "spec.template.spec.hostNetwrok"),
     ("template-labels-a-list", job({"template": {"metadata": {"labels": ["a"]}}}), "spec.template.metadata.labels"),
-    ("template-run-as-user-a-string", tmpl({"securityContext": {"runAsUser": "root"}}),
-     "spec.template.spec.securityContext.runAsUser"),
-    ("template-limits-a-list", trainer(resources={"limits": {"memory": [1]}}),
-     "spec.template.spec.containers[0].resources.limits.memory"),
-    ("template-privileged", trainer(securityContext={"privileged": True}),
-     "spec.template.spec.containers[0].securityContext.privileged"),
-    ("template-host-path", tmpl({"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}),
-     "spec.template.spec.volumes[0].hostPath"),
+    (
+        "template-run-as-user-a-string",
+        tmpl({"securityContext": {"runAsUser": "root"}}),
+        "spec.template.spec.securityContext.runAsUser",
+    ),
+    (
+        "template-limits-a-list",
+        trainer(resources={"limits": {"memory": [1]}}),
+        "spec.template.spec.containers[0].resources.limits.memory",
+    ),
+    (
+        "template-privileged",
+        trainer(securityContext={"privileged": True}),
+        "spec.template.spec.containers[0].securityContext.privileged",
+    ),
+    (
+        "template-host-path",
+        tmpl({"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}),
+        "spec.template.spec.volumes[0].hostPath",
+    ),
     ("template-host-pid", tmpl({"hostPID": True}), "spec.template.spec.hostPID"),
     # names
     ("name-unicode", job(metadata={"name": "jöb"}), "metadata.name"),
@@ -144,8 +167,11 @@ CASES: list[tuple[str, Any, str]] = [
     ("a-100-kb-bad-value", job({"workingDir": ["x" * 100_000]}), "spec.workingDir"),
     ("a-megabyte-name", job(metadata={"name": ["x" * 900_000]}), "metadata.name"),
     ("template-nested-40-levels", job({"template": nested(40)}), "spec.template: is nested deeper than 32"),
-    ("env-value-from-nested-40-levels", job({"env": [{"name": "A", "valueFrom": nested(40)}]}),
-     "spec.env[0].valueFrom: is nested deeper than 32"),
+    (
+        "env-value-from-nested-40-levels",
+        job({"env": [{"name": "A", "valueFrom": nested(40)}]}),
+        "spec.env[0].valueFrom: is nested deeper than 32",
+    ),
     ("spec-over-100-kib", job({"args": ["x" * 1000] * 110}), "KiB of JSON; at most 100 KiB"),
 ]
 
@@ -181,8 +207,10 @@ def test_metadata_generation_is_ignored_but_must_decode_as_the_api_server_decode
     assert main(["validate", str(_write(tmp_path, job(metadata={"generation": 7})))]) == 0
     path = _write(tmp_path, job(metadata={"generation": "seven"}))
     assert main(["validate", str(path)]) == 1
-    assert capsys.readouterr().err.splitlines()[-1] == \
-        f"{path}: metadata.generation: must be an integer (int64) (got 'seven')"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == f"{path}: metadata.generation: must be an integer (int64) (got 'seven')"
+    )
 
 
 def test_a_utf8_bom_is_fine(tmp_path) -> None:
@@ -194,7 +222,8 @@ def test_a_utf8_bom_is_fine(tmp_path) -> None:
 def test_the_console_script_prints_no_traceback(case_id: str, tmp_path) -> None:
     doc, expected = next(c[1:] for c in CASES if c[0] == case_id)
     path = _write(tmp_path, doc)
-    proc = subprocess.run([sys.executable, "-m", "ddpjob.cli", "validate", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr

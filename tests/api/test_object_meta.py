@@ -1,6 +1,7 @@
 """What of `metadata` the API server cannot decode: `ddpjob validate` refuses it, naming the
 field, and the dev cluster's emulator answers it with the server's 400, from one rule
 (ddpjob/api/object_meta.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,14 @@ CASES = [
     ({"name": 5}, "metadata.name"),
     ({"namespace": 3}, "metadata.namespace"),
 ]
-DECODABLE = [{"generation": 7}, {"generation": -(1 << 63)}, {"labels": {"team": "a", "empty": None}},
-             {"annotations": {}}, {"finalizers": []}, {"uid": None}]
+DECODABLE = [
+    {"generation": 7},
+    {"generation": -(1 << 63)},
+    {"labels": {"team": "a", "empty": None}},
+    {"annotations": {}},
+    {"finalizers": []},
+    {"uid": None},
+]
 
 
 @pytest.mark.parametrize("meta, path", CASES, ids=[p for _, p in CASES])
@@ -45,5 +52,7 @@ def test_what_the_server_decodes_passes_both(meta):
 def test_the_emulator_answers_as_kube_apiserver_words_it():
     with pytest.raises(ApiError) as refused:
         decodable({"kind": "DDPJob", "metadata": {"name": "j", "generation": "abc"}})
-    assert refused.value.message == ("DDPJob cannot be handled as a DDPJob: json: cannot unmarshal string into "
-                                     "Go struct field ObjectMeta.metadata.generation of type int64")
+    assert refused.value.message == (
+        "DDPJob cannot be handled as a DDPJob: json: cannot unmarshal string into "
+        "Go struct field ObjectMeta.metadata.generation of type int64"
+    )

@@ -1,4 +1,5 @@
 """The operator's template policy: what a job's template may ask for."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,13 +8,19 @@ from ddpjob.api import template_policy as tp
 from ddpjob.cli.main import main
 
 HOSTILE = {
-    "privileged": ({"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]},
-                   "spec.template.spec.containers[0].securityContext.privileged"),
-    "hostPath": ({"volumes": [{"name": "d", "emptyDir": {}}, {"name": "h", "hostPath": {"path": "/"}}]},
-                 "spec.template.spec.volumes[1].hostPath"),
+    "privileged": (
+        {"containers": [{"name": "trainer", "securityContext": {"privileged": True}}]},
+        "spec.template.spec.containers[0].securityContext.privileged",
+    ),
+    "hostPath": (
+        {"volumes": [{"name": "d", "emptyDir": {}}, {"name": "h", "hostPath": {"path": "/"}}]},
+        "spec.template.spec.volumes[1].hostPath",
+    ),
     "hostNamespaces": ({"hostNetwork": True}, "spec.template.spec.hostNetwork"),
-    "capabilities": ({"initContainers": [{"name": "i", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]},
-                     "spec.template.spec.initContainers[0].securityContext.capabilities.add"),
+    "capabilities": (
+        {"initContainers": [{"name": "i", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]},
+        "spec.template.spec.initContainers[0].securityContext.capabilities.add",
+    ),
 }
 
 
@@ -39,8 +46,10 @@ def test_unknown_allowance_is_an_error() -> None:
 
 def test_validate_applies_the_policy(tmp_path, capsys) -> None:
     job = tmp_path / "job.yaml"
-    job.write_text("apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata: {name: j}\n"
-                   "spec:\n  image: i\n  template:\n    spec:\n      volumes: [{name: h, hostPath: {path: /data}}]\n")
+    job.write_text(
+        "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata: {name: j}\n"
+        "spec:\n  image: i\n  template:\n    spec:\n      volumes: [{name: h, hostPath: {path: /data}}]\n"
+    )
     assert main(["validate", str(job)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{job}: spec.template.spec.volumes[0].hostPath: ")

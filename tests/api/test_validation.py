@@ -90,8 +90,10 @@ def test_good_jobs_validate_and_render(case, tmp_path, capsys):
     code, out, err = ddpjob(capsys, "validate", str(path))
     assert code == 0 and out.startswith(f"{path}: DDPJob ") and "is valid" in out
     # A good job may still earn a warning (a non-launcher command with nprocPerNode > 1, or elastic).
-    assert all(line.startswith((f"{path}: warning: spec.nprocPerNode: ", f"{path}: warning: spec.elastic: "))
-               for line in err.splitlines()), err
+    assert all(
+        line.startswith((f"{path}: warning: spec.nprocPerNode: ", f"{path}: warning: spec.elastic: "))
+        for line in err.splitlines()
+    ), err
     warnings = err
     code, out, err = ddpjob(capsys, "render", str(path))
     assert (code, err) == (0, warnings)  # the same warnings, once, on stderr: stdout is the YAML
@@ -147,7 +149,7 @@ def test_an_empty_file_is_one_clear_line(command, tmp_path, capsys):
 
 YAML_ERRORS = {
     "unquoted-colon-in-name": "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata:\n  name: a: b\nspec: {image: x}\n",
-    "unclosed-quote": "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nspec:\n  image: \"x\n",
+    "unclosed-quote": 'apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nspec:\n  image: "x\n',
     "tab-indent": "spec:\n\timage: x\n",
     "undefined-alias": "metadata:\n  name: *anchor\nspec: {image: x}\n",
 }
@@ -173,6 +175,7 @@ def test_a_yaml_syntax_error_is_one_line(tmp_path, capsys):
 
 
 # --- end to end through the installed console script (a handful: each costs a process) --
+
 
 def console(*argv, cwd):
     return subprocess.run([DDPJOB, *argv], cwd=cwd, capture_output=True, text=True, timeout=60)
@@ -208,10 +211,19 @@ def test_a_null_field_takes_its_default_as_an_unset_one() -> None:
     """The API server prunes a null from a non-nullable field; a file read by `ddpjob run`
     gets the same: the default, never a None in the model."""
     fields = {"nodes": None, "port": None, "gpuResource": None, "nprocPerNode": None, "maxRestarts": None}
-    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "nulls"},
-            "spec": {"image": "trainer:1", **fields}}
+    body = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "nulls"},
+        "spec": {"image": "trainer:1", **fields},
+    }
     job = spec.parse_job(body)
     unset = spec.parse_job({**body, "spec": {"image": "trainer:1"}})
     assert (job.nodes, job.port, job.gpu_resource, job.nproc_per_node, job.max_restarts) == (
-        unset.nodes, unset.port, unset.gpu_resource, unset.nproc_per_node, unset.max_restarts)
+        unset.nodes,
+        unset.port,
+        unset.gpu_resource,
+        unset.nproc_per_node,
+        unset.max_restarts,
+    )
     assert None not in (job.nodes, job.port, job.gpu_resource, job.nproc_per_node, job.max_restarts)

@@ -1,6 +1,7 @@
 """The `ddpjob` command as a newcomer meets it: -f like kubectl, -f - for stdin, render
 -o yaml|json, --version, help with examples, shell completion, and the warning for a
 world that a non-launcher command cannot fill. In-process through `cli.main(argv)`."""
+
 from __future__ import annotations
 
 import io
@@ -31,8 +32,11 @@ def ddpjob(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("argv", [["validate", str(EXAMPLE)], ["validate", "-f", str(EXAMPLE)],
-                                  ["validate", "--filename", str(EXAMPLE)]], ids=["positional", "-f", "--filename"])
+@pytest.mark.parametrize(
+    "argv",
+    [["validate", str(EXAMPLE)], ["validate", "-f", str(EXAMPLE)], ["validate", "--filename", str(EXAMPLE)]],
+    ids=["positional", "-f", "--filename"],
+)
 def test_a_file_is_given_positionally_or_with_f(capsys, argv):
     code, out, err = ddpjob(capsys, *argv)
     assert (code, err) == (0, "")
@@ -57,10 +61,13 @@ def test_bad_input_on_stdin_names_the_field(capsys, monkeypatch):
     assert code == 1 and out == "" and err == "-: spec.nodes: must be >= 1 (got 0)\n"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["validate"], "a DDPJob file is required (FILE, -f FILE, or -f - for standard input)"),
-    (["run", "a.yaml", "-f", "b.yaml"], "two files given (a.yaml and -f b.yaml); give one"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["validate"], "a DDPJob file is required (FILE, -f FILE, or -f - for standard input)"),
+        (["run", "a.yaml", "-f", "b.yaml"], "two files given (a.yaml and -f b.yaml); give one"),
+    ],
+)
 def test_a_missing_or_doubled_file_is_a_usage_error(capsys, argv, message):
     code, out, err = ddpjob(capsys, *argv)
     assert code == 2 and out == "" and message in err and "Traceback" not in err
@@ -99,38 +106,82 @@ def test_the_top_level_examples_parse_and_show_the_cluster_commands():
     import shlex
 
     from ddpjob.cli.main import EXAMPLES, build_parser
+
     lines = [re.split(r"\s{2,}", line.strip())[0] for line in EXAMPLES.splitlines() if line.startswith("  ddpjob ")]
-    assert {shlex.split(line)[1] for line in lines} >= {"validate", "render", "run", "submit", "get", "describe",
-                                                        "wait", "logs", "delete", "operator"}
+    assert {shlex.split(line)[1] for line in lines} >= {
+        "validate",
+        "render",
+        "run",
+        "submit",
+        "get",
+        "describe",
+        "wait",
+        "logs",
+        "delete",
+        "operator",
+    }
     for line in lines:
         build_parser().parse_args(shlex.split(line)[1:])  # exits 2 on an example that no longer parses
 
 
 # ---- shell completion --------------------------------------------------------------
 
+
 def complete(line: str, shell_script: str) -> list[str]:
     """What bash offers for `line` (the cursor at its end) with the generated script."""
-    code = ('source /dev/stdin <<< "$SCRIPT"; read -ra COMP_WORDS <<< "$LINE"; '
-            '[[ "$LINE" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); '
-            '_ddpjob; printf "%s\\n" "${COMPREPLY[@]}"')
-    done = subprocess.run(["bash", "-c", code], env={"SCRIPT": shell_script, "LINE": line, "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=30)
+    code = (
+        'source /dev/stdin <<< "$SCRIPT"; read -ra COMP_WORDS <<< "$LINE"; '
+        '[[ "$LINE" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); '
+        '_ddpjob; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", code],
+        env={"SCRIPT": shell_script, "LINE": line, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     return [w for w in done.stdout.splitlines() if w]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
-@pytest.mark.parametrize("line, offered", [
-    ("ddpjob re", ["render", "resume"]),
-    ("ddpjob ", ["validate", "render", "run", "operator", "version", "completion", "submit", "get", "describe",
-                 "wait", "logs", "delete", "suspend", "resume", "tensorboard", "convert", "plot",
-                 "-h", "--help", "--version"]),
-    ("ddpjob render -o ", ["yaml", "json"]),
-    ("ddpjob render --out", ["--output"]),
-    ("ddpjob run --f", ["--filename", "--fresh"]),
-    ("ddpjob completion ", ["bash", "zsh"]),
-    ("ddpjob validate -f ", []),  # a file name: bash's own completion (-o default)
-])
+@pytest.mark.parametrize(
+    "line, offered",
+    [
+        ("ddpjob re", ["render", "resume"]),
+        (
+            "ddpjob ",
+            [
+                "validate",
+                "render",
+                "run",
+                "operator",
+                "version",
+                "completion",
+                "submit",
+                "get",
+                "describe",
+                "wait",
+                "logs",
+                "delete",
+                "suspend",
+                "resume",
+                "tensorboard",
+                "convert",
+                "plot",
+                "-h",
+                "--help",
+                "--version",
+            ],
+        ),
+        ("ddpjob render -o ", ["yaml", "json"]),
+        ("ddpjob render --out", ["--output"]),
+        ("ddpjob run --f", ["--filename", "--fresh"]),
+        ("ddpjob completion ", ["bash", "zsh"]),
+        ("ddpjob validate -f ", []),  # a file name: bash's own completion (-o default)
+    ],
+)
 def test_bash_completion_offers_subcommands_options_and_choices(capsys, line, offered):
     code, text, _ = ddpjob(capsys, "completion", "bash")
     assert code == 0 and "complete -o default -F _ddpjob ddpjob" in text
@@ -151,6 +202,7 @@ def test_completion_follows_the_parser(capsys):
 
 # ---- nprocPerNode > 1 needs a launcher -----------------------------------------------
 
+
 def job(command, args=(), nproc=2):
     spec = {"nodes": 2, "nprocPerNode": nproc, "image": "x"}
     if command is not None:
@@ -160,14 +212,17 @@ def job(command, args=(), nproc=2):
     return parse_job({"metadata": {"name": "j"}, "spec": spec})
 
 
-@pytest.mark.parametrize("command, args", [
-    (None, ()),  # the image's entrypoint, ddpjob-launch
-    (["ddpjob-launch"], ["ddpjob-train"]),
-    (["torchrun", "train.py"], ()),
-    (["/opt/venv/bin/torchrun"], ["train.py"]),
-    (["python", "-m", "torch.distributed.run", "train.py"], ()),
-    (["sh", "-c", "exec torchrun --nproc-per-node 2 train.py"], ()),
-])
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        (None, ()),  # the image's entrypoint, ddpjob-launch
+        (["ddpjob-launch"], ["ddpjob-train"]),
+        (["torchrun", "train.py"], ()),
+        (["/opt/venv/bin/torchrun"], ["train.py"]),
+        (["python", "-m", "torch.distributed.run", "train.py"], ()),
+        (["sh", "-c", "exec torchrun --nproc-per-node 2 train.py"], ()),
+    ],
+)
 def test_launchers_need_no_warning(command, args):
     assert world_warning(job(command, args)) is None
 
@@ -179,8 +234,15 @@ def test_a_plain_script_with_several_processes_per_node_is_warned_about(capsys, 
     assert "WORLD_SIZE=4 and no RANK" in message
     assert not names_a_launcher(["python", "train.py", "--torchrun-ish"])
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump({"kind": "DDPJob", "metadata": {"name": "j"},
-                                    "spec": {"nprocPerNode": 2, "image": "x", "command": ["python", "train.py"]}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "kind": "DDPJob",
+                "metadata": {"name": "j"},
+                "spec": {"nprocPerNode": 2, "image": "x", "command": ["python", "train.py"]},
+            }
+        )
+    )
     code, out, err = ddpjob(capsys, "validate", "-f", str(path))
     assert code == 0 and "is valid" in out  # a warning, not a refusal: the program may spawn its workers itself
     assert err == f"{path}: warning: {message.replace('WORLD_SIZE=4', 'WORLD_SIZE=2')}\n"
@@ -188,9 +250,19 @@ def test_a_plain_script_with_several_processes_per_node_is_warned_about(capsys, 
 
 def test_an_elastic_job_without_a_launcher_is_warned_about():
     def elastic(command):
-        return parse_job({"metadata": {"name": "j"}, "spec": {"nodes": 2, "nprocPerNode": 1, "image": "x",
-                                                              "command": command,
-                                                              "elastic": {"minNodes": 1, "maxNodes": 2}}})
+        return parse_job(
+            {
+                "metadata": {"name": "j"},
+                "spec": {
+                    "nodes": 2,
+                    "nprocPerNode": 1,
+                    "image": "x",
+                    "command": command,
+                    "elastic": {"minNodes": 1, "maxNodes": 2},
+                },
+            }
+        )
+
     assert world_warning(elastic(["python", "train.py"])).startswith("spec.elastic: spec.command 'python' is not")
     assert world_warning(elastic(["torchrun", "train.py"])) is None
 
@@ -198,14 +270,18 @@ def test_an_elastic_job_without_a_launcher_is_warned_about():
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_a_misspelt_launcher_is_said_as_a_typo_not_as_a_world_it_cannot_fill(nproc):
     message = world_warning(job(["ddpjob-lanch"], nproc=nproc))
-    assert message == ("spec.command: 'ddpjob-lanch' is no command ddpjob knows; did you mean 'ddpjob-launch'? "
-                       "(a command the image does not have cannot start)")
+    assert message == (
+        "spec.command: 'ddpjob-lanch' is no command ddpjob knows; did you mean 'ddpjob-launch'? "
+        "(a command the image does not have cannot start)"
+    )
     assert world_warning(job(["/opt/bin/torchrn", "train.py"])).startswith("spec.command: '/opt/bin/torchrn' is no")
     assert "did you mean" not in world_warning(job(["python", "train.py"]))
 
 
-GLOO_NOTICE = ("notice: spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s), and nccl needs one "
-               "GPU per process (for nccl, set nprocPerNode to at most 1)")
+GLOO_NOTICE = (
+    "notice: spec.backend: auto chose gloo: 2 processes per node share 1 GPU(s), and nccl needs one "
+    "GPU per process (for nccl, set nprocPerNode to at most 1)"
+)
 
 
 def gpu_job(tmp_path: Path, **spec) -> Path:
@@ -237,6 +313,7 @@ def test_no_notice_when_gloo_is_no_fallback(spec, tmp_path, capsys):
 
 def test_the_readme_says_when_backend_auto_gives_a_notice_and_who_says_it():
     from ddpjob.api import backend
+
     reference = (ROOT / "docs" / "reference.md").read_text()  # the README's field table, moved there
     row = next(line for line in reference.splitlines() if line.startswith("| `backend` |"))
     for who in ("`ddpjob validate`", "`render`", "`run`", f"`{backend.NOTICE_REASON}`", "trainer"):

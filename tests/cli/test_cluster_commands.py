@@ -1,5 +1,6 @@
 """`ddpjob submit|get|describe|wait|delete|suspend|resume` against the API emulator
 (in-process `main()`, the user's kubeconfig via KUBECONFIG), and their one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,12 @@ from tests.conftest import project_crd
 pytestmark = pytest.mark.timeout(60)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = project_crd()
-JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "hello"},
-       "spec": {"nodes": 2, "image": "ddpjob/trainer:test"}}
+JOB = {
+    "apiVersion": "ddpjob.io/v1alpha1",
+    "kind": "DDPJob",
+    "metadata": {"name": "hello"},
+    "spec": {"nodes": 2, "image": "ddpjob/trainer:test"},
+}
 
 
 @pytest.fixture
@@ -87,8 +92,14 @@ def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) 
     assert lines[1].split()[0] == "hello" and len(lines[1].split()) == 2 and "<none>" not in out  # NAME, AGE
     # A failed job's long message is cut in the table, whole with -o wide.
     message = "Pod hello-1 failed (exit code 1, Error): " + "RuntimeError: x " * 20 + "; maxRestarts=3 reached"
-    with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
-                         "application/merge-patch+json", {"status": {"phase": "Failed", "message": message}})
+    with_crd.store.patch(
+        kmock.resource("ddpjob.io/v1alpha1/ddpjobs"),
+        "team-a",
+        "hello",
+        "status",
+        "application/merge-patch+json",
+        {"status": {"phase": "Failed", "message": message}},
+    )
     row = ddpjob(capsys, "get")[1].splitlines()[1]
     assert message[:77] + "..." in row and message not in row
     assert message in ddpjob(capsys, "get", "-o", "wide")[1]
@@ -104,8 +115,9 @@ def test_wait_exit_codes(capsys, with_crd, kubeconfig, tmp_path) -> None:
     custom = kubernetes.client.CustomObjectsApi(api)
     code, _, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=0.3s")
     assert code == 2 and "timed out" in err
-    custom.patch_namespaced_custom_object_status("ddpjob.io", "v1alpha1", "team-a", "ddpjobs", "hello",
-                                                 {"status": {"phase": "Failed"}})
+    custom.patch_namespaced_custom_object_status(
+        "ddpjob.io", "v1alpha1", "team-a", "ddpjobs", "hello", {"status": {"phase": "Failed"}}
+    )
     assert ddpjob(capsys, "wait", "hello", "--for=Failed")[0] == 0
     assert ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")[0] == 1  # ended otherwise
 
@@ -183,9 +195,16 @@ def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monke
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-HOSTILE = {"checkpoint": {"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"},
-           "template": {"spec": {"securityContext": {"runAsUser": 0, "runAsNonRoot": False},
-                                 "nodeName": "node-1", "tolerations": [{"operator": "Exists"}]}}}
+HOSTILE = {
+    "checkpoint": {"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"},
+    "template": {
+        "spec": {
+            "securityContext": {"runAsUser": 0, "runAsNonRoot": False},
+            "nodeName": "node-1",
+            "tolerations": [{"operator": "Exists"}],
+        }
+    },
+}
 
 
 def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_field(capsys, with_crd, tmp_path) -> None:
@@ -193,11 +212,14 @@ def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_fiel
     code, out, err = ddpjob(capsys, "validate", "-f", only)
     assert code != 0 and err.strip().splitlines() == [
         f"{only}: spec.checkpoint.volume.hostPath: a hostPath volume is refused by the operator's template policy "
-        "(an admin can allow it: templatePolicy.allow: [hostPath])"]
+        "(an admin can allow it: templatePolicy.allow: [hostPath])"
+    ]
     path = job_file(tmp_path, **HOSTILE)
     code, out, err = ddpjob(capsys, "validate", "-f", path)
     lines = err.strip().splitlines()
-    assert code != 0 and out == "" and f"{path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused" in lines[0]
+    assert (
+        code != 0 and out == "" and f"{path}: spec.checkpoint.volume.hostPath: a hostPath volume is refused" in lines[0]
+    )
     assert any("spec.template.spec.nodeName" in line for line in lines)
     assert any("spec.template.spec.tolerations[0]" in line for line in lines)
     code, out, err = ddpjob(capsys, "submit", path)
@@ -212,10 +234,20 @@ def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_fiel
 
 def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, tmp_path) -> None:
     assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
-    with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
-                         "application/merge-patch+json", {"status": {
-                             "phase": "Failed", "message": "node 1 exited with code 2\x1b[2J",
-                             "lastFailure": {"reason": "Error", "pod": "hello-1"}}})
+    with_crd.store.patch(
+        kmock.resource("ddpjob.io/v1alpha1/ddpjobs"),
+        "team-a",
+        "hello",
+        "status",
+        "application/merge-patch+json",
+        {
+            "status": {
+                "phase": "Failed",
+                "message": "node 1 exited with code 2\x1b[2J",
+                "lastFailure": {"reason": "Error", "pod": "hello-1"},
+            }
+        },
+    )
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")
     assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Failed", "--timeout=5s")
@@ -244,14 +276,23 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
         transcript.append(f"$ ddpjob wait hello {' '.join(argv)}\n{out}{err}[exit {code}]")
 
     def status(**fields: Any) -> None:
-        with_crd.store.patch(kmock.resource("ddpjob.io/v1alpha1/ddpjobs"), "team-a", "hello", "status",
-                             "application/merge-patch+json", {"status": fields})
+        with_crd.store.patch(
+            kmock.resource("ddpjob.io/v1alpha1/ddpjobs"),
+            "team-a",
+            "hello",
+            "status",
+            "application/merge-patch+json",
+            {"status": fields},
+        )
 
     wait("--for=Running", "--timeout=0.2s")
     status(phase="Running", message="2/2 nodes running")
     wait("--for=Running")
-    status(phase="Failed", message="Pod hello-1 failed (exit code 2, Error); maxRestarts=3 reached",
-           lastFailure={"reason": "Error", "pod": "hello-1", "exitCode": 2})
+    status(
+        phase="Failed",
+        message="Pod hello-1 failed (exit code 2, Error); maxRestarts=3 reached",
+        lastFailure={"reason": "Error", "pod": "hello-1", "exitCode": 2},
+    )
     wait("--for=Succeeded", "--timeout=5s")
     wait("--for=Failed")
     status(phase="Succeeded", message="every node finished", lastFailure=None)
@@ -266,26 +307,39 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
 
 def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, with_crd, tmp_path, monkeypatch) -> None:
     from ddpjob.cli import job_phase
-    statuses = iter([{}, {}, {"phase": "Pending", "message": "creating 2 Pod(s)"},
-                     {"phase": "Pending", "restarts": 0, "message": "0/2 nodes running"},
-                     {"phase": "Running", "restarts": 0, "message": "all 2 nodes running (2 processes)"},
-                     {"phase": "Succeeded", "restarts": 0, "message": "all 2 nodes finished successfully"}])
+
+    statuses = iter(
+        [
+            {},
+            {},
+            {"phase": "Pending", "message": "creating 2 Pod(s)"},
+            {"phase": "Pending", "restarts": 0, "message": "0/2 nodes running"},
+            {"phase": "Running", "restarts": 0, "message": "all 2 nodes running (2 processes)"},
+            {"phase": "Succeeded", "restarts": 0, "message": "all 2 nodes finished successfully"},
+        ]
+    )
     real_get = job_phase.get_job
     monkeypatch.setattr(job_phase, "get_job", lambda conn, name: {**real_get(conn, name), "status": next(statuses)})
     monkeypatch.setattr(job_phase.time, "sleep", lambda seconds: None)
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path), "--wait")
     assert (code, err) == (0, "")
-    assert out.splitlines() == ["ddpjob.ddpjob.io/hello", "hello: Pending: creating 2 Pod(s)",
-                                "hello: Running: all 2 nodes running (2 processes)",
-                                "hello: Succeeded: all 2 nodes finished successfully"]
+    assert out.splitlines() == [
+        "ddpjob.ddpjob.io/hello",
+        "hello: Pending: creating 2 Pod(s)",
+        "hello: Running: all 2 nodes running (2 processes)",
+        "hello: Succeeded: all 2 nodes finished successfully",
+    ]
 
 
 def test_submit_wait_says_once_when_no_operator_writes_a_status(capsys, with_crd, tmp_path, monkeypatch) -> None:
     from ddpjob.cli import job_phase
+
     clock = [0.0]
     monkeypatch.setattr(job_phase.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(job_phase.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + max(seconds, 0.1)))
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path), "--wait", "--timeout=30s")
     assert code == 2 and "timed out waiting for hello (phase Pending)" in err
-    assert out.splitlines() == ["ddpjob.ddpjob.io/hello", f"hello: no status after {job_phase.NO_STATUS_SAY_AFTER:.0f}s: "
-                                "is the ddpjob operator running on this cluster?"]
+    assert out.splitlines() == [
+        "ddpjob.ddpjob.io/hello",
+        f"hello: no status after {job_phase.NO_STATUS_SAY_AFTER:.0f}s: is the ddpjob operator running on this cluster?",
+    ]

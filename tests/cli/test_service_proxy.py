@@ -1,6 +1,7 @@
 """`ddpjob tensorboard --via proxy`'s loopback server (cli/service_proxy.py) against a
 stand-in API server: each local path goes to the one Service's proxy path with the
 user's credentials, and no path leaves it."""
+
 from __future__ import annotations
 
 import http.server
@@ -58,8 +59,9 @@ def api_server() -> Iterator[tuple[str, list[tuple[str, str, str | None]]]]:
 
 def test_requests_go_through_the_api_server_with_the_users_credentials(api_server) -> None:
     url, seen = api_server
-    config = kubernetes.client.Configuration(host=url, api_key={"authorization": "s3cret"},
-                                             api_key_prefix={"authorization": "Bearer"})
+    config = kubernetes.client.Configuration(
+        host=url, api_key={"authorization": "s3cret"}, api_key_prefix={"authorization": "Bearer"}
+    )
     conn = Connection(kubernetes.client.ApiClient(config), "team-a", url)
     proxy = ServiceProxy(conn, "board-tensorboard", 6006).start()
     try:
@@ -108,8 +110,9 @@ def test_stop_does_not_wait_for_an_answer_that_stalls() -> None:
     conn = Connection(kubernetes.client.ApiClient(kubernetes.client.Configuration(host=url)), "team-a", url)
     proxy = ServiceProxy(conn, "board-tensorboard", 6006).start()
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(urllib.request.urlopen(proxy.url, timeout=55).read()),
-                              daemon=True)
+    reader = threading.Thread(
+        target=lambda: got.append(urllib.request.urlopen(proxy.url, timeout=55).read()), daemon=True
+    )
     try:
         reader.start()
         assert streaming.wait(20), "the stand-in API server never got the request"

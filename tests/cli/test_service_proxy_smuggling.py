@@ -3,6 +3,7 @@ raw requests on its port, against a stand-in API server that frames requests as
 kube-apiserver's Go net/http does (chunked wins over Content-Length, connections kept
 alive) and records every request it parses. Whatever a client sends, the API server gets
 the one request it was given, on a connection of its own, or nothing."""
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,11 @@ def api_server() -> Iterator[GoLikeApiServer]:
                 method, path, headers, body = request
                 server_state.seen.append(Seen(method, path, headers, body, number))
                 answer = json.dumps({"answering": f"{method} {path}"}).encode()
-                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 + f"Content-Length: {len(answer)}\r\n\r\n".encode() + answer)
+                self.wfile.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(answer)}\r\n\r\n".encode()
+                    + answer
+                )
                 self.wfile.flush()
                 if headers.get("connection", "").lower() == "close":
                     return
@@ -100,8 +104,9 @@ def api_server() -> Iterator[GoLikeApiServer]:
 
 @pytest.fixture
 def proxy(api_server: GoLikeApiServer) -> Iterator[service_proxy.ServiceProxy]:
-    config = kubernetes.client.Configuration(host=api_server.url, api_key={"authorization": "s3cret"},
-                                             api_key_prefix={"authorization": "Bearer"})
+    config = kubernetes.client.Configuration(
+        host=api_server.url, api_key={"authorization": "s3cret"}, api_key_prefix={"authorization": "Bearer"}
+    )
     conn = Connection(kubernetes.client.ApiClient(config), "team-a", api_server.url)
     started = service_proxy.ServiceProxy(conn, "board-tensorboard", 6006).start()
     yield started
@@ -131,8 +136,10 @@ def get(proxy: service_proxy.ServiceProxy, path: str = "/data/runs") -> tuple[in
 
 
 def test_a_smuggled_request_never_reaches_the_api_server(proxy, api_server) -> None:
-    smuggling = (f"POST /data/plugin/timeseries/timeSeries HTTP/1.1\r\nHost: {host_of(proxy)}\r\n"
-                 f"Content-Length: {len(SMUGGLED)}\r\nTransfer-Encoding: chunked\r\n\r\n").encode() + SMUGGLED
+    smuggling = (
+        f"POST /data/plugin/timeseries/timeSeries HTTP/1.1\r\nHost: {host_of(proxy)}\r\n"
+        f"Content-Length: {len(SMUGGLED)}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode() + SMUGGLED
     refused = send(proxy, smuggling)
     # The next requests get their own answers, not the smuggled request's.
     answers = [get(proxy) for _ in range(3)]
@@ -145,9 +152,15 @@ def test_a_smuggled_request_never_reaches_the_api_server(proxy, api_server) -> N
 
 def test_each_request_has_an_upstream_connection_of_its_own(proxy, api_server) -> None:
     form = b"requests=%5B%7B%22plugin%22%3A%22scalars%22%2C%22tag%22%3A%22train%2Floss%22%7D%5D"
-    status, body = send(proxy, (f"POST /data/plugin/timeseries/timeSeries HTTP/1.1\r\nHost: {host_of(proxy)}\r\n"
-                                "Content-Type: application/x-www-form-urlencoded\r\nX-XSRF-Protected: 1\r\n"
-                                f"Content-Length: {len(form)}\r\nConnection: keep-alive\r\n\r\n").encode() + form)
+    status, body = send(
+        proxy,
+        (
+            f"POST /data/plugin/timeseries/timeSeries HTTP/1.1\r\nHost: {host_of(proxy)}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\nX-XSRF-Protected: 1\r\n"
+            f"Content-Length: {len(form)}\r\nConnection: keep-alive\r\n\r\n"
+        ).encode()
+        + form,
+    )
     assert status == 200, body
     assert get(proxy)[0] == get(proxy)[0] == 200
     posted = api_server.seen[0]
@@ -160,14 +173,26 @@ def test_each_request_has_an_upstream_connection_of_its_own(proxy, api_server) -
 
 
 def test_a_second_request_in_the_clients_connection_is_not_read(proxy, api_server) -> None:
-    pipelined = (f"GET /data/runs HTTP/1.1\r\nHost: {host_of(proxy)}\r\n\r\n"
-                 f"GET /data/other HTTP/1.1\r\nHost: {host_of(proxy)}\r\n\r\n").encode()
+    pipelined = (
+        f"GET /data/runs HTTP/1.1\r\nHost: {host_of(proxy)}\r\n\r\n"
+        f"GET /data/other HTTP/1.1\r\nHost: {host_of(proxy)}\r\n\r\n"
+    ).encode()
     assert send(proxy, pipelined)[0] == 200
     assert [s.path for s in api_server.seen] == [PREFIX + "/data/runs"]
 
 
-@pytest.mark.parametrize("host", ["evil.example:{port}", "rebind.attacker.test:{port}", "127.0.0.1:1",
-                                  "localhost.:{port}", "127.0.0.1:{port}@evil.example", "[::1]:{port}", ""])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example:{port}",
+        "rebind.attacker.test:{port}",
+        "127.0.0.1:1",
+        "localhost.:{port}",
+        "127.0.0.1:{port}@evil.example",
+        "[::1]:{port}",
+        "",
+    ],
+)
 def test_a_host_other_than_this_servers_is_refused(proxy, api_server, host: str) -> None:
     header = f"Host: {host.format(port=proxy.httpd.server_address[1])}\r\n" if host else ""
     status, body = send(proxy, f"GET /data/runs HTTP/1.1\r\n{header}\r\n".encode())
@@ -194,14 +219,17 @@ def test_only_tensorboards_methods_are_sent_on(proxy, api_server, method: str) -
     assert api_server.seen == []
 
 
-@pytest.mark.parametrize("headers", [
-    "Content-Length: {too_big}\r\n",  # more than a time-series query ever is
-    "Content-Length: 5\r\nContent-Length: 7\r\n",
-    "Content-Length: -1\r\n",
-    "Content-Length: 0x10\r\n",
-    "Transfer-Encoding: chunked\r\n",
-    "Transfer-Encoding: identity\r\nContent-Length: 5\r\n",
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Content-Length: {too_big}\r\n",  # more than a time-series query ever is
+        "Content-Length: 5\r\nContent-Length: 7\r\n",
+        "Content-Length: -1\r\n",
+        "Content-Length: 0x10\r\n",
+        "Transfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: identity\r\nContent-Length: 5\r\n",
+    ],
+)
 def test_bodies_framed_otherwise_than_by_one_bounded_length_are_refused(proxy, api_server, headers: str) -> None:
     framing = headers.format(too_big=service_proxy.MAX_BODY + 1)
     raw = f"POST /data/x HTTP/1.1\r\nHost: {host_of(proxy)}\r\n{framing}\r\n0\r\n\r\n".encode()
@@ -215,9 +243,11 @@ def test_a_get_with_a_body_is_refused(proxy, api_server) -> None:
 
 
 def test_only_tensorboards_headers_are_sent_on(proxy, api_server) -> None:
-    raw = (f"GET /data/runs HTTP/1.1\r\nHost: {host_of(proxy)}\r\nAccept: application/json\r\n"
-           "Authorization: Bearer theirs\r\nCookie: a=b\r\nX-Forwarded-For: 10.0.0.1\r\nUpgrade: h2c\r\n"
-           "Impersonate-User: system:admin\r\nX-Remote-User: admin\r\n\r\n").encode()
+    raw = (
+        f"GET /data/runs HTTP/1.1\r\nHost: {host_of(proxy)}\r\nAccept: application/json\r\n"
+        "Authorization: Bearer theirs\r\nCookie: a=b\r\nX-Forwarded-For: 10.0.0.1\r\nUpgrade: h2c\r\n"
+        "Impersonate-User: system:admin\r\nX-Remote-User: admin\r\n\r\n"
+    ).encode()
     assert send(proxy, raw)[0] == 200
     (seen,) = api_server.seen
     assert seen.headers["accept"] == "application/json" and seen.headers["authorization"] == "Bearer s3cret"

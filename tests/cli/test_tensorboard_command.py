@@ -4,6 +4,7 @@ kubectl listens on and opens it when asked; and says in one line why it cannot.
 
 kubectl is a stand-in on PATH here (the emulator serves no port-forward, and neither does
 the process kubelet: docs/divergences.md); it prints what the real one prints."""
+
 from __future__ import annotations
 
 import contextlib
@@ -54,8 +55,9 @@ BOARD = {"tensorboard": {"url": "http://hello-tensorboard.team-a.svc:6006/", "se
 ON = {"tensorboard": True, "checkpoint": {"claimName": "ckpt"}}
 
 
-def test_it_forwards_to_the_service_prints_the_url_and_opens_it(capsys, with_crd, kubeconfig, tmp_path,
-                                                                 monkeypatch) -> None:
+def test_it_forwards_to_the_service_prints_the_url_and_opens_it(
+    capsys, with_crd, kubeconfig, tmp_path, monkeypatch
+) -> None:
     make_job(kubeconfig, BOARD, **ON)
     record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
     browser = FakeBrowser("firefox")
@@ -79,13 +81,18 @@ def test_a_port_and_a_kubeconfig_are_passed_on(capsys, with_crd, kubeconfig, tmp
     assert "6006:6006" in argv and argv[argv.index("--kubeconfig") + 1] == str(kubeconfig)
 
 
-@pytest.mark.parametrize("spec, status, said", [
-    ({}, None, "has no TensorBoard: set spec.tensorboard: true"),
-    (ON, {"tensorboard": {"message": "Deployment hello-tensorboard: forbidden"}}, "could not make"),
-    (ON, None, "is not made yet"),
-], ids=["off", "refused", "not-yet"])
-def test_why_there_is_nothing_to_open_is_one_line(capsys, with_crd, kubeconfig, tmp_path, monkeypatch,
-                                                  spec, status, said) -> None:
+@pytest.mark.parametrize(
+    "spec, status, said",
+    [
+        ({}, None, "has no TensorBoard: set spec.tensorboard: true"),
+        (ON, {"tensorboard": {"message": "Deployment hello-tensorboard: forbidden"}}, "could not make"),
+        (ON, None, "is not made yet"),
+    ],
+    ids=["off", "refused", "not-yet"],
+)
+def test_why_there_is_nothing_to_open_is_one_line(
+    capsys, with_crd, kubeconfig, tmp_path, monkeypatch, spec, status, said
+) -> None:
     make_job(kubeconfig, status, **spec)
     record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:1 -> 6006")
     code, out, err = ddpjob(capsys, "tensorboard", "hello")
@@ -125,8 +132,12 @@ def test_describe_says_where_the_tensorboard_answers() -> None:
 
     from ddpjob.cli.describe import describe
 
-    job = {**JOB, "metadata": {"name": "hello", "namespace": "team-a"}, "spec": {**JOB["spec"], **ON},
-           "status": {"phase": "Running", **BOARD}}
+    job = {
+        **JOB,
+        "metadata": {"name": "hello", "namespace": "team-a"},
+        "spec": {**JOB["spec"], **ON},
+        "status": {"phase": "Running", **BOARD},
+    }
     text = describe(job, [], [], datetime.now(UTC))
     lines = text.splitlines()
     at = lines.index("TensorBoard:")
@@ -138,36 +149,45 @@ def test_describe_says_where_the_tensorboard_answers() -> None:
 
 
 def test_where_the_node_serves_no_port_forward_it_goes_through_the_api_servers_proxy(
-        capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
+    capsys, with_crd, kubeconfig, tmp_path, monkeypatch
+) -> None:
     """The development cluster's process kubelet serves no port-forward (docs/divergences.md,
     K9): kubectl says so, and `--via auto` tries the service proxy, which the emulator does
     not serve (the real one is tests/devcluster/demo/test_demo_tensorboard.py)."""
     make_job(kubeconfig, BOARD, **ON)
-    fake_kubectl(tmp_path, monkeypatch, "error: error upgrading connection: unable to upgrade connection: 404",
-                 code=1)
+    fake_kubectl(tmp_path, monkeypatch, "error: error upgrading connection: unable to upgrade connection: 404", code=1)
     monkeypatch.setattr("ddpjob.cli.tensorboard.ANSWER_TIMEOUT", 0.0)
     code, out, err = ddpjob(capsys, "tensorboard", "hello")
     assert len(err.strip().splitlines()) == 2, err
     first, second = err.strip().splitlines()
-    assert first == ("kubectl port-forward was refused (error upgrading connection: unable to upgrade "
-                     "connection: 404); going through the API server's service proxy instead")
+    assert first == (
+        "kubectl port-forward was refused (error upgrading connection: unable to upgrade "
+        "connection: 404); going through the API server's service proxy instead"
+    )
     assert code == 1 and out == ""
     assert second.startswith("error: TensorBoard did not answer through the API server in 0s: 404"), second
     # Asked for, port-forward alone: kubectl's words, no second try.
     code, _, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
     assert code == 1 and err.strip().splitlines() == [
-        "error: kubectl port-forward ended: error upgrading connection: unable to upgrade connection: 404"]
+        "error: kubectl port-forward ended: error upgrading connection: unable to upgrade connection: 404"
+    ]
 
 
 def test_the_api_servers_html_error_page_is_not_shown(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
     """What kubectl prints where the API server cannot upgrade the connection to the node:
     its words, then the API server's HTML page, which a one-line message leaves out."""
     make_job(kubeconfig, BOARD, **ON)
-    fake_kubectl(tmp_path, monkeypatch, "error: error upgrading connection: unable to upgrade connection: "
-                 "<!DOCTYPE HTML PUBLIC><html><head><title>404</title></head><body>\x1b[2J</body></html>", code=1)
+    fake_kubectl(
+        tmp_path,
+        monkeypatch,
+        "error: error upgrading connection: unable to upgrade connection: "
+        "<!DOCTYPE HTML PUBLIC><html><head><title>404</title></head><body>\x1b[2J</body></html>",
+        code=1,
+    )
     code, _, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
     assert code == 1 and err.strip().splitlines() == [
-        "error: kubectl port-forward ended: error upgrading connection: unable to upgrade connection"]
+        "error: kubectl port-forward ended: error upgrading connection: unable to upgrade connection"
+    ]
 
 
 class FakeBrowser:
@@ -187,22 +207,30 @@ def test_open_says_whether_a_browser_opened_the_page(monkeypatch) -> None:
 
     def none() -> None:
         raise webbrowser.Error("could not locate runnable browser")
+
     monkeypatch.setattr("webbrowser.get", none)
     assert open_in_browser("http://127.0.0.1:1/") == (
-        False, "no web browser found here (no display, no $BROWSER): open the URL above in one")
+        False,
+        "no web browser found here (no display, no $BROWSER): open the URL above in one",
+    )
     text_only = FakeBrowser("lynx")
     monkeypatch.setattr("webbrowser.get", lambda: text_only)
     assert open_in_browser("http://127.0.0.1:1/") == (
-        False, "the only web browser here is lynx, a text one: open the URL above in another")
+        False,
+        "the only web browser here is lynx, a text one: open the URL above in another",
+    )
     assert text_only.opened == []  # it would have taken over the terminal
     monkeypatch.setattr("webbrowser.get", lambda: FakeBrowser("xdg-open", opens=False))
     assert open_in_browser("http://127.0.0.1:1/") == (
-        False, "the web browser (xdg-open) did not open it: open the URL above yourself")
+        False,
+        "the web browser (xdg-open) did not open it: open the URL above yourself",
+    )
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
 def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
-        with_crd, kubeconfig, tmp_path, monkeypatch, signum) -> None:
+    with_crd, kubeconfig, tmp_path, monkeypatch, signum
+) -> None:
     # As a shell starts a background job (`ddpjob tensorboard x &`): SIGINT ignored, which
     # Python keeps unless the command installs its own handler.
     make_job(kubeconfig, BOARD, **ON)
@@ -211,11 +239,17 @@ def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
     script = tmp_path / "bin" / "kubectl"
     # Its pid written before it says "Forwarding", so the file is there once the URL is.
     pid_line = f"import os, time, pathlib; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-    script.write_text(script.read_text().replace("print(", pid_line + "print(", 1)
-                      .replace("sys.exit(", "time.sleep(50); sys.exit("))
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "tensorboard", "hello"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    script.write_text(
+        script.read_text().replace("print(", pid_line + "print(", 1).replace("sys.exit(", "time.sleep(50); sys.exit(")
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob.cli", "tensorboard", "hello"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         assert "http://127.0.0.1:41234/" in proc.stdout.readline()
         kubectl_pid = int(pid_file.read_text())

@@ -1,6 +1,7 @@
 """The Python client's local backend (`LocalProcessBackendConfig`): the same calls as on a
 cluster, each job run by `ddpjob run`'s own runner in a process of its own
 (local/background.py), as Kubeflow Trainer's `LocalProcessBackend` runs a TrainJob."""
+
 from __future__ import annotations
 
 import os
@@ -32,13 +33,24 @@ def client(tmp_path: pathlib.Path) -> DDPJobClient:
     return DDPJobClient(backend_config=LocalProcessBackendConfig(workdir=str(tmp_path / "runs")))
 
 
-def test_a_container_job_runs_here_with_the_runner_and_says_what_a_cluster_says(client: DDPJobClient,
-                                                                               tmp_path: pathlib.Path) -> None:
-    name = client.train(trainer=CustomTrainerContainer(image="ddpjob/trainer:test", num_nodes=2,
-                                                       command=[sys.executable, "-c", SCRIPT]), name="here")
+def test_a_container_job_runs_here_with_the_runner_and_says_what_a_cluster_says(
+    client: DDPJobClient, tmp_path: pathlib.Path
+) -> None:
+    name = client.train(
+        trainer=CustomTrainerContainer(
+            image="ddpjob/trainer:test", num_nodes=2, command=[sys.executable, "-c", SCRIPT]
+        ),
+        name="here",
+    )
     polls: list[str] = []
-    job = client.wait_for_job_status(name, status={"Complete"}, timeout=PHASE, polling_interval=0.2,
-                                     callbacks=[lambda j: polls.append(j.phase)], progress=False)
+    job = client.wait_for_job_status(
+        name,
+        status={"Complete"},
+        timeout=PHASE,
+        polling_interval=0.2,
+        callbacks=[lambda j: polls.append(j.phase)],
+        progress=False,
+    )
     assert job.phase == "Succeeded" and job.status == "Complete" and job.world_size == 2 and job.restarts == 0
     assert polls[-1] == "Succeeded" and set(polls) <= {"Pending", "Running", "Succeeded"}
     assert job.completion_time is not None  # the runner's own final status, read back
@@ -48,7 +60,10 @@ def test_a_container_job_runs_here_with_the_runner_and_says_what_a_cluster_says(
     assert list(client.get_job_logs(name, step="node-1")) == ["hello from node 1 of 2", "again from node 1"]
     assert list(client.get_job_logs(name, step="node-1", tail=1)) == ["again from node 1"]
     assert sorted(client.get_job_logs(name, all_nodes=True, follow=True)) == [
-        "[here-0] hello from node 0 of 2", "[here-1] again from node 1", "[here-1] hello from node 1 of 2"]
+        "[here-0] hello from node 0 of 2",
+        "[here-1] again from node 1",
+        "[here-1] hello from node 1 of 2",
+    ]
     with pytest.raises(ClusterError, match=r"^not found: no Pod of node 2 for ddpjob here"):
         client.get_job_logs(name, step="node-2")
     assert [e.reason for e in client.get_job_events(name)] == ["Pending", "Running", "Succeeded"]
@@ -64,8 +79,14 @@ def test_a_container_job_runs_here_with_the_runner_and_says_what_a_cluster_says(
 
 
 def test_a_failure_is_raised_with_the_runners_reason(client: DDPJobClient) -> None:
-    client.train(image="i", command=[sys.executable, "-c", SCRIPT], nodes=2, name="broken",
-                 env={"DDPJOB_EXIT_CODE": "3"}, restart_policy="Never")
+    client.train(
+        image="i",
+        command=[sys.executable, "-c", SCRIPT],
+        nodes=2,
+        name="broken",
+        env={"DDPJOB_EXIT_CODE": "3"},
+        restart_policy="Never",
+    )
     with pytest.raises(JobFailed) as failed:
         client.wait_for_job_status("broken", timeout=PHASE, polling_interval=0.2, progress=False)
     job = failed.value.job
@@ -82,12 +103,15 @@ def test_what_ddpjob_run_refuses_is_the_jobs_failure(client: DDPJobClient) -> No
     client.delete_job("env")
 
 
-def test_a_pod_cannot_say_the_runners_lines_and_delete_stops_the_run(client: DDPJobClient,
-                                                                    tmp_path: pathlib.Path) -> None:
+def test_a_pod_cannot_say_the_runners_lines_and_delete_stops_the_run(
+    client: DDPJobClient, tmp_path: pathlib.Path
+) -> None:
     pidfile = tmp_path / "pid"
-    hostile = (f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
-               "print('[ddpjob] phase Succeeded: said by the Pod', flush=True); "
-               "print('[ddpjob] error: also the Pod', flush=True); time.sleep(600)")
+    hostile = (
+        f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
+        "print('[ddpjob] phase Succeeded: said by the Pod', flush=True); "
+        "print('[ddpjob] error: also the Pod', flush=True); time.sleep(600)"
+    )
     client.train(image="i", command=[sys.executable, "-c", hostile], name="liar")
     client.wait_for_job_status("liar", status={"Running"}, timeout=PHASE, polling_interval=0.2, progress=False)
     deadline = time.monotonic() + REACTION

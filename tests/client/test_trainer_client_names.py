@@ -3,6 +3,7 @@ backend (what a cluster or `ddpjob run` would answer): TrainerClient's status na
 they mean the same and any other refused, callbacks on every poll, `step=` for the node,
 list_jobs' filters, typed Events, `trainer=CustomTrainerContainer(...)`, errors that are
 RuntimeErrors. The same calls on the real control plane: tests/system/test_python_client.py."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -11,15 +12,28 @@ from typing import Any
 
 import pytest
 
-from ddpjob.client import (ClusterError, CustomTrainerContainer, DDPJobClient, Event, InvalidSpec, Job, JobFailed,
-                           client as client_module)
+from ddpjob.client import (
+    ClusterError,
+    CustomTrainerContainer,
+    DDPJobClient,
+    Event,
+    InvalidSpec,
+    Job,
+    JobFailed,
+    client as client_module,
+)
 from ddpjob.client import status_names
 from ddpjob.client.kubernetes_backend import label_selector
 
 
 def job(name: str = "j", phase: str | None = None, labels: Mapping[str, str] | None = None) -> Job:
-    return Job.from_object({"metadata": {"name": name, "namespace": "team", "labels": dict(labels or {})},
-                            "spec": {"nodes": 2}, "status": {"phase": phase} if phase else {}})
+    return Job.from_object(
+        {
+            "metadata": {"name": name, "namespace": "team", "labels": dict(labels or {})},
+            "spec": {"nodes": 2},
+            "status": {"phase": phase} if phase else {},
+        }
+    )
 
 
 class StandIn:
@@ -44,11 +58,14 @@ class StandIn:
         return [j for j in self.jobs if (labels or {}).items() <= dict(j.raw["metadata"]["labels"]).items()]
 
     def events(self, name: str) -> list[Event]:
-        return [Event("DDPJob", name, "Succeeded", "done", datetime(2026, 1, 2, tzinfo=UTC)),
-                Event("DDPJob", name, "Created", "made", datetime(2026, 1, 1, tzinfo=UTC))]
+        return [
+            Event("DDPJob", name, "Succeeded", "done", datetime(2026, 1, 2, tzinfo=UTC)),
+            Event("DDPJob", name, "Created", "made", datetime(2026, 1, 1, tzinfo=UTC)),
+        ]
 
-    def log_lines(self, name: str, node: int | None, rank: int | None, every: bool, follow: bool,
-                  tail: int | None) -> Iterator[tuple[str, str]]:
+    def log_lines(
+        self, name: str, node: int | None, rank: int | None, every: bool, follow: bool, tail: int | None
+    ) -> Iterator[tuple[str, str]]:
         self.asked.append(("logs", name, node, rank, every, follow, tail))
         return iter([(f"{name}-{node or 0}", "a line")])
 
@@ -75,14 +92,18 @@ def test_complete_is_succeeded_and_created_is_pending() -> None:
     assert status_names.phases(["Created", "Running", "Failed"]) == {"Pending", "Running", "Failed"}
     assert status_names.phases("Suspended") == {"Suspended"}
     assert (job(phase="Succeeded").status, job().status, job(phase="Restarting").status) == (
-        "Complete", "Created", "Restarting")
+        "Complete",
+        "Created",
+        "Restarting",
+    )
     assert job().num_nodes == 2
 
 
 def test_a_wait_for_complete_returns_the_succeeded_job_calling_back_on_every_poll(capsys) -> None:
     polls: list[str] = []
     done = client(StandIn([None, "Running", "Running", "Running", "Succeeded"])).wait_for_job_status(
-        "j", status={"Complete"}, timeout=60, polling_interval=2, callbacks=[lambda j: polls.append(j.phase)])
+        "j", status={"Complete"}, timeout=60, polling_interval=2, callbacks=[lambda j: polls.append(j.phase)]
+    )
     assert done.phase == "Succeeded" and done.status == "Complete"
     assert polls == ["Pending", "Running", "Running", "Running", "Succeeded"]  # each poll, not each change
     assert capsys.readouterr().out.splitlines() == ["j: Pending", "j: Running", "j: Succeeded"]  # each change
@@ -116,8 +137,11 @@ def test_step_is_the_node_as_trainer_client_names_it() -> None:
     assert list(made.get_job_logs("j", step="node-1", follow=True)) == ["a line"]
     assert list(made.get_job_logs("j", "node-0")) == ["a line"]  # positional, as TrainerClient's order
     assert list(made.get_job_logs("j", all_nodes=True)) == ["[j-0] a line"]
-    assert [a[2:] for a in backend.asked] == [(1, None, False, True, None), (0, None, False, False, None),
-                                              (None, None, True, False, None)]
+    assert [a[2:] for a in backend.asked] == [
+        (1, None, False, True, None),
+        (0, None, False, False, None),
+        (None, None, True, False, None),
+    ]
     for step in ("dataset-initializer", "node-", "node--1", "node-1x", "Node-1"):
         with pytest.raises(ValueError, match=f"^step: {step!r} is not a step of a DDPJob: its steps are node-0"):
             made.get_job_logs("j", step=step)
@@ -126,8 +150,13 @@ def test_step_is_the_node_as_trainer_client_names_it() -> None:
 
 
 def test_list_jobs_filters_by_status_and_labels_and_has_no_runtime() -> None:
-    backend = StandIn(jobs=[job("b", "Succeeded", {"team": "x"}), job("a", "Running", {"team": "x"}),
-                            job("c", "Failed", {"team": "y"})])
+    backend = StandIn(
+        jobs=[
+            job("b", "Succeeded", {"team": "x"}),
+            job("a", "Running", {"team": "x"}),
+            job("c", "Failed", {"team": "y"}),
+        ]
+    )
     made = client(backend)
     assert [j.name for j in made.list_jobs()] == ["a", "b", "c"]
     assert [j.name for j in made.list_jobs(status={"Complete", "Failed"})] == ["b", "c"]
@@ -148,14 +177,27 @@ def test_a_label_filter_cannot_reach_the_selectors_syntax() -> None:
 
 def test_events_are_typed_and_oldest_first() -> None:
     events = client(StandIn()).get_job_events("j")
-    assert [(e.reason, e.event_time.day if e.event_time else None) for e in events] == [("Created", 1),
-                                                                                      ("Succeeded", 2)]
-    raw = {"metadata": {"name": "j.1", "managedFields": [{"manager": "kopf"}], "creationTimestamp": "2026-01-01T00:00:00Z"},
-           "involvedObject": {"kind": "DDPJob", "name": "j", "uid": "u"}, "reason": "Restarting",
-           "message": "Pod j-1 failed", "type": "Warning", "count": 3, "lastTimestamp": "2026-11-29T07:00:37Z"}
+    assert [(e.reason, e.event_time.day if e.event_time else None) for e in events] == [
+        ("Created", 1),
+        ("Succeeded", 2),
+    ]
+    raw = {
+        "metadata": {
+            "name": "j.1",
+            "managedFields": [{"manager": "kopf"}],
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "involvedObject": {"kind": "DDPJob", "name": "j", "uid": "u"},
+        "reason": "Restarting",
+        "message": "Pod j-1 failed",
+        "type": "Warning",
+        "count": 3,
+        "lastTimestamp": "2026-11-29T07:00:37Z",
+    }
     event = Event.from_object(raw)
-    assert event == Event("DDPJob", "j", "Restarting", "Pod j-1 failed", datetime(2026, 11, 29, 7, 0, 37, tzinfo=UTC),
-                          "Warning", 3)
+    assert event == Event(
+        "DDPJob", "j", "Restarting", "Pod j-1 failed", datetime(2026, 11, 29, 7, 0, 37, tzinfo=UTC), "Warning", 3
+    )
     assert not hasattr(event, "metadata") and not hasattr(event, "managed_fields")
     odd = Event.from_object({"reason": 7, "count": True, "eventTime": "not a time", "involvedObject": "x"})
     assert (odd.reason, odd.count, odd.event_time, odd.involved_object_name) == ("", 1, None, "")
@@ -164,14 +206,24 @@ def test_events_are_typed_and_oldest_first() -> None:
 def test_trainer_is_a_custom_trainer_container() -> None:
     backend = StandIn()
     made = client(backend)
-    name = made.train(trainer=CustomTrainerContainer(image="ddpjob/trainer:test", num_nodes=2,
-                                                     resources_per_node={"gpu": 1, "cpu": "2", "memory": "4Gi"},
-                                                     env={"OMP_NUM_THREADS": "1"}, command=["ddpjob-launch"]),
-                      name="ported")
+    name = made.train(
+        trainer=CustomTrainerContainer(
+            image="ddpjob/trainer:test",
+            num_nodes=2,
+            resources_per_node={"gpu": 1, "cpu": "2", "memory": "4Gi"},
+            env={"OMP_NUM_THREADS": "1"},
+            command=["ddpjob-launch"],
+        ),
+        name="ported",
+    )
     assert name == "ported"
     spec = backend.created[0]["spec"]
-    assert (spec["image"], spec["nodes"], spec["gpusPerNode"], spec["command"]) == ("ddpjob/trainer:test", 2, 1,
-                                                                                     ["ddpjob-launch"])
+    assert (spec["image"], spec["nodes"], spec["gpusPerNode"], spec["command"]) == (
+        "ddpjob/trainer:test",
+        2,
+        1,
+        ["ddpjob-launch"],
+    )
     assert spec["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     assert spec["env"] == [{"name": "OMP_NUM_THREADS", "value": "1"}]
     with pytest.raises(ValueError, match="^trainer: a DDPJob runs a container: give a CustomTrainerContainer"):
@@ -193,6 +245,7 @@ def test_the_errors_are_the_kinds_trainer_client_raises() -> None:
 
 def test_one_backend_configuration_or_the_kubeconfig_arguments() -> None:
     from ddpjob.client import KubernetesBackendConfig
+
     with pytest.raises(TypeError, match="not both"):
         DDPJobClient(namespace="a", backend_config=KubernetesBackendConfig())
     with pytest.raises(ValueError, match="^backend_config: not a backend configuration"):
@@ -201,6 +254,13 @@ def test_one_backend_configuration_or_the_kubeconfig_arguments() -> None:
 
 def test_the_phases_are_the_job_logics_own() -> None:
     from ddpjob.job import decision
-    assert set(status_names.PHASES) == {decision.PENDING, decision.RUNNING, decision.RESTARTING, decision.SUSPENDED,
-                                        decision.SUCCEEDED, decision.FAILED}
+
+    assert set(status_names.PHASES) == {
+        decision.PENDING,
+        decision.RUNNING,
+        decision.RESTARTING,
+        decision.SUSPENDED,
+        decision.SUCCEEDED,
+        decision.FAILED,
+    }
     assert status_names.TERMINAL == set(decision.FINISHED)

@@ -1,6 +1,7 @@
 """The one merger of Pod logs (cluster/logs.py), against a stand-in for the API's log
 streams: lines in the order they arrive, each with its Pod; one Pod's failure said after
 the others ended; a reader that leaves early; a line with no end."""
+
 from __future__ import annotations
 
 import threading
@@ -70,8 +71,11 @@ def test_lines_come_in_the_order_they_arrive_each_with_its_pod() -> None:
         if len(seen) == 3:
             gate.set()
     assert seen.index(("j-0", "zero one")) < seen.index(("j-0", "zero two"))
-    assert seen[-1] == ("j-0", "zero two") and sorted(seen[:3]) == [("j-0", "zero one"), ("j-1", "one one"),
-                                                                  ("j-1", "one two")]
+    assert seen[-1] == ("j-0", "zero two") and sorted(seen[:3]) == [
+        ("j-0", "zero one"),
+        ("j-1", "one one"),
+        ("j-1", "one two"),
+    ]
     asked = conn.stand_in.asked
     assert {a[0] for a in asked} == {"j-0", "j-1"} and all(a[1] == "team" for a in asked)
     assert all(a[2]["container"] == "trainer" and a[2]["follow"] is True for a in asked)
@@ -109,7 +113,9 @@ def test_leaving_early_lets_the_readers_go_and_closes_their_streams() -> None:
     assert next(stream)[1] == "x"
     stream.close()
     for _ in range(100):
-        if all(b.closed for b in bodies.values()) and not [t for t in threading.enumerate() if t.name.startswith("logs-")]:
+        if all(b.closed for b in bodies.values()) and not [
+            t for t in threading.enumerate() if t.name.startswith("logs-")
+        ]:
             break
         threading.Event().wait(0.1)
     assert all(b.closed for b in bodies.values())
@@ -120,4 +126,9 @@ def test_a_line_without_an_end_is_passed_on_in_bounded_pieces(monkeypatch: pytes
     monkeypatch.setattr(logs, "MAX_LINE_BYTES", 10)
     conn = connection({"j-0": Body([b"0123456789" * 3 + b"abc", b"def\nend"])})
     assert [line for _, line in logs.merged(conn, ["j-0"], follow=False, tail=None)] == [
-        "0123456789", "0123456789", "0123456789", "abcdef", "end"]
+        "0123456789",
+        "0123456789",
+        "0123456789",
+        "abcdef",
+        "end",
+    ]

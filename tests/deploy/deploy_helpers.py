@@ -1,4 +1,5 @@
 """Shared by the chart, manifest, Dockerfile and RBAC tests: paths, tools, rendering."""
+
 from __future__ import annotations
 
 import os
@@ -11,50 +12,57 @@ import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHART = ROOT / 'charts' / 'ddpjob-operator'
-CRD_DIR = ROOT / 'manifests' / 'crd'
-BASE = ROOT / 'manifests' / 'base'
-DOCKERFILE = ROOT / 'Dockerfile'
+CHART = ROOT / "charts" / "ddpjob-operator"
+CRD_DIR = ROOT / "manifests" / "crd"
+BASE = ROOT / "manifests" / "base"
+DOCKERFILE = ROOT / "Dockerfile"
 
 # The Makefile puts these first on PATH; looking here too lets `pytest tests/deploy`
 # work without make.
-_TOOL_DIRS = [ROOT / '.tools' / 'bin', ROOT / '.venv' / 'bin']
+_TOOL_DIRS = [ROOT / ".tools" / "bin", ROOT / ".venv" / "bin"]
 
 # The values file that turns the chart namespace-scoped.
-NAMESPACE_VALUES = {'watch': {'scope': 'namespace', 'namespace': 'team-a'}}
-RELEASE, RELEASE_NS = 'ddpjob', 'ddpjob-system'
+NAMESPACE_VALUES = {"watch": {"scope": "namespace", "namespace": "team-a"}}
+RELEASE, RELEASE_NS = "ddpjob", "ddpjob-system"
 
 
 def find_tool(name: str) -> str | None:
-    path = os.pathsep.join([os.environ.get('PATH', ''), *map(str, _TOOL_DIRS)])
+    path = os.pathsep.join([os.environ.get("PATH", ""), *map(str, _TOOL_DIRS)])
     return shutil.which(name, path=path)
 
 
 def require_tool(name: str, how: str) -> str:
     tool = find_tool(name)
     if tool is None:
-        pytest.skip(f'{name} not found on PATH or in .tools/bin, .venv/bin: {how}')
+        pytest.skip(f"{name} not found on PATH or in .tools/bin, .venv/bin: {how}")
     return tool
 
 
 def run(cmd: list[str], *, check: bool = True, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
     if check and done.returncode != 0:
-        raise AssertionError(f'{cmd} exited {done.returncode}:\n{done.stdout}\n{done.stderr}')
+        raise AssertionError(f"{cmd} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
     return done
 
 
-def helm_template(helm: str, tmp_path: pathlib.Path, values: dict | None = None, *,
-                  release: str = RELEASE, include_crds: bool = False, check: bool = True,
-                  chart: pathlib.Path = CHART) -> list[dict[str, Any]] | subprocess.CompletedProcess[str]:
+def helm_template(
+    helm: str,
+    tmp_path: pathlib.Path,
+    values: dict | None = None,
+    *,
+    release: str = RELEASE,
+    include_crds: bool = False,
+    check: bool = True,
+    chart: pathlib.Path = CHART,
+) -> list[dict[str, Any]] | subprocess.CompletedProcess[str]:
     """The objects `helm template` renders (or the failed process, with check=False)."""
-    cmd = [helm, 'template', release, str(chart), '--namespace', RELEASE_NS]
+    cmd = [helm, "template", release, str(chart), "--namespace", RELEASE_NS]
     if values is not None:
-        vfile = tmp_path / f'values-{len(list(tmp_path.glob("values-*.yaml")))}.yaml'
+        vfile = tmp_path / f"values-{len(list(tmp_path.glob('values-*.yaml')))}.yaml"
         vfile.write_text(yaml.safe_dump(values))
-        cmd += ['--values', str(vfile)]
+        cmd += ["--values", str(vfile)]
     if include_crds:
-        cmd.append('--include-crds')
+        cmd.append("--include-crds")
     done = run(cmd, check=check)
     if not check:
         return done
@@ -62,31 +70,35 @@ def helm_template(helm: str, tmp_path: pathlib.Path, values: dict | None = None,
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objects if o['kind'] == kind]
+    return [o for o in objects if o["kind"] == kind]
 
 
 def operator_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chart's objects less the ClusterRoles it aggregates into the default
     admin/edit/view roles: those are users' grants, not the operator's."""
+
     def aggregated(o: dict[str, Any]) -> bool:
-        labels = (o.get('metadata') or {}).get('labels') or {}
-        return o['kind'] == 'ClusterRole' and any(k.startswith('rbac.authorization.k8s.io/aggregate-to-') for k in labels)
+        labels = (o.get("metadata") or {}).get("labels") or {}
+        return o["kind"] == "ClusterRole" and any(
+            k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in labels
+        )
+
     return [o for o in objects if not aggregated(o)]
 
 
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     found = by_kind(objects, kind)
-    assert len(found) == 1, f'expected one {kind}, got {len(found)}'
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
 
 
 def crd_copy_differences(source_dir: pathlib.Path, copy_dir: pathlib.Path) -> list[str]:
     """What differs between manifests/crd/ and a copy of it (byte for byte, file for file)."""
-    src = {p.name: p.read_bytes() for p in sorted(source_dir.glob('*.yaml'))}
-    dst = {p.name: p.read_bytes() for p in sorted(copy_dir.glob('*.yaml'))}
-    problems = [f'{n}: missing from {copy_dir}' for n in src.keys() - dst.keys()]
-    problems += [f'{n}: in {copy_dir} but not in {source_dir}' for n in dst.keys() - src.keys()]
-    problems += [f'{n}: differs from {source_dir / n}' for n in src.keys() & dst.keys() if src[n] != dst[n]]
+    src = {p.name: p.read_bytes() for p in sorted(source_dir.glob("*.yaml"))}
+    dst = {p.name: p.read_bytes() for p in sorted(copy_dir.glob("*.yaml"))}
+    problems = [f"{n}: missing from {copy_dir}" for n in src.keys() - dst.keys()]
+    problems += [f"{n}: in {copy_dir} but not in {source_dir}" for n in dst.keys() - src.keys()]
+    problems += [f"{n}: differs from {source_dir / n}" for n in src.keys() & dst.keys() if src[n] != dst[n]]
     return sorted(problems)
 
 
@@ -96,10 +108,10 @@ def crd_copy_differences(source_dir: pathlib.Path, copy_dir: pathlib.Path) -> li
 def rule_triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     out = set()
     for rule in rules:
-        assert not rule.get('nonResourceURLs'), rule
-        for group in rule['apiGroups']:
-            for resource in rule['resources']:
-                for verb in rule['verbs']:
-                    assert '*' not in (group, resource, verb), f'wildcard in {rule}'
+        assert not rule.get("nonResourceURLs"), rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    assert "*" not in (group, resource, verb), f"wildcard in {rule}"
                     out.add((group, resource, verb))
     return out

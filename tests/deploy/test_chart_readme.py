@@ -1,5 +1,6 @@
 """The chart README is generated from Chart.yaml and values.yaml (hack/chart_readme.py):
 it is up to date, lists every value, and the check catches a stale one."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -33,8 +34,9 @@ def test_every_value_is_in_the_readme() -> None:
     documented = {path for path, _ in chart_readme.documented_keys((CHART / "values.yaml").read_text())}
     for leaf in leaves(values):
         # A leaf is in the table itself or inside a documented block (resources, probes.liveness).
-        owner = next((p for p in sorted(documented, key=len, reverse=True) if leaf == p or leaf.startswith(p + ".")),
-                     None)
+        owner = next(
+            (p for p in sorted(documented, key=len, reverse=True) if leaf == p or leaf.startswith(p + ".")), None
+        )
         assert owner is not None, f"{leaf} has no `# --` comment"
         assert f"| `{owner}` |" in readme
 

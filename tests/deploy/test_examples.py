@@ -1,5 +1,6 @@
 """The examples a new user copies: bring your own image (a Dockerfile of three lines FROM
 the trainer image, and a job that runs its script) and the one-GPU starter."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,13 @@ def test_the_script_of_the_image_trains_under_ddpjob_run(tmp_path: pathlib.Path)
     body = load("my-script.yaml")
     body["spec"]["args"][0] = str(MY_SCRIPT / "train.py")
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
-    done = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", "job.yaml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=RUN)
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "run", "job.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "[my-script-0] epoch 2/2 step" in done.stdout, done.stdout[-3000:]
     status = yaml.safe_load((tmp_path / ".ddpjob" / "my-script" / "status.yaml").read_text())["status"]

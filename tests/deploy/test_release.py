@@ -2,6 +2,7 @@
 workflow lints (actionlint) and builds exactly the images version.py names, `helm
 package` makes the chart artifact, `python -m build` makes the sdist and wheel with the
 licence and the one version, and hack/changelog.py writes the release notes."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,8 +38,9 @@ def test_workflows_lint_clean(actionlint: str) -> None:
 
 def test_actionlint_can_fail(actionlint: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
-                   "      - run: echo ${{ matrix.nope }}\n")
+    bad.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ matrix.nope }}\n"
+    )
     done = run([actionlint, "-no-color", str(bad)], check=False)
     assert done.returncode != 0 and "matrix" in done.stdout
 
@@ -82,8 +84,12 @@ def test_the_image_labels_name_licence_source_version_and_revision() -> None:
     text = (ROOT / "Dockerfile").read_text()
     for stage in ("operator", "trainer"):
         block = text.split(f" AS {stage}\n", 1)[1].split("\nFROM ", 1)[0]
-        for label in ('licenses="Apache-2.0"', 'version="${DDPJOB_VERSION}"', 'revision="${VCS_REF}"',
-                      'source="${SOURCE_URL}"'):
+        for label in (
+            'licenses="Apache-2.0"',
+            'version="${DDPJOB_VERSION}"',
+            'revision="${VCS_REF}"',
+            'source="${SOURCE_URL}"',
+        ):
             assert f"org.opencontainers.image.{label}" in block, (stage, label)
         for arg in ("DDPJOB_VERSION", "VCS_REF", "SOURCE_URL"):
             assert f"ARG {arg}\n" in block, (stage, arg)
@@ -97,8 +103,12 @@ def test_helm_package_makes_the_chart_artifact(tmp_path: Path) -> None:
     with tarfile.open(tgz) as tar:
         names = set(tar.getnames())
         chart = yaml.safe_load(tar.extractfile("ddpjob-operator/Chart.yaml"))
-    assert {"ddpjob-operator/README.md", "ddpjob-operator/templates/crd.yaml",
-            "ddpjob-operator/files/crds/ddpjobs.ddpjob.io.yaml", "ddpjob-operator/values.schema.json"} <= names
+    assert {
+        "ddpjob-operator/README.md",
+        "ddpjob-operator/templates/crd.yaml",
+        "ddpjob-operator/files/crds/ddpjobs.ddpjob.io.yaml",
+        "ddpjob-operator/values.schema.json",
+    } <= names
     assert chart["appVersion"] == version.__version__
     # The packaged chart renders the CRD too (files/ travels with it).
     out = run([helm, "template", "x", str(tgz)]).stdout
@@ -107,9 +117,13 @@ def test_helm_package_makes_the_chart_artifact(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_python_m_build_makes_the_sdist_and_wheel(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path / "dist"),
-                           str(ROOT)], capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     if done.returncode != 0 and "No module named build" in done.stderr:
         pytest.skip("the `build` package is not installed (it comes with the test extra)")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -117,8 +131,10 @@ def test_python_m_build_makes_the_sdist_and_wheel(tmp_path: Path) -> None:
     # setuptools' warning for a package the configuration misses (it once named the templates folder).
     assert "Package would be ignored" not in log and "is absent from the `packages` configuration" not in log
     v = version.__version__
-    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [f"ddpjob-{v}-py3-none-any.whl",
-                                                                    f"ddpjob-{v}.tar.gz"]
+    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [
+        f"ddpjob-{v}-py3-none-any.whl",
+        f"ddpjob-{v}.tar.gz",
+    ]
     with zipfile.ZipFile(tmp_path / "dist" / f"ddpjob-{v}-py3-none-any.whl") as whl:
         metadata = whl.read(f"ddpjob-{v}.dist-info/METADATA").decode()
         assert f"ddpjob-{v}.dist-info/licenses/LICENSE" in whl.namelist()
@@ -129,9 +145,15 @@ def test_python_m_build_makes_the_sdist_and_wheel(tmp_path: Path) -> None:
 
 # ---- the changelog entry ----------------------------------------------------------------
 
+
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
-                   capture_output=True, timeout=30)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
 
 
 def test_the_changelog_entry_is_the_section_and_the_commits_since_the_last_tag(tmp_path: Path) -> None:

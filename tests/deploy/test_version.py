@@ -1,6 +1,7 @@
 """One version, one place: operator/ddpjob/version.py. Every other place that names the
 release agrees with it (hack/set_version.py --check), the check catches drift, the
 rewrite moves every place together, and both commands print it."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,8 +31,13 @@ def test_every_place_names_the_one_version() -> None:
 def tree(tmp_path: Path) -> Path:
     """A copy of the repository to break and rewrite."""
     dst = tmp_path / "repo"
-    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".git", ".venv", ".tools", "__pycache__", "*.egg-info",
-                                                             ".ddpjob", "build", "dist"))
+    shutil.copytree(
+        ROOT,
+        dst,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", ".tools", "__pycache__", "*.egg-info", ".ddpjob", "build", "dist"
+        ),
+    )
     return dst
 
 
@@ -51,14 +57,22 @@ def test_the_check_names_each_place_that_drifted(tree: Path) -> None:
     assert any(p.startswith("charts/ddpjob-operator/values.yaml:") for p in problems)
     # A release tag that differs from the files is refused too.
     assert set_version.check(ROOT, expect="9.9.9") == [
-        f"operator/ddpjob/version.py: __version__ is {v}, expected 9.9.9"]
+        f"operator/ddpjob/version.py: __version__ is {v}, expected 9.9.9"
+    ]
 
 
 def test_set_version_moves_every_place_together(tree: Path) -> None:
     changed = {p.relative_to(tree).as_posix() for p in set_version.set_version("7.8.9", tree)}
-    assert {"operator/ddpjob/version.py", "charts/ddpjob-operator/Chart.yaml", "charts/ddpjob-operator/values.yaml",
-            "manifests/examples/mnist-cpu.yaml", "manifests/base/kustomization.yaml", "Dockerfile",
-            "README.md", "hack/e2e-kind.sh"} <= changed
+    assert {
+        "operator/ddpjob/version.py",
+        "charts/ddpjob-operator/Chart.yaml",
+        "charts/ddpjob-operator/values.yaml",
+        "manifests/examples/mnist-cpu.yaml",
+        "manifests/base/kustomization.yaml",
+        "Dockerfile",
+        "README.md",
+        "hack/e2e-kind.sh",
+    } <= changed
     assert set_version.check(tree) == []
     assert set_version.check(tree, expect="7.8.9") == []
     chart = yaml.safe_load((tree / "charts/ddpjob-operator/Chart.yaml").read_text())
@@ -82,8 +96,11 @@ def test_image_tags_name_cuda_and_torch() -> None:
     assert version.trainer_tag("cuda", "0.2.0") == f"0.2.0-cu{major}{minor}-torch{torch_mm}"
     assert version.trainer_tag("cpu", "0.2.0") == "0.2.0-cpu"
     assert re.fullmatch(r"0\.2\.0-cu\d{3}-torch\d+\.\d+", version.trainer_tag("cuda", "0.2.0"))
-    assert version.image_tags("1.0.0") == {"operator": "ddpjob/operator:1.0.0", "trainer-cpu": "ddpjob/trainer:1.0.0-cpu",
-                                           "trainer-cuda": f"ddpjob/trainer:1.0.0-{version.cuda_variant()}"}
+    assert version.image_tags("1.0.0") == {
+        "operator": "ddpjob/operator:1.0.0",
+        "trainer-cpu": "ddpjob/trainer:1.0.0-cpu",
+        "trainer-cuda": f"ddpjob/trainer:1.0.0-{version.cuda_variant()}",
+    }
     with pytest.raises(ValueError, match="variant"):
         version.trainer_tag("rocm")
 
@@ -98,8 +115,11 @@ def test_the_cuda_tag_names_what_the_image_is_built_from() -> None:
     assert f"torch=={version.TORCH_VERSION}" in pins
 
 
-@pytest.mark.parametrize("argv", [["-m", "ddpjob.cli", "--version"], ["-m", "ddpjob_trainer.launch", "--version"]],
-                         ids=["ddpjob", "ddpjob-launch"])
+@pytest.mark.parametrize(
+    "argv",
+    [["-m", "ddpjob.cli", "--version"], ["-m", "ddpjob_trainer.launch", "--version"]],
+    ids=["ddpjob", "ddpjob-launch"],
+)
 def test_both_commands_print_the_version(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -108,8 +128,9 @@ def test_both_commands_print_the_version(argv: list[str]) -> None:
 
 def test_python_m_ddpjob_version_prints_each_image() -> None:
     for build, image in version.image_tags().items():
-        done = subprocess.run([sys.executable, "-m", "ddpjob.version", build], capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "ddpjob.version", build], capture_output=True, text=True, timeout=60
+        )
         assert (done.returncode, done.stdout.strip()) == (0, image)
     done = subprocess.run([sys.executable, "-m", "ddpjob.version", "nope"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "nope" in done.stderr and "Traceback" not in done.stderr

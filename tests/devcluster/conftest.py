@@ -1,4 +1,5 @@
 """Fixtures for the emulator's own tests: a fresh emulator per test (they start in ~10 ms)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -9,9 +10,10 @@ import pytest
 from tests.devcluster.emulator_helpers import WIDGET_CRD
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 
+
 @pytest.fixture
 def kubeconfig(emulator: KubeEmulator, tmp_path: pathlib.Path) -> pathlib.Path:
-    return emulator.write_kubeconfig(tmp_path / 'kubeconfig')
+    return emulator.write_kubeconfig(tmp_path / "kubeconfig")
 
 
 @pytest.fixture

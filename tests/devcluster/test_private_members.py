@@ -7,6 +7,7 @@ Read statically from the source, as tests/test_import_boundaries.py reads import
 only reaches left are into third-party libraries that name no public way, each listed
 with its reason; an entry that no longer occurs fails too, so the list stays true.
 """
+
 from __future__ import annotations
 
 import ast
@@ -51,8 +52,11 @@ def every_reach() -> dict[tuple[str, str], list[int]]:
 
 def test_no_module_reaches_into_another_modules_private_members() -> None:
     found = every_reach()
-    unexplained = [f"{module}:{lines[0]}: {expression}" for (module, expression), lines in sorted(found.items())
-                   if (module, expression) not in THIRD_PARTY]
+    unexplained = [
+        f"{module}:{lines[0]}: {expression}"
+        for (module, expression), lines in sorted(found.items())
+        if (module, expression) not in THIRD_PARTY
+    ]
     assert not unexplained, "private members read from outside their object:\n" + "\n".join(unexplained)
 
 
@@ -61,10 +65,12 @@ def test_every_listed_third_party_reach_still_occurs() -> None:
 
 
 def test_the_check_sees_a_reach_and_leaves_self_cls_and_super_alone() -> None:
-    source = ("class A(B):\n"
-              "    def f(self, store):\n"
-              "        self._ok = cls._ok = super()._ok\n"
-              "        store._commit(1)\n"
-              "        self.proc._reader.join()\n"
-              "        return store.__class__\n")
+    source = (
+        "class A(B):\n"
+        "    def f(self, store):\n"
+        "        self._ok = cls._ok = super()._ok\n"
+        "        store._commit(1)\n"
+        "        self.proc._reader.join()\n"
+        "        return store.__class__\n"
+    )
     assert sorted(private_reaches(source)) == [(4, "store._commit"), (5, "self.proc._reader")]

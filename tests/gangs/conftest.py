@@ -3,6 +3,7 @@ components, each built from its pinned Go module (`make gang-schedulers`) and st
 once per test worker beside that worker's real control plane; they stop with it.
 `make test` leaves this folder out (the builds and scenarios take as long as the rest of
 the suite); CI runs both."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,10 +12,10 @@ import pytest
 
 from tests.system.conftest import cluster, running_cluster
 
-__all__ = ['cluster', 'running_cluster']
+__all__ = ["cluster", "running_cluster"]
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope="session")
 def coscheduling_scheduler(control_plane: Any) -> Any:
     """scheduler-plugins' coscheduling scheduler and its controller (PodGroup CRD, RBAC)."""
     from ddpjob_devcluster.controlplane import coscheduling, install
@@ -22,7 +23,7 @@ def coscheduling_scheduler(control_plane: Any) -> Any:
     return coscheduling.start(control_plane, install.admin_apply(control_plane))
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope="session")
 def volcano_scheduler(control_plane: Any) -> Any:
     """Volcano's scheduler and controllers (its CRDs and its chart's RBAC installed, the
     default Queue made); they stop with the plane."""
@@ -31,7 +32,7 @@ def volcano_scheduler(control_plane: Any) -> Any:
     return volcano.start(control_plane, install.admin_apply(control_plane))
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope="session")
 def kueue_controller(control_plane: Any) -> Any:
     """Kueue's manager (its CRDs, RBAC and webhooks installed from its module). Its Pod
     webhook then sees every Pod of the plane, as in a cluster: Pods without a queue-name

@@ -12,6 +12,7 @@ as few as shows its point, and trains only as long as its assertion needs: one e
 two where epochs are compared, of at most a few thousand samples. Each test's comment
 `budget:` says what it starts and trains. The tests run on several xdist workers.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,16 +27,20 @@ from tests.gpu.gpu_helpers import GPUS, ddpjob_run, needs_gpu, needs_triton, nee
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, needs_gpu, pytest.mark.timeout(600)]
 
 # A script that reports what each process saw: its rank, its CUDA_VISIBLE_DEVICES, the backend.
-PROBE = ("import os, json, torch, torch.distributed as dist; dist.init_process_group(os.environ['DDPJOB_BACKEND']); "
-         "t = torch.ones(1, device='cuda'); dist.all_reduce(t); "
-         "print('PROBE ' + json.dumps({'rank': dist.get_rank(), 'world': dist.get_world_size(), "
-         "'visible': os.environ.get('CUDA_VISIBLE_DEVICES'), 'sum': t.item(), 'backend': dist.get_backend()}), "
-         "flush=True); dist.destroy_process_group()")
+PROBE = (
+    "import os, json, torch, torch.distributed as dist; dist.init_process_group(os.environ['DDPJOB_BACKEND']); "
+    "t = torch.ones(1, device='cuda'); dist.all_reduce(t); "
+    "print('PROBE ' + json.dumps({'rank': dist.get_rank(), 'world': dist.get_world_size(), "
+    "'visible': os.environ.get('CUDA_VISIBLE_DEVICES'), 'sum': t.item(), 'backend': dist.get_backend()}), "
+    "flush=True); dist.destroy_process_group()"
+)
 
 
 def probes(output: str) -> list[dict]:
-    return sorted((json.loads(line.split("PROBE ", 1)[1]) for line in output.splitlines() if "PROBE " in line),
-                  key=lambda r: r["rank"])
+    return sorted(
+        (json.loads(line.split("PROBE ", 1)[1]) for line in output.splitlines() if "PROBE " in line),
+        key=lambda r: r["rank"],
+    )
 
 
 def metrics(tmp_path: Path) -> list[dict]:
@@ -51,10 +56,14 @@ def losses(tmp_path: Path) -> tuple[float, float]:
 
 # ---- ddpjob run on a GPU machine ----------------------------------------------------------
 
+
 def test_a_one_gpu_job_runs_with_nccl_and_captures_its_step_by_default(tmp_path: Path) -> None:
     # budget: one `ddpjob run` of one process, 16 steps
-    job = write_job(tmp_path, "gpu-one", ["ddpjob-launch", "ddpjob-train", "--epochs", "1",
-                                          "--synthetic-size", "1024", "--eval-every", "0"])
+    job = write_job(
+        tmp_path,
+        "gpu-one",
+        ["ddpjob-launch", "ddpjob-train", "--epochs", "1", "--synthetic-size", "1024", "--eval-every", "0"],
+    )
     code, output, status = ddpjob_run(tmp_path, str(job))
     assert code == 0, output[-3000:]
     assert status["phase"] == "Succeeded" and status["backend"] == "nccl" and status["worldSize"] == 1, status
@@ -83,8 +92,12 @@ def test_a_job_asking_for_more_gpus_than_here_is_refused_in_one_line(tmp_path: P
 
 def test_cpu_flag_runs_a_gpu_job_with_gloo(tmp_path: Path) -> None:
     # budget: one `ddpjob run` of GPUS + 1 processes on the CPU, 4 steps
-    job = write_job(tmp_path, "gpu-on-cpu", ["ddpjob-launch", "ddpjob-train", "--epochs", "1",
-                                             "--synthetic-size", "512", "--eval-every", "0"], nodes=GPUS + 1)
+    job = write_job(
+        tmp_path,
+        "gpu-on-cpu",
+        ["ddpjob-launch", "ddpjob-train", "--epochs", "1", "--synthetic-size", "512", "--eval-every", "0"],
+        nodes=GPUS + 1,
+    )
     code, output, status = ddpjob_run(tmp_path, "--cpu", str(job))
     assert code == 0, output[-3000:]
     assert status["phase"] == "Succeeded" and status["backend"] == "gloo", status
@@ -95,8 +108,19 @@ def test_two_processes_on_one_gpu_use_gloo_instead_of_crashing_in_nccl(tmp_path:
     Under DDP the model's forward and backward are graphs by default, the all-reduce eager
     (graphed_model.py), said in one line, and the model learns."""
     # budget: one launch of two processes, 16 steps
-    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "2048", "--eval-every", "0", "--log-every", "2",
-              nproc=2, CUDA_VISIBLE_DEVICES="0")
+    r = train(
+        tmp_path,
+        "--epochs",
+        "1",
+        "--synthetic-size",
+        "2048",
+        "--eval-every",
+        "0",
+        "--log-every",
+        "2",
+        nproc=2,
+        CUDA_VISIBLE_DEVICES="0",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "using gloo" in r.stdout + r.stderr and "Duplicate GPU" not in r.stderr
     said = "step: the model's forward and backward captured as CUDA graphs, the rest eager, by default under DDP"
@@ -107,21 +131,29 @@ def test_two_processes_on_one_gpu_use_gloo_instead_of_crashing_in_nccl(tmp_path:
 
 # ---- the trainer's GPU options ------------------------------------------------------------
 
-@pytest.mark.parametrize("flags", [
-    ["--amp", "bf16"],
-    ["--amp", "fp16"],  # with a GradScaler (its state is in the checkpoint)
-    ["--model", "cnn", "--channels-last"],
-    ["--model", "cnn", "--sync-bn"],
-    ["--strategy", "dp"],
-], ids=lambda f: "-".join(a.lstrip("-") for a in f))
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--amp", "bf16"],
+        ["--amp", "fp16"],  # with a GradScaler (its state is in the checkpoint)
+        ["--model", "cnn", "--channels-last"],
+        ["--model", "cnn", "--sync-bn"],
+        ["--strategy", "dp"],
+    ],
+    ids=lambda f: "-".join(a.lstrip("-") for a in f),
+)
 def test_trainer_option_trains_on_the_gpu(tmp_path: Path, flags: list[str]) -> None:
     # budget: one launch, 64 steps (where eligible, captured: the default)
     r = train(tmp_path, "--epochs", "1", "--synthetic-size", "4096", "--log-every", "4", "--eval-every", "0", *flags)
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first, f"{flags}: did not learn (loss {first} -> {last})"
-    epochs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
-              if '"epoch"' in line and json.loads(line).get("event") == "epoch"]
+    epochs = [
+        json.loads(line)
+        for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+        if '"epoch"' in line and json.loads(line).get("event") == "epoch"
+    ]
     assert epochs and all(e["peak_gpu_mib"] > 0 for e in epochs), epochs  # peak memory per configuration
 
 
@@ -129,8 +161,9 @@ def test_trainer_option_trains_on_the_gpu(tmp_path: Path, flags: list[str]) -> N
 def test_compile_trains_on_the_gpu(tmp_path: Path) -> None:
     # budget: one launch, torch.compile's compilation, 100 steps: the choice's warm-up and
     # trial (3 + 2 x 4 blocks x 8 steps, compile_choice.py) end inside them
-    r = train(tmp_path, "--epochs", "1", "--synthetic-size", "6400", "--log-every", "4", "--eval-every", "0",
-              "--compile")
+    r = train(
+        tmp_path, "--epochs", "1", "--synthetic-size", "6400", "--log-every", "4", "--eval-every", "0", "--compile"
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first
@@ -198,11 +231,15 @@ def epoch_losses(tmp_path: Path) -> list[float]:
     return [m["loss"] for m in metrics(tmp_path) if m.get("event") == "epoch"]
 
 
-@pytest.mark.parametrize("flags", [
-    [],
-    ["--amp", "bf16"],
-    ["--model", "cnn", "--channels-last", "--optimizer", "adamw", "--cuda-graph"],  # the flag asked for, too
-], ids=lambda f: "-".join(a.lstrip("-") for a in f) or "fp32")
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--amp", "bf16"],
+        ["--model", "cnn", "--channels-last", "--optimizer", "adamw", "--cuda-graph"],  # the flag asked for, too
+    ],
+    ids=lambda f: "-".join(a.lstrip("-") for a in f) or "fp32",
+)
 def test_the_captured_step_trains_as_the_eager_step_does(tmp_path: Path, flags: list[str]) -> None:
     # budget: two launches, 66 steps each.
     # 2,100 samples at batch 64: each epoch ends with a partial batch, which runs eagerly.
@@ -263,8 +300,25 @@ def test_an_imagefolder_of_jpegs_trains_with_either_decoder(tmp_path: Path, deco
     from tests.trainer.trainer_helpers import write_imagefolder
 
     root = write_imagefolder(tmp_path / "data", per_class=32, size=40, ext="jpg")
-    r = train(tmp_path, "--model", "cnn", "--data", f"imagefolder:{root}", "--image-size", "32", "--epochs", "3",
-              "--batch-size", "16", "--workers", "2", "--log-every", "2", "--decode", decode)
+    r = train(
+        tmp_path,
+        "--model",
+        "cnn",
+        "--data",
+        f"imagefolder:{root}",
+        "--image-size",
+        "32",
+        "--epochs",
+        "3",
+        "--batch-size",
+        "16",
+        "--workers",
+        "2",
+        "--log-every",
+        "2",
+        "--decode",
+        decode,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     first, last = losses(tmp_path)
     assert math.isfinite(last) and last < first, (decode, first, last)

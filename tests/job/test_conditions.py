@@ -8,8 +8,9 @@ T1, T2 = "2026-01-01T12:00:00Z", "2026-01-01T12:05:00Z"
 
 def test_a_condition_keeps_its_transition_time_until_its_status_flips():
     first = set_condition([], "PodsCreated", "False", "Forbidden", "quota", T1)
-    assert first == [{"type": "PodsCreated", "status": "False", "reason": "Forbidden", "message": "quota",
-                      "lastTransitionTime": T1}]
+    assert first == [
+        {"type": "PodsCreated", "status": "False", "reason": "Forbidden", "message": "quota", "lastTransitionTime": T1}
+    ]
     same = set_condition(first, "PodsCreated", "False", "Forbidden", "quota again", T2)
     assert same[0]["lastTransitionTime"] == T1 and same[0]["message"] == "quota again"
     flipped = set_condition(same, "PodsCreated", "True", "Created", "all Pods created", T2)
@@ -26,13 +27,25 @@ def test_a_condition_is_set_in_its_place_and_a_new_one_goes_last():
 
 def test_the_phase_conditions_go_through_the_same_rule():
     running = build_conditions([], "Running", "AllNodesRunning", "2 nodes running", T1)
-    assert running == [{"type": "Running", "status": "True", "reason": "AllNodesRunning",
-                        "message": "2 nodes running", "lastTransitionTime": T1}]
+    assert running == [
+        {
+            "type": "Running",
+            "status": "True",
+            "reason": "AllNodesRunning",
+            "message": "2 nodes running",
+            "lastTransitionTime": T1,
+        }
+    ]
     done = build_conditions(running + [{"type": "Stalled", "status": "False"}], "Succeeded", "Succeeded", "done", T2)
     by_type = {c["type"]: c for c in done}
     # Running turns False with the reason of what ended it, at the flip; other types stay as they were.
-    assert by_type["Running"] == {"type": "Running", "status": "False", "reason": "Succeeded", "message": "done",
-                                  "lastTransitionTime": T2}
+    assert by_type["Running"] == {
+        "type": "Running",
+        "status": "False",
+        "reason": "Succeeded",
+        "message": "done",
+        "lastTransitionTime": T2,
+    }
     assert by_type["Stalled"] == {"type": "Stalled", "status": "False"}
     assert [c["type"] for c in done] == ["Running", "Succeeded", "Stalled"]
     # A condition that stays False keeps its words and its time.

@@ -1,10 +1,16 @@
 """Count-only status writes wait a little (pure rule); anything else is written at once."""
+
 import pytest
 
 from ddpjob.job import count_writes
 
-PENDING = {"phase": "Pending", "message": "0/1024 nodes running", "readyNodes": 0, "scheduledNodes": 0,
-           "conditions": []}
+PENDING = {
+    "phase": "Pending",
+    "message": "0/1024 nodes running",
+    "readyNodes": 0,
+    "scheduledNodes": 0,
+    "conditions": [],
+}
 
 
 def moved(**changes):
@@ -12,8 +18,9 @@ def moved(**changes):
 
 
 def test_only_counts_moved():
-    assert count_writes.counts_only(PENDING, moved(readyNodes=396, scheduledNodes=396,
-                                                   message="396/1024 nodes running"))
+    assert count_writes.counts_only(
+        PENDING, moved(readyNodes=396, scheduledNodes=396, message="396/1024 nodes running")
+    )
     assert not count_writes.counts_only(PENDING, PENDING)  # nothing to write at all
     assert not count_writes.counts_only(PENDING, moved(phase="Running", readyNodes=1024))
     assert not count_writes.counts_only(PENDING, moved(readyNodes=1, conditions=[{"type": "Running"}]))

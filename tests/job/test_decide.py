@@ -1,6 +1,7 @@
 """The decisions the operator used to take in its glue, now the plan's, each as a pure
 function of one `Observed`: refused creates, a blocked gang, batched count writes, the
 PodsCreated condition, an invalid spec, and when to take another step."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -20,8 +21,14 @@ INVALID = Refusal("Pod", "demo-0", "Invalid", 'Pod "demo-0" is invalid: spec.con
 def job(**spec):
     spec.setdefault("image", "img")
     spec.setdefault("nodes", 2)
-    return parse_job({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                      "metadata": {"name": "demo", "namespace": "ns", "generation": 1}, "spec": spec})
+    return parse_job(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "demo", "namespace": "ns", "generation": 1},
+            "spec": spec,
+        }
+    )
 
 
 def pod(rank: int, phase: str = "Running", **kw) -> PodState:
@@ -115,12 +122,21 @@ def test_counts_alone_wait_for_the_batch_interval_but_a_phase_change_does_not():
 
 
 def test_an_invalid_spec_fails_once_and_stops_what_runs():
-    p = lifecycle.decide(Observed(job=None, pods=(pod(0), pod(1, "Succeeded")), previous={}, now=T0,
-                                  errors=("spec.nodes: must be >= 1 (got 0)",), generation=3))
+    p = lifecycle.decide(
+        Observed(
+            job=None,
+            pods=(pod(0), pod(1, "Succeeded")),
+            previous={},
+            now=T0,
+            errors=("spec.nodes: must be >= 1 (got 0)",),
+            generation=3,
+        )
+    )
     assert p.status["phase"] == "Failed" and p.status["observedGeneration"] == 3
     assert p.delete == ("demo-0",) and [e.reason for e in p.events] == ["InvalidSpec"]
-    again = lifecycle.decide(Observed(job=None, pods=(), previous=p.status, now=T0,
-                                      errors=("spec.nodes: must be >= 1 (got 0)",)))
+    again = lifecycle.decide(
+        Observed(job=None, pods=(), previous=p.status, now=T0, errors=("spec.nodes: must be >= 1 (got 0)",))
+    )
     assert again.status == p.status and again.events == ()
 
 

@@ -2,6 +2,7 @@
 re-creates the lost index under the same name and grows back, resizes with spec.nodes,
 and leaves to the rigid rules what it cannot carry (fewer than minNodes, a permanent
 failure). Every resize is counted and said once, with its cause."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -19,8 +20,14 @@ def job(nodes=4, lo=2, hi=4, **spec):
     spec.update(image="img", nodes=nodes)
     if lo is not None:
         spec["elastic"] = {"minNodes": lo, "maxNodes": hi}
-    return parse_job({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                      "metadata": {"name": "demo", "namespace": "ns", "generation": 1}, "spec": spec})
+    return parse_job(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "demo", "namespace": "ns", "generation": 1},
+            "spec": spec,
+        }
+    )
 
 
 def pod(rank: int, phase: str = "Running", restarts: int = 0, **kw) -> PodState:
@@ -98,8 +105,7 @@ def test_an_eviction_is_a_loss_too():
 
 def test_below_min_nodes_the_gang_restarts_as_a_rigid_one_does():
     j = job(lo=3)
-    p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137), pod(3, "Failed", exit_code=137)],
-               running_status(j))
+    p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137), pod(3, "Failed", exit_code=137)], running_status(j))
     assert p.status["phase"] == "Restarting" and p.status["restarts"] == 1
     assert set(p.delete) == {"demo-0", "demo-1", "demo-2", "demo-3"}
 
@@ -122,7 +128,8 @@ def test_spec_nodes_lowered_stops_the_pods_above_it():
     assert p.delete == ("demo-3",) and p.status["phase"] == "Running" and p.status["desiredNodes"] == 3
     # A resize the user asked for: Normal, not a lost node.
     assert [(e.type, e.reason, e.message) for e in p.events] == [
-        ("Normal", "Resized", "training at 3/3 nodes: spec.nodes changed from 4 to 3")]
+        ("Normal", "Resized", "training at 3/3 nodes: spec.nodes changed from 4 to 3")
+    ]
     assert p.status["resizes"] == 1
     p = decide(job(nodes=3), [pod(0), pod(1), pod(2), pod(3, deleting=True)], p.status)
     assert p.delete == () and p.events == () and p.status["nodes"] == "3/3"
@@ -155,8 +162,12 @@ def test_a_lost_index_comes_back_after_the_restart_backoff():
     j = job(restartBackoffSeconds=30)
     p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137), pod(3)], running_status(j))
     # Still terminating 5 s later: the loss keeps its time.
-    p = decide(j, [pod(0), pod(1), pod(2, "Failed", exit_code=137, deleting=True), pod(3)], p.status,
-               now=T0 + timedelta(seconds=5))
+    p = decide(
+        j,
+        [pod(0), pod(1), pod(2, "Failed", exit_code=137, deleting=True), pod(3)],
+        p.status,
+        now=T0 + timedelta(seconds=5),
+    )
     assert p.status["lastFailure"]["time"] == "2026-01-01T00:00:00Z"
     p = decide(j, [pod(0), pod(1), pod(3)], p.status, now=T0 + timedelta(seconds=10))
     assert p.create == () and p.requeue_after == 20.0 and "replacing demo-2 in 20s" in p.status["message"]
@@ -185,5 +196,9 @@ def test_the_survivors_are_told_whom_a_running_elastic_job_lost():
     rst = running_status(r)
     assert decide(r, [pod(0), pod(1, "Failed", exit_code=137), pod(2), pod(3)], rst).tell_lost == ()
     # Not yet running: nobody is training to be told.
-    assert decide(j, [pod(0, "Pending"), pod(1, "Failed", exit_code=137), pod(2, "Pending"), pod(3, "Pending")],
-                  {}).tell_lost == ()
+    assert (
+        decide(
+            j, [pod(0, "Pending"), pod(1, "Failed", exit_code=137), pod(2, "Pending"), pod(3, "Pending")], {}
+        ).tell_lost
+        == ()
+    )

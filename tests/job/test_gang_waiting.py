@@ -14,11 +14,18 @@ UNSCHEDULABLE = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
 
 
 def waiting_pods(n_scheduled, n, attempt=0, reason="Unschedulable", message=UNSCHEDULABLE):
-    return [PodState(name=f"demo-{i}", node_rank=i, restart_count=attempt,
-                     phase="Running" if i < n_scheduled else "Pending",
-                     scheduled=i < n_scheduled,
-                     scheduling_reason=None if i < n_scheduled else reason,
-                     scheduling_message=None if i < n_scheduled else message) for i in range(n)]
+    return [
+        PodState(
+            name=f"demo-{i}",
+            node_rank=i,
+            restart_count=attempt,
+            phase="Running" if i < n_scheduled else "Pending",
+            scheduled=i < n_scheduled,
+            scheduling_reason=None if i < n_scheduled else reason,
+            scheduling_message=None if i < n_scheduled else message,
+        )
+        for i in range(n)
+    ]
 
 
 def condition(status, ctype="GangScheduled"):
@@ -44,15 +51,28 @@ def test_unscheduled_pods_are_reported_not_failed(job):
 
 def test_gated_pods_report_the_gate(job):
     j = job(nodes=2, scheduling={"gang": "kueue", "queue": "q"})
-    body = {"metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
-            "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
-            "status": {"phase": "Pending", "conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
-                "message": "Scheduling is blocked due to non-empty scheduling gates"}]}}
+    body = {
+        "metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
+        "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                }
+            ],
+        },
+    }
     gated = pod_state(body)
     assert not gated.scheduled and gated.scheduling_reason == "SchedulingGated"
-    p = step(j, [gated, PodState("demo-1", 1, 0, "Pending", scheduled=False, scheduling_reason="SchedulingGated")],
-             step(j, [], None).status)
+    p = step(
+        j,
+        [gated, PodState("demo-1", 1, 0, "Pending", scheduled=False, scheduling_reason="SchedulingGated")],
+        step(j, [], None).status,
+    )
     assert p.status["message"].startswith("Scheduled 0/2: Scheduling is blocked")
     assert condition(p.status)["reason"] == "SchedulingGated"
 
@@ -108,14 +128,17 @@ def test_gang_none_adds_the_condition_only_after_a_wait(job):
     assert condition(p.status)["status"] == "False"
 
 
-@pytest.mark.parametrize("disruption", ["PreemptionByScheduler", "EvictionByEvictionAPI",
-                                        "WorkloadEvictedDueToPreempted", "Evict", "Evicted"])
+@pytest.mark.parametrize(
+    "disruption",
+    ["PreemptionByScheduler", "EvictionByEvictionAPI", "WorkloadEvictedDueToPreempted", "Evict", "Evicted"],
+)
 def test_preemption_restarts_do_not_use_up_max_restarts(job, disruption):
     j = job(maxRestarts=1)
     status = running_status(j)
     for attempt in range(5):  # five preemptions in a row, maxRestarts=1
-        observed = pods(["Running", "Running"], attempt=attempt,
-                        extra={0: {"deleting": True, "disruption": disruption}})
+        observed = pods(
+            ["Running", "Running"], attempt=attempt, extra={0: {"deleting": True, "disruption": disruption}}
+        )
         p = step(j, observed, status, T0 + timedelta(minutes=10 * attempt + 1))
         assert p.status["phase"] == "Restarting", p.status["message"]
         assert p.status["restarts"] == attempt + 1 and p.status["disruptions"] == attempt + 1
@@ -132,9 +155,13 @@ def test_preemption_restarts_do_not_use_up_max_restarts(job, disruption):
 def test_a_preempted_member_explains_its_peers_failure(job):
     """The peers exit 1 (broken rendezvous) before the preempted Pod is gone: still a disruption."""
     j = job(restartPolicy="ExitCode", maxRestarts=0)
-    observed = pods(["Failed", "Running"], extra={
-        0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:01Z"},
-        1: {"deleting": True, "disruption": "PreemptionByScheduler", "message": "preempted"}})
+    observed = pods(
+        ["Failed", "Running"],
+        extra={
+            0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:01Z"},
+            1: {"deleting": True, "disruption": "PreemptionByScheduler", "message": "preempted"},
+        },
+    )
     p = step(j, observed, running_status(j))
     assert p.status["phase"] == "Restarting"
     assert p.status["lastFailure"]["pod"] == "demo-1" and p.status["lastFailure"]["reason"] == "PreemptionByScheduler"
@@ -142,46 +169,106 @@ def test_a_preempted_member_explains_its_peers_failure(job):
 
 def test_never_means_never_even_for_a_preemption(job):
     j = job(restartPolicy="Never")
-    p = step(j, pods(["Running", "Running"], extra={0: {"deleting": True, "disruption": "PreemptionByScheduler"}}),
-             running_status(j))
+    p = step(
+        j,
+        pods(["Running", "Running"], extra={0: {"deleting": True, "disruption": "PreemptionByScheduler"}}),
+        running_status(j),
+    )
     assert p.status["phase"] == "Failed"
 
 
-@pytest.mark.parametrize("status, expected", [
-    ({"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                      "message": "preempted by a higher priority pod"}]}, "PreemptionByScheduler"),
-    ({"conditions": [{"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted",
-                      "message": "Preempted to accommodate a higher priority Workload"}]},
-     "WorkloadEvictedDueToPreempted"),
-    ({"conditions": [{"type": "Ready", "status": "False", "reason": "Evict",
-                      "message": "Pod is evicted, because of preempt"}]}, "Evict"),
-    ({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}, "Evicted"),
-    ({"conditions": [{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}]}, None),
-    ({"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}, None),
-])
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                        "message": "preempted by a higher priority pod",
+                    }
+                ]
+            },
+            "PreemptionByScheduler",
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "TerminationTarget",
+                        "status": "True",
+                        "reason": "WorkloadEvictedDueToPreempted",
+                        "message": "Preempted to accommodate a higher priority Workload",
+                    }
+                ]
+            },
+            "WorkloadEvictedDueToPreempted",
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "Evict",
+                        "message": "Pod is evicted, because of preempt",
+                    }
+                ]
+            },
+            "Evict",
+        ),
+        ({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}, "Evicted"),
+        ({"conditions": [{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}]}, None),
+        ({"conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}, None),
+    ],
+)
 def test_pod_state_reads_disruptions(status, expected):
-    body = {"metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
-            "status": {"phase": "Running", **status}}
+    body = {
+        "metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
+        "status": {"phase": "Running", **status},
+    }
     state = pod_state(body)
     assert state.disruption == expected
     if expected:
         assert state.message
 
 
-@pytest.mark.parametrize("condition, reason, message", [
-    ({"type": "Ready", "status": "False", "reason": "Evict", "message": "Pod is evicted, because of preempt"},
-     "Evict", "Pod is evicted, because of preempt"),
-    ({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-      "message": "preempted by a higher priority pod"}, "PreemptionByScheduler", "preempted by a higher priority pod"),
-])
+@pytest.mark.parametrize(
+    "condition, reason, message",
+    [
+        (
+            {"type": "Ready", "status": "False", "reason": "Evict", "message": "Pod is evicted, because of preempt"},
+            "Evict",
+            "Pod is evicted, because of preempt",
+        ),
+        (
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": "preempted by a higher priority pod",
+            },
+            "PreemptionByScheduler",
+            "preempted by a higher priority pod",
+        ),
+    ],
+)
 def test_a_disrupted_pods_killed_container_does_not_hide_why(condition, reason, message):
     """The eviction's SIGTERM ends the container with exit 143, reason Error and its log
     tail as the message; whether the operator sees that or the still-running Pod is a
     race (seen on the real Volcano): either way the failure is the disruption."""
-    body = {"metadata": {"name": "demo-2", "labels": {"ddpjob.io/node-rank": "2", "ddpjob.io/restart-count": "0"}},
-            "status": {"phase": "Failed", "conditions": [condition], "containerStatuses": [
-                {"name": "trainer", "state": {"terminated": {"exitCode": 143, "reason": "Error",
-                                                             "message": "node 2"}}}]}}
+    body = {
+        "metadata": {"name": "demo-2", "labels": {"ddpjob.io/node-rank": "2", "ddpjob.io/restart-count": "0"}},
+        "status": {
+            "phase": "Failed",
+            "conditions": [condition],
+            "containerStatuses": [
+                {"name": "trainer", "state": {"terminated": {"exitCode": 143, "reason": "Error", "message": "node 2"}}}
+            ],
+        },
+    }
     state = pod_state(body)
     assert (state.disruption, state.reason, state.message, state.exit_code) == (reason, reason, message, 143)
     record = failure_record(state, "OnFailure", T0)
@@ -190,8 +277,11 @@ def test_a_disrupted_pods_killed_container_does_not_hide_why(condition, reason, 
 
 def test_backoff_after_a_preemption_says_what_counts(job):
     j = job(maxRestarts=1)
-    p = step(j, pods(["Running", "Running"], extra={0: {"deleting": True, "disruption": "PreemptionByScheduler"}}),
-             running_status(j))
+    p = step(
+        j,
+        pods(["Running", "Running"], extra={0: {"deleting": True, "disruption": "PreemptionByScheduler"}}),
+        running_status(j),
+    )
     p = step(j, [], p.status, T0 + timedelta(seconds=1))
     assert p.status["phase"] == "Restarting"
     assert p.status["message"].endswith("; backing off before restart 1 (0/1 counted)"), p.status["message"]

@@ -15,8 +15,10 @@ T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 def pods(phases, attempt=0, extra=None):
     extra = extra or {}
-    return [PodState(name=f"demo-{i}", node_rank=i, restart_count=attempt, phase=ph, **extra.get(i, {}))
-            for i, ph in enumerate(phases)]
+    return [
+        PodState(name=f"demo-{i}", node_rank=i, restart_count=attempt, phase=ph, **extra.get(i, {}))
+        for i, ph in enumerate(phases)
+    ]
 
 
 def step(job, observed, status, at=T0):
@@ -27,6 +29,7 @@ def step(job, observed, status, at=T0):
 def job(job_body):
     def make(**spec):
         return parse_job(job_body(**{"restartBackoffSeconds": 10, **spec}))
+
     return make
 
 
@@ -99,8 +102,10 @@ def test_max_restarts_is_honoured(job):
     assert p.status["lastFailure"]["pod"] == "demo-1" and p.status["lastFailure"]["exitCode"] == 143
 
 
-@pytest.mark.parametrize("code, retry", [(1, False), (2, False), (127, False), (128, True), (137, True),
-                                         (143, True), (255, True), (None, True)])
+@pytest.mark.parametrize(
+    "code, retry",
+    [(1, False), (2, False), (127, False), (128, True), (137, True), (143, True), (255, True), (None, True)],
+)
 def test_exit_code_policy(job, code, retry):
     j = job(restartPolicy="ExitCode")
     extra = {"exit_code": code} if code is not None else {"reason": "Evicted"}
@@ -118,19 +123,28 @@ def test_never_policy_fails_at_once(job):
 
 def test_root_cause_is_the_first_failure_not_the_peers_that_followed(job):
     j = job(restartPolicy="ExitCode")
-    observed = pods(["Failed", "Failed"], extra={
-        0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z"},  # rendezvous broke: a follower
-        1: {"exit_code": 137, "finished_at": "2026-01-01T12:00:08Z"},  # OOM-killed first: the cause
-    })
+    observed = pods(
+        ["Failed", "Failed"],
+        extra={
+            0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z"},  # rendezvous broke: a follower
+            1: {"exit_code": 137, "finished_at": "2026-01-01T12:00:08Z"},  # OOM-killed first: the cause
+        },
+    )
     p = step(j, observed, running_status(j))
     assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["pod"] == "demo-1"
     # In the same second (finishedAt's resolution), the program's own error over the
     # broken connection it left its peer.
-    observed = pods(["Failed", "Failed"], extra={
-        0: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z",
-            "message": "[rank0]: RuntimeError: Connection closed by peer [10.0.0.2]:4319"},
-        1: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z", "message": "[rank1]: ValueError: bad shard"},
-    })
+    observed = pods(
+        ["Failed", "Failed"],
+        extra={
+            0: {
+                "exit_code": 1,
+                "finished_at": "2026-01-01T12:00:09Z",
+                "message": "[rank0]: RuntimeError: Connection closed by peer [10.0.0.2]:4319",
+            },
+            1: {"exit_code": 1, "finished_at": "2026-01-01T12:00:09Z", "message": "[rank1]: ValueError: bad shard"},
+        },
+    )
     p = step(job(), observed, running_status(j))
     assert p.status["lastFailure"]["errorLine"] == "[rank1]: ValueError: bad shard"
 
@@ -222,19 +236,39 @@ def test_nodes_and_ready_nodes_say_no_pod_runs_once_the_job_failed_or_stopped(jo
 
 def test_pod_state_reads_a_pod_body():
     pod = {
-        "metadata": {"name": "demo-1", "labels": {"ddpjob.io/node-rank": "1", "ddpjob.io/restart-count": "2"},
-                     "deletionTimestamp": "2026-01-01T00:00:00Z"},
-        "status": {"phase": "Failed", "containerStatuses": [
-            {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
-            {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
-                                                         "finishedAt": "2026-01-01T00:00:01Z"}}}]},
+        "metadata": {
+            "name": "demo-1",
+            "labels": {"ddpjob.io/node-rank": "1", "ddpjob.io/restart-count": "2"},
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
+                {
+                    "name": "trainer",
+                    "state": {
+                        "terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-01-01T00:00:01Z"}
+                    },
+                },
+            ],
+        },
     }
     s = pod_state(pod)
     assert (s.name, s.node_rank, s.restart_count, s.phase, s.exit_code, s.reason, s.deleting) == (
-        "demo-1", 1, 2, "Failed", 137, "OOMKilled", True)
+        "demo-1",
+        1,
+        2,
+        "Failed",
+        137,
+        "OOMKilled",
+        True,
+    )
     assert pod_state({"metadata": {"name": "x", "labels": {}}}) is None
-    evicted = {"metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
-               "status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}}
+    evicted = {
+        "metadata": {"name": "demo-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"}},
+        "status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"},
+    }
     s = pod_state(evicted)
     assert s.exit_code is None and s.reason == "Evicted" and is_retryable("ExitCode", s.exit_code)
 
@@ -249,27 +283,36 @@ def test_pods_of_an_earlier_attempt_terminating_on_a_lost_node_are_force_deleted
     j = job()
     st = {"phase": "Restarting", "restarts": 1, "startTime": "2026-01-01T12:00:00Z"}
     ends = "2026-01-01T12:00:10Z"  # deletionTimestamp: the end of the grace period
-    old = pods(["Running", "Running"], attempt=0, extra={
-        0: {"deleting": True, "deletion_time": ends, "node_name": "n0"},
-        1: {"deleting": True, "deletion_time": ends, "node_name": None}})  # no node: never stuck
+    old = pods(
+        ["Running", "Running"],
+        attempt=0,
+        extra={
+            0: {"deleting": True, "deletion_time": ends, "node_name": "n0"},
+            1: {"deleting": True, "deletion_time": ends, "node_name": None},
+        },
+    )  # no node: never stuck
     lost = {"n0": "Unknown"}  # its kubelet stopped reporting
     # Within its grace period: no kubelet will ever confirm it, so nothing is waited for.
     early = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=2), nodes=lost))
     assert [(f.pod, f.message) for f in early.force_delete] == [
-        ("demo-0", "force-deleted Pod demo-0: its node n0 is not Ready (Ready=Unknown), and no kubelet will confirm it")]
+        ("demo-0", "force-deleted Pod demo-0: its node n0 is not Ready (Ready=Unknown), and no kubelet will confirm it")
+    ]
     assert "demo-0 on node n0" in early.status["message"]
     gone = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0, nodes={"n0": None}))
     assert [f.message.split(": ", 1)[1] for f in gone.force_delete] == [
-        "its node n0 is gone, and no kubelet will confirm it"]
+        "its node n0 is gone, and no kubelet will confirm it"
+    ]
     # On a Ready node (its kubelet will confirm), or one not read: waited for, and named as
     # stuck only once past the grace period and the margin.
     for nodes in ({"n0": "True"}, {}):
-        waiting = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=20),
-                                            nodes=nodes))
+        waiting = lifecycle.decide(
+            Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=20), nodes=nodes)
+        )
         assert waiting.force_delete == () and waiting.requeue_after == pytest.approx(21)  # 10 + 1 + 30 - 20
         assert "stuck" not in waiting.status["message"]
-        late = lifecycle.decide(Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=41),
-                                         nodes=nodes))
+        late = lifecycle.decide(
+            Observed(job=j, pods=tuple(old), previous=st, now=T0 + timedelta(seconds=41), nodes=nodes)
+        )
         assert late.force_delete == () and "demo-0 on node n0" in late.status["message"]
         assert late.requeue_after == pytest.approx(30)  # looked at again: the node may be lost by then
 
@@ -296,7 +339,10 @@ def test_a_condition_that_turns_false_says_why(job):
     done = step(j, pods(["Succeeded", "Succeeded"]), st, T0 + timedelta(seconds=60)).status
     conds = {c["type"]: c for c in done["conditions"]}
     assert conds["Running"]["status"] == "False"
-    assert (conds["Running"]["reason"], conds["Running"]["message"]) == ("Succeeded", "all 2 nodes finished successfully")
+    assert (conds["Running"]["reason"], conds["Running"]["message"]) == (
+        "Succeeded",
+        "all 2 nodes finished successfully",
+    )
     assert conds["Running"]["lastTransitionTime"] == "2026-01-01T12:01:00Z"
     # Restarting: Running turns False because of the failure, and says so.
     failed = step(j, pods(["Failed", "Running"], extra={0: {"exit_code": 137, "reason": "OOMKilled"}}), st).status
@@ -315,8 +361,10 @@ def test_messages_count_in_english(job):
     up = step(one, pods(["Running"]), first).status
     assert up["message"] == "1 node running (1 process)"
     assert step(one, pods(["Succeeded"]), up).status["message"] == "1 node finished successfully"
-    assert step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status["message"] == \
-        "all 2 nodes running (4 processes)"
+    assert (
+        step(job(), pods(["Running", "Running"]), step(job(), [], None).status).status["message"]
+        == "all 2 nodes running (4 processes)"
+    )
 
 
 def test_a_resumed_job_says_it_was_resumed_not_what_its_first_moment_was(job):
@@ -324,11 +372,18 @@ def test_a_resumed_job_says_it_was_resumed_not_what_its_first_moment_was(job):
     paused = step(job(suspend=True), [], step(job(suspend=True), pods(["Running", "Running"]), st).status).status
     resumed = step(job(), [], paused, T0 + timedelta(seconds=5)).status
     assert resumed["phase"] == "Pending"
-    done = step(job(), pods(["Succeeded", "Succeeded"]), step(job(), pods(["Running", "Running"]), resumed).status,
-                T0 + timedelta(seconds=60)).status
+    done = step(
+        job(),
+        pods(["Succeeded", "Succeeded"]),
+        step(job(), pods(["Running", "Running"]), resumed).status,
+        T0 + timedelta(seconds=60),
+    ).status
     suspended = {c["type"]: c for c in done["conditions"]}["Suspended"]
     assert (suspended["status"], suspended["reason"], suspended["message"]) == (
-        "False", "Resumed", "resumed: spec.suspend is false")
+        "False",
+        "Resumed",
+        "resumed: spec.suspend is false",
+    )
     assert suspended["lastTransitionTime"] == "2026-01-01T12:00:05Z"
 
 
@@ -359,8 +414,10 @@ def test_backend_auto_falling_back_to_gloo_on_a_gpu_job_is_said_once(job):
     assert step(job(gpusPerNode=1, nprocPerNode=2, backend="gloo"), [], None).events == ()  # asked for
 
 
-CUDA_LOG = ("[rank0]: starting\nTraceback (most recent call last):\n  File \"/app/errors.py\", line 3, in <module>\n"
-            "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device\n")
+CUDA_LOG = (
+    '[rank0]: starting\nTraceback (most recent call last):\n  File "/app/errors.py", line 3, in <module>\n'
+    "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device\n"
+)
 
 
 def attempts(j, logs, progress_on=()):
@@ -372,8 +429,12 @@ def attempts(j, logs, progress_on=()):
         st = up.status
         if attempt in progress_on:  # the trainer wrote a record in this attempt
             st = {**st, "progress": {"step": 5, "summary": "step 5", "attempt": attempt}}
-        failed = step(j, pods(["Failed", "Running"], attempt, extra={0: {"exit_code": 2, "reason": "Error",
-                                                                          "message": log}}), st, at)
+        failed = step(
+            j,
+            pods(["Failed", "Running"], attempt, extra={0: {"exit_code": 2, "reason": "Error", "message": log}}),
+            st,
+            at,
+        )
         yield failed
         st, at = failed.status, at + timedelta(minutes=10)
         st = step(j, [], st, at).status  # the old Pods gone, the backoff over
@@ -381,10 +442,14 @@ def attempts(j, logs, progress_on=()):
 
 def test_a_failure_says_its_first_error_line():
     from ddpjob.job.failure import error_line
-    assert error_line(CUDA_LOG) == ("ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no "
-                                    "CUDA device")
-    assert error_line("loading\nddpjob-launch: error: MASTER_ADDR did not resolve\nbye") == \
-        "ddpjob-launch: error: MASTER_ADDR did not resolve"
+
+    assert error_line(CUDA_LOG) == (
+        "ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device"
+    )
+    assert (
+        error_line("loading\nddpjob-launch: error: MASTER_ADDR did not resolve\nbye")
+        == "ddpjob-launch: error: MASTER_ADDR did not resolve"
+    )
     assert error_line("just\nthe last line\n\n") == "the last line" and error_line("") is None
 
 
@@ -401,7 +466,8 @@ def test_the_same_failure_on_two_attempts_ends_the_job_with_its_line_and_the_way
     assert second.status["lastFailure"]["sameOnAttempts"] == 2 and second.status["lastFailure"]["retryable"] is False
     assert second.status["message"] == (
         f"Pod demo-0 failed (exit code 2, Error): {line}; the same failure on all 2 attempts, before any training "
-        "progress: not retried again (restartPolicy: ExitCode fails at once on exit codes 1-127)")
+        "progress: not retried again (restartPolicy: ExitCode fails at once on exit codes 1-127)"
+    )
     assert [e.reason for e in second.events] == ["RepeatedFailure", "Failed"]
     assert second.events[0].message.startswith(f"{line} (exit code 2): the same failure on all 2 attempts")
 
@@ -409,16 +475,20 @@ def test_the_same_failure_on_two_attempts_ends_the_job_with_its_line_and_the_way
 def test_torch_ranks_failure_is_the_same_on_each_attempt_though_its_times_and_pids_differ(job):
     """A script's own exception under torchrun: the line is the rank's, and the attempts'
     differing times, pids and ports do not make it another failure."""
-    log = ("[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/app/crash.py\", line 7, in <module>\n"
-           "[rank0]: RuntimeError: boom at step 5 on rank 0\n[rank1]: RuntimeError: Connection closed by peer "
-           "[10.0.0.{n}]:{port}\nE1129 07:0{n}:37.744000 18{n}7 torch/distributed/elastic/multiprocessing/"
-           "api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 19{n}6) of binary: /venv/bin/python\n")
-    first, second = attempts(job(restartPolicy="OnFailure", maxRestarts=3),
-                             [log.format(n=1, port=4319), log.format(n=2, port=55012)])
+    log = (
+        '[rank0]: Traceback (most recent call last):\n[rank0]:   File "/app/crash.py", line 7, in <module>\n'
+        "[rank0]: RuntimeError: boom at step 5 on rank 0\n[rank1]: RuntimeError: Connection closed by peer "
+        "[10.0.0.{n}]:{port}\nE1129 07:0{n}:37.744000 18{n}7 torch/distributed/elastic/multiprocessing/"
+        "api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 19{n}6) of binary: /venv/bin/python\n"
+    )
+    first, second = attempts(
+        job(restartPolicy="OnFailure", maxRestarts=3), [log.format(n=1, port=4319), log.format(n=2, port=55012)]
+    )
     assert first.status["lastFailure"]["errorLine"] == "[rank0]: RuntimeError: boom at step 5 on rank 0"
     assert second.status["phase"] == "Failed" and second.status["lastFailure"]["sameOnAttempts"] == 2
     assert second.status["message"].startswith(
-        "Pod demo-0 failed (exit code 2, Error): [rank0]: RuntimeError: boom at step 5 on rank 0; the same failure")
+        "Pod demo-0 failed (exit code 2, Error): [rank0]: RuntimeError: boom at step 5 on rank 0; the same failure"
+    )
 
 
 def test_a_repeated_failure_that_blames_the_network_or_a_signal_is_retried_as_the_policy_says(job):
@@ -426,11 +496,14 @@ def test_a_repeated_failure_that_blames_the_network_or_a_signal_is_retried_as_th
     peer = "torch.distributed.DistNetworkError: failed to connect to demo-0.demo.ml.svc:29500\n"
     first, second, third = attempts(j, [peer] * 3)
     assert second.status["phase"] == "Restarting" and second.status["lastFailure"]["sameOnAttempts"] == 2
-    assert "set restartPolicy: ExitCode to fail at once on exit codes 1-127; restarting the gang (2/2)" \
+    assert (
+        "set restartPolicy: ExitCode to fail at once on exit codes 1-127; restarting the gang (2/2)"
         in second.status["message"]
+    )
     assert third.status["phase"] == "Failed" and third.status["message"].endswith(
         "the same failure on all 3 attempts, before any training progress; set restartPolicy: ExitCode to fail at "
-        "once on exit codes 1-127; maxRestarts=2 reached")
+        "once on exit codes 1-127; maxRestarts=2 reached"
+    )
 
 
 def test_a_failure_after_training_progress_or_a_different_one_is_not_called_repeated(job):
@@ -450,11 +523,20 @@ def test_reordering_and_line_splitting_characters_of_a_termination_message_are_e
     j = job(restartPolicy="Never")
     st = running_status(j)
     message = "ok\u202e1 tixe\u2028forged: Succeeded\u2066x\u200b"
-    failed = pod_state({"metadata": {"name": "demo-0", "labels": {"ddpjob.io/job-name": "demo",
-                                                                   "ddpjob.io/node-rank": "0",
-                                                                   "ddpjob.io/restart-count": "0"}},
-                        "status": {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {
-                            "terminated": {"exitCode": 1, "reason": "Error", "message": message}}}]}})
+    failed = pod_state(
+        {
+            "metadata": {
+                "name": "demo-0",
+                "labels": {"ddpjob.io/job-name": "demo", "ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "0"},
+            },
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {"name": "trainer", "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}}}
+                ],
+            },
+        }
+    )
     p = step(j, [failed, *pods(["Failed", "Running"])[1:]], st)
     shown = [p.status["message"], p.status["lastFailure"]["message"], *(e.message for e in p.events)]
     assert p.status["lastFailure"]["message"].endswith("ok\\u202e1 tixe\\u2028forged: Succeeded\\u2066x\\u200b")

@@ -40,8 +40,15 @@ def test_a_pod_that_keeps_failing_waits_twice_as_long_each_time_up_to_the_cap():
         p = comes_back(j, p.status, 2, s(t + waits[-1]))
         st, t = p.status, t + waits[-1] + 30  # it runs 30 s, then fails again
     assert waits == [10, 20, 40, 80, 160, 300, 300]
-    assert st[lost_indices.FIELD] == [{"index": 2, "losses": 7, "lostAt": "2026-01-01T00:13:10Z", "replaced": True,
-                                       "runningSince": "2026-01-01T00:18:12Z"}]
+    assert st[lost_indices.FIELD] == [
+        {
+            "index": 2,
+            "losses": 7,
+            "lostAt": "2026-01-01T00:13:10Z",
+            "replaced": True,
+            "runningSince": "2026-01-01T00:18:12Z",
+        }
+    ]
 
 
 def test_not_before_its_wait_and_the_message_and_event_say_it():
@@ -50,7 +57,8 @@ def test_not_before_its_wait_and_the_message_and_event_say_it():
     first = decide(j, [pod(0), pod(1, "Failed", exit_code=137), pod(2), pod(3)], p.status, now=s(100))
     (event,) = first.events
     assert event.reason == "NodeLost" and event.message.endswith(
-        "; creating demo-1 again in 20s (lost 2 times in a row)")
+        "; creating demo-1 again in 20s (lost 2 times in a row)"
+    )
     gone = decide(j, [pod(0), pod(2), pod(3)], first.status, now=s(110))
     assert gone.create == () and gone.requeue_after == 10.0
     assert "replacing demo-1 in 10s (lost 2 times in a row)" in gone.status["message"]
@@ -116,9 +124,11 @@ def test_a_gang_restart_starts_without_counts():
 def test_a_hand_edited_entry_is_ignored():
     j = job(restartBackoffSeconds=10)
     st = running_status(j)
-    st[lost_indices.FIELD] = [{"index": 1, "losses": "many", "lostAt": "x"},
-                              {"index": 2, "losses": 10**9, "lostAt": "2026-01-01T00:00:00"},
-                              {"index": 3, "losses": 10**9, "lostAt": "2026-01-01T00:00:00Z", "replaced": True}]
+    st[lost_indices.FIELD] = [
+        {"index": 1, "losses": "many", "lostAt": "x"},
+        {"index": 2, "losses": 10**9, "lostAt": "2026-01-01T00:00:00"},
+        {"index": 3, "losses": 10**9, "lostAt": "2026-01-01T00:00:00Z", "replaced": True},
+    ]
     p = lose(j, st, 1, s(0))
     assert p.requeue_after == 9.0
     p = lose(j, st, 3, s(0))  # a huge count only means the cap

@@ -2,6 +2,7 @@
 the healthy nodes as a disruption the moment the observation says a member's Node is gone
 or not Ready, and the lost Pod is force-deleted at once; an elastic job goes on without
 it; an unhealthy node's members are moved off gracefully and the next Pods avoid it."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
@@ -19,8 +20,14 @@ def job(nodes=2, elastic=None, **spec):
     spec.update(image="img", nodes=nodes, restartBackoffSeconds=0, maxRestarts=1)
     if elastic:
         spec["elastic"] = {"minNodes": elastic[0], "maxNodes": elastic[1]}
-    return parse_job({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                      "metadata": {"name": "demo", "namespace": "ns", "generation": 1}, "spec": spec})
+    return parse_job(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "demo", "namespace": "ns", "generation": 1},
+            "spec": spec,
+        }
+    )
 
 
 def pod(rank: int, phase: str = "Running", restarts: int = 0, **kw) -> PodState:
@@ -29,8 +36,9 @@ def pod(rank: int, phase: str = "Running", restarts: int = 0, **kw) -> PodState:
 
 
 def decide(j, pods, previous, nodes=NODES, unhealthy=None, now=T0) -> lifecycle.Plan:
-    return lifecycle.decide(Observed(job=j, pods=tuple(pods), previous=previous, now=now, nodes=nodes,
-                                     unhealthy_nodes=unhealthy or {}))
+    return lifecycle.decide(
+        Observed(job=j, pods=tuple(pods), previous=previous, now=now, nodes=nodes, unhealthy_nodes=unhealthy or {})
+    )
 
 
 def running(j, ranks):
@@ -43,8 +51,11 @@ def running(j, ranks):
 def test_a_rigid_gang_restarts_as_soon_as_a_members_node_is_not_ready_and_is_not_charged():
     j = job()
     st = running(j, [0, 1])
-    for ready, why in (("Unknown", "is not Ready (Ready=Unknown)"), ("False", "is not Ready (Ready=False)"),
-                       (None, "is gone")):
+    for ready, why in (
+        ("Unknown", "is not Ready (Ready=Unknown)"),
+        ("False", "is not Ready (Ready=False)"),
+        (None, "is gone"),
+    ):
         p = decide(j, [pod(0), pod(1)], st, nodes={**NODES, "n1": ready})
         assert p.status["phase"] == "Restarting", (ready, p.status)
         # A disruption: maxRestarts=1 is not used up, and a later failure may still restart.
@@ -59,8 +70,10 @@ def test_a_rigid_gang_restarts_as_soon_as_a_members_node_is_not_ready_and_is_not
 def test_the_lost_pod_is_force_deleted_at_once_and_the_next_attempt_waits_only_for_the_live_node():
     j = job()
     st = decide(j, [pod(0), pod(1)], running(j, [0, 1]), nodes={**NODES, "n1": "Unknown"}).status
-    going = [pod(0, deleting=True, deletion_time="2026-01-01T00:00:30Z"),
-             pod(1, deleting=True, deletion_time="2026-01-01T00:00:30Z")]
+    going = [
+        pod(0, deleting=True, deletion_time="2026-01-01T00:00:30Z"),
+        pod(1, deleting=True, deletion_time="2026-01-01T00:00:30Z"),
+    ]
     p = decide(j, going, st, nodes={**NODES, "n1": "Unknown"}, now=T0 + timedelta(seconds=1))
     assert [(f.pod, f.uid) for f in p.force_delete] == [("demo-1", "u1")]
     assert "node n1 is not Ready" in p.force_delete[0].message and p.create == ()
@@ -116,8 +129,10 @@ def test_members_of_an_unhealthy_node_are_moved_off_gracefully_and_the_next_pods
     assert p.status["lastFailure"]["message"] == "Pod demo-1 moved off node n1: condition GPUUnhealthy=True (Xid 79)"
     assert set(p.delete) == {"demo-0", "demo-1"}
     # Its kubelet is alive: the Pods are deleted gracefully (SIGTERM, a checkpoint), never forced.
-    going = [pod(0, deleting=True, deletion_time="2026-01-01T00:00:30Z"),
-             pod(1, deleting=True, deletion_time="2026-01-01T00:00:30Z")]
+    going = [
+        pod(0, deleting=True, deletion_time="2026-01-01T00:00:30Z"),
+        pod(1, deleting=True, deletion_time="2026-01-01T00:00:30Z"),
+    ]
     assert decide(j, going, p.status, unhealthy=bad, now=T0 + timedelta(seconds=1)).force_delete == ()
     created = decide(j, [], p.status, unhealthy=bad, now=T0 + timedelta(seconds=2))
     assert created.create == (0, 1) and created.avoid_nodes == ("n1",)
@@ -142,8 +157,10 @@ def test_a_rank_that_lost_its_peers_node_is_retried_under_exit_code():
     that a node was lost); the program's own exit 1 still ends the job."""
     j = job(restartPolicy="ExitCode")
     st = running(j, [0, 1])
-    gloo = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
-            "[10.244.2.3]:57312: Connection reset by peer")
+    gloo = (
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+        "[10.244.2.3]:57312: Connection reset by peer"
+    )
     p = decide(j, [pod(0, "Failed", exit_code=1, message=gloo), pod(1)], st)
     assert p.status["phase"] == "Restarting" and p.status["lastFailure"]["retryable"] is True
     own = "[rank0]: ValueError: bad shape"

@@ -14,28 +14,56 @@ from ddpjob.job.restart_policy import is_retryable
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 # What containerd says of a command the image does not have (the kubelet copies it into
 # state.terminated.message; FallbackToLogsOnError only fills an empty one).
-CONTAINERD = ('failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create '
-              'failed: unable to start container process: exec: "ddpjob-lanch": executable file not found in $PATH: '
-              'unknown')
-USAGE_TAIL = ("usage: ddpjob-train [-h] [--model MODEL] [--data DATA]\n"
-              "                    [--batch-size BATCH_SIZE] [--lr LR]\n"
-              "ddpjob-train: error: unrecognized arguments: --batch-sise 64\n"
-              "E1128 05:56:21 torch.distributed.elastic.multiprocessing.api: failed (exitcode: 2) local_rank: 0\n")
+CONTAINERD = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
+    'failed: unable to start container process: exec: "ddpjob-lanch": executable file not found in $PATH: '
+    "unknown"
+)
+USAGE_TAIL = (
+    "usage: ddpjob-train [-h] [--model MODEL] [--data DATA]\n"
+    "                    [--batch-size BATCH_SIZE] [--lr LR]\n"
+    "ddpjob-train: error: unrecognized arguments: --batch-sise 64\n"
+    "E1128 05:56:21 torch.distributed.elastic.multiprocessing.api: failed (exitcode: 2) local_rank: 0\n"
+)
 
 
 @pytest.fixture
 def job(job_body):
     def make(**spec):
         return parse_job(job_body(**{"restartBackoffSeconds": 10, "maxRestarts": 3, **spec}))
+
     return make
 
 
 def start_error_pod(rank=0, attempt=0):
-    return pod_state({"metadata": {"name": f"demo-{rank}", "labels": {
-        "ddpjob.io/job-name": "demo", "ddpjob.io/node-rank": str(rank), "ddpjob.io/restart-count": str(attempt)}},
-        "status": {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {"terminated": {
-            "exitCode": 128, "reason": "StartError", "message": CONTAINERD,
-            "finishedAt": "2026-01-01T12:00:01Z"}}}]}})
+    return pod_state(
+        {
+            "metadata": {
+                "name": f"demo-{rank}",
+                "labels": {
+                    "ddpjob.io/job-name": "demo",
+                    "ddpjob.io/node-rank": str(rank),
+                    "ddpjob.io/restart-count": str(attempt),
+                },
+            },
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "trainer",
+                        "state": {
+                            "terminated": {
+                                "exitCode": 128,
+                                "reason": "StartError",
+                                "message": CONTAINERD,
+                                "finishedAt": "2026-01-01T12:00:01Z",
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("policy", ["OnFailure", "ExitCode", "Never"])
@@ -49,8 +77,9 @@ def test_a_container_that_cannot_start_fails_the_job_at_once_with_the_runtimes_r
     assert failure["retryable"] is False and failure["exitCode"] == 128 and failure["reason"] == "StartError"
     assert failure["errorLine"] == CONTAINERD
     assert failure["message"] == f"Pod demo-0 failed (exit code 128, StartError): {CONTAINERD}"
-    assert p.status["message"] == (f"{failure['message']}; the container could not start: "
-                                   "not retried under any restartPolicy")
+    assert p.status["message"] == (
+        f"{failure['message']}; the container could not start: not retried under any restartPolicy"
+    )
     assert {c["type"]: c["reason"] for c in p.status["conditions"]}["Failed"] == "PodFailed"
     assert "demo-1" in p.delete
 
@@ -67,23 +96,27 @@ def test_an_elastic_job_does_not_replace_a_pod_that_cannot_start(job):
 def test_a_bad_command_line_is_not_retried_under_on_failure(job):
     j = job(restartPolicy="OnFailure")
     st = lifecycle.plan(j, [], None, T0).status
-    bad = PodState(name="demo-0", node_rank=0, restart_count=0, phase="Failed", exit_code=2, reason="Error",
-                   message=USAGE_TAIL)
+    bad = PodState(
+        name="demo-0", node_rank=0, restart_count=0, phase="Failed", exit_code=2, reason="Error", message=USAGE_TAIL
+    )
     p = lifecycle.plan(j, [bad, PodState(name="demo-1", node_rank=1, restart_count=0, phase="Running")], st, T0)
     assert p.status["phase"] == "Failed" and p.status.get("restarts", 0) == 0
     assert p.status["lastFailure"]["errorLine"] == "ddpjob-train: error: unrecognized arguments: --batch-sise 64"
     assert p.status["message"].endswith("bad input (exit code 2): not retried under any restartPolicy")
 
 
-@pytest.mark.parametrize("code, reason, line, on_failure", [
-    (2, "Error", "ddpjob-train: error: unrecognized arguments: --x", False),  # argparse, the trainer's bad input
-    (2, "Error", "train.py: error: the following arguments are required: --data", False),
-    (2, "Error", "ConnectionError: the feature store did not answer", True),  # a script's own exit 2
-    (2, "Error", None, True),
-    (1, "Error", "prog: error: bad", True),  # argparse's form, but not argparse's code: the policy decides
-    (128, "StartError", "exec: not found", False),
-    (128, "Error", None, True),  # 128 that is no start failure: a signal's range, as before
-])
+@pytest.mark.parametrize(
+    "code, reason, line, on_failure",
+    [
+        (2, "Error", "ddpjob-train: error: unrecognized arguments: --x", False),  # argparse, the trainer's bad input
+        (2, "Error", "train.py: error: the following arguments are required: --data", False),
+        (2, "Error", "ConnectionError: the feature store did not answer", True),  # a script's own exit 2
+        (2, "Error", None, True),
+        (1, "Error", "prog: error: bad", True),  # argparse's form, but not argparse's code: the policy decides
+        (128, "StartError", "exec: not found", False),
+        (128, "Error", None, True),  # 128 that is no start failure: a signal's range, as before
+    ],
+)
 def test_what_no_policy_retries(code, reason, line, on_failure):
     assert is_retryable("OnFailure", code, reason, line) is on_failure
     if not on_failure:

@@ -10,8 +10,15 @@ from ddpjob.job import lifecycle, stall
 from ddpjob.job.observe import PodState
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
-RECORD = {"step": 40, "total_steps": 100, "epoch": 1, "total_epochs": 3, "samples_per_s": 900.0, "loss": 0.3,
-          "time": T0.timestamp()}
+RECORD = {
+    "step": 40,
+    "total_steps": 100,
+    "epoch": 1,
+    "total_epochs": 3,
+    "samples_per_s": 900.0,
+    "loss": 0.3,
+    "time": T0.timestamp(),
+}
 
 
 def pods(phases, attempt=0):
@@ -19,14 +26,20 @@ def pods(phases, attempt=0):
 
 
 def progress(since, attempt=0, record=RECORD, ranks=None):
-    return stall.ProgressState(restart_count=attempt, seconds_since_progress=since, record=record, eta_seconds=80,
-                               ranks=ranks if ranks is not None else {0: {"step": 41}, 1: {"step": 40}})
+    return stall.ProgressState(
+        restart_count=attempt,
+        seconds_since_progress=since,
+        record=record,
+        eta_seconds=80,
+        ranks=ranks if ranks is not None else {0: {"step": 41}, 1: {"step": 40}},
+    )
 
 
 @pytest.fixture
 def job(job_body):
     def make(**spec):
         return parse_job(job_body(**{"restartBackoffSeconds": 10, **spec}))
+
     return make
 
 
@@ -40,9 +53,18 @@ def test_progress_lands_in_status_and_is_stable_while_the_record_is(job):
     st = running(j)
     p = lifecycle.plan(j, pods(["Running", "Running"]), st, T0, progress(5))
     assert p.status["progress"] == {
-        "step": 40, "totalSteps": 100, "epoch": 1, "totalEpochs": 3, "samplesPerSecond": 900.0, "loss": 0.3,
-        "etaSeconds": 80, "eta": "1m20s", "summary": "epoch 1/3 step 40/100 (40%)", "attempt": 0,
-        "updateTime": "2026-01-01T12:00:00Z"}
+        "step": 40,
+        "totalSteps": 100,
+        "epoch": 1,
+        "totalEpochs": 3,
+        "samplesPerSecond": 900.0,
+        "loss": 0.3,
+        "etaSeconds": 80,
+        "eta": "1m20s",
+        "summary": "epoch 1/3 step 40/100 (40%)",
+        "attempt": 0,
+        "updateTime": "2026-01-01T12:00:00Z",
+    }
     later = lifecycle.plan(j, pods(["Running", "Running"]), p.status, T0 + timedelta(seconds=30), progress(35))
     assert later.status == p.status and later.events == ()  # nothing new: nothing to write
 
@@ -57,7 +79,9 @@ def test_no_advance_for_the_timeout_restarts_the_gang_as_stalled(job):
     failure = p.status["lastFailure"]
     assert failure["reason"] == "Stalled" and failure["retryable"] and "exitCode" not in failure
     cond = {c["type"]: c for c in p.status["conditions"]}["Stalled"]
-    assert cond["status"] == "True" and "rank(s) 1 stopped at step 40 while the others reached step 41" in cond["message"]
+    assert (
+        cond["status"] == "True" and "rank(s) 1 stopped at step 40 while the others reached step 41" in cond["message"]
+    )
     assert [e.reason for e in p.events] == ["Stalled", "Restarting"]
     assert "stallTimeoutSeconds=60" in p.events[0].message and "epoch 1/3 step 40/100" in p.events[0].message
 
@@ -73,13 +97,26 @@ def test_stalled_condition_clears_once_the_next_attempt_advances(job):
     assert {c["type"]: c["status"] for c in st["conditions"]}["Stalled"] == "False"
 
 
-@pytest.mark.parametrize("why, spec, observed, state", [
-    ("off by default", {}, ["Running", "Running"], progress(10_000)),
-    ("not every Pod runs", {"stallTimeoutSeconds": 60}, ["Running", "Succeeded"], progress(10_000)),
-    ("an earlier attempt's launcher", {"stallTimeoutSeconds": 60}, ["Running", "Running"], progress(10_000, attempt=7)),
-    ("nothing read", {"stallTimeoutSeconds": 60}, ["Running", "Running"], None),
-    ("no record yet: still starting", {"stallTimeoutSeconds": 60}, ["Running", "Running"], progress(10_000, record=None)),
-])
+@pytest.mark.parametrize(
+    "why, spec, observed, state",
+    [
+        ("off by default", {}, ["Running", "Running"], progress(10_000)),
+        ("not every Pod runs", {"stallTimeoutSeconds": 60}, ["Running", "Succeeded"], progress(10_000)),
+        (
+            "an earlier attempt's launcher",
+            {"stallTimeoutSeconds": 60},
+            ["Running", "Running"],
+            progress(10_000, attempt=7),
+        ),
+        ("nothing read", {"stallTimeoutSeconds": 60}, ["Running", "Running"], None),
+        (
+            "no record yet: still starting",
+            {"stallTimeoutSeconds": 60},
+            ["Running", "Running"],
+            progress(10_000, record=None),
+        ),
+    ],
+)
 def test_no_stall(job, why, spec, observed, state):
     j = job(**spec)
     p = lifecycle.plan(j, pods(observed), running(j), T0, state)
@@ -93,11 +130,18 @@ def test_never_policy_fails_on_a_stall(job):
     assert [e.reason for e in p.events] == ["Stalled", "Failed"]
 
 
-@pytest.mark.parametrize("ranks, world, text", [
-    ({0: {"step": 5}, 1: {"step": 4}, 2: {"step": 5}, 3: {"step": 4}}, 4, "rank(s) 1,3 stopped at step 4"),
-    ({0: {"step": 5}, 1: {"step": 5}}, 4, "all reporting ranks (0-1) stopped at step 5; no heartbeat seen from rank(s) 2-3"),
-    ({}, 2, "no rank reported a heartbeat"),
-])
+@pytest.mark.parametrize(
+    "ranks, world, text",
+    [
+        ({0: {"step": 5}, 1: {"step": 4}, 2: {"step": 5}, 3: {"step": 4}}, 4, "rank(s) 1,3 stopped at step 4"),
+        (
+            {0: {"step": 5}, 1: {"step": 5}},
+            4,
+            "all reporting ranks (0-1) stopped at step 5; no heartbeat seen from rank(s) 2-3",
+        ),
+        ({}, 2, "no rank reported a heartbeat"),
+    ],
+)
 def test_stale_ranks(ranks, world, text):
     assert text in stall.stale_ranks(stall.ProgressState(0, 100.0, ranks=ranks), world)[1]
 
@@ -117,8 +161,9 @@ def test_a_job_that_is_not_running_shows_where_it_got_to_but_no_eta(job):
     whole = {"step": 100, "totalSteps": 100, "summary": "step 100/100 (100%)", "attempt": 0}
     complete = lifecycle.plan(j, pods(["Succeeded", "Succeeded"]), {**st, "progress": whole}, T0).status
     assert complete["progress"]["summary"] == "step 100/100 (100%)"  # read at the end: nothing to qualify
-    paused = lifecycle.plan(job(stallTimeoutSeconds=60, suspend=True), pods(["Running", "Running"]), st,
-                            T0 + timedelta(seconds=5)).status
+    paused = lifecycle.plan(
+        job(stallTimeoutSeconds=60, suspend=True), pods(["Running", "Running"]), st, T0 + timedelta(seconds=5)
+    ).status
     assert paused["phase"] == "Suspended" and paused["progress"]["step"] == 40 and "eta" not in paused["progress"]
     assert paused["progress"]["summary"] == "last read: epoch 1/3 step 40/100 (40%)"
     assert "final" not in st["progress"]  # a running job's record is not final
@@ -129,8 +174,10 @@ def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_em
     st = lifecycle.plan(j, pods(["Running", "Running"]), running(j), T0, progress(5)).status
     assert st["progress"]["attempt"] == 0
     # A gang restart: attempt 0's record is not the new attempt's progress.
-    failed = [PodState(name="demo-0", node_rank=0, restart_count=0, phase="Running"),
-              PodState(name="demo-1", node_rank=1, restart_count=0, phase="Failed", exit_code=1, reason="Error")]
+    failed = [
+        PodState(name="demo-0", node_rank=0, restart_count=0, phase="Running"),
+        PodState(name="demo-1", node_rank=1, restart_count=0, phase="Failed", exit_code=1, reason="Error"),
+    ]
     restarting = lifecycle.plan(j, failed, st, T0 + timedelta(seconds=10), progress(5)).status
     assert restarting["phase"] == "Restarting" and restarting["restarts"] == 1
     assert "progress" not in restarting
@@ -139,8 +186,9 @@ def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_em
     assert "progress" not in late
     up = lifecycle.plan(j, pods(["Running", "Running"], attempt=1), late, T0 + timedelta(seconds=30)).status
     assert up["phase"] == "Running" and "progress" not in up
-    mine = lifecycle.plan(j, pods(["Running", "Running"], attempt=1), up, T0 + timedelta(seconds=31),
-                          progress(1, attempt=1)).status
+    mine = lifecycle.plan(
+        j, pods(["Running", "Running"], attempt=1), up, T0 + timedelta(seconds=31), progress(1, attempt=1)
+    ).status
     assert mine["progress"]["attempt"] == 1 and mine["progress"]["eta"] == "1m20s"
     # Suspended keeps where it got to (no ETA); the resume starts without it.
     suspended = job(stallTimeoutSeconds=60, suspend=True)
@@ -150,11 +198,14 @@ def test_progress_belongs_to_its_attempt_and_a_new_attempt_or_a_resume_starts_em
     assert resumed["phase"] == "Pending" and "progress" not in resumed
 
 
-@pytest.mark.parametrize("record", [
-    {**RECORD, "step": 100},  # the last step done: evaluating, saving, tearing down
-    {**RECORD, "step": 100, "stage": "saving"},
-    {"step": 7, "stage": "exiting"},  # no total known: the trainer says so
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {**RECORD, "step": 100},  # the last step done: evaluating, saving, tearing down
+        {**RECORD, "step": 100, "stage": "saving"},
+        {"step": 7, "stage": "exiting"},  # no total known: the trainer says so
+    ],
+)
 def test_a_job_past_its_last_step_is_never_stalled(job, record):
     j = job(stallTimeoutSeconds=10)
     st = running(j)
@@ -178,16 +229,32 @@ def test_a_short_job_keeps_the_record_its_pod_0_left_when_it_succeeded(job):
 
     j = job()
     st = running(j)  # no progress was ever read
-    last = {"step": 100, "total_steps": 100, "epoch": 3, "total_epochs": 3, "loss": 0.1, "time": T0.timestamp(),
-            "stage": "exiting"}
-    done = [PodState(name="demo-0", node_rank=0, restart_count=0, phase="Succeeded", exit_code=0,
-                     message=json.dumps(last)),
-            PodState(name="demo-1", node_rank=1, restart_count=0, phase="Succeeded", exit_code=0)]
+    last = {
+        "step": 100,
+        "total_steps": 100,
+        "epoch": 3,
+        "total_epochs": 3,
+        "loss": 0.1,
+        "time": T0.timestamp(),
+        "stage": "exiting",
+    }
+    done = [
+        PodState(name="demo-0", node_rank=0, restart_count=0, phase="Succeeded", exit_code=0, message=json.dumps(last)),
+        PodState(name="demo-1", node_rank=1, restart_count=0, phase="Succeeded", exit_code=0),
+    ]
     p = lifecycle.plan(j, done, st, T0)
     assert p.status["phase"] == "Succeeded"
-    assert p.status["progress"] == {"step": 100, "totalSteps": 100, "epoch": 3, "totalEpochs": 3, "loss": 0.1,
-                                    "summary": "epoch 3/3 step 100/100 (100%)", "attempt": 0, "final": True,
-                                    "updateTime": "2026-01-01T12:00:00Z"}
+    assert p.status["progress"] == {
+        "step": 100,
+        "totalSteps": 100,
+        "epoch": 3,
+        "totalEpochs": 3,
+        "loss": 0.1,
+        "summary": "epoch 3/3 step 100/100 (100%)",
+        "attempt": 0,
+        "final": True,
+        "updateTime": "2026-01-01T12:00:00Z",
+    }
     # Anything else a Pod says is no record: the last one read stays.
     for message in ("done", '{"step": "x"}', "{" * 10):
         other = lifecycle.plan(j, [dataclasses.replace(done[0], message=message), done[1]], st, T0)

@@ -1,5 +1,6 @@
 """A `ddpjob run` in the background (local/background.py): its output read in whole
 lines, bounded, from where the last read stopped."""
+
 from __future__ import annotations
 
 import pathlib
@@ -21,8 +22,9 @@ def test_whole_lines_from_where_the_last_read_stopped(tmp_path: pathlib.Path) ->
     assert list(reader.new_lines()) == []
 
 
-def test_a_line_past_the_bound_is_cut_and_its_rest_never_read_as_a_line(tmp_path: pathlib.Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_line_past_the_bound_is_cut_and_its_rest_never_read_as_a_line(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(background, "MAX_LINE_BYTES", 16)
     out = tmp_path / "output.log"
     # A Pod's long line whose tail, were it read as a line of its own, would be a phase line.

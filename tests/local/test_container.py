@@ -1,4 +1,5 @@
 """A Pod's trainer container as a local process tree, as `ddpjob run` and the dev kubelet use it."""
+
 from __future__ import annotations
 
 import io
@@ -12,8 +13,10 @@ from ddpjob.local.container import LocalRunError, StartError, start_container
 
 
 def pod(*command: str) -> dict:
-    return {"metadata": {"name": "j-0", "namespace": "ns"},
-            "spec": {"containers": [{"name": "trainer", "command": list(command)}]}}
+    return {
+        "metadata": {"name": "j-0", "namespace": "ns"},
+        "spec": {"containers": [{"name": "trainer", "command": list(command)}]},
+    }
 
 
 def wait_end(proc, timeout: float = 20.0):

@@ -24,18 +24,42 @@ SIZE, EPOCHS = 4000, 3
 
 
 def job_file(tmp_path, name, samples, backoff):
-    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name}, "spec": {
-        "nodes": 3, "elastic": {"minNodes": 2, "maxNodes": 3}, "nprocPerNode": 1, "image": "local",
-        "command": ["ddpjob-launch"],
-        "args": ["ddpjob-train", "--data", "synthetic", "--synthetic-size", str(SIZE), "--epochs", str(EPOCHS),
-                 "--batch-size", "16", "--eval-every", "0", "--log-every", "20", "--checkpoint-every-steps", "10",
-                 "--sample-log", str(samples)],
-        "checkpoint": {"claimName": "ckpt"},
-        # At least 63 s of training (252 steps): the job outlasts its resizes on any machine.
-        "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.25"}],
-        # Long enough for the survivors to re-form and train at 2 nodes before the node is back.
-        "restartBackoffSeconds": backoff,
-    }}
+    body = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": 3,
+            "elastic": {"minNodes": 2, "maxNodes": 3},
+            "nprocPerNode": 1,
+            "image": "local",
+            "command": ["ddpjob-launch"],
+            "args": [
+                "ddpjob-train",
+                "--data",
+                "synthetic",
+                "--synthetic-size",
+                str(SIZE),
+                "--epochs",
+                str(EPOCHS),
+                "--batch-size",
+                "16",
+                "--eval-every",
+                "0",
+                "--log-every",
+                "20",
+                "--checkpoint-every-steps",
+                "10",
+                "--sample-log",
+                str(samples),
+            ],
+            "checkpoint": {"claimName": "ckpt"},
+            # At least 63 s of training (252 steps): the job outlasts its resizes on any machine.
+            "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.25"}],
+            # Long enough for the survivors to re-form and train at 2 nodes before the node is back.
+            "restartBackoffSeconds": backoff,
+        },
+    }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(body))
     return path

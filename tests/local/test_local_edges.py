@@ -2,6 +2,7 @@
 process; `--cpu` runs it), GPUs shared out per node, a rerun of a finished job (said, and
 `--fresh`), Ctrl-C's conditions, observedGeneration, and the project's own commands found
 beside the interpreter when its bin is not on PATH."""
+
 from __future__ import annotations
 
 import os
@@ -21,15 +22,28 @@ NO_GPUS = {"CUDA_VISIBLE_DEVICES": "-1"}  # whatever this machine has, the run s
 
 
 def run(tmp_path: Path, *argv: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ddpjob.cli", *argv], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def write(tmp_path: Path, name: str, command: list[str], **spec) -> Path:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-                                    "spec": {"image": "local", "command": command, "restartBackoffSeconds": 0,
-                                             **spec}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "ddpjob.io/v1alpha1",
+                "kind": "DDPJob",
+                "metadata": {"name": name},
+                "spec": {"image": "local", "command": command, "restartBackoffSeconds": 0, **spec},
+            }
+        )
+    )
     return path
 
 
@@ -38,6 +52,7 @@ def final_status(stdout: str) -> dict:
 
 
 # ---- GPUs -------------------------------------------------------------------------
+
 
 def test_visible_gpus_reads_the_device_files_and_the_mask(tmp_path):
     for name in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"):
@@ -66,7 +81,9 @@ def test_each_node_gets_its_own_gpus():
     available = ["3", "2", "1", "0"]
     assert gpus.gpu_error(job, available) is None
     assert [gpus.devices_for_node(job, r, available) for r in (0, 1)] == [
-        {"CUDA_VISIBLE_DEVICES": "3,2"}, {"CUDA_VISIBLE_DEVICES": "1,0"}]
+        {"CUDA_VISIBLE_DEVICES": "3,2"},
+        {"CUDA_VISIBLE_DEVICES": "1,0"},
+    ]
     assert "asks for 2 GPUs on each of 2 nodes (4 in all) and this machine has 3" in gpus.gpu_error(job, ["0"] * 3)
     cpu = gpus.on_cpu(job)
     assert (cpu.gpus_per_node, cpu.backend, cpu.world_size) == (0, "gloo", job.world_size)
@@ -78,16 +95,24 @@ def test_a_gpu_job_without_gpus_fails_in_one_line_before_starting_anything(tmp_p
     path = write(tmp_path, "gpu", ["sh", "-c", f"touch {marker}"], nodes=2, gpusPerNode=1, backend="nccl")
     done = run(tmp_path, "run", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (f"error: {path}: spec.gpusPerNode: the job asks for 1 GPU on each of 2 nodes (2 in all) "
-                           "and this machine has 0; run it on CPU with `ddpjob run --cpu` (gloo, 1 process per "
-                           "node)\n")
+    assert done.stderr == (
+        f"error: {path}: spec.gpusPerNode: the job asks for 1 GPU on each of 2 nodes (2 in all) "
+        "and this machine has 0; run it on CPU with `ddpjob run --cpu` (gloo, 1 process per "
+        "node)\n"
+    )
     assert not marker.exists()
 
 
 def test_cpu_runs_a_gpu_job_on_cpu_with_gloo_and_no_gpu(tmp_path):
     out = tmp_path / "seen"
-    path = write(tmp_path, "gpu", ["sh", "-c", f'echo "$DDPJOB_BACKEND [$CUDA_VISIBLE_DEVICES] $WORLD_SIZE" > {out}'],
-                 gpusPerNode=2, nprocPerNode=1, backend="nccl")
+    path = write(
+        tmp_path,
+        "gpu",
+        ["sh", "-c", f'echo "$DDPJOB_BACKEND [$CUDA_VISIBLE_DEVICES] $WORLD_SIZE" > {out}'],
+        gpusPerNode=2,
+        nprocPerNode=1,
+        backend="nccl",
+    )
     done = run(tmp_path, "run", "-o", "yaml", "--cpu", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 0, done.stdout + done.stderr
     assert out.read_text() == "gloo [] 1\n"
@@ -96,15 +121,21 @@ def test_cpu_runs_a_gpu_job_on_cpu_with_gloo_and_no_gpu(tmp_path):
 
 def test_cpu_refuses_up_front_what_needs_cuda_naming_the_argument(tmp_path):
     marker = tmp_path / "started"
-    path = write(tmp_path, "gpu", ["sh", "-c", f"touch {marker}", "--sync-bn", "--amp=fp16", "--backend", "nccl"],
-                 gpusPerNode=1, env=[{"name": "MY_BACKEND", "value": "NCCL"}])
+    path = write(
+        tmp_path,
+        "gpu",
+        ["sh", "-c", f"touch {marker}", "--sync-bn", "--amp=fp16", "--backend", "nccl"],
+        gpusPerNode=1,
+        env=[{"name": "MY_BACKEND", "value": "NCCL"}],
+    )
     done = run(tmp_path, "run", "--cpu", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"{path}: spec.command[3]: --sync-bn needs CUDA devices (SyncBatchNorm); remove it to run on CPU (ddpjob run --cpu)",
         f"{path}: spec.command[4]: --amp fp16 needs a CUDA device; use --amp bf16 on CPU (ddpjob run --cpu)",
         f"{path}: spec.command[6]: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)",
-        f"{path}: spec.env[0].value: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)"]
+        f"{path}: spec.env[0].value: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)",
+    ]
     assert not marker.exists()
 
 
@@ -121,27 +152,38 @@ def test_the_resnet_example_is_not_sent_to_cpu_which_cannot_run_it(tmp_path):
 
 
 def test_the_same_failure_on_every_attempt_is_said_with_its_error_line(tmp_path):
-    path = write(tmp_path, "same", ["sh", "-c", "echo starting; echo 'error: no CUDA device' >&2; exit 2"],
-                 maxRestarts=3, restartBackoffSeconds=0)
+    path = write(
+        tmp_path,
+        "same",
+        ["sh", "-c", "echo starting; echo 'error: no CUDA device' >&2; exit 2"],
+        maxRestarts=3,
+        restartBackoffSeconds=0,
+    )
     done = run(tmp_path, "run", "-o", "yaml", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1
     status = final_status(done.stdout)
     assert status["lastFailure"]["errorLine"] == "error: no CUDA device"
     assert status["lastFailure"]["sameOnAttempts"] == 2
-    assert status["message"] == ("Pod same-0 failed (exit code 2, Error): error: no CUDA device; the same failure "
-                                 "on all 2 attempts, before any training progress: not retried again "
-                                 "(restartPolicy: ExitCode fails at once on exit codes 1-127)")
+    assert status["message"] == (
+        "Pod same-0 failed (exit code 2, Error): error: no CUDA device; the same failure "
+        "on all 2 attempts, before any training progress: not retried again "
+        "(restartPolicy: ExitCode fails at once on exit codes 1-127)"
+    )
 
 
 # ---- a rerun, --fresh, the final status -------------------------------------------------
+
 
 def test_a_run_ends_with_a_line_of_summary_and_its_whole_status_on_asking(tmp_path):
     path = write(tmp_path, "brief", ["sh", "-c", "exit 0"])
     done = run(tmp_path, "run", str(path))
     assert done.returncode == 0 and "acceptedSpec" not in done.stdout and "\n---\n" not in done.stdout
     last = done.stdout.splitlines()[-1]
-    assert re.fullmatch(r"\[ddpjob\] Succeeded in \d+s; its whole status: \.ddpjob/brief/status\.yaml "
-                        r"\(`ddpjob run -o yaml` prints it\)", last), done.stdout
+    assert re.fullmatch(
+        r"\[ddpjob\] Succeeded in \d+s; its whole status: \.ddpjob/brief/status\.yaml "
+        r"\(`ddpjob run -o yaml` prints it\)",
+        last,
+    ), done.stdout
     assert final_status(run(tmp_path, "run", "-o", "yaml", str(path)).stdout)["phase"] == "Succeeded"
     failed = write(tmp_path, "brief", ["sh", "-c", "exit 3"], restartPolicy="ExitCode", maxRestarts=1)
     last = run(tmp_path, "run", str(failed)).stdout.splitlines()[-1]
@@ -161,9 +203,11 @@ def test_a_rerun_of_a_finished_job_says_so_and_fresh_starts_over(tmp_path):
     second = run(tmp_path, "run", str(path))
     assert second.returncode == 0 and runs.read_text() == "run\nrun\n"
     # Not ddpjob-train: what a program makes of its checkpoints is its own, so it runs again.
-    assert (f"[ddpjob] this job already Succeeded here (at {status['completionTime']}): its program resumes from "
-            f"the checkpoints in {runs.parent} (ddpjob-train trains only what the job asks beyond them: more "
-            "epochs). `ddpjob run --fresh` starts over") in second.stdout
+    assert (
+        f"[ddpjob] this job already Succeeded here (at {status['completionTime']}): its program resumes from "
+        f"the checkpoints in {runs.parent} (ddpjob-train trains only what the job asks beyond them: more "
+        "epochs). `ddpjob run --fresh` starts over"
+    ) in second.stdout
     third = run(tmp_path, "run", "--fresh", str(path))
     assert third.returncode == 0 and "already Succeeded" not in third.stdout
     assert runs.read_text() == "run\n"
@@ -183,9 +227,11 @@ def test_a_rerun_of_the_same_finished_ddpjob_train_job_starts_nothing(tmp_path):
     assert second.returncode == 0 and runs.read_text() == "run\n"  # nothing started
     status = final_status(first.stdout)
     assert final_status(second.stdout) == status
-    assert (f"[ddpjob] this job already Succeeded here (at {status['completionTime']}) with this very spec: "
-            f"ddpjob-train would resume from its final checkpoint in {runs.parent} with nothing left to train, "
-            "so nothing was started. `ddpjob run --fresh` trains it again") in second.stdout
+    assert (
+        f"[ddpjob] this job already Succeeded here (at {status['completionTime']}) with this very spec: "
+        f"ddpjob-train would resume from its final checkpoint in {runs.parent} with nothing left to train, "
+        "so nothing was started. `ddpjob run --fresh` trains it again"
+    ) in second.stdout
     # Another spec (more epochs) trains on from the checkpoint; --fresh starts over.
     path = write(tmp_path, "done", [str(trainer)], args=["--epochs", "3"], checkpoint={"claimName": "ckpt"})
     assert run(tmp_path, "run", str(path)).returncode == 0 and runs.read_text() == "run\nrun\n"
@@ -193,6 +239,7 @@ def test_a_rerun_of_the_same_finished_ddpjob_train_job_starts_nothing(tmp_path):
 
 
 # ---- the project's own commands ---------------------------------------------------------
+
 
 def test_own_commands_are_found_beside_the_interpreter_without_path(tmp_path):
     """`.venv/bin/ddpjob run` with the venv not activated: ddpjob-launch is beside python."""

@@ -20,11 +20,18 @@ def write_job(tmp_path, name="probe", nodes=2, nproc=2, command=None, env=None, 
     probe_dir = tmp_path / "out"
     probe_dir.mkdir(exist_ok=True)
     body = {
-        "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-        "spec": {"nodes": nodes, "nprocPerNode": nproc, "image": "local",
-                 "command": command or TORCHRUN + [str(SCRIPTS / "allreduce_probe.py")],
-                 "env": [{"name": "DDPJOB_TEST_PROBE_DIR", "value": str(probe_dir)}] + (env or []),
-                 "restartBackoffSeconds": 0, **spec},
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": nodes,
+            "nprocPerNode": nproc,
+            "image": "local",
+            "command": command or TORCHRUN + [str(SCRIPTS / "allreduce_probe.py")],
+            "env": [{"name": "DDPJOB_TEST_PROBE_DIR", "value": str(probe_dir)}] + (env or []),
+            "restartBackoffSeconds": 0,
+            **spec,
+        },
     }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(body))
@@ -32,8 +39,9 @@ def write_job(tmp_path, name="probe", nodes=2, nproc=2, command=None, env=None, 
 
 
 def ddpjob(*args, cwd, timeout=120):
-    return subprocess.run([sys.executable, "-m", "ddpjob.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def records(probe_dir, pattern):
@@ -72,9 +80,17 @@ def test_a_killed_process_restarts_the_gang_which_then_succeeds(tmp_path):
 
 
 def test_exit_code_policy_stops_on_a_program_error(tmp_path):
-    path, out = write_job(tmp_path, nodes=2, nproc=1, command=[sys.executable, str(SCRIPTS / "allreduce_probe.py")],
-                          env=[{"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "0"}, {"name": "DDPJOB_TEST_PROBE_CRASH_CODE", "value": "3"}],
-                          restartPolicy="ExitCode")
+    path, out = write_job(
+        tmp_path,
+        nodes=2,
+        nproc=1,
+        command=[sys.executable, str(SCRIPTS / "allreduce_probe.py")],
+        env=[
+            {"name": "DDPJOB_TEST_PROBE_CRASH_RANK", "value": "0"},
+            {"name": "DDPJOB_TEST_PROBE_CRASH_CODE", "value": "3"},
+        ],
+        restartPolicy="ExitCode",
+    )
     result = ddpjob("run", "-o", "yaml", str(path), cwd=tmp_path)
     assert result.returncode == 1
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
@@ -100,7 +116,9 @@ def test_the_readme_progress_recipe_without_the_package_works_and_a_rerun_starts
     assert "FileNotFoundError" not in first.stdout
     assert "summary: epoch 3/3 step 48/48 (100%)" in first.stdout  # the final status's progress, complete
     # The same job again, --fresh or not, writing no record: the last run's 48/48 is not its progress.
-    path, _ = write_job(tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "DDPJOB_TEST_PROGRESS_STEPS", "value": "0"}])
+    path, _ = write_job(
+        tmp_path, nodes=1, nproc=1, command=command, env=[{"name": "DDPJOB_TEST_PROGRESS_STEPS", "value": "0"}]
+    )
     for flags in ((), ("--fresh",)):
         again = ddpjob("run", "-o", "yaml", *flags, str(path), cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr
@@ -125,13 +143,19 @@ def test_a_misspelt_launcher_is_said_as_a_typo_and_never_retried(tmp_path):
 
 def interrupt_run(tmp_path, path, pid_dir, expected):
     """Start `ddpjob run`, wait until `expected` pid files exist, Ctrl-C it; the pids and its output."""
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         # A pid file is whole once its line ends: `echo $$ > f` creates it empty first.
         while time.monotonic() < deadline and not (
-                len(files := list(pid_dir.iterdir())) >= expected and all(f.read_text().endswith("\n") for f in files)):
+            len(files := list(pid_dir.iterdir())) >= expected and all(f.read_text().endswith("\n") for f in files)
+        ):
             time.sleep(0.1)
         pids = [int(p.read_text()) for p in pid_dir.iterdir()]
         assert len(pids) == expected
@@ -166,7 +190,7 @@ def _alive(pid):
 def test_ctrl_c_stops_every_process(tmp_path):
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    command = ["sh", "-c", f'echo $$ > {pid_dir}/$DDPJOB_NAME-$NODE_RANK; exec sleep 300']
+    command = ["sh", "-c", f"echo $$ > {pid_dir}/$DDPJOB_NAME-$NODE_RANK; exec sleep 300"]
     path, _ = write_job(tmp_path, name="sleeper", nodes=3, nproc=1, command=command)
     code, pids, output = interrupt_run(tmp_path, path, pid_dir, expected=3)
     assert code == 130, output
@@ -198,8 +222,14 @@ def test_the_example_job_runs_here_as_make_demo_does(tmp_path):
     """`make demo`: the example file itself, the built-in trainer, 2 nodes x 2 processes."""
     example = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "mnist-cpu.yaml"
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(example)], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=180, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(example)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     status = yaml.safe_load(result.stdout.split("\n---\n")[-1])["status"]
     assert status["phase"] == "Succeeded" and status["readyNodes"] == 2
@@ -212,12 +242,28 @@ def test_ctrl_c_of_the_built_in_trainer_is_quiet_saves_and_stops_everything(tmp_
     signal") are not printed, no worker needs SIGKILL, and no process of the run is left."""
     from ddpjob.local.process_tags import CONTAINER_TAG_ENV, pids_with_env
 
-    command = ["ddpjob-launch", "ddpjob-train", "--model", "mlp", "--data", "synthetic", "--epochs", "1000",
-               "--log-every", "4"]
+    command = [
+        "ddpjob-launch",
+        "ddpjob-train",
+        "--model",
+        "mlp",
+        "--data",
+        "synthetic",
+        "--epochs",
+        "1000",
+        "--log-every",
+        "4",
+    ]
     path, _ = write_job(tmp_path, name="quiet", nodes=2, nproc=2, command=command, checkpoint={"claimName": "c"})
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", str(path)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob.cli", "run", str(path)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines, before = [], []
     try:
         deadline = time.monotonic() + 240  # four trainers import torch on a busy machine

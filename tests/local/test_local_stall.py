@@ -16,22 +16,46 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 def test_a_hung_rank_is_detected_restarted_and_the_job_resumes_and_succeeds(tmp_path):
     body = {
-        "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "stall"},
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "stall"},
         "spec": {
-            "nodes": 2, "nprocPerNode": 1, "image": "local", "restartBackoffSeconds": 0, "maxRestarts": 1,
-            "stallTimeoutSeconds": 10, "checkpoint": {"claimName": "ckpt"},
+            "nodes": 2,
+            "nprocPerNode": 1,
+            "image": "local",
+            "restartBackoffSeconds": 0,
+            "maxRestarts": 1,
+            "stallTimeoutSeconds": 10,
+            "checkpoint": {"claimName": "ckpt"},
             "command": ["ddpjob-launch"],
             # 512 samples / (16 x 2 ranks) = 16 steps an epoch; rank 1 hangs before step 20.
-            "args": ["ddpjob-train", "--epochs", "2", "--synthetic-size", "512", "--batch-size", "16",
-                     "--log-every", "2", "--eval-every", "0"],
+            "args": [
+                "ddpjob-train",
+                "--epochs",
+                "2",
+                "--synthetic-size",
+                "512",
+                "--batch-size",
+                "16",
+                "--log-every",
+                "2",
+                "--eval-every",
+                "0",
+            ],
             "env": [{"name": "DDPJOB_TEST_HANG_AT_STEP", "value": "20"}],
         },
     }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(body))
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    result = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=RUN, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "run", "-o", "yaml", str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN,
+        env=env,
+    )
     out = result.stdout
     assert result.returncode == 0, out[-4000:] + result.stderr[-2000:]
     status = yaml.safe_load(out.split("\n---\n")[-1])["status"]

@@ -1,4 +1,5 @@
 """The one local node executor of `ddpjob run` and the dev cluster's kubelet (ddpjob/local/node.py)."""
+
 from __future__ import annotations
 
 import io
@@ -29,8 +30,10 @@ time.sleep(600)
 
 
 def pod(*command: str) -> dict:
-    return {"metadata": {"name": "j-0", "namespace": "ns"},
-            "spec": {"containers": [{"name": "trainer", "command": list(command)}]}}
+    return {
+        "metadata": {"name": "j-0", "namespace": "ns"},
+        "spec": {"containers": [{"name": "trainer", "command": list(command)}]},
+    }
 
 
 def wait_for_file(path: Path, timeout: float = 30.0) -> dict:
@@ -52,9 +55,14 @@ def test_each_attempt_has_a_port_of_its_own_and_keeps_it() -> None:
 def test_a_pod_gets_the_local_overrides_and_a_loopback_ip_then_stops_whole(tmp_path: Path) -> None:
     node = LocalNode(f"test-{uuid.uuid4().hex[:8]}/", stop_grace=0.5)
     report = tmp_path / "env.json"
-    started = node.start(pod(sys.executable, "-c", STUBBORN, str(report)), port=29999,
-                         checkpoint_dir=str(tmp_path / "ckpt"), progress_file=str(tmp_path / "progress.json"),
-                         out=io.StringIO(), extra_env={"EXTRA": "1"})
+    started = node.start(
+        pod(sys.executable, "-c", STUBBORN, str(report)),
+        port=29999,
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        progress_file=str(tmp_path / "progress.json"),
+        out=io.StringIO(),
+        extra_env={"EXTRA": "1"},
+    )
     seen = wait_for_file(report)
     env = seen["env"]
     assert started.ip.startswith("127.") and env[contract.PROGRESS_HOST] == started.ip
@@ -71,22 +79,29 @@ def test_a_pod_gets_the_local_overrides_and_a_loopback_ip_then_stops_whole(tmp_p
     assert node.live_pids() == [] and node.sweep() == 0
 
 
-@pytest.mark.parametrize("code, left, policy, expected", [
-    (0, '{"step": 9}', None, '{"step": 9}'),  # whatever the exit code: the file is the message
-    (3, "bad input", "FallbackToLogsOnError", "bad input"),  # the file first, as the kubelet reads it
-    (3, "", "FallbackToLogsOnError", "last words"),  # empty and failed: the log's tail
-    (0, "", "FallbackToLogsOnError", None),  # empty and succeeded: no message
-])
+@pytest.mark.parametrize(
+    "code, left, policy, expected",
+    [
+        (0, '{"step": 9}', None, '{"step": 9}'),  # whatever the exit code: the file is the message
+        (3, "bad input", "FallbackToLogsOnError", "bad input"),  # the file first, as the kubelet reads it
+        (3, "", "FallbackToLogsOnError", "last words"),  # empty and failed: the log's tail
+        (0, "", "FallbackToLogsOnError", None),  # empty and succeeded: no message
+    ],
+)
 def test_the_termination_log_is_the_containers_message_as_the_kubelet_reads_it(
-        tmp_path: Path, code: int, left: str, policy: str | None, expected: str | None) -> None:
+    tmp_path: Path, code: int, left: str, policy: str | None, expected: str | None
+) -> None:
     node = LocalNode(f"test-{uuid.uuid4().hex[:8]}/")
-    script = (f"import os, sys; print('last words', flush=True); "
-              f"open(os.environ['{contract.TERMINATION_LOG}'], 'w').write({left!r}); sys.exit({code})")
+    script = (
+        f"import os, sys; print('last words', flush=True); "
+        f"open(os.environ['{contract.TERMINATION_LOG}'], 'w').write({left!r}); sys.exit({code})"
+    )
     spec = pod(sys.executable, "-c", script)
     if policy:
         spec["spec"]["containers"][0]["terminationMessagePolicy"] = policy
-    started = node.start(spec, port=29998, checkpoint_dir=None, progress_file=str(tmp_path / "pod" / "progress.json"),
-                         out=io.StringIO())
+    started = node.start(
+        spec, port=29998, checkpoint_dir=None, progress_file=str(tmp_path / "pod" / "progress.json"), out=io.StringIO()
+    )
     started.proc.wait(60)
     end = started.proc.terminated()
     assert end is not None and end.exit_code == code and end.message == expected

@@ -1,5 +1,6 @@
 """`ddpjob run` owns its processes: none survive the runner (SIGKILL, SIGHUP, SIGTERM),
 even those that started a session of their own, and one job directory runs one job."""
+
 from __future__ import annotations
 
 import os
@@ -40,15 +41,27 @@ def _start(tmp_path: Path, name: str = "own", workdir: Path | None = None):
     pid_dir.mkdir(exist_ok=True)
     for old in pid_dir.glob("*.pids"):
         old.unlink()
-    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-            "spec": {"nodes": 2, "nprocPerNode": 1, "image": "local", "command": [sys.executable, "-c", SCRIPT],
-                     "env": [{"name": "DDPJOB_TEST_PID_DIR", "value": str(pid_dir)}]}}
+    body = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": 2,
+            "nprocPerNode": 1,
+            "image": "local",
+            "command": [sys.executable, "-c", SCRIPT],
+            "env": [{"name": "DDPJOB_TEST_PID_DIR", "value": str(pid_dir)}],
+        },
+    }
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(body))
     args = [sys.executable, "-m", "ddpjob.cli", "run", str(job)] + (["--workdir", str(workdir)] if workdir else [])
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    files = wait_for(lambda: (f := sorted(pid_dir.glob("*.pids"))) and len(f) == 2 and all(p.read_text() for p in f)
-                     and f, timeout=60, message="the workers did not start")
+    files = wait_for(
+        lambda: (f := sorted(pid_dir.glob("*.pids"))) and len(f) == 2 and all(p.read_text() for p in f) and f,
+        timeout=60,
+        message="the workers did not start",
+    )
     pids = [int(x) for f in files for x in f.read_text().split()]
     assert len(pids) == 4 and all(_alive(p) for p in pids)
     return proc, pids
@@ -60,8 +73,11 @@ def test_no_process_survives_the_runner(tmp_path: Path, sig: int) -> None:
     proc.send_signal(sig)
     proc.wait(60)
     try:
-        wait_for(lambda: not any(_alive(p) for p in pids), timeout=30,
-                 message=f"survivors after {signal.Signals(sig).name}: {[p for p in pids if _alive(p)]}")
+        wait_for(
+            lambda: not any(_alive(p) for p in pids),
+            timeout=30,
+            message=f"survivors after {signal.Signals(sig).name}: {[p for p in pids if _alive(p)]}",
+        )
     finally:
         for p in pids:
             if _alive(p):
@@ -73,8 +89,13 @@ def test_no_process_survives_the_runner(tmp_path: Path, sig: int) -> None:
 def test_a_second_run_of_the_same_job_is_refused(tmp_path: Path) -> None:
     first, pids = _start(tmp_path)
     try:
-        second = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", str(tmp_path / "job.yaml")],
-                                cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "ddpjob.cli", "run", str(tmp_path / "job.yaml")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 1
         assert f"job 'own' is already running here (pid {first.pid}" in second.stdout + second.stderr
         assert first.poll() is None and all(_alive(p) for p in pids)  # the first run is untouched

@@ -21,8 +21,9 @@ time.sleep(60)
 def test_a_child_with_no_readable_env_is_found_through_its_tagged_parent(tmp_path):
     tag = f"test-process-tags-{os.getpid()}-"
     ready = tmp_path / "ready"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(ready)],
-                              env={**os.environ, CONTAINER_TAG_ENV: tag + "0"})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(ready)], env={**os.environ, CONTAINER_TAG_ENV: tag + "0"}
+    )
     try:
         deadline = time.monotonic() + 30
         while not ready.exists():

@@ -15,8 +15,12 @@ class Terminal(io.StringIO):
 
 
 def state(step: int) -> ProgressState:
-    return ProgressState(0, 0.0, {"step": step, "total_steps": 40, "epoch": 1, "total_epochs": 2,
-                                  "samples_per_s": 512.0, "loss": 0.25}, eta_seconds=90)
+    return ProgressState(
+        0,
+        0.0,
+        {"step": step, "total_steps": 40, "epoch": 1, "total_epochs": 2, "samples_per_s": 512.0, "loss": 0.25},
+        eta_seconds=90,
+    )
 
 
 def test_attempt_progress_reads_pod_0s_record_and_every_pods_heartbeats(tmp_path):

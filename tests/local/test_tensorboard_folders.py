@@ -40,8 +40,12 @@ def test_a_run_from_step_0_gets_a_folder_of_its_own_and_a_resumed_run_the_last_o
     assert later.name == "2026-11-29T09-19-30Z"  # no checkpoints to resume from: a run of its own
     later.mkdir()
     runs = job_dir.tensorboard_runs(tmp_path / "tensorboard")
-    assert [r.name for r in runs] == ["2026-11-29T08-19-30Z", "2026-11-29T08-19-30Z-2", "2026-11-29T08-19-30Z-10",
-                                      "2026-11-29T09-19-30Z"]
+    assert [r.name for r in runs] == [
+        "2026-11-29T08-19-30Z",
+        "2026-11-29T08-19-30Z-2",
+        "2026-11-29T08-19-30Z-10",
+        "2026-11-29T09-19-30Z",
+    ]
     # Checkpoints an earlier run left: this run resumes from them, its curve goes on there.
     checkpoints.mkdir()
     (checkpoints / "ckpt-e00001-s00000008.pt").write_bytes(b"x")

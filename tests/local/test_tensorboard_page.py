@@ -35,18 +35,39 @@ SETTINGS = '{"stepSelectorEnabled": false, "timeSeriesSettingsPaneOpened": false
 
 def job_file(tmp_path: Path, epochs: int) -> Path:
     path = tmp_path / "curves.yaml"
-    args = ["ddpjob-train", "--synthetic-size", "512", "--batch-size", "32", "--log-every", "2",
-            "--epochs", str(epochs)]
-    spec = {"nodes": 1, "nprocPerNode": 2, "backend": "gloo", "image": "local", "command": ["ddpjob-launch"],
-            "args": args, "checkpoint": {"claimName": "c"}, "restartBackoffSeconds": 0}
-    path.write_text(yaml.safe_dump({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                                    "metadata": {"name": "curves"}, "spec": spec}))
+    args = [
+        "ddpjob-train",
+        "--synthetic-size",
+        "512",
+        "--batch-size",
+        "32",
+        "--log-every",
+        "2",
+        "--epochs",
+        str(epochs),
+    ]
+    spec = {
+        "nodes": 1,
+        "nprocPerNode": 2,
+        "backend": "gloo",
+        "image": "local",
+        "command": ["ddpjob-launch"],
+        "args": args,
+        "checkpoint": {"claimName": "c"},
+        "restartBackoffSeconds": 0,
+    }
+    path.write_text(
+        yaml.safe_dump(
+            {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "curves"}, "spec": spec}
+        )
+    )
     return path
 
 
 def ddpjob_run(tmp_path: Path, *argv: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", *argv], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=RUN)
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "run", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=RUN
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -78,8 +99,13 @@ def open_page(driver, page: str, tag_filter: str = "") -> None:
 def serving_run(tmp_path: Path, *argv: str) -> tuple[subprocess.Popen, list[str], str]:
     """`ddpjob run --tensorboard`, until it says that the job is over and its TensorBoard
     keeps serving: (the process, its lines so far, the page it printed)."""
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", "--tensorboard", *argv], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob.cli", "run", "--tensorboard", *argv],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()  # type: ignore[arg-type]
     said = re.compile(r"^\[ddpjob\] the job is over; TensorBoard keeps serving its curves at (\S+) until Ctrl-C$")
@@ -104,8 +130,10 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
         proc, lines, page = serving_run(tmp_path, str(job))
         try:
             out = "".join(lines)
-            said = r"^\[ddpjob\] TensorBoard: http://127\.0\.0\.1:\d+/\S+ \(the job's curves, this run as curves/\S+; " \
-                   r"it serves until Ctrl-C\)$"
+            said = (
+                r"^\[ddpjob\] TensorBoard: http://127\.0\.0\.1:\d+/\S+ \(the job's curves, this run as curves/\S+; "
+                r"it serves until Ctrl-C\)$"
+            )
             assert re.search(said, out, re.M), out
             records = metrics_log.read(checkpoints / metrics_log.FILE)
             loss = metrics_log.curve(records, "loss")
@@ -117,8 +145,9 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
             # As printed: the first card is the training loss, pinned.
             open_page(driver, page)
             deadline = time.monotonic() + PHASE
-            while not (cards := driver.find_elements("css selector", "scalar-card")) or \
-                    "train/loss" not in cards[0].text.replace("\n", ""):
+            while not (cards := driver.find_elements("css selector", "scalar-card")) or "train/loss" not in cards[
+                0
+            ].text.replace("\n", ""):
                 assert time.monotonic() < deadline, f"the page does not open on the loss: {[c.text for c in cards]}"
                 time.sleep(0.5)
             open_page(driver, page, "%5Etrain%2Floss%24")
@@ -140,8 +169,16 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
             # The picture: loss and throughput, side by side, both drawn.
             open_page(driver, page, "%5Etrain%2F(loss%7Csamples_per_s)%24")
             deadline = time.monotonic() + PHASE
-            while len([p for p in driver.find_elements("css selector", "scalar-card line-chart svg path")
-                       if (p.get_attribute("d") or "").count("L") >= len(loss) - 1]) < 2:
+            while (
+                len(
+                    [
+                        p
+                        for p in driver.find_elements("css selector", "scalar-card line-chart svg path")
+                        if (p.get_attribute("d") or "").count("L") >= len(loss) - 1
+                    ]
+                )
+                < 2
+            ):
                 assert time.monotonic() < deadline, "the two charts were not drawn"
                 time.sleep(0.5)
             picture = driver.get_screenshot_as_png()

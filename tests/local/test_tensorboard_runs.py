@@ -29,19 +29,34 @@ TRAIN = ["ddpjob-train", "--synthetic-size", "256", "--batch-size", "32", "--log
 
 
 def job_file(tmp_path: Path, name: str, checkpoint: bool = False, **spec) -> Path:
-    body = {"nodes": 1, "nprocPerNode": 1, "backend": "gloo", "image": "local", "command": ["ddpjob-launch"],
-            "args": TRAIN, "restartBackoffSeconds": 0, **spec}
+    body = {
+        "nodes": 1,
+        "nprocPerNode": 1,
+        "backend": "gloo",
+        "image": "local",
+        "command": ["ddpjob-launch"],
+        "args": TRAIN,
+        "restartBackoffSeconds": 0,
+        **spec,
+    }
     if checkpoint:
         body["checkpoint"] = {"claimName": "c"}
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-                                    "spec": body}))
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name}, "spec": body})
+    )
     return path
 
 
 def ddpjob_run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "ddpjob.cli", "run", *argv], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=RUN, env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", "run", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -73,15 +88,22 @@ def test_each_run_from_step_0_is_a_run_of_its_own_and_a_resumed_one_goes_on_with
 
 def test_tensorboard_keeps_serving_the_curves_once_the_job_is_over_until_ctrl_c(tmp_path):
     job = job_file(tmp_path, "shown")
-    proc = subprocess.Popen([sys.executable, "-m", "ddpjob.cli", "run", "--tensorboard", str(job)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob.cli", "run", "--tensorboard", str(job)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"},
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
     try:
-        said = re.compile(r"^\[ddpjob\] the job is over; TensorBoard keeps serving its curves at "
-                          r"(http://127\.0\.0\.1:\d+/)(\S*) until Ctrl-C$")
+        said = re.compile(
+            r"^\[ddpjob\] the job is over; TensorBoard keeps serving its curves at "
+            r"(http://127\.0\.0\.1:\d+/)(\S*) until Ctrl-C$"
+        )
         deadline = time.monotonic() + RUN
         while not (found := next((m for line in lines if (m := said.match(line.rstrip("\n")))), None)):
             assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)

@@ -5,6 +5,7 @@ Tests use restartBackoffSeconds: 0 and short deadlines/TTLs, and poll with `wait
 no test sleeps in place of an assertion. A wait ends when what it waits for happens; its
 bound (tests.support.deadlines) only ends one that would hang.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -64,8 +65,12 @@ class Cluster:
             st = self.status(name)
             ok = st.get("phase") == phase and all(st.get(k) == v for k, v in fields.items())
             return st if ok else None
-        return wait_for(check, timeout=timeout, message=f"{name} did not reach {phase} {fields or ''}".strip()
-                        + f" (status {self.status(name)})")
+
+        return wait_for(
+            check,
+            timeout=timeout,
+            message=f"{name} did not reach {phase} {fields or ''}".strip() + f" (status {self.status(name)})",
+        )
 
     # ---- children ----
     def pods(self, job: str | None = None) -> list[dict[str, Any]]:
@@ -74,15 +79,16 @@ class Cluster:
             pods = [p for p in pods if (p["metadata"].get("labels") or {}).get("ddpjob.io/job-name") == job]
         return sorted(pods, key=lambda p: p["metadata"]["name"])
 
-    def wait_pods(self, job: str, count: int, restart_count: int | None = None,
-                  timeout: float = REACTION) -> list[dict]:
+    def wait_pods(
+        self, job: str, count: int, restart_count: int | None = None, timeout: float = REACTION
+    ) -> list[dict]:
         def check() -> list[dict] | None:
             pods = [p for p in self.pods(job) if not p["metadata"].get("deletionTimestamp")]
             if restart_count is not None:
                 pods = [p for p in pods if p["metadata"]["labels"]["ddpjob.io/restart-count"] == str(restart_count)]
             return pods if len(pods) == count and len(self.pods(job)) == count else None
-        return wait_for(check, timeout=timeout,
-                        message=f"{job}: expected {count} Pods (restart-count {restart_count})")
+
+        return wait_for(check, timeout=timeout, message=f"{job}: expected {count} Pods (restart-count {restart_count})")
 
     def service(self, name: str) -> dict[str, Any] | None:
         return self.emulator.get_object("v1/services", self.ns, name)
@@ -96,6 +102,7 @@ class Cluster:
     def wait_event(self, name: str, reason: str, timeout: float = REACTION) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             return next((e for e in self.events(name) if e.get("reason") == reason), None)
+
         return wait_for(check, timeout=timeout, message=f"no {reason} event for {name}")
 
     # ---- the kubelet's part ----
@@ -103,8 +110,14 @@ class Cluster:
         for pod in self.pods(job):
             rank = int(pod["metadata"]["labels"]["ddpjob.io/node-rank"])
             if ranks is None or rank in ranks:
-                set_pod_status(self.core, self.ns, pod["metadata"]["name"], phase,
-                               containers=[c["name"] for c in pod["spec"]["containers"]], **kwargs)
+                set_pod_status(
+                    self.core,
+                    self.ns,
+                    pod["metadata"]["name"],
+                    phase,
+                    containers=[c["name"] for c in pod["spec"]["containers"]],
+                    **kwargs,
+                )
 
     def run_gang(self, name: str, nodes: int, attempt: int = 0) -> dict[str, Any]:
         """The kubelet's part of one gang attempt: wait for its Pods, start them all, and
@@ -126,11 +139,14 @@ class Cluster:
     def writes_for(self, job: str) -> list[RecordedRequest]:
         """The operator's write requests on behalf of one job (Pods and the job's status
         included; the kubelet's pods/status writes and the test's own calls excluded)."""
-        return [r for r in self.emulator.requests
-                if r.verb in ("create", "update", "patch", "delete")
-                and not (r.resource == "pods" and r.subresource == "status")
-                and not (r.resource == PLURAL and r.verb == "create")
-                and r.resource != "customresourcedefinitions"]
+        return [
+            r
+            for r in self.emulator.requests
+            if r.verb in ("create", "update", "patch", "delete")
+            and not (r.resource == "pods" and r.subresource == "status")
+            and not (r.resource == PLURAL and r.verb == "create")
+            and r.resource != "customresourcedefinitions"
+        ]
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The operator judges a job's immutable fields against what it accepted itself (the status
 it wrote, else its memory of the first pass), never against kopf's annotation, which any
 user who may patch the job can rewrite (issue 40, medium 2)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,12 +13,19 @@ from ddpjob.operator.observer import JobMemory
 
 
 def body(generation: int = 1, status: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "generation": generation,
-                         "annotations": {"ddpjob.io/last-handled-configuration":
-                                         '{"spec": {"image": "evil/image", "nodes": 7}}'}},
-            "spec": {"image": "img:1", "nodes": 2, "command": ["python", "train.py"], **fields},
-            "status": status or {}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {
+            "name": "j",
+            "namespace": "ns",
+            "uid": "u1",
+            "generation": generation,
+            "annotations": {"ddpjob.io/last-handled-configuration": '{"spec": {"image": "evil/image", "nodes": 7}}'},
+        },
+        "spec": {"image": "img:1", "nodes": 2, "command": ["python", "train.py"], **fields},
+        "status": status or {},
+    }
 
 
 def accepted(**fields: Any) -> dict[str, str]:
@@ -62,7 +70,10 @@ def test_an_elastic_job_resizes_but_keeps_its_range() -> None:
 def test_every_status_of_a_valid_spec_carries_what_was_accepted() -> None:
     """The job logic writes the digest (job/step.py), so it survives an operator restart."""
     parsed = spec.parse_job(body())
-    plan = lifecycle.decide(lifecycle.Observed(job=parsed, pods=(), previous={}, now=lifecycle.parse_time(
-        "2026-11-28T07:00:00Z"), generation=1))
+    plan = lifecycle.decide(
+        lifecycle.Observed(
+            job=parsed, pods=(), previous={}, now=lifecycle.parse_time("2026-11-28T07:00:00Z"), generation=1
+        )
+    )
     assert plan.status[accepted_spec.FIELD] == accepted()
     assert len(plan.status[accepted_spec.FIELD]) <= 16 and all(len(d) <= 64 for d in accepted().values())

@@ -1,4 +1,5 @@
 """The controller alone: a fake API and hand-fed indices, no kopf, no HTTP."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,7 +57,11 @@ class FakeKube:
                 raise Conflict(409, "Conflict", "the object has been modified")
             status = {k: v for k, v in {**self.stored.get("status", {}), **patch}.items() if v is not None}
             rv = str(int(self.stored["metadata"]["resourceVersion"]) + 1)
-            self.stored = {**self.stored, "metadata": {**self.stored["metadata"], "resourceVersion": rv}, "status": status}
+            self.stored = {
+                **self.stored,
+                "metadata": {**self.stored["metadata"], "resourceVersion": rv},
+                "status": status,
+            }
             return self.stored
         return {"status": {k: v for k, v in patch.items() if v is not None}}
 
@@ -68,15 +73,24 @@ class FakeKube:
 def job_body(**spec: Any) -> dict:
     spec.setdefault("image", "img")
     spec.setdefault("restartBackoffSeconds", 0)
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "generation": 1}, "spec": spec}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "generation": 1},
+        "spec": spec,
+    }
 
 
 def make(body: dict, pods: list[ctl.IndexedPod] | None = None):
     kube, events = FakeKube(), []
     index = {"pods": pods if pods is not None else [], "body": body}
-    c = ctl.Controller(kube, job_body=lambda ns, n: index["body"], pods_of=lambda ns, n: index["pods"],
-                       post_event=lambda body, t, r, m: events.append((t, r, m)), clock=lambda: NOW)
+    c = ctl.Controller(
+        kube,
+        job_body=lambda ns, n: index["body"],
+        pods_of=lambda ns, n: index["pods"],
+        post_event=lambda body, t, r, m: events.append((t, r, m)),
+        clock=lambda: NOW,
+    )
     return c, kube, events, index
 
 
@@ -98,6 +112,7 @@ def once(c: ctl.Controller) -> float | None:
 def run(c: ctl.Controller, times: int = 1) -> list[float | None]:
     async def go():
         return [await settle(c) for _ in range(times)]
+
     return asyncio.run(go())
 
 
@@ -149,6 +164,7 @@ def test_a_gang_restart_deletes_each_pod_with_the_uid_it_was_seen_with() -> None
     async def recorded(url: str, **kw: Any) -> bool:
         preconditions.append((url.rsplit("/", 1)[1], kw.get("uid")))
         return await delete(url, **kw)
+
     kube.delete = recorded
     once(c)
     assert sorted(preconditions) == [("j-0", "uid-0"), ("j-1", "uid-1")]
@@ -195,7 +211,9 @@ def test_pods_of_an_earlier_job_with_the_same_name_are_leftovers() -> None:
     assert ("create", "j-0") not in kube.calls  # waits for the name to be free
     st = kube.calls[-1][1]
     assert st["phase"] == "Pending" and "j-0" in st["message"] and "earlier DDPJob" in st["message"]
-    assert [(x["status"], x["reason"]) for x in st["conditions"] if x["type"] == "PodsCreated"] == [("False", "NotOwned")]
+    assert [(x["status"], x["reason"]) for x in st["conditions"] if x["type"] == "PodsCreated"] == [
+        ("False", "NotOwned")
+    ]
 
 
 def test_pods_without_a_ddpjob_owner_are_ignored() -> None:
@@ -218,15 +236,23 @@ def test_status_patch_removes_dropped_keys() -> None:
     before = {"progress": {"step": 5, "eta": "1m", "etaSeconds": 60}, "lastFailure": {"errorLine": "x", "pod": "p"}}
     after = {"progress": {"step": 6}, "lastFailure": {"pod": "q"}}
     patch = status_writes.status_patch(before, after)
-    assert patch == {"progress": {"step": 6, "eta": None, "etaSeconds": None},
-                     "lastFailure": {"pod": "q", "errorLine": None}}
+    assert patch == {
+        "progress": {"step": 6, "eta": None, "etaSeconds": None},
+        "lastFailure": {"pod": "q", "errorLine": None},
+    }
 
 
 def test_indexed_pod_reads_the_controller_owner() -> None:
-    body = {"metadata": {"name": "j-0", "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "2"},
-                         "ownerReferences": [{"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                                              "uid": "u9", "controller": True}]},
-            "status": {"phase": "Running"}}
+    body = {
+        "metadata": {
+            "name": "j-0",
+            "labels": {"ddpjob.io/node-rank": "0", "ddpjob.io/restart-count": "2"},
+            "ownerReferences": [
+                {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "uid": "u9", "controller": True}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
     owner, state = ctl.indexed_pod(body)
     assert owner == "u9" and state.restart_count == 2 and state.phase == "Running"
     assert ctl.indexed_pod({"metadata": {"name": "x", "labels": {}}}) is None
@@ -244,6 +270,7 @@ def test_triggers_coalesce_into_one_reconcile_at_a_time() -> None:
             await asyncio.sleep(0.05)
             running -= 1
             return None
+
         c.reconcile = counting  # type: ignore[method-assign]
         c.trigger("ns", "j")
         await asyncio.sleep(0.01)  # the first pass is running ...
@@ -253,6 +280,7 @@ def test_triggers_coalesce_into_one_reconcile_at_a_time() -> None:
             await asyncio.sleep(0.01)
         await c.close()
         return calls, most
+
     # One pass running, one more for everything that came meanwhile, never two at once.
     assert asyncio.run(go()) == (2, 1)
 

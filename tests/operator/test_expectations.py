@@ -1,4 +1,5 @@
 """Expectations alone: they stand in for the watch until it catches up, then step aside."""
+
 from __future__ import annotations
 
 from ddpjob.job.observe import PodState

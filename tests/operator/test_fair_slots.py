@@ -1,6 +1,7 @@
 """The work queue's slots go round-robin across namespaces: one tenant's burst of jobs waits
 behind itself, not in front of another tenant's job (docs/benchmarks.md, "One tenant
 against the others": 13.9 s against 186 ms quiet before this)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,6 +21,7 @@ def test_another_namespaces_job_is_handled_after_at_most_one_of_a_bursts() -> No
         async def handle(key: tuple[str, int]) -> None:
             order.append(key)
             await asyncio.sleep(0)
+
         queue = WorkQueue(handle, max_concurrent=1, group=lambda key: key[0])
         for i in range(10):
             queue.trigger(("noisy", i))
@@ -28,6 +30,7 @@ def test_another_namespaces_job_is_handled_after_at_most_one_of_a_bursts() -> No
             await asyncio.sleep(0.001)
         await queue.close()
         return order
+
     order = asyncio.run(go())
     assert len(order) == 11 and order.index(("probe", 0)) <= 2, order  # first come first served: 10
     assert [k for k in order if k[0] == "noisy"] == [("noisy", i) for i in range(10)]  # in order within one
@@ -41,6 +44,7 @@ def test_a_waiter_cancelled_before_its_turn_takes_no_slot_and_one_cancelled_afte
             async with slots.hold(group):
                 got.append(name)
                 await hold.wait()
+
         release = asyncio.Event()
         first = asyncio.create_task(take("first", "a", release))
         await asyncio.sleep(0)
@@ -54,4 +58,5 @@ def test_a_waiter_cancelled_before_its_turn_takes_no_slot_and_one_cancelled_afte
         async with slots.hold("d"):  # the slot came back
             got.append("again")
         return got
+
     assert asyncio.run(go()) == ["first", "last", "again"]

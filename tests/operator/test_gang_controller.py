@@ -1,6 +1,7 @@
 """The controller and gang scheduling, with a fake API: the PodGroup comes before the Pods,
 goes when its attempt ends, a missing integration is a clear waiting condition, and a
 preempted member that vanished with its mark does not use up maxRestarts."""
+
 from __future__ import annotations
 
 import asyncio
@@ -134,6 +135,7 @@ def test_startup_check_logs_each_missing_api(caplog):
 
     async def exists(path: str) -> bool:
         return path in served
+
     asyncio.run(gang.check_apis(exists))
     assert set(gang.missing) == {"volcano"}
     assert [r.levelname for r in caplog.records if "gang integration volcano is enabled but" in r.message] == ["ERROR"]
@@ -153,6 +155,7 @@ def test_a_failing_startup_check_is_logged_not_left_in_its_task(caplog):
         task = asyncio.get_running_loop().create_task(gang.check_apis_in_background(exists))
         await asyncio.wait([task])
         assert task.exception() is None
+
     asyncio.run(main())
     warned = [r for r in caplog.records if "could not ask API discovery" in r.message]
     assert [r.levelname for r in warned] == ["WARNING"] and "etcdserver" in warned[0].message
@@ -168,11 +171,19 @@ def test_a_preempted_member_that_vanished_is_still_a_disruption():
     body = job_body(nodes=2, restartPolicy="OnFailure", maxRestarts=0)
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
     c, kube, _, index = make(body, [pod(0), pod(1)])
-    marked = {"metadata": {"name": "j-1", "labels": {"ddpjob.io/node-rank": "1", "ddpjob.io/restart-count": "0"},
-                           "ownerReferences": [{"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                                                "uid": "u1", "controller": True}]},
-              "status": {"phase": "Running", "conditions": [{"type": "DisruptionTarget", "status": "True",
-                                                             "reason": "PreemptionByScheduler"}]}}
+    marked = {
+        "metadata": {
+            "name": "j-1",
+            "labels": {"ddpjob.io/node-rank": "1", "ddpjob.io/restart-count": "0"},
+            "ownerReferences": [
+                {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "uid": "u1", "controller": True}
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}],
+        },
+    }
     c.pod_changed("ns", "j", marked)  # the watch saw the mark ...
     index["pods"] = [pod(0)]  # ... and the deletion, before any reconcile looked
     once(c)
@@ -186,10 +197,18 @@ class ForeignGroupKube(GangKube):
 
     def __init__(self) -> None:
         super().__init__()
-        self.foreign = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                        "metadata": {"name": "j-attempt-0", "namespace": "ns", "uid": "not-the-job",
-                                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
-                                                          "uid": "other", "controller": True}]}}
+        self.foreign = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "j-attempt-0",
+                "namespace": "ns",
+                "uid": "not-the-job",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other", "controller": True}
+                ],
+            },
+        }
         self.delete_kwargs: list[dict] = []
 
     async def create(self, obj: dict, read_existing: bool = True):
@@ -228,13 +247,18 @@ def test_the_jobs_own_pod_group_is_deleted_with_its_uid_as_precondition():
 
     async def created_with_uid(obj: dict, read_existing: bool = True):
         stored, made = await create(obj, read_existing)  # the server gives every object a uid
-        return ({**stored, "metadata": {**stored["metadata"], "uid": f"uid-of-{obj['metadata']['name']}"}}
-                if stored else stored), made
+        return (
+            {**stored, "metadata": {**stored["metadata"], "uid": f"uid-of-{obj['metadata']['name']}"}}
+            if stored
+            else stored
+        ), made
+
     kube.create = created_with_uid
 
     async def delete(url: str, **kw: Any) -> bool:
         deletes.append({"url": url, **kw})
         return await original(url, **kw)
+
     kube.delete = delete
     run(c)
     uid = c._jobs[("ns", "j")].pod_groups["j-attempt-0"][2]

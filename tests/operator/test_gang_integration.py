@@ -1,6 +1,7 @@
 """A gang integration is one module of description: a fake one (tests/support/fake_gang.py),
 registered and nothing else, is checked by the API, rendered, configured, created before
 its Pods, read while it holds them, and deleted when its attempt ends."""
+
 from __future__ import annotations
 
 from typing import Any, Iterator
@@ -75,8 +76,10 @@ class GangObjects(FakeKube):
 
 
 def held_pods() -> list:
-    return [pod(r, "Pending", scheduled=False, scheduling_reason=fake_gang.HELD, scheduling_message="held")
-            for r in range(2)]
+    return [
+        pod(r, "Pending", scheduled=False, scheduling_reason=fake_gang.HELD, scheduling_message="held")
+        for r in range(2)
+    ]
 
 
 def test_the_controller_creates_it_first_reads_what_it_says_and_deletes_it_when_the_attempt_ends() -> None:
@@ -89,8 +92,10 @@ def test_the_controller_creates_it_first_reads_what_it_says_and_deletes_it_when_
     index["pods"] = held_pods()
     delays = run(c, times=3)
     # The reads the description names, in its order, with its group name.
-    assert kube.urls[:2] == ["/apis/gangs.example.com/v1/namespaces/ns/gangs/j-gang0",
-                             "/apis/gangs.example.com/v1/namespaces/ns/quota"]
+    assert kube.urls[:2] == [
+        "/apis/gangs.example.com/v1/namespaces/ns/gangs/j-gang0",
+        "/apis/gangs.example.com/v1/namespaces/ns/quota",
+    ]
     status = [p for kind, p in kube.calls if kind == "status"][-1]
     assert status["message"] == "Scheduled 0/2: fake queue: 2 GPUs short; held"  # its words, then the Pods'
     gang_condition = next(x for x in status["conditions"] if x["type"] == "GangScheduled")

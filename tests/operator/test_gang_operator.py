@@ -1,6 +1,7 @@
 """The real operator (kopf over HTTP) against the emulator: preemptions and evictions
 restart the gang without using up maxRestarts; a gang job's PodGroup is created before its
 Pods and replaced per attempt; unscheduled Pods are reported, not failed."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,17 +21,28 @@ def mark(cluster: Cluster, pod: str, condition: dict[str, Any]) -> None:
     """What a preempting scheduler / Kueue writes before it deletes the Pod."""
     pod_obj = cluster.core.read_namespaced_pod(pod, cluster.ns)
     conditions = [c.to_dict() for c in (pod_obj.status.conditions or [])]
-    body = {"status": {"conditions": [{k: v for k, v in c.items() if v is not None} for c in conditions]
-                       + [condition]}}
+    body = {"status": {"conditions": [{k: v for k, v in c.items() if v is not None} for c in conditions] + [condition]}}
     cluster.core.patch_namespaced_pod_status(pod, cluster.ns, body)
 
 
-@pytest.mark.parametrize("condition", [
-    {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-     "message": "default-scheduler: preempting to accommodate a higher priority pod"},
-    {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted",
-     "message": "Preempted to accommodate a higher priority Workload"},
-], ids=["scheduler-preemption", "kueue-preemption"])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "default-scheduler: preempting to accommodate a higher priority pod",
+        },
+        {
+            "type": "TerminationTarget",
+            "status": "True",
+            "reason": "WorkloadEvictedDueToPreempted",
+            "message": "Preempted to accommodate a higher priority Workload",
+        },
+    ],
+    ids=["scheduler-preemption", "kueue-preemption"],
+)
 def test_preemption_does_not_use_up_max_restarts(cluster: Cluster, operator: Any, condition: dict) -> None:
     cluster.start_running(ddpjob("pre", nodes=2, maxRestarts=0, restartPolicy="OnFailure"))
     for attempt in range(2):  # preempted twice, with no restarts allowed at all
@@ -56,8 +68,17 @@ def test_unschedulable_pods_are_reported(cluster: Cluster, operator: Any) -> Non
     cluster.wait_pods("wait", 2)
     message = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
     for name in ("wait-0", "wait-1"):
-        cluster.core.patch_namespaced_pod_status(name, cluster.ns, {"status": {"conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}})
+        cluster.core.patch_namespaced_pod_status(
+            name,
+            cluster.ns,
+            {
+                "status": {
+                    "conditions": [
+                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+                    ]
+                }
+            },
+        )
     st = cluster.wait_phase("wait", "Pending", scheduledNodes=0)
     wait_for(lambda: cluster.status("wait")["message"].startswith("Scheduled 0/2"), timeout=REACTION)
     cluster.wait_event("wait", "ScheduleTimeout")
@@ -83,8 +104,10 @@ def test_pod_groups_come_first_and_per_attempt(cluster: Cluster, operator: Any) 
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": "pg-attempt-1"}
     cluster.patch_spec("pg", suspend=True)
     cluster.wait_phase("pg", "Suspended")
-    wait_for(lambda: cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns,
-                                                 "pg-attempt-1") is None, timeout=REACTION)
+    wait_for(
+        lambda: cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1") is None,
+        timeout=REACTION,
+    )
     cluster.patch_spec("pg", suspend=False)
     cluster.run_gang("pg", 2, attempt=1)
     assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1")

@@ -1,5 +1,6 @@
 """The controller reads a gated `gang: kueue` job's Workload (and only then), shows its
 queue's reason, and comes back to read it again with backoff while the gang stays gated."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,11 @@ from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 pytestmark = pytest.mark.timeout(30)
 
 NO_QUOTA = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor f"
-GATED = dict(scheduled=False, scheduling_reason="SchedulingGated",
-             scheduling_message="Scheduling is blocked due to non-empty scheduling gates")
+GATED = dict(
+    scheduled=False,
+    scheduling_reason="SchedulingGated",
+    scheduling_message="Scheduling is blocked due to non-empty scheduling gates",
+)
 
 
 class WorkloadKube(FakeKube):
@@ -41,8 +45,14 @@ def statuses(kube: FakeKube) -> list[dict]:
 
 
 def test_a_gated_kueue_job_shows_its_workloads_reason_and_is_read_again_later():
-    kube = WorkloadKube({"spec": {"queueName": "lq"}, "status": {"conditions": [
-        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": NO_QUOTA}]}})
+    kube = WorkloadKube(
+        {
+            "spec": {"queueName": "lq"},
+            "status": {
+                "conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": NO_QUOTA}]
+            },
+        }
+    )
     c, _ = queued_controller(kube)
     wakes = run(c, times=2)
     assert kube.reads and kube.reads[0] == workload_path("ns", "j-attempt-0")

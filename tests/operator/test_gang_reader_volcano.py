@@ -1,6 +1,7 @@
 """A waiting Volcano gang says what Volcano says of its PodGroup: the queue's verdict that
 only an Event on the PodGroup carries (seen on the real Volcano v1.10.0), first in the
 job's message; read again with backoff while the gang waits, dropped once it is admitted."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,13 +39,17 @@ class VolcanoKube(FakeKube):
                 raise self.refuse(403, "Forbidden", "events is forbidden")
             # The API server applies the field selector's type=Normal.
             return {"items": [e for e in self.events if "type%3DNormal" not in url or e["type"] == "Normal"]}
-        return {"metadata": {"name": url.rsplit("/", 1)[1], "uid": "pg-1"}, "spec": {"queue": "research"},
-                "status": {"phase": self.phase}}
+        return {
+            "metadata": {"name": url.rsplit("/", 1)[1], "uid": "pg-1"},
+            "spec": {"queue": "research"},
+            "status": {"phase": self.phase},
+        }
 
 
 def waiting_job(kube: VolcanoKube):
-    pods = [pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD)
-            for r in range(2)]
+    pods = [
+        pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) for r in range(2)
+    ]
     c, _, events, index = make(job_body(nodes=2, scheduling={"gang": "volcano", "queue": "research"}), pods)
     c.kube = kube
     return c, index
@@ -55,9 +60,13 @@ def last_message(kube: FakeKube) -> str:
 
 
 def test_the_queues_verdict_comes_first_in_the_message() -> None:
-    kube = VolcanoKube(events=[event("resource in cluster is overused", "2026-01-01T00:00:01Z"),
-                               event("queue resource quota insufficient", "2026-01-01T00:00:09Z"),
-                               event("2/2 tasks in gang unschedulable: ...", "2026-01-01T00:00:10Z", "Warning")])
+    kube = VolcanoKube(
+        events=[
+            event("resource in cluster is overused", "2026-01-01T00:00:01Z"),
+            event("queue resource quota insufficient", "2026-01-01T00:00:09Z"),
+            event("2/2 tasks in gang unschedulable: ...", "2026-01-01T00:00:10Z", "Warning"),
+        ]
+    )
     c, _ = waiting_job(kube)
     run(c)
     assert last_message(kube) == f"Scheduled 0/2: queue research: queue resource quota insufficient; {HELD}"
@@ -87,11 +96,14 @@ def test_a_refused_read_leaves_the_pods_words(refuse: type) -> None:
 
 def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
     reader = gang_reader.GangReader(VolcanoKube())
-    assert asyncio.run(reader._read(volcano.INTEGRATION, "ns", "j-attempt-0")) == \
-        (None, "queue research: not admitted yet")
+    assert asyncio.run(reader._read(volcano.INTEGRATION, "ns", "j-attempt-0")) == (
+        None,
+        "queue research: not admitted yet",
+    )
     kube = VolcanoKube()
-    pods = [pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message="x")
-            for r in range(2)]
+    pods = [
+        pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message="x") for r in range(2)
+    ]
     c, _, _, _ = make(job_body(nodes=2, scheduling={"gang": "coscheduling"}), pods)
     c.kube = kube
     run(c)
@@ -102,11 +114,19 @@ def test_only_pods_the_integration_holds_are_read_for_and_the_newest_attempt() -
     def p(rank: int, attempt: int = 0, **kw: Any) -> PodState:
         fields = dict(scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) | kw
         return PodState(f"j-{rank}", rank, attempt, "Pending", **fields)
+
     job = parse_job(job_body(nodes=2, scheduling={"gang": "volcano"}))
     assert gang_reader.held(job, [p(0), p(1, attempt=1)]) == (volcano.INTEGRATION, 1)
     # Placed, going away (a finished or suspended job's), another job's leftover, or held by
     # nothing Volcano says more about (a gate): nothing to read.
-    for pod_ in (p(0, scheduled=True), p(0, deleting=True), p(0, leftover=True), p(0, scheduling_reason="SchedulingGated")):
+    for pod_ in (
+        p(0, scheduled=True),
+        p(0, deleting=True),
+        p(0, leftover=True),
+        p(0, scheduling_reason="SchedulingGated"),
+    ):
         assert gang_reader.held(job, [pod_]) is None, pod_
-    assert gang_reader.held(parse_job(job_body(nodes=2, scheduling={"gang": "kueue", "queue": "q"})),
-                            [p(0, scheduling_reason="SchedulingGated")]) == (kueue.INTEGRATION, 0)
+    assert gang_reader.held(
+        parse_job(job_body(nodes=2, scheduling={"gang": "kueue", "queue": "q"})),
+        [p(0, scheduling_reason="SchedulingGated")],
+    ) == (kueue.INTEGRATION, 0)

@@ -2,6 +2,7 @@
 an object nested as deep as the API server stores (10,000 levels) at the operator's
 recursion limit, the spec is then refused before anything of ours walks it, and kopf's
 copy of the spec (an annotation) always fits, so its patch never fails for ever."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,12 +26,24 @@ from tests.support.deadlines import REACTION
 # on.update handler. Of a bare resource (no schema rules: the emulator would walk every
 # level in Python; the real API server stores 10,000 in Go).
 GROUP, VERSION, PLURAL = "hostile.example", "v1", "deepobjects"
-CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-       "metadata": {"name": f"{PLURAL}.{GROUP}"},
-       "spec": {"group": GROUP, "scope": "Namespaced",
-                "names": {"plural": PLURAL, "singular": "deepobject", "kind": "DeepObject"},
-                "versions": [{"name": VERSION, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"{PLURAL}.{GROUP}"},
+    "spec": {
+        "group": GROUP,
+        "scope": "Namespaced",
+        "names": {"plural": PLURAL, "singular": "deepobject", "kind": "DeepObject"},
+        "versions": [
+            {
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
+    },
+}
 DIFFS: list[Any] = []
 DIFF_HANDLERS = f"""
 import kopf
@@ -51,9 +64,14 @@ def deep(levels: int) -> dict[str, Any]:
 
 
 def body(spec_fields: dict[str, Any], annotations: dict[str, str] | None = None) -> kopf.Body:
-    return kopf.Body({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                      "metadata": {"name": "j", "namespace": "ns", "annotations": annotations or {}},
-                      "spec": {"image": "img", **spec_fields}})
+    return kopf.Body(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "j", "namespace": "ns", "annotations": annotations or {}},
+            "spec": {"image": "img", **spec_fields},
+        }
+    )
 
 
 @pytest.fixture
@@ -65,9 +83,16 @@ def operator_recursion_limit() -> Iterator[None]:
 
 
 def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and_refused(
-        operator_recursion_limit: None, emulator: Any, api: Any, tmp_path: Any) -> None:
-    wire = json.dumps({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "j"},
-                       "spec": {"image": "img", "template": deep(10_000)}})
+    operator_recursion_limit: None, emulator: Any, api: Any, tmp_path: Any
+) -> None:
+    wire = json.dumps(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "j"},
+            "spec": {"image": "img", "template": deep(10_000)},
+        }
+    )
     decoded = json.loads(wire)  # kopf's watch stream: json.loads of each line
     storage = bookkeeping.DiffBaseStorage(prefix="ddpjob.io", key="last-handled-configuration")
     essence = storage.build(body=kopf.Body(decoded))
@@ -86,11 +111,16 @@ def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and
         return emulator.get_object(f"{GROUP}/{VERSION}/{PLURAL}", NS, "j")
 
     with run_operator(emulator, tmp_path / "diff_handlers.py", namespace=NS, configure=operator_storage):
-        objects.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
-                                                {**decoded, "apiVersion": f"{GROUP}/{VERSION}", "kind": "DeepObject"})
+        objects.create_namespaced_custom_object(
+            GROUP, VERSION, NS, PLURAL, {**decoded, "apiVersion": f"{GROUP}/{VERSION}", "kind": "DeepObject"}
+        )
         # Each read copies the object in this process (a second, not the usual 0.05 s, apart).
-        wait_for(lambda: "last-handled-configuration" in json.dumps(stored()["metadata"]), REACTION, interval=1,
-                 message="kopf kept no copy of the deep object")
+        wait_for(
+            lambda: "last-handled-configuration" in json.dumps(stored()["metadata"]),
+            REACTION,
+            interval=1,
+            message="kopf kept no copy of the deep object",
+        )
         changed = json.loads(wire.replace("{}", '{"b": 1}'))
         objects.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "j", {"spec": changed["spec"]})
         wait_for(lambda: DIFFS, REACTION, interval=1, message="kopf handed no diff of the deep object's change")
@@ -153,8 +183,11 @@ def test_an_update_of_the_spec_only_triggers_a_reconcile_whatever_kopfs_old_copy
     memo = kopf.Memo(controller=Controller())
     new = body({"nodes": 3})
     for old in ({bookkeeping.DIGEST: "0" * 64}, {"image": "evil/image", "nodes": 7}):
-        asyncio.run(handlers.job_spec_changed(namespace="ns", name="j", old=old, body=new,
-                                              meta=new.metadata, memo=memo, logger=None))
+        asyncio.run(
+            handlers.job_spec_changed(
+                namespace="ns", name="j", old=old, body=new, meta=new.metadata, memo=memo, logger=None
+            )
+        )
     assert calls == [("trigger", "ns", "j")] * 2
 
 

@@ -1,6 +1,7 @@
 """The progress channel as untrusted input: a hostile fake Pod (a local HTTP server) that
 redirects, drips its answer, sends NaN, huge numbers, megabytes of ranks or control
 characters gets no further than its own job."""
+
 from __future__ import annotations
 
 import asyncio
@@ -129,22 +130,29 @@ def test_an_oversized_answer_is_refused(pod) -> None:
         fetch_json(f"http://{pod[0]}:{pod[1]}/progress")
 
 
-@pytest.mark.parametrize("snap,error", [
-    ({"seconds_since_progress": float("nan")}, "seconds_since_progress"),
-    ({"seconds_since_progress": float("inf")}, "seconds_since_progress"),
-    ({"seconds_since_progress": "12"}, "seconds_since_progress"),
-    ({"seconds_since_progress": 10 ** 4000}, "seconds_since_progress"),
-    ({"seconds_since_progress": 1, "ranks": ["x"]}, "ranks"),
-    ([], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "snap,error",
+    [
+        ({"seconds_since_progress": float("nan")}, "seconds_since_progress"),
+        ({"seconds_since_progress": float("inf")}, "seconds_since_progress"),
+        ({"seconds_since_progress": "12"}, "seconds_since_progress"),
+        ({"seconds_since_progress": 10**4000}, "seconds_since_progress"),
+        ({"seconds_since_progress": 1, "ranks": ["x"]}, "ranks"),
+        ([], "JSON object"),
+    ],
+)
 def test_numbers_and_shapes_out_of_bounds_are_a_bad_answer(snap, error) -> None:
     with pytest.raises(ValueError, match=error):
         ProgressState.from_snapshot(snap, 0)
 
 
 def test_records_ranks_and_etas_are_bounded() -> None:
-    huge = {"seconds_since_progress": 3, "eta_seconds": float("nan"),
-            "record": {"step": 10 ** 4000}, "ranks": {str(i): {"step": 1, "junk": "x" * 1000} for i in range(5000)}}
+    huge = {
+        "seconds_since_progress": 3,
+        "eta_seconds": float("nan"),
+        "record": {"step": 10**4000},
+        "ranks": {str(i): {"step": 1, "junk": "x" * 1000} for i in range(5000)},
+    }
     state = ProgressState.from_snapshot(huge, 0, world_size=8)
     assert state.record is None and state.eta_seconds is None  # a 4,000-digit step is no record
     assert sorted(state.ranks) == list(range(8)) and state.ranks[3] == {"step": 1}  # only this job's ranks, bounded
@@ -179,6 +187,7 @@ def test_a_slow_job_delays_only_itself(pod) -> None:
         while ("ns", "healthy") not in triggered and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         await poller.close()
+
     try:
         asyncio.run(go())
     finally:

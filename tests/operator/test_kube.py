@@ -1,5 +1,6 @@
 """kube.Kube on the official client against the emulator: typed errors, idempotent
 writes, resourceVersion-guarded status patches, retries of transient errors."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,12 +24,17 @@ def call(cluster: Cluster, fn, **kw: Any) -> Any:
             return await fn(k)
         finally:
             await k.aclose()
+
     return asyncio.run(go())
 
 
 def pod(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
 
 
 def test_create_is_idempotent_and_reads_back_what_exists(cluster: Cluster) -> None:
@@ -86,6 +92,7 @@ def test_outage_is_measured_until_the_server_answers() -> None:
         assert info.value.status == 0
         assert k.outage_seconds() >= 0 and k.failing_since is not None
         await k.aclose()
+
     asyncio.run(go())
 
 
@@ -97,8 +104,10 @@ def test_proxy_variables_are_honoured_and_no_proxy_exempts(monkeypatch: pytest.M
     async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
         seen.append(head.split("\r\n")[0])
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n"
-                     b"Connection: close\r\n\r\n{\"kind\":\"proxy\"}\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n"
+            b'Connection: close\r\n\r\n{"kind":"proxy"}\n'
+        )
         await writer.drain()
         writer.close()
 
@@ -108,8 +117,11 @@ def test_proxy_variables_are_honoured_and_no_proxy_exempts(monkeypatch: pytest.M
         monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9" if proxy_url else url)
         monkeypatch.setenv("NO_PROXY", no_proxy)
         k = kube.Kube(attempts=1)
-        k.connect(SimpleNamespace(server="http://kube.invalid:8080", token="t", insecure=True,
-                                  proxy_url=url if proxy_url else None))
+        k.connect(
+            SimpleNamespace(
+                server="http://kube.invalid:8080", token="t", insecure=True, proxy_url=url if proxy_url else None
+            )
+        )
         assert not k._transport.session.trust_env  # no per-request env lookups
         try:
             return await k.get("/api/v1/namespaces/x/pods/y")

@@ -2,6 +2,7 @@
 keeps one Lease as the API server does: 404 before it exists, 409 on a create of an
 existing one and on a PUT whose resourceVersion is not the stored one. Time is a clock the
 test moves, except where the loops themselves are run (with short periods)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,8 +22,9 @@ from ddpjob.operator.settings import LeaderElection
 
 pytestmark = pytest.mark.timeout(60)
 
-CONFIG = LeaderElection("ddpjob-system", "ddpjob-operator", lease_seconds=10, renew_deadline_seconds=7,
-                        retry_period_seconds=2)
+CONFIG = LeaderElection(
+    "ddpjob-system", "ddpjob-operator", lease_seconds=10, renew_deadline_seconds=7, retry_period_seconds=2
+)
 LEASE_URL = "/apis/coordination.k8s.io/v1/namespaces/ddpjob-system/leases/ddpjob-operator"
 
 
@@ -281,8 +283,16 @@ def test_release_leaves_alone_a_lease_another_replica_holds() -> None:
 
 
 def test_a_hostile_record_is_read_bounded() -> None:
-    record = Record.of({"spec": {"holderIdentity": "x" * 100_000, "leaseDurationSeconds": "10",
-                                 "leaseTransitions": True, "renewTime": 5}})
+    record = Record.of(
+        {
+            "spec": {
+                "holderIdentity": "x" * 100_000,
+                "leaseDurationSeconds": "10",
+                "leaseTransitions": True,
+                "renewTime": 5,
+            }
+        }
+    )
     assert len(record.holder) == leader_election.MAX_IDENTITY and record.lease_seconds == 0
     assert record.transitions == 0 and record.renew_time is None
     assert Record.of({"spec": None}) == Record() == Record.of({})
@@ -371,25 +381,36 @@ def test_run_operator_refuses_kopf_peering_in_one_line() -> None:
 
 # ---- its settings (operator/settings.py) -------------------------------------------------
 
+
 def test_the_election_is_off_without_a_lease_and_read_whole_with_one() -> None:
     assert settings.from_env({}).leader_election is None
-    assert settings.from_env({settings.LEASE_ENV: "ddpjob-operator", settings.LEASE_NAMESPACE_ENV: "ops"}
-                             ).leader_election == LeaderElection("ops", "ddpjob-operator", 10, 7, 2)
-    config = settings.from_env({settings.LEASE_ENV: "l", settings.LEASE_NAMESPACE_ENV: "ops",
-                                settings.LEASE_SECONDS_ENV: "15", settings.RENEW_DEADLINE_ENV: "10",
-                                settings.RETRY_PERIOD_ENV: "2.5"}).leader_election
+    assert settings.from_env(
+        {settings.LEASE_ENV: "ddpjob-operator", settings.LEASE_NAMESPACE_ENV: "ops"}
+    ).leader_election == LeaderElection("ops", "ddpjob-operator", 10, 7, 2)
+    config = settings.from_env(
+        {
+            settings.LEASE_ENV: "l",
+            settings.LEASE_NAMESPACE_ENV: "ops",
+            settings.LEASE_SECONDS_ENV: "15",
+            settings.RENEW_DEADLINE_ENV: "10",
+            settings.RETRY_PERIOD_ENV: "2.5",
+        }
+    ).leader_election
     assert config == LeaderElection("ops", "l", 15, 10, 2.5)
 
 
-@pytest.mark.parametrize("env, name, says", [
-    ({settings.LEASE_ENV: "Bad_Name"}, settings.LEASE_ENV, "must be a Lease name"),
-    ({settings.LEASE_NAMESPACE_ENV: None}, settings.LEASE_NAMESPACE_ENV, "must name the Lease's namespace"),
-    ({settings.LEASE_NAMESPACE_ENV: "a.b"}, settings.LEASE_NAMESPACE_ENV, "must name the Lease's namespace"),
-    ({settings.LEASE_SECONDS_ENV: "1"}, settings.LEASE_SECONDS_ENV, "must be within [2, 300]"),
-    ({settings.RENEW_DEADLINE_ENV: "10"}, settings.RENEW_DEADLINE_ENV, "must be below"),
-    ({settings.RETRY_PERIOD_ENV: "6"}, settings.RETRY_PERIOD_ENV, "1.2 x it must be below"),
-    ({settings.RETRY_PERIOD_ENV: "soon"}, settings.RETRY_PERIOD_ENV, "is not a number"),
-])
+@pytest.mark.parametrize(
+    "env, name, says",
+    [
+        ({settings.LEASE_ENV: "Bad_Name"}, settings.LEASE_ENV, "must be a Lease name"),
+        ({settings.LEASE_NAMESPACE_ENV: None}, settings.LEASE_NAMESPACE_ENV, "must name the Lease's namespace"),
+        ({settings.LEASE_NAMESPACE_ENV: "a.b"}, settings.LEASE_NAMESPACE_ENV, "must name the Lease's namespace"),
+        ({settings.LEASE_SECONDS_ENV: "1"}, settings.LEASE_SECONDS_ENV, "must be within [2, 300]"),
+        ({settings.RENEW_DEADLINE_ENV: "10"}, settings.RENEW_DEADLINE_ENV, "must be below"),
+        ({settings.RETRY_PERIOD_ENV: "6"}, settings.RETRY_PERIOD_ENV, "1.2 x it must be below"),
+        ({settings.RETRY_PERIOD_ENV: "soon"}, settings.RETRY_PERIOD_ENV, "is not a number"),
+    ],
+)
 def test_a_bad_election_setting_is_one_line_naming_it(env: dict[str, str | None], name: str, says: str) -> None:
     given = {settings.LEASE_ENV: "ddpjob-operator", settings.LEASE_NAMESPACE_ENV: "ops", **env}  # None: unset
     with pytest.raises(settings.SettingsError) as err:

@@ -5,6 +5,7 @@ official client to the `ddpjob` command's cluster commands. Shown three ways: no
 operator's package (nor of what it builds on) imports it; the operator's modules import,
 read credentials, build their transport and check a job's template in a Python where it
 cannot be imported; and the packaging installs it only with the `cli` extra."""
+
 from __future__ import annotations
 
 import ast
@@ -19,35 +20,44 @@ import tomllib
 from ddpjob.operator import connection
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DDPJOB = ROOT / 'operator' / 'ddpjob'
+DDPJOB = ROOT / "operator" / "ddpjob"
 # The cluster commands are the official client's users (the `cli` extra).
-CLI = DDPJOB / 'cli'
+CLI = DDPJOB / "cli"
 
 
 def official_imports(source: str) -> list[int]:
     """The lines that import `kubernetes` (not `kubernetes_asyncio`), at any depth."""
     lines = []
     for node in ast.walk(ast.parse(source)):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ''] if isinstance(node, ast.ImportFrom) and not node.level else [])
-        if any(n == 'kubernetes' or n.startswith('kubernetes.') for n in names):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and not node.level
+            else []
+        )
+        if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
             lines.append(node.lineno)
     return lines
 
 
 def test_the_finder_sees_every_form() -> None:
-    assert official_imports('import kubernetes\nimport kubernetes_asyncio\n') == [1]
-    assert official_imports('def f():\n    from kubernetes.client import V1Pod\n') == [2]
-    assert official_imports('import kubernetes.client as client\nfrom kubernetes_asyncio import client\n') == [1]
+    assert official_imports("import kubernetes\nimport kubernetes_asyncio\n") == [1]
+    assert official_imports("def f():\n    from kubernetes.client import V1Pod\n") == [2]
+    assert official_imports("import kubernetes.client as client\nfrom kubernetes_asyncio import client\n") == [1]
 
 
 def test_no_module_outside_the_cli_imports_the_official_client() -> None:
-    found = [f'{p.relative_to(ROOT)}:{line}' for p in sorted(DDPJOB.rglob('*.py')) if CLI not in p.parents
-             for line in official_imports(p.read_text())]
+    found = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in sorted(DDPJOB.rglob("*.py"))
+        if CLI not in p.parents
+        for line in official_imports(p.read_text())
+    ]
     assert found == []
 
 
-BLOCKED = '''
+BLOCKED = """
 import asyncio, importlib.abc, sys
 
 class NoOfficialClient(importlib.abc.MetaPathFinder):
@@ -87,61 +97,76 @@ assert info.server == "https://10.0.0.2:6443" and info.token == "from-kubeconfig
 assert memo.kube is not None
 assert not {"kubernetes", "kubernetes_asyncio"} & set(sys.modules)
 print("ok")
-'''
-KUBECONFIG = '''
+"""
+KUBECONFIG = """
 apiVersion: v1
 kind: Config
 current-context: c
 contexts: [{name: c, context: {cluster: c, user: u}}]
 clusters: [{name: c, cluster: {server: "https://10.0.0.2:6443", insecure-skip-tls-verify: true}}]
 users: [{name: u, user: {token: from-kubeconfig}}]
-'''
+"""
 
 
 def test_the_operator_runs_where_the_official_client_cannot_be_imported(tmp_path: pathlib.Path) -> None:
     """As in the operator's image (no generated client at all): the operator's modules
     load, its credentials and transport are made, a template's types are still checked (from the data in
     ddpjob/api/template_types.json, not a client's models), and it logs in."""
-    kubeconfig = tmp_path / 'kubeconfig'
+    kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
-    env = {k: v for k, v in os.environ.items() if not k.startswith('KUBERNETES_SERVICE_')}
-    done = subprocess.run([sys.executable, '-c', textwrap.dedent(BLOCKED)], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**env, 'KUBECONFIG': str(kubeconfig)})
-    assert done.returncode == 0 and done.stdout.strip() == 'ok', done.stdout + done.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(BLOCKED)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**env, "KUBECONFIG": str(kubeconfig)},
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
 def test_only_the_cli_extra_installs_the_official_client() -> None:
-    extras = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['optional-dependencies']
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 
     def names(extra: str) -> set[str]:
-        return {re.split(r'[<>=!~\[ ;]', r, maxsplit=1)[0].lower().replace('_', '-') for r in extras[extra]}
-    assert not {'kubernetes', 'kubernetes-asyncio'} & names('operator') and 'aiohttp' in names('operator')
-    assert 'kubernetes' in names('cli')
+        return {re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in extras[extra]}
+
+    assert not {"kubernetes", "kubernetes-asyncio"} & names("operator") and "aiohttp" in names("operator")
+    assert "kubernetes" in names("cli")
     # The image installs the operator extra alone.
-    dockerfile = (ROOT / 'Dockerfile').read_text()
-    assert re.findall(r'ddpjob-\*\.whl\)\[(\w[\w,]*)\]', dockerfile)[0] == 'operator'
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.findall(r"ddpjob-\*\.whl\)\[(\w[\w,]*)\]", dockerfile)[0] == "operator"
 
 
 def test_the_in_cluster_server_is_the_environments_address() -> None:
-    env = {'KUBERNETES_SERVICE_HOST': '10.96.0.1', 'KUBERNETES_SERVICE_PORT': '443'}
-    assert connection.in_cluster_server(env) == 'https://10.96.0.1:443'
-    assert connection.in_cluster_server({**env, 'KUBERNETES_SERVICE_HOST': 'fd00::1'}) == 'https://[fd00::1]:443'
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    assert connection.in_cluster_server(env) == "https://10.96.0.1:443"
+    assert connection.in_cluster_server({**env, "KUBERNETES_SERVICE_HOST": "fd00::1"}) == "https://[fd00::1]:443"
     assert connection.in_cluster_server({}) is None
 
 
 def test_the_proxy_is_the_environments_for_the_servers_scheme(monkeypatch) -> None:
     class Info:
-        server = 'https://api.example.test:6443'
+        server = "https://api.example.test:6443"
 
-    for name in ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'all_proxy', 'ALL_PROXY', 'no_proxy',
-                 'NO_PROXY'):
+    for name in (
+        "https_proxy",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "HTTP_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv('HTTPS_PROXY', 'http://proxy.test:3128')
-    monkeypatch.setenv('HTTP_PROXY', 'http://wrong.test:1')
-    monkeypatch.setenv('NO_PROXY', 'internal.test')
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://wrong.test:1")
+    monkeypatch.setenv("NO_PROXY", "internal.test")
     creds = connection.configuration(Info(), pool_size=1)
-    assert (creds.proxy, creds.no_proxy) == ('http://proxy.test:3128', 'internal.test')
-    assert connection.direct_or_proxy(creds) == 'http://proxy.test:3128'
+    assert (creds.proxy, creds.no_proxy) == ("http://proxy.test:3128", "internal.test")
+    assert connection.direct_or_proxy(creds) == "http://proxy.test:3128"
 
 
 def test_the_service_account_login_takes_the_servers_address_from_the_environment(monkeypatch) -> None:
@@ -151,11 +176,11 @@ def test_the_service_account_login_takes_the_servers_address_from_the_environmen
 
     from ddpjob.operator import handlers
 
-    mounted = kopf.ConnectionInfo(server='https://kubernetes.default.svc', token='t')
-    monkeypatch.setattr(kopf, 'login_with_service_account', lambda **_: mounted)
-    monkeypatch.setenv('KUBERNETES_SERVICE_HOST', '10.96.0.1')
-    monkeypatch.setenv('KUBERNETES_SERVICE_PORT', '443')
+    mounted = kopf.ConnectionInfo(server="https://kubernetes.default.svc", token="t")
+    monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: mounted)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     info = handlers._service_account(logger=None)
-    assert info.server == 'https://10.96.0.1:443' and info.token == 't'
-    monkeypatch.delenv('KUBERNETES_SERVICE_HOST')
+    assert info.server == "https://10.96.0.1:443" and info.token == "t"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     assert handlers._service_account(logger=None) is mounted

@@ -1,6 +1,7 @@
 """The operator's view of the Nodes (operator/nodes.py) and the node-health rules it reads
 them with (job/node_health.py): the Ready condition, the conditions and taints a cluster
 admin names as unhealthy, a deleted Node remembered as gone, and a change said once."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,13 +13,17 @@ from ddpjob.operator.nodes import MAX_GONE, Nodes
 
 
 def node(ready="True", conditions=(), taints=()):
-    return {"metadata": {"name": "n"},
-            "spec": {"taints": list(taints)},
-            "status": {"conditions": [{"type": "Ready", "status": ready}, *conditions]}}
+    return {
+        "metadata": {"name": "n"},
+        "spec": {"taints": list(taints)},
+        "status": {"conditions": [{"type": "Ready", "status": ready}, *conditions]},
+    }
 
 
-RULES = NodeRules(node_health.parse_conditions("KernelDeadlock,GPUHealthy=False"),
-                  node_health.parse_taints("nvidia.com/gpu-unhealthy,example.com/pool=bad:NoExecute"))
+RULES = NodeRules(
+    node_health.parse_conditions("KernelDeadlock,GPUHealthy=False"),
+    node_health.parse_taints("nvidia.com/gpu-unhealthy,example.com/pool=bad:NoExecute"),
+)
 
 
 def test_rules_parse_as_the_chart_writes_them_and_refuse_what_they_cannot_mean():
@@ -37,7 +42,8 @@ def test_rules_parse_as_the_chart_writes_them_and_refuse_what_they_cannot_mean()
     with pytest.raises(settings.SettingsError, match="^DDPJOB_UNHEALTHY_NODE_TAINTS: 'k:Sometimes' is not"):
         settings.from_env({"DDPJOB_UNHEALTHY_NODE_TAINTS": "k:Sometimes"})
     assert settings.from_env({"DDPJOB_UNHEALTHY_NODE_CONDITIONS": "KernelDeadlock"}).node_rules.conditions == (
-        ("KernelDeadlock", "True"),)
+        ("KernelDeadlock", "True"),
+    )
 
 
 def test_a_node_is_read_for_its_ready_condition_and_what_the_rules_name():
@@ -81,8 +87,12 @@ def test_a_nodes_change_reconciles_the_jobs_with_a_pod_on_it_and_nothing_else_do
     def on(node):
         return PodState(name="p", node_rank=0, restart_count=0, phase="Running", node_name=node)
 
-    pods = [(("ns", "a"), ("u1", on("n1"))), (("ns", "b"), ("u2", on("n2"))), (("ns", "c"), ("u3", on(None))),
-            (("other", "d"), ("u4", on("n1")))]
+    pods = [
+        (("ns", "a"), ("u1", on("n1"))),
+        (("ns", "b"), ("u2", on("n2"))),
+        (("ns", "c"), ("u3", on(None))),
+        (("other", "d"), ("u4", on("n1"))),
+    ]
     nodes = Nodes(RULES)
     assert nodes.to_reconcile("n1", node(), pods) == {("ns", "a"), ("other", "d")}  # first seen
     assert nodes.to_reconcile("n1", node(), pods) == set()  # nothing the job logic reads changed

@@ -1,4 +1,5 @@
 """The real operator (kopf, over HTTP) against the emulator: a DDPJob's whole life."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,16 +21,23 @@ def env_of(pod: dict) -> dict[str, str]:
 
 
 def test_service_and_pods_with_the_env_contract(cluster: Cluster, operator) -> None:
-    created = cluster.create(ddpjob("mnist", nodes=3, nprocPerNode=2, port=29555,
-                                    env=[{"name": "EPOCHS", "value": "2"}]))
+    created = cluster.create(
+        ddpjob("mnist", nodes=3, nprocPerNode=2, port=29555, env=[{"name": "EPOCHS", "value": "2"}])
+    )
     pods = cluster.wait_pods("mnist", 3)
 
     svc = cluster.service("mnist")
     assert svc is not None
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"] == {"ddpjob.io/job-name": "mnist"}
-    owner = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "name": "mnist",
-             "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    owner = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "name": "mnist",
+        "uid": created["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     assert svc["metadata"]["ownerReferences"] == [owner]
 
     for rank, pod in enumerate(pods):
@@ -107,8 +115,10 @@ def test_exitcode_policy_fails_on_exit_1(cluster: Cluster, operator) -> None:
     assert st["restarts"] == 0 and st["lastFailure"]["exitCode"] == 1
     assert any(c["type"] == "Failed" and c["reason"] == "PodFailed" for c in st["conditions"])
     # The peer still running is stopped; the failed one stays for its logs.
-    wait_for(lambda: [p["metadata"]["name"] for p in cluster.pods("bad")] == ["bad-0"],
-             message="the surviving Pod was not stopped")
+    wait_for(
+        lambda: [p["metadata"]["name"] for p in cluster.pods("bad")] == ["bad-0"],
+        message="the surviving Pod was not stopped",
+    )
     assert cluster.wait_event("bad", "Failed")["type"] == "Warning"
 
 
@@ -169,8 +179,9 @@ def test_deleting_the_job_removes_its_children(cluster: Cluster, operator) -> No
     cluster.create(ddpjob("gone", nodes=3))
     cluster.wait_pods("gone", 3)
     cluster.delete("gone")
-    wait_for(lambda: cluster.pods("gone") == [] and cluster.service("gone") is None,
-             message="children were left behind")
+    wait_for(
+        lambda: cluster.pods("gone") == [] and cluster.service("gone") is None, message="children were left behind"
+    )
     # A later job runs through the same operator: by then the deleted job's Pod events
     # were handled, and nothing of it was recreated.
     cluster.create(ddpjob("after", nodes=1))
@@ -206,8 +217,9 @@ def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -
         cluster.patch_spec("imm", nodes=3)
     assert refused.value.status == 422 and "spec.nodes" in refused.value.body
     # ... and where it got through anyway, the operator fails the job.
-    cluster.emulator.store.patch(references.resource(JOBS), cluster.ns, "imm", None,
-                                 "application/merge-patch+json", {"spec": {"nodes": 3}})
+    cluster.emulator.store.patch(
+        references.resource(JOBS), cluster.ns, "imm", None, "application/merge-patch+json", {"spec": {"nodes": 3}}
+    )
     st = cluster.wait_phase("imm", "Failed")
     assert "spec.nodes: is immutable" in st["message"]
     wait_for(lambda: cluster.pods("imm") == [], message="the gang kept running under a changed spec")
@@ -267,21 +279,32 @@ def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster:
     or met by the owner's own change of spec (issue 40: the job failed with `spec.image:
     is immutable` when the two landed together; the emulator runs no admission policy)."""
     import json
+
     cluster.start_running(ddpjob("kept", nodes=2, activeDeadlineSeconds=3600))
     key = "ddpjob.io/last-handled-configuration"
     stored = json.loads(cluster.job("kept")["metadata"]["annotations"][key])
     forged = json.dumps({**stored, "spec": {**stored["spec"], "nodes": 7, "image": "evil/image"}})
-    cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.ns, "ddpjobs", "kept",
-                                                  {"metadata": {"annotations": {key: forged}}})
+    cluster.custom.patch_namespaced_custom_object(
+        "ddpjob.io", "v1alpha1", cluster.ns, "ddpjobs", "kept", {"metadata": {"annotations": {key: forged}}}
+    )
     # kopf sees a spec "change" against the forged annotation and re-writes it once handled.
-    wait_for(lambda: json.loads(cluster.job("kept")["metadata"]["annotations"][key])["spec"]["nodes"] == 2,
-             message="kopf did not handle the rewritten annotation")
+    wait_for(
+        lambda: json.loads(cluster.job("kept")["metadata"]["annotations"][key])["spec"]["nodes"] == 2,
+        message="kopf did not handle the rewritten annotation",
+    )
     for deadline in (3601, 3602):  # the forgery and a real change of spec in one write
         cluster.custom.patch_namespaced_custom_object(
-            "ddpjob.io", "v1alpha1", cluster.ns, "ddpjobs", "kept",
-            {"metadata": {"annotations": {key: forged}}, "spec": {"activeDeadlineSeconds": deadline}})
+            "ddpjob.io",
+            "v1alpha1",
+            cluster.ns,
+            "ddpjobs",
+            "kept",
+            {"metadata": {"annotations": {key: forged}}, "spec": {"activeDeadlineSeconds": deadline}},
+        )
         generation = cluster.job("kept")["metadata"]["generation"]
-        st = wait_for(lambda: (s := cluster.status("kept")).get("observedGeneration") == generation and s,
-                      message="the operator did not observe the owner's change")
+        st = wait_for(
+            lambda: (s := cluster.status("kept")).get("observedGeneration") == generation and s,
+            message="the operator did not observe the owner's change",
+        )
         assert st["phase"] == "Running" and "immutable" not in st.get("message", ""), st
     assert len(cluster.pods("kept")) == 2

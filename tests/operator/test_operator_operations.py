@@ -1,4 +1,5 @@
 """Operations: the entry points (kopf run, run_operator), liveness, /metrics, kubectl, RBAC."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,6 @@ pytestmark = pytest.mark.timeout(TEST)
 VENV_BIN = ROOT / ".venv" / "bin"
 KUBECTL = locate_kubectl()
 KOPF = shutil.which("kopf", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
-
 
 
 def http_get(url: str) -> str:
@@ -68,14 +68,23 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
     live, prom = free_port(), free_port()
     liveness = f"http://127.0.0.1:{live}/healthz"
     if entry == "run_operator":
-        argv = [sys.executable, "-c",
-                "from ddpjob.operator.main import run_operator; "
-                f"run_operator('default', True, {liveness!r}, {prom}, None)"]
+        argv = [
+            sys.executable,
+            "-c",
+            f"from ddpjob.operator.main import run_operator; run_operator('default', True, {liveness!r}, {prom}, None)",
+        ]
     else:
         if KOPF is None:
             pytest.skip("kopf's console script is not installed")
-        argv = [KOPF, "run", "-m", "ddpjob.operator.handlers", "--standalone", f"--liveness={liveness}",
-                "--namespace=default"]
+        argv = [
+            KOPF,
+            "run",
+            "-m",
+            "ddpjob.operator.handlers",
+            "--standalone",
+            f"--liveness={liveness}",
+            "--namespace=default",
+        ]
     proc = operator_process(argv)
     if entry == "kopf-run":
         prom = None  # /metrics needs DDPJOB_METRICS_PORT there; covered by run_operator
@@ -86,8 +95,10 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
         # The gauge follows the operator's own next step after the status it wrote, which
         # may come after the test saw that status: waited for, not sampled once.
         url = f"http://127.0.0.1:{prom}/metrics"
-        text = wait_for(lambda: (t := http_get(url)) and 'ddpjob_jobs{phase="Succeeded"} 1.0' in t and t,
-                        message="ddpjob_jobs never counted the job as Succeeded")
+        text = wait_for(
+            lambda: (t := http_get(url)) and 'ddpjob_jobs{phase="Succeeded"} 1.0' in t and t,
+            message="ddpjob_jobs never counted the job as Succeeded",
+        )
         assert metric(text, "ddpjob_pods_created_total") == 2
         assert metric(text, "ddpjob_reconcile_duration_seconds_count") >= 1
     assert proc.poll() is None
@@ -101,8 +112,10 @@ def test_metrics_count_pods_and_gang_restarts(cluster: Cluster, start_operator, 
     cluster.set_phase("m", "Failed", ranks=[0], exit_code=1)
     cluster.run_to_success("m", 2, attempt=1)
     url = f"http://127.0.0.1:{port}/metrics"
-    text = wait_for(lambda: (t := http_get(url)) and 'ddpjob_jobs{phase="Succeeded"} 1.0' in t and t,
-                    message="metrics did not show the succeeded job")
+    text = wait_for(
+        lambda: (t := http_get(url)) and 'ddpjob_jobs{phase="Succeeded"} 1.0' in t and t,
+        message="metrics did not show the succeeded job",
+    )
     assert metric(text, "ddpjob_pods_created_total") == 4
     assert metric(text, "ddpjob_gang_restarts_total") == 1
     assert 'ddpjob_jobs{phase="Running"} 0.0' in text
@@ -138,14 +151,19 @@ def test_kubectl_apply(emulator, kubeconfig: pathlib.Path, api, start_operator, 
 
 def test_lifecycle_request_log_for_rbac(lifecycle_request_log) -> None:
     """What the operator needs granted, read off the request log of a whole job life."""
-    used = {(r.group, r.resource + (f"/{r.subresource}" if r.subresource else ""), r.verb)
-            for r in lifecycle_request_log}
+    used = {
+        (r.group, r.resource + (f"/{r.subresource}" if r.subresource else ""), r.verb) for r in lifecycle_request_log
+    }
     operator_needs = {
-        ("ddpjob.io", "ddpjobs", "list"), ("ddpjob.io", "ddpjobs", "watch"),
-        ("ddpjob.io", "ddpjobs", "patch"),          # kopf's last-handled annotation
-        ("ddpjob.io", "ddpjobs/status", "patch"),   # the status
-        ("ddpjob.io", "ddpjobs", "delete"),         # ttlSecondsAfterFinished
-        ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "create"), ("", "pods", "delete"),
+        ("ddpjob.io", "ddpjobs", "list"),
+        ("ddpjob.io", "ddpjobs", "watch"),
+        ("ddpjob.io", "ddpjobs", "patch"),  # kopf's last-handled annotation
+        ("ddpjob.io", "ddpjobs/status", "patch"),  # the status
+        ("ddpjob.io", "ddpjobs", "delete"),  # ttlSecondsAfterFinished
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods", "create"),
+        ("", "pods", "delete"),
         ("", "services", "create"),
         ("", "events", "create"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
@@ -155,9 +173,17 @@ def test_lifecycle_request_log_for_rbac(lifecycle_request_log) -> None:
 
 
 def test_the_operator_process_freezes_what_it_loaded_and_collects_less_often() -> None:
-    out = subprocess.run([sys.executable, "-c",
-                          "import gc; from ddpjob import gc_tuning; gc_tuning.tune_for_long_running_server(); "
-                          "print(gc.get_freeze_count(), gc.get_threshold()[0])"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gc; from ddpjob import gc_tuning; gc_tuning.tune_for_long_running_server(); "
+            "print(gc.get_freeze_count(), gc.get_threshold()[0])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     from ddpjob.gc_tuning import YOUNG_THRESHOLD
+
     assert int(out[0]) > 1000 and int(out[1]) == YOUNG_THRESHOLD

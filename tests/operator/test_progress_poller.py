@@ -5,6 +5,7 @@ status.progress written only when it changed, a Stalled restart.
 The fetches run on the poller's threads: a test waits for the reads it needs (`until`),
 never for a time in which it hopes they happened; only the rate caps are checked against
 the time the reads really took."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,12 @@ pytestmark = pytest.mark.timeout(2 * REACTION)
 
 
 def snap(step: int, since: float = 0.0, ranks: dict | None = None) -> dict:
-    return {"record": {"step": step, "total_steps": 100, "epoch": 1, "total_epochs": 2, "time": 1.0e9},
-            "seconds_since_progress": since, "eta_seconds": 60, "ranks": ranks or {}}
+    return {
+        "record": {"step": step, "total_steps": 100, "epoch": 1, "total_epochs": 2, "time": 1.0e9},
+        "seconds_since_progress": since,
+        "eta_seconds": 60,
+        "ranks": ranks or {},
+    }
 
 
 class Fetches:
@@ -79,14 +84,19 @@ def test_a_reconcile_is_asked_for_only_when_the_record_changes() -> None:
         before = len(fetch.urls)
         await poll_for(poller, 0.1)
         assert len(fetch.urls) <= before + 1  # at most the read in flight
+
     asyncio.run(go())
     assert fetch.urls[0] == "http://10.0.0.1:29510/progress"
 
 
 def test_a_suspected_stall_reads_every_pod_once_to_name_ranks() -> None:
     triggered: list = []
-    fetch = Fetches({"10.0.0.1": snap(5, since=30, ranks={"0": {"step": 6}, "1": {"step": 6}}),
-                     "10.0.0.2": snap(0, ranks={"2": {"step": 5}, "3": {"step": 6}})})
+    fetch = Fetches(
+        {
+            "10.0.0.1": snap(5, since=30, ranks={"0": {"step": 6}, "1": {"step": 6}}),
+            "10.0.0.2": snap(0, ranks={"2": {"step": 5}, "3": {"step": 6}}),
+        }
+    )
 
     async def go():
         poller = ProgressPoller(triggered.append, interval=10, jitter=0.0, fetch=fetch)
@@ -97,6 +107,7 @@ def test_a_suspected_stall_reads_every_pod_once_to_name_ranks() -> None:
         state = poller.take(("ns", "j"))
         await poller.close()
         return state
+
     state = asyncio.run(go())
     assert sorted(u.split("//")[1].split(":")[0] for u in fetch.urls) == ["10.0.0.1", "10.0.0.2"]
     assert {r: b["step"] for r, b in state.ranks.items()} == {0: 6, 1: 6, 2: 5, 3: 6}
@@ -112,10 +123,13 @@ def test_a_pod_that_does_not_answer_is_no_news() -> None:
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), 10))
         poller.watch(("ns", "k"), Target(0, (None,), 10))  # no Pod IP yet: nothing to read
         poller.watch(("ns", "m"), Target(0, ("10.0.0.9",), 10))  # a malformed answer
-        await until(lambda: sum("10.0.0.9" in u for u in fetch.urls) > 1 and any("10.0.0.1" in u for u in fetch.urls),
-                    "both Pods read, the malformed one twice")
+        await until(
+            lambda: sum("10.0.0.9" in u for u in fetch.urls) > 1 and any("10.0.0.1" in u for u in fetch.urls),
+            "both Pods read, the malformed one twice",
+        )
         await poller.close()
         return poller
+
     poller = asyncio.run(go())
     assert triggered == [] and poller.failures == len(fetch.urls) > 0
     assert {u.split("//")[1].split(":")[0] for u in fetch.urls} == {"10.0.0.1", "10.0.0.9"}
@@ -132,6 +146,7 @@ def test_many_jobs_are_read_no_faster_than_the_global_cap() -> None:
             poller.watch(("ns", f"j{i}"), Target(0, (f"10.0.{i // 250}.{i % 250}",), None))
         await poll_for(poller, 0.5)
         return time.monotonic() - start
+
     elapsed = asyncio.run(go())
     # A burst of 100, then 100 per second: each job alone would be read every 10 ms.
     assert 0 < len(fetch.urls) <= 100 + 100 * elapsed + 1
@@ -155,8 +170,14 @@ def test_changed_records_are_handed_over_at_most_once_per_write_interval(writes_
     jobs = [("ns", f"j{i}") for i in range(10)]
 
     async def go():
-        poller = ProgressPoller(triggered.append, interval=0.02, jitter=0.0, max_per_second=1000,
-                                max_writes_per_second=writes_per_second, fetch=fetch)
+        poller = ProgressPoller(
+            triggered.append,
+            interval=0.02,
+            jitter=0.0,
+            max_per_second=1000,
+            max_writes_per_second=writes_per_second,
+            fetch=fetch,
+        )
         for i, key in enumerate(jobs):
             poller.watch(key, Target(0, (f"10.0.0.{i}",), None))
         # 10 jobs at 100 writes/s: each job's record at most every 0.1 s, read every 0.02 s.
@@ -165,6 +186,7 @@ def test_changed_records_are_handed_over_at_most_once_per_write_interval(writes_
         await until(lambda: fetch.reads > 11 * len(jobs) and time.monotonic() - start > 0.3, "11 reads a job")
         await poller.close()
         return time.monotonic() - start
+
     elapsed = asyncio.run(go())
     per_job = [triggered.count(key) for key in jobs]
     reads_per_job = fetch.reads / len(jobs)
@@ -186,8 +208,9 @@ def test_hand_overs_never_exceed_the_write_rate_even_when_many_are_due_at_once()
     async def go():
         # 50 jobs, 1 write/s: write interval 50 s, but after the first records no job is
         # due before 50 s, so none is handed over again within this test ...
-        poller = ProgressPoller(triggered.append, interval=0.01, jitter=0.0, max_per_second=10000,
-                                max_writes_per_second=1, fetch=fetch)
+        poller = ProgressPoller(
+            triggered.append, interval=0.01, jitter=0.0, max_per_second=10000, max_writes_per_second=1, fetch=fetch
+        )
         for i, key in enumerate(jobs):
             poller.watch(key, Target(0, (f"10.0.1.{i}",), None))
         await until(lambda: len(triggered) >= len(jobs), "every job's first record")
@@ -198,6 +221,7 @@ def test_hand_overs_never_exceed_the_write_rate_even_when_many_are_due_at_once()
         start = time.monotonic()
         await poll_for(poller, 0.5)
         return time.monotonic() - start
+
     elapsed = asyncio.run(go())
     assert len(triggered) - len(jobs) <= 2 + int(elapsed)
 
@@ -211,6 +235,7 @@ def test_a_suspected_stall_is_handed_over_whatever_the_write_cap() -> None:
         poller.watch(("ns", "j"), Target(0, ("10.0.0.1",), stall_timeout=30))
         await until(lambda: fetch.reads >= 4, "4 reads")
         await poller.close()
+
     asyncio.run(go())
     assert len(triggered) >= 3 and len(triggered) >= fetch.reads - 1  # every read (but one in flight)
 
@@ -230,9 +255,14 @@ def make_controller(body: dict, pods: list, states: list) -> tuple[ctl.Controlle
             self.watched.pop(key, None)
 
     kube, events = FakeKube(), []
-    c = ctl.Controller(kube, job_body=lambda ns, n: body, pods_of=lambda ns, n: pods,
-                       post_event=lambda b, t, r, m: events.append((t, r, m)), clock=lambda: NOW,
-                       poller=StubPoller())
+    c = ctl.Controller(
+        kube,
+        job_body=lambda ns, n: body,
+        pods_of=lambda ns, n: pods,
+        post_event=lambda b, t, r, m: events.append((t, r, m)),
+        clock=lambda: NOW,
+        poller=StubPoller(),
+    )
     return c, kube, events
 
 
@@ -241,12 +271,16 @@ def test_the_controller_writes_progress_only_when_it_changed_and_restarts_a_stal
 
     body = job_body(nodes=2, stallTimeoutSeconds=60)
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
-    states = [ProgressState.from_snapshot(snap(5), 0), ProgressState.from_snapshot(snap(5, since=30), 0),
-              ProgressState.from_snapshot(snap(5, since=61, ranks={"0": {"step": 6}, "1": {"step": 5}}), 0)]
+    states = [
+        ProgressState.from_snapshot(snap(5), 0),
+        ProgressState.from_snapshot(snap(5, since=30), 0),
+        ProgressState.from_snapshot(snap(5, since=61, ranks={"0": {"step": 6}, "1": {"step": 5}}), 0),
+    ]
     c, kube, events = make_controller(body, [pod(0, ip="10.0.0.1"), pod(1, ip="10.0.0.2")], states)
 
     async def go():
         return [await c.reconcile(("ns", "j")) for _ in range(3)]
+
     asyncio.run(go())
     writes = [p for kind, p in kube.calls if kind == "status"]
     assert writes[0]["progress"]["summary"] == "epoch 1/2 step 5/100 (5%)" and writes[0]["progress"]["eta"] == "1m00s"
@@ -277,10 +311,12 @@ def test_status_writes_do_not_run_the_job_event_handler() -> None:
 def test_the_operators_progress_settings_come_from_its_env_within_bounds(monkeypatch) -> None:
     import logging
     from ddpjob.operator import handlers, settings
+
     log = logging.getLogger("test")
 
     def poller(env):
         return handlers._progress_poller(settings.from_env(env), lambda key: None, log)
+
     assert (poller({}).interval, poller({}).max_writes_per_second) == (30.0, 5.0)
     assert poller({settings.PROGRESS_WRITES_ENV: "0.5"}).max_writes_per_second == 0.5
     for bad, says in (("5000", "within [0.1, 1000]"), ("fast", "is not a number"), ("0", "cannot be turned off")):

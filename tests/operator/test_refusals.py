@@ -1,5 +1,6 @@
 """Refused creates at the controller level: a fake API that answers like a real API
 server (403 quota, 422 invalid, a name held by a foreign object), no kopf, no HTTP."""
+
 from __future__ import annotations
 
 import asyncio
@@ -59,8 +60,13 @@ class RefusingKube:
 def make(nodes: int = 2):
     kube, events, clock = RefusingKube(), [], Clock()
     body = job_body(nodes=nodes)
-    c = ctl.Controller(kube, job_body=lambda ns, n: body, pods_of=lambda ns, n: [],
-                       post_event=lambda b, t, r, m: events.append((t, r, m)), clock=clock)
+    c = ctl.Controller(
+        kube,
+        job_body=lambda ns, n: body,
+        pods_of=lambda ns, n: [],
+        post_event=lambda b, t, r, m: events.append((t, r, m)),
+        clock=clock,
+    )
     return c, kube, events, clock
 
 
@@ -143,8 +149,16 @@ def test_a_pod_name_held_by_a_foreign_pod_is_never_adopted_and_backs_off() -> No
 
 def test_a_service_name_held_by_a_foreign_service_blocks_the_pods() -> None:
     c, kube, events, _ = make(nodes=1)
-    kube.objects["j"] = {"kind": "Service", "metadata": {"name": "j", "namespace": "ns", "ownerReferences": [
-        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": True}]}}
+    kube.objects["j"] = {
+        "kind": "Service",
+        "metadata": {
+            "name": "j",
+            "namespace": "ns",
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": True}
+            ],
+        },
+    }
     reconcile(c)
     assert kube.creates == ["j"]  # no Pod without its Service
     assert any(r == "FailedCreateService" and "Deployment web" in m for _, r, m in events)
@@ -152,8 +166,12 @@ def test_a_service_name_held_by_a_foreign_service_blocks_the_pods() -> None:
 
 def test_a_namespace_being_deleted_posts_no_event() -> None:
     c, kube, events, _ = make(nodes=1)
-    kube.refuse = lambda name: k.Forbidden(403, "Forbidden", "unable to create new content in namespace ns",
-                                           {"causes": [{"reason": "NamespaceTerminating"}]})
+    kube.refuse = lambda name: k.Forbidden(
+        403,
+        "Forbidden",
+        "unable to create new content in namespace ns",
+        {"causes": [{"reason": "NamespaceTerminating"}]},
+    )
     reconcile(c)
     assert not [r for _, r, _ in events if r.startswith("FailedCreate")]
 

@@ -1,6 +1,7 @@
 """The operator against a struggling API server (devcluster chaos.py: a share of all
 requests fail with 500/503/429, watch streams end every few seconds): it never exits,
 creates no duplicate or orphan object, and every job still reaches Succeeded."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,20 +25,25 @@ JOBS, PODS = resource("ddpjob.io/v1alpha1/ddpjobs"), resource("v1/pods")
 
 def in_emulator(emu: KubeEmulator, fn: Callable[[], Any]) -> Any:
     """Act on the store from its own loop, as a client the chaos does not touch."""
+
     async def call():
         return fn()
+
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=30)
 
 
 def kubelet(emu: KubeEmulator, job: str, phase: str) -> None:
-    state = {"Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
-             "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed"}}}[phase]
+    state = {
+        "Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+    }[phase]
     patch = {"status": {"phase": phase, "containerStatuses": [{"name": "trainer", "state": state}]}}
 
     def apply():
         for pod in emu.store.peek_all(PODS, NS):
             if pod["metadata"]["labels"].get("ddpjob.io/job-name") == job:
                 emu.store.patch(PODS, NS, pod["metadata"]["name"], "status", "application/merge-patch+json", patch)
+
     in_emulator(emu, apply)
 
 
@@ -90,8 +96,9 @@ def test_a_total_outage_does_not_stop_the_operator(emulator: KubeEmulator, crd: 
 def test_liveness_fails_only_after_a_long_outage() -> None:
     kube = types.SimpleNamespace(outage=0.0)
     kube.outage_seconds = lambda: kube.outage
-    memo = types.SimpleNamespace(kube=kube, controller=None,
-                                 settings=settings.from_env({settings.LIVENESS_OUTAGE_ENV: "120"}))
+    memo = types.SimpleNamespace(
+        kube=kube, controller=None, settings=settings.from_env({settings.LIVENESS_OUTAGE_ENV: "120"})
+    )
     kube.outage = 100.0
     assert handlers.probe(memo=memo) == 0
     kube.outage = 121.0

@@ -1,6 +1,7 @@
 """spec.tensorboard through the real operator on the API emulator: the NetworkPolicy,
 Deployment and Service made, owned by the job and reported in status.tensorboard; removed when the field
 is turned off and with the job; a name someone else holds reported, never taken."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,16 +26,22 @@ def deployment(cluster: Cluster, name: str) -> dict[str, Any] | None:
 
 
 def wait_board(cluster: Cluster, job: str) -> dict[str, Any]:
-    return wait_for(lambda: cluster.status(job).get("tensorboard"), timeout=REACTION,
-                    message=f"{job}: no status.tensorboard (status {cluster.status(job)})")
+    return wait_for(
+        lambda: cluster.status(job).get("tensorboard"),
+        timeout=REACTION,
+        message=f"{job}: no status.tensorboard (status {cluster.status(job)})",
+    )
 
 
 def test_a_job_with_tensorboard_gets_a_deployment_and_service_it_owns(cluster: Cluster, operator) -> None:
     uid = cluster.create(board_job("tb"))["metadata"]["uid"]
     board = wait_board(cluster, "tb")
     assert board == {"url": f"http://tb-tensorboard.{NS}.svc:6006/", "service": "tb-tensorboard"}
-    made = [deployment(cluster, "tb-tensorboard"), cluster.service("tb-tensorboard"),
-            cluster.emulator.get_object(NETWORK_POLICIES, NS, "tb-tensorboard")]
+    made = [
+        deployment(cluster, "tb-tensorboard"),
+        cluster.service("tb-tensorboard"),
+        cluster.emulator.get_object(NETWORK_POLICIES, NS, "tb-tensorboard"),
+    ]
     for obj in made:
         assert obj is not None
         (owner,) = obj["metadata"]["ownerReferences"]
@@ -45,16 +52,22 @@ def test_a_job_with_tensorboard_gets_a_deployment_and_service_it_owns(cluster: C
 
     # With the job, they go (the garbage collector, by owner reference).
     cluster.delete("tb")
-    wait_for(lambda: deployment(cluster, "tb-tensorboard") is None and cluster.service("tb-tensorboard") is None,
-             timeout=REACTION, message="the TensorBoard outlived its job")
+    wait_for(
+        lambda: deployment(cluster, "tb-tensorboard") is None and cluster.service("tb-tensorboard") is None,
+        timeout=REACTION,
+        message="the TensorBoard outlived its job",
+    )
 
 
 def test_turning_it_off_removes_it_and_on_again_makes_it_again(cluster: Cluster, operator) -> None:
     cluster.create(board_job("tb"))
     wait_board(cluster, "tb")
     cluster.patch_spec("tb", tensorboard=False)
-    wait_for(lambda: "tensorboard" not in cluster.status("tb") and deployment(cluster, "tb-tensorboard") is None,
-             timeout=REACTION, message=f"the TensorBoard was not removed (status {cluster.status('tb')})")
+    wait_for(
+        lambda: "tensorboard" not in cluster.status("tb") and deployment(cluster, "tb-tensorboard") is None,
+        timeout=REACTION,
+        message=f"the TensorBoard was not removed (status {cluster.status('tb')})",
+    )
     assert cluster.service("tb") is not None  # the job's own headless Service stays
     # Its Service stays too, with no Pod behind it, until the job goes: the operator may not delete Services.
     assert cluster.service("tb-tensorboard") is not None

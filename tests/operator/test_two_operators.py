@@ -1,6 +1,7 @@
 """Two operator replicas on the same jobs (a leader hand-over where both run for a
 while): status writes carry the resourceVersion they were planned from, so neither
 overwrites the other; the job's history never goes backwards."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,11 @@ def status_history(cluster: Cluster, name: str) -> list[dict]:
     store = cluster.emulator.store
     with store.transaction():  # no write lands while the log is copied
         log = list(store.events.entries)
-    return [dict(event["object"].get("status") or {}) for _, res, event in log
-            if f"{res.group}/{res.version}/{res.plural}" == JOBS and event["object"]["metadata"]["name"] == name]
+    return [
+        dict(event["object"].get("status") or {})
+        for _, res, event in log
+        if f"{res.group}/{res.version}/{res.plural}" == JOBS and event["object"]["metadata"]["name"] == name
+    ]
 
 
 def test_two_operators_count_each_gang_failure_once(cluster: Cluster, start_operator) -> None:
@@ -34,7 +38,9 @@ def test_two_operators_count_each_gang_failure_once(cluster: Cluster, start_oper
     restarts = [s.get("restarts", 0) for s in history]
     assert restarts == sorted(restarts), restarts  # never overwritten by a stale plan
     phases = [s.get("phase") for s in history]
-    assert "Succeeded" not in phases[:phases.index("Succeeded")] and set(phases[phases.index("Succeeded"):]) == {"Succeeded"}
+    assert "Succeeded" not in phases[: phases.index("Succeeded")] and set(phases[phases.index("Succeeded") :]) == {
+        "Succeeded"
+    }
     pods = cluster.pods("pair")
     assert sorted(p["metadata"]["name"] for p in pods) == ["pair-0", "pair-1", "pair-2"]
     assert {p["metadata"]["labels"]["ddpjob.io/restart-count"] for p in pods} == {"2"}

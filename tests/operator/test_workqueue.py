@@ -1,4 +1,5 @@
 """The work queue alone: coalescing, one worker per key, retries with backoff, timers."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,6 +24,7 @@ def test_triggers_while_running_coalesce_into_one_more_pass() -> None:
         async def handle(key: str) -> None:
             seen.append(key)
             await asyncio.sleep(0.02)
+
         queue = WorkQueue(handle, max_concurrent=4)
         queue.trigger("a")
         await asyncio.sleep(0.005)  # the first pass of "a" is running
@@ -32,6 +34,7 @@ def test_triggers_while_running_coalesce_into_one_more_pass() -> None:
         await drain(queue)
         await queue.close()
         return seen
+
     seen = asyncio.run(go())
     assert seen.count("a") == 2 and seen.count("b") == 1
 
@@ -46,12 +49,14 @@ def test_one_key_never_runs_twice_at_once() -> None:
             most = max(most, running)
             await asyncio.sleep(0.01)
             running -= 1
+
         queue = WorkQueue(handle, max_concurrent=8)
         for _ in range(5):
             queue.trigger("a")
             await asyncio.sleep(0.004)
         await drain(queue)
         return most
+
     assert asyncio.run(go()) == 1
 
 
@@ -67,6 +72,7 @@ def test_a_failing_handler_is_retried_with_growing_delays(monkeypatch) -> None:
             attempts += 1
             if attempts < 4:
                 raise RuntimeError("boom")
+
         queue = WorkQueue(handle, max_concurrent=1, on_error=lambda k, n, d, e: errors.append((n, d)))
         queue.trigger("a")
         for _ in range(200):
@@ -77,6 +83,7 @@ def test_a_failing_handler_is_retried_with_growing_delays(monkeypatch) -> None:
         assert queue.failures("a") == 0  # success resets the count
         await queue.close()
         return attempts
+
     assert asyncio.run(go()) == 4
     assert [n for n, _ in errors] == [1, 2, 3]
     delays = [d for _, d in errors]
@@ -95,6 +102,7 @@ def test_a_requeue_time_wakes_the_key_and_forget_cancels_it() -> None:
         async def handle(key: str) -> float | None:
             counts[key] += 1
             return 0.02 if counts[key] == 1 else None
+
         queue = WorkQueue(handle, max_concurrent=2)
         queue.trigger("a")
         queue.trigger("b")
@@ -103,6 +111,7 @@ def test_a_requeue_time_wakes_the_key_and_forget_cancels_it() -> None:
         await asyncio.sleep(0.1)
         await queue.close()
         return counts["a"], counts["b"]
+
     assert asyncio.run(go()) == (2, 1)
 
 
@@ -113,10 +122,12 @@ def test_delayed_triggers_debounce_into_one() -> None:
         async def handle(key: str) -> None:
             nonlocal calls
             calls += 1
+
         queue = WorkQueue(handle, max_concurrent=1)
         for _ in range(5):
             queue.trigger("a", delay=0.03)
         await asyncio.sleep(0.08)
         await drain(queue)
         return calls
+
     assert asyncio.run(go()) == 1

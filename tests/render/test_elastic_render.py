@@ -8,8 +8,14 @@ from ddpjob.api.spec import parse_job
 
 def job(**spec):
     spec = {"image": "img", "nodes": 4, "elastic": {"minNodes": 2, "maxNodes": 6}, **spec}
-    return parse_job({"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob",
-                      "metadata": {"name": "el", "namespace": "ns"}, "spec": spec})
+    return parse_job(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "el", "namespace": "ns"},
+            "spec": spec,
+        }
+    )
 
 
 def env_of(pod) -> dict:
@@ -24,8 +30,9 @@ def test_the_pods_run_torchrun_elastic_at_pod_zero():
         assert env["PET_NNODES"] == env["NNODES"] == "2:6"
         assert env["PET_RDZV_BACKEND"] == "c10d" and env["PET_RDZV_ID"] == "el"
         assert env["PET_RDZV_ENDPOINT"] == "el-0.el.ns.svc:29500"
-        assert env["PET_RDZV_CONF"] == (f"is_host={int(rank == 0)},last_call_timeout=10,"
-                                        "keep_alive_interval=2,keep_alive_max_attempt=3")
+        assert env["PET_RDZV_CONF"] == (
+            f"is_host={int(rank == 0)},last_call_timeout=10,keep_alive_interval=2,keep_alive_max_attempt=3"
+        )
         assert env["PET_MAX_RESTARTS"] == str(contract.ELASTIC_RESTARTS_PER_NODE * 6)
         # The world and the ranks are the rendezvous' to say.
         assert not {"WORLD_SIZE", "RANK", "LOCAL_RANK"} & set(env)
@@ -47,8 +54,11 @@ def test_the_local_endpoint_is_this_machine():
 
 
 def test_a_gang_of_an_elastic_job_needs_min_nodes():
-    for gang, path in (("kubernetes", ("schedulingPolicy", "gang", "minCount")), ("volcano", ("minMember",)),
-                       ("coscheduling", ("minMember",))):
+    for gang, path in (
+        ("kubernetes", ("schedulingPolicy", "gang", "minCount")),
+        ("volcano", ("minMember",)),
+        ("coscheduling", ("minMember",)),
+    ):
         group = render.render_pod_group(job(scheduling={"gang": gang}, resources={"requests": {"cpu": "1"}}))
         value = group["spec"]
         for key in path:

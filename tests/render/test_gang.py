@@ -48,9 +48,14 @@ def upstream(name: str) -> CRDValidator:
 
 
 def gang_job(job_body, gang_name: str, **sched):
-    body = job_body(nodes=4, gpusPerNode=2, nprocPerNode="auto", backend="nccl",
-                    resources={"requests": {"cpu": "500m", "memory": "4Gi"}},
-                    scheduling={"gang": gang_name, **sched})
+    body = job_body(
+        nodes=4,
+        gpusPerNode=2,
+        nprocPerNode="auto",
+        backend="nccl",
+        resources={"requests": {"cpu": "500m", "memory": "4Gi"}},
+        scheduling={"gang": gang_name, **sched},
+    )
     return parse_job(body)
 
 
@@ -105,8 +110,12 @@ def test_volcano_pod_group_matches_the_upstream_crd(job_body):
     assert kinds([group]) == [("scheduling.volcano.sh/v1beta1", "PodGroup")]
     assert crd.validate(group) == []
     # 4 Pods x (500m cpu, 4Gi, 2 GPUs)
-    assert group["spec"] == {"minMember": 4, "queue": "research", "priorityClassName": "high",
-                             "minResources": {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": "8"}}
+    assert group["spec"] == {
+        "minMember": 4,
+        "queue": "research",
+        "priorityClassName": "high",
+        "minResources": {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": "8"},
+    }
     for pod in objects[2:]:
         assert pod["spec"]["schedulerName"] == "volcano"
         assert pod["metadata"]["annotations"][volcano.GROUP_ANNOTATION] == group["metadata"]["name"]
@@ -171,9 +180,14 @@ def test_two_long_names_found_to_collide_in_32_bits_of_hash_get_different_groups
 
 
 def test_gang_requests_count_limits_where_no_request_is_given():
-    pod = {"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
-                                                  "requests": {"cpu": "250m"}}},
-                                   {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}}]}}
+    pod = {
+        "spec": {
+            "containers": [
+                {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m"}}},
+                {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}},
+            ]
+        }
+    }
     assert volcano.gang_requests(pod, 3) == {"cpu": "1050m", "memory": "3Gi"}
 
 
@@ -181,8 +195,10 @@ def test_one_pod_times_the_nodes_is_the_sum_of_every_pod(job_body):
     """The PodGroup's resources come from one rendered Pod: the same as adding up all of them."""
     job = gang_job(job_body, "volcano", queue="q")
     template = {"spec": {"containers": [{"name": "trainer", "resources": {"limits": {"example.com/fpga": 1}}}]}}
-    for candidate in (job, parse_job(job_body(nodes=3, gpusPerNode=1, template=template,
-                                              scheduling={"gang": "volcano", "queue": "q"}))):
+    for candidate in (
+        job,
+        parse_job(job_body(nodes=3, gpusPerNode=1, template=template, scheduling={"gang": "volcano", "queue": "q"})),
+    ):
         pods = [render.render_pod(candidate, i) for i in range(candidate.nodes)]
         summed: dict = {}
         for pod in pods:
@@ -194,6 +210,7 @@ def test_one_pod_times_the_nodes_is_the_sum_of_every_pod(job_body):
 
 def test_the_registry_serves_every_gang_of_the_api_and_of_the_crd():
     from ddpjob_devcluster.apiserver import crd_validator
+
     assert gang_names() == ("none", *gangs.names())
     crd = crd_validator.load().schema["properties"]["spec"]["properties"]["scheduling"]["properties"]["gang"]
     assert crd["enum"] == ["none", *(i.name for i in gangs.BUILT_IN)]
@@ -202,19 +219,33 @@ def test_the_registry_serves_every_gang_of_the_api_and_of_the_crd():
         assert integration.name == name and integration.needs
         assert (integration.pod_group is None) == (integration.pod_group_spec is None)
     kinds_ = {i.name: (i.pod_group.api_version, i.pod_group.kind) for i in gangs.BUILT_IN if i.pod_group}
-    assert kinds_ == {"kubernetes": ("scheduling.k8s.io/v1beta1", "PodGroup"),
-                      "volcano": ("scheduling.volcano.sh/v1beta1", "PodGroup"),
-                      "coscheduling": ("scheduling.x-k8s.io/v1alpha1", "PodGroup")}
+    assert kinds_ == {
+        "kubernetes": ("scheduling.k8s.io/v1beta1", "PodGroup"),
+        "volcano": ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+        "coscheduling": ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
+    }
 
 
-@pytest.mark.parametrize("gang_name, first_kind", [("none", "Service"), ("kubernetes", "PodGroup"),
-                                                   ("volcano", "PodGroup"), ("coscheduling", "PodGroup"),
-                                                   ("kueue", "Service")])
+@pytest.mark.parametrize(
+    "gang_name, first_kind",
+    [
+        ("none", "Service"),
+        ("kubernetes", "PodGroup"),
+        ("volcano", "PodGroup"),
+        ("coscheduling", "PodGroup"),
+        ("kueue", "Service"),
+    ],
+)
 def test_ddpjob_render_shows_the_pod_group_first(gang_name, first_kind, tmp_path, capsys):
     import yaml
+
     sched = {"gang": gang_name, **({"queue": "q"} if gang_name == "kueue" else {})}
-    body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "demo"},
-            "spec": {"nodes": 3, "image": "ddpjob/trainer:0.1.0", "scheduling": sched}}
+    body = {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": "demo"},
+        "spec": {"nodes": 3, "image": "ddpjob/trainer:0.1.0", "scheduling": sched},
+    }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(body))
     assert cli.main(["render", str(path)]) == 0

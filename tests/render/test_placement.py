@@ -1,5 +1,6 @@
 """The nodes a Pod made next must avoid (render/placement.py): added to every required node
 selector term the template has, as a `metadata.name` field, so no term lets the Pod on."""
+
 from __future__ import annotations
 
 from ddpjob.render.placement import avoiding
@@ -7,7 +8,8 @@ from ddpjob.render.placement import avoiding
 
 def terms(pod):
     return pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"]
+        "nodeSelectorTerms"
+    ]
 
 
 EXCLUDE = {"key": "metadata.name", "operator": "NotIn", "values": ["n1", "n2"]}
@@ -28,14 +30,22 @@ def test_a_pod_without_affinity_gets_one_term():
 def test_every_term_of_the_templates_own_affinity_keeps_its_selectors_and_excludes_the_nodes():
     zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
     own = {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}
-    pod = {"spec": {"affinity": {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [zone]}, {"matchFields": [own]}]},
-            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
-        "podAntiAffinity": {"x": 1}}}}
+    pod = {
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [zone]}, {"matchFields": [own]}]
+                    },
+                    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}],
+                },
+                "podAntiAffinity": {"x": 1},
+            }
+        }
+    }
     out = avoiding(pod, ["n1", "n2"])
-    assert terms(out) == [{"matchExpressions": [zone], "matchFields": [EXCLUDE]},
-                          {"matchFields": [own, EXCLUDE]}]
+    assert terms(out) == [{"matchExpressions": [zone], "matchFields": [EXCLUDE]}, {"matchFields": [own, EXCLUDE]}]
     assert out["spec"]["affinity"]["podAntiAffinity"] == {"x": 1}
     assert out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
-        {"weight": 1, "preference": {}}]
+        {"weight": 1, "preference": {}}
+    ]

@@ -23,8 +23,12 @@ def test_every_pod_gets_the_progress_file_port_and_volume(job_body):
 def test_nccl_defaults_are_set_and_the_users_env_wins(job_body):
     env = env_of(render_pod(parse_job(job_body()), 0))
     assert ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1") in env and ("DDPJOB_COLLECTIVE_TIMEOUT_SECONDS", "600") in env
-    body = job_body(env=[{"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "3"},
-                         {"name": "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS", "value": "1800"}])
+    body = job_body(
+        env=[
+            {"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "3"},
+            {"name": "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS", "value": "1800"},
+        ]
+    )
     env = env_of(render_pod(parse_job(body), 0))
     # One entry per name (no duplicates for a reader to guess between), the user's value.
     assert [v for n, v in env if n == "TORCH_NCCL_ASYNC_ERROR_HANDLING"] == ["3"]
@@ -46,5 +50,17 @@ def test_kubectl_get_shows_progress_and_eta_from_fields_the_status_schema_has():
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Progress"] == ".status.progress.summary" and columns["ETA"] == ".status.progress.eta"
     progress = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["progress"]["properties"]
-    assert {"summary", "eta", "step", "totalSteps", "epoch", "totalEpochs", "samplesPerSecond", "loss",
-            "etaSeconds", "updateTime", "attempt", "final"} == set(progress)
+    assert {
+        "summary",
+        "eta",
+        "step",
+        "totalSteps",
+        "epoch",
+        "totalEpochs",
+        "samplesPerSecond",
+        "loss",
+        "etaSeconds",
+        "updateTime",
+        "attempt",
+        "final",
+    } == set(progress)

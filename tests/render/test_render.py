@@ -55,8 +55,14 @@ def test_service_is_headless_and_owned(job_body):
     assert svc["spec"]["selector"] == {names.LABEL_JOB_NAME: "demo"}
     assert svc["spec"]["ports"][0]["port"] == 29500
     owner = svc["metadata"]["ownerReferences"][0]
-    assert owner == {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "name": "demo",
-                     "uid": job.uid, "controller": True, "blockOwnerDeletion": True}
+    assert owner == {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "name": "demo",
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def env_of(pod: dict) -> dict[str, str]:
@@ -97,7 +103,11 @@ def test_one_process_per_pod_gets_rank_variables(job_body):
     for rank, pod in enumerate(pods):
         env = env_of(pod)
         assert (env["RANK"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["WORLD_SIZE"]) == (
-            str(rank), "0", "1", "3")
+            str(rank),
+            "0",
+            "1",
+            "3",
+        )
 
 
 def test_gpus_and_auto_nproc(job_body):
@@ -119,12 +129,28 @@ def test_checkpoint_volume_is_mounted_everywhere(job_body):
         mounts = pod["spec"]["containers"][0]["volumeMounts"]
         assert {"name": "checkpoint", "mountPath": "/ckpt"} in mounts
     job = parse_job(job_body(checkpoint={"volume": {"nfs": {"server": "nfs", "path": "/x"}}}))
-    assert {"name": "checkpoint", "nfs": {"server": "nfs", "path": "/x"}} in render.render_pod(job, 0)["spec"]["volumes"]
+    assert {"name": "checkpoint", "nfs": {"server": "nfs", "path": "/x"}} in render.render_pod(job, 0)["spec"][
+        "volumes"
+    ]
 
 
 NASTY = [
-    "a: b", "- item", "{x: 1}", "[1, 2]", "'quoted'", '"double"', "line1\nline2: x", "# comment",
-    "*alias", "&anchor v", "!!python/object:os.system", "key: |\n  block", "}{", "\\", "%TAG", "--- \n...",
+    "a: b",
+    "- item",
+    "{x: 1}",
+    "[1, 2]",
+    "'quoted'",
+    '"double"',
+    "line1\nline2: x",
+    "# comment",
+    "*alias",
+    "&anchor v",
+    "!!python/object:os.system",
+    "key: |\n  block",
+    "}{",
+    "\\",
+    "%TAG",
+    "--- \n...",
 ]
 
 
@@ -136,8 +162,18 @@ def test_env_values_cannot_change_structure(job_body, value):
     assert env_of(pod)["USER_VALUE"] == value
     assert trainer["args"] == [value]
     assert set(pod) == {"apiVersion", "kind", "metadata", "spec"}
-    assert set(trainer) == {"name", "image", "command", "args", "env", "ports", "resources", "volumeMounts",
-                            "securityContext", "terminationMessagePolicy"}
+    assert set(trainer) == {
+        "name",
+        "image",
+        "command",
+        "args",
+        "env",
+        "ports",
+        "resources",
+        "volumeMounts",
+        "securityContext",
+        "terminationMessagePolicy",
+    }
     # Through the YAML stream and back: still the same objects.
     assert list(yaml.safe_load_all(render.to_yaml_stream([pod]))) == [pod]
 
@@ -154,14 +190,23 @@ def test_template_merges_under_what_the_operator_sets(job_body):
     template = {
         "metadata": {"labels": {"team": "vision", names.LABEL_NODE_RANK: "99"}},
         "spec": {
-            "restartPolicy": "Always", "hostname": "evil", "nodeSelector": {"pool": "a100"},
-            "schedulerName": "volcano", "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            "restartPolicy": "Always",
+            "hostname": "evil",
+            "nodeSelector": {"pool": "a100"},
+            "schedulerName": "volcano",
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
             "containers": [
                 {"name": "sidecar", "image": "busybox"},
-                {"name": "trainer", "image": "ignored", "securityContext": {"runAsNonRoot": True},
-                 "env": [{"name": "EXTRA", "value": "1"}],  # a contract name is refused (tests/api/test_template_env.py)
-                 "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                 "resources": {"limits": {"cpu": "4"}}},
+                {
+                    "name": "trainer",
+                    "image": "ignored",
+                    "securityContext": {"runAsNonRoot": True},
+                    "env": [
+                        {"name": "EXTRA", "value": "1"}
+                    ],  # a contract name is refused (tests/api/test_template_env.py)
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "resources": {"limits": {"cpu": "4"}},
+                },
             ],
             "volumes": [{"name": "data", "emptyDir": {}}, {"name": "dshm", "emptyDir": {}}],
         },
@@ -177,8 +222,11 @@ def test_template_merges_under_what_the_operator_sets(job_body):
     trainer = spec["containers"][0]
     assert trainer["image"] == "ddpjob/trainer:0.1.0"
     # The restricted defaults stay under what the template sets.
-    assert trainer["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                                          "runAsNonRoot": True}
+    assert trainer["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
     env = env_of(pod)
     assert env["MASTER_ADDR"] == "demo-0.demo.ml.svc" and env["EXTRA"] == "1"
     assert [e["name"] for e in trainer["env"]].count("MASTER_ADDR") == 1

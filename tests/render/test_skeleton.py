@@ -1,4 +1,5 @@
 """The parsed-once templates give exactly what rendering the text and parsing it gives."""
+
 import jinja2
 import pytest
 
@@ -8,8 +9,29 @@ from ddpjob.render import objects, skeleton
 
 from tests.conftest import load_example
 
-ODD_VALUES = ["yes", "no", "on", "null", "~", "1e3", "0x1F", "012", "- a", "a: b", "#x", "{x}", "'q'",
-              '"dq"', "<script>&'", "tab\there", "line\nbreak", "ünï", "", " lead", "trail "]
+ODD_VALUES = [
+    "yes",
+    "no",
+    "on",
+    "null",
+    "~",
+    "1e3",
+    "0x1F",
+    "012",
+    "- a",
+    "a: b",
+    "#x",
+    "{x}",
+    "'q'",
+    '"dq"',
+    "<script>&'",
+    "tab\there",
+    "line\nbreak",
+    "ünï",
+    "",
+    " lead",
+    "trail ",
+]
 
 
 def _jobs(job_body):
@@ -17,11 +39,13 @@ def _jobs(job_body):
     yield parse_job(load_example("resnet-gpu.yaml"))
     yield parse_job(job_body())
     yield parse_job(job_body(command=None, args=[], workingDir="/w", imagePullPolicy="Always"))
-    yield parse_job(job_body(env=[{"name": f"V{i}", "value": v} for i, v in enumerate(ODD_VALUES)],
-                             args=ODD_VALUES))
-    yield parse_job(job_body(scheduling={"gang": "volcano", "queue": "q"},
-                             template={"metadata": {"labels": {"team": "x"}},
-                                       "spec": {"nodeSelector": {"a": "b"}}}))
+    yield parse_job(job_body(env=[{"name": f"V{i}", "value": v} for i, v in enumerate(ODD_VALUES)], args=ODD_VALUES))
+    yield parse_job(
+        job_body(
+            scheduling={"gang": "volcano", "queue": "q"},
+            template={"metadata": {"labels": {"team": "x"}}, "spec": {"nodeSelector": {"a": "b"}}},
+        )
+    )
 
 
 def test_every_render_equals_the_text_render(job_body, monkeypatch):
@@ -32,6 +56,7 @@ def test_every_render_equals_the_text_render(job_body, monkeypatch):
         out = fast(env, template_name, **values)
         calls.append((template_name, out == skeleton.slow_render(env, template_name, **values)))
         return out
+
     monkeypatch.setattr(skeleton, "render", both)
     for job in _jobs(job_body):
         render.render(job, restart_count=3)
@@ -55,10 +80,13 @@ def test_a_branch_not_taken_stays_out(job_body):
     assert "args" not in without["spec"]["containers"][0]
 
 
-@pytest.mark.parametrize("text", [
-    "name: prefix-{{ x | tojson }}\n",  # a value inside a larger scalar
-    "name: {{ x }}\n",  # not through tojson
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: prefix-{{ x | tojson }}\n",  # a value inside a larger scalar
+        "name: {{ x }}\n",  # not through tojson
+    ],
+)
 def test_a_template_it_cannot_fill_falls_back_to_the_text(text):
     env = jinja2.Environment(loader=jinja2.DictLoader({"t": text}))
     skeleton.install(env)
@@ -67,8 +95,10 @@ def test_a_template_it_cannot_fill_falls_back_to_the_text(text):
 
 
 def test_a_template_that_looks_into_a_value_falls_back_to_the_text():
-    env = jinja2.Environment(loader=jinja2.DictLoader({"t": "n: {{ x.a | tojson }}\nl: {{ x | length }}\n"}),
-                             undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.DictLoader({"t": "n: {{ x.a | tojson }}\nl: {{ x | length }}\n"}),
+        undefined=jinja2.StrictUndefined,
+    )
     skeleton.install(env)
     assert skeleton.render(env, "t", x={"a": [1]}) == {"n": [1], "l": 1}
 

@@ -1,6 +1,7 @@
 """spec.tensorboard's Deployment and Service (ddpjob.render.tensorboard): owned by the job,
 restricted Pod Security, the checkpoint read-only, what runs it from the operator's
 configuration, and never one of the gang's Pods."""
+
 from __future__ import annotations
 
 import kubernetes_validate
@@ -17,10 +18,15 @@ K8S_VERSION = "1.33.0"  # as tests/render/test_render.py: the schemas kubernetes
 
 def body(name: str = "mnist", **spec) -> dict:
     return {
-        "apiVersion": names.API_VERSION, "kind": names.KIND,
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
         "metadata": {"name": name, "namespace": "team-a", "uid": "uid-1"},
-        "spec": {"image": "ddpjob/trainer:0.2.0-cpu", "tensorboard": True,
-                 "checkpoint": {"claimName": "ckpt", "mountPath": "/ckpt"}, **spec},
+        "spec": {
+            "image": "ddpjob/trainer:0.2.0-cpu",
+            "tensorboard": True,
+            "checkpoint": {"claimName": "ckpt", "mountPath": "/ckpt"},
+            **spec,
+        },
     }
 
 
@@ -133,7 +139,10 @@ def test_nothing_reaches_its_pod_over_the_pod_network() -> None:
     """A ClusterIP Service answers every Pod of the cluster: the job's curves, run names and
     hyperparameters. Port-forward goes through the kubelet, inside the Pod's network."""
     policy, _, deployment = everything()
-    assert policy["spec"] == {"podSelector": {"matchLabels": {tensorboard.LABEL_FOR: "mnist"}},
-                              "policyTypes": ["Ingress"], "ingress": []}
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": {tensorboard.LABEL_FOR: "mnist"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [],
+    }
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()

@@ -31,8 +31,10 @@ def find() -> tuple[str, str]:
     them first where it can (hack/browser.sh, the one place that installs them)."""
     found = paths()
     if found is None:
-        pytest.skip("no Chromium and chromedriver on PATH: `make browser` installs Debian's "
-                    f"{' '.join(PACKAGES)} where this is Debian and root")
+        pytest.skip(
+            "no Chromium and chromedriver on PATH: `make browser` installs Debian's "
+            f"{' '.join(PACKAGES)} where this is Debian and root"
+        )
     return found
 
 
@@ -50,8 +52,13 @@ def chrome(width: int = 1200, height: int = 640) -> Iterator[tuple[object, pathl
     browser, driver = find()
     options = Options()
     options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},{height}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},{height}",
+    ):
         options.add_argument(arg)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="ddpjob-chrome-"))
     try:

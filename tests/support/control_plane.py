@@ -7,6 +7,7 @@ behind and prints the diagnostics when the test failed.
 start builds them. Without a Go toolchain and no cached binaries, the tests that need
 the control plane are skipped, saying so.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,14 +23,14 @@ import pytest
 ControlPlane = RealCluster = Any
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     from ddpjob_devcluster.controlplane import build
     from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 
-    if shutil.which('go') is None and not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
-        pytest.skip('the real control plane is built with Go, and no `go` is on PATH (nor cached binaries)')
-    with ControlPlane(tmp_path_factory.mktemp('control-plane')) as plane:
+    if shutil.which("go") is None and not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
+        pytest.skip("the real control plane is built with Go, and no `go` is on PATH (nor cached binaries)")
+    with ControlPlane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield plane
 
 
@@ -37,25 +38,25 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    setattr(item, f'report_{report.when}', report)
+    setattr(item, f"report_{report.when}", report)
 
 
 @contextlib.contextmanager
 def real_cluster(request: pytest.FixtureRequest, workdir: pathlib.Path, **kwargs: Any) -> Iterator[RealCluster]:
     from ddpjob_devcluster.clusters.real import RealCluster
 
-    plane: ControlPlane = request.getfixturevalue('control_plane')
+    plane: ControlPlane = request.getfixturevalue("control_plane")
     plane.check_alive()
     cluster = RealCluster(workdir, plane=plane, **kwargs).start()
     try:
         yield cluster
     finally:
-        report = getattr(request.node, 'report_call', None)
+        report = getattr(request.node, "report_call", None)
         if report is None or report.failed:
-            print('\n===== system diagnostics =====\n' + cluster.diagnostics())
+            print("\n===== system diagnostics =====\n" + cluster.diagnostics())
         kubelet = cluster.kubelet
         cluster.stop()
         leftovers = kubelet.live_processes() if kubelet is not None else []
-        assert not leftovers, f'processes left running after the test: {leftovers}'
-        assert not (kubelet.errors if kubelet is not None else []), f'kubelet errors: {kubelet.errors}'
+        assert not leftovers, f"processes left running after the test: {leftovers}"
+        assert not (kubelet.errors if kubelet is not None else []), f"kubelet errors: {kubelet.errors}"
         plane.check_alive()

@@ -11,6 +11,7 @@ benchmarks/.
 Users: tests/system, tests/operator (through its conftest's helpers), tests/devcluster,
 tests/gangs, tests/local, tests/trainer.
 """
+
 from __future__ import annotations
 
 # The operator, a kubelet or an API server reacting to one change (a status write, an

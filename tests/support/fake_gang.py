@@ -7,6 +7,7 @@ named by an operator setting, a group name unlike the built-in ones, and a verdi
 from its Gang object while it holds the Pods (`FakeHeld`): two reads when the Gang says
 where to look further (`status.see`), one otherwise.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,6 +51,13 @@ def verdict(read: Objects) -> tuple[str | None, str] | None:
 
 
 INTEGRATION = Integration(
-    name=NAME, needs="the fake gangs.example.com/v1 Gang CRD", join=join, group_name=group_name,
-    pod_group=KIND, pod_group_spec=pod_group_spec, queue="FakeQueue", scheduler=SCHEDULER,
-    reads=Reads(held=HELD, next=next_read, verdict=verdict, recheck=RECHECK))
+    name=NAME,
+    needs="the fake gangs.example.com/v1 Gang CRD",
+    join=join,
+    group_name=group_name,
+    pod_group=KIND,
+    pod_group_spec=pod_group_spec,
+    queue="FakeQueue",
+    scheduler=SCHEDULER,
+    reads=Reads(held=HELD, next=next_read, verdict=verdict, recheck=RECHECK),
+)

@@ -1,5 +1,6 @@
 """Fixtures shared by the suites that talk to the API emulator (a pytest plugin: list it
 in a conftest's `pytest_plugins`). Each suite defines its own `kubeconfig` fixture."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

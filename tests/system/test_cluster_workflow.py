@@ -2,6 +2,7 @@
 real operator process, the process kubelet): `ddpjob submit --wait`, `logs`, `describe`,
 `get`, `wait`, and the same job seen through kubectl (`get` table, `describe` Events,
 `logs`)."""
+
 from __future__ import annotations
 
 import os
@@ -19,21 +20,35 @@ from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
-SCRIPT = ("import os, sys; r = int(os.environ['NODE_RANK']); "
-          "print(f'hello from node {r} of {os.environ[\"NNODES\"]}', flush=True); "
-          "sys.exit(int(os.environ.get('EXIT_CODE', '0')) if r == 1 else 0)")
+SCRIPT = (
+    "import os, sys; r = int(os.environ['NODE_RANK']); "
+    "print(f'hello from node {r} of {os.environ[\"NNODES\"]}', flush=True); "
+    "sys.exit(int(os.environ.get('EXIT_CODE', '0')) if r == 1 else 0)"
+)
 
 
 def job(name: str, exit_code: int = 0, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-            "spec": {"nodes": 2, "nprocPerNode": 1, "image": "ddpjob/trainer:test", "command": [sys.executable, "-c", SCRIPT],
-                     "env": [{"name": "EXIT_CODE", "value": str(exit_code)}], "restartBackoffSeconds": 0, **spec}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": 2,
+            "nprocPerNode": 1,
+            "image": "ddpjob/trainer:test",
+            "command": [sys.executable, "-c", SCRIPT],
+            "env": [{"name": "EXIT_CODE", "value": str(exit_code)}],
+            "restartBackoffSeconds": 0,
+            **spec,
+        },
+    }
 
 
 def ddpjob(cluster: LocalCluster, *args: str, timeout: float = REACTION) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-    return subprocess.run([sys.executable, "-m", "ddpjob.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ddpjob.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def write(tmp_path: pathlib.Path, body: dict[str, Any]) -> str:
@@ -43,8 +58,9 @@ def write(tmp_path: pathlib.Path, body: dict[str, Any]) -> str:
 
 
 def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
-    done = ddpjob(cluster, "submit", write(tmp_path, job("hello")), "--wait", f"--timeout={PHASE:.0f}s",
-                  timeout=PHASE + 30)
+    done = ddpjob(
+        cluster, "submit", write(tmp_path, job("hello")), "--wait", f"--timeout={PHASE:.0f}s", timeout=PHASE + 30
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "ddpjob.ddpjob.io/hello" and lines[-1].startswith("hello: Succeeded"), lines
@@ -76,16 +92,22 @@ def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: 
     assert got[0].split()[:5] == ["NAME", "NODES", "PROCS", "PHASE", "RESTARTS"]
     assert got[1].split()[:5] == ["hello", "2/2", "1", "Succeeded", "0"]
     kdescribe = cluster.kubectl("describe", "ddpj", "hello").stdout
-    events = kdescribe[kdescribe.index("Events:"):]
+    events = kdescribe[kdescribe.index("Events:") :]
     assert "<none>" not in events.splitlines()[0] and "Succeeded" in events, events
     assert cluster.kubectl("logs", "hello-1").stdout == "hello from node 1 of 2\n"
 
 
 def test_submit_wait_reports_a_failure_and_describe_shows_it(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
-    done = ddpjob(cluster, "submit", write(tmp_path, job("broken", exit_code=3, restartPolicy="ExitCode")),
-                  "--wait", f"--timeout={PHASE:.0f}s", timeout=PHASE + 30)
+    done = ddpjob(
+        cluster,
+        "submit",
+        write(tmp_path, job("broken", exit_code=3, restartPolicy="ExitCode")),
+        "--wait",
+        f"--timeout={PHASE:.0f}s",
+        timeout=PHASE + 30,
+    )
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert done.stdout.splitlines()[-1].startswith("broken: Failed"), done.stdout
     text = ddpjob(cluster, "describe", "broken").stdout
-    failure = text[text.index("Last Failure:"):text.index("Conditions:")]
+    failure = text[text.index("Last Failure:") : text.index("Conditions:")]
     assert re.search(r"^  pod:\s+broken-1$", failure, re.M) and re.search(r"^  exitCode:\s+3$", failure, re.M), failure

@@ -6,6 +6,7 @@ SIGKILL of its processes and grows back, in one run. The other
 Pods' worker processes stay the same throughout (no restart of any kind), the user sees
 the loss and each resize in the status and Events, and every sample is trained on
 exactly once per epoch (ddpjob_devcluster.scenarios.heal drives and reads it)."""
+
 from __future__ import annotations
 
 import uuid
@@ -26,8 +27,9 @@ SIZE, EPOCHS = 128 * 120, 4
 def test_an_elastic_job_grows_loses_pods_and_grows_back_in_the_same_processes(cluster, tmp_path) -> None:
     name = f"heal-{uuid.uuid4().hex[:6]}"  # its processes are found on this host by name
     samples = tmp_path / "samples"
-    body = elastic_scenario.job(name, samples, elastic=True, nodes=3, max_nodes=4, backoff=5, step_seconds=0.25,
-                                size=SIZE, epochs=EPOCHS)
+    body = elastic_scenario.job(
+        name, samples, elastic=True, nodes=3, max_nodes=4, backoff=5, step_seconds=0.25, size=SIZE, epochs=EPOCHS
+    )
     run = heal.Run(cluster, body, samples)
     run.start(10, PHASE)
     joined = run.disrupt(heal.RAISE, 4, RUN)
@@ -50,7 +52,7 @@ def test_an_elastic_job_grows_loses_pods_and_grows_back_in_the_same_processes(cl
     # survivors re-formed, so a loss heals at 3 then grows to 4, or heals at 4 at once.
     worlds = sample_audit.worlds(str(samples))
     after_loss = [[3, 4] if heal.healed_at == 3 else [4] for heal in (lost, killed)]
-    assert worlds[worlds.index(3):] == [3, 4, *after_loss[0], *after_loss[1]], (worlds, lost, killed)
+    assert worlds[worlds.index(3) :] == [3, 4, *after_loss[0], *after_loss[1]], (worlds, lost, killed)
     assert {lost.healed_at, killed.healed_at} <= {3, 4} and "3/4" in lost.statuses and "3/4" in killed.statuses
     assert status["phase"] == "Succeeded" and status["restarts"] == 0 and status["resizes"] >= 5, status
     assert status["nodes"] == "4/4" and "lostIndices" not in status, status
@@ -73,8 +75,9 @@ def test_the_real_api_server_lets_an_elastic_job_resize_within_its_range_only(cl
     outside = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"nodes":5}}', check=False)
     said = "spec.nodes: must be from spec.elastic.minNodes (2) to spec.elastic.maxNodes (4) (got 5)"
     assert outside.returncode != 0 and said in outside.stderr, outside.stderr
-    moved = cluster.kubectl("patch", "ddpj", "range", "--type=merge", "-p",
-                            '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False)
+    moved = cluster.kubectl(
+        "patch", "ddpj", "range", "--type=merge", "-p", '{"spec":{"elastic":{"minNodes":1,"maxNodes":4}}}', check=False
+    )
     immutable = "spec.elastic: Invalid value: is immutable: running Pods were started with this range"
     assert moved.returncode != 0 and immutable in moved.stderr, moved.stderr
     assert cluster.job("range")["spec"]["nodes"] == 3

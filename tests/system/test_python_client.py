@@ -2,6 +2,7 @@
 notebook uses it: a job from a few arguments, a dict and a file; waiting with progress;
 status and the progress record; logs of one Pod, of a rank, of every Pod; Events; list;
 a failure raised with its reason; delete."""
+
 from __future__ import annotations
 
 import pathlib
@@ -34,9 +35,18 @@ sys.exit(int(os.environ.get('EXIT_CODE', '0')) if rank == 1 else 0)
 
 
 def job_dict(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name, "labels": labels},
-            "spec": {"nodes": 2, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
-                     "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "nodes": 2,
+            "nprocPerNode": 1,
+            "image": "ddpjob/trainer:test",
+            "command": [sys.executable, "-c", SCRIPT],
+            "restartBackoffSeconds": 0,
+        },
+    }
 
 
 @pytest.fixture
@@ -44,11 +54,17 @@ def client(cluster: RealCluster) -> DDPJobClient:
     return DDPJobClient(namespace=cluster.namespace, kubeconfig=str(cluster.kubeconfig))
 
 
-def test_train_wait_logs_status_list_and_delete(client: DDPJobClient, tmp_path: pathlib.Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_wait_logs_status_list_and_delete(
+    client: DDPJobClient, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A few arguments: the name is drawn, the job checked and created.
-    name = client.train(image="ddpjob/trainer:test", command=[sys.executable, "-c", SCRIPT], nodes=2,
-                        nproc_per_node=1, restart_backoff_seconds=0)
+    name = client.train(
+        image="ddpjob/trainer:test",
+        command=[sys.executable, "-c", SCRIPT],
+        nodes=2,
+        nproc_per_node=1,
+        restart_backoff_seconds=0,
+    )
     assert name.startswith("ddpjob-")
     seen: list[Job] = []
     job = client.wait_for_job_status(name, timeout=PHASE, polling_interval=0.5, callbacks=[seen.append])
@@ -63,8 +79,12 @@ def test_train_wait_logs_status_list_and_delete(client: DDPJobClient, tmp_path: 
     assert client.get_job(name).phase == "Succeeded"
     # As a TrainerClient script waits: its status name, a callback on the poll.
     polled: list[Job] = []
-    assert client.wait_for_job_status(name, status={"Complete"}, timeout=PHASE, polling_interval=0.5,
-                                      callbacks=[polled.append], progress=False).status == "Complete"
+    assert (
+        client.wait_for_job_status(
+            name, status={"Complete"}, timeout=PHASE, polling_interval=0.5, callbacks=[polled.append], progress=False
+        ).status
+        == "Complete"
+    )
     assert [j.phase for j in polled] == ["Succeeded"]
 
     # Logs: node 0 by default, a rank's Pod, every Pod prefixed.
@@ -72,10 +92,13 @@ def test_train_wait_logs_status_list_and_delete(client: DDPJobClient, tmp_path: 
     assert list(client.get_job_logs(name, rank=1)) == ["hello from node 1 of 2"]
     assert list(client.get_job_logs(name, step="node-1", follow=True)) == ["hello from node 1 of 2"]
     assert sorted(client.get_job_logs(name, all_nodes=True, follow=True)) == [
-        f"[{name}-0] hello from node 0 of 2", f"[{name}-1] hello from node 1 of 2"]
+        f"[{name}-0] hello from node 0 of 2",
+        f"[{name}-1] hello from node 1 of 2",
+    ]
     events = client.get_job_events(name)  # typed (no managedFields), oldest first; its Service's too
-    assert all(isinstance(e, Event) and e.involved_object_name == name and e.event_time is not None
-               for e in events), events
+    assert all(isinstance(e, Event) and e.involved_object_name == name and e.event_time is not None for e in events), (
+        events
+    )
     assert [e.event_time for e in events] == sorted(e.event_time for e in events if e.event_time)
     reasons = [e.reason for e in events if e.involved_object_kind == "DDPJob"]
     assert "Created" in reasons and "Succeeded" in reasons, reasons
@@ -104,8 +127,7 @@ def test_train_wait_logs_status_list_and_delete(client: DDPJobClient, tmp_path: 
     assert isinstance(gone.value, ClusterError) and gone.value.status == 404
 
 
-def test_a_failure_is_raised_with_its_reason_and_a_bad_job_is_refused_before_sending(
-        client: DDPJobClient) -> None:
+def test_a_failure_is_raised_with_its_reason_and_a_bad_job_is_refused_before_sending(client: DDPJobClient) -> None:
     body = job_dict("broken")
     body["spec"].update(restartPolicy="ExitCode", env=[{"name": "EXIT_CODE", "value": "3"}])
     client.train(body)

@@ -8,6 +8,7 @@ Several of these repeat an emulator test of tests/operator on the real server wi
 same expected messages: where they passed only on the emulator, the emulator was wrong
 (docs/divergences.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,11 +32,22 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "examples
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
+
 def job(name: str, nodes: int = 2, sleep: float = 0, hold: Hold | None = None, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name},
-            "spec": {"nodes": nodes, "nprocPerNode": 1, "image": "ddpjob/trainer:test",
-                     "command": [sys.executable, "-c", SCRIPT], "restartBackoffSeconds": 0,
-                     "env": env(sleep, hold), **spec}}
+    return {
+        "apiVersion": "ddpjob.io/v1alpha1",
+        "kind": "DDPJob",
+        "metadata": {"name": name},
+        "spec": {
+            "nodes": nodes,
+            "nprocPerNode": 1,
+            "image": "ddpjob/trainer:test",
+            "command": [sys.executable, "-c", SCRIPT],
+            "restartBackoffSeconds": 0,
+            "env": env(sleep, hold),
+            **spec,
+        },
+    }
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -43,12 +55,17 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def waiting_for(cluster: RealCluster, name: str, text: str, timeout: float = 30) -> dict[str, Any]:
-    return wait_until(lambda: (s := cluster.status(name)) and text in s.get("message", "") and s, timeout,
-                      f"{name} never said {text!r}", lambda: cluster.status(name))
+    return wait_until(
+        lambda: (s := cluster.status(name)) and text in s.get("message", "") and s,
+        timeout,
+        f"{name} never said {text!r}",
+        lambda: cluster.status(name),
+    )
 
 
-def apply(cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *args: str,
-          check: bool = True) -> subprocess.CompletedProcess:
+def apply(
+    cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *args: str, check: bool = True
+) -> subprocess.CompletedProcess:
     path = tmp_path / f"{body['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(body))
     return cluster.kubectl("apply", "-f", str(path), *args, check=check)
@@ -56,15 +73,19 @@ def apply(cluster: RealCluster, tmp_path: pathlib.Path, body: dict[str, Any], *a
 
 # ---- admission -------------------------------------------------------------------------
 
+
 def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: RealCluster) -> None:
-    cluster.core.create_namespaced_resource_quota(cluster.namespace, {"metadata": {"name": "one-pod"},
-                                                                      "spec": {"hard": {"pods": "1"}}})
+    cluster.core.create_namespaced_resource_quota(
+        cluster.namespace, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+    )
     hold = Hold(cluster.workdir / "hold-quota")
     cluster.create_job(job("quota", hold=hold))  # Pod 0 holds the quota while the test looks
     st = waiting_for(cluster, "quota", "exceeded quota")
     assert st["phase"] == "Pending" and st["message"].startswith("1/2 Pods created; waiting: ")
-    assert 'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1' \
+    assert (
+        'pods "quota-1" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, limited: pods=1'
         in st["message"]
+    )
     assert condition(st, "PodsCreated")["reason"] == "Forbidden"
     row = cluster.kubectl("get", "ddpj", "quota").stdout.splitlines()[1]
     assert "Pending" in row and "exceeded quota" in row
@@ -77,8 +98,9 @@ def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: R
 
 
 def test_a_restricted_namespace_runs_the_rendered_pods_and_refuses_a_loosened_template(cluster: RealCluster) -> None:
-    cluster.core.patch_namespace(cluster.namespace, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    cluster.core.patch_namespace(
+        cluster.namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
     cluster.create_job(job("locked", checkpoint={"claimName": "ckpt"}))
     cluster.wait_phase("locked", "Succeeded", timeout=PHASE)
 
@@ -88,15 +110,26 @@ def test_a_restricted_namespace_runs_the_rendered_pods_and_refuses_a_loosened_te
     assert condition(st, "PodsCreated")["reason"] == "Forbidden"
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")
-                                             if yaml.safe_load(p.read_text()).get("kind") == "DDPJob"))
-def test_every_examples_rendered_pods_pass_the_restricted_standard(cluster: RealCluster, example: str,
-                                                                   tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize(
+    "example", sorted(p.name for p in EXAMPLES.glob("*.yaml") if yaml.safe_load(p.read_text()).get("kind") == "DDPJob")
+)
+def test_every_examples_rendered_pods_pass_the_restricted_standard(
+    cluster: RealCluster, example: str, tmp_path: pathlib.Path
+) -> None:
     """The real PodSecurity admission, not our reading of it: each example's Pods, as the
     operator renders them into this namespace, created with `--dry-run=server` (admission
     runs, nothing is stored or scheduled) in a namespace that enforces `restricted`."""
-    cluster.core.patch_namespace(cluster.namespace, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    cluster.core.patch_namespace(
+        cluster.namespace,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                }
+            }
+        },
+    )
     body = yaml.safe_load((EXAMPLES / example).read_text())
     body["metadata"].update(namespace=cluster.namespace, uid="0d1c2b3a-0000-4000-8000-000000000001")
     pods = [o for o in render.render(parse_job(body)) if o["kind"] == "Pod"]
@@ -113,8 +146,9 @@ def test_every_examples_rendered_pods_pass_the_restricted_standard(cluster: Real
 
 
 def test_a_pod_the_real_api_server_finds_invalid_fails_the_job(cluster: RealCluster) -> None:
-    template = {"spec": {"containers": [{"name": "trainer", "resources": {
-        "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}}
+    template = {
+        "spec": {"containers": [{"name": "trainer", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}
+    }
     cluster.create_job(job("bad", nodes=1, template=template))
     st = cluster.wait_phase("bad", "Failed", timeout=PHASE)
     assert "must be less than or equal to cpu limit of 1" in st["message"]
@@ -123,8 +157,10 @@ def test_a_pod_the_real_api_server_finds_invalid_fails_the_job(cluster: RealClus
 
 # ---- the CRD as the server applies it --------------------------------------------------------
 
-def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(cluster: RealCluster,
-                                                                       tmp_path: pathlib.Path) -> None:
+
+def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(
+    cluster: RealCluster, tmp_path: pathlib.Path
+) -> None:
     refused = apply(cluster, tmp_path, job("zero", nodes=0), check=False)
     assert refused.returncode != 0 and "spec.nodes" in refused.stderr, refused.stderr
     digit = apply(cluster, tmp_path, job("1abc"), check=False)  # its Service name would be invalid
@@ -151,16 +187,27 @@ def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(cluster: R
     wide = cluster.kubectl("get", "ddpj", "defaults", "-o", "wide").stdout.splitlines()
     assert "WORLD" in wide[0].split() and "BACKEND" in wide[0].split()
     # kubectl explain, from the server's published schema: every field says what it is.
-    for path in ("ddpjob", "ddpjob.spec", "ddpjob.status", "ddpjob.spec.env", "ddpjob.spec.resources",
-                 "ddpjob.spec.checkpoint", "ddpjob.spec.scheduling", "ddpjob.status.progress",
-                 "ddpjob.status.lastFailure", "ddpjob.status.conditions", "ddpjob.status.lostIndices"):
+    for path in (
+        "ddpjob",
+        "ddpjob.spec",
+        "ddpjob.status",
+        "ddpjob.spec.env",
+        "ddpjob.spec.resources",
+        "ddpjob.spec.checkpoint",
+        "ddpjob.spec.scheduling",
+        "ddpjob.status.progress",
+        "ddpjob.status.lastFailure",
+        "ddpjob.status.conditions",
+        "ddpjob.status.lostIndices",
+    ):
         explained = cluster.kubectl("explain", path).stdout
         assert "DESCRIPTION:" in explained and "<empty>" not in explained, explained
         assert "<no description>" not in explained, explained
 
 
-def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(cluster: RealCluster,
-                                                                           tmp_path: pathlib.Path) -> None:
+def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(
+    cluster: RealCluster, tmp_path: pathlib.Path
+) -> None:
     apply(cluster, tmp_path, job("ssa", sleep=2), "--server-side", "--field-manager=team-a")
     cluster.wait_phase("ssa", "Succeeded", timeout=PHASE)
     managers = {m["manager"]: m for m in cluster.job("ssa")["metadata"]["managedFields"]}
@@ -174,35 +221,50 @@ def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(cluste
 
 # ---- the job's life ---------------------------------------------------------------------------
 
+
 def test_suspend_resume_deadline_ttl_and_garbage_collection(cluster: RealCluster) -> None:
     cluster.create_job(job("pause", hold=Hold(cluster.workdir / "hold-pause")))
     cluster.wait_phase("pause", "Running", timeout=PHASE, readyNodes=2)
-    cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause",
-                                                  {"spec": {"suspend": True}})
+    cluster.custom.patch_namespaced_custom_object(
+        "ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause", {"spec": {"suspend": True}}
+    )
     cluster.wait_phase("pause", "Suspended", timeout=PHASE)
     wait_until(lambda: cluster.pods("pause") == [], PHASE, "the suspended job's Pods were not deleted")
-    cluster.custom.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause",
-                                                  {"spec": {"suspend": False}})
+    cluster.custom.patch_namespaced_custom_object(
+        "ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause", {"spec": {"suspend": False}}
+    )
     cluster.wait_phase("pause", "Running", timeout=PHASE, readyNodes=2)
 
     # Deleting the job: the real garbage collector removes its Pods and Service.
     cluster.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "pause")
-    wait_until(lambda: cluster.pods("pause") == [] and not cluster.core.list_namespaced_service(
-        cluster.namespace, field_selector="metadata.name=pause").items, PHASE, "Pods or Service outlived their job",
-        lambda: cluster.pods("pause"))
+    wait_until(
+        lambda: (
+            cluster.pods("pause") == []
+            and not cluster.core.list_namespaced_service(cluster.namespace, field_selector="metadata.name=pause").items
+        ),
+        PHASE,
+        "Pods or Service outlived their job",
+        lambda: cluster.pods("pause"),
+    )
 
     cluster.create_job(job("late", nodes=1, hold=Hold(cluster.workdir / "hold-late"), activeDeadlineSeconds=3))
     st = cluster.wait_phase("late", "Failed", timeout=PHASE)
     assert condition(st, "Failed").get("reason") == "DeadlineExceeded" or "DeadlineExceeded" in json.dumps(st)
 
     cluster.create_job(job("brief", nodes=1, ttlSecondsAfterFinished=1))
-    wait_until(lambda: cluster.job("brief") is None, PHASE, "the finished job was not deleted after its TTL",
-               lambda: cluster.status("brief"))
+    wait_until(
+        lambda: cluster.job("brief") is None,
+        PHASE,
+        "the finished job was not deleted after its TTL",
+        lambda: cluster.status("brief"),
+    )
 
 
-def test_a_cluster_wide_install_runs_jobs_in_any_namespace(request: pytest.FixtureRequest,
-                                                            tmp_path: pathlib.Path) -> None:
+def test_a_cluster_wide_install_runs_jobs_in_any_namespace(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
     from tests.support.control_plane import real_cluster
+
     with real_cluster(request, tmp_path / "cluster", scope="cluster") as wide:
         wide.create_job(job("anywhere", nodes=1))
         assert wide.wait_phase("anywhere", "Succeeded", timeout=PHASE)["restarts"] == 0
@@ -214,20 +276,35 @@ def test_the_charts_rbac_grants_the_operator_what_it_uses_and_nothing_more(clust
     def can(verb: str, resource: str) -> bool:
         kind, _, sub = resource.partition("/")  # `can-i create pods/x` would mean the Pod named x
         subresource = [f"--subresource={sub}"] if sub else []
-        done = cluster.kubectl("auth", "can-i", verb, kind, *subresource, f"--as={sa}", "-n", cluster.namespace,
-                               check=False)
+        done = cluster.kubectl(
+            "auth", "can-i", verb, kind, *subresource, f"--as={sa}", "-n", cluster.namespace, check=False
+        )
         return done.stdout.strip() == "yes"
 
-    for verb, resource in (("create", "pods"), ("delete", "pods"), ("watch", "pods"), ("create", "services"),
-                           ("patch", "ddpjobs.ddpjob.io/status"), ("create", "events")):
+    for verb, resource in (
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("watch", "pods"),
+        ("create", "services"),
+        ("patch", "ddpjobs.ddpjob.io/status"),
+        ("create", "events"),
+    ):
         assert can(verb, resource), f"the chart's Role lacks {verb} {resource}"
-    for verb, resource in (("get", "secrets"), ("create", "pods/exec"), ("update", "pods"), ("delete", "services"),
-                           ("create", "ddpjobs.ddpjob.io"), ("patch", "nodes")):
+    for verb, resource in (
+        ("get", "secrets"),
+        ("create", "pods/exec"),
+        ("update", "pods"),
+        ("delete", "services"),
+        ("create", "ddpjobs.ddpjob.io"),
+        ("patch", "nodes"),
+    ):
         assert not can(verb, resource), f"the chart's Role grants {verb} {resource}"
 
 
-FAIL_TWICE = ("import os, sys; attempt = int(os.environ['DDPJOB_RESTART_COUNT']); "
-              "sys.exit(137 if attempt < 2 and os.environ['NODE_RANK'] == '1' else 0)")
+FAIL_TWICE = (
+    "import os, sys; attempt = int(os.environ['DDPJOB_RESTART_COUNT']); "
+    "sys.exit(137 if attempt < 2 and os.environ['NODE_RANK'] == '1' else 0)"
+)
 
 
 def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: RealCluster) -> None:
@@ -238,8 +315,12 @@ def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: Real
     import threading
     from ddpjob_devcluster.clusters.client import OperatorProcess
 
-    second = OperatorProcess(cluster.operator.kubeconfig, cluster.workdir / 'operator-2.log',
-                             command=list(cluster.operator.command), env=dict(cluster.operator.env)).start()
+    second = OperatorProcess(
+        cluster.operator.kubeconfig,
+        cluster.workdir / "operator-2.log",
+        command=list(cluster.operator.command),
+        env=dict(cluster.operator.env),
+    ).start()
     seen: list[tuple[str | None, int]] = []
     done = threading.Event()
 
@@ -273,9 +354,12 @@ def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: Real
 
 
 def test_the_operator_refuses_a_checkpoint_hostpath_job_and_creates_nothing(cluster: RealCluster) -> None:
-    body = job("host", nodes=1, checkpoint={"volume": {"hostPath": {"path": "/", "type": "Directory"}},
-                                            "mountPath": "/host"},
-               template={"spec": {"nodeName": "anywhere", "tolerations": [{"operator": "Exists"}]}})
+    body = job(
+        "host",
+        nodes=1,
+        checkpoint={"volume": {"hostPath": {"path": "/", "type": "Directory"}}, "mountPath": "/host"},
+        template={"spec": {"nodeName": "anywhere", "tolerations": [{"operator": "Exists"}]}},
+    )
     cluster.create_job(body)
     st = cluster.wait_phase("host", "Failed", timeout=PHASE)
     assert "spec.checkpoint.volume.hostPath" in st["message"] and "spec.template.spec.nodeName" in st["message"]
@@ -286,14 +370,20 @@ def test_a_user_with_the_default_edit_role_may_run_jobs_and_a_viewer_only_read_t
     # The chart's aggregated ClusterRoles, folded into edit/view by the real controller manager.
     rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.api)
     for user, role in (("alice", "edit"), ("bob", "view")):
-        rbac.create_namespaced_role_binding(cluster.namespace, {
-            "metadata": {"name": f"{user}-{role}"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                                               "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]})
+        rbac.create_namespaced_role_binding(
+            cluster.namespace,
+            {
+                "metadata": {"name": f"{user}-{role}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+            },
+        )
 
     def can(user: str, verb: str) -> bool:
-        done = cluster.kubectl("auth", "can-i", verb, "ddpjobs.ddpjob.io", f"--as={user}", "-n", cluster.namespace,
-                               check=False)
+        done = cluster.kubectl(
+            "auth", "can-i", verb, "ddpjobs.ddpjob.io", f"--as={user}", "-n", cluster.namespace, check=False
+        )
         return done.stdout.strip() == "yes"
+
     wait_until(lambda: can("alice", "create"), REACTION, "edit did not come to include DDPJobs")
     assert can("alice", "delete") and can("bob", "list") and not can("bob", "create")

@@ -4,6 +4,7 @@ in its body (both framings: Go's net/http reads the body as chunked) does not re
 server as a second request with the user's rights. The stand-in of
 tests/cli/test_service_proxy_smuggling.py covers the variants; this checks the framing
 the real server applies."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,17 +23,29 @@ def test_a_smuggled_request_does_not_reach_the_real_api_server(cluster) -> None:
     ns = cluster.namespace
     cluster.core.create_namespaced_config_map(ns, {"metadata": {"name": "victim-cm"}, "data": {"kept": "yes"}})
     kubeconfig = bind(cluster, "owner", "edit")  # the user running `ddpjob tensorboard`: may delete it
-    wait_until(lambda: cluster.kubectl(f"--kubeconfig={kubeconfig}", "auth", "can-i", "delete", "configmaps",
-                                       check=False).stdout.strip() == "yes", REACTION, "edit did not apply")
+    wait_until(
+        lambda: (
+            cluster.kubectl(
+                f"--kubeconfig={kubeconfig}", "auth", "can-i", "delete", "configmaps", check=False
+            ).stdout.strip()
+            == "yes"
+        ),
+        REACTION,
+        "edit did not apply",
+    )
     conn = connect(kubeconfig=str(kubeconfig), namespace=ns)
     proxy = ServiceProxy(conn, "board-tensorboard", 6006).start()
     try:
         smuggled = f"0\r\n\r\nDELETE /api/v1/namespaces/{ns}/configmaps/victim-cm HTTP/1.1\r\nX-Absorb: ".encode()
-        status, body = send(proxy, (f"POST /data/plugin/timeseries/timeSeries HTTP/1.1\r\nHost: {host_of(proxy)}\r\n"
-                                    f"Content-Length: {len(smuggled)}\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
-                            + smuggled)
-        answers = [send(proxy, f"GET /data/runs HTTP/1.1\r\nHost: {host_of(proxy)}\r\n\r\n".encode())
-                   for _ in range(2)]
+        status, body = send(
+            proxy,
+            (
+                f"POST /data/plugin/timeseries/timeSeries HTTP/1.1\r\nHost: {host_of(proxy)}\r\n"
+                f"Content-Length: {len(smuggled)}\r\nTransfer-Encoding: chunked\r\n\r\n"
+            ).encode()
+            + smuggled,
+        )
+        answers = [send(proxy, f"GET /data/runs HTTP/1.1\r\nHost: {host_of(proxy)}\r\n\r\n".encode()) for _ in range(2)]
     finally:
         proxy.stop()
         conn.api.close()

@@ -12,6 +12,7 @@ tests/cli/test_tensorboard_command.py, and through the API server's service prox
 demo cluster (tests/devcluster/demo/test_demo_tensorboard.py): here the Pods' addresses
 are loopback ones, which no EndpointSlice may hold, so the proxy has no endpoint.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -37,16 +38,28 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     core, apps = cluster.core, kubernetes.client.AppsV1Api(cluster.client)
     ns = cluster.namespace
     core.patch_namespace(ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
-    cluster.kubectl('apply', '-f', str(ROOT / 'manifests' / 'examples' / 'ckpt-claim.yaml'))
-    job = cluster.create_job({
-        "apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "board"},
-        "spec": {"image": "ddpjob/trainer:0.2.0-cpu", "command": ["sleep", "3600"], "tensorboard": True,
-                 "checkpoint": {"claimName": "ckpt"}},
-    })
+    cluster.kubectl("apply", "-f", str(ROOT / "manifests" / "examples" / "ckpt-claim.yaml"))
+    job = cluster.create_job(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "board"},
+            "spec": {
+                "image": "ddpjob/trainer:0.2.0-cpu",
+                "command": ["sleep", "3600"],
+                "tensorboard": True,
+                "checkpoint": {"claimName": "ckpt"},
+            },
+        }
+    )
     uid = job["metadata"]["uid"]
 
-    board = wait_until(lambda: cluster.status("board").get("tensorboard"), PHASE, "no status.tensorboard",
-                       lambda: cluster.status("board"))
+    board = wait_until(
+        lambda: cluster.status("board").get("tensorboard"),
+        PHASE,
+        "no status.tensorboard",
+        lambda: cluster.status("board"),
+    )
     assert board == {"url": f"http://{BOARD}.{ns}.svc:6006/", "service": BOARD}
     deployment = apps.read_namespaced_deployment(BOARD, ns)
     service = core.read_namespaced_service(BOARD, ns)
@@ -60,12 +73,18 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     def tensorboard_pod():
         pods = core.list_namespaced_pod(ns, label_selector="ddpjob.io/tensorboard-for=board").items
         return pods[0] if pods else None
-    pod = wait_until(tensorboard_pod, PHASE, "no TensorBoard Pod was made",
-                     lambda: cluster.kubectl('describe', 'deployment,replicaset', check=False).stdout)
+
+    pod = wait_until(
+        tensorboard_pod,
+        PHASE,
+        "no TensorBoard Pod was made",
+        lambda: cluster.kubectl("describe", "deployment,replicaset", check=False).stdout,
+    )
     (replica_set_owner,) = owners(pod)
     assert replica_set_owner[0] == "ReplicaSet"
     assert owners(apps.read_namespaced_replica_set(pod.metadata.owner_references[0].name, ns)) == [
-        ("Deployment", deployment.metadata.uid)]
+        ("Deployment", deployment.metadata.uid)
+    ]
     claim = next(v for v in pod.spec.volumes if v.name == "checkpoint").persistent_volume_claim
     assert (claim.claim_name, claim.read_only) == ("ckpt", True)
     assert pod.spec.containers[0].security_context.run_as_non_root is True
@@ -76,8 +95,12 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     # The training Pod runs beside it, and the process kubelet runs TensorBoard's: it
     # answers at the Pod's IP with its page.
     cluster.wait_phase("board", "Running", readyNodes=1)
-    running = wait_until(lambda: (p := tensorboard_pod()) and p.status.phase == "Running" and p, PHASE,
-                         "the TensorBoard Pod did not run", lambda: cluster.kubectl('describe', 'pod', check=False).stdout)
+    running = wait_until(
+        lambda: (p := tensorboard_pod()) and p.status.phase == "Running" and p,
+        PHASE,
+        "the TensorBoard Pod did not run",
+        lambda: cluster.kubectl("describe", "pod", check=False).stdout,
+    )
     assert running.spec.node_name in {shape.name for shape in cluster.shapes}
 
     def page() -> bytes | None:
@@ -86,15 +109,35 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
                 return response.read()
         except OSError:
             return None
-    assert b"<tb-webapp>" in wait_until(page, PHASE, "TensorBoard did not answer at its Pod's IP",
-                                        lambda: cluster.kubectl('logs', running.metadata.name, check=False).stdout)
+
+    assert b"<tb-webapp>" in wait_until(
+        page,
+        PHASE,
+        "TensorBoard did not answer at its Pod's IP",
+        lambda: cluster.kubectl("logs", running.metadata.name, check=False).stdout,
+    )
 
     # `ddpjob tensorboard --via port-forward` through the real kubectl, with the cluster's
     # kubeconfig: the API server cannot open the forward to the process kubelet, and the
     # command says so in one line.
-    done = subprocess.run([sys.executable, "-m", "ddpjob.cli", "tensorboard", "board", "--kubeconfig",
-                           str(cluster.kubeconfig), "-n", ns, "--via", "port-forward"],
-                          capture_output=True, text=True, timeout=PHASE)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddpjob.cli",
+            "tensorboard",
+            "board",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            ns,
+            "--via",
+            "port-forward",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=PHASE,
+    )
     assert done.returncode == 1 and done.stdout == "", done
     assert done.stderr.startswith("error: kubectl port-forward ended: ") and "error upgrading connection" in done.stderr
     assert len(done.stderr.splitlines()) == 1, done
@@ -103,9 +146,16 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     cluster.custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", ns, "ddpjobs", "board")
 
     def gone() -> bool:
-        left = (apps.list_namespaced_deployment(ns).items + apps.list_namespaced_replica_set(ns).items
-                + core.list_namespaced_pod(ns, label_selector="ddpjob.io/tensorboard-for=board").items)
+        left = (
+            apps.list_namespaced_deployment(ns).items
+            + apps.list_namespaced_replica_set(ns).items
+            + core.list_namespaced_pod(ns, label_selector="ddpjob.io/tensorboard-for=board").items
+        )
         policies = kubernetes.client.NetworkingV1Api(cluster.client).list_namespaced_network_policy(ns).items
-        return not left and not [o for o in core.list_namespaced_service(ns).items + policies if o.metadata.name == BOARD]
-    wait_until(gone, PHASE, "the TensorBoard outlived its job",
-               lambda: cluster.kubectl('get', 'all', check=False).stdout)
+        return not left and not [
+            o for o in core.list_namespaced_service(ns).items + policies if o.metadata.name == BOARD
+        ]
+
+    wait_until(
+        gone, PHASE, "the TensorBoard outlived its job", lambda: cluster.kubectl("get", "all", check=False).stdout
+    )

@@ -2,6 +2,7 @@
 changed, its import and its job's container, and then runs as written on the real
 control plane: train, wait for `Complete` with a callback, the logs of a step, Events,
 list, delete."""
+
 from __future__ import annotations
 
 import difflib
@@ -43,9 +44,13 @@ print("deleted", job_name)
 
 IMPORT = "from kubeflow.trainer import TrainerClient, CustomTrainerContainer, KubernetesBackendConfig"
 CONTAINER = '    trainer=CustomTrainerContainer(image="docker.io/kubeflow/pytorch-mnist:v1", num_nodes=2),'
-PORTED_IMPORT = "from ddpjob.client import DDPJobClient as TrainerClient, CustomTrainerContainer, KubernetesBackendConfig"
-PORTED_CONTAINER = ('    trainer=CustomTrainerContainer(image="ddpjob/trainer:test", num_nodes=2, command=[sys.executable, "-c", '
-                    '"import os; print(\'hello from node\', os.environ[\'NODE_RANK\'], flush=True)"]),')
+PORTED_IMPORT = (
+    "from ddpjob.client import DDPJobClient as TrainerClient, CustomTrainerContainer, KubernetesBackendConfig"
+)
+PORTED_CONTAINER = (
+    '    trainer=CustomTrainerContainer(image="ddpjob/trainer:test", num_nodes=2, command=[sys.executable, "-c", '
+    "\"import os; print('hello from node', os.environ['NODE_RANK'], flush=True)\"]),"
+)
 
 
 def ported() -> str:
@@ -54,16 +59,22 @@ def ported() -> str:
 
 
 def test_the_port_changes_the_import_line_and_the_container_only() -> None:
-    changed = [line for line in difflib.unified_diff(TRAINER_CLIENT_SCRIPT.splitlines(), ported().splitlines(),
-                                                     lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    changed = [
+        line
+        for line in difflib.unified_diff(TRAINER_CLIENT_SCRIPT.splitlines(), ported().splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
     assert changed == [f"-{IMPORT}", f"+{PORTED_IMPORT}", f"-{CONTAINER}", f"+{PORTED_CONTAINER}"]
 
 
 def test_the_ported_script_runs_as_written(cluster: RealCluster) -> None:
-    done = subprocess.run([sys.executable, "-c", ported(), cluster.namespace, str(cluster.kubeconfig), f"{PHASE:.0f}"],
-                          capture_output=True, text=True, timeout=PHASE + 2 * REACTION,
-                          env={**os.environ, "KUBECONFIG": os.devnull})
+    done = subprocess.run(
+        [sys.executable, "-c", ported(), cluster.namespace, str(cluster.kubeconfig), f"{PHASE:.0f}"],
+        capture_output=True,
+        text=True,
+        timeout=PHASE + 2 * REACTION,
+        env={**os.environ, "KUBECONFIG": os.devnull},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if not line.startswith("ddpjob-")]  # the wait's progress lines
     assert lines[0] == "status Complete 2 Complete", done.stdout
@@ -71,5 +82,6 @@ def test_the_ported_script_runs_as_written(cluster: RealCluster) -> None:
     assert lines[3:5] == ["events ['Created', 'Succeeded']", "listed True"], done.stdout
     name = lines[5].removeprefix("deleted ")
     from ddpjob.client import DDPJobClient
+
     client = DDPJobClient(namespace=cluster.namespace, kubeconfig=str(cluster.kubeconfig))
     wait_until(lambda: name not in {j.name for j in client.list_jobs()}, REACTION, f"{name} was not deleted")

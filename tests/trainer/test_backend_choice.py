@@ -1,6 +1,7 @@
 """Backend `auto` picks what works: nccl only when every local process has a GPU of its
 own, else gloo with one line; an explicit nccl with too few GPUs is refused in one line,
 by the trainer, the launcher (before torchrun starts) and the job spec alike."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,13 +11,16 @@ from ddpjob_trainer import EXIT_BAD_INPUT, UsageError, launch
 from ddpjob_trainer.backend import Choice, choose
 
 
-@pytest.mark.parametrize("requested,local_rank,local_world,gpus,expected", [
-    (None, 0, 1, 0, Choice("gloo", None)),
-    (None, 1, 2, 2, Choice("nccl", 1)),
-    (None, 3, 4, 8, Choice("nccl", 3)),
-    ("gloo", 1, 2, 2, Choice("gloo", 1)),
-    ("gloo", 0, 2, 0, Choice("gloo", None)),
-])
+@pytest.mark.parametrize(
+    "requested,local_rank,local_world,gpus,expected",
+    [
+        (None, 0, 1, 0, Choice("gloo", None)),
+        (None, 1, 2, 2, Choice("nccl", 1)),
+        (None, 3, 4, 8, Choice("nccl", 3)),
+        ("gloo", 1, 2, 2, Choice("gloo", 1)),
+        ("gloo", 0, 2, 0, Choice("gloo", None)),
+    ],
+)
 def test_choices_where_each_process_has_what_it_needs(requested, local_rank, local_world, gpus, expected) -> None:
     assert choose(requested, local_rank, local_world, gpus) == expected
 
@@ -28,15 +32,23 @@ def test_two_processes_on_one_gpu_use_gloo_and_say_so() -> None:
 
 
 def test_an_explicit_nccl_with_too_few_gpus_is_one_line() -> None:
-    with pytest.raises(UsageError, match=r"^DDPJOB_BACKEND=nccl needs one GPU per process: 2 process\(es\) on this "
-                                         r"node, 1 GPU\(s\) visible"):
+    with pytest.raises(
+        UsageError,
+        match=r"^DDPJOB_BACKEND=nccl needs one GPU per process: 2 process\(es\) on this "
+        r"node, 1 GPU\(s\) visible",
+    ):
         choose("nccl", 1, 2, 1)
 
 
 def test_the_launcher_refuses_before_starting_anything(monkeypatch, capsys) -> None:
     monkeypatch.setenv("DDPJOB_BACKEND", "nccl")
-    for key, value in (("NNODES", "1"), ("NODE_RANK", "0"), ("NPROC_PER_NODE", "2"), ("MASTER_ADDR", "127.0.0.1"),
-                       ("MASTER_PORT", "29500")):
+    for key, value in (
+        ("NNODES", "1"),
+        ("NODE_RANK", "0"),
+        ("NPROC_PER_NODE", "2"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29500"),
+    ):
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(launch, "visible_gpus", lambda: 1)
     started = []
@@ -49,9 +61,14 @@ def test_the_launcher_refuses_before_starting_anything(monkeypatch, capsys) -> N
 
 def test_the_spec_resolves_auto_to_gloo_when_processes_outnumber_gpus() -> None:
     def backend(**extra):
-        body = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "b"},
-                "spec": {"image": "img", **extra}}
+        body = {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "b"},
+            "spec": {"image": "img", **extra},
+        }
         return spec.parse_job(body).backend
+
     assert backend(gpusPerNode=1, nprocPerNode=2) == "gloo"
     assert backend(gpusPerNode=2, nprocPerNode=2) == "nccl"
     assert backend(gpusPerNode=4) == "nccl" and backend() == "gloo"

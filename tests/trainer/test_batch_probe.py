@@ -1,5 +1,6 @@
 """`--batch-size auto`'s search and its promise to leave no trace (batch_probe.py). The
 GPU tier runs the real probe (tests/gpu); here `fits` is a stand-in with a known limit."""
+
 from __future__ import annotations
 
 import contextlib
@@ -42,6 +43,7 @@ def test_choose_leaves_the_model_and_optimizer_as_they_were(monkeypatch: pytest.
     def capped(*args, **kwargs):
         fits = original(*args, **kwargs)
         return lambda size: size <= 40 and fits(size)
+
     monkeypatch.setattr(batch_probe, "step_fits", capped)
     chosen = batch_probe.choose(model, optimizer, (4,), 3, torch.device("cpu"), contextlib.nullcontext, False)
     assert chosen == int(40 * batch_probe.MARGIN), chosen  # 90% of the largest that fitted
@@ -56,5 +58,12 @@ def test_choose_says_so_when_not_even_a_batch_of_two_fits(monkeypatch: pytest.Mo
     monkeypatch.setattr(batch_probe, "step_fits", lambda *args, **kwargs: lambda size: False)
     model = nn.Linear(4, 3)
     with pytest.raises(UsageError, match="not even a batch of 2 fits on cpu"):
-        batch_probe.choose(model, torch.optim.SGD(model.parameters(), lr=0.1), (4,), 3, torch.device("cpu"),
-                           contextlib.nullcontext, False)
+        batch_probe.choose(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            (4,),
+            3,
+            torch.device("cpu"),
+            contextlib.nullcontext,
+            False,
+        )

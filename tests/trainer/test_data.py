@@ -15,8 +15,16 @@ def rank(r=0, world=1):
 
 
 def args(data, **kw):
-    base = dict(data=data, batch_size=16, seed=0, channels_last=False, download=False, synthetic_size=256,
-                image_size=16, workers=0)
+    base = dict(
+        data=data,
+        batch_size=16,
+        seed=0,
+        channels_last=False,
+        download=False,
+        synthetic_size=256,
+        image_size=16,
+        workers=0,
+    )
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -75,11 +83,14 @@ def test_imagefolder_reader(tmp_path):
     assert sum(len(b[1]) for b in data.eval.epoch(0)) == 18
 
 
-@pytest.mark.parametrize("spec,needle", [
-    ("mnist:/nonexistent/dir", "data directory /nonexistent/dir does not exist"),
-    ("imagenet:/x", "unknown dataset"),
-    ("mnist", "needs a directory"),
-])
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("mnist:/nonexistent/dir", "data directory /nonexistent/dir does not exist"),
+        ("imagenet:/x", "unknown dataset"),
+        ("mnist", "needs a directory"),
+    ],
+)
 def test_bad_data_specs(spec, needle):
     with pytest.raises(UsageError, match=needle):
         load_data(args(spec), rank())

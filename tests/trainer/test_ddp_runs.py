@@ -57,8 +57,9 @@ def test_killed_after_epoch_resumes_at_next_epoch_with_same_weights(tmp_path, un
 
 def sigterm_after_first_step(metrics, env, *extra):
     """Start the job, SIGTERM it once rank 0 has logged a step; (exit code, output)."""
-    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), *JOB, *extra], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "ddpjob-launch"), *JOB, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.monotonic() + RUN
     while not (metrics.exists() and events(metrics, "step")):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0][-3000:]
@@ -93,10 +94,27 @@ def test_sigterm_without_a_checkpoint_dir_says_so_once_and_never_saving(tmp_path
 
 def test_launcher_runs_two_nodes_of_two_processes(tmp_path):
     port = free_port()  # both "nodes" must agree on it, as the contract's MASTER_PORT
-    job = ["ddpjob-train", "--epochs", "2", "--synthetic-size", "1024", "--batch-size", "32",
-           "--metrics-file", str(tmp_path / "m.jsonl")]
-    nodes = [subprocess.Popen([str(BIN / "ddpjob-launch"), *job], env=contract(nnodes=2, node_rank=i, nproc=2, port=port),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in (0, 1)]
+    job = [
+        "ddpjob-train",
+        "--epochs",
+        "2",
+        "--synthetic-size",
+        "1024",
+        "--batch-size",
+        "32",
+        "--metrics-file",
+        str(tmp_path / "m.jsonl"),
+    ]
+    nodes = [
+        subprocess.Popen(
+            [str(BIN / "ddpjob-launch"), *job],
+            env=contract(nnodes=2, node_rank=i, nproc=2, port=port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
     outs = [p.communicate(timeout=180)[0] for p in nodes]
     assert [p.returncode for p in nodes] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
     start = events(tmp_path / "m.jsonl", "start")

@@ -31,7 +31,7 @@ def consume(order, global_size, start, stop, world):
     for k in range(start, stop):
         for r in range(world):
             idx, total = elastic_data.micro_batch(order, k, global_size, world, r)
-            assert total == len(order[k * global_size:(k + 1) * global_size])
+            assert total == len(order[k * global_size : (k + 1) * global_size])
             out += idx.tolist()
     return out
 
@@ -57,21 +57,39 @@ def write(path, lines):
 def test_the_audit_keeps_only_the_steps_of_the_group_that_made_them_last(tmp_path):
     # Group 1 (2 ranks) trains steps 1-3 of epoch 1 over samples 0-5, checkpointed at step 2,
     # then loses a node; group 2 (1 rank) resumes at step 2, redoes step 3, finishes the epoch.
-    write(tmp_path / "samples-1-r0.jsonl", [{"gen": 1, "start_step": 0, "world": 2},
-                                           {"epoch": 1, "step": 1, "idx": [0]}, {"epoch": 1, "step": 2, "idx": [2]},
-                                           {"epoch": 1, "step": 3, "idx": [4]}])
-    write(tmp_path / "samples-1-r1.jsonl", [{"gen": 1, "start_step": 0, "world": 2},
-                                           {"epoch": 1, "step": 1, "idx": [1]}, {"epoch": 1, "step": 2, "idx": [3]}])
+    write(
+        tmp_path / "samples-1-r0.jsonl",
+        [
+            {"gen": 1, "start_step": 0, "world": 2},
+            {"epoch": 1, "step": 1, "idx": [0]},
+            {"epoch": 1, "step": 2, "idx": [2]},
+            {"epoch": 1, "step": 3, "idx": [4]},
+        ],
+    )
+    write(
+        tmp_path / "samples-1-r1.jsonl",
+        [
+            {"gen": 1, "start_step": 0, "world": 2},
+            {"epoch": 1, "step": 1, "idx": [1]},
+            {"epoch": 1, "step": 2, "idx": [3]},
+        ],
+    )
     (tmp_path / "samples-2-r0.jsonl").write_text(
-        json.dumps({"gen": 2, "start_step": 2, "world": 1}) + "\n"
-        + json.dumps({"epoch": 1, "step": 3, "idx": [4, 5]}) + "\n" + '{"epoch": 1, "st')  # killed mid-line
+        json.dumps({"gen": 2, "start_step": 2, "world": 1})
+        + "\n"
+        + json.dumps({"epoch": 1, "step": 3, "idx": [4, 5]})
+        + "\n"
+        + '{"epoch": 1, "st'
+    )  # killed mid-line
     assert sample_audit.lost_and_repeated(str(tmp_path), 6, 1) == (0, 0)
     assert sample_audit.worlds(str(tmp_path)) == [2, 1]
     # Without the resume point, step 3 of group 1 would count as well: sample 4 twice.
     (tmp_path / "samples-2-r0.jsonl").write_text(
-        json.dumps({"gen": 2, "start_step": 3, "world": 1}) + "\n" + json.dumps({"epoch": 1, "step": 4, "idx": [5]}))
+        json.dumps({"gen": 2, "start_step": 3, "world": 1}) + "\n" + json.dumps({"epoch": 1, "step": 4, "idx": [5]})
+    )
     assert sample_audit.lost_and_repeated(str(tmp_path), 6, 1) == (0, 0)
     (tmp_path / "samples-2-r0.jsonl").write_text(
-        json.dumps({"gen": 2, "start_step": 3, "world": 1}) + "\n" + json.dumps({"epoch": 1, "step": 4, "idx": [4, 5]}))
+        json.dumps({"gen": 2, "start_step": 3, "world": 1}) + "\n" + json.dumps({"epoch": 1, "step": 4, "idx": [4, 5]})
+    )
     assert sample_audit.lost_and_repeated(str(tmp_path), 6, 1) == (0, 1)
     assert sample_audit.lost_and_repeated(str(tmp_path), 7, 1) == (1, 1)

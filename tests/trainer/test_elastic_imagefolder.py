@@ -21,9 +21,30 @@ def start_group(tmp_path, nodes, elastic, tag, **extra):
     """`nodes` launchers on this machine, one process each; (processes, log paths)."""
     port = free_port()
     data, ckpt, samples = tmp_path / "img", tmp_path / "ckpt", tmp_path / "samples"
-    cmd = [str(BIN / "ddpjob-launch"), "ddpjob-train", "--data", f"imagefolder:{data}", "--model", "cnn",
-           "--image-size", "8", "--workers", "1", "--batch-size", "4", "--epochs", str(EPOCHS), "--eval-every", "0",
-           "--log-every", "1", "--checkpoint-dir", str(ckpt), "--sample-log", str(samples)]
+    cmd = [
+        str(BIN / "ddpjob-launch"),
+        "ddpjob-train",
+        "--data",
+        f"imagefolder:{data}",
+        "--model",
+        "cnn",
+        "--image-size",
+        "8",
+        "--workers",
+        "1",
+        "--batch-size",
+        "4",
+        "--epochs",
+        str(EPOCHS),
+        "--eval-every",
+        "0",
+        "--log-every",
+        "1",
+        "--checkpoint-dir",
+        str(ckpt),
+        "--sample-log",
+        str(samples),
+    ]
     procs, logs = [], []
     for node in range(nodes):
         env = contract(nnodes=nodes, node_rank=node, nproc=1, port=port, **extra)
@@ -53,8 +74,10 @@ def stop_and_resume(tmp_path, elastic):
     while not any("hangs before step" in log.read_text() for log in logs):
         if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
             wait_all(procs, logs, timeout=1)
-            raise AssertionError("no rank reached the hang at step %d within 180 s:\n%s" % (
-                STOP_AT, "\n".join(log.read_text()[-2000:] for log in logs)))
+            raise AssertionError(
+                "no rank reached the hang at step %d within 180 s:\n%s"
+                % (STOP_AT, "\n".join(log.read_text()[-2000:] for log in logs))
+            )
         time.sleep(0.2)
     for p in procs:  # a preemption: the group finishes the step, saves and exits
         p.send_signal(signal.SIGTERM)
@@ -64,7 +87,8 @@ def stop_and_resume(tmp_path, elastic):
     samples = str(tmp_path / "samples")
     assert sample_audit.worlds(samples) == [2, 1]
     return events(tmp_path / "ckpt" / "metrics.jsonl", "resume"), sample_audit.lost_and_repeated(
-        samples, 3 * PER_CLASS, EPOCHS)
+        samples, 3 * PER_CLASS, EPOCHS
+    )
 
 
 def test_an_elastic_imagefolder_job_resumed_at_another_size_sees_every_sample_once(tmp_path):

@@ -22,8 +22,16 @@ def rank(r, world, max_nodes):
 
 
 def loaders(root, world, max_nodes=4, workers=0, **kw):
-    base = dict(data=f"imagefolder:{root}", batch_size=4, seed=3, channels_last=False, download=False,
-                image_size=8, workers=workers, global_batch_size=None)
+    base = dict(
+        data=f"imagefolder:{root}",
+        batch_size=4,
+        seed=3,
+        channels_last=False,
+        download=False,
+        image_size=8,
+        workers=workers,
+        global_batch_size=None,
+    )
     args = argparse.Namespace(**{**base, **kw})
     return [load_data(args, rank(r, world, max_nodes)).train for r in range(world)]
 

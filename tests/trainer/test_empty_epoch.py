@@ -1,6 +1,7 @@
 """An epoch resumed at its very end (an elastic rejoin at an epoch boundary) trains no
 step: its summary has no averages, so `epoch 6/10 done:` prints no zero loss, accuracy or
 rate that would read as a collapse."""
+
 from __future__ import annotations
 
 import io
@@ -24,10 +25,15 @@ class Batches:
 
 def resumed_at_the_end_of_epoch_6():
     d = SimpleNamespace(device=torch.device("cpu"), grouped=False, backend=None, world_size=1)
-    return SimpleNamespace(args=SimpleNamespace(grad_accum=1, log_every=10, checkpoint_dir=None), d=d,
-                           progress=SimpleNamespace(start_epoch=lambda *a: None), data=SimpleNamespace(train=Batches()),
-                           micro=SimpleNamespace(window=torch.zeros(2)), in_place=None,
-                           pos=SimpleNamespace(batch=4, step=96))
+    return SimpleNamespace(
+        args=SimpleNamespace(grad_accum=1, log_every=10, checkpoint_dir=None),
+        d=d,
+        progress=SimpleNamespace(start_epoch=lambda *a: None),
+        data=SimpleNamespace(train=Batches()),
+        micro=SimpleNamespace(window=torch.zeros(2)),
+        in_place=None,
+        pos=SimpleNamespace(batch=4, step=96),
+    )
 
 
 def test_an_epoch_with_no_step_prints_no_zeros():

@@ -23,13 +23,16 @@ def test_no_contract_means_single_node_defaults():
     assert e.nproc_per_node >= 1
 
 
-@pytest.mark.parametrize("name,value,needle", [
-    ("NNODES", "two", "NNODES='two' is not an integer"),
-    ("MASTER_PORT", "http", "MASTER_PORT='http' is not an integer"),
-    ("NODE_RANK", "5", "NODE_RANK=5 must be < NNODES=2"),
-    ("NPROC_PER_NODE", "0", "NPROC_PER_NODE=0 must be >= 1"),
-    ("MASTER_PORT", "70000", "MASTER_PORT=70000 is not a TCP port"),
-])
+@pytest.mark.parametrize(
+    "name,value,needle",
+    [
+        ("NNODES", "two", "NNODES='two' is not an integer"),
+        ("MASTER_PORT", "http", "MASTER_PORT='http' is not an integer"),
+        ("NODE_RANK", "5", "NODE_RANK=5 must be < NNODES=2"),
+        ("NPROC_PER_NODE", "0", "NPROC_PER_NODE=0 must be >= 1"),
+        ("MASTER_PORT", "70000", "MASTER_PORT=70000 is not a TCP port"),
+    ],
+)
 def test_bad_contract_values_name_the_variable(name, value, needle):
     with pytest.raises(UsageError, match=needle):
         read_launch_env({**CONTRACT, name: value})
@@ -48,8 +51,17 @@ def test_process_env_falls_back_to_world_size_one():
 
 
 def test_process_env_from_torchrun():
-    p = read_process_env(dict(RANK="3", LOCAL_RANK="1", WORLD_SIZE="4", LOCAL_WORLD_SIZE="2",
-                              DDPJOB_RESTART_COUNT="2", DDPJOB_BACKEND="gloo", DDPJOB_CHECKPOINT_DIR="/ck"))
+    p = read_process_env(
+        dict(
+            RANK="3",
+            LOCAL_RANK="1",
+            WORLD_SIZE="4",
+            LOCAL_WORLD_SIZE="2",
+            DDPJOB_RESTART_COUNT="2",
+            DDPJOB_BACKEND="gloo",
+            DDPJOB_CHECKPOINT_DIR="/ck",
+        )
+    )
     assert (p.rank, p.local_rank, p.world_size, p.local_world_size) == (3, 1, 4, 2)
     assert (p.restart_count, p.backend, p.checkpoint_dir, p.distributed) == (2, "gloo", "/ck", True)
 
@@ -60,12 +72,15 @@ def test_multi_process_pod_without_rank_is_refused():
         read_process_env({"WORLD_SIZE": "4"})
 
 
-@pytest.mark.parametrize("env,needle", [
-    ({"DDPJOB_RESTART_COUNT": "x"}, "DDPJOB_RESTART_COUNT"),
-    ({"DDPJOB_BACKEND": "tcp"}, "DDPJOB_BACKEND"),
-    ({"RANK": "0", "WORLD_SIZE": "many"}, "WORLD_SIZE"),
-    ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK=2 must be < WORLD_SIZE=2"),
-])
+@pytest.mark.parametrize(
+    "env,needle",
+    [
+        ({"DDPJOB_RESTART_COUNT": "x"}, "DDPJOB_RESTART_COUNT"),
+        ({"DDPJOB_BACKEND": "tcp"}, "DDPJOB_BACKEND"),
+        ({"RANK": "0", "WORLD_SIZE": "many"}, "WORLD_SIZE"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK=2 must be < WORLD_SIZE=2"),
+    ],
+)
 def test_bad_process_env(env, needle):
     with pytest.raises(UsageError, match=needle):
         read_process_env(env)

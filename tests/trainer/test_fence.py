@@ -209,9 +209,13 @@ SLOW = dict(DDPJOB_NAME="j", DDPJOB_NAMESPACE="ns", DDPJOB_TEST_STEP_SECONDS="0.
 
 
 def _start(ckpt, attempt, *extra, **env):
-    return subprocess.Popen([str(BIN / "ddpjob-train"), *JOB, "--checkpoint-dir", str(ckpt), *extra],
-                            env=clean_env(**SLOW, DDPJOB_RESTART_COUNT=attempt, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [str(BIN / "ddpjob-train"), *JOB, "--checkpoint-dir", str(ckpt), *extra],
+        env=clean_env(**SLOW, DDPJOB_RESTART_COUNT=attempt, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _wait(proc, done):

@@ -22,8 +22,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def smoke(script: str) -> list[str]:
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], env=clean_env(), capture_output=True,
-                       text=True, timeout=540, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=540,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout.splitlines()
 
@@ -39,17 +45,28 @@ def test_the_mlp_benchmark_prints_each_row_complete() -> None:
 def test_the_resnet_benchmark_prints_each_row_complete() -> None:
     lines = smoke("resnet_imagefolder.py")
     assert any(re.match(r"ceiling, eager +: +\d+ images/s", line) for line in lines), lines
-    assert any(re.match(r"reference, +1 workers: +\d+ images/s whole-epoch, +[\d.]+% of the eager ceiling", line)
-               for line in lines), lines
+    assert any(
+        re.match(r"reference, +1 workers: +\d+ images/s whole-epoch, +[\d.]+% of the eager ceiling", line)
+        for line in lines
+    ), lines
     ours = [line for line in lines if line.startswith("ddpjob-train --decode cpu")]
-    assert len(ours) == 1 and re.search(r"[\d.]+x the reference, peak \d+ MiB \(goals >= 90% and >= 1.5x: "
-                                        r"(met|NOT met)\)$", ours[0]), lines
+    assert len(ours) == 1 and re.search(
+        r"[\d.]+x the reference, peak \d+ MiB \(goals >= 90% and >= 1.5x: "
+        r"(met|NOT met)\)$",
+        ours[0],
+    ), lines
 
 
 def test_make_bench_gpu_with_wheels_runs_both_quick_forms_from_the_offline_venv(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
-    dry = subprocess.run(["make", "-n", "bench-gpu", f"WHEELS={tmp_path}", "PYTHON=/opt/gpu/bin/python"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=60)
+    dry = subprocess.run(
+        ["make", "-n", "bench-gpu", f"WHEELS={tmp_path}", "PYTHON=/opt/gpu/bin/python"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert dry.returncode == 0, dry.stderr
     assert f'hack/gpu-venv.sh "/opt/gpu/bin/python" "{tmp_path}" .venv-gpu' in dry.stdout, dry.stdout
     assert "for b in trainer_vs_seed resnet_imagefolder" in dry.stdout, dry.stdout

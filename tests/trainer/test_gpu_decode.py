@@ -2,6 +2,7 @@
 process decodes a whole batch at once on its device. Here the device is the CPU, which
 runs the same code (torchvision's decode_jpeg on CPU instead of nvJPEG); the GPU tier
 runs it with CUDA."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,17 @@ def one_rank(world: int = 1, rank: int = 0, max_nodes: int | None = None) -> Dis
 
 
 def args(root, **kw) -> argparse.Namespace:
-    base = dict(data=f"imagefolder:{root}", batch_size=4, seed=3, channels_last=False, download=False,
-                image_size=SIZE, workers=0, global_batch_size=None, decode="gpu")
+    base = dict(
+        data=f"imagefolder:{root}",
+        batch_size=4,
+        seed=3,
+        channels_last=False,
+        download=False,
+        image_size=SIZE,
+        workers=0,
+        global_batch_size=None,
+        decode="gpu",
+    )
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -120,4 +130,5 @@ def test_normalization_is_imagenets() -> None:
 
 def _jpeg(image: torch.Tensor) -> bytes:
     from torchvision.io import encode_jpeg
+
     return bytes(encode_jpeg(image, quality=100).tolist())

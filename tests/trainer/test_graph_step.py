@@ -150,5 +150,4 @@ def test_an_elastic_share_is_scaled_to_the_mean_over_the_global_micro_batch() ->
     (F.cross_entropy(reference(x), y, reduction="sum") * 2 / 8).backward()
     assert torch.allclose(model.weight.grad, reference.weight.grad)
     # The window holds this rank's share of the global loss sum, in samples: loss x 8 / 2.
-    assert step.window[0].item() == pytest.approx(
-        F.cross_entropy(reference(x), y, reduction="sum").item(), rel=1e-5)
+    assert step.window[0].item() == pytest.approx(F.cross_entropy(reference(x), y, reduction="sum").item(), rel=1e-5)

@@ -112,9 +112,11 @@ def test_nccl_shrinks_the_survivors_communicator_after_abandoning_the_cpu_group(
     """NCCL is not measured here (no GPU): the calls torch makes are checked instead."""
     new_group, cpu_group, new_store = object(), object(), object()
     registry = {new_group: ("nccl", "old store")}
-    with mock.patch.object(private_api, "group_registry", return_value=registry), \
-            mock.patch.object(private_api, "abort_process_group") as abort, \
-            mock.patch.object(group_reset.dist, "shrink_group", return_value=new_group) as shrink:
+    with (
+        mock.patch.object(private_api, "group_registry", return_value=registry),
+        mock.patch.object(private_api, "abort_process_group") as abort,
+        mock.patch.object(group_reset.dist, "shrink_group", return_value=new_group) as shrink,
+    ):
         group_reset.shrink([3, 2], [cpu_group], new_store)
     abort.assert_called_once_with(cpu_group)
     shrink.assert_called_once_with([2, 3], shrink_flags=group_reset.c10d.SHRINK_ABORT)
@@ -149,8 +151,15 @@ def test_a_newcomer_takes_a_peers_state_and_a_trip_ends_a_wait_on_a_silent_peer(
     from pathlib import Path
 
     script = Path(__file__).parent / "scripts" / "transfer_probe.py"
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tmp_path / "rdzv"), str(tmp_path / "out")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), str(tmp_path / "rdzv"), str(tmp_path / "out")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     r0, r1 = (json.loads((tmp_path / f"out{r}.json").read_text()) for r in (0, 1))
@@ -170,8 +179,9 @@ def test_a_newcomer_for_a_finished_job_does_nothing_instead_of_waiting_alone(tmp
     (tmp_path / f"ckpt-e{epochs_done:05d}-s0000000063-0123456789abcdef.pt").write_bytes(b"")
     said = []
     in_place = object.__new__(InPlace)
-    in_place.t = SimpleNamespace(args=SimpleNamespace(checkpoint_dir=str(tmp_path), epochs=2),
-                                 progress=SimpleNamespace(say=said.append))
+    in_place.t = SimpleNamespace(
+        args=SimpleNamespace(checkpoint_dir=str(tmp_path), epochs=2), progress=SimpleNamespace(say=said.append)
+    )
     in_place.el = mock.Mock(join=mock.Mock(side_effect=RuntimeError("joined")))
     if joined:
         with pytest.raises(RuntimeError, match="joined"):  # training is not over: it joins

@@ -19,8 +19,14 @@ def test_ddpjob_train_runs_as_torchrun_module():
     argv, torchrun = build_command(NODE, ["ddpjob-train", "--epochs", "1"])
     assert torchrun
     assert argv[1:3] == ["-m", "ddpjob_trainer._torchrun"]
-    for flag, value in (("--nnodes", "2"), ("--node-rank", "1"), ("--nproc-per-node", "2"),
-                        ("--master-addr", "j-0.j"), ("--master-port", "29500"), ("--rdzv-backend", "static")):
+    for flag, value in (
+        ("--nnodes", "2"),
+        ("--node-rank", "1"),
+        ("--nproc-per-node", "2"),
+        ("--master-addr", "j-0.j"),
+        ("--master-port", "29500"),
+        ("--rdzv-backend", "static"),
+    ):
         assert argv[argv.index(flag) + 1] == value
     assert argv[-4:] == ["-m", "ddpjob_trainer.train", "--epochs", "1"]
 
@@ -81,10 +87,32 @@ def test_torchrun_rendezvous_timeout_is_retryable(tmp_path):
     script = tmp_path / "never.py"
     script.write_text("raise SystemExit('the worker must not start without its peers')\n")
     r = subprocess.run(
-        [sys.executable, "-m", "ddpjob_trainer._torchrun", "--nnodes", "2", "--node-rank", "1",
-         "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-         "--rdzv-backend", "static", "--rdzv-conf", "read_timeout=2,timeout=2", "--max-restarts", "0", str(script)],
-        capture_output=True, text=True, timeout=RUN)
+        [
+            sys.executable,
+            "-m",
+            "ddpjob_trainer._torchrun",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "1",
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(_free_port()),
+            "--rdzv-backend",
+            "static",
+            "--rdzv-conf",
+            "read_timeout=2,timeout=2",
+            "--max-restarts",
+            "0",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN,
+    )
     assert r.returncode == EXIT_RENDEZVOUS_TIMEOUT, r.stderr[-2000:]
     assert "rendezvous failed before the gang was complete" in r.stderr
 
@@ -115,8 +143,13 @@ def test_sigterm_is_forwarded_to_workers_and_exit_code_kept(tmp_path):
     )
     import subprocess
 
-    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), str(script), str(tmp_path)], env=contract(nproc=2),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "ddpjob-launch"), str(script), str(tmp_path)],
+        env=contract(nproc=2),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 90
     while not all((tmp_path / f"ready-{r}").exists() for r in (0, 1)):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
@@ -138,6 +171,7 @@ def test_worker_exit_code_is_kept_through_torchrun(tmp_path):
 
 def test_cpus_come_from_the_cpuset_capped_by_the_cpu_limit():
     from ddpjob_trainer.env import available_cpus, threads_per_process
+
     everything = available_cpus(cpu_max="max 100000")
     assert everything >= 1
     assert available_cpus(cpu_max="150000 100000") == min(everything, 2)  # a 1.5-CPU limit
@@ -148,9 +182,12 @@ def test_cpus_come_from_the_cpuset_capped_by_the_cpu_limit():
 @pytest.mark.slow
 def test_workers_share_the_cpus_instead_of_torchruns_one_thread(tmp_path):
     from ddpjob_trainer.env import threads_per_process
+
     script = tmp_path / "threads.py"
-    script.write_text("import os, pathlib; pathlib.Path(os.environ['OUT'], os.environ['RANK']).write_text("
-                      "os.environ.get('OMP_NUM_THREADS', 'unset'))\n")
+    script.write_text(
+        "import os, pathlib; pathlib.Path(os.environ['OUT'], os.environ['RANK']).write_text("
+        "os.environ.get('OMP_NUM_THREADS', 'unset'))\n"
+    )
     env = contract(nproc=2, OUT=str(tmp_path))
     env.pop("OMP_NUM_THREADS", None)
     r = launch([str(script)], env)
@@ -176,8 +213,13 @@ def test_torchrun_leaves_nothing_in_tmpdir(tmp_path, ending):
         f"if {ending!r} == 'worker-failure': sys.exit(3 if rank == '1' else 0)\n"
         f"if {ending!r} == 'sigterm': time.sleep(120)\n"
     )
-    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), str(script)], env=contract(nproc=2, TMPDIR=str(tmp)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "ddpjob-launch"), str(script)],
+        env=contract(nproc=2, TMPDIR=str(tmp)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     if ending == "sigterm":
         deadline = time.monotonic() + RUN
         while not all((tmp_path / f"ready-{r}").exists() for r in (0, 1)):

@@ -19,8 +19,15 @@ def test_a_micro_step_that_does_not_end_the_step_keeps_gradients_local(tmp_path,
     ends as the trainer does (distributed.teardown): a compiled DDP left to interpreter
     shutdown aborted it (SIGABRT) in about half of the runs, so both must exit 0."""
     out, script = tmp_path / "seen.json", str(SCRIPTS / "accumulate_probe.py")
-    ranks = [subprocess.Popen([sys.executable, script, str(rank), str(tmp_path / "rendezvous"), wrapped, str(out)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, script, str(rank), str(tmp_path / "rendezvous"), wrapped, str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     try:
         said = [r.communicate(timeout=300)[0] for r in ranks]
     finally:

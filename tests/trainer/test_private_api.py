@@ -26,7 +26,8 @@ def test_the_private_calls_were_checked_against_the_pinned_torch():
     assert pinned is not None
     assert pinned.group(1) == private_api.CHECKED_TORCH, (
         f"constraints.txt pins torch {pinned.group(1)}; private_api.py's private calls were checked against "
-        f"torch {private_api.CHECKED_TORCH}: check each against the new torch, then change CHECKED_TORCH")
+        f"torch {private_api.CHECKED_TORCH}: check each against the new torch, then change CHECKED_TORCH"
+    )
 
 
 def test_this_torch_has_every_private_call_as_checked():

@@ -34,8 +34,21 @@ def wait_for(predicate, timeout=90.0, what="condition"):
 
 def test_single_process_writes_the_record_at_log_steps_and_epoch_ends(tmp_path):
     path = tmp_path / "run" / "progress.json"
-    r = train(["--epochs", "2", "--synthetic-size", "256", "--batch-size", "32", "--log-every", "3",
-               "--metrics-file", str(tmp_path / "m.jsonl")], clean_env(DDPJOB_PROGRESS_FILE=str(path)))
+    r = train(
+        [
+            "--epochs",
+            "2",
+            "--synthetic-size",
+            "256",
+            "--batch-size",
+            "32",
+            "--log-every",
+            "3",
+            "--metrics-file",
+            str(tmp_path / "m.jsonl"),
+        ],
+        clean_env(DDPJOB_PROGRESS_FILE=str(path)),
+    )
     assert r.returncode == 0, r.stderr
     record = progress_record.read(str(path))
     # 256 / 32 = 8 steps per epoch, 2 epochs: the last write is the last epoch's end.
@@ -48,19 +61,45 @@ def test_single_process_writes_the_record_at_log_steps_and_epoch_ends(tmp_path):
 
 def test_launcher_serves_progress_and_names_the_rank_that_hangs(tmp_path):
     path, port = tmp_path / "progress.json", free_port()
-    env = contract(nproc=2, DDPJOB_PROGRESS_FILE=str(path), DDPJOB_PROGRESS_PORT=port,
-                   DDPJOB_PROGRESS_HOST="127.0.0.1", DDPJOB_TEST_HANG_AT_STEP=3,
-                   DDPJOB_CHECKPOINT_DIR=str(tmp_path / "ckpt"))
-    proc = subprocess.Popen([str(BIN / "ddpjob-launch"), "ddpjob-train", "--synthetic-size", "512",
-                             "--batch-size", "16", "--log-every", "1", "--epochs", "1"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = contract(
+        nproc=2,
+        DDPJOB_PROGRESS_FILE=str(path),
+        DDPJOB_PROGRESS_PORT=port,
+        DDPJOB_PROGRESS_HOST="127.0.0.1",
+        DDPJOB_TEST_HANG_AT_STEP=3,
+        DDPJOB_CHECKPOINT_DIR=str(tmp_path / "ckpt"),
+    )
+    proc = subprocess.Popen(
+        [
+            str(BIN / "ddpjob-launch"),
+            "ddpjob-train",
+            "--synthetic-size",
+            "512",
+            "--batch-size",
+            "16",
+            "--log-every",
+            "1",
+            "--epochs",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
+
         def hung():
             snap = json.loads(get(base + "/progress"))
             ranks = snap["ranks"]
-            ok = (snap["record"] and snap["record"]["step"] == 2 and ranks.get("0", {}).get("step") == 3
-                  and ranks.get("1", {}).get("step") == 2 and snap["seconds_since_progress"] >= 2)
+            ok = (
+                snap["record"]
+                and snap["record"]["step"] == 2
+                and ranks.get("0", {}).get("step") == 3
+                and ranks.get("1", {}).get("step") == 2
+                and snap["seconds_since_progress"] >= 2
+            )
             return snap if ok else None
 
         snap = wait_for(hung, what="rank 0 at step 3 and rank 1 stuck at step 2")

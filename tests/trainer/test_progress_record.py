@@ -16,12 +16,22 @@ def test_write_then_read_round_trips(tmp_path):
     assert os.listdir(tmp_path / "p") == ["progress.json"]
 
 
-@pytest.mark.parametrize("record, field", [
-    ({"total_steps": 3}, "step"), ({"step": -1}, "step"), ({"step": "3"}, "step"), ({"step": True}, "step"),
-    ({"step": 1, "loss": "nan"}, "loss"), ({"step": 1, "loss": float("nan")}, "loss"),
-    ({"step": 1, "samples_per_s": float("inf")}, "samples_per_s"), ({"step": 1, "epoch": 1.5}, "epoch"), ([1], "object"),
-    ({"step": 1, "stage": "napping"}, "stage"), ({"step": 1, "stage": 3}, "stage"),
-])
+@pytest.mark.parametrize(
+    "record, field",
+    [
+        ({"total_steps": 3}, "step"),
+        ({"step": -1}, "step"),
+        ({"step": "3"}, "step"),
+        ({"step": True}, "step"),
+        ({"step": 1, "loss": "nan"}, "loss"),
+        ({"step": 1, "loss": float("nan")}, "loss"),
+        ({"step": 1, "samples_per_s": float("inf")}, "samples_per_s"),
+        ({"step": 1, "epoch": 1.5}, "epoch"),
+        ([1], "object"),
+        ({"step": 1, "stage": "napping"}, "stage"),
+        ({"step": 1, "stage": 3}, "stage"),
+    ],
+)
 def test_validate_names_the_bad_field(record, field):
     errors = pr.validate(record)
     assert errors and field in errors[0]
@@ -100,9 +110,25 @@ def test_the_trainer_says_where_it_is_past_its_last_step(tmp_path):
     from tests.trainer.trainer_helpers import clean_env, train
 
     path = tmp_path / "progress.json"
-    done = train(["--model", "mlp", "--data", "synthetic", "--epochs", "1", "--synthetic-size", "64",
-                  "--batch-size", "32", "--checkpoint-dir", str(tmp_path / "ckpt"), "--log-every", "1"],
-                 clean_env(DDPJOB_PROGRESS_FILE=str(path)))
+    done = train(
+        [
+            "--model",
+            "mlp",
+            "--data",
+            "synthetic",
+            "--epochs",
+            "1",
+            "--synthetic-size",
+            "64",
+            "--batch-size",
+            "32",
+            "--checkpoint-dir",
+            str(tmp_path / "ckpt"),
+            "--log-every",
+            "1",
+        ],
+        clean_env(DDPJOB_PROGRESS_FILE=str(path)),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     record = pr.read(str(path))
     assert record["stage"] == "exiting" and record["step"] == record["total_steps"] == 2

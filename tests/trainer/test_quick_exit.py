@@ -1,6 +1,7 @@
 """The stop path's exit (quick_exit.py): the exit code, atexit's handlers and whatever
 the standard streams hold are kept; the interpreter's finalization of every module (the
 seconds a torch process spends unloading) is skipped."""
+
 from __future__ import annotations
 
 import subprocess
@@ -23,8 +24,9 @@ sys.exit(143)
 
 
 def run(tmp_path, how: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path), how], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(tmp_path), how], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_exit_now_keeps_the_code_the_handlers_and_the_output_and_skips_finalization(tmp_path):

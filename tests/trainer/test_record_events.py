@@ -58,9 +58,13 @@ def test_a_script_run_by_ddpjob_launch_gets_its_loss_curve(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     (tmp_path / "run").mkdir()
-    env = contract(nproc=2, DDPJOB_PROGRESS_FILE=tmp_path / "run" / "progress.json",
-                   DDPJOB_PROGRESS_PORT=free_port(), DDPJOB_PROGRESS_HOST="127.0.0.1",
-                   DDPJOB_CHECKPOINT_DIR=tmp_path / "ckpt")
+    env = contract(
+        nproc=2,
+        DDPJOB_PROGRESS_FILE=tmp_path / "run" / "progress.json",
+        DDPJOB_PROGRESS_PORT=free_port(),
+        DDPJOB_PROGRESS_HOST="127.0.0.1",
+        DDPJOB_CHECKPOINT_DIR=tmp_path / "ckpt",
+    )
     done = launch([str(script)], env)
     assert done.returncode == 0, done.stderr
     points = loss_points(tmp_path / "ckpt" / "tensorboard")

@@ -76,6 +76,14 @@ def test_the_earliest_error_file_is_the_cause_and_becomes_the_termination_messag
 
 
 def test_a_closed_stderr_gets_no_tap_and_the_launch_goes_on():
-    done = subprocess.run([sys.executable, "-c", "import os; os.close(2); from ddpjob_trainer.root_cause import "
-                           "StderrTap; print(StderrTap.start())"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os; os.close(2); from ddpjob_trainer.root_cause import StderrTap; print(StderrTap.start())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stdout) == (0, "None\n"), done

@@ -31,8 +31,9 @@ def test_a_first_round_closes_with_every_node_or_after_it_settles_with_the_minim
 def test_a_node_counts_only_once_every_one_of_its_workers_arrived():
     partial = arrivals((0, 0, -1), (0, 1, -1), (1, 0, -1))
     assert decide(partial, nproc=2, min_nodes=2, max_nodes=2, prev=None, dead=(), waited=9, quiet=9) is None
-    gen = decide(partial + arrivals((1, 1, -1)), nproc=2, min_nodes=2, max_nodes=2, prev=None, dead=(), waited=0,
-                 quiet=0)
+    gen = decide(
+        partial + arrivals((1, 1, -1)), nproc=2, min_nodes=2, max_nodes=2, prev=None, dead=(), waited=0, quiet=0
+    )
     assert gen.world_size == 4 and gen.rank(1, 1) == 3 and gen.rank(5, 0) is None
 
 
@@ -45,8 +46,9 @@ def test_a_later_round_waits_for_every_expected_node_unless_it_is_dead_leaving_o
     assert decide(survivors, dead=(), waited=0, **kw) is None  # node 2 may still come
     gen = decide(survivors, dead=(2,), waited=0, **kw)  # its store does not answer
     assert (gen.number, gen.nodes, gen.left) == (5, (0, 1, 3), (2,))
-    assert decide(arrivals((0, 0, 10), (1, 0, 10), (3, 0, 10), expect=PREV.nodes, leaving=(2,)), dead=(), waited=0,
-                  **kw).nodes == (0, 1, 3)
+    assert decide(
+        arrivals((0, 0, 10), (1, 0, 10), (3, 0, 10), expect=PREV.nodes, leaving=(2,)), dead=(), waited=0, **kw
+    ).nodes == (0, 1, 3)
     assert decide(survivors, dead=(), waited=roster.ROUND_WAIT, **kw).nodes == (0, 1, 3)  # it took too long
     noticed = arrivals((0, 0, 10), (1, 0, 10), (3, 0, 10), expect=PREV.nodes, lost=(2,))
     assert decide(noticed, dead=(), waited=0, **kw).nodes == (0, 1, 3)
@@ -55,21 +57,41 @@ def test_a_later_round_waits_for_every_expected_node_unless_it_is_dead_leaving_o
 
 def test_the_state_comes_from_the_member_with_the_most_steps():
     mixed = arrivals((0, 0, 10), (1, 0, 11), (2, 0, -1), expect=(0, 1))
-    gen = decide(mixed, nproc=1, min_nodes=1, max_nodes=4, prev=Generation(1, (0, 1), 1, ("boot0", "boot1"), (9, 9), 0),
-                 dead=(), waited=0, quiet=0)
+    gen = decide(
+        mixed,
+        nproc=1,
+        min_nodes=1,
+        max_nodes=4,
+        prev=Generation(1, (0, 1), 1, ("boot0", "boot1"), (9, 9), 0),
+        dead=(),
+        waited=0,
+        quiet=0,
+    )
     assert gen.steps == (10, 11, -1) and gen.source == 1 and gen.needs_state
-    same = decide(arrivals((0, 0, 10), (1, 0, 10), expect=(0, 1)), nproc=1, min_nodes=1, max_nodes=4,
-                  prev=Generation(1, (0, 1), 1, ("boot0", "boot1"), (9, 9), 0), dead=(), waited=0, quiet=0)
+    same = decide(
+        arrivals((0, 0, 10), (1, 0, 10), expect=(0, 1)),
+        nproc=1,
+        min_nodes=1,
+        max_nodes=4,
+        prev=Generation(1, (0, 1), 1, ("boot0", "boot1"), (9, 9), 0),
+        dead=(),
+        waited=0,
+        quiet=0,
+    )
     assert same.source == 0 and not same.needs_state
     assert Generation.parse(gen.text()) == gen
 
 
 def test_arrivals_are_parsed_as_untrusted_lines():
     good = Arrival(1, 0, 5, "b", (0, 1), (), ()).line()
-    raw = (good + "not json\n" + '{"node": 9, "local": 0, "step": 1, "boot": "x", "expect": [], "lost": [], "leaving": []}\n'
-           + '{"node": 0, "local": 3, "step": 1, "boot": "x", "expect": [], "lost": [], "leaving": []}\n'
-           + '{"node": 0, "local": 0, "step": 1, "boot": "x", "expect": [77], "lost": [], "leaving": []}\n'
-           + Arrival(1, 0, 6, "b", (0, 1), (), ()).line()).encode()
+    raw = (
+        good
+        + "not json\n"
+        + '{"node": 9, "local": 0, "step": 1, "boot": "x", "expect": [], "lost": [], "leaving": []}\n'
+        + '{"node": 0, "local": 3, "step": 1, "boot": "x", "expect": [], "lost": [], "leaving": []}\n'
+        + '{"node": 0, "local": 0, "step": 1, "boot": "x", "expect": [77], "lost": [], "leaving": []}\n'
+        + Arrival(1, 0, 6, "b", (0, 1), (), ()).line()
+    ).encode()
     assert parse_arrivals(raw, nproc=2, max_nodes=4) == [Arrival(1, 0, 6, "b", (0, 1), (), ())]
 
 

@@ -1,6 +1,7 @@
 """What a job's TensorBoard Pod runs (ddpjob_trainer/tensorboard_serve.py): TensorBoard's
 own app, its `Content-Encoding: identity` header left out (the API server's service proxy
 cannot pass an HTML page with it), every other header and byte as they were."""
+
 from __future__ import annotations
 
 from ddpjob_trainer.tensorboard_serve import without_identity_encoding

@@ -32,11 +32,14 @@ def test_learns_synthetic_data(tmp_path):
     assert {"loss", "accuracy", "samples_per_s", "eval_loss", "eval_accuracy"} <= set(final[0])
 
 
-@pytest.mark.parametrize("extra", [
-    ["--strategy", "dp"],
-    ["--optimizer", "sgd", "--lr", "0.05", "--grad-accum", "3"],
-    ["--model", "cnn", "--channels-last", "--amp", "bf16", "--optimizer", "adamw"],
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--strategy", "dp"],
+        ["--optimizer", "sgd", "--lr", "0.05", "--grad-accum", "3"],
+        ["--model", "cnn", "--channels-last", "--amp", "bf16", "--optimizer", "adamw"],
+    ],
+)
 def test_strategies_and_options_run(tmp_path, extra):
     m = tmp_path / "m.jsonl"
     assert main(["--epochs", "2", "--metrics-file", str(m), *FAST, *extra]) == 0
@@ -61,8 +64,27 @@ def test_mnist_files(tmp_path):
 def test_imagefolder_with_loader_workers(tmp_path):
     write_imagefolder(tmp_path / "img")
     m = tmp_path / "m.jsonl"
-    assert main(["--data", f"imagefolder:{tmp_path / 'img'}", "--model", "cnn", "--image-size", "16",
-                 "--workers", "1", "--batch-size", "8", "--epochs", "2", "--metrics-file", str(m)]) == 0
+    assert (
+        main(
+            [
+                "--data",
+                f"imagefolder:{tmp_path / 'img'}",
+                "--model",
+                "cnn",
+                "--image-size",
+                "16",
+                "--workers",
+                "1",
+                "--batch-size",
+                "8",
+                "--epochs",
+                "2",
+                "--metrics-file",
+                str(m),
+            ]
+        )
+        == 0
+    )
     assert [e["epoch"] for e in events(m, "epoch")] == [1, 2]
     assert 0 <= events(m, "final")[0]["eval_accuracy"] <= 1
 
@@ -83,8 +105,10 @@ def test_resume_continues_at_next_epoch_with_identical_weights(tmp_path, capsys)
     assert events(m, "final")[-1]["accuracy"] == events(m, "epoch")[-1]["accuracy"]
     said = capsys.readouterr().out
     assert "continuing at epoch" not in said
-    assert (f": training is complete (4 of 4 epoch(s) done), nothing is left to train; to start over, delete the "
-            f"checkpoints in {parts} (`ddpjob run --fresh` does), or raise --epochs to train on") in said
+    assert (
+        f": training is complete (4 of 4 epoch(s) done), nothing is left to train; to start over, delete the "
+        f"checkpoints in {parts} (`ddpjob run --fresh` does), or raise --epochs to train on"
+    ) in said
     assert len(checkpoint.candidates(str(parts))) == 3  # --keep-checkpoints default
 
 
@@ -95,14 +119,18 @@ def _error_line(capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--model", "transformer9"], "unknown model 'transformer9'"),
-    (["--data", "imagenet:/x"], "unknown dataset"),
-    (["--data", "mnist:/does/not/exist"], "does not exist"),
-    pytest.param(["--amp", "fp16"], "needs a CUDA device", marks=cpu_only),
-    pytest.param(["--cuda-graph"], "--cuda-graph: a CUDA graph needs a CUDA device (this process has cpu)",
-                 marks=cpu_only),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--model", "transformer9"], "unknown model 'transformer9'"),
+        (["--data", "imagenet:/x"], "unknown dataset"),
+        (["--data", "mnist:/does/not/exist"], "does not exist"),
+        pytest.param(["--amp", "fp16"], "needs a CUDA device", marks=cpu_only),
+        pytest.param(
+            ["--cuda-graph"], "--cuda-graph: a CUDA graph needs a CUDA device (this process has cpu)", marks=cpu_only
+        ),
+    ],
+)
 def test_bad_input_exits_2(argv, needle, capsys):
     assert main([*argv, *FAST]) == 2
     assert needle in _error_line(capsys)

@@ -16,13 +16,34 @@ from tests.support.deadlines import RUN
 
 BIN = Path(sys.executable).parent
 # Contract variables a developer's shell (or a Pod) may carry into the tests.
-CONTRACT = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "NPROC_PER_NODE", "WORLD_SIZE", "RANK",
-            "LOCAL_RANK", "LOCAL_WORLD_SIZE", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND", "DDPJOB_CHECKPOINT_DIR",
-            "DDPJOB_NAME", "DDPJOB_NAMESPACE", "OMP_NUM_THREADS", "DDPJOB_TEST_KILL_AFTER_EPOCH",
-            "DDPJOB_PROGRESS_FILE", "DDPJOB_PROGRESS_PORT", "DDPJOB_PROGRESS_HOST", "DDPJOB_TEST_HANG_AT_STEP",
-            "DDPJOB_TEST_HANG_RANK", "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-            "DDPJOB_NODE_ADDRESS", "DDPJOB_NOTICE_TOKEN", "DDPJOB_RESIZE")
-
+CONTRACT = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NNODES",
+    "NODE_RANK",
+    "NPROC_PER_NODE",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "DDPJOB_RESTART_COUNT",
+    "DDPJOB_BACKEND",
+    "DDPJOB_CHECKPOINT_DIR",
+    "DDPJOB_NAME",
+    "DDPJOB_NAMESPACE",
+    "OMP_NUM_THREADS",
+    "DDPJOB_TEST_KILL_AFTER_EPOCH",
+    "DDPJOB_PROGRESS_FILE",
+    "DDPJOB_PROGRESS_PORT",
+    "DDPJOB_PROGRESS_HOST",
+    "DDPJOB_TEST_HANG_AT_STEP",
+    "DDPJOB_TEST_HANG_RANK",
+    "DDPJOB_COLLECTIVE_TIMEOUT_SECONDS",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "DDPJOB_NODE_ADDRESS",
+    "DDPJOB_NOTICE_TOKEN",
+    "DDPJOB_RESIZE",
+)
 
 
 def clean_env(**extra) -> dict:
@@ -35,8 +56,14 @@ def clean_env(**extra) -> dict:
 def contract(nnodes=1, node_rank=0, nproc=2, port=None, **extra) -> dict:
     """The env contract as the operator / local runner would set it (docs/design.md)."""
     port = port or free_port()
-    env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, NNODES=nnodes, NODE_RANK=node_rank,
-               NPROC_PER_NODE=nproc, WORLD_SIZE=nnodes * nproc)
+    env = dict(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=port,
+        NNODES=nnodes,
+        NODE_RANK=node_rank,
+        NPROC_PER_NODE=nproc,
+        WORLD_SIZE=nnodes * nproc,
+    )
     env.update({f"PET_{k}": v for k, v in list(env.items()) if k != "WORLD_SIZE"})
     if nproc == 1:
         env.update(RANK=node_rank, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1)
@@ -74,8 +101,10 @@ def write_mnist(root: Path, n_train: int = 512, n_test: int = 128) -> Path:
         labels = torch.randint(0, 10, (n,), generator=g, dtype=torch.uint8)
         images = torch.randint(0, 60, (n, 28, 28), generator=g, dtype=torch.uint8)
         for i, label in enumerate(labels.tolist()):
-            images[i, 2 * label + 3: 2 * label + 6, 4:24] = 255
-        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, n, 28, 28) + images.numpy().tobytes())
+            images[i, 2 * label + 3 : 2 * label + 6, 4:24] = 255
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(
+            struct.pack(">IIII", 2051, n, 28, 28) + images.numpy().tobytes()
+        )
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, n) + labels.numpy().tobytes())
     return root
 

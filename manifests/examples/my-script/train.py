@@ -49,8 +49,14 @@ def main() -> None:
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} step {step} loss {loss.item():.4f}", flush=True)
             if progress_record is not None and os.environ.get("DDPJOB_PROGRESS_FILE"):
-                progress_record.write(os.environ["DDPJOB_PROGRESS_FILE"], step=step, total_steps=total_steps,
-                                      epoch=epoch + 1, total_epochs=args.epochs, loss=loss.item())
+                progress_record.write(
+                    os.environ["DDPJOB_PROGRESS_FILE"],
+                    step=step,
+                    total_steps=total_steps,
+                    epoch=epoch + 1,
+                    total_epochs=args.epochs,
+                    loss=loss.item(),
+                )
     dist.destroy_process_group()
 
 

@@ -2,6 +2,7 @@
 Pod Security Admission (403), ResourceQuota (403), CRD schema + CEL (422/400).
 
 Messages are compared with the upstream texts recorded in the admission modules."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,12 @@ from ddpjob_devcluster.apiserver.admission import podsecurity, podvalidation, qu
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml").read_text())
-JOB = {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": "j", "namespace": "ns1"},
-       "spec": {"image": "img", "nodes": 2}}
+JOB = {
+    "apiVersion": "ddpjob.io/v1alpha1",
+    "kind": "DDPJob",
+    "metadata": {"name": "j", "namespace": "ns1"},
+    "spec": {"image": "img", "nodes": 2},
+}
 
 
 def pod(name: str = "p", **container) -> dict:
@@ -30,8 +35,12 @@ def pod(name: str = "p", **container) -> dict:
 
 def post(emulator, path: str, body: dict, query: str = "") -> tuple[int, dict]:
     """A raw POST, as kubectl sends it (the typed client would refuse some bodies itself)."""
-    request = urllib.request.Request(f"{emulator.url}{path}{query}", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{emulator.url}{path}{query}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request) as response:
             return response.status, json.loads(response.read())
@@ -47,18 +56,31 @@ def refused(call, *args) -> tuple[int, dict]:
 
 # ---- Pod validation ------------------------------------------------------------------
 
-@pytest.mark.parametrize("body, expected", [
-    ({"metadata": {"name": "p"}, "spec": {}}, "spec.containers: Required value"),
-    (pod(image=""), "spec.containers[0].image: Required value"),
-    (pod("Bad_Name"), 'metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain'),
-    (pod(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
-     'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'),
-    (pod(resources={"requests": {"nvidia.com/gpu": "1"}}),
-     "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
-    (pod(resources={"requests": {"cpu": "-1"}}),
-     'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'),
-    (pod(volumeMounts=[{"name": "data", "mountPath": "/d"}]), 'spec.containers[0].volumeMounts[0].name: Not found: "data"'),
-])
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ({"metadata": {"name": "p"}, "spec": {}}, "spec.containers: Required value"),
+        (pod(image=""), "spec.containers[0].image: Required value"),
+        (pod("Bad_Name"), 'metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain'),
+        (
+            pod(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+            'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1',
+        ),
+        (
+            pod(resources={"requests": {"nvidia.com/gpu": "1"}}),
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+        ),
+        (
+            pod(resources={"requests": {"cpu": "-1"}}),
+            'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0',
+        ),
+        (
+            pod(volumeMounts=[{"name": "data", "mountPath": "/d"}]),
+            'spec.containers[0].volumeMounts[0].name: Not found: "data"',
+        ),
+    ],
+)
 def test_pod_validation_refuses_with_422(core, emulator, body: dict, expected: str) -> None:
     status, st = post(emulator, "/api/v1/namespaces/ns1/pods", body)
     assert status == 422 and st["reason"] == "Invalid"
@@ -70,7 +92,8 @@ def test_several_pod_errors_are_one_bracketed_aggregate() -> None:
     body = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}], "restartPolicy": "Foo"}}
     assert podvalidation.errors(body) == [
         "spec.containers[0].image: Required value",
-        'spec.restartPolicy: Unsupported value: "Foo": supported values: "Always", "OnFailure", "Never"']
+        'spec.restartPolicy: Unsupported value: "Foo": supported values: "Always", "OnFailure", "Never"',
+    ]
 
 
 def test_the_operators_rendered_pod_is_valid() -> None:
@@ -79,6 +102,7 @@ def test_the_operators_rendered_pod_is_valid() -> None:
 
 
 # ---- Pod Security Admission ----------------------------------------------------------
+
 
 def _namespace(core, name: str, level: str) -> None:
     core.create_namespace({"metadata": {"name": name, "labels": {podsecurity.ENFORCE: level}}})
@@ -93,7 +117,8 @@ def test_restricted_namespace_refuses_a_bare_pod_with_the_upstream_message(core)
         '(container "c" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities '
         '(container "c" must set securityContext.capabilities.drop=["ALL"]), runAsNonRoot != true (pod or '
         'container "c" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container "c" must '
-        'set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")')
+        'set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")'
+    )
 
 
 def test_baseline_namespace_refuses_host_path_and_privileged(core) -> None:
@@ -127,13 +152,15 @@ def test_the_operators_rendered_pod_passes_restricted() -> None:
 
 # ---- ResourceQuota -------------------------------------------------------------------
 
+
 def test_pod_count_quota_refuses_the_second_pod(core) -> None:
     core.create_namespaced_resource_quota("ns1", {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "1"}}})
     core.create_namespaced_pod("ns1", pod("a"))
     status, st = refused(core.create_namespaced_pod, "ns1", pod("b"))
     assert status == 403 and st["reason"] == "Forbidden" and st["details"] == {"name": "b", "kind": "pods"}
-    assert st["message"] == ('pods "b" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, '
-                             'limited: pods=1')
+    assert st["message"] == (
+        'pods "b" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1'
+    )
     # A finished Pod no longer counts (QuotaV1Pod), and raising the quota lets the next in.
     core.patch_namespaced_pod_status("a", "ns1", {"status": {"phase": "Succeeded"}})
     core.create_namespaced_pod("ns1", pod("b"))
@@ -149,8 +176,10 @@ def test_gpu_request_quota_lists_only_the_exceeded_resource(core) -> None:
     core.create_namespaced_resource_quota("ns1", {"metadata": {"name": "gpu-q"}, "spec": {"hard": hard}})
     gpus = {"limits": {"nvidia.com/gpu": "8"}}
     status, st = refused(core.create_namespaced_pod, "ns1", pod("w-0", resources=gpus))
-    assert st["message"] == ('pods "w-0" is forbidden: exceeded quota: gpu-q, requested: requests.nvidia.com/gpu=8, '
-                             'used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4')
+    assert st["message"] == (
+        'pods "w-0" is forbidden: exceeded quota: gpu-q, requested: requests.nvidia.com/gpu=8, '
+        "used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4"
+    )
 
 
 def test_cpu_quota_requires_pods_to_specify_cpu() -> None:
@@ -162,10 +191,12 @@ def test_cpu_quota_requires_pods_to_specify_cpu() -> None:
 
 def test_quantities_print_like_the_api_server() -> None:
     from decimal import Decimal
+
     assert [quota.fmt(Decimal(x)) for x in ("1", "0.5", "1073741824")] == ["1", "500m", "1Gi"]
 
 
 # ---- custom resources against their CRD ------------------------------------------------
+
 
 @pytest.fixture
 def ddpjobs(api, custom):
@@ -187,8 +218,9 @@ def test_schema_and_cel_errors_are_422_naming_the_field(ddpjobs) -> None:
 
 def test_transition_rules_run_on_update(ddpjobs) -> None:
     ddpjobs.create_namespaced_custom_object("ddpjob.io", "v1alpha1", "ns1", "ddpjobs", JOB)
-    status, st = refused(ddpjobs.patch_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j",
-                         {"spec": {"nodes": 3}})
+    status, st = refused(
+        ddpjobs.patch_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j", {"spec": {"nodes": 3}}
+    )
     assert status == 422 and "spec.nodes" in st["message"]
     ddpjobs.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j", {"spec": {"suspend": True}})
 
@@ -202,8 +234,9 @@ def test_unknown_fields_are_pruned_unless_strict(ddpjobs, emulator) -> None:
     assert status == 400 and 'strict decoding error: unknown field "spec.bogus"' in st["message"]
 
 
-@pytest.mark.parametrize("field, value", [("activeDeadlineSeconds", 100000000000000),
-                                          ("ttlSecondsAfterFinished", 31536001)])
+@pytest.mark.parametrize(
+    "field, value", [("activeDeadlineSeconds", 100000000000000), ("ttlSecondsAfterFinished", 31536001)]
+)
 def test_a_duration_nobody_could_mean_is_refused_by_the_api_server(ddpjobs, field: str, value: int) -> None:
     body = {**JOB, "spec": {**JOB["spec"], field: value}}
     status, st = refused(ddpjobs.create_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", body)
@@ -212,12 +245,15 @@ def test_a_duration_nobody_could_mean_is_refused_by_the_api_server(ddpjobs, fiel
 
 def test_an_object_stored_under_older_rules_can_still_be_annotated(ddpjobs, emulator) -> None:
     from kmock._internal import references
+
     bad = {**JOB, "spec": {**JOB["spec"], "nodes": 0}}
     emulator.store.create(references.resource("ddpjob.io/v1alpha1/ddpjobs"), "ns1", bad)
     # Ratcheting: the unchanged invalid field does not block a metadata change ...
-    ddpjobs.patch_namespaced_custom_object("ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j",
-                                           {"metadata": {"annotations": {"a": "b"}}})
+    ddpjobs.patch_namespaced_custom_object(
+        "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j", {"metadata": {"annotations": {"a": "b"}}}
+    )
     # ... but changing it to another invalid value is refused.
-    status, st = refused(ddpjobs.patch_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j",
-                         {"spec": {"nodes": -1}})
+    status, st = refused(
+        ddpjobs.patch_namespaced_custom_object, "ddpjob.io", "v1alpha1", "ns1", "ddpjobs", "j", {"spec": {"nodes": -1}}
+    )
     assert status == 422 and "spec.nodes" in st["message"]

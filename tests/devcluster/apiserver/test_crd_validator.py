@@ -9,16 +9,37 @@ from ddpjob_devcluster.apiserver.crd_validator import CRDValidator, load
 
 
 def make_crd(spec_schema: dict, root_rules: list | None = None) -> CRDValidator:
-    schema = {"type": "object", "required": ["spec"], "properties": {
-        "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-        "spec": spec_schema, "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}
+    schema = {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+        },
+    }
     if root_rules:
         schema["x-kubernetes-validations"] = root_rules
-    return CRDValidator({
-        "metadata": {"name": "widgets.example.io"},
-        "spec": {"group": "example.io", "names": {"kind": "Widget", "plural": "widgets"}, "versions": [
-            {"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-             "schema": {"openAPIV3Schema": schema}}]}})
+    return CRDValidator(
+        {
+            "metadata": {"name": "widgets.example.io"},
+            "spec": {
+                "group": "example.io",
+                "names": {"kind": "Widget", "plural": "widgets"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "subresources": {"status": {}},
+                        "schema": {"openAPIV3Schema": schema},
+                    }
+                ],
+            },
+        }
+    )
 
 
 def widget(**spec):
@@ -37,10 +58,17 @@ SCHEMA = {
         "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
         "name": {"type": "string", "minLength": 1, "pattern": "^[a-z]+$"},
         "flag": {"type": "boolean"},
-        "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"],
-                  "items": {"type": "object", "required": ["key"], "properties": {
-                      "key": {"type": "string"}, "n": {"type": "integer", "default": 7}},
-                      "x-kubernetes-validations": [{"rule": "self.n < 100", "message": "n too big"}]}},
+        "items": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["key"],
+            "items": {
+                "type": "object",
+                "required": ["key"],
+                "properties": {"key": {"type": "string"}, "n": {"type": "integer", "default": 7}},
+                "x-kubernetes-validations": [{"rule": "self.n < 100", "message": "n too big"}],
+            },
+        },
         "nested": {"type": "object", "properties": {"inner": {"type": "string", "default": "x"}}},
         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
         "quantities": {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}},
@@ -77,34 +105,45 @@ def test_status_sent_to_the_main_resource_is_dropped(v):
     assert v.validate({**widget(), "status": {"phase": 3}}) == []
 
 
-@pytest.mark.parametrize("spec, path", [
-    ({"count": "2"}, "spec.count"),
-    ({"count": 1.5}, "spec.count"),
-    ({"count": True}, "spec.count"),
-    ({"count": 0}, "spec.count"),
-    ({"count": 11}, "spec.count"),
-    ({"size": True}, "spec.size"),
-    ({"size": 1.5}, "spec.size"),
-    ({"mode": "c"}, "spec.mode"),
-    ({"name": ""}, "spec.name"),
-    ({"name": "Abc"}, "spec.name"),
-    ({"name": "abc\n"}, "spec.name"),  # RE2: '$' is the end of the text, unlike Python's re
-    ({"flag": "yes"}, "spec.flag"),
-    ({"items": {"key": "k"}}, "spec.items"),
-    ({"items": [{"n": 1}]}, "spec.items[0].key"),
-    ({"items": [{"key": "k"}, {"key": "k"}]}, "spec.items[1]"),
-    ({"quantities": {"cpu": [1]}}, "spec.quantities.cpu"),
-    ({"nested": "x"}, "spec.nested"),
-])
+@pytest.mark.parametrize(
+    "spec, path",
+    [
+        ({"count": "2"}, "spec.count"),
+        ({"count": 1.5}, "spec.count"),
+        ({"count": True}, "spec.count"),
+        ({"count": 0}, "spec.count"),
+        ({"count": 11}, "spec.count"),
+        ({"size": True}, "spec.size"),
+        ({"size": 1.5}, "spec.size"),
+        ({"mode": "c"}, "spec.mode"),
+        ({"name": ""}, "spec.name"),
+        ({"name": "Abc"}, "spec.name"),
+        ({"name": "abc\n"}, "spec.name"),  # RE2: '$' is the end of the text, unlike Python's re
+        ({"flag": "yes"}, "spec.flag"),
+        ({"items": {"key": "k"}}, "spec.items"),
+        ({"items": [{"n": 1}]}, "spec.items[0].key"),
+        ({"items": [{"key": "k"}, {"key": "k"}]}, "spec.items[1]"),
+        ({"quantities": {"cpu": [1]}}, "spec.quantities.cpu"),
+        ({"nested": "x"}, "spec.nested"),
+    ],
+)
 def test_the_openapi_part_rejects_with_the_field_path(v, spec, path):
     assert path in paths(v.validate(widget(**spec)))
 
 
-@pytest.mark.parametrize("spec", [
-    {}, {"size": 3}, {"size": "3Gi"}, {"count": 10, "mode": "b", "name": "abc", "flag": False},
-    {"items": [{"key": "a"}, {"key": "b", "n": 99}]}, {"free": {"anything": [1, {"goes": None}]}},
-    {"quantities": {"cpu": 2, "memory": "1Gi"}}, {"count": None},
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},
+        {"size": 3},
+        {"size": "3Gi"},
+        {"count": 10, "mode": "b", "name": "abc", "flag": False},
+        {"items": [{"key": "a"}, {"key": "b", "n": 99}]},
+        {"free": {"anything": [1, {"goes": None}]}},
+        {"quantities": {"cpu": 2, "memory": "1Gi"}},
+        {"count": None},
+    ],
+)
 def test_good_objects_pass(v, spec):
     assert v.validate(widget(**spec)) == []
 
@@ -131,15 +170,21 @@ def test_routing_object_meta(v):
 
 
 def rule_crd(*rules, root_rules=None, **props):
-    schema = {"type": "object", "properties": {
-        "a": {"type": "integer", "default": 1}, "b": {"type": "integer", "default": 1},
-        "s": {"type": "string"}, **props}, "x-kubernetes-validations": list(rules)}
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "default": 1},
+            "b": {"type": "integer", "default": 1},
+            "s": {"type": "string"},
+            **props,
+        },
+        "x-kubernetes-validations": list(rules),
+    }
     return make_crd(schema, root_rules)
 
 
 def test_a_false_rule_is_reported_at_its_field_path_with_its_message():
-    v = rule_crd({"rule": "self.a <= self.b", "message": "a must be <= b", "fieldPath": ".a"},
-                 {"rule": "self.a != 5"})
+    v = rule_crd({"rule": "self.a <= self.b", "message": "a must be <= b", "fieldPath": ".a"}, {"rule": "self.a != 5"})
     assert v.validate(widget(a=1, b=2)) == []
     assert [tuple(e) for e in v.validate(widget(a=3, b=2))] == [("spec.a", "a must be <= b")]
     assert [tuple(e) for e in v.validate(widget(a=5, b=9))] == [("spec", "failed rule: self.a != 5")]
@@ -171,19 +216,32 @@ def test_no_rule_runs_after_a_type_or_enum_error_but_after_a_range_error_they_do
 
 
 def test_root_rules_see_only_metadata_name():
-    v = rule_crd(root_rules=[{"rule": "self.metadata.name.size() < 5", "message": "short", "fieldPath": ".metadata.name"},
-                             {"rule": "!has(self.metadata.namespace)", "message": "namespace is hidden"}])
+    v = rule_crd(
+        root_rules=[
+            {"rule": "self.metadata.name.size() < 5", "message": "short", "fieldPath": ".metadata.name"},
+            {"rule": "!has(self.metadata.namespace)", "message": "namespace is hidden"},
+        ]
+    )
     body = {**widget(), "metadata": {"name": "w", "namespace": "default"}}
     assert v.validate(body) == []
     assert [tuple(e) for e in v.validate({**body, "metadata": {"name": "longer"}})] == [("metadata.name", "short")]
 
 
 def test_transition_rules_run_only_on_update_with_an_old_value():
-    v = rule_crd(s={"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable"}]},
-                 items={"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
-                        "items": {"type": "object", "required": ["k"], "properties": {
-                            "k": {"type": "string"}, "v": {"type": "string"}},
-                            "x-kubernetes-validations": [{"rule": "self.v == oldSelf.v", "message": "v frozen"}]}})
+    v = rule_crd(
+        s={"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable"}]},
+        items={
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["k"],
+            "items": {
+                "type": "object",
+                "required": ["k"],
+                "properties": {"k": {"type": "string"}, "v": {"type": "string"}},
+                "x-kubernetes-validations": [{"rule": "self.v == oldSelf.v", "message": "v frozen"}],
+            },
+        },
+    )
     assert v.validate(widget(s="new")) == []  # create: no oldSelf
     assert v.validate(widget(s="new"), old=widget()) == []  # old had no value there
     assert [tuple(e) for e in v.validate(widget(s="new"), old=widget(s="old"))] == [("spec.s", "immutable")]

@@ -2,6 +2,7 @@
 CheckGracefulDelete, apiserver/pkg/registry/rest/delete.go BeforeDelete): a Pod on a node
 stays Terminating until its kubelet confirms, a lost kubelet never does, a force delete
 (grace 0) removes it at once."""
+
 from __future__ import annotations
 
 import kubernetes
@@ -40,8 +41,9 @@ def test_a_pod_on_a_node_stays_terminating_until_its_kubelet_confirms(core) -> N
     assert gone.value.status == 404
 
 
-@pytest.mark.parametrize("body, status", [(pod("p", node=None), None), (pod("p"), "Succeeded"),
-                                          (pod("p", grace=0), None)])
+@pytest.mark.parametrize(
+    "body, status", [(pod("p", node=None), None), (pod("p"), "Succeeded"), (pod("p", grace=0), None)]
+)
 def test_unscheduled_finished_or_zero_grace_pods_go_at_once(core, body: dict, status: str | None) -> None:
     core.create_namespaced_pod("ns1", body)
     if status:

@@ -1,6 +1,7 @@
 """A followed container log, as both log servers (the emulator's, the real API server's
 kubelet) read it: whole lines while the container runs, its last partial line once it has
 exited, and the end of the stream after that."""
+
 from __future__ import annotations
 
 from ddpjob_devcluster.apiserver.pod_logs import LogReader

@@ -2,6 +2,7 @@
 whose steps only record themselves: the order of the steps, and what a failure at a step
 stops. The real backends run it in tests/system (RealCluster) and
 tests/devcluster/scenarios (LocalCluster)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -90,10 +91,10 @@ def test_a_failed_step_stops_what_started_and_raises(tmp_path: pathlib.Path, ste
     with pytest.raises(RuntimeError, match=f"{step} failed"):
         cluster.start()
     started = ["api", "install", "nodes", "operator made"]
-    before = started[:started.index(step)]
-    assert cluster.log[:len(before)] == before
+    before = started[: started.index(step)]
+    assert cluster.log[: len(before)] == before
     # The operator was never made, so nothing stops it; nothing is uninstalled without a client.
     stops = ["nodes stopped"] + (["uninstalled"] if step != "api" else []) + ["api stopped"]
-    assert cluster.log[len(before):] == stops
+    assert cluster.log[len(before) :] == stops
     cluster.stop()  # a second stop is harmless
     assert cluster.api is None and cluster.operator is None

@@ -18,7 +18,9 @@ def fake_pkg_config(folder: pathlib.Path, present: set[str]) -> None:
     """A pkg-config that knows only `present`."""
     script = folder / "pkg-config"
     names = " ".join(sorted(present))
-    script.write_text(f'#!/bin/sh\n[ "$1" = --exists ] || exit 2\nfor n in {names}; do [ "$2" = "$n" ] && exit 0; done\nexit 1\n')
+    script.write_text(
+        f'#!/bin/sh\n[ "$1" = --exists ] || exit 2\nfor n in {names}; do [ "$2" = "$n" ] && exit 0; done\nexit 1\n'
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
@@ -57,7 +59,7 @@ def test_where_nothing_can_install_it_the_error_names_the_package_and_the_comman
 def apt_get(tmp_path: pathlib.Path) -> pathlib.Path:
     """An apt-get that records its arguments and installs nothing."""
     apt = tmp_path / "apt-get"
-    apt.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/apt-args\n")
+    apt.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/apt-args\n')
     apt.chmod(0o755)
     return tmp_path / "apt-args"
 

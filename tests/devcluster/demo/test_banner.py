@@ -1,6 +1,7 @@
 """The demo cluster's "in another terminal" lines work as pasted in another terminal: one
 whose directory is elsewhere and whose PATH has neither this checkout's `ddpjob` nor its
 `kubectl` (the machine's own kubectl may be of a minor version outside the server's skew)."""
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,12 @@ from ddpjob_devcluster.demo import main as demo
 
 def banner(tmp_path: pathlib.Path) -> str:
     cluster = types.SimpleNamespace(
-        kubeconfig=tmp_path / "kubeconfig", workdir=tmp_path, kubectl_path=ClusterClient.kubectl_path,
+        kubeconfig=tmp_path / "kubeconfig",
+        workdir=tmp_path,
+        kubectl_path=ClusterClient.kubectl_path,
         emulator=types.SimpleNamespace(url="https://127.0.0.1:6443"),
-        operator=types.SimpleNamespace(pid=1, log_path=tmp_path / "operator.log"))
+        operator=types.SimpleNamespace(pid=1, log_path=tmp_path / "operator.log"),
+    )
     return demo.instructions(cluster)  # type: ignore[arg-type]
 
 

@@ -2,6 +2,7 @@
 lookup of a Pod's address falls back to the number quietly instead of failing with
 EAI_AGAIN (torch's `[c10d] The hostname of the client socket cannot be retrieved. err=-3`
 at the top of every Pod's log)."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,12 @@ from ddpjob_devcluster.clusters.client import ROOT
 from ddpjob_devcluster.demo import dns
 
 # A PTR query for 9.0.244.10.in-addr.arpa, id 0x1234, recursion desired.
-QUERY = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + b"".join(
-    bytes([len(label)]) + label for label in (b"9", b"0", b"244", b"10", b"in-addr", b"arpa")) + b"\0" + \
-    struct.pack("!HH", 12, 1)
+QUERY = (
+    struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+    + b"".join(bytes([len(label)]) + label for label in (b"9", b"0", b"244", b"10", b"in-addr", b"arpa"))
+    + b"\0"
+    + struct.pack("!HH", 12, 1)
+)
 
 
 def test_every_question_is_answered_no_such_name():
@@ -35,7 +39,7 @@ def test_the_name_servers_of_a_resolv_conf():
     assert dns.nameservers(text) == ["10.255.255.53", "127.0.0.53"]
 
 
-LOOKUP = textwrap.dedent('''
+LOOKUP = textwrap.dedent("""
     import socket, sys
     from ddpjob_devcluster.demo import network as cluster_network
     why = cluster_network.enter()
@@ -46,14 +50,20 @@ LOOKUP = textwrap.dedent('''
         print('NAME', socket.getnameinfo((cluster_network.PodAddresses()(), 29500), 0)[0], flush=True)
     except OSError as e:
         print('FAILED', e, flush=True)
-''')
+""")
 
 
 def test_inside_the_namespace_a_pod_address_is_named_by_its_number():
-    out = subprocess.run([sys.executable, '-c', LOOKUP], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT / 'operator'))).stdout.split()
-    if out[:1] == ['NO-NAMESPACE']:
-        pytest.skip(f'no network namespace can be made here: {" ".join(out[1:])}')
-    if not dns.nameservers(open('/etc/resolv.conf').read()):
-        pytest.skip('this machine names no IPv4 name server')
-    assert out == ['NAME', '10.244.0.2'], out
+    out = subprocess.run(
+        [sys.executable, "-c", LOOKUP],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "operator")),
+    ).stdout.split()
+    if out[:1] == ["NO-NAMESPACE"]:
+        pytest.skip(f"no network namespace can be made here: {' '.join(out[1:])}")
+    if not dns.nameservers(open("/etc/resolv.conf").read()):
+        pytest.skip("this machine names no IPv4 name server")
+    assert out == ["NAME", "10.244.0.2"], out

@@ -2,6 +2,7 @@
 and created through the API run as processes with the Pod's env, resolved for this
 machine; phases and exit codes go back through pods/status; deletion and container
 exit stop the whole process tree."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
 
-NS = 'ml'
+NS = "ml"
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def core(emulator: ClusterEmulator) -> Iterator[kubernetes.client.CoreV1Api]:
 
 @pytest.fixture
 def kubelet(emulator: ClusterEmulator, tmp_path: pathlib.Path) -> Iterator[ProcessKubelet]:
-    kubelet = ProcessKubelet(emulator.url, tmp_path / 'kubelet', stop_grace=1.0).start()
+    kubelet = ProcessKubelet(emulator.url, tmp_path / "kubelet", stop_grace=1.0).start()
     try:
         yield kubelet
     finally:
@@ -57,32 +58,46 @@ def kubelet(emulator: ClusterEmulator, tmp_path: pathlib.Path) -> Iterator[Proce
 
 def job(script: str, **extra: Any) -> spec.DDPJob:
     """A DDPJob whose trainer container runs a Python script (no torch needed)."""
-    return spec.parse_job({
-        'apiVersion': 'ddpjob.io/v1alpha1', 'kind': 'DDPJob',
-        'metadata': {'name': 'probe', 'namespace': NS, 'uid': 'u-1', 'generation': 1},
-        'spec': {'nodes': 2, 'nprocPerNode': 1, 'image': 'none', 'command': [sys.executable, '-c',
-                                                                                textwrap.dedent(script)], **extra}})
+    return spec.parse_job(
+        {
+            "apiVersion": "ddpjob.io/v1alpha1",
+            "kind": "DDPJob",
+            "metadata": {"name": "probe", "namespace": NS, "uid": "u-1", "generation": 1},
+            "spec": {
+                "nodes": 2,
+                "nprocPerNode": 1,
+                "image": "none",
+                "command": [sys.executable, "-c", textwrap.dedent(script)],
+                **extra,
+            },
+        }
+    )
 
 
-def create_pods(core: kubernetes.client.CoreV1Api, ddpjob: spec.DDPJob, restart_count: int = 0,
-                ranks: tuple[int, ...] = (0, 1)) -> None:
+def create_pods(
+    core: kubernetes.client.CoreV1Api, ddpjob: spec.DDPJob, restart_count: int = 0, ranks: tuple[int, ...] = (0, 1)
+) -> None:
     for rank in ranks:
         pod = render.render_pod(ddpjob, rank, restart_count)
-        pod['metadata'].pop('ownerReferences')  # no DDPJob object in this test
+        pod["metadata"].pop("ownerReferences")  # no DDPJob object in this test
         core.create_namespaced_pod(NS, pod)
 
 
 def pod_status(emulator: ClusterEmulator, name: str) -> dict[str, Any]:
-    return (emulator.get_object('v1/pods', NS, name) or {}).get('status') or {}
+    return (emulator.get_object("v1/pods", NS, name) or {}).get("status") or {}
 
 
 def wait_phase(emulator: ClusterEmulator, name: str, phase: str) -> dict[str, Any]:
-    return wait_until(lambda: (st := pod_status(emulator, name)).get('phase') == phase and st, REACTION,
-                      f'{name} did not reach {phase}', lambda: pod_status(emulator, name))
+    return wait_until(
+        lambda: (st := pod_status(emulator, name)).get("phase") == phase and st,
+        REACTION,
+        f"{name} did not reach {phase}",
+        lambda: pod_status(emulator, name),
+    )
 
 
 def terminated(status: dict[str, Any]) -> dict[str, Any]:
-    return status['containerStatuses'][0]['state']['terminated']
+    return status["containerStatuses"][0]["state"]["terminated"]
 
 
 DUMP_ENV = """
@@ -95,37 +110,41 @@ DUMP_ENV = """
 
 
 def test_pods_run_with_their_env_resolved_for_this_machine(emulator, core, kubelet):
-    ddpjob = job(DUMP_ENV, checkpoint={'claimName': 'data'})
+    ddpjob = job(DUMP_ENV, checkpoint={"claimName": "data"})
     create_pods(core, ddpjob)
 
-    ok, failed = wait_phase(emulator, 'probe-0', 'Succeeded'), wait_phase(emulator, 'probe-1', 'Failed')
-    assert terminated(ok)['exitCode'] == 0 and terminated(ok)['reason'] == 'Completed'
-    assert terminated(failed)['exitCode'] == 3 and terminated(failed)['reason'] == 'Error'
-    assert failed['containerStatuses'][0]['name'] == 'trainer'
+    ok, failed = wait_phase(emulator, "probe-0", "Succeeded"), wait_phase(emulator, "probe-1", "Failed")
+    assert terminated(ok)["exitCode"] == 0 and terminated(ok)["reason"] == "Completed"
+    assert terminated(failed)["exitCode"] == 3 and terminated(failed)["reason"] == "Error"
+    assert failed["containerStatuses"][0]["name"] == "trainer"
     # An IP of its own per Pod (a loopback address here), as a CNI plugin gives.
-    assert ok['podIP'] != failed['podIP'] and ok['podIP'].startswith('127.')
+    assert ok["podIP"] != failed["podIP"] and ok["podIP"].startswith("127.")
 
-    envs = [json.loads((pathlib.Path(kubelet.container(f'probe-{r}', NS, running=False).log_path).parent
-                        / 'env.json').read_text()) for r in (0, 1)]
+    envs = [
+        json.loads(
+            (pathlib.Path(kubelet.container(f"probe-{r}", NS, running=False).log_path).parent / "env.json").read_text()
+        )
+        for r in (0, 1)
+    ]
     for rank, env in enumerate(envs):
-        assert env['MASTER_ADDR'] == env['PET_MASTER_ADDR'] == '127.0.0.1'  # not probe-0.probe.ml.svc
-        assert env['MASTER_PORT'] == env['PET_MASTER_PORT'] != '29500'
-        assert env['NODE_RANK'] == str(rank) and env['DDPJOB_RESTART_COUNT'] == '0'
-        assert env['DDPJOB_CHECKPOINT_DIR'] == str(kubelet.checkpoint_dir('probe', NS))  # not /checkpoints
-        assert env['DDPJOB_PROGRESS_FILE'] == str(pathlib.Path(env['cwd']) / 'progress.json')  # not /run/ddpjob
-    assert [e['DDPJOB_PROGRESS_HOST'] for e in envs] == [ok['podIP'], failed['podIP']]  # the launcher binds it
-    assert envs[0]['MASTER_PORT'] == envs[1]['MASTER_PORT']  # one rendezvous per attempt
-    assert envs[0]['cwd'] != envs[1]['cwd']  # a directory of its own per Pod
+        assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "127.0.0.1"  # not probe-0.probe.ml.svc
+        assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] != "29500"
+        assert env["NODE_RANK"] == str(rank) and env["DDPJOB_RESTART_COUNT"] == "0"
+        assert env["DDPJOB_CHECKPOINT_DIR"] == str(kubelet.checkpoint_dir("probe", NS))  # not /checkpoints
+        assert env["DDPJOB_PROGRESS_FILE"] == str(pathlib.Path(env["cwd"]) / "progress.json")  # not /run/ddpjob
+    assert [e["DDPJOB_PROGRESS_HOST"] for e in envs] == [ok["podIP"], failed["podIP"]]  # the launcher binds it
+    assert envs[0]["MASTER_PORT"] == envs[1]["MASTER_PORT"]  # one rendezvous per attempt
+    assert envs[0]["cwd"] != envs[1]["cwd"]  # a directory of its own per Pod
 
 
 def test_each_attempt_of_a_job_gets_its_own_port(emulator, core, kubelet):
     ddpjob = job(DUMP_ENV)
     create_pods(core, ddpjob, restart_count=0, ranks=(0,))
-    wait_phase(emulator, 'probe-0', 'Succeeded')
-    core.delete_namespaced_pod('probe-0', NS)
+    wait_phase(emulator, "probe-0", "Succeeded")
+    core.delete_namespaced_pod("probe-0", NS)
     create_pods(core, ddpjob, restart_count=1, ranks=(0,))
-    wait_until(lambda: len(kubelet.ports) == 2, REACTION, 'the second attempt did not start')
-    assert kubelet.ports[(NS, 'probe', 0)] != kubelet.ports[(NS, 'probe', 1)]
+    wait_until(lambda: len(kubelet.ports) == 2, REACTION, "the second attempt did not start")
+    assert kubelet.ports[(NS, "probe", 0)] != kubelet.ports[(NS, "probe", 1)]
 
 
 STUBBORN = """
@@ -144,64 +163,74 @@ STUBBORN = """
 
 def test_a_deleted_pod_gets_sigterm_then_its_whole_tree_is_killed(emulator, core, kubelet):
     create_pods(core, job(STUBBORN), ranks=(0,))
-    container = wait_until(lambda: kubelet.container('probe-0', NS), REACTION, 'the Pod did not start')
+    container = wait_until(lambda: kubelet.container("probe-0", NS), REACTION, "the Pod did not start")
     workdir = container.log_path.parent
-    wait_until(lambda: (workdir / 'ready').exists(), REACTION, 'the script did not start')
+    wait_until(lambda: (workdir / "ready").exists(), REACTION, "the script did not start")
     assert len(kubelet.live_processes()) == 2
 
-    core.delete_namespaced_pod('probe-0', NS)
+    core.delete_namespaced_pod("probe-0", NS)
 
-    wait_until(lambda: (workdir / 'got-sigterm').exists(), REACTION, 'no SIGTERM on deletion')
-    wait_until(lambda: container.exit_code is not None and not kubelet.live_processes(), REACTION,
-               'the container was not killed after its grace')
+    wait_until(lambda: (workdir / "got-sigterm").exists(), REACTION, "no SIGTERM on deletion")
+    wait_until(
+        lambda: container.exit_code is not None and not kubelet.live_processes(),
+        REACTION,
+        "the container was not killed after its grace",
+    )
     assert container.exit_code == 128 + signal.SIGKILL
-    assert emulator.get_object('v1/pods', NS, 'probe-0') is None  # gone at once, as the emulator does
+    assert emulator.get_object("v1/pods", NS, "probe-0") is None  # gone at once, as the emulator does
 
 
 def test_when_the_main_process_ends_the_container_ends(emulator, core, kubelet):
-    create_pods(core, job("""
+    create_pods(
+        core,
+        job("""
         import subprocess, sys
         subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)
-    """), ranks=(0,))
-    wait_phase(emulator, 'probe-0', 'Succeeded')
-    wait_until(lambda: not kubelet.live_processes(), REACTION, 'a process outlived its container')
+    """),
+        ranks=(0,),
+    )
+    wait_phase(emulator, "probe-0", "Succeeded")
+    wait_until(lambda: not kubelet.live_processes(), REACTION, "a process outlived its container")
 
 
 def test_a_command_that_cannot_start_fails_the_pod(emulator, core, kubelet):
-    ddpjob = job('')
+    ddpjob = job("")
     pod = render.render_pod(ddpjob, 0, 0)
-    pod['metadata'].pop('ownerReferences')
-    pod['spec']['containers'][0]['command'] = ['no-such-program-here']
+    pod["metadata"].pop("ownerReferences")
+    pod["spec"]["containers"][0]["command"] = ["no-such-program-here"]
     core.create_namespaced_pod(NS, pod)
-    status = wait_phase(emulator, 'probe-0', 'Failed')
-    assert terminated(status)['exitCode'] == 128 and terminated(status)['reason'] == 'StartError'
-    assert 'no-such-program-here' in terminated(status)['message']
+    status = wait_phase(emulator, "probe-0", "Failed")
+    assert terminated(status)["exitCode"] == 128 and terminated(status)["reason"] == "StartError"
+    assert "no-such-program-here" in terminated(status)["message"]
 
 
 def test_a_failed_container_s_last_log_lines_are_its_termination_message(emulator, core, kubelet):
     # terminationMessagePolicy FallbackToLogsOnError (the rendered trainer's): the kubelet's
     # last 80 lines (2 KiB at most) of a container that failed; none for one that succeeded.
-    create_pods(core, job("""
+    create_pods(
+        core,
+        job("""
         import os, sys
         for i in range(100):
             print(f'line {i}')
         print('error: no CUDA device', file=sys.stderr)
         sys.exit(0 if os.environ['NODE_RANK'] == '1' else 2)
-    """))
-    failed = terminated(wait_phase(emulator, 'probe-0', 'Failed'))
-    lines = failed['message'].splitlines()
-    assert failed['exitCode'] == 2 and lines[-1] == 'error: no CUDA device' and len(lines) == 80
-    assert lines[0] == 'line 21' and len(failed['message'].encode()) <= 2048
-    assert 'message' not in terminated(wait_phase(emulator, 'probe-1', 'Succeeded'))
+    """),
+    )
+    failed = terminated(wait_phase(emulator, "probe-0", "Failed"))
+    lines = failed["message"].splitlines()
+    assert failed["exitCode"] == 2 and lines[-1] == "error: no CUDA device" and len(lines) == 80
+    assert lines[0] == "line 21" and len(failed["message"].encode()) <= 2048
+    assert "message" not in terminated(wait_phase(emulator, "probe-1", "Succeeded"))
 
 
 def test_the_readme_progress_recipe_without_the_package_works_in_a_pod(emulator, core, kubelet):
     # The record's directory exists before the container starts, as a Pod's emptyDir does.
-    recipe = pathlib.Path(__file__).resolve().parents[2] / 'local' / 'scripts' / 'progress_by_hand.py'
-    create_pods(core, job(recipe.read_text(), env=[{'name': 'DDPJOB_TEST_PROGRESS_LINGER', 'value': '0'}]), ranks=(0,))
-    wait_phase(emulator, 'probe-0', 'Succeeded')
-    log_dir = pathlib.Path(kubelet.container('probe-0', NS, running=False).log_path).parent
-    assert json.loads((log_dir / 'progress.json').read_text())['step'] == 48
+    recipe = pathlib.Path(__file__).resolve().parents[2] / "local" / "scripts" / "progress_by_hand.py"
+    create_pods(core, job(recipe.read_text(), env=[{"name": "DDPJOB_TEST_PROGRESS_LINGER", "value": "0"}]), ranks=(0,))
+    wait_phase(emulator, "probe-0", "Succeeded")
+    log_dir = pathlib.Path(kubelet.container("probe-0", NS, running=False).log_path).parent
+    assert json.loads((log_dir / "progress.json").read_text())["step"] == 48
 
 
 class FlakyStatusAPI:
@@ -211,54 +240,82 @@ class FlakyStatusAPI:
         self.fail, self.calls = fail, []
 
     def patch_namespaced_pod_status(self, name: str, namespace: str, body: dict, **_: Any) -> None:
-        self.calls.append(('status', body['status']['phase']))
+        self.calls.append(("status", body["status"]["phase"]))
         if self.fail > 0:
             self.fail -= 1
-            raise kubernetes.client.ApiException(status=500, reason='injected')
+            raise kubernetes.client.ApiException(status=500, reason="injected")
 
-    def delete_namespaced_pod(self, name: str, namespace: str, body: kubernetes.client.V1DeleteOptions, **_: Any) -> None:
-        self.calls.append(('delete', body.grace_period_seconds))
+    def delete_namespaced_pod(
+        self, name: str, namespace: str, body: kubernetes.client.V1DeleteOptions, **_: Any
+    ) -> None:
+        self.calls.append(("delete", body.grace_period_seconds))
 
 
 class ExitedProcess:
     """A container's main process that ended with SIGTERM's 143."""
+
     _reader = None
 
     def poll(self) -> int:
         return 143
 
     def terminated(self) -> Terminated:
-        return Terminated(143, 'Error', 1.0, None)
+        return Terminated(143, "Error", 1.0, None)
 
 
-@pytest.mark.parametrize('fail', [0, 2])
+@pytest.mark.parametrize("fail", [0, 2])
 def test_a_deleted_pod_held_by_a_finalizer_gets_its_terminal_status_before_the_grace_0_delete(tmp_path, fail):
     """Kueue's finalizer keeps a stopped Pod until it is seen to end: the kubelet writes the
     terminal phase, retrying a failed write, and confirms the deletion only after it (as the
     status manager syncs a terminal status before it deletes). Before, a failed write was
     dropped once the Pod was being deleted and the grace-0 delete left it `Running` forever."""
-    kubelet = ProcessKubelet('http://127.0.0.1:1', tmp_path)
-    c = Container(namespace=NS, pod='victim-0', uid='u-0', job='victim', attempt=0, tag='t',
-                  log_path=tmp_path / 'log', proc=ExitedProcess(), times={'seen': 0.0})
+    kubelet = ProcessKubelet("http://127.0.0.1:1", tmp_path)
+    c = Container(
+        namespace=NS,
+        pod="victim-0",
+        uid="u-0",
+        job="victim",
+        attempt=0,
+        tag="t",
+        log_path=tmp_path / "log",
+        proc=ExitedProcess(),
+        times={"seen": 0.0},
+    )
     kubelet.containers[c.uid] = c
     api = FlakyStatusAPI(fail)
     c.confirm_deletion, c.deleted = True, True  # what a graceful deletion's event sets (_on_pod)
     for _ in range(fail + 2):
         kubelet._tick(api)
-    assert api.calls == [('status', 'Failed')] * (fail + 1) + [('delete', 0)]
+    assert api.calls == [("status", "Failed")] * (fail + 1) + [("delete", 0)]
 
 
 def test_a_deletion_seen_after_the_container_exited_still_writes_its_terminal_status_first(tmp_path):
     """Kueue stops a Pod with two events (TerminationTarget, then the deletion): the kubelet
     drains both before its next tick, by when SIGTERM has already ended the container."""
-    kubelet = ProcessKubelet('http://127.0.0.1:1', tmp_path)
-    c = Container(namespace=NS, pod='victim-0', uid='u-0', job='victim', attempt=0, tag='t',
-                  log_path=tmp_path / 'log', proc=ExitedProcess(), times={'seen': 0.0})
+    kubelet = ProcessKubelet("http://127.0.0.1:1", tmp_path)
+    c = Container(
+        namespace=NS,
+        pod="victim-0",
+        uid="u-0",
+        job="victim",
+        attempt=0,
+        tag="t",
+        log_path=tmp_path / "log",
+        proc=ExitedProcess(),
+        times={"seen": 0.0},
+    )
     kubelet.containers[c.uid] = c
     api = FlakyStatusAPI(0)
-    deleting = {'metadata': {'uid': 'u-0', 'name': 'victim-0', 'namespace': NS,
-                             'deletionTimestamp': '2026-01-01T00:00:00Z', 'deletionGracePeriodSeconds': 30}}
+    deleting = {
+        "metadata": {
+            "uid": "u-0",
+            "name": "victim-0",
+            "namespace": NS,
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "deletionGracePeriodSeconds": 30,
+        }
+    }
     kubelet._on_pod(api, deleting)
     kubelet._on_pod(api, deleting)
     kubelet._tick(api)
-    assert api.calls == [('status', 'Failed'), ('delete', 0)]
+    assert api.calls == [("status", "Failed"), ("delete", 0)]

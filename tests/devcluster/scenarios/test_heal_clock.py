@@ -1,6 +1,7 @@
 """One heal clock (sample_audit.healed): the disruption to the END of the first optimizer
 step of the next group, for the cluster scenario (heal.py) and the `ddpjob run` benchmark
 (benchmarks/in_place_resize.py) alike."""
+
 from __future__ import annotations
 
 import ast
@@ -22,6 +23,9 @@ def test_healed_is_the_end_of_the_first_step_of_the_next_group():
 
 def test_the_benchmark_and_the_scenario_read_the_one_clock():
     for path in ("benchmarks/in_place_resize.py", "operator/ddpjob_devcluster/scenarios/heal.py"):
-        calls = {node.func.attr for node in ast.walk(ast.parse((ROOT / path).read_text()))
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+        calls = {
+            node.func.attr
+            for node in ast.walk(ast.parse((ROOT / path).read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        }
         assert "healed" in calls, path

@@ -27,17 +27,29 @@ def scheduler(store):
 
 
 def pod(name, gpus=1, group=None, **spec):
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name.rsplit("-", 1)[0]}},
-            "spec": {"containers": [{"name": "c", "image": "x",
-                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}}], **spec}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name.rsplit("-", 1)[0]}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}}
+            ],
+            **spec,
+        },
+    }
     if group:
         body["spec"]["schedulingGroup"] = {"podGroupName": group}
     return body
 
 
 def pod_group(name, min_count):
-    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
 
 
 def create(store, *bodies):
@@ -50,8 +62,9 @@ def get(store, name):
 
 
 def scheduled(store, name):
-    cond = next((c for c in (get(store, name).get("status") or {}).get("conditions", [])
-                 if c["type"] == "PodScheduled"), None)
+    cond = next(
+        (c for c in (get(store, name).get("status") or {}).get("conditions", []) if c["type"] == "PodScheduled"), None
+    )
     return get(store, name)["spec"].get("nodeName"), cond
 
 
@@ -83,8 +96,13 @@ def test_finished_pods_free_their_node(store, scheduler):
 
 
 def test_a_gang_is_placed_all_or_nothing(store, scheduler):
-    create(store, pod_group("a", 4), pod_group("b", 4),
-           *(pod(f"a-{i}", group="a") for i in range(3)), *(pod(f"b-{i}", group="b") for i in range(4)))
+    create(
+        store,
+        pod_group("a", 4),
+        pod_group("b", 4),
+        *(pod(f"a-{i}", group="a") for i in range(3)),
+        *(pod(f"b-{i}", group="b") for i in range(4)),
+    )
     assert scheduler.schedule_once() == 4  # a has 3 of its 4 Pods: held, b fits whole
     assert all(scheduled(store, f"b-{i}")[0] for i in range(4))
     assert all(scheduled(store, f"a-{i}") == (None, None) for i in range(3))  # PreEnqueue: no condition
@@ -95,11 +113,14 @@ def test_a_gang_is_placed_all_or_nothing(store, scheduler):
     # kube-scheduler 1.37's words (tests/gangs/test_gang_real.py reads them from the real
     # one): the Pod that did not fit says why, the rest of the gang why the gang waits.
     messages = {scheduled(store, f"a-{i}")[1]["message"] for i in range(4)}
-    assert messages == {"0/6 nodes are available: 6 Insufficient nvidia.com/gpu.",
-                        "pod group is unschedulable, minCount (4) cannot be satisfied: 2 scheduled, 1 remaining"}
+    assert messages == {
+        "0/6 nodes are available: 6 Insufficient nvidia.com/gpu.",
+        "pod group is unschedulable, minCount (4) cannot be satisfied: 2 scheduled, 1 remaining",
+    }
     for i in range(4):
-        store.patch(PODS, "default", f"b-{i}", "status", "application/merge-patch+json",
-                    {"status": {"phase": "Succeeded"}})
+        store.patch(
+            PODS, "default", f"b-{i}", "status", "application/merge-patch+json", {"status": {"phase": "Succeeded"}}
+        )
     assert scheduler.schedule_once() == 4
 
 
@@ -130,8 +151,9 @@ def test_node_selector_and_cpu_reasons(store):
     body = pod("p-0", gpus=0, nodeSelector={"pool": "gpu"})
     create(store, body)
     s.schedule_once()
-    assert scheduled(store, "p-0")[1]["message"] == ("0/2 nodes are available: 2 node(s) didn't match "
-                                                     "Pod's node affinity/selector.")
+    assert scheduled(store, "p-0")[1]["message"] == (
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    )
     big = pod("p-1", gpus=0)
     big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
     create(store, big)
@@ -141,8 +163,10 @@ def test_node_selector_and_cpu_reasons(store):
 
 def test_fit_error_format():
     from collections import Counter
+
     assert fit_error(3, Counter({"Insufficient cpu": 2, "node(s) had untolerated taint {a: b}": 1})) == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu.")
+        "0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu."
+    )
 
 
 def test_a_deleted_pod_group_waits_for_its_pods(store, scheduler):
@@ -153,7 +177,8 @@ def test_a_deleted_pod_group_waits_for_its_pods(store, scheduler):
     scheduler.schedule_once()
     assert store.peek(POD_GROUPS, "default", "a")["metadata"]["deletionTimestamp"]  # Pods still run
     for i in range(2):
-        store.patch(PODS, "default", f"a-{i}", "status", "application/merge-patch+json",
-                    {"status": {"phase": "Succeeded"}})
+        store.patch(
+            PODS, "default", f"a-{i}", "status", "application/merge-patch+json", {"status": {"phase": "Succeeded"}}
+        )
     scheduler.schedule_once()
     assert store.peek(POD_GROUPS, "default", "a") is None

@@ -16,9 +16,23 @@ try:
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value)
     attempt = os.environ.get("DDPJOB_RESTART_COUNT", "?")
-    record = {k: os.environ.get(k) for k in (
-        "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "NODE_RANK", "NNODES", "NPROC_PER_NODE", "DDPJOB_NAME", "DDPJOB_RESTART_COUNT", "DDPJOB_BACKEND")}
+    record = {
+        k: os.environ.get(k)
+        for k in (
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "LOCAL_WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "NODE_RANK",
+            "NNODES",
+            "NPROC_PER_NODE",
+            "DDPJOB_NAME",
+            "DDPJOB_RESTART_COUNT",
+            "DDPJOB_BACKEND",
+        )
+    }
     record.update(rank=rank, world=world, allreduce=value.item(), t=time.time())
     (out / f"rank{rank}-attempt{attempt}.json").write_text(json.dumps(record))
     crash = os.environ.get("DDPJOB_TEST_PROBE_CRASH_RANK")

@@ -13,6 +13,7 @@ try:
     t = torch.ones(1) * (dist.get_rank() + 1)
     dist.all_reduce(t)
     Path(os.environ["DDPJOB_TEST_PROBE_DIR"], f"env-only-rank{dist.get_rank()}.json").write_text(
-        json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item()}))
+        json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item()})
+    )
 finally:
     dist.destroy_process_group()

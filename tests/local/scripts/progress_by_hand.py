@@ -2,6 +2,7 @@
 the record's directory, then rename it onto $DDPJOB_PROGRESS_FILE (atomic). Writes
 DDPJOB_TEST_PROGRESS_STEPS records (none when 0), then sleeps DDPJOB_TEST_PROGRESS_LINGER
 seconds so a reader sees the last one."""
+
 import json
 import os
 import tempfile

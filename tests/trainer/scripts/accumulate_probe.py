@@ -28,8 +28,9 @@ def same_across_ranks(t: torch.Tensor) -> bool:
 def rank_main(rank: int, mode: str, out: str) -> None:
     torch.manual_seed(0)
     ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
-    model = ddp if mode == "ddp" else CompileChoice(ddp, torch.compile(ddp, dynamic=False),
-                                                    torch.device("cpu"), 2, print)
+    model = (
+        ddp if mode == "ddp" else CompileChoice(ddp, torch.compile(ddp, dynamic=False), torch.device("cpu"), 2, print)
+    )
     micro = MicroStep(model, torch.amp.GradScaler("cpu", enabled=False), None, torch.device("cpu"), 2, 2)
     seen = []
     for sync in (False, True):

@@ -35,8 +35,12 @@ def rank_main(rank: int, out: str) -> None:
         model.load_state_dict(got["model"])
         opt.load_state_dict(got["optimizer"])
     names = all_gather_object(f"rank{rank}", 2, control, ir)
-    result = {"weight": model.weight.tolist(), "exp_avg": opt.state_dict()["state"][0]["exp_avg"].tolist(),
-              "pos": got["pos"], "names": names}
+    result = {
+        "weight": model.weight.tolist(),
+        "exp_avg": opt.state_dict()["state"][0]["exp_avg"].tolist(),
+        "pos": got["pos"],
+        "names": names,
+    }
     dist.barrier()
     if rank == 1:  # rank 0 never sends: only the trip ends this wait
         threading.Timer(0.5, ir.trip, ("peer lost", 0)).start()
