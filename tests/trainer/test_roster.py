@@ -263,3 +263,40 @@ def test_a_kept_client_of_a_pod_created_again_is_made_again_once():
     assert stores.call(1, lambda s: s.get("boot"), "absent") == "absent" and len(made) == 1
     stores.clients[0] = Gone()  # an op that must not run twice is not retried
     assert stores.call(0, lambda s: s.get("boot"), "absent", retry=False) == "absent" and len(made) == 1
+
+
+def test_a_frozen_node_does_not_answer_though_its_kernel_accepts_the_connection(monkeypatch):
+    """A paused or hung node's kernel still completes the TCP handshake on its launcher's
+    ports, so a probe that only connects takes it for alive (the kind tier's paused node: the
+    survivors waited out ROUND_WAIT); `answers` asks the launcher's HTTP endpoint, which a
+    frozen launcher leaves unanswered and a live one answers."""
+    import http.server
+    import socket as socketlib
+    import time
+
+    from ddpjob import contract
+    from ddpjob_trainer.roster import NodeStores
+
+    store = socketlib.create_server(("127.0.0.1", 0))  # a store port that accepts
+    frozen = socketlib.create_server(("127.0.0.1", 0))  # listens; nobody ever reads or answers
+    live = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=live.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv(contract.PROGRESS_PORT, str(frozen.getsockname()[1]))
+        stores = NodeStores("job-{index}.job.ns.svc:1", 2)
+        stores.address = lambda node: store.getsockname()  # type: ignore[method-assign]
+        assert stores.alive(1)  # the handshake alone says nothing
+        started = time.monotonic()
+        assert stores.answers(1, timeout=0.5) is False
+        assert time.monotonic() - started < 3  # a deadline, not a speed claim: well under ROUND_WAIT
+        stores.launcher_port = live.server_address[1]
+        assert stores.answers(1, timeout=5) is True  # any answer (here a 501) is a launcher that runs
+        # Under `ddpjob run` a node's launcher binds another address than its store's: not asked.
+        assert NodeStores("127.0.0.1:1", 2).launcher_port is None
+        monkeypatch.setenv(contract.PROGRESS_PORT, "")
+        assert NodeStores("job-{index}.job.ns.svc:1", 2).launcher_port is None
+    finally:
+        live.shutdown()
+        live.server_close()
+        frozen.close()
+        store.close()

@@ -29,7 +29,9 @@ resize), `pointer` (the newest generation this node is in, for newcomers to find
 from __future__ import annotations
 
 import datetime
+import http.client
 import json
+import os
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -202,6 +204,13 @@ class NodeStores:
         self.template, self.max_nodes = template, max_nodes
         self.clients: dict[int, object] = {}
         self.connect = connect or _tcp_client
+        # Each node's launcher serves /progress and /metrics there (contract: the same port
+        # on every node, at the node's own name in a cluster); `answers` asks it. None where
+        # the store's address is not the launcher's (`ddpjob run`: a node's launcher binds
+        # an address of its own), or no port is set: the probe only connects, as before.
+        port = os.environ.get(contract.PROGRESS_PORT, "")
+        named = contract.INDEX_FIELD in template
+        self.launcher_port: int | None = int(port) if named and port.isdigit() and 0 < int(port) < 65536 else None
 
     def address(self, node: int) -> tuple[str, int]:
         return contract.node_address(self.template, node)
@@ -215,6 +224,30 @@ class NodeStores:
         except OSError:
             self.clients.pop(node, None)
             return False
+
+    def answers(self, node: int, timeout: float = PROBE_TIMEOUT) -> bool:
+        """Its launcher answers within `timeout`: more than `alive`. A frozen node (paused,
+        hung) still accepts connections in its kernel while nothing answers them, so a peer
+        that only connects would wait on it for ROUND_WAIT or until the node is marked
+        NotReady. A torch store client cannot ask (its handshake with a frozen store waits
+        past its own timeout), so the launcher's HTTP endpoint (progress_server.py, on every
+        node) is asked instead: any answer at all is a launcher that runs. Peers reach each
+        other on every port (gloo's and NCCL's are chosen at random), so no NetworkPolicy
+        that lets a job train keeps them from this one."""
+        if not self.alive(node, timeout):
+            return False
+        if self.launcher_port is None:
+            return True
+        conn = http.client.HTTPConnection(self.address(node)[0], self.launcher_port, timeout=timeout)
+        try:
+            conn.request("GET", "/metrics")
+            conn.getresponse().close()
+            return True
+        except (OSError, http.client.HTTPException):
+            self.clients.pop(node, None)
+            return False
+        finally:
+            conn.close()
 
     def store(self, node: int):
         if node not in self.clients:

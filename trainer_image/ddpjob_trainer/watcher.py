@@ -5,8 +5,9 @@ node's store for what the roster announces (roster.py) and acts at once:
   took the operator's notice): trip the interrupts, so the training thread stops waiting;
 - `change/<n>`: a newcomer waits: this rank's next vote asks the group to re-form;
 - a collective waited on for HANG_PROBE seconds: local rank 0 of each node probes the
-  members' stores, and announces any that does not answer (a peer that went silent
-  without a connection reset: its node gone, or frozen) as lost from the generation.
+  members' stores, and announces any that does not answer a request within PROBE_TIMEOUT
+  (a peer that went silent without a connection reset: its node gone, or frozen, whose
+  kernel still accepts connections) as lost from the generation.
 
 It only ever reads its own node's store, so the polling costs nothing across the network.
 """
@@ -70,7 +71,7 @@ class Watcher:
             now = time.monotonic()
             if el.local == 0 and el.interrupts.oldest_wait(now) >= HANG_PROBE and now - last_probe >= HANG_PROBE:
                 last_probe = now
-                dead = [m for m in gen.nodes if m != el.node and not self.stores.alive(m)]
+                dead = [m for m in gen.nodes if m != el.node and not self.stores.answers(m)]
                 for m in dead:
                     self.stores.announce(gen.nodes, lost_key(n, m))
                 if dead:
