@@ -86,16 +86,29 @@ def indexed_pods(job: JobMemory, pods: Iterable[IndexedPod], uid: str) -> list[P
 
 
 def with_disrupted(job: JobMemory, pods: list[PodState], uid: str, previous: Mapping[str, Any]) -> list[PodState]:
-    """`pods`, plus a disrupted member of the running gang that vanished with its mark."""
+    """`pods`, plus a disrupted member of the running gang that vanished with its mark, until
+    a status has recorded its loss: an elastic job goes on without it and makes its index
+    again under the same name, which the remembered Pod would hold for ever (a drained
+    node's evicted Pod kept its replacement from being made until the job ended)."""
     seen = {p.name for p in pods}
     attempt = int(previous.get("restarts", 0))
     running = previous.get("phase") == RUNNING
     job.disrupted = {
         n: (owner, p)
         for n, (owner, p) in job.disrupted.items()
-        if owner == uid and p.restart_count == attempt and (n in seen or running)
+        if owner == uid and p.restart_count == attempt and (n in seen or (running and not _recorded(previous, p)))
     }
     return pods + [dataclasses.replace(p, deleting=True) for n, (_, p) in job.disrupted.items() if n not in seen]
+
+
+def _recorded(previous: Mapping[str, Any], pod: PodState) -> bool:
+    """Whether the status already tells of this member's loss: an elastic job's lost index
+    not yet made again (`lostIndices`). (A rigid gang's loss moves the attempt on, which
+    drops the memory; its last failure may name the same Pod of an earlier attempt.)"""
+    lost = previous.get("lostIndices")
+    return isinstance(lost, list) and any(
+        isinstance(e, Mapping) and e.get("index") == pod.node_rank and not e.get("replaced") for e in lost
+    )
 
 
 def parse(
