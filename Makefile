@@ -55,7 +55,8 @@ gang-crds:
 	cd hack/upstream/scheduler-plugins && go mod download sigs.k8s.io/scheduler-plugins
 
 # The static checks, first in `make test` (and in .pre-commit-config.yaml): ruff's linter
-# and formatter, then mypy (strict on the pure packages), all configured in pyproject.toml.
+# and formatter, then mypy (strict on the pure packages), over every Python file of the
+# repository (tests, benchmarks and hack/ too), all configured in pyproject.toml.
 # mypy keeps its cache in .mypy_cache: a second run reads only what changed.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check

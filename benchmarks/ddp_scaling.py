@@ -56,7 +56,8 @@ def exe(name: str) -> str:
 
 
 def throughput(metrics: str) -> float:
-    records = [json.loads(line) for line in open(metrics)]
+    with open(metrics) as f:
+        records = [json.loads(line) for line in f]
     return statistics.median(r["samples_per_s"] for r in records if r["event"] == "epoch" and r["epoch"] > 1)
 
 
@@ -137,7 +138,8 @@ def main() -> None:
 
     gpus = torch.cuda.device_count()
     try:
-        cpu_model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu_model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
     except (OSError, StopIteration):
         cpu_model = "unknown CPU"
     print(f"machine: {os.cpu_count()} CPU(s) ({cpu_model}), {gpus} GPU(s), torch {torch.__version__}")

@@ -17,6 +17,7 @@ own where its fake launcher listens on the contract's port):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -27,6 +28,7 @@ import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
 
 import kubernetes
 import yaml
@@ -96,10 +98,12 @@ class Kubelet(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             for pod in self.core.list_namespaced_pod(NS).items:
-                if pod.status and pod.status.phase == "Running" or pod.metadata.deletion_timestamp:
+                assert pod.metadata is not None and pod.metadata.name is not None  # a stored Pod has both
+                if (pod.status and pod.status.phase == "Running") or pod.metadata.deletion_timestamp:
                     continue
-                rank = int(pod.metadata.name.rsplit("-", 1)[1])
-                ip = f"127.251.0.{rank + 1}" if pod.metadata.name.startswith("hostile-") else "127.252.0.1"
+                name = pod.metadata.name
+                rank = int(name.rsplit("-", 1)[1])
+                ip = f"127.251.0.{rank + 1}" if name.startswith("hostile-") else "127.252.0.1"
                 status = {
                     "phase": "Running",
                     "podIP": ip,
@@ -115,10 +119,8 @@ class Kubelet(threading.Thread):
                         }
                     ],
                 }
-                try:
-                    self.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
-                except kubernetes.client.ApiException:
-                    pass
+                with contextlib.suppress(kubernetes.client.ApiException):
+                    self.core.patch_namespaced_pod_status(name, NS, {"status": status})
             self.stop.wait(0.05)
 
 
@@ -151,17 +153,18 @@ def main() -> None:
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
-        log = open(pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The operator writes to its own copy of the file; ours closes once it has started.
+        with open(pathlib.Path(tmp) / "operator.log", "w") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         kubelet = Kubelet(core)
         kubelet.start()
         try:
@@ -184,10 +187,10 @@ def main() -> None:
                 peak = max(peak, rss_mb(proc.pid))
                 time.sleep(0.5)
             busy_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
-            restarts = (
-                custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", "hostile").get("status")
-                or {}
-            ).get("restarts")
+            hostile = cast(
+                dict[str, Any], custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", "hostile")
+            )
+            restarts = (hostile.get("status") or {}).get("restarts")
         finally:
             kubelet.stop.set()
             proc.terminate()

@@ -8,8 +8,9 @@ benchmark compares the two HTTP clients alone.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping
+from typing import Any
 
 import kubernetes
 

@@ -66,7 +66,7 @@ def forward(recs: list[dict[str, Any]]) -> None:
     """The forward reading older versions did (metrics_log.curves before it went backwards)."""
     points: dict[str, dict[int, float]] = {}
     for rec in recs:
-        step = rec.get("step")
+        step: int = rec["step"]  # every record of records() has one
         if rec.get("event") in metrics_log.POSITIONS:
             for series in points.values():
                 for s in [s for s in series if s > step]:

@@ -25,8 +25,8 @@ import time
 import kubernetes
 import yaml
 
-from ddpjob_devcluster.scenarios.chaos import Chaos
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.scenarios.chaos import Chaos
 
 # A benchmark run as a script has its own folder first on the import path.
 from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet
@@ -60,7 +60,8 @@ def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: i
     duplicates = {n: track.pods[n] for n in names if track.pods[n] != nodes}
     times = sorted(done.values())
     print(
-        f"faults {rate:4.0%}: {jobs} jobs x {nodes} Pods created -> Succeeded: median {statistics.median(times):.2f} s, "
+        f"faults {rate:4.0%}: {jobs} jobs x {nodes} Pods created -> Succeeded: "
+        f"median {statistics.median(times):.2f} s, "
         f"max {times[-1]:.2f} s; {failed} requests failed; Pods created more than once: {duplicates or 'none'}",
         flush=True,
     )
@@ -80,17 +81,18 @@ def main() -> None:
         api = kubernetes.config.new_client_from_config(str(kubeconfig))
         crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-        log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
-            ],
-            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The operator writes to its own copy of the file; ours closes once it has started.
+        with open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
+                ],
+                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
             track = Tracker(emu)
             in_emulator(
@@ -109,7 +111,6 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-            log.close()
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -44,18 +44,16 @@ import tempfile
 import time
 from typing import Any
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 import kubernetes
 import yaml
 from kmock import resource
 
+from bare_client import CEILING_CLIENT, ceiling_pod  # scripts: their folder is on the path
 from ddpjob import gc_tuning
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-
-from bare_client import CEILING_CLIENT, ceiling_pod  # scripts: their folder is on the path
 from process_stats import cpu_seconds, rss_peak_mb, wait_idle
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
 PODS = resource("v1/pods")
 EVENTS = resource("v1/events")
@@ -82,7 +80,7 @@ class Tracker:
         self.phase: dict[str, str | None] = {}  # job -> status.phase
         self.events: collections.Counter = collections.Counter()  # job -> Events posted
 
-    def poll(self) -> "Tracker":
+    def poll(self) -> Tracker:
         with self.emu.store.transaction():  # no write lands while the log is read
             fresh = self.emu.store.events.entries[self.position :]
             self.position += len(fresh)
@@ -115,6 +113,7 @@ def in_emulator(emu: KubeEmulator, fn) -> Any:
     async def call():
         return fn()
 
+    assert emu._loop is not None, "the emulator is not started"
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=120)
 
 
@@ -160,18 +159,19 @@ def main() -> None:
             "KUBECONFIG": str(kubeconfig),
             **({"PYTHONPATH": str(ROOT / "benchmarks")} if install else {}),
         }
-        log = open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                install + "from ddpjob.operator.main import run_operator; "
-                f"run_operator({NS!r}, True, None, None, None)",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The operator writes to its own copy of the file; ours closes once it has started.
+        with open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    install + "from ddpjob.operator.main import run_operator; "
+                    f"run_operator({NS!r}, True, None, None, None)",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
             # Ready when a first job gets its Pods.
             custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob("warmup", 1))
@@ -188,11 +188,11 @@ def main() -> None:
                 custom.create_namespaced_custom_object(
                     "ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(name, args.latency_nodes)
                 )
-                done = wait(lambda: track.poll().pods[name] == args.latency_nodes, timeout=30, interval=0.002)
+                done = wait(lambda: track.poll().pods[name] == args.latency_nodes, timeout=30, interval=0.002)  # noqa: B023 - the wait calls it before the loop moves on
                 latencies.append(done - start)
             latencies.sort()
             p50 = statistics.median(latencies)
-            p99 = latencies[min(len(latencies) - 1, int(round(0.99 * (len(latencies) - 1))))]
+            p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
             print(
                 f"creation -> all {args.latency_nodes} Pods, {args.latency_jobs} jobs one at a time: "
                 f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms"
@@ -273,7 +273,6 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-            log.close()
 
 
 def large_gang(
@@ -288,13 +287,13 @@ def large_gang(
         first = len(emu.requests)
         start = time.perf_counter()
         custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(name, nodes))
-        done = wait(lambda: track.poll().pods[name] == nodes, timeout=120, interval=0.005)
+        done = wait(lambda: track.poll().pods[name] == nodes, timeout=120, interval=0.005)  # noqa: B023 - the wait calls it before the loop moves on
         times.append(done - start)
         pods = [f"{name}-{r}" for r in range(nodes)]
         kubelet(emu, pods, "Running")
-        wait(lambda: track.poll().phase.get(name) == "Running", timeout=120, interval=0.05)
+        wait(lambda: track.poll().phase.get(name) == "Running", timeout=120, interval=0.05)  # noqa: B023 - the wait calls it before the loop moves on
         kubelet(emu, pods, "Succeeded")
-        wait(lambda: track.poll().phase.get(name) == "Succeeded", timeout=120, interval=0.05)
+        wait(lambda: track.poll().phase.get(name) == "Succeeded", timeout=120, interval=0.05)  # noqa: B023 - the wait calls it before the loop moves on
         time.sleep(1.0)  # Events are posted in the background
         writes.append(
             sum(
@@ -309,7 +308,7 @@ def large_gang(
         wait(
             lambda: (
                 not emu.list_objects("v1/pods", NS)
-                or all(not p["metadata"]["name"].startswith(name + "-") for p in emu.list_objects("v1/pods", NS))
+                or all(not p["metadata"]["name"].startswith(name + "-") for p in emu.list_objects("v1/pods", NS))  # noqa: B023 - the wait calls it before the loop moves on
             ),
             timeout=120,
             interval=0.1,

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import yaml
@@ -137,7 +137,9 @@ def run_once(
     custom = kubernetes.client.CustomObjectsApi(api)
 
     def succeeded() -> float | None:
-        job = custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", namespace, "ddpjobs", name)
+        job = cast(
+            dict[str, Any], custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", namespace, "ddpjobs", name)
+        )
         phase = (job.get("status") or {}).get("phase")
         if phase == "Failed":
             raise RuntimeError(f"{name} failed: {job['status']}")
@@ -149,7 +151,8 @@ def run_once(
     start = next(r["time"] for r in records if r["event"] == "start")
     first = next(r["time"] for r in records if r["event"] == "step")
     marks = [started, watch.last("exists"), watch.last("scheduled"), watch.last("ip"), watch.last("running")]
-    out = {p: b - a for p, a, b in zip(PHASES, marks, marks[1:])}
+    # The first four phases, between the marks the watch saw; the others follow.
+    out = {p: b - a for p, a, b in zip(PHASES, marks, marks[1:], strict=False)}
     out["DNS"] = dns.resolved(watch.seen[f"{name}-0"]["ip"]) if dns is not None else float("nan")
     out.update(
         {
@@ -284,6 +287,7 @@ def process_kubelet_half(args: argparse.Namespace) -> list[dict[str, float]]:
         for i in range(args.runs):
             name = f"startup-{i}"
             cluster.provide_claim(f"{name}-checkpoints", cluster.namespace)
+            assert cluster.kubelet is not None and cluster.api is not None  # started
             metrics = cluster.kubelet.checkpoint_dir(name) / "metrics.jsonl"
             runs.append(run_once(cluster.api, kubectl, cluster.namespace, name, metrics, None))
             print(

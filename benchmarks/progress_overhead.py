@@ -39,7 +39,7 @@ from kmock import resource
 from ddpjob import contract
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_WRITES_PER_SECOND
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-
+from ddpjob_devcluster.apiserver.errors import ApiError
 from process_stats import cpu_seconds  # a script: its folder is on the path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -106,6 +106,7 @@ def in_emulator(emu: KubeEmulator, fn) -> Any:
     async def call():
         return fn()
 
+    assert emu._loop is not None, "the emulator is not started"
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=300)
 
 
@@ -121,7 +122,7 @@ def job(name: str) -> dict:
 def get(emu: KubeEmulator, res, name: str) -> dict | None:
     try:
         return emu.store.get(res, NS, name)
-    except Exception:  # not there (yet)
+    except ApiError:  # not there (yet): the store's 404
         return None
 
 
@@ -148,17 +149,18 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
             "KUBECONFIG": str(kubeconfig),
             "DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0",
         }
-        log = open(pathlib.Path(tmp) / "operator.log", "w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The operator writes to its own copy of the file; ours closes once it has started.
+        with open(pathlib.Path(tmp) / "operator.log", "w") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         launchers = FakeLaunchers(advancing)
         try:
             pods = [f"{n}-0" for n in names]
@@ -198,7 +200,6 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
             launchers.close()
             proc.terminate()
             proc.wait(timeout=60)
-            log.close()
     per30 = 30.0 / elapsed / jobs
     return {
         "jobs": jobs,

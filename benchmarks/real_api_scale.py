@@ -36,15 +36,15 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import yaml
 
-from ddpjob_devcluster.clusters.client import OperatorProcess
-from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from ddpjob_devcluster.clusters.client import OperatorProcess
 from ddpjob_devcluster.clusters.real import RealCluster
+from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 from bare_client import ceiling_pod  # scripts: their folder is on the path  # noqa: E402
@@ -115,7 +115,7 @@ def emulator_backend(tmp: pathlib.Path):
         api = kubernetes.config.new_client_from_config(str(kubeconfig))
         crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
         kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-        kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
+        kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         operator = OperatorProcess(kubeconfig, tmp / "operator.log", NS).start()
         first = [0]
 
@@ -223,7 +223,7 @@ def measure(name: str, backend, args: argparse.Namespace) -> dict[str, Any]:
         for i in range(args.latency_jobs):
             job, start = f"lat-{i}", time.perf_counter()
             custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(job, 8))
-            latencies.append(wait(lambda: pods.count(job) == 8, 60) - start)
+            latencies.append(wait(lambda: pods.count(job) == 8, 60) - start)  # noqa: B023 - the wait calls it before the loop moves on
         latencies.sort()
         out["p50_ms"] = statistics.median(latencies) * 1000
         out["p99_ms"] = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))] * 1000
@@ -233,9 +233,10 @@ def measure(name: str, backend, args: argparse.Namespace) -> dict[str, Any]:
         wait(
             lambda: all(
                 (
-                    custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", f"lat-{i}").get(
-                        "status"
-                    )
+                    cast(
+                        dict[str, Any],
+                        custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", f"lat-{i}"),
+                    ).get("status")
                     or {}
                 ).get("phase")
                 == "Succeeded"
@@ -255,13 +256,13 @@ def measure(name: str, backend, args: argparse.Namespace) -> dict[str, Any]:
             custom.create_namespaced_custom_object(
                 "ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(job, args.large_nodes)
             )
-            large.append(wait(lambda: pods.count(job) == args.large_nodes, 300, 0.01) - start)
+            large.append(wait(lambda: pods.count(job) == args.large_nodes, 300, 0.01) - start)  # noqa: B023 - the wait calls it before the loop moves on
             custom.delete_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", job)
             time.sleep(5)
         out["large_s"] = statistics.median(large)
         ceiling_ns = f"{NS}-ceiling"
         with contextlib.suppress(kubernetes.client.ApiException):
-            core.create_namespace({"metadata": {"name": ceiling_ns}})
+            core.create_namespace({"metadata": {"name": ceiling_ns}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         pod = ceiling_pod(ddpjob("ceiling", args.large_nodes), ceiling_ns)
         done = subprocess.run(
             [sys.executable, "-c", CEILING_CLIENT_REAL, json.dumps(api_config(api)), ceiling_ns, str(args.large_nodes)],

@@ -68,7 +68,7 @@ def ceiling(model_name: str, batch: int, image_size: int, compiled: bool, steps:
     from ddpjob_trainer.models import build_model
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = build_model(model_name, (3, image_size, image_size), 10).to(device, memory_format=torch.channels_last)
+    model = build_model(model_name, (3, image_size, image_size), 10).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # documented; stubs omit it
     optimizer = torch.optim.Adam(model.parameters(), fused=device.type == "cuda" or None)
     step_model = torch.compile(model) if compiled else model
     x = torch.randn(batch, 3, image_size, image_size, device=device).contiguous(memory_format=torch.channels_last)
@@ -127,7 +127,7 @@ def reference(root: str, model_name: str, batch: int, image_size: int, workers: 
         num_workers=workers,
         pin_memory=device.type == "cuda",
     )
-    model = build_model(model_name, (3, image_size, image_size), 10).to(device, memory_format=torch.channels_last)
+    model = build_model(model_name, (3, image_size, image_size), 10).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # documented; stubs omit it
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     rates = []
     for _ in range(epochs):
@@ -185,7 +185,8 @@ def ours(root: str, model_name: str, batch: int, image_size: int, workers: int, 
             text=True,
             timeout=1800,
         )
-        records = [json.loads(line) for line in open(metrics)]
+        with open(metrics) as f:
+            records = [json.loads(line) for line in f]
     epochs_ = [r for r in records if r["event"] == "epoch"]
     later = epochs_[1:] or epochs_
     return {

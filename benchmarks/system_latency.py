@@ -47,14 +47,12 @@ import tempfile
 import threading
 import time
 
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 import yaml
 
-from ddpjob_devcluster.clusters.local import LocalCluster
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
+from ddpjob_devcluster.clusters.local import LocalCluster
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 PHASES = (
     "apply",
     "operator reaction",
@@ -134,6 +132,7 @@ def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[s
     if status.get("phase") != "Succeeded":
         raise RuntimeError(f"{name} ended {status}:\n{cluster.diagnostics()}")
 
+    assert cluster.kubelet is not None  # started
     containers = [c for c in cluster.kubelet.snapshot() if c.job == name]
     records = read_metrics(metrics)
     start = next(r["time"] for r in records if r["event"] == "start")

@@ -33,13 +33,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
-from real_api_scale import PodCounter, wait  # scripts: their folder is on the path
 
 from ddpjob_devcluster.clusters.real import RealCluster
 from ddpjob_devcluster.controlplane.controlplane import ControlPlane
+from real_api_scale import PodCounter, wait  # scripts: their folder is on the path
 
 PROBE, NOISY = "probe", "noisy"
 GROUP = ("ddpjob.io", "v1alpha1")
@@ -76,7 +76,9 @@ class Tenants:
         wait(
             lambda: (
                 not self.core.list_namespaced_pod(ns, limit=1).items
-                and not self.custom.list_namespaced_custom_object(*GROUP, ns, "ddpjobs", limit=1)["items"]
+                and not cast(dict[str, Any], self.custom.list_namespaced_custom_object(*GROUP, ns, "ddpjobs", limit=1))[
+                    "items"
+                ]
             ),
             900,
             1,
@@ -101,7 +103,7 @@ def events(t: Tenants, count: int) -> Callable[[], None]:
     def one(i: int) -> None:
         t.core.create_namespaced_event(
             NOISY,
-            {
+            {  # type: ignore[arg-type]  # a dict body: the client sends it as it is
                 "metadata": {"name": f"noise-{i}"},
                 "involvedObject": {"kind": "Pod", "name": "x", "namespace": NOISY},
                 "reason": "Noise",
@@ -143,8 +145,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             pathlib.Path(tmp) / "cluster", plane=plane, namespace=PROBE, nodes=(), scope="cluster"
         ).start()
         try:
-            cluster.core.create_namespace({"metadata": {"name": NOISY}})
+            cluster.core.create_namespace({"metadata": {"name": NOISY}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
             wait(lambda: cluster.core.list_namespaced_service_account(NOISY).items, 60, 0.2)
+            assert cluster.api is not None  # started
             t = Tenants(cluster.api)
             t.probe(2, "warmup")
             rows["quiet"] = summary(t.probe(args.probes, "quiet"))

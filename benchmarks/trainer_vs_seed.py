@@ -20,6 +20,7 @@ a CPU eager (the default there) and `--compile`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -68,17 +69,18 @@ def seed_loop(samples: int, steps: int, warmup: int) -> float:
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo", rank=0, world_size=1)
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    model = nn.Sequential(
+    model: nn.Module = nn.Sequential(
         nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)
     ).to(device)
     model = DDP(model, device_ids=[0] if cuda else None)
     dataset = MNISTLike(samples)
-    loader = DataLoader(dataset, batch_size=BATCH, sampler=DistributedSampler(dataset))
+    sampler: DistributedSampler[int] = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     step, start, epoch = 0, None, 0
     while step < warmup + steps:
-        loader.sampler.set_epoch(epoch)
+        sampler.set_epoch(epoch)
         for data, target in loader:
             if step == warmup:
                 start = time.perf_counter()
@@ -92,6 +94,7 @@ def seed_loop(samples: int, steps: int, warmup: int) -> float:
             if step == warmup + steps:
                 break
         epoch += 1
+    assert start is not None  # the warm-up ended
     elapsed = time.perf_counter() - start
     dist.destroy_process_group()
     return steps * BATCH / elapsed
@@ -161,7 +164,8 @@ def run_ours(*flags: str, samples: int = SAMPLES, epochs: int = EPOCHS) -> dict:
             text=True,
             timeout=600,
         ).stdout
-        records = [json.loads(line) for line in open(metrics)]
+        with open(metrics) as f:
+            records = [json.loads(line) for line in f]
     final = next(r for r in records if r["event"] == "final")
     if "compile" in final:  # which model --compile kept after timing both (compile_choice.py)
         CHOSEN.append(final["compile"])
@@ -178,10 +182,8 @@ def machine() -> str:
     import torch
 
     model = platform.processor() or ""
-    try:
-        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as cpuinfo:
+        model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return f"{os.cpu_count()} CPU(s) ({model}), {gpu}, torch {torch.__version__}, python {platform.python_version()}"
 

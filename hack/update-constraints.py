@@ -42,7 +42,7 @@ def main() -> None:
         if (name, frozenset(req.extras)) in seen or name == "ddpjob":
             continue
         seen.add((name, frozenset(req.extras)))
-        env = dict(default_environment(), extra="")
+        env = {key: str(value) for key, value in default_environment().items()} | {"extra": ""}
         if req.marker is not None and not req.marker.evaluate(env):
             continue
         try:
@@ -52,7 +52,7 @@ def main() -> None:
         pins[name] = dist.version
         for sub in dist.requires or []:
             sub_req = Requirement(sub)
-            extras_env = [dict(env, extra=e) for e in req.extras] or [env]
+            extras_env = [{**env, "extra": e} for e in req.extras] or [env]
             if sub_req.marker is None or any(sub_req.marker.evaluate(e) for e in extras_env):
                 todo.append(sub_req)
     lines = [f"{name}=={version}" for name, version in sorted(pins.items())]

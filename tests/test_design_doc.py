@@ -19,7 +19,9 @@ def section(title: str) -> str:
 
 def test_the_contract_table_names_every_variable_and_nothing_else() -> None:
     table = section("The environment contract")
-    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", "\n".join(l for l in table.splitlines() if l.startswith("| `"))))
+    named = set(
+        re.findall(r"`([A-Z][A-Z0-9_]+)`", "\n".join(row for row in table.splitlines() if row.startswith("| `")))
+    )
     expected = set(contract.MEANING) | {contract.TORCHRUN_PREFIX + n for n in contract.NODE_LEVEL}
     assert named == expected
 

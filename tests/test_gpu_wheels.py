@@ -36,7 +36,9 @@ def normal(name: str) -> str:
 
 
 def requirement_name(requirement: str) -> str:
-    return normal(re.match(r"[A-Za-z0-9._-]+", requirement).group(0))
+    name = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert name is not None, requirement
+    return normal(name.group(0))
 
 
 def listed() -> set[str]:
@@ -55,7 +57,10 @@ def sources() -> dict[Path, bool]:
         for node in ast.parse(conftest.read_text()).body
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "pytest_plugins"
     )
-    files.update({ROOT / Path(*p.value.split(".")).with_suffix(".py"): False for p in plugins.elts})
+    assert isinstance(plugins, ast.List | ast.Tuple), "pytest_plugins is not a list"
+    names = [p.value for p in plugins.elts if isinstance(p, ast.Constant) and isinstance(p.value, str)]
+    assert len(names) == len(plugins.elts), "pytest_plugins names a plugin by other than a string"
+    files.update({ROOT / Path(*name.split(".")).with_suffix(".py"): False for name in names})
     return files
 
 
@@ -67,7 +72,7 @@ def third_party(path: Path, source: str, lazy_too: bool) -> set[str]:
     for node in nodes:
         if isinstance(node, ast.Import):
             names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
             names.add(node.module.split(".")[0])
     siblings = {p.stem for p in path.parent.glob("*.py")}
     return names - set(sys.stdlib_module_names) - FIRST_PARTY - siblings - {"__future__"}

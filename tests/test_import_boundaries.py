@@ -255,8 +255,8 @@ def circle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt) :] + [node, nxt] if nxt in path else [node, nxt]
-            if nxt not in state and (found := walk(nxt, path + [node])) is not None:
+                return [*path[path.index(nxt) :], node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := walk(nxt, [*path, node])) is not None:
                 return found
         state[node] = 2
         return None

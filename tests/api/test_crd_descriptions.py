@@ -5,7 +5,8 @@ type there, and publishes ObjectMeta's own description in its place."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tests.conftest import project_crd
 

@@ -10,8 +10,8 @@ import copy
 import pytest
 
 from ddpjob.api import spec
-from tests.api.bad_jobs import BAD, GOOD, job, top_level
 from ddpjob_devcluster.apiserver import crd_validator
+from tests.api.bad_jobs import BAD, GOOD, job, top_level
 
 CASES = BAD + GOOD
 

@@ -148,7 +148,9 @@ def test_an_empty_file_is_one_clear_line(command, tmp_path, capsys):
 
 
 YAML_ERRORS = {
-    "unquoted-colon-in-name": "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata:\n  name: a: b\nspec: {image: x}\n",
+    "unquoted-colon-in-name": (
+        "apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nmetadata:\n  name: a: b\nspec: {image: x}\n"
+    ),
     "unclosed-quote": 'apiVersion: ddpjob.io/v1alpha1\nkind: DDPJob\nspec:\n  image: "x\n',
     "tab-indent": "spec:\n\timage: x\n",
     "undefined-alias": "metadata:\n  name: *anchor\nspec: {image: x}\n",

@@ -16,14 +16,15 @@ import yaml
 from ddpjob import cli, version
 from ddpjob.api.launchers import names_a_launcher, world_warning
 from ddpjob.api.spec import parse_job
-from ddpjob.cli.main import build_parser
 from ddpjob.cli.completion import script
+from ddpjob.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
 
 
-def ddpjob(capsys, *argv: str) -> tuple[int, str, str]:
+def ddpjob(capsys, *argv: str) -> tuple[int | str | None, str, str]:
+    code: int | str | None
     try:
         code = cli.main(list(argv))
     except SystemExit as exc:  # argparse: --help, --version, usage errors

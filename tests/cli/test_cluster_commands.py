@@ -14,38 +14,16 @@ import pytest
 import yaml
 
 from ddpjob.cli.main import main
-from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-from tests.conftest import project_crd
+from tests.cli.conftest import CRD
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CRD = project_crd()
-JOB = {
+JOB: dict[str, Any] = {
     "apiVersion": "ddpjob.io/v1alpha1",
     "kind": "DDPJob",
     "metadata": {"name": "hello"},
     "spec": {"nodes": 2, "image": "ddpjob/trainer:test"},
 }
-
-
-@pytest.fixture
-def emulator() -> Any:
-    with KubeEmulator() as emu:
-        yield emu
-
-
-@pytest.fixture
-def kubeconfig(emulator: KubeEmulator, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
-    path = emulator.write_kubeconfig(tmp_path / "kubeconfig", namespace="team-a")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    return path
-
-
-@pytest.fixture
-def with_crd(emulator: KubeEmulator, kubeconfig: pathlib.Path) -> KubeEmulator:
-    api = kubernetes.config.new_client_from_config(str(kubeconfig))
-    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
-    return emulator
 
 
 def ddpjob(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -186,7 +164,7 @@ def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monke
         expected = "error: the DDPJob CRD (ddpjobs.ddpjob.io) is not installed in this cluster"
     else:
         api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
+        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         emulator.inject_fault(verb="list", resource="ddpjobs", status=403)
         expected = "error: forbidden:"
     code, out, err = ddpjob(capsys, "get")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -14,9 +15,9 @@ from ddpjob import times
 from ddpjob.cli.describe import describe
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
-NOW = datetime(2026, 11, 24, 7, 30, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 24, 7, 30, 0, tzinfo=UTC)
 
-JOB = {
+JOB: dict[str, Any] = {
     "metadata": {"name": "mnist-cpu", "namespace": "team-a", "creationTimestamp": "2026-11-24T07:20:00Z"},
     "spec": {
         "nodes": 2,
@@ -86,7 +87,7 @@ JOB = {
         ],
     },
 }
-PODS = [
+PODS: list[dict[str, Any]] = [
     {
         "metadata": {
             "name": f"mnist-cpu-{i}",
@@ -97,7 +98,7 @@ PODS = [
     }
     for i in range(2)
 ]
-EVENTS = [
+EVENTS: list[dict[str, Any]] = [
     {
         "type": "Normal",
         "reason": "Created",
@@ -143,7 +144,7 @@ def test_describe_a_new_job_golden() -> None:
     check_golden("describe-new.txt", describe(job, [], [], NOW))
 
 
-ELASTIC = {
+ELASTIC: dict[str, Any] = {
     "metadata": {"name": "elastic", "namespace": "team-a", "creationTimestamp": "2026-11-24T07:20:00Z"},
     "spec": {
         "nodes": 3,

@@ -8,7 +8,7 @@ import kmock
 import kubernetes
 import pytest
 
-from tests.cli.test_cluster_commands import JOB, ddpjob, emulator, job_file, kubeconfig, with_crd  # noqa: F401
+from tests.cli.test_cluster_commands import JOB, ddpjob, job_file
 
 pytestmark = pytest.mark.timeout(60)
 PATH = ("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from ddpjob.cluster.connection import Connection
 from ddpjob.cli.service_proxy import ServiceProxy, proxy_prefix, upstream_path
+from ddpjob.cluster.connection import Connection
 
 pytestmark = pytest.mark.timeout(60)
 PREFIX = "/api/v1/namespaces/team-a/services/http:board-tensorboard:6006/proxy"

@@ -117,7 +117,7 @@ def proxy(api_server: GoLikeApiServer) -> Iterator[service_proxy.ServiceProxy]:
 def send(proxy: service_proxy.ServiceProxy, raw: bytes) -> tuple[int, bytes]:
     """One raw request on a connection of its own: the status and body of the answer."""
     host, port = proxy.httpd.server_address[:2]
-    with socket.create_connection((host, port), timeout=20) as s:
+    with socket.create_connection((str(host), port), timeout=20) as s:
         s.sendall(raw)
         s.shutdown(socket.SHUT_WR)
         answer = b""

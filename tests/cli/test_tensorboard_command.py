@@ -20,7 +20,7 @@ import kubernetes
 import pytest
 
 from ddpjob_devcluster.clusters.client import ROOT
-from tests.cli.test_cluster_commands import JOB, ddpjob, emulator, kubeconfig, with_crd  # noqa: F401
+from tests.cli.test_cluster_commands import JOB, ddpjob
 
 pytestmark = pytest.mark.timeout(60)
 GROUP, VERSION, PLURAL = "ddpjob.io", "v1alpha1", "ddpjobs"
@@ -192,7 +192,8 @@ def test_the_api_servers_html_error_page_is_not_shown(capsys, with_crd, kubeconf
 
 class FakeBrowser:
     def __init__(self, name: str, opens: bool = True):
-        self.name, self.opens, self.opened = name, opens, []
+        self.name, self.opens = name, opens
+        self.opened: list[str] = []
 
     def open(self, url: str) -> bool:
         self.opened.append(url)
@@ -250,6 +251,7 @@ def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
         cwd=ROOT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
+    assert proc.stdout is not None and proc.stderr is not None  # both PIPE
     try:
         assert "http://127.0.0.1:41234/" in proc.stdout.readline()
         kubectl_pid = int(pid_file.read_text())

@@ -7,8 +7,8 @@ import pathlib
 import pytest
 import yaml
 
-from ddpjob.api.spec import InvalidSpec
 from ddpjob.api.job_file import FileError
+from ddpjob.api.spec import InvalidSpec
 from ddpjob.client import job_body
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def test_a_few_arguments_make_the_job_a_file_would_say() -> None:
 
 
 def test_a_job_without_a_name_gets_one_drawn_that_fits_its_pods() -> None:
-    body, job = job_body.checked(job_body.from_arguments("img", None, (), 1, "auto", 0, {}, {}), None, "ns", None, "x")
+    _body, job = job_body.checked(job_body.from_arguments("img", None, (), 1, "auto", 0, {}, {}), None, "ns", None, "x")
     assert job.name.startswith("ddpjob-") and len(job.name) == len("ddpjob-") + 8
     named, _ = job_body.checked(
         {"metadata": {"generateName": "Sweep_7-"}, "spec": {"image": "i"}}, None, "ns", None, "x"
@@ -65,7 +65,7 @@ def test_a_bad_field_is_named_in_either_spelling_and_nothing_is_built() -> None:
 
 def test_the_template_policy_of_submit_applies() -> None:
     body = {"metadata": {"name": "p"}, "spec": {"image": "i", "template": {"spec": {"hostNetwork": True}}}}
-    with pytest.raises(InvalidSpec, match="spec.template.spec.hostNetwork"):
+    with pytest.raises(InvalidSpec, match=r"spec\.template\.spec\.hostNetwork"):
         job_body.checked(body, None, "ns", None, "x")
     with pytest.raises(InvalidSpec, match="template_allow: "):
         job_body.checked(body, None, "ns", "no-such-allowance", "x")

@@ -74,7 +74,7 @@ def test_a_container_job_runs_here_with_the_runner_and_says_what_a_cluster_says(
         client.suspend_job(name)
     client.delete_job(name)
     assert client.list_jobs() == []
-    with pytest.raises(ClusterError, match="^not found: ddpjob here"):
+    with pytest.raises(ClusterError, match=r"^not found: ddpjob here"):
         client.get_job(name)
 
 

@@ -21,8 +21,8 @@ from ddpjob.client import (
     Job,
     JobFailed,
     client as client_module,
+    status_names,
 )
-from ddpjob.client import status_names
 from ddpjob.client.kubernetes_backend import label_selector
 
 
@@ -120,13 +120,14 @@ def test_an_unknown_status_name_is_refused_before_any_poll(status: Any) -> None:
 
 
 def test_a_job_that_fails_or_never_gets_there_is_a_runtime_or_timeout_error() -> None:
-    with pytest.raises(JobFailed, match="^j: Failed$") as failed:
+    with pytest.raises(JobFailed, match=r"^j: Failed$") as failed:
         client(StandIn(["Running", "Failed"])).wait_for_job_status("j", status={"Complete"}, polling_interval=1)
     assert isinstance(failed.value, RuntimeError) and failed.value.job.phase == "Failed"
     assert client(StandIn(["Failed"])).wait_for_job_status("j", status={"Failed"}, progress=False).phase == "Failed"
     with pytest.raises(TimeoutError, match=r"^j: not Complete after 0s \(phase Running\)$"):
         client(StandIn(["Running"])).wait_for_job_status("j", status={"Complete"}, timeout=0, progress=False)
-    for bad in ({"polling_interval": 0}, {"timeout": -1}):
+    refused: list[dict[str, Any]] = [{"polling_interval": 0}, {"timeout": -1}]  # a value each refuses
+    for bad in refused:
         with pytest.raises(ValueError, match=f"^{next(iter(bad))}: must be"):
             client(StandIn(["Running"])).wait_for_job_status("j", **bad)
 
@@ -164,14 +165,14 @@ def test_list_jobs_filters_by_status_and_labels_and_has_no_runtime() -> None:
     assert ("find", {"team": "x"}) in backend.asked  # labels go to the backend: a label selector on a cluster
     with pytest.raises(ValueError, match=r"^list_jobs\(status=\): unknown status 'Done'"):
         made.list_jobs(status={"Done"})
-    with pytest.raises(ValueError, match="^runtime: a DDPJob has no runtime"):
+    with pytest.raises(ValueError, match=r"^runtime: a DDPJob has no runtime"):
         made.list_jobs(runtime=object())
 
 
 def test_a_label_filter_cannot_reach_the_selectors_syntax() -> None:
     assert label_selector({"team": "x", "ddpjob.io/sweep": "lr-0.1"}) == "team=x,ddpjob.io/sweep=lr-0.1"
     for labels in ({"team": "x,owner!=me"}, {"team in (a)": "x"}, {"a": "b c"}, {"": "x"}, {"a": 1}):
-        with pytest.raises(ValueError, match="^labels"):
+        with pytest.raises(ValueError, match=r"^labels"):
             label_selector(labels)  # type: ignore[arg-type]
 
 
@@ -226,14 +227,15 @@ def test_trainer_is_a_custom_trainer_container() -> None:
     )
     assert spec["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     assert spec["env"] == [{"name": "OMP_NUM_THREADS", "value": "1"}]
-    with pytest.raises(ValueError, match="^trainer: a DDPJob runs a container: give a CustomTrainerContainer"):
+    with pytest.raises(ValueError, match=r"^trainer: a DDPJob runs a container: give a CustomTrainerContainer"):
         made.train(trainer=lambda: None)  # type: ignore[arg-type]  # TrainerClient's CustomTrainer(func=...)
     for argument in ("runtime", "initializer", "options"):
         with pytest.raises(ValueError, match=f"^{argument}: a DDPJob has no {argument}"):
-            made.train(trainer=CustomTrainerContainer(image="i"), **{argument: "torch-distributed"})
+            extra: dict[str, Any] = {argument: "torch-distributed"}
+            made.train(trainer=CustomTrainerContainer(image="i"), **extra)
     with pytest.raises(TypeError, match="not both"):
         made.train({"spec": {"image": "i"}}, trainer=CustomTrainerContainer(image="i"))
-    with pytest.raises(InvalidSpec, match="spec.nodes"):
+    with pytest.raises(InvalidSpec, match=r"spec\.nodes"):
         made.train(trainer=CustomTrainerContainer(image="i", num_nodes=0))
     assert len(backend.created) == 1  # nothing refused was sent
 
@@ -248,7 +250,7 @@ def test_one_backend_configuration_or_the_kubeconfig_arguments() -> None:
 
     with pytest.raises(TypeError, match="not both"):
         DDPJobClient(namespace="a", backend_config=KubernetesBackendConfig())
-    with pytest.raises(ValueError, match="^backend_config: not a backend configuration"):
+    with pytest.raises(ValueError, match=r"^backend_config: not a backend configuration"):
         DDPJobClient(backend_config=object())  # type: ignore[arg-type]
 
 
@@ -263,4 +265,4 @@ def test_the_phases_are_the_job_logics_own() -> None:
         decision.SUCCEEDED,
         decision.FAILED,
     }
-    assert status_names.TERMINAL == set(decision.FINISHED)
+    assert set(decision.FINISHED) == status_names.TERMINAL

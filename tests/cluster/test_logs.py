@@ -5,6 +5,7 @@ the others ended; a reader that leaves early; a line with no end."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -35,7 +36,8 @@ class Body:
 
 class Core:
     def __init__(self, bodies: dict[str, Body | Exception]):
-        self.bodies, self.asked = bodies, []
+        self.bodies = bodies
+        self.asked: list[tuple[str, str, dict[str, Any]]] = []
 
     def read_namespaced_pod_log(self, pod: str, namespace: str, **options: Any) -> Body:
         self.asked.append((pod, namespace, options))
@@ -111,6 +113,7 @@ def test_leaving_early_lets_the_readers_go_and_closes_their_streams() -> None:
     conn = connection(dict(bodies))
     stream = logs.merged(conn, list(bodies), follow=True, tail=None)
     assert next(stream)[1] == "x"
+    assert isinstance(stream, Generator)  # close() is how a caller leaves early
     stream.close()
     for _ in range(100):
         if all(b.closed for b in bodies.values()) and not [

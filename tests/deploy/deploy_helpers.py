@@ -6,7 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, Literal, overload
 
 import pytest
 import yaml
@@ -43,6 +43,32 @@ def run(cmd: list[str], *, check: bool = True, timeout: float = 60, **kw: Any) -
     if check and done.returncode != 0:
         raise AssertionError(f"{cmd} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
     return done
+
+
+@overload
+def helm_template(
+    helm: str,
+    tmp_path: pathlib.Path,
+    values: dict | None = None,
+    *,
+    release: str = RELEASE,
+    include_crds: bool = False,
+    check: Literal[True] = True,
+    chart: pathlib.Path = CHART,
+) -> list[dict[str, Any]]: ...
+
+
+@overload
+def helm_template(
+    helm: str,
+    tmp_path: pathlib.Path,
+    values: dict | None = None,
+    *,
+    release: str = RELEASE,
+    include_crds: bool = False,
+    check: Literal[False],
+    chart: pathlib.Path = CHART,
+) -> subprocess.CompletedProcess[str]: ...
 
 
 def helm_template(

@@ -14,7 +14,6 @@ import yaml
 
 from ddpjob import version
 from ddpjob.api.spec import parse_job, validate
-
 from tests.deploy.deploy_helpers import (
     CHART,
     CRD_DIR,
@@ -22,10 +21,10 @@ from tests.deploy.deploy_helpers import (
     RELEASE,
     RELEASE_NS,
     by_kind,
-    operator_objects,
     crd_copy_differences,
     helm_template,
     one,
+    operator_objects,
     require_tool,
     rule_triples,
     run,
@@ -113,7 +112,7 @@ def test_crd_copy_check_catches_a_modified_a_missing_and_an_extra_file(tmp_path:
     "bad, message",
     [
         ({"imagee": {"tag": "x"}}, "additional properties 'imagee' not allowed"),
-        ({"image": {"tgа": "x"}}, "additional properties"),
+        ({"image": {"tgа": "x"}}, "additional properties"),  # noqa: RUF001 - a Cyrillic a, on purpose
         ({"watch": {"scope": "namespaced"}}, "value must be one of"),
         ({"replicaCount": 2, "leaderElection": {"enabled": False}}, "maximum"),  # two standalone operators would fight
         ({"leaderElection": {"enabled": "yes"}}, "boolean"),
@@ -140,7 +139,8 @@ def test_values_schema_rejects_typos_and_bad_values(helm: str, tmp_path: pathlib
 def values_keys_without_comment(text: str, opaque: tuple[str, ...]) -> list[str]:
     """Dotted paths of keys in a values.yaml that have no `#` comment line right above
     them, except keys inside `opaque` blocks (Kubernetes types the block's comment covers)."""
-    missing, stack = [], []  # stack: (indent, key)
+    missing: list[str] = []
+    stack: list[tuple[int, str]] = []  # (indent, key)
     lines = text.splitlines()
     for i, line in enumerate(lines):
         m = re.match(r"^( *)([A-Za-z0-9_]+):", line)
@@ -213,8 +213,8 @@ def test_deployment_is_restricted_and_probes_the_liveness_endpoint(helm: str, tm
     for probe in ("livenessProbe", "readinessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert "--liveness=http://0.0.0.0:%d/healthz" % ports["healthz"] in c["args"]
-    assert "--metrics-port=%d" % ports["metrics"] in c["args"]
+    assert f"--liveness=http://0.0.0.0:{ports['healthz']:d}/healthz" in c["args"]
+    assert f"--metrics-port={ports['metrics']:d}" in c["args"]
     assert c["command"] == ["ddpjob", "operator"]
     # the read-only root FS needs a writable HOME/TMPDIR
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}

@@ -12,6 +12,7 @@ import yaml
 from tests.deploy.deploy_helpers import CHART, ROOT
 
 spec = importlib.util.spec_from_file_location("chart_readme", ROOT / "hack" / "chart_readme.py")
+assert spec is not None and spec.loader is not None
 chart_readme = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(chart_readme)
 
@@ -21,7 +22,7 @@ def test_the_chart_readme_is_up_to_date() -> None:
 
 
 def leaves(values: dict, prefix: str = "") -> set[str]:
-    out = set()
+    out: set[str] = set()
     for key, value in values.items():
         path = prefix + key
         out |= leaves(value, path + ".") if isinstance(value, dict) and value else {path}

@@ -59,11 +59,12 @@ def test_both_targets_exist() -> None:
 
 def test_torch_versions_match_pyproject() -> None:
     # pyproject.toml holds ranges; the exact versions the images install are constraints.txt's.
-    pins = dict(
-        re.match(r"([a-z0-9-]+)==(\S+)", line).groups()
-        for line in (ROOT / "constraints.txt").read_text().splitlines()
-        if "==" in line
-    )
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line:
+            pin = re.match(r"([a-z0-9-]+)==(\S+)", line)
+            assert pin is not None, line
+            pins[pin.group(1)] = pin.group(2)
     args = dict(re.findall(r"^ARG (\w+)=(\S+)", DOCKERFILE.read_text(), re.M))
     assert args["TORCH_VERSION"] == pins["torch"]
     assert args["TORCHVISION_VERSION"] == pins["torchvision"]

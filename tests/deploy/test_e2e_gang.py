@@ -23,7 +23,6 @@ from tests.deploy.deploy_helpers import ROOT, helm_template, require_tool
 from tests.render.test_gang import upstream
 
 SCRIPT = ROOT / "hack" / "e2e-gang.sh"
-UPSTREAM = {"coscheduling": "scheduling.x-k8s.io_podgroups.yaml", "volcano": "scheduling.volcano.sh_podgroups.yaml"}
 SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
 
 
@@ -80,7 +79,7 @@ def test_the_applied_job_is_valid_and_renders_valid_objects(gang: str, tmp_path:
         }
     ).options
     group, service, *pods = render.render(spec.parse_job(body), options=options)
-    assert upstream(UPSTREAM[gang]).validate(group) == []
+    assert upstream(gang).validate(group) == []
     for obj in (service, *pods):
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
     assert {p["spec"]["schedulerName"] for p in pods} == {SCHEDULERS[gang]}

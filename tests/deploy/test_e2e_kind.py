@@ -2,9 +2,10 @@
 
 It runs wherever a container engine can be had: a docker that answers, or, as root on
 Debian with a Go toolchain (kind and the node image), the engine hack/engine.sh unpacks
-from Debian's packages and starts on its own socket (stopped again when the test ends). Skipped, with the reason, only where
-neither can be had, or kubectl or helm is missing. It takes 10-40 minutes (two images, a
-node image, a kind cluster, five scenarios); deselect it with `-m "not e2e"`.
+from Debian's packages and starts on its own socket (stopped again when the test ends).
+Skipped, with the reason, only where neither can be had, or kubectl or helm is missing. It
+takes 10-40 minutes (two images, a node image, a kind cluster, five scenarios); deselect it
+with `-m "not e2e"`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.deploy.deploy_helpers import ROOT, _TOOL_DIRS, find_tool
+from tests.deploy.deploy_helpers import _TOOL_DIRS, ROOT, find_tool
 
 pytestmark = pytest.mark.e2e
 

@@ -28,7 +28,8 @@ def archive(tmp_path: pathlib.Path, docker_version: str = "26.1.5+dfsg1-9+deb13u
         bin_dir,
         "apt-get",
         f"""
-grep -q "Dir::State::status \\"$(dirname "$APT_CONFIG")/status\\"" "$APT_CONFIG" || exit 9  # its own state, never the system's
+# its own state, never the system's
+grep -q "Dir::State::status \\"$(dirname "$APT_CONFIG")/status\\"" "$APT_CONFIG" || exit 9
 echo "$*" >>{tmp_path}/apt-calls
 if [[ "$2" == download ]]; then shift 2; for p in "$@"; do touch "${{p%%/*}}_x_amd64.deb"; done; fi""",
     )

@@ -10,11 +10,12 @@ so each can be shown to fail on what it must not take for the behaviour it names
 - the graceful delete's exit code is the one the container's status reported, for that
   Pod's uid.
 The scenarios themselves run in tests/deploy/test_e2e_kind.py."""
+
 from __future__ import annotations
 
 import json
-import re
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -24,13 +25,13 @@ from ddpjob.api import spec as job_spec, template_policy
 from ddpjob.render import objects as render_objects
 from tests.deploy.deploy_helpers import ROOT
 
-SCENARIOS = ROOT / 'hack' / 'kind' / 'scenarios.sh'
-REPORT = ROOT / 'hack' / 'kind' / 'report.sh'
-EXAMPLE = ROOT / 'manifests' / 'examples' / 'mnist-cpu.yaml'
+SCENARIOS = ROOT / "hack" / "kind" / "scenarios.sh"
+REPORT = ROOT / "hack" / "kind" / "report.sh"
+EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
 
 # `k` answers from files in $CANNED: `pods` for a list of Pods, `pod.N` for the Nth read of
 # one Pod (the last one again after that), `ddpjob` for a DDPJob.
-STUB = r'''
+STUB = r"""
 k() {
     case "$*" in
         *"get pods"*) cat "$CANNED/pods" ;;
@@ -41,31 +42,39 @@ k() {
         *) echo "unexpected: k $*" >&2; return 2 ;;
     esac
 }
-'''
+"""
 
 
 def call(tmp_path: pathlib.Path, command: str, **canned: str) -> subprocess.CompletedProcess[str]:
     """`command` in bash with scenarios.sh sourced as hack/e2e-kind.sh sources it (errexit,
     pipefail), and `k` answering from `canned` (file name -> text)."""
-    folder = tmp_path / 'canned'
+    folder = tmp_path / "canned"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in canned.items():
-        (folder / name.replace('_', '.')).write_text(text)
-    script = (f'set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\n'
-              f'source {REPORT}\nsource {SCENARIOS}\n{command}\n')
-    return subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                          env={'PATH': '/usr/bin:/bin', 'CANNED': str(folder)})
+        (folder / name.replace("_", ".")).write_text(text)
+    script = (
+        f"set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\n"
+        f"source {REPORT}\nsource {SCENARIOS}\n{command}\n"
+    )
+    return subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "CANNED": str(folder)},
+    )
 
 
 def test_nodes_count_once_every_pod_is_bound(tmp_path: pathlib.Path) -> None:
-    both = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\nmnist-cpu-1=worker2\n')
-    assert both.returncode == 0 and both.stdout.split() == ['worker', 'worker2'], both.stderr
-    one_unbound = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\nmnist-cpu-1=\n')
+    both = call(tmp_path, "bound_nodes mnist-cpu 2", pods="mnist-cpu-0=worker\nmnist-cpu-1=worker2\n")
+    assert both.returncode == 0 and both.stdout.split() == ["worker", "worker2"], both.stderr
+    one_unbound = call(tmp_path, "bound_nodes mnist-cpu 2", pods="mnist-cpu-0=worker\nmnist-cpu-1=\n")
     assert one_unbound.returncode != 0  # the old count took this for two nodes
-    one_pod = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\n')
+    one_pod = call(tmp_path, "bound_nodes mnist-cpu 2", pods="mnist-cpu-0=worker\n")
     assert one_pod.returncode != 0
-    together = call(tmp_path, 'bound_nodes mnist-cpu 2', pods='mnist-cpu-0=worker\nmnist-cpu-1=worker\n')
-    assert together.returncode == 0 and together.stdout.split() == ['worker']  # one node: the scenario's count fails
+    together = call(tmp_path, "bound_nodes mnist-cpu 2", pods="mnist-cpu-0=worker\nmnist-cpu-1=worker\n")
+    assert together.returncode == 0 and together.stdout.split() == ["worker"]  # one node: the scenario's count fails
 
 
 def test_the_example_job_spreads_its_pods_and_the_template_policy_allows_it(tmp_path: pathlib.Path) -> None:
@@ -76,30 +85,42 @@ def test_the_example_job_spreads_its_pods_and_the_template_policy_allows_it(tmp_
     assert template_policy.check_job(job, frozenset()) == []
     pods = [render_objects.render_pod(job, rank, 0) for rank in range(job.nodes)]
     for pod in pods:
-        (term,) = pod['spec']['affinity']['podAntiAffinity']['requiredDuringSchedulingIgnoredDuringExecution']
-        assert term['topologyKey'] == 'kubernetes.io/hostname'
+        (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
         # The selector picks the job's own Pods: no two of them on one node.
-        assert all(all(other['metadata']['labels'].get(k) == v for k, v in term['labelSelector']['matchLabels'].items())
-                   for other in pods)
+        assert all(
+            all(other["metadata"]["labels"].get(k) == v for k, v in term["labelSelector"]["matchLabels"].items())
+            for other in pods
+        )
     # The rest is the example's: only the template was added.
     example = yaml.safe_load(EXAMPLE.read_text())
-    assert {k: v for k, v in body['spec'].items() if k != 'template'} == example['spec']
+    assert {k: v for k, v in body["spec"].items() if k != "template"} == example["spec"]
 
 
 def test_progress_counts_only_while_the_job_and_pod_0_run(tmp_path: pathlib.Path) -> None:
-    running = 'uid-a 2026-11-28T06:00:00Z\n'
-    seen = call(tmp_path / 'a', 'progress_while_running mnist-cpu', pod_1=running, ddpjob='Running 7\n')
-    assert seen.returncode == 0 and seen.stdout.strip() == '7', seen.stderr
+    running = "uid-a 2026-11-28T06:00:00Z\n"
+    seen = call(tmp_path / "a", "progress_while_running mnist-cpu", pod_1=running, ddpjob="Running 7\n")
+    assert seen.returncode == 0 and seen.stdout.strip() == "7", seen.stderr
     # After the end the operator shows the termination message's step: not counted.
-    for name, pod, job in [('ended', 'uid-a \n', 'Succeeded 40\n'), ('terminated', 'uid-a \n', 'Running 7\n'),
-                           ('no-step', running, 'Running \n'), ('step-0', running, 'Running 0\n')]:
-        assert call(tmp_path / name, 'progress_while_running mnist-cpu', pod_1=pod, ddpjob=job).returncode != 0, name
+    for name, pod, job in [
+        ("ended", "uid-a \n", "Succeeded 40\n"),
+        ("terminated", "uid-a \n", "Running 7\n"),
+        ("no-step", running, "Running \n"),
+        ("step-0", running, "Running 0\n"),
+    ]:
+        assert call(tmp_path / name, "progress_while_running mnist-cpu", pod_1=pod, ddpjob=job).returncode != 0, name
     # Pod 0 replaced (or ended) between the two looks: the read may be a termination message's.
-    replaced = call(tmp_path / 'replaced', 'progress_while_running mnist-cpu', pod_1=running,
-                    pod_2='uid-b 2026-11-28T06:00:09Z\n', ddpjob='Running 7\n')
+    replaced = call(
+        tmp_path / "replaced",
+        "progress_while_running mnist-cpu",
+        pod_1=running,
+        pod_2="uid-b 2026-11-28T06:00:09Z\n",
+        ddpjob="Running 7\n",
+    )
     assert replaced.returncode != 0
-    stopped = call(tmp_path / 'stopped', 'progress_while_running mnist-cpu', pod_1=running, pod_2='uid-a \n',
-                   ddpjob='Running 7\n')
+    stopped = call(
+        tmp_path / "stopped", "progress_while_running mnist-cpu", pod_1=running, pod_2="uid-a \n", ddpjob="Running 7\n"
+    )
     assert stopped.returncode != 0
 
 
@@ -107,63 +128,74 @@ def test_the_wait_for_progress_ends_with_the_job(tmp_path: pathlib.Path) -> None
     """progress_from_pod0 takes the first step read while the job ran, and fails as soon as
     the job has ended without one (the example's job, about 3 s of training, often did: it
     no longer waits for one), rather than waiting out its deadline."""
-    seen = call(tmp_path / 'seen', 'progress_from_pod0 mnist-restart 60; echo "step $PROGRESS_STEP"',
-                pod_1='uid-a 2026-11-28T06:00:00Z\n', ddpjob='Running 7\n')
-    assert seen.returncode == 0 and seen.stdout.strip() == 'step 7', seen.stderr
-    ended = call(tmp_path / 'ended', 'progress_from_pod0 mnist-restart 60', pod_1='uid-a \n', ddpjob='Succeeded\n')
+    seen = call(
+        tmp_path / "seen",
+        'progress_from_pod0 mnist-restart 60; echo "step $PROGRESS_STEP"',
+        pod_1="uid-a 2026-11-28T06:00:00Z\n",
+        ddpjob="Running 7\n",
+    )
+    assert seen.returncode == 0 and seen.stdout.strip() == "step 7", seen.stderr
+    ended = call(tmp_path / "ended", "progress_from_pod0 mnist-restart 60", pod_1="uid-a \n", ddpjob="Succeeded\n")
     assert ended.returncode == 1
-    assert 'FAILED: mnist-restart ended (Succeeded) before the operator showed progress' in ended.stderr
+    assert "FAILED: mnist-restart ended (Succeeded) before the operator showed progress" in ended.stderr
     text = SCENARIOS.read_text()
-    restart = text[text.index('scenario_restart()'):text.index('scenario_elastic()')]
+    restart = text[text.index("scenario_restart()") : text.index("scenario_elastic()")]
     assert restart.index('progress_from_pod0 "$job"') < restart.index('delete pod "$job-1"')
-    start = text.index('scenario_example()')
-    assert 'progress' not in text[start:text.index('\n}\n', start)]
+    start = text.index("scenario_example()")
+    assert "progress" not in text[start : text.index("\n}\n", start)]
 
 
 def test_the_lost_pods_replacement_is_followed_not_the_lost_pod(tmp_path: pathlib.Path) -> None:
     """The elastic scenario keeps the log of the Pod that replaces the lost one: read only once
     a Pod of another uid holds the name (the lost Pod's own log is not its replacement's)."""
-    done = call(tmp_path, 'follow_replacement elastic-2 uid-old', pod_1='uid-old', pod_2='uid-old', pod_3='uid-new',
-                logs='worker 2 rejoined\n')
-    assert done.returncode == 0 and done.stdout == 'worker 2 rejoined\n', done.stderr
-    assert (tmp_path / 'canned' / 'reads').read_text().strip() == '3'
+    done = call(
+        tmp_path,
+        "follow_replacement elastic-2 uid-old",
+        pod_1="uid-old",
+        pod_2="uid-old",
+        pod_3="uid-new",
+        logs="worker 2 rejoined\n",
+    )
+    assert done.returncode == 0 and done.stdout == "worker 2 rejoined\n", done.stderr
+    assert (tmp_path / "canned" / "reads").read_text().strip() == "3"
     text = SCENARIOS.read_text()
-    elastic = text[text.index('scenario_elastic()'):text.index('scenario_oom()')]
+    elastic = text[text.index("scenario_elastic()") : text.index("scenario_oom()")]
     assert 'follow_replacement "$job-2" "${lost_uid%% *}"' in elastic
 
 
 def test_the_graceful_exit_code_is_the_deleted_pods_containers(tmp_path: pathlib.Path) -> None:
-    (tmp_path / 'codes').write_text('uid-a \nuid-a \nuid-a 143\nuid-b \nuid-b 0\n')
-    assert call(tmp_path, f'exit_code_of {tmp_path}/codes uid-a').stdout.strip() == '143'
-    assert call(tmp_path, f'exit_code_of {tmp_path}/codes uid-b').stdout.strip() == '0'
-    assert call(tmp_path, f'exit_code_of {tmp_path}/codes uid-c').stdout.strip() == ''
+    (tmp_path / "codes").write_text("uid-a \nuid-a \nuid-a 143\nuid-b \nuid-b 0\n")
+    assert call(tmp_path, f"exit_code_of {tmp_path}/codes uid-a").stdout.strip() == "143"
+    assert call(tmp_path, f"exit_code_of {tmp_path}/codes uid-b").stdout.strip() == "0"
+    assert call(tmp_path, f"exit_code_of {tmp_path}/codes uid-c").stdout.strip() == ""
     # The scenario judges that code, from the watch of the Pod it deleted.
     text = SCENARIOS.read_text()
-    graceful = text[text.index('scenario_graceful()'):]
+    graceful = text[text.index("scenario_graceful()") :]
     assert 'follow_exit_codes "$job-0"' in graceful and 'code=$(exit_code_of "$codes" "$uid")' in graceful
     assert '[[ "$code" == 143 ]]' in graceful
 
 
 def test_spread_json_is_what_the_scenario_applies() -> None:
-    spread = json.loads((ROOT / 'hack' / 'kind' / 'spread.json').read_text())
-    assert set(spread) == {'template'}
+    spread = json.loads((ROOT / "hack" / "kind" / "spread.json").read_text())
+    assert set(spread) == {"template"}
     assert 'job_from_example "$job" "$(<hack/kind/spread.json)"' in SCENARIOS.read_text()
 
 
-def room_for_images(tmp_path: pathlib.Path, free_gb: int, *, listed: tuple[str, str] = ('9GB', '750MB'),
-                    tmp_free_gb: int | None = None) -> subprocess.CompletedProcess[str]:
+def room_for_images(
+    tmp_path: pathlib.Path, free_gb: int, *, listed: tuple[str, str] = ("9GB", "750MB"), tmp_free_gb: int | None = None
+) -> subprocess.CompletedProcess[str]:
     """hack/e2e-kind.sh's room_for_images, taken from the script, with `docker` saying the
     trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
     saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
     on the same filesystem unless `tmp_free_gb` gives it its own."""
-    text = (ROOT / 'hack' / 'e2e-kind.sh').read_text()
-    start = text.index('image_bytes() {')
-    function = text[start:text.index('\n}\n', text.index('room_for_images() {')) + 3]
-    gib = 1024 ** 3
-    tmp = tmp_path / 'tmp'
+    text = (ROOT / "hack" / "e2e-kind.sh").read_text()
+    start = text.index("image_bytes() {")
+    function = text[start : text.index("\n}\n", text.index("room_for_images() {")) + 3]
+    gib = 1024**3
+    tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    tmp_fs, tmp_avail = ('/', free_gb * gib) if tmp_free_gb is None else ('/tmpfs', tmp_free_gb * gib)
-    stubs = f'''
+    tmp_fs, tmp_avail = ("/", free_gb * gib) if tmp_free_gb is None else ("/tmpfs", tmp_free_gb * gib)
+    stubs = f"""
 docker() {{
     case "$*" in
         "info -f {{{{.DockerRootDir}}}}") echo "{tmp_path}" ;;
@@ -186,9 +218,15 @@ df() {{
 log() {{ :; }}
 die() {{ echo "FAILED: $*" >&2; exit 1; }}
 TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
-'''
-    return subprocess.run(['bash', '-c', f'set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room'],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT, env={'PATH': '/usr/bin:/bin'})
+"""
+    return subprocess.run(
+        ["bash", "-c", f"set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
@@ -196,42 +234,48 @@ def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path
     more (`docker image ls` says 9 GB): each of three workers holds both (27 GB), four nodes
     the operator's 0.75 GB each, the archive waits under TMPDIR (3 GB), and 3 GiB besides:
     about 36.2 GB (33.7 GiB), so 34 GiB free is enough and 33 is refused, with both figures and why."""
-    assert room_for_images(tmp_path, 34).stdout == 'room\n'
+    assert room_for_images(tmp_path, 34).stdout == "room\n"
     short = room_for_images(tmp_path, 33)
-    assert short.returncode == 1 and short.stdout == ''
+    assert short.returncode == 1 and short.stdout == ""
     assert short.stderr.strip() == (
-        f'FAILED: kind load needs about 33 GB free under {tmp_path} (the trainer image packed and unpacked '
-        f"on each of 3 workers, the operator's on every node, the archive under {tmp_path / 'tmp'}); 33 GB are free")
+        f"FAILED: kind load needs about 33 GB free under {tmp_path} (the trainer image packed and unpacked "
+        f"on each of 3 workers, the operator's on every node, the archive under {tmp_path / 'tmp'}); 33 GB are free"
+    )
 
 
 def test_kind_load_room_under_the_classic_image_store(tmp_path: pathlib.Path) -> None:
     """Under the classic store `docker image ls` says `.Size` again and `docker save` writes
     the layers uncompressed: each worker holds 3 GB twice, so about 24.4 GiB is needed."""
-    assert room_for_images(tmp_path, 25, listed=('3GB', '250MB')).stdout == 'room\n'
-    short = room_for_images(tmp_path, 24, listed=('3GB', '250MB'))
-    assert short.returncode == 1 and 'needs about 24 GB free' in short.stderr and '24 GB are free' in short.stderr
+    assert room_for_images(tmp_path, 25, listed=("3GB", "250MB")).stdout == "room\n"
+    short = room_for_images(tmp_path, 24, listed=("3GB", "250MB"))
+    assert short.returncode == 1 and "needs about 24 GB free" in short.stderr and "24 GB are free" in short.stderr
 
 
 def test_kind_loads_archive_is_checked_where_tmpdir_is(tmp_path: pathlib.Path) -> None:
     """TMPDIR on a filesystem of its own: the archive is asked of it, not of the engine's root."""
-    assert room_for_images(tmp_path, 31, tmp_free_gb=3).stdout == 'room\n'
+    assert room_for_images(tmp_path, 31, tmp_free_gb=3).stdout == "room\n"
     short = room_for_images(tmp_path, 31, tmp_free_gb=2)
     assert short.returncode == 1
     assert short.stderr.strip() == (
         "FAILED: kind load writes the trainer image's archive (about 2 GB) under "
-        f"{tmp_path / 'tmp'}; 2 GB are free there")
+        f"{tmp_path / 'tmp'}; 2 GB are free there"
+    )
 
 
 def test_the_tier_never_writes_the_users_kubeconfig() -> None:
     """kind merges a new cluster's context into $KUBECONFIG (else ~/.kube/config) and makes it
     the current one, and kubectl caches under ~/.kube/cache: the script exports a kubeconfig
     and a cache folder of the run's own before any call to kind, kubectl or helm, once."""
-    lines = (ROOT / 'hack' / 'e2e-kind.sh').read_text().splitlines()
-    code = [(n, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith('#')]
-    (export,) = [n for n, line in code if re.match(r'\s*(export\s+)?KUBECONFIG=', line)]
-    assert lines[export].strip() == 'export KUBECONFIG=$WORK/kubeconfig KUBECACHEDIR=$WORK/kube-cache'
-    assert export > next(n for n, line in code if line.startswith('WORK=$(mktemp'))
-    calls = [n for n, line in code if re.search(r'(^|[\s;(|&])(kind (create|delete|load|get)|helm |k )', line)
-             and not re.match(r'\s*(k|log|die)\(\)', line)]
-    top_level = [n for n in calls if not lines[n].startswith((' ', '\t'))]  # not inside a function
+    lines = (ROOT / "hack" / "e2e-kind.sh").read_text().splitlines()
+    code = [(n, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+    (export,) = [n for n, line in code if re.match(r"\s*(export\s+)?KUBECONFIG=", line)]
+    assert lines[export].strip() == "export KUBECONFIG=$WORK/kubeconfig KUBECACHEDIR=$WORK/kube-cache"
+    assert export > next(n for n, line in code if line.startswith("WORK=$(mktemp"))
+    calls = [
+        n
+        for n, line in code
+        if re.search(r"(^|[\s;(|&])(kind (create|delete|load|get)|helm |k )", line)
+        and not re.match(r"\s*(k|log|die)\(\)", line)
+    ]
+    top_level = [n for n in calls if not lines[n].startswith((" ", "\t"))]  # not inside a function
     assert top_level and min(top_level) > export, [lines[n] for n in top_level if n < export]

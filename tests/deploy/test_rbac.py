@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 from tests.deploy.deploy_helpers import (
     RELEASE_NS,
     by_kind,
@@ -27,15 +28,15 @@ from tests.deploy.deploy_helpers import (
     rule_triples,
 )
 
-# The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle.
-from tests.operator.conftest import (
+# The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle
+# (pytest finds them here by name; the arguments that name them again are F811's).
+from tests.operator.conftest import (  # noqa: F401
     cluster,
     crd,
-    kubeconfig,  # noqa: F401
+    kubeconfig,
     lifecycle_request_log,
     start_operator,
 )
-from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 
 JOB_NS = "default"  # where tests/operator's Cluster helper creates jobs
 
@@ -89,7 +90,7 @@ def scope(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def operator(start_operator: Any, scope: str) -> Any:  # overrides tests/operator's: both scopes
+def operator(start_operator: Any, scope: str) -> Any:  # noqa: F811 - overrides tests/operator's: both scopes
     return start_operator(namespace=None if scope == "cluster" else JOB_NS)
 
 
@@ -125,7 +126,9 @@ def operator_requests(log: list[RecordedRequest]) -> list[RecordedRequest]:
 
 
 def test_rbac_is_exactly_what_the_operator_uses(
-    lifecycle_request_log: list[RecordedRequest], scope: str, tmp_path: pathlib.Path
+    lifecycle_request_log: list[RecordedRequest],  # noqa: F811 - the fixture imported above
+    scope: str,
+    tmp_path: pathlib.Path,
 ) -> None:
     helm = require_tool("helm", "run `make tools` (hack/fetch-tools.sh) or install helm")
     grants = Grants(helm_template(helm, tmp_path, SCOPES[scope]))

@@ -15,12 +15,12 @@ from ddpjob_devcluster.clusters.operator_runner import wait_for
 from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
 from tests.deploy.deploy_helpers import helm_template, require_tool
 from tests.deploy.test_rbac import SCOPES, Grants, operator_requests, triple
-from tests.operator.conftest import (
+from tests.operator.conftest import (  # noqa: F401 - fixtures, found by name
     Cluster,
     cluster,
     crd,
     ddpjob,
-    kubeconfig,  # noqa: F401
+    kubeconfig,
     start_operator,
 )
 
@@ -30,7 +30,7 @@ UNEXERCISED = {("scheduling.k8s.io", "podgroups", "get")}
 
 
 @pytest.fixture
-def gang_request_log(cluster: Cluster, start_operator: Any) -> list:
+def gang_request_log(cluster: Cluster, start_operator: Any) -> list:  # noqa: F811 - the fixtures imported above
     serve_native_pod_groups(cluster.emulator.store)
     start_operator()
     cluster.start_running(
@@ -78,7 +78,8 @@ def test_podgroups_are_granted_only_for_enabled_integrations(gang, group, tmp_pa
 
 
 def test_events_are_listed_only_for_volcano(tmp_path: pathlib.Path) -> None:
-    """Volcano's queue verdict is read from the Events on its PodGroup (api/gangs/volcano.py, read by operator/gang_reader.py)."""
+    """Volcano's queue verdict is read from the Events on its PodGroup (api/gangs/volcano.py,
+    read by operator/gang_reader.py)."""
     helm = require_tool("helm", "run `make tools` (hack/fetch-tools.sh) or install helm")
     for scope in SCOPES.values():
         for gang in ("kubernetes", "coscheduling", "volcano"):

@@ -23,6 +23,7 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 RELEASE = WORKFLOWS / "release.yaml"
 
 spec = importlib.util.spec_from_file_location("changelog", ROOT / "hack" / "changelog.py")
+assert spec is not None and spec.loader is not None
 changelog = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(changelog)
 
@@ -102,7 +103,9 @@ def test_helm_package_makes_the_chart_artifact(tmp_path: Path) -> None:
     assert tgz.name == f"ddpjob-operator-{version.__version__}.tgz"
     with tarfile.open(tgz) as tar:
         names = set(tar.getnames())
-        chart = yaml.safe_load(tar.extractfile("ddpjob-operator/Chart.yaml"))
+        member = tar.extractfile("ddpjob-operator/Chart.yaml")
+        assert member is not None, "Chart.yaml is not a file in the package"
+        chart = yaml.safe_load(member)
     assert {
         "ddpjob-operator/README.md",
         "ddpjob-operator/templates/crd.yaml",
@@ -169,7 +172,7 @@ def test_the_changelog_entry_is_the_section_and_the_commits_since_the_last_tag(t
     head, commits = text.split("### Commits since v1.0.0\n\n")
     assert head.strip() == "New things."
     assert [line.split(" ", 2)[2] for line in commits.splitlines()] == ["fix a bug", "add a flag"]
-    with pytest.raises(LookupError, match="no '## 2.0.0' section"):
+    with pytest.raises(LookupError, match=r"no '## 2\.0\.0' section"):
         changelog.entry("2.0.0", tmp_path)
 
 

@@ -19,6 +19,7 @@ from ddpjob import version
 from tests.deploy.deploy_helpers import CHART, DOCKERFILE, ROOT
 
 spec = importlib.util.spec_from_file_location("set_version", ROOT / "hack" / "set_version.py")
+assert spec is not None and spec.loader is not None
 set_version = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(set_version)
 

@@ -7,8 +7,8 @@ import pathlib
 import kubernetes
 import pytest
 
-from tests.devcluster.emulator_helpers import WIDGET_CRD
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from tests.devcluster.emulator_helpers import WIDGET_CRD
 
 
 @pytest.fixture
@@ -29,5 +29,5 @@ def custom(api: kubernetes.client.ApiClient) -> kubernetes.client.CustomObjectsA
 @pytest.fixture
 def widgets(api: kubernetes.client.ApiClient, custom: kubernetes.client.CustomObjectsApi):
     """The Widget CRD installed over HTTP, as a Helm chart or kubectl would."""
-    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(WIDGET_CRD)
+    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(WIDGET_CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     return custom

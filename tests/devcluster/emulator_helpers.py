@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import kubernetes
+
 from tests.support.deadlines import REACTION
 
 WIDGET_CRD = {

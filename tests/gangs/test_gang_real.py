@@ -22,9 +22,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.clusters.client import read_metrics, wait_until
-from ddpjob_devcluster.controlplane.node import NodeShape
+from ddpjob_devcluster.clusters.client import json_object, read_metrics, wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
+from ddpjob_devcluster.controlplane.node import NodeShape
 from tests.support.control_plane import real_cluster
 from tests.support.hold import SCRIPT, Hold, env
 
@@ -111,7 +111,7 @@ def waits_whole_beside(cluster: RealCluster, waiting: str, running_job: str, hol
 def pod_groups(cluster: RealCluster, gang: str) -> list[dict[str, Any]]:
     (group, version), _, _ = INTEGRATIONS[gang]
     custom = kubernetes.client.CustomObjectsApi(cluster.api)
-    return custom.list_namespaced_custom_object(group, version, cluster.namespace, "podgroups")["items"]
+    return json_object(custom.list_namespaced_custom_object(group, version, cluster.namespace, "podgroups"))["items"]
 
 
 def test_two_gangs_on_six_gpus_never_deadlock_the_second_waits_whole(
@@ -196,7 +196,7 @@ def priority_classes(gang_cluster: RealCluster) -> Iterator[None]:
     tests in turn, so made anew and deleted after)."""
     scheduling = kubernetes.client.SchedulingV1Api(gang_cluster.api)
     for name, value in (("ddpjob-low", 100), ("ddpjob-high", 1000)):
-        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     yield
     for name in ("ddpjob-low", "ddpjob-high"):
         scheduling.delete_priority_class(name)
@@ -233,8 +233,10 @@ def test_a_higher_priority_gang_preempts_and_the_victim_resumes_from_its_checkpo
         ],
     )
     cluster.create_job(victim)
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
     wait_until(
-        lambda: any(p.suffix == ".pt" for p in cluster.kubelet.checkpoint_dir("low").glob("ckpt-*")),
+        lambda: any(p.suffix == ".pt" for p in kubelet.checkpoint_dir("low").glob("ckpt-*")),
         180,
         "the victim never wrote a checkpoint",
         lambda: cluster.status("low"),
@@ -255,7 +257,7 @@ def test_a_higher_priority_gang_preempts_and_the_victim_resumes_from_its_checkpo
         e["message"] for e in events
     ]
     # Attempt 1 started from the newest checkpoint, not from step 0.
-    records = read_metrics(cluster.kubelet.checkpoint_dir("low") / "metrics.jsonl")
+    records = read_metrics(kubelet.checkpoint_dir("low") / "metrics.jsonl")
     resumes = [r for r in records if r["event"] == "resume"]
     assert len(resumes) == 1 and resumes[0]["restart"] == 1 and resumes[0]["step"] >= 8, resumes
     final = [r for r in records if r["event"] == "final"]

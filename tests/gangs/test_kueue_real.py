@@ -21,12 +21,11 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.clusters.client import ddpjob_command
-from ddpjob_devcluster.controlplane import kueue
+from ddpjob_devcluster.clusters.client import ddpjob_command, json_object, wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
-from tests.support.control_plane import real_cluster
+from ddpjob_devcluster.controlplane import kueue
 from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running
+from tests.support.control_plane import real_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -55,19 +54,20 @@ def queued(request: pytest.FixtureRequest, tmp_path: pathlib.Path, kueue_control
                     custom.create_cluster_custom_object(*KUEUE, plural, obj)
                     made.append((plural, name))
             for suffix, value in (("low", 100), ("high", 1000)):
-                scheduling.create_priority_class({"metadata": {"name": f"{name}-{suffix}"}, "value": value})
+                scheduling.create_priority_class({"metadata": {"name": f"{name}-{suffix}"}, "value": value})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
             yield cluster
         finally:
             with contextlib.suppress(kubernetes.client.ApiException):
                 for suffix in ("low", "high"):
                     scheduling.delete_priority_class(f"{name}-{suffix}")
-            for job in cluster.custom.list_namespaced_custom_object("ddpjob.io", "v1alpha1", name, "ddpjobs")["items"]:
+            jobs = json_object(cluster.custom.list_namespaced_custom_object("ddpjob.io", "v1alpha1", name, "ddpjobs"))
+            for job in jobs["items"]:
                 cluster.custom.delete_namespaced_custom_object(
                     "ddpjob.io", "v1alpha1", name, "ddpjobs", job["metadata"]["name"]
                 )
-            for plural, obj in reversed(made):  # the ClusterQueue waits for its Workloads to go
+            for plural, made_name in reversed(made):  # the ClusterQueue waits for its Workloads to go
                 with contextlib.suppress(kubernetes.client.ApiException):
-                    custom.delete_cluster_custom_object(*KUEUE, plural, obj)
+                    custom.delete_cluster_custom_object(*KUEUE, plural, made_name)
 
 
 def kueue_job(
@@ -81,7 +81,7 @@ def kueue_job(
 
 def workloads(cluster: RealCluster) -> list[dict[str, Any]]:
     custom = kubernetes.client.CustomObjectsApi(cluster.api)
-    return custom.list_namespaced_custom_object(*KUEUE, cluster.namespace, "workloads")["items"]
+    return json_object(custom.list_namespaced_custom_object(*KUEUE, cluster.namespace, "workloads"))["items"]
 
 
 def workload(cluster: RealCluster, name: str) -> dict[str, Any] | None:

@@ -14,12 +14,12 @@ from typing import Any
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.controlplane import volcano as vc
+from ddpjob_devcluster.clusters.client import json_object, wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
+from ddpjob_devcluster.controlplane import volcano as vc
+from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running, waits_whole_beside
 from tests.support.control_plane import real_cluster
 from tests.system.test_cluster_workflow import ddpjob
-from tests.gangs.test_gang_real import GPU_NODES, Hold, bound, gang_job, running, waits_whole_beside
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -44,7 +44,9 @@ def job(name: str, nodes: int = 4, sleep: float = 4, hold: Hold | None = None, *
 
 
 def pod_groups(cluster: RealCluster) -> list[dict[str, Any]]:
-    return cluster.custom.list_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "podgroups")["items"]
+    return json_object(cluster.custom.list_namespaced_custom_object(GROUP, VERSION, cluster.namespace, "podgroups"))[
+        "items"
+    ]
 
 
 def waiting_message(cluster: RealCluster, name: str, words: str) -> dict[str, Any]:
@@ -159,7 +161,7 @@ def priorities(cluster: RealCluster) -> Iterator[tuple[str, str]]:
     made = []
     for level, value in (("low", 100), ("high", 1000)):
         name = f"{cluster.namespace}-{level}"
-        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         made.append(name)
     yield made[0], made[1]
     for name in made:

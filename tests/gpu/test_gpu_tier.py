@@ -75,7 +75,7 @@ def test_a_one_gpu_job_runs_with_nccl_and_captures_its_step_by_default(tmp_path:
 def test_each_node_gets_its_own_gpu_slice(tmp_path: Path) -> None:
     # budget: one `ddpjob run` of two processes that all-reduce once
     job = write_job(tmp_path, "gpu-slices", [sys.executable, "-c", PROBE], nodes=2, backend="nccl")
-    code, output, status = ddpjob_run(tmp_path, str(job))
+    code, output, _status = ddpjob_run(tmp_path, str(job))
     assert code == 0, output[-3000:]
     seen = probes(output)
     assert [r["rank"] for r in seen] == [0, 1] and all(r["sum"] == 2 and r["backend"] == "nccl" for r in seen)
@@ -180,25 +180,29 @@ def test_batch_size_auto_finds_a_batch_that_fits_and_trains(tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr[-3000:]
     chosen = [line for line in r.stderr.splitlines() if "--batch-size auto:" in line]
     assert chosen and int(chosen[0].split("auto: ")[1].split()[0]) >= 64, r.stderr[-3000:]
-    first, last = losses(tmp_path)
+    _first, last = losses(tmp_path)
     assert math.isfinite(last)
 
 
 def test_a_checkpoint_saved_on_the_gpu_resumes_and_loads_on_cpu(tmp_path: Path) -> None:
     import torch
+
     from ddpjob_trainer import checkpoint
 
     # budget: two launches, 8 steps each
     ckpt = tmp_path / "ckpt"
     first = train(tmp_path, "--epochs", "1", "--synthetic-size", "512", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
     assert first.returncode == 0, first.stderr[-3000:]
-    path, payload = checkpoint.newest(str(ckpt))  # map_location="cpu": a CPU-only reader can open it
+    newest = checkpoint.newest(str(ckpt))  # map_location="cpu": a CPU-only reader can open it
+    assert newest is not None, "no checkpoint was saved"
+    path, payload = newest
     tensors = [v for v in payload["model"].values() if isinstance(v, torch.Tensor)]
     assert tensors and all(t.device.type == "cpu" for t in tensors) and payload["scaler"], path
     second = train(tmp_path, "--epochs", "2", "--synthetic-size", "512", "--checkpoint-dir", str(ckpt), "--amp", "fp16")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from" in second.stdout + second.stderr and "continuing at epoch 2" in second.stdout + second.stderr
-    assert checkpoint.newest(str(ckpt))[1]["epoch"] == 2
+    newest = checkpoint.newest(str(ckpt))
+    assert newest is not None and newest[1]["epoch"] == 2
 
 
 def test_the_launcher_sets_nccl_defaults_for_its_workers(tmp_path: Path) -> None:
@@ -245,7 +249,8 @@ def test_the_captured_step_trains_as_the_eager_step_does(tmp_path: Path, flags: 
     # 2,100 samples at batch 64: each epoch ends with a partial batch, which runs eagerly.
     common = ["--epochs", "2", "--synthetic-size", "2100", "--batch-size", "64", "--eval-every", "0", *flags]
     eager_dir, graph_dir = tmp_path / "eager", tmp_path / "graph"
-    eager_dir.mkdir(), graph_dir.mkdir()
+    eager_dir.mkdir()
+    graph_dir.mkdir()
     r = train(eager_dir, *[f for f in common if f != "--cuda-graph"], "--no-cuda-graph")
     assert r.returncode == 0, r.stderr[-3000:]
     r = train(graph_dir, *common)  # no flag: captured by default
@@ -258,7 +263,7 @@ def test_the_captured_step_trains_as_the_eager_step_does(tmp_path: Path, flags: 
     assert len(eager) == len(graph) == 2 and graph[-1] < graph[0], (eager, graph)
     # The same steps on the same batches: the same losses, up to the capturable optimizer's
     # arithmetic on the GPU instead of the host.
-    assert all(math.isclose(a, b, rel_tol=0.02) for a, b in zip(eager, graph)), (eager, graph)
+    assert all(math.isclose(a, b, rel_tol=0.02) for a, b in zip(eager, graph, strict=True)), (eager, graph)
 
 
 def test_a_replayed_step_makes_no_host_sync() -> None:
@@ -286,7 +291,9 @@ def test_a_replayed_step_makes_no_host_sync() -> None:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
     assert step.replays == 22, step.replays
-    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters())), "the replays changed no weight"
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True)), (
+        "the replays changed no weight"
+    )
     assert micro.window[1].item() > 0  # the metric sums were accumulated inside the graph
 
 

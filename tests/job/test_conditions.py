@@ -36,7 +36,7 @@ def test_the_phase_conditions_go_through_the_same_rule():
             "lastTransitionTime": T1,
         }
     ]
-    done = build_conditions(running + [{"type": "Stalled", "status": "False"}], "Succeeded", "Succeeded", "done", T2)
+    done = build_conditions([*running, {"type": "Stalled", "status": "False"}], "Succeeded", "Succeeded", "done", T2)
     by_type = {c["type"]: c for c in done}
     # Running turns False with the reason of what ended it, at the flip; other types stay as they were.
     assert by_type["Running"] == {

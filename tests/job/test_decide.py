@@ -4,7 +4,7 @@ PodsCreated condition, an invalid spec, and when to take another step."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,7 +13,7 @@ from ddpjob.job import lifecycle, scheduling
 from ddpjob.job.decision import Observed, Refusal, RefusedCreates
 from ddpjob.job.observe import PodState
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 QUOTA = Refusal("Pod", "demo-0", "Forbidden", 'pods "demo-0" is forbidden: exceeded quota', 403)
 INVALID = Refusal("Pod", "demo-0", "Invalid", 'Pod "demo-0" is invalid: spec.containers[0].image', 422)
 

@@ -5,14 +5,14 @@ failure). Every resize is counted and said once, with its cause."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ddpjob.api.spec import parse_job
 from ddpjob.job import lifecycle
 from ddpjob.job.decision import Observed
 from ddpjob.job.observe import PodState
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def job(nodes=4, lo=2, hi=4, **spec):

@@ -5,10 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from ddpjob.job import lifecycle
 from ddpjob.job.failure import failure_record
 from ddpjob.job.observe import PodState, pod_state
-from tests.job.test_lifecycle import T0, job, pods, running_status, step  # noqa: F401 (fixture)
+from tests.job.test_lifecycle import T0, pods, running_status, step
 
 UNSCHEDULABLE = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
 

@@ -1,6 +1,6 @@
 """The shared job logic, step by step, with observed Pods as plain data."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -8,9 +8,8 @@ from ddpjob.job import lifecycle
 from ddpjob.job.decision import Observed
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.job.restart_policy import backoff_seconds, is_retryable
-from ddpjob.api.spec import parse_job
 
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def pods(phases, attempt=0, extra=None):
@@ -23,14 +22,6 @@ def pods(phases, attempt=0, extra=None):
 
 def step(job, observed, status, at=T0):
     return lifecycle.plan(job, observed, status, at)
-
-
-@pytest.fixture
-def job(job_body):
-    def make(**spec):
-        return parse_job(job_body(**{"restartBackoffSeconds": 10, **spec}))
-
-    return make
 
 
 def test_happy_path_pending_running_succeeded(job):
@@ -494,7 +485,7 @@ def test_torch_ranks_failure_is_the_same_on_each_attempt_though_its_times_and_pi
 def test_a_repeated_failure_that_blames_the_network_or_a_signal_is_retried_as_the_policy_says(job):
     j = job(restartPolicy="OnFailure", maxRestarts=2)
     peer = "torch.distributed.DistNetworkError: failed to connect to demo-0.demo.ml.svc:29500\n"
-    first, second, third = attempts(j, [peer] * 3)
+    _first, second, third = attempts(j, [peer] * 3)
     assert second.status["phase"] == "Restarting" and second.status["lastFailure"]["sameOnAttempts"] == 2
     assert (
         "set restartPolicy: ExitCode to fail at once on exit codes 1-127; restarting the gang (2/2)"

@@ -17,7 +17,7 @@ def s(seconds):
 def lose(j, st, rank, at, ranks=range(4)):
     """Index `rank` fails at `at` and is gone a moment later; (plan of the step it is gone, its status)."""
     others = [pod(r) for r in ranks if r != rank]
-    p = decide(j, others + [pod(rank, "Failed", exit_code=137)], st, now=at)
+    p = decide(j, [*others, pod(rank, "Failed", exit_code=137)], st, now=at)
     p = decide(j, others, p.status, now=at + timedelta(seconds=1))
     return p
 
@@ -27,8 +27,8 @@ def comes_back(j, st, rank, at, ranks=range(4)):
     others = [pod(r) for r in ranks if r != rank]
     p = decide(j, others, st, now=at)
     assert p.create == (rank,), (p.create, p.status["message"])
-    p = decide(j, others + [pod(rank, "Pending")], p.status, now=at + timedelta(seconds=1))
-    return decide(j, others + [pod(rank)], p.status, now=at + timedelta(seconds=2))
+    p = decide(j, [*others, pod(rank, "Pending")], p.status, now=at + timedelta(seconds=1))
+    return decide(j, [*others, pod(rank)], p.status, now=at + timedelta(seconds=2))
 
 
 def test_a_pod_that_keeps_failing_waits_twice_as_long_each_time_up_to_the_cap():

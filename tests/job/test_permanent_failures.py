@@ -2,7 +2,7 @@
 not start, and a bad command line (argparse's exit 2). They fail the job at once, whatever
 the restartPolicy, with the runtime's or the program's own words in the status."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,7 +11,7 @@ from ddpjob.job import lifecycle
 from ddpjob.job.observe import PodState, pod_state
 from ddpjob.job.restart_policy import is_retryable
 
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 # What containerd says of a command the image does not have (the kubelet copies it into
 # state.terminated.message; FallbackToLogsOnError only fills an empty one).
 CONTAINERD = (

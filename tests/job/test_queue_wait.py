@@ -1,12 +1,12 @@
 """A gang held at Kueue's gate reports its queue's reason (read from the Workload), not the
 gate's. Pure: a Workload and Pods as plain data."""
 
-from ddpjob.job.observe import PodState
 from ddpjob.api.gangs.kueue import GATED, REASON, waiting_reason
-from tests.job.test_gang_waiting import condition
-from tests.job.test_lifecycle import T0, job  # noqa: F401 (fixture)
 from ddpjob.job import lifecycle
 from ddpjob.job.decision import GangSaid, Observed
+from ddpjob.job.observe import PodState
+from tests.job.test_gang_waiting import condition
+from tests.job.test_lifecycle import T0
 
 NO_QUOTA = (
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed"

@@ -1,7 +1,7 @@
 """Stall detection in the shared job logic: a gang whose progress record stops advancing
 while every Pod runs is restarted with reason Stalled, naming the ranks that stopped."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -9,7 +9,7 @@ from ddpjob.api.spec import parse_job
 from ddpjob.job import lifecycle, stall
 from ddpjob.job.observe import PodState
 
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 RECORD = {
     "step": 40,
     "total_steps": 100,

@@ -111,7 +111,7 @@ def run_and_kill(tmp_path, node: int, backoff: int):
 
 
 def test_a_lost_node_shrinks_the_job_which_grows_back_and_sees_every_sample_once(tmp_path):
-    out, samples = run_and_kill(tmp_path, node=1, backoff=20)
+    _out, samples = run_and_kill(tmp_path, node=1, backoff=20)
     # Pod 0's record (what the operator and `ddpjob run` read) followed the job to its end,
     # whichever Pod the group's rank 0 was on.
     record = json.loads(next((tmp_path / ".ddpjob").glob("*/pods/*-0-a0/progress.json")).read_text())

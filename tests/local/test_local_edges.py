@@ -131,7 +131,8 @@ def test_cpu_refuses_up_front_what_needs_cuda_naming_the_argument(tmp_path):
     done = run(tmp_path, "run", "--cpu", "-f", str(path), env=NO_GPUS)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"{path}: spec.command[3]: --sync-bn needs CUDA devices (SyncBatchNorm); remove it to run on CPU (ddpjob run --cpu)",
+        f"{path}: spec.command[3]: --sync-bn needs CUDA devices (SyncBatchNorm); "
+        "remove it to run on CPU (ddpjob run --cpu)",
         f"{path}: spec.command[4]: --amp fp16 needs a CUDA device; use --amp bf16 on CPU (ddpjob run --cpu)",
         f"{path}: spec.command[6]: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)",
         f"{path}: spec.env[0].value: nccl needs GPUs; use gloo on CPU (ddpjob run --cpu)",

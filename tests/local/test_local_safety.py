@@ -48,7 +48,7 @@ def test_a_linked_status_file_or_job_directory_is_refused(tmp_path: Path) -> Non
     workdir = tmp_path / ".ddpjob" / "safe"
     workdir.mkdir(parents=True)
     (workdir / "status.yaml").symlink_to(elsewhere)
-    with pytest.raises(LocalRunError, match="status.yaml is a symbolic link"):
+    with pytest.raises(LocalRunError, match=r"status\.yaml is a symbolic link"):
         safety.refuse_links(workdir)
     with pytest.raises(LocalRunError, match="cannot write"):
         safety.write_no_follow(workdir / "status.yaml", "x")

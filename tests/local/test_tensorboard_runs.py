@@ -97,7 +97,7 @@ def test_tensorboard_keeps_serving_the_curves_once_the_job_is_over_until_ctrl_c(
         env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"},
     )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
     try:
         said = re.compile(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import pytest
@@ -18,9 +18,9 @@ import yaml
 
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.apiserver.request_log import RecordedRequest
-from tests.support.kubelet import set_pod_status
 from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
 from tests.support.deadlines import REACTION
+from tests.support.kubelet import set_pod_status
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
@@ -46,16 +46,25 @@ class Cluster:
 
     # ---- jobs ----
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
+        return cast(dict[str, Any], self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body))
 
     def patch_spec(self, name: str, **spec: Any) -> dict[str, Any]:
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, {"spec": spec})
+        return cast(
+            dict[str, Any],
+            self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, {"spec": spec}),
+        )
 
     def delete(self, name: str) -> None:
         self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
 
     def job(self, name: str) -> dict[str, Any] | None:
         return self.emulator.get_object(JOBS, self.ns, name)
+
+    def stored(self, name: str) -> dict[str, Any]:
+        """The job as stored; it must be there."""
+        job = self.job(name)
+        assert job is not None, f"no DDPJob {name}"
+        return job
 
     def status(self, name: str) -> dict[str, Any]:
         return (self.job(name) or {}).get("status") or {}

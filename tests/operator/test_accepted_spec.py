@@ -4,6 +4,7 @@ user who may patch the job can rewrite (issue 40, medium 2)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from ddpjob.api import accepted_spec, spec
@@ -71,9 +72,7 @@ def test_every_status_of_a_valid_spec_carries_what_was_accepted() -> None:
     """The job logic writes the digest (job/step.py), so it survives an operator restart."""
     parsed = spec.parse_job(body())
     plan = lifecycle.decide(
-        lifecycle.Observed(
-            job=parsed, pods=(), previous={}, now=lifecycle.parse_time("2026-11-28T07:00:00Z"), generation=1
-        )
+        lifecycle.Observed(job=parsed, pods=(), previous={}, now=datetime(2026, 11, 28, 7, tzinfo=UTC), generation=1)
     )
     assert plan.status[accepted_spec.FIELD] == accepted()
     assert len(plan.status[accepted_spec.FIELD]) <= 16 and all(len(d) <= 64 for d in accepted().values())

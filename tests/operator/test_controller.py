@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 
-from ddpjob.operator import controller as ctl, status_writes
-from ddpjob.operator.kube import Conflict
 from ddpjob.job.observe import PodState
+from ddpjob.operator import controller as ctl, status_writes
+from ddpjob.operator.kube import Conflict, Kube
 
 pytestmark = pytest.mark.timeout(30)
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class FakeKube:
@@ -67,6 +67,7 @@ class FakeKube:
 
     async def get(self, url: str) -> dict:
         self.calls.append(("get", url.rsplit("/", 1)[1]))
+        assert self.stored is not None, "nothing stored to get"
         return self.stored
 
 
@@ -83,9 +84,9 @@ def job_body(**spec: Any) -> dict:
 
 def make(body: dict, pods: list[ctl.IndexedPod] | None = None):
     kube, events = FakeKube(), []
-    index = {"pods": pods if pods is not None else [], "body": body}
+    index: dict[str, Any] = {"pods": pods if pods is not None else [], "body": body}
     c = ctl.Controller(
-        kube,
+        cast(Kube, kube),  # the calls the controller makes, answered in memory
         job_body=lambda ns, n: index["body"],
         pods_of=lambda ns, n: index["pods"],
         post_event=lambda body, t, r, m: events.append((t, r, m)),
@@ -132,7 +133,7 @@ def test_creates_service_and_gang_once_even_before_the_index_catches_up() -> Non
 
 
 def test_no_write_when_nothing_changed() -> None:
-    c, kube, _, index = make(job_body(nodes=2), [pod(0), pod(1)])
+    c, kube, _, _index = make(job_body(nodes=2), [pod(0), pod(1)])
     run(c)
     assert [k for k, _ in kube.calls] == ["status"]
     kube.calls.clear()
@@ -225,7 +226,7 @@ def test_pods_without_a_ddpjob_owner_are_ignored() -> None:
 def test_finished_job_asks_to_be_looked_at_again_for_its_ttl() -> None:
     body = job_body(nodes=1, ttlSecondsAfterFinished=30)
     body["status"] = {"phase": "Running", "restarts": 0, "startTime": "2026-01-01T00:00:00Z"}
-    c, kube, _, _ = make(body, [pod(0, "Succeeded", exit_code=0)])
+    c, _kube, _, _ = make(body, [pod(0, "Succeeded", exit_code=0)])
     assert once(c) == 0.0  # the phase changed: plan again
     assert once(c) == pytest.approx(31.0)  # the TTL timer (from the end of completionTime's second)
 
@@ -253,7 +254,9 @@ def test_indexed_pod_reads_the_controller_owner() -> None:
         },
         "status": {"phase": "Running"},
     }
-    owner, state = ctl.indexed_pod(body)
+    indexed = ctl.indexed_pod(body)
+    assert indexed is not None
+    owner, state = indexed
     assert owner == "u9" and state.restart_count == 2 and state.phase == "Running"
     assert ctl.indexed_pod({"metadata": {"name": "x", "labels": {}}}) is None
 
@@ -271,7 +274,7 @@ def test_triggers_coalesce_into_one_reconcile_at_a_time() -> None:
             running -= 1
             return None
 
-        c.reconcile = counting  # type: ignore[method-assign]
+        c.reconcile = counting
         c.trigger("ns", "j")
         await asyncio.sleep(0.01)  # the first pass is running ...
         for _ in range(9):
@@ -310,7 +313,7 @@ def test_status_changed_by_another_writer_is_never_overwritten():
     # status, writes nothing and the next pass plans from the stored one.
     body = job_body(nodes=2, maxRestarts=5)
     body["metadata"]["resourceVersion"] = "7"
-    c, kube, _, index = make(body, [pod(0), pod(1, "Failed", exit_code=3)])
+    c, kube, _, _index = make(body, [pod(0), pod(1, "Failed", exit_code=3)])
     other = {"phase": "Restarting", "restarts": 1, "message": "restarting by the other replica"}
     kube.stored = {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}, "status": other}
     with pytest.raises(ctl.StatusChanged):

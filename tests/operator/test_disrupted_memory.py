@@ -3,6 +3,7 @@ gone before the operator looked is still seen as the disrupted member it was, fo
 that handles its loss, and no longer once a status has recorded it: an elastic job makes the
 index again under the same name, which the remembered Pod would otherwise hold until the job
 ended (a drained node's evicted Pod in the kind tier)."""
+
 from __future__ import annotations
 
 from ddpjob.job.observe import PodState
@@ -12,8 +13,15 @@ UID = "uid-1"
 
 
 def evicted(name: str = "job-1", rank: int = 1) -> PodState:
-    return PodState(name=name, node_rank=rank, restart_count=0, phase="Failed", exit_code=143,
-                    reason="EvictionByEvictionAPI", disruption="EvictionByEvictionAPI")
+    return PodState(
+        name=name,
+        node_rank=rank,
+        restart_count=0,
+        phase="Failed",
+        exit_code=143,
+        reason="EvictionByEvictionAPI",
+        disruption="EvictionByEvictionAPI",
+    )
 
 
 def memory() -> JobMemory:
@@ -34,8 +42,10 @@ def test_a_vanished_disrupted_member_is_seen_until_a_status_records_its_loss() -
     assert job.disrupted == {}
     # A last failure may name the same Pod of an earlier attempt (a rigid gang preempted
     # twice), and an index made again after an earlier loss is no record of this one.
-    for earlier in ({"lastFailure": {"pod": "job-1", "reason": "EvictionByEvictionAPI"}},
-                    {"lostIndices": [{"index": 1, "losses": 1, "lostAt": "2026-01-01T00:00:00Z", "replaced": True}]}):
+    for earlier in (
+        {"lastFailure": {"pod": "job-1", "reason": "EvictionByEvictionAPI"}},
+        {"lostIndices": [{"index": 1, "losses": 1, "lostAt": "2026-01-01T00:00:00Z", "replaced": True}]},
+    ):
         job = memory()
         assert [p.name for p in with_disrupted(job, [survivor], UID, {**running, **earlier})] == ["job-0", "job-1"]
 

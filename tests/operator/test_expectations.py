@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ddpjob.job.observe import PodState
 from ddpjob.operator.expectations import Expectations
 
@@ -65,6 +67,11 @@ def test_a_reconcile_applies_the_expectations_once() -> None:
     memory.uid = "u1"
     calls = []
     apply = memory.expectations.apply
-    memory.expectations.apply = lambda seen: calls.append(1) or apply(seen)  # type: ignore[method-assign]
+
+    def counted(seen: Any) -> Any:
+        calls.append(1)
+        return apply(seen)
+
+    memory.expectations.apply = counted
     once(c)
     assert calls == [1]

@@ -22,7 +22,7 @@ def test_another_namespaces_job_is_handled_after_at_most_one_of_a_bursts() -> No
             order.append(key)
             await asyncio.sleep(0)
 
-        queue = WorkQueue(handle, max_concurrent=1, group=lambda key: key[0])
+        queue = WorkQueue[tuple[str, int]](handle, max_concurrent=1, group=lambda key: key[0])
         for i in range(10):
             queue.trigger(("noisy", i))
         queue.trigger(("probe", 0))

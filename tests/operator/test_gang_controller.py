@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.api_paths import object_path
+from ddpjob.operator.gang import GangSupport
 from ddpjob.operator.kube import APIError, NotFound
 from tests.operator.test_controller import FakeKube, job_body, make, once, pod, run
 
@@ -55,7 +55,7 @@ def last_status(kube) -> dict:
 
 
 def test_pod_group_is_created_before_the_pods():
-    c, _, events, _ = make(job_body(nodes=2, scheduling={"gang": "kubernetes"}))
+    c, _, _events, _ = make(job_body(nodes=2, scheduling={"gang": "kubernetes"}))
     kube = with_gang_kube(c)
     run(c)
     creates = [name for kind, name in kube.calls if kind == "create"]
@@ -81,7 +81,7 @@ def test_the_ended_attempts_pod_group_is_deleted_on_restart():
 
 def test_suspend_deletes_the_pod_group_and_resume_waits_for_it_to_go():
     body = job_body(nodes=2, scheduling={"gang": "kubernetes"})
-    c, _, events, index = make(body)
+    c, _, _events, index = make(body)
     kube = with_gang_kube(c)
     run(c)
     index["body"] = {**body, "spec": {**body["spec"], "suspend": True}, "status": last_status(kube)}

@@ -4,15 +4,16 @@ its Pods, read while it holds them, and deleted when its attempt ends."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from ddpjob import render
 from ddpjob.api import gangs, spec
 from ddpjob.operator import settings
-from ddpjob.operator.gang import GangSupport, api_group_path
 from ddpjob.operator.api_paths import object_path
+from ddpjob.operator.gang import GangSupport, api_group_path
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 from tests.support import fake_gang
 
@@ -40,7 +41,7 @@ def test_the_api_knows_it_with_its_queues() -> None:
 
 def test_it_renders_its_pod_group_and_what_each_pod_carries() -> None:
     job = spec.parse_job(body())
-    group, service, *pods = render.render(job, restart_count=3)
+    group, _service, *pods = render.render(job, restart_count=3)
     assert (group["apiVersion"], group["kind"], group["metadata"]["name"]) == (fake_gang.API, "Gang", "j-gang3")
     assert group["spec"] == {"size": 2, "queue": "everyone"}
     assert {p["metadata"]["labels"][fake_gang.LABEL] for p in pods} == {"j-gang3"}
@@ -62,7 +63,9 @@ class GangObjects(FakeKube):
 
     def __init__(self, gang_status: dict) -> None:
         super().__init__()
-        self.gang_status, self.urls, self.deleted = gang_status, [], []
+        self.gang_status = gang_status
+        self.urls: list[str] = []
+        self.deleted: list[str] = []
 
     async def get(self, url: str) -> dict:
         self.urls.append(url)
@@ -101,7 +104,7 @@ def test_the_controller_creates_it_first_reads_what_it_says_and_deletes_it_when_
     gang_condition = next(x for x in status["conditions"] if x["type"] == "GangScheduled")
     assert gang_condition["reason"] == "FakeQueued"
     # Read again with its own backoff: 1 s, 2 s, 4 s (each stretched by up to a quarter).
-    assert all(lo <= d <= lo * 1.25 for lo, d in zip((1, 2, 4), delays)), delays
+    assert all(d is not None and lo <= d <= lo * 1.25 for lo, d in zip((1, 2, 4), delays, strict=True)), delays
     # The job fails: the ended attempt's Gang goes.
     index["body"] = {**body(), "status": {**status, "phase": "Failed"}}
     c._jobs[("ns", "j")].status = None

@@ -20,7 +20,7 @@ MERGE = "application/merge-patch+json"
 def mark(cluster: Cluster, pod: str, condition: dict[str, Any]) -> None:
     """What a preempting scheduler / Kueue writes before it deletes the Pod."""
     pod_obj = cluster.core.read_namespaced_pod(pod, cluster.ns)
-    conditions = [c.to_dict() for c in (pod_obj.status.conditions or [])]
+    conditions = [c.to_dict() for c in ((pod_obj.status and pod_obj.status.conditions) or [])]
     body = {"status": {"conditions": [{k: v for k, v in c.items() if v is not None} for c in conditions] + [condition]}}
     cluster.core.patch_namespaced_pod_status(pod, cluster.ns, body)
 
@@ -94,6 +94,7 @@ def test_pod_groups_come_first_and_per_attempt(cluster: Cluster, operator: Any) 
     creates = [r for r in cluster.emulator.requests if r.verb == "create" and r.resource in ("pods", "podgroups")]
     assert [r.resource for r in creates][:3] == ["podgroups", "pods", "pods"]  # the PodGroup first
     group = cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-0")
+    assert group is not None
     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
     assert group["metadata"]["ownerReferences"][0]["name"] == "pg"
     cluster.set_phase("pg", "Failed", ranks=[1], exit_code=1)

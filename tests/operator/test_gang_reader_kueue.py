@@ -3,16 +3,18 @@ queue's reason, and comes back to read it again with backoff while the gang stay
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from ddpjob.operator.kube import Forbidden
 from ddpjob.api.gangs.kueue import INTEGRATION, workload_path
+from ddpjob.operator.kube import Forbidden
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 
 pytestmark = pytest.mark.timeout(30)
 
 NO_QUOTA = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor f"
-GATED = dict(
+GATED: dict[str, Any] = dict(
     scheduled=False,
     scheduling_reason="SchedulingGated",
     scheduling_message="Scheduling is blocked due to non-empty scheduling gates",
@@ -22,7 +24,8 @@ GATED = dict(
 class WorkloadKube(FakeKube):
     def __init__(self, workload: dict | None = None, error: Exception | None = None) -> None:
         super().__init__()
-        self.workload, self.error, self.reads = workload, error, []
+        self.workload, self.error = workload, error
+        self.reads: list[str] = []
 
     async def get(self, url: str) -> dict:
         if "/workloads/" not in url:
@@ -30,6 +33,7 @@ class WorkloadKube(FakeKube):
         self.reads.append(url)
         if self.error is not None:
             raise self.error
+        assert self.workload is not None, "no Workload to serve"
         return self.workload
 
 

@@ -5,7 +5,7 @@ job's message; read again with backoff while the gang waits, dropped once it is 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -13,7 +13,7 @@ from ddpjob.api.gangs import kueue, volcano
 from ddpjob.api.spec import parse_job
 from ddpjob.job.observe import PodState
 from ddpjob.operator import gang_reader
-from ddpjob.operator.kube import Forbidden, NotFound
+from ddpjob.operator.kube import Forbidden, Kube, NotFound
 from tests.operator.test_controller import FakeKube, job_body, make, pod, run
 
 pytestmark = pytest.mark.timeout(30)
@@ -30,7 +30,8 @@ class VolcanoKube(FakeKube):
 
     def __init__(self, phase: str = "Pending", events: list | None = None, refuse: type | None = None) -> None:
         super().__init__()
-        self.phase, self.events, self.refuse, self.urls = phase, events or [], refuse, []
+        self.phase, self.events, self.refuse = phase, events or [], refuse
+        self.urls: list[str] = []
 
     async def get(self, url: str) -> dict[str, Any]:
         self.urls.append(url)
@@ -50,7 +51,7 @@ def waiting_job(kube: VolcanoKube):
     pods = [
         pod(r, "Pending", scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) for r in range(2)
     ]
-    c, _, events, index = make(job_body(nodes=2, scheduling={"gang": "volcano", "queue": "research"}), pods)
+    c, _, _events, index = make(job_body(nodes=2, scheduling={"gang": "volcano", "queue": "research"}), pods)
     c.kube = kube
     return c, index
 
@@ -80,7 +81,8 @@ def test_the_verdict_is_read_again_with_backoff_and_dropped_once_admitted() -> N
     c, _ = waiting_job(kube)
     delays = run(c, times=3)
     # 5 s, 10 s, 20 s ... at most 2 minutes (jittered by up to a quarter): never idle, never a busy loop.
-    assert all(d is not None and 5 <= d <= 150 for d in delays) and delays[0] < delays[1] < delays[2], delays
+    waits = [d for d in delays if d is not None]
+    assert len(waits) == 3 and all(5 <= d <= 150 for d in waits) and waits[0] < waits[1] < waits[2], delays
     kube.phase = "Inqueue"  # admitted: Volcano's allocate now speaks through the Pods
     run(c)
     assert last_message(kube) == f"Scheduled 0/2: {HELD}"
@@ -95,7 +97,7 @@ def test_a_refused_read_leaves_the_pods_words(refuse: type) -> None:
 
 
 def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
-    reader = gang_reader.GangReader(VolcanoKube())
+    reader = gang_reader.GangReader(cast(Kube, VolcanoKube()))
     assert asyncio.run(reader._read(volcano.INTEGRATION, "ns", "j-attempt-0")) == (
         None,
         "queue research: not admitted yet",
@@ -112,7 +114,7 @@ def test_no_event_yet_says_not_admitted_and_other_gangs_are_not_read() -> None:
 
 def test_only_pods_the_integration_holds_are_read_for_and_the_newest_attempt() -> None:
     def p(rank: int, attempt: int = 0, **kw: Any) -> PodState:
-        fields = dict(scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) | kw
+        fields: dict[str, Any] = dict(scheduled=False, scheduling_reason="Unschedulable", scheduling_message=HELD) | kw
         return PodState(f"j-{rank}", rank, attempt, "Pending", **fields)
 
     job = parse_job(job_body(nodes=2, scheduling={"gang": "volcano"}))

@@ -104,7 +104,7 @@ def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and
     def operator_storage(settings: kopf.OperatorSettings) -> None:
         settings.persistence.diffbase_storage = storage
 
-    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
+    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     objects = kubernetes.client.CustomObjectsApi(api)
 
     def stored() -> dict[str, Any]:

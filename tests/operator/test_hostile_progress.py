@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 
@@ -25,7 +26,7 @@ DRIP = 90  # bytes of a dripping answer, one every 0.2 s: 18 s, under its Conten
 
 class Hostile(http.server.BaseHTTPRequestHandler):
     behaviour = "good"
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []  # every request to any instance
     sent = 0
 
     def log_message(self, *args: object) -> None:

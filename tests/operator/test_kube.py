@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ddpjob.operator import api_paths, kube
+from ddpjob.operator.transport import HttpTransport
 from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
 from tests.operator.conftest import NS, Cluster, ddpjob
 
@@ -49,9 +50,9 @@ def test_errors_are_typed_with_status_reason_and_message(cluster: Cluster) -> No
         call(cluster, lambda k: k.get(api_paths.pods_path(NS, "missing")))
     assert (info.value.status, info.value.reason) == (404, "NotFound") and "missing" in info.value.message
     cluster.emulator.inject_fault(verb="get", resource="pods", status=403)
-    with pytest.raises(kube.Forbidden) as info:
+    with pytest.raises(kube.Forbidden) as forbidden:
         call(cluster, lambda k: k.get(api_paths.pods_path(NS, "x")))
-    assert info.value.status == 403 and isinstance(info.value, kube.APIError)
+    assert forbidden.value.status == 403 and isinstance(forbidden.value, kube.APIError)
     assert call(cluster, lambda k: k.delete(api_paths.pods_path(NS, "missing"))) is False
 
 
@@ -122,6 +123,7 @@ def test_proxy_variables_are_honoured_and_no_proxy_exempts(monkeypatch: pytest.M
                 server="http://kube.invalid:8080", token="t", insecure=True, proxy_url=url if proxy_url else None
             )
         )
+        assert isinstance(k._transport, HttpTransport)
         assert not k._transport.session.trust_env  # no per-request env lookups
         try:
             return await k.get("/api/v1/namespaces/x/pods/y")

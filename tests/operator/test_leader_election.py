@@ -43,6 +43,12 @@ class LeaseAPI:
         self.fail: dict[str, list[int]] = {}  # client -> statuses to answer its next requests with
         self.hang: set[str] = set()  # clients whose requests get no answer
 
+    @property
+    def held(self) -> dict[str, Any]:
+        """The stored Lease, where the test expects one."""
+        assert self.lease is not None, "no Lease is stored"
+        return self.lease
+
     def client(self, who: str) -> Kube:
         api = self
 
@@ -109,7 +115,7 @@ def test_the_first_candidate_creates_the_lease_and_leads_the_other_stands_by_wri
         return await a.try_acquire_or_renew(), await b.try_acquire_or_renew()
 
     assert run(go()) == (True, False)
-    spec = api.lease["spec"]
+    spec = api.held["spec"]
     assert spec["holderIdentity"] == "a" and spec["leaseDurationSeconds"] == 10 and spec["leaseTransitions"] == 0
     assert spec["acquireTime"] == spec["renewTime"] and spec["renewTime"].endswith("Z")
     assert api.writes == [("a", "POST")] and a.leading and not b.leading and b.leader == "a"
@@ -133,7 +139,7 @@ def test_a_standby_takes_over_only_once_the_record_stood_still_for_the_lease_by_
         assert await b.try_acquire_or_renew()
 
     run(go())
-    spec = api.lease["spec"]
+    spec = api.held["spec"]
     assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1 and b.leading
     assert [w for w in api.writes if w[0] == "b"] == [("b", "PUT")]
 
@@ -144,15 +150,15 @@ def test_the_leader_renews_keeping_its_acquire_time_with_the_version_it_wrote() 
 
     async def go() -> None:
         assert await a.try_acquire_or_renew()
-        first = dict(api.lease["spec"])
+        first = dict(api.held["spec"])
         clock.now += 5
         assert await a.try_acquire_or_renew()
-        assert api.lease["spec"]["acquireTime"] == first["acquireTime"]
+        assert api.held["spec"]["acquireTime"] == first["acquireTime"]
         clock.now += 5  # past the deadline of the first renewal, within the second's
         assert a.holds()
         clock.now += 2
         assert not a.holds()
-        assert api.lease["spec"]["leaseTransitions"] == 0
+        assert api.held["spec"]["leaseTransitions"] == 0
 
     run(go())
     # The fast path: a renewal is one PUT, no GET.
@@ -186,7 +192,7 @@ def test_of_two_candidates_racing_for_an_expired_lease_one_wins() -> None:
         return list(await asyncio.gather(b._try(5), c._try(5)))
 
     assert sorted(run(go())) == [False, True]
-    assert api.lease["spec"]["leaseTransitions"] == 4
+    assert api.held["spec"]["leaseTransitions"] == 4
     assert len([w for w in api.writes if w[1] == "PUT"]) == 1
 
 
@@ -202,7 +208,7 @@ def test_a_leader_that_reads_another_holder_has_lost_and_never_takes_it_back() -
         return first, await a.try_acquire_or_renew(renew_only=True)
 
     assert run(go()) == (False, False)
-    assert api.lease["spec"]["holderIdentity"] == "b" and a.leader == "b"
+    assert api.held["spec"]["holderIdentity"] == "b" and a.leader == "b"
 
 
 def test_keep_leading_returns_when_another_replica_holds_the_lease() -> None:
@@ -237,7 +243,7 @@ def test_keep_leading_returns_once_the_renew_deadline_passed_without_a_renewal(f
     reason, held_before, holds_after = run(go())
     assert reason == "not renewed within the renew deadline (0.6s)"
     assert held_before and not holds_after
-    assert api.lease["spec"]["holderIdentity"] == "a"  # nothing was written: the Lease expires by itself
+    assert api.held["spec"]["holderIdentity"] == "a"  # nothing was written: the Lease expires by itself
 
 
 def test_release_clears_the_holder_and_a_standby_leads_at_its_next_try_without_waiting() -> None:
@@ -251,7 +257,7 @@ def test_release_clears_the_holder_and_a_standby_leads_at_its_next_try_without_w
         return await b.try_acquire_or_renew()  # the clock has not moved
 
     assert run(go()) is True
-    spec = api.lease["spec"]
+    spec = api.held["spec"]
     assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
 
 
@@ -261,12 +267,12 @@ def test_release_after_a_renewal_whose_answer_was_lost_reads_the_lease_again() -
 
     async def go() -> bool:
         assert await a.try_acquire_or_renew()
-        spec = dict(api.lease["spec"], renewTime="later")
+        spec = dict(api.held["spec"], renewTime="later")
         api.put(spec)  # a's own renewal, as the server stored it; a never saw the answer
         return await a.release()
 
     assert run(go()) is True
-    assert api.lease["spec"]["holderIdentity"] == ""
+    assert api.held["spec"]["holderIdentity"] == ""
 
 
 def test_release_leaves_alone_a_lease_another_replica_holds() -> None:
@@ -279,7 +285,7 @@ def test_release_leaves_alone_a_lease_another_replica_holds() -> None:
         return await a.release()
 
     assert run(go()) is True
-    assert api.lease["spec"]["holderIdentity"] == "b"
+    assert api.held["spec"]["holderIdentity"] == "b"
 
 
 def test_a_hostile_record_is_read_bounded() -> None:
@@ -315,7 +321,11 @@ def test_a_401_reads_the_credentials_again() -> None:
 
     a = elector(api, "a", clock, login=login)
     connected: list[Any] = []
-    a.kube.connect = connected.append  # type: ignore[method-assign]
+
+    def record(info: Any) -> None:
+        connected.append(info)
+
+    a.kube.connect = record  # type: ignore[method-assign]
     api.fail["a"] = [401]
     assert run(a._try(5)) is False
     assert logins == [1] and connected == ["fresh"]

@@ -2,8 +2,9 @@
 the API emulator, electing their leader on a Lease with short timings: the standby answers
 the liveness endpoint with who leads and takes over from a killed leader, which the job's
 status then shows; a leader stopped with SIGTERM releases the Lease; one that cannot renew
-exits with status 1. The standby's /metrics answers, all zero. tests/system/test_leader_election_real.py does it on a real API
-server with the chart's defaults and RBAC."""
+exits with status 1. The standby's /metrics answers, all zero.
+tests/system/test_leader_election_real.py does it on a real API server with the chart's
+defaults and RBAC."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iter
 
 def holder(cluster: Cluster) -> str:
     lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)
-    return lease.spec.holder_identity or ""
+    return (lease.spec and lease.spec.holder_identity) or ""
 
 
 def probe(port: int) -> tuple[int, Any]:
@@ -161,7 +162,7 @@ def test_a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby(cluster
         describe=b.log_tail,
     )
     lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)
-    assert lease.spec.lease_transitions == 1
+    assert lease.spec is not None and lease.spec.lease_transitions == 1
 
 
 def test_a_leader_that_cannot_renew_exits_with_status_1(cluster: Cluster, replica) -> None:

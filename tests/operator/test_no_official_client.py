@@ -1,8 +1,8 @@
 """The operator never needs a generated Kubernetes client, so its image ships none: it
 sends its requests on aiohttp (operator/transport.py); the `operator` extra has neither
 the official `kubernetes` client nor `kubernetes_asyncio`, and the `cli` extra brings the
-official client to the `ddpjob` command's cluster commands. Shown three ways: no module of the
-operator's package (nor of what it builds on) imports it; the operator's modules import,
+official client to the `ddpjob` command's cluster commands and the Python client, through
+`ddpjob.cluster`. Shown three ways: no module but the CLI's and the cluster layer's imports it; the operator's modules import,
 read credentials, build their transport and check a job's template in a Python where it
 cannot be imported; and the packaging installs it only with the `cli` extra."""
 
@@ -21,21 +21,21 @@ from ddpjob.operator import connection
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DDPJOB = ROOT / "operator" / "ddpjob"
-# The cluster commands are the official client's users (the `cli` extra).
-CLI = DDPJOB / "cli"
+# The official client's users (the `cli` extra): the cluster commands, and the layer for
+# talking to a cluster that they and the Python client share.
+CLIENT_SIDE = (DDPJOB / "cli", DDPJOB / "cluster")
 
 
 def official_imports(source: str) -> list[int]:
     """The lines that import `kubernetes` (not `kubernetes_asyncio`), at any depth."""
     lines = []
     for node in ast.walk(ast.parse(source)):
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module or ""]
-            if isinstance(node, ast.ImportFrom) and not node.level
-            else []
-        )
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
         if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
             lines.append(node.lineno)
     return lines
@@ -51,7 +51,7 @@ def test_no_module_outside_the_cli_imports_the_official_client() -> None:
     found = [
         f"{p.relative_to(ROOT)}:{line}"
         for p in sorted(DDPJOB.rglob("*.py"))
-        if CLI not in p.parents
+        if not any(side in p.parents for side in CLIENT_SIDE)
         for line in official_imports(p.read_text())
     ]
     assert found == []
@@ -181,6 +181,7 @@ def test_the_service_account_login_takes_the_servers_address_from_the_environmen
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     info = handlers._service_account(logger=None)
+    assert info is not None
     assert info.server == "https://10.96.0.1:443" and info.token == "t"
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     assert handlers._service_account(logger=None) is mounted

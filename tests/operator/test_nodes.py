@@ -39,7 +39,7 @@ def test_rules_parse_as_the_chart_writes_them_and_refuse_what_they_cannot_mean()
     with pytest.raises(ValueError, match="at most 32"):
         node_health.parse_taints(",".join(f"k{i}" for i in range(33)))
     # A bad value stops the operator's start with one line naming the variable.
-    with pytest.raises(settings.SettingsError, match="^DDPJOB_UNHEALTHY_NODE_TAINTS: 'k:Sometimes' is not"):
+    with pytest.raises(settings.SettingsError, match=r"^DDPJOB_UNHEALTHY_NODE_TAINTS: 'k:Sometimes' is not"):
         settings.from_env({"DDPJOB_UNHEALTHY_NODE_TAINTS": "k:Sometimes"})
     assert settings.from_env({"DDPJOB_UNHEALTHY_NODE_CONDITIONS": "KernelDeadlock"}).node_rules.conditions == (
         ("KernelDeadlock", "True"),

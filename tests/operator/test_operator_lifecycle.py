@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
 import kubernetes
+import pytest
 from kmock._internal import references
 
 from ddpjob import render
 from ddpjob.api import spec
-from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
@@ -59,7 +59,7 @@ def test_service_and_pods_with_the_env_contract(cluster: Cluster, operator) -> N
         assert env["DDPJOB_RESTART_COUNT"] == "0" and env["DDPJOB_BACKEND"] == "gloo"
         assert env["EPOCHS"] == "2"
         # Exactly what the shared renderer makes: the operator adds nothing of its own.
-        expected = render.render_pod(spec.parse_job(cluster.job("mnist")), rank, 0)
+        expected = render.render_pod(spec.parse_job(cluster.stored("mnist")), rank, 0)
         assert pod["spec"] == expected["spec"]
     created = cluster.wait_event("mnist", "Created")
     assert created["type"] == "Normal"
@@ -196,7 +196,7 @@ def test_invalid_job_creates_nothing(cluster: Cluster, operator) -> None:
     # The API server checks the CRD's schema and CEL rules: kubectl apply gets a 422.
     with pytest.raises(kubernetes.client.ApiException) as refused:
         cluster.create(body)
-    assert refused.value.status == 422 and "spec.backend" in refused.value.body
+    assert refused.value.status == 422 and "spec.backend" in str(refused.value.body)
     # An object stored without those checks (a CRD installed without its rules, an
     # older CRD version) still never runs: the operator checks the same rules.
     cluster.emulator.store.create(references.resource(JOBS), cluster.ns, body)
@@ -215,7 +215,7 @@ def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -
     # The API server refuses the change (a CEL transition rule) ...
     with pytest.raises(kubernetes.client.ApiException) as refused:
         cluster.patch_spec("imm", nodes=3)
-    assert refused.value.status == 422 and "spec.nodes" in refused.value.body
+    assert refused.value.status == 422 and "spec.nodes" in str(refused.value.body)
     # ... and where it got through anyway, the operator fails the job.
     cluster.emulator.store.patch(
         references.resource(JOBS), cluster.ns, "imm", None, "application/merge-patch+json", {"spec": {"nodes": 3}}
@@ -244,6 +244,7 @@ def test_a_gang_restart_brings_back_a_service_deleted_by_hand(cluster: Cluster, 
     cluster.set_phase("svc", "Failed", ranks=[0], exit_code=137)
     cluster.wait_pods("svc", 2, restart_count=1)
     service = wait_for(lambda: cluster.service("svc"), timeout=REACTION, message="Service recreated")
+    assert service is not None
     assert service["spec"]["clusterIP"] == "None"
 
 
@@ -268,7 +269,8 @@ def test_pod_events_leave_no_success_line_per_pod_in_the_log(cluster: Cluster, o
         cluster.set_phase("quiet", "Running", ranks=[0, 1])
         cluster.wait_phase("quiet", "Running", readyNodes=2)
     finally:
-        logging.getLogger("kopf.objects").removeHandler(collect)
+        log.removeHandler(collect)
+        log.setLevel(level)
     assert "Handler 'job_created' succeeded." in collect.messages  # the job's own lines stay
     assert not [m for m in collect.messages if "pod_event" in m]
 
@@ -282,14 +284,14 @@ def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster:
 
     cluster.start_running(ddpjob("kept", nodes=2, activeDeadlineSeconds=3600))
     key = "ddpjob.io/last-handled-configuration"
-    stored = json.loads(cluster.job("kept")["metadata"]["annotations"][key])
+    stored = json.loads(cluster.stored("kept")["metadata"]["annotations"][key])
     forged = json.dumps({**stored, "spec": {**stored["spec"], "nodes": 7, "image": "evil/image"}})
     cluster.custom.patch_namespaced_custom_object(
         "ddpjob.io", "v1alpha1", cluster.ns, "ddpjobs", "kept", {"metadata": {"annotations": {key: forged}}}
     )
     # kopf sees a spec "change" against the forged annotation and re-writes it once handled.
     wait_for(
-        lambda: json.loads(cluster.job("kept")["metadata"]["annotations"][key])["spec"]["nodes"] == 2,
+        lambda: json.loads(cluster.stored("kept")["metadata"]["annotations"][key])["spec"]["nodes"] == 2,
         message="kopf did not handle the rewritten annotation",
     )
     for deadline in (3601, 3602):  # the forgery and a real change of spec in one write
@@ -301,9 +303,9 @@ def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster:
             "kept",
             {"metadata": {"annotations": {key: forged}}, "spec": {"activeDeadlineSeconds": deadline}},
         )
-        generation = cluster.job("kept")["metadata"]["generation"]
+        generation = cluster.stored("kept")["metadata"]["generation"]
         st = wait_for(
-            lambda: (s := cluster.status("kept")).get("observedGeneration") == generation and s,
+            lambda: (s := cluster.status("kept")).get("observedGeneration") == generation and s,  # noqa: B023 - the wait calls it before the loop moves on
             message="the operator did not observe the owner's change",
         )
         assert st["phase"] == "Running" and "immutable" not in st.get("message", ""), st

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from ddpjob.cluster.kubectl import locate as locate_kubectl
-from tests.operator.conftest import Cluster, ddpjob
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.operator.conftest import Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
@@ -46,7 +46,8 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(
     cluster: Cluster, operator, tmp_path
 ) -> None:
     cluster.core.create_namespaced_resource_quota(
-        cluster.ns, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+        cluster.ns,
+        {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}},  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     )
     cluster.create(ddpjob("quota", nodes=2))
     st = wait_for(
@@ -85,8 +86,10 @@ def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster:
         "metadata": {"name": "taken-0", "labels": {"app": "someone-else"}},
         "spec": {"containers": [{"name": "c", "image": "nginx"}]},
     }
-    cluster.core.create_namespaced_pod(cluster.ns, foreign)
-    uid = cluster.core.read_namespaced_pod("taken-0", cluster.ns).metadata.uid
+    cluster.core.create_namespaced_pod(cluster.ns, foreign)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+    meta = cluster.core.read_namespaced_pod("taken-0", cluster.ns).metadata
+    assert meta is not None
+    uid = meta.uid
     cluster.create(ddpjob("taken", nodes=1))
     st = wait_for(
         lambda: (s := cluster.status("taken")) and _condition(s, "PodsCreated").get("reason") == "NotOwned" and s,
@@ -99,6 +102,7 @@ def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster:
     wait_for(lambda: _pod_creates(cluster, "taken") >= before + 2, timeout=REACTION, message="no retry")
     assert _pod_creates(cluster, "taken") <= 20  # a hot loop made ~180 in 5 s
     pod = cluster.core.read_namespaced_pod("taken-0", cluster.ns)
+    assert pod.metadata is not None
     assert pod.metadata.uid == uid and pod.metadata.owner_references is None  # never adopted
     assert pod.metadata.labels == {"app": "someone-else"}  # never modified
     # Once its owner deletes it, the job creates its own and runs.
@@ -154,7 +158,7 @@ def test_the_template_policy_fails_a_privileged_job(cluster: Cluster, operator) 
 
 
 def _node(cluster: Cluster, name: str, ready: str) -> None:
-    cluster.core.create_node({"metadata": {"name": name}})
+    cluster.core.create_node({"metadata": {"name": name}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     # What the kubelet (Ready=True/False) or the node lifecycle controller (Unknown) posts.
     cluster.core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
 
@@ -163,8 +167,10 @@ def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_delet
     cluster: Cluster, operator, monkeypatch
 ) -> None:
     from datetime import timedelta
-    from ddpjob.job import creation
+
     from kmock._internal import references
+
+    from ddpjob.job import creation
 
     monkeypatch.setattr(creation, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
     _node(cluster, "alive", "True")
@@ -201,7 +207,8 @@ def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_delet
     )
     assert "stuck terminating" in st["message"] and "stuck-1" not in st["message"]
     for rank in (0, 2):
-        assert cluster.core.read_namespaced_pod(f"stuck-{rank}", cluster.ns).metadata.deletion_timestamp is not None
+        meta = cluster.core.read_namespaced_pod(f"stuck-{rank}", cluster.ns).metadata
+        assert meta is not None and meta.deletion_timestamp is not None
     forced = [e["message"] for e in cluster.events("stuck") if e["reason"] == "ForceDeleted"]
     assert len(forced) == 1 and "stuck-1" in forced[0]
     # The live kubelet confirms; the next gang starts.

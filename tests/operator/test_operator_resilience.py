@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from tests.operator.conftest import NS, Cluster, ddpjob, fast_settings
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.operator.conftest import NS, Cluster, ddpjob, fast_settings
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from ddpjob.operator import controller as ctl
+from ddpjob.operator.kube import Kube
 from ddpjob.operator.progress import ProgressPoller, Target, TokenBucket
-from tests.operator.test_controller import FakeKube, NOW, job_body, pod
+from tests.operator.test_controller import NOW, FakeKube, job_body, pod
 from tests.support.deadlines import REACTION
 
 pytestmark = pytest.mark.timeout(2 * REACTION)
@@ -33,7 +34,8 @@ def snap(step: int, since: float = 0.0, ranks: dict | None = None) -> dict:
 
 class Fetches:
     def __init__(self, answers: dict[str, Any]):
-        self.answers, self.urls = answers, []
+        self.answers = answers
+        self.urls: list[str] = []
 
     def __call__(self, url: str) -> Any:
         self.urls.append(url)
@@ -241,6 +243,8 @@ def test_a_suspected_stall_is_handed_over_whatever_the_write_cap() -> None:
 
 
 def make_controller(body: dict, pods: list, states: list) -> tuple[ctl.Controller, FakeKube, list]:
+    # The calls the controller makes, answered in memory: a FakeKube and a poller that
+    # hands out the given states.
     class StubPoller:
         def __init__(self):
             self.watched: dict = {}
@@ -256,12 +260,12 @@ def make_controller(body: dict, pods: list, states: list) -> tuple[ctl.Controlle
 
     kube, events = FakeKube(), []
     c = ctl.Controller(
-        kube,
+        cast(Kube, kube),
         job_body=lambda ns, n: body,
         pods_of=lambda ns, n: pods,
         post_event=lambda b, t, r, m: events.append((t, r, m)),
         clock=lambda: NOW,
-        poller=StubPoller(),
+        poller=cast(ProgressPoller, StubPoller()),
     )
     return c, kube, events
 
@@ -289,14 +293,14 @@ def test_the_controller_writes_progress_only_when_it_changed_and_restarts_a_stal
     assert [r for _, r, _ in events] == ["Stalled", "Restarting"]
     assert "rank(s) 1 stopped at step 5" in events[0][2]
     assert [k for k, _ in kube.calls].count("delete") == 2
-    assert c.poller.watched == {}  # not Running any more: not polled
+    assert cast(Any, c.poller).watched == {}  # not Running any more: not polled
 
 
 def test_a_running_job_is_watched_at_its_pod_ips() -> None:
     body = job_body(nodes=2, stallTimeoutSeconds=60)
     c, _, _ = make_controller(body, [pod(0, ip="10.0.0.1"), pod(1, ip="10.0.0.2")], [])
     asyncio.run(c.reconcile(("ns", "j")))
-    assert c.poller.watched[("ns", "j")] == Target(0, ("10.0.0.1", "10.0.0.2"), 60, world_size=2)
+    assert cast(Any, c.poller).watched[("ns", "j")] == Target(0, ("10.0.0.1", "10.0.0.2"), 60, world_size=2)
 
 
 def test_status_writes_do_not_run_the_job_event_handler() -> None:
@@ -310,6 +314,7 @@ def test_status_writes_do_not_run_the_job_event_handler() -> None:
 
 def test_the_operators_progress_settings_come_from_its_env_within_bounds(monkeypatch) -> None:
     import logging
+
     from ddpjob.operator import handlers, settings
 
     log = logging.getLogger("test")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
@@ -15,7 +15,7 @@ from ddpjob.operator.refusals import BACKOFF_CAP, Backoff, Refusal
 from tests.operator.test_controller import job_body, settle
 
 pytestmark = pytest.mark.timeout(30)
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 QUOTA = 'pods "{name}" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1'
 
 
@@ -61,7 +61,7 @@ def make(nodes: int = 2):
     kube, events, clock = RefusingKube(), [], Clock()
     body = job_body(nodes=nodes)
     c = ctl.Controller(
-        kube,
+        cast(k.Kube, kube),  # refuses creates as the API server would
         job_body=lambda ns, n: body,
         pods_of=lambda ns, n: [],
         post_event=lambda b, t, r, m: events.append((t, r, m)),
@@ -74,12 +74,19 @@ def reconcile(c: ctl.Controller) -> float | None:
     return asyncio.run(settle(c))
 
 
+def backoff(c: ctl.Controller) -> float:
+    """The wait a reconcile asks for; it must ask for one."""
+    delay = reconcile(c)
+    assert delay is not None, "the reconcile asked for no wake-up"
+    return delay
+
+
 def pods_created(status: dict) -> list[tuple[str, str]]:
     return [(x["status"], x["reason"]) for x in status.get("conditions", []) if x["type"] == "PodsCreated"]
 
 
 def test_a_quota_refusal_is_an_event_a_condition_and_a_message_then_backs_off() -> None:
-    c, kube, events, clock = make(nodes=2)
+    c, kube, events, _clock = make(nodes=2)
     kube.refuse = lambda name: k.Forbidden(403, "Forbidden", QUOTA.format(name=name))
     delay = reconcile(c)
     assert kube.creates == ["j", "j-0"]  # slow start: one refused Pod, not the whole gang
@@ -90,17 +97,17 @@ def test_a_quota_refusal_is_an_event_a_condition_and_a_message_then_backs_off() 
     assert delay is not None and delay >= 0.5
     # Before the backoff is over a reconcile (a Pod event, say) creates nothing.
     kube.creates.clear()
-    assert 0 < reconcile(c) <= delay + 1e-3  # timedelta keeps microseconds
+    assert 0 < backoff(c) <= delay + 1e-3  # timedelta keeps microseconds
     assert kube.creates == []
 
 
 def test_refused_creates_back_off_exponentially_then_recover_when_the_quota_is_raised() -> None:
-    c, kube, events, clock = make(nodes=2)
+    c, kube, _events, clock = make(nodes=2)
     kube.refuse = lambda name: k.Forbidden(403, "Forbidden", QUOTA.format(name=name))
     start = clock.now
     # Drive the controller as its work queue would: each pass when it asks to be woken.
     while clock.now - start < timedelta(seconds=10):
-        clock.now += timedelta(seconds=reconcile(c))
+        clock.now += timedelta(seconds=backoff(c))
     refused = [n for n in kube.creates if n.startswith("j-")]
     assert 3 <= len(refused) <= 20, refused
     kube.refuse = lambda name: None  # the quota is raised
@@ -138,7 +145,7 @@ def test_a_pod_name_held_by_a_foreign_pod_is_never_adopted_and_backs_off() -> No
     kube.objects["j-0"] = {"kind": "Pod", "metadata": {"name": "j-0", "namespace": "ns", "uid": "x"}}
     start = clock.now
     while clock.now - start < timedelta(seconds=5):
-        clock.now += timedelta(seconds=reconcile(c))
+        clock.now += timedelta(seconds=backoff(c))
     # About 180 tries in 5 s before; now a handful, each reported, none deleting it.
     assert 2 <= kube.creates.count("j-0") <= 10
     assert kube.deletes == []

@@ -5,17 +5,19 @@ creates no duplicate or orphan object, and every job still reaches Succeeded."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import types
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kmock import resource
 
 from ddpjob.operator import handlers, settings
-from ddpjob_devcluster.scenarios.chaos import Chaos
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from ddpjob_devcluster.scenarios.chaos import Chaos
 from tests.operator.conftest import NS, ddpjob
 from tests.support.deadlines import PHASE, REACTION, TEST
 
@@ -29,6 +31,7 @@ def in_emulator(emu: KubeEmulator, fn: Callable[[], Any]) -> Any:
     async def call():
         return fn()
 
+    assert emu._loop is not None, "the emulator is not started"
     return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=30)
 
 
@@ -59,15 +62,23 @@ def test_jobs_succeed_through_a_struggling_api_server(emulator: KubeEmulator, cr
     chaos = emulator.chaos = Chaos(rate=0.5, watch_lifetime=2.0, seed=7)
     names = [f"storm-{i}" for i in range(3)]
     for name in names:
-        in_emulator(emulator, lambda name=name: emulator.store.create(JOBS, NS, ddpjob(name, nodes=2)))
+        in_emulator(emulator, functools.partial(emulator.store.create, JOBS, NS, ddpjob(name, nodes=2)))
     for name in names:
-        wait_for(lambda: len(pods_of(emulator, name)) == 2, timeout=PHASE, message=f"{name}: Pods not created")
+        wait_for(
+            lambda: len(pods_of(emulator, name)) == 2,  # noqa: B023 - the wait calls it before the loop moves on
+            timeout=PHASE,
+            message=f"{name}: Pods not created",
+        )
         kubelet(emulator, name, "Running")
     for name in names:
-        wait_for(lambda: phase(emulator, name) == "Running", timeout=PHASE, message=f"{name}: not Running")
+        wait_for(lambda: phase(emulator, name) == "Running", timeout=PHASE, message=f"{name}: not Running")  # noqa: B023 - the wait calls it before the loop moves on
         kubelet(emulator, name, "Succeeded")
     for name in names:
-        wait_for(lambda: phase(emulator, name) == "Succeeded", timeout=PHASE, message=f"{name}: not Succeeded")
+        wait_for(
+            lambda: phase(emulator, name) == "Succeeded",  # noqa: B023 - the wait calls it before the loop moves on
+            timeout=PHASE,
+            message=f"{name}: not Succeeded",
+        )
     assert chaos.failed > 20, "the chaos did not bite"
     assert operator.alive
 
@@ -76,7 +87,8 @@ def test_jobs_succeed_through_a_struggling_api_server(emulator: KubeEmulator, cr
         pods = pods_of(emulator, name)
         assert sorted(p["metadata"]["name"] for p in pods) == [f"{name}-0", f"{name}-1"]
         assert {p["metadata"]["labels"]["ddpjob.io/restart-count"] for p in pods} == {"0"}
-        assert emulator.get_object("ddpjob.io/v1alpha1/ddpjobs", NS, name)["status"]["restarts"] == 0
+        job = emulator.get_object("ddpjob.io/v1alpha1/ddpjobs", NS, name)
+    assert job is not None and job["status"]["restarts"] == 0
     uids = {j["metadata"]["uid"] for j in emulator.list_objects("ddpjob.io/v1alpha1/ddpjobs", NS)}
     children = emulator.list_objects("v1/pods", NS) + emulator.list_objects("v1/services", NS)
     assert all(any(ref["uid"] in uids for ref in c["metadata"].get("ownerReferences") or []) for c in children)

@@ -48,7 +48,9 @@ def test_a_job_with_tensorboard_gets_a_deployment_and_service_it_owns(cluster: C
         assert owner["uid"] == uid and owner["controller"] is True
     # The training gang is made as ever, and the TensorBoard's Pod is none of its Pods.
     cluster.wait_pods("tb", 1)
-    assert "ddpjob.io/job-name" not in made[0]["spec"]["template"]["metadata"]["labels"]
+    made_deployment = made[0]
+    assert made_deployment is not None
+    assert "ddpjob.io/job-name" not in made_deployment["spec"]["template"]["metadata"]["labels"]
 
     # With the job, they go (the garbage collector, by owner reference).
     cluster.delete("tb")
@@ -78,11 +80,12 @@ def test_turning_it_off_removes_it_and_on_again_makes_it_again(cluster: Cluster,
 
 def test_a_name_held_by_another_object_is_reported_not_taken(cluster: Cluster, operator) -> None:
     held = {"metadata": {"name": "tb-tensorboard"}, "spec": {"ports": [{"port": 80}]}}
-    cluster.core.create_namespaced_service(NS, held)
+    cluster.core.create_namespaced_service(NS, held)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     cluster.create(board_job("tb"))
     board = wait_board(cluster, "tb")
     assert "already exists and is not controlled by DDPJob 'tb'" in board["message"], board
-    assert cluster.service("tb-tensorboard")["spec"]["ports"][0]["port"] == 80  # untouched
+    service = cluster.service("tb-tensorboard")
+    assert service is not None and service["spec"]["ports"][0]["port"] == 80  # untouched
     cluster.run_gang("tb", 1)  # the training is not held back by it
 
 
@@ -96,6 +99,6 @@ def test_the_api_server_refuses_it_without_a_checkpoint(cluster: Cluster) -> Non
     try:
         cluster.create(ddpjob("nock", tensorboard=True))
     except kubernetes.client.ApiException as exc:
-        assert exc.status == 422 and "spec.tensorboard" in exc.body and "needs spec.checkpoint" in exc.body
+        assert exc.status == 422 and "spec.tensorboard" in str(exc.body) and "needs spec.checkpoint" in str(exc.body)
     else:
         raise AssertionError("a job with tensorboard and no checkpoint was accepted")

@@ -44,4 +44,4 @@ def test_two_operators_count_each_gang_failure_once(cluster: Cluster, start_oper
     pods = cluster.pods("pair")
     assert sorted(p["metadata"]["name"] for p in pods) == ["pair-0", "pair-1", "pair-2"]
     assert {p["metadata"]["labels"]["ddpjob.io/restart-count"] for p in pods} == {"2"}
-    assert NS == cluster.ns
+    assert cluster.ns == NS

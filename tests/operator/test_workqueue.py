@@ -25,7 +25,7 @@ def test_triggers_while_running_coalesce_into_one_more_pass() -> None:
             seen.append(key)
             await asyncio.sleep(0.02)
 
-        queue = WorkQueue(handle, max_concurrent=4)
+        queue = WorkQueue[str](handle, max_concurrent=4)
         queue.trigger("a")
         await asyncio.sleep(0.005)  # the first pass of "a" is running
         for _ in range(10):
@@ -50,7 +50,7 @@ def test_one_key_never_runs_twice_at_once() -> None:
             await asyncio.sleep(0.01)
             running -= 1
 
-        queue = WorkQueue(handle, max_concurrent=8)
+        queue = WorkQueue[str](handle, max_concurrent=8)
         for _ in range(5):
             queue.trigger("a")
             await asyncio.sleep(0.004)
@@ -73,7 +73,7 @@ def test_a_failing_handler_is_retried_with_growing_delays(monkeypatch) -> None:
             if attempts < 4:
                 raise RuntimeError("boom")
 
-        queue = WorkQueue(handle, max_concurrent=1, on_error=lambda k, n, d, e: errors.append((n, d)))
+        queue = WorkQueue[str](handle, max_concurrent=1, on_error=lambda k, n, d, e: errors.append((n, d)))
         queue.trigger("a")
         for _ in range(200):
             await asyncio.sleep(0.01)
@@ -103,7 +103,7 @@ def test_a_requeue_time_wakes_the_key_and_forget_cancels_it() -> None:
             counts[key] += 1
             return 0.02 if counts[key] == 1 else None
 
-        queue = WorkQueue(handle, max_concurrent=2)
+        queue = WorkQueue[str](handle, max_concurrent=2)
         queue.trigger("a")
         queue.trigger("b")
         await asyncio.sleep(0.005)
@@ -123,7 +123,7 @@ def test_delayed_triggers_debounce_into_one() -> None:
             nonlocal calls
             calls += 1
 
-        queue = WorkQueue(handle, max_concurrent=1)
+        queue = WorkQueue[str](handle, max_concurrent=1)
         for _ in range(5):
             queue.trigger("a", delay=0.03)
         await asyncio.sleep(0.08)

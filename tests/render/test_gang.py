@@ -9,8 +9,7 @@ import kubernetes_validate
 import pytest
 
 from ddpjob import cli, render
-from ddpjob.api import names
-from ddpjob.api import gangs
+from ddpjob.api import gangs, names
 from ddpjob.api.gangs import coscheduling, kueue, volcano
 from ddpjob.api.scheduling import gang_names
 from ddpjob.api.spec import parse_job

@@ -5,10 +5,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ddpjob.api import names
 from ddpjob import render
+from ddpjob.api import names
 from ddpjob.api.spec import parse_job
-
 from tests.conftest import load_example
 
 GOLDEN = Path(__file__).parent / "golden"

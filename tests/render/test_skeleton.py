@@ -6,7 +6,6 @@ import pytest
 from ddpjob import render
 from ddpjob.api.spec import parse_job
 from ddpjob.render import objects, skeleton
-
 from tests.conftest import load_example
 
 ODD_VALUES = [

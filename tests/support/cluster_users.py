@@ -55,11 +55,11 @@ def bind(cluster: RealCluster, user: str, role: dict[str, Any] | str) -> pathlib
     if isinstance(role, str):
         ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
     else:
-        rbac.create_namespaced_role(cluster.namespace, {"metadata": {"name": user}, "rules": role["rules"]})
+        rbac.create_namespaced_role(cluster.namespace, {"metadata": {"name": user}, "rules": role["rules"]})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user}
     rbac.create_namespaced_role_binding(
         cluster.namespace,
-        {
+        {  # type: ignore[arg-type]  # a dict body: the client sends it as it is
             "metadata": {"name": user},
             "roleRef": ref,
             "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],

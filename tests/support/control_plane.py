@@ -13,14 +13,16 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import shutil
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 # Imported when a test asks for the control plane: the trainer's tests run where the
 # operator's dependencies (kubernetes, cryptography) are not installed.
-ControlPlane = RealCluster = Any
+if TYPE_CHECKING:
+    from ddpjob_devcluster.clusters.real import RealCluster
+    from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +37,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"report_{report.when}", report)
@@ -58,5 +60,6 @@ def real_cluster(request: pytest.FixtureRequest, workdir: pathlib.Path, **kwargs
         cluster.stop()
         leftovers = kubelet.live_processes() if kubelet is not None else []
         assert not leftovers, f"processes left running after the test: {leftovers}"
-        assert not (kubelet.errors if kubelet is not None else []), f"kubelet errors: {kubelet.errors}"
+        errors = kubelet.errors if kubelet is not None else []
+        assert not errors, f"kubelet errors: {errors}"
         plane.check_alive()

@@ -3,8 +3,8 @@ in a conftest's `pytest_plugins`). Each suite defines its own `kubeconfig` fixtu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import pathlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest

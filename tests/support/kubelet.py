@@ -15,7 +15,7 @@ _DEFAULT_REASONS = {"Pending": "ContainerCreating", "Succeeded": "Completed", "F
 
 
 def container_state(phase: str, exit_code: int | None, reason: str | None) -> dict[str, Any]:
-    now = datetime.datetime.now(tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     reason = reason or _DEFAULT_REASONS.get(phase)
     if phase == "Pending":
         return {"waiting": {"reason": reason}}
@@ -41,6 +41,7 @@ def set_pod_status(
     """
     if containers is None:
         pod = core.read_namespaced_pod(name, namespace)
+        assert pod.spec is not None
         containers = [c.name for c in pod.spec.containers]
     state = container_state(phase, exit_code, reason)
     running = phase == "Running"

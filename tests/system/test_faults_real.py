@@ -21,11 +21,13 @@ SCRIPT = "import os, time; time.sleep(2); print('node', os.environ['NODE_RANK'])
 
 def test_a_job_succeeds_through_a_struggling_real_api_server(request, tmp_path) -> None:
     with real_cluster(request, tmp_path / "cluster") as cluster:
-        cluster.operator.stop()  # started by real_cluster: restart it behind the proxy
+        kubelet, op = cluster.kubelet, cluster.operator
+        assert kubelet is not None and op is not None  # started
+        op.stop()  # started by real_cluster: restart it behind the proxy
         proxy = FaultProxy(cluster.plane.server, cluster.plane.ca, Chaos(rate=0.2, watch_lifetime=3.0, seed=7)).start()
         try:
-            point_kubeconfig_at(cluster.operator.kubeconfig, proxy.url)
-            cluster.operator.start()
+            point_kubeconfig_at(op.kubeconfig, proxy.url)
+            op.start()
             body = {
                 "apiVersion": "ddpjob.io/v1alpha1",
                 "kind": "DDPJob",
@@ -45,7 +47,7 @@ def test_a_job_succeeds_through_a_struggling_real_api_server(request, tmp_path) 
         assert status["restarts"] == 0 and status["readyNodes"] == 3
         pods = cluster.pods("rough")
         assert [p["metadata"]["name"] for p in pods] == ["rough-0", "rough-1", "rough-2"]
-        assert len(cluster.kubelet.containers) == 3  # no Pod was created twice
+        assert len(kubelet.containers) == 3  # no Pod was created twice
         assert proxy.chaos.failed >= 5 and proxy.chaos.passed > proxy.chaos.failed, (
             proxy.chaos.failed,
             proxy.chaos.passed,

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.client import json_object, wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.cluster_users import (
     JOB_ONLY,
@@ -55,7 +55,9 @@ def test_a_job_takes_only_names_its_author_could_take(cluster: RealCluster, tmp_
     refused = as_user(cluster, pods_only, tmp_path, "create", job("postgres", nodes=2))
     assert "pat may not create Services there" in refused.stderr, refused.stderr
     assert (
-        cluster.custom.list_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs")["items"]
+        json_object(
+            cluster.custom.list_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs")
+        )["items"]
         == []
     )
     # So the name is still the teammate's to take.
@@ -111,11 +113,10 @@ def test_what_decides_a_jobs_life_is_written_by_the_operator_or_its_deleters(
         == 0
     )
     cluster.wait_phase("owned", "Running", timeout=PHASE)
-    stored = json.loads(
-        cluster.custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "owned")[
-            "metadata"
-        ]["annotations"][BOOKKEEPING]
+    owned_job = json_object(
+        cluster.custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "owned")
     )
+    stored = json.loads(owned_job["metadata"]["annotations"][BOOKKEEPING])
     forged = json.dumps({**stored, "spec": {**stored["spec"], "image": "evil/image"}})
 
     # kopf's bookkeeping: neither a teammate nor the owner (neither may write the status).
@@ -158,11 +159,11 @@ def test_what_decides_a_jobs_life_is_written_by_the_operator_or_its_deleters(
             "owned",
             {"metadata": {"annotations": {BOOKKEEPING: forged}}, "spec": {"activeDeadlineSeconds": deadline}},
         )
-        generation = cluster.custom.get_namespaced_custom_object(
-            "ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "owned"
+        generation = json_object(
+            cluster.custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "owned")
         )["metadata"]["generation"]
         st = wait_until(
-            lambda: (s := cluster.status("owned")).get("observedGeneration") == generation and s,
+            lambda: (s := cluster.status("owned")).get("observedGeneration") == generation and s,  # noqa: B023 - the wait calls it before the loop moves on
             REACTION,
             "the operator did not observe the owner's change",
             lambda: cluster.status("owned"),
@@ -183,8 +184,8 @@ def test_changing_a_jobs_spec_needs_the_rights_creating_it_does(cluster: RealClu
     assert as_user(cluster, alice, tmp_path, "create", team).returncode == 0
 
     def stored_spec() -> dict:
-        return cluster.custom.get_namespaced_custom_object(
-            "ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "team"
+        return json_object(
+            cluster.custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", cluster.namespace, "ddpjobs", "team")
         )["spec"]
 
     before = stored_spec()

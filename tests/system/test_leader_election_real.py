@@ -104,7 +104,10 @@ def pod_of(holder: str) -> str:
 
 
 def lease_of(cluster: RealCluster) -> tuple[str, str]:
-    env = cluster.operator.env
+    op = cluster.operator
+    assert op is not None  # started
+    env = op.env
+    assert env is not None  # the chart's Deployment's environment
     return env["DDPJOB_LEADER_ELECTION_NAMESPACE"], env["DDPJOB_LEADER_ELECTION_LEASE"]
 
 
@@ -113,6 +116,7 @@ def standby(cluster: RealCluster, proxy: RecordingProxy | None = None) -> Iterat
     """A second replica: the chart's Deployment's command, environment and ServiceAccount,
     another Pod name; through `proxy` when given."""
     first = cluster.operator
+    assert first is not None and first.env is not None  # started, with the chart's environment
     config = cluster.workdir / "standby.kubeconfig"
     shutil.copy(first.kubeconfig, config)
     if proxy is not None:
@@ -167,11 +171,14 @@ def test_a_killed_leader_is_replaced_by_the_standby_which_wrote_nothing_and_the_
     cluster, name = elected_cluster, "handover"
     namespace, lease = lease_of(cluster)
     leader = cluster.operator
+    assert leader is not None  # started
     proxy = RecordingProxy(cluster).start()
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
     try:
         with LeaseHolders(cluster, namespace, lease) as holders:
             first = wait_until(lambda: holders.holders() and holders.holders()[-1], REACTION, "no Lease holder")
-            assert pod_of(first) == leader.env["POD_ID"]
+            assert leader.env is not None and pod_of(first) == leader.env["POD_ID"]
             with standby(cluster, proxy) as second:
                 wait_until(
                     lambda: f"standby: {first} leads" in second.log_tail(200),
@@ -220,7 +227,7 @@ def test_a_killed_leader_is_replaced_by_the_standby_which_wrote_nothing_and_the_
                 )
                 assert status["restarts"] == 0
                 assert {p["metadata"]["uid"] for p in cluster.pods(name)} == uids
-                assert len(cluster.kubelet.containers) == 2  # no Pod was created twice
+                assert len(kubelet.containers) == 2  # no Pod was created twice
                 assert holders.holders() == [first, took_over[1]]
     finally:
         proxy.stop()
@@ -240,6 +247,7 @@ def test_a_leader_stopped_with_sigterm_releases_the_lease_and_the_standby_leads_
     cluster = long_lease_cluster
     namespace, lease = lease_of(cluster)
     leader = cluster.operator
+    assert leader is not None  # started
     with LeaseHolders(cluster, namespace, lease) as holders:
         first = wait_until(lambda: holders.holders() and holders.holders()[-1], REACTION, "no Lease holder")
         with standby(cluster) as second:

@@ -114,7 +114,7 @@ def test_train_wait_logs_status_list_and_delete(
     assert name in {j.name for j in client.list_jobs(status={"Complete"})}
     assert name not in {j.name for j in client.list_jobs(status={"Running", "Created"})}
     # The same name again: the API server's refusal, in one line.
-    with pytest.raises(ClusterError, match="ddpjob from-dict already exists in namespace .*: delete_job"):
+    with pytest.raises(ClusterError, match=r"ddpjob from-dict already exists in namespace .*: delete_job"):
         client.train(job_dict("from-dict"))
     # A job read back is a job to create again: what the server set is left out.
     again = client.train(client.get_job(name).raw, name=f"{name}-again")

@@ -76,7 +76,8 @@ def apply(
 
 def test_a_job_over_a_real_resource_quota_says_why_it_waits_then_runs(cluster: RealCluster) -> None:
     cluster.core.create_namespaced_resource_quota(
-        cluster.namespace, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+        cluster.namespace,
+        {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}},  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     )
     hold = Hold(cluster.workdir / "hold-quota")
     cluster.create_job(job("quota", hold=hold))  # Pod 0 holds the quota while the test looks
@@ -177,7 +178,9 @@ def test_the_crd_schema_defaults_rules_and_columns_on_the_real_server(
     body = job("defaults", hold=Hold(cluster.workdir / "hold-defaults"))  # Running while the test looks
     del body["spec"]["nprocPerNode"]
     apply(cluster, tmp_path, body)
-    stored = cluster.job("defaults")["spec"]
+    defaults = cluster.job("defaults")
+    assert defaults is not None
+    stored = defaults["spec"]
     assert stored["nprocPerNode"] == "auto" and stored["backend"] == "auto" and stored["nodes"] == 2
     patched = cluster.kubectl("patch", "ddpj", "defaults", "--type=merge", "-p", '{"spec":{"nodes":3}}', check=False)
     assert patched.returncode != 0 and "spec.nodes: Invalid value: is immutable" in patched.stderr, patched.stderr
@@ -210,7 +213,9 @@ def test_server_side_apply_owns_the_spec_and_the_operator_only_the_status(
 ) -> None:
     apply(cluster, tmp_path, job("ssa", sleep=2), "--server-side", "--field-manager=team-a")
     cluster.wait_phase("ssa", "Succeeded", timeout=PHASE)
-    managers = {m["manager"]: m for m in cluster.job("ssa")["metadata"]["managedFields"]}
+    applied = cluster.job("ssa")
+    assert applied is not None
+    managers = {m["manager"]: m for m in applied["metadata"]["managedFields"]}
     assert managers["team-a"]["operation"] == "Apply" and "f:spec" in json.dumps(managers["team-a"]["fieldsV1"])
     status_writers = [m for m in managers.values() if m.get("subresource") == "status"]
     assert status_writers and all("f:spec" not in json.dumps(m["fieldsV1"]) for m in status_writers)
@@ -313,13 +318,16 @@ def test_two_operator_replicas_racing_count_each_gang_failure_once(cluster: Real
     other and the job's history never goes backwards."""
     import copy
     import threading
+
     from ddpjob_devcluster.clusters.client import OperatorProcess
 
+    op = cluster.operator
+    assert op is not None and op.command is not None and op.env is not None  # the chart's, started
     second = OperatorProcess(
-        cluster.operator.kubeconfig,
+        op.kubeconfig,
         cluster.workdir / "operator-2.log",
-        command=list(cluster.operator.command),
-        env=dict(cluster.operator.env),
+        command=list(op.command),
+        env=dict(op.env),
     ).start()
     seen: list[tuple[str | None, int]] = []
     done = threading.Event()
@@ -372,7 +380,7 @@ def test_a_user_with_the_default_edit_role_may_run_jobs_and_a_viewer_only_read_t
     for user, role in (("alice", "edit"), ("bob", "view")):
         rbac.create_namespaced_role_binding(
             cluster.namespace,
-            {
+            {  # type: ignore[arg-type]  # a dict body: the client sends it as it is
                 "metadata": {"name": f"{user}-{role}"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
                 "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import pathlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -94,7 +94,9 @@ def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_c
         lambda: cluster.events(name),
     )
 
-    records = read_metrics(cluster.kubelet.checkpoint_dir(name) / "metrics.jsonl")
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
+    records = read_metrics(kubelet.checkpoint_dir(name) / "metrics.jsonl")
     resumes = [r for r in records if r["event"] == "resume"]
     assert len(resumes) == 1 and resumes[0]["restart"] == 1 and resumes[0]["step"] >= 16, resumes
     final = [r for r in records if r["event"] == "final"]

@@ -111,7 +111,8 @@ def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pa
         assert env["MASTER_ADDR"] == f"mnist-cpu-0.mnist-cpu.{cluster.namespace}.svc" and env["WORLD_SIZE"] == "4"
         assert pod["status"]["phase"] == "Succeeded"
         assert terminated(pod)["exitCode"] == 0 and terminated(pod)["reason"] == "Completed"
-    assert cluster.core.read_namespaced_service(EXAMPLE, cluster.namespace).spec.cluster_ip == "None"
+    service = cluster.core.read_namespaced_service(EXAMPLE, cluster.namespace)
+    assert service.spec is not None and service.spec.cluster_ip == "None"
     # kopf posts events in the background: the status may be written first.
     wait_until(
         lambda: {"Running", "Succeeded"} <= {e["reason"] for e in cluster.events(EXAMPLE) if e["type"] == "Normal"},
@@ -127,16 +128,20 @@ def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pa
     final = next(r for r in records if r["event"] == "final")
     assert final["epoch"] == 3 and final["step"] == 3 * 4096 // (4 * 64) and final["restart"] == 0
     assert final["accuracy"] > 0.9 and final["eval_accuracy"] > 0.9  # it learned something
-    assert len(cluster.kubelet.containers) == 2
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
+    assert len(kubelet.containers) == 2
 
 
 def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: LocalCluster) -> None:
     name = "killed"
     cluster.create_job(fault_job(name))
-    metrics = cluster.kubelet.checkpoint_dir(name) / "metrics.jsonl"
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
+    metrics = kubelet.checkpoint_dir(name) / "metrics.jsonl"
     wait_epoch(cluster, name, metrics, 1)
 
-    cluster.kubelet.kill(f"{name}-1", sig=signal.SIGKILL)  # node 1's container dies: exit 137
+    kubelet.kill(f"{name}-1", sig=signal.SIGKILL)  # node 1's container dies: exit 137
 
     status = cluster.wait_phase(name, "Succeeded", timeout=RUN)
     assert status["restarts"] == 1
@@ -153,9 +158,11 @@ def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: LocalCl
 def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: LocalCluster) -> None:
     name = "deleted"
     cluster.create_job(fault_job(name))
-    metrics = cluster.kubelet.checkpoint_dir(name) / "metrics.jsonl"
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
+    metrics = kubelet.checkpoint_dir(name) / "metrics.jsonl"
     wait_epoch(cluster, name, metrics, 1)
-    doomed = cluster.kubelet.container(f"{name}-0")
+    doomed = kubelet.container(f"{name}-0")
 
     cluster.core.delete_namespaced_pod(f"{name}-0", cluster.namespace)  # as `kubectl delete pod` does
 
@@ -170,20 +177,24 @@ def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: LocalCluster) -> None:
 def test_the_operator_restarted_mid_training_finishes_the_job_without_duplicates(cluster: LocalCluster) -> None:
     name = "survivor"
     cluster.create_job(fault_job(name, epochs=4))
-    metrics = cluster.kubelet.checkpoint_dir(name) / "metrics.jsonl"
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
+    metrics = kubelet.checkpoint_dir(name) / "metrics.jsonl"
     cluster.wait_phase(name, "Running", readyNodes=2)
 
-    cluster.operator.stop(signal.SIGKILL)  # a crash: no graceful shutdown at all
+    op = cluster.operator
+    assert op is not None  # started
+    op.stop(signal.SIGKILL)  # a crash: no graceful shutdown at all
     wait_epoch(cluster, name, metrics, 1)  # training goes on without the operator
     assert cluster.status(name)["phase"] == "Running"
-    cluster.operator.start()
+    op.start()
 
     status = cluster.wait_phase(name, "Succeeded", timeout=RUN)
     assert status["restarts"] == 0
     pods = cluster.pods(name)
     assert [p["metadata"]["name"] for p in pods] == [f"{name}-0", f"{name}-1"]
-    assert len(cluster.kubelet.containers) == 2  # no Pod was ever created twice
-    assert {p["metadata"]["uid"] for p in pods} == set(cluster.kubelet.containers)
+    assert len(kubelet.containers) == 2  # no Pod was ever created twice
+    assert {p["metadata"]["uid"] for p in pods} == set(kubelet.containers)
     final = [r for r in read_metrics(metrics) if r["event"] == "final"]
     assert len(final) == 1 and final[0]["epoch"] == 4 and final[0]["restart"] == 0
 
@@ -191,14 +202,18 @@ def test_the_operator_restarted_mid_training_finishes_the_job_without_duplicates
 def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: LocalCluster) -> None:
     name = "doomed"
     cluster.create_job(fault_job(name, checkpoint=False, maxRestarts=1))
+    kubelet = cluster.kubelet
+    assert kubelet is not None  # started
     for attempt in (0, 1):  # node 1 crashes as soon as it starts, every attempt
         container = wait_until(
-            lambda: (c := cluster.kubelet.container(f"{name}-1")) is not None and c.attempt == attempt and c,
+            lambda: (
+                (c := kubelet.container(f"{name}-1")) is not None and c.attempt == attempt and c  # noqa: B023 - the wait calls it before the loop moves on
+            ),
             60,
             f"no running container of attempt {attempt}",
             lambda: cluster.diagnostics(),
         )
-        cluster.kubelet.kill(f"{name}-1", sig=signal.SIGKILL)
+        kubelet.kill(f"{name}-1", sig=signal.SIGKILL)
 
     status = cluster.wait_phase(name, "Failed", timeout=PHASE)
     assert status["restarts"] == 1
@@ -213,9 +228,7 @@ def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: Lo
     )
     assert len(warning) == 1 and f"{name}-1" in warning[0]["message"]
     # The failed gang is stopped: the surviving node's Pod is deleted and its processes end.
-    wait_until(
-        lambda: not any(c.running for c in cluster.kubelet.snapshot()), PHASE, "processes of the failed job still run"
-    )
+    wait_until(lambda: not any(c.running for c in kubelet.snapshot()), PHASE, "processes of the failed job still run")
     assert container.exit_code == 137
 
 

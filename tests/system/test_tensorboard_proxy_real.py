@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob.cluster.connection import connect
 from ddpjob.cli.service_proxy import ServiceProxy
+from ddpjob.cluster.connection import connect
 from ddpjob_devcluster.clusters.client import wait_until
 from tests.cli.test_service_proxy_smuggling import host_of, send
 from tests.support.cluster_users import bind

@@ -18,6 +18,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import urllib.request
+from typing import Any
 
 import kubernetes
 import pytest
@@ -30,7 +31,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 BOARD = "board-tensorboard"
 
 
-def owners(obj: object) -> list[tuple[str, str]]:
+def owners(obj: Any) -> list[tuple[str, str]]:
+    """The controllers among the owners of a client model (a Deployment, Service, Pod...)."""
     return [(r.kind, r.uid) for r in (obj.metadata.owner_references or []) if r.controller]
 
 
@@ -65,6 +67,7 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     service = core.read_namespaced_service(BOARD, ns)
     policy = kubernetes.client.NetworkingV1Api(cluster.client).read_namespaced_network_policy(BOARD, ns)
     assert owners(deployment) == owners(service) == owners(policy) == [("DDPJob", uid)]
+    assert deployment.metadata is not None and policy.spec is not None
     # No ingress over the Pod network (port-forward goes through the kubelet).
     assert policy.spec.policy_types == ["Ingress"] and not policy.spec.ingress
 
@@ -89,7 +92,9 @@ def test_the_operator_runs_a_tensorboard_the_job_owns(cluster) -> None:
     assert (claim.claim_name, claim.read_only) == ("ckpt", True)
     assert pod.spec.containers[0].security_context.run_as_non_root is True
     assert service.spec.selector.items() <= pod.metadata.labels.items()
-    assert policy.spec.pod_selector.match_labels.items() <= pod.metadata.labels.items()
+    selector = policy.spec.pod_selector
+    assert selector is not None and selector.match_labels is not None
+    assert selector.match_labels.items() <= pod.metadata.labels.items()
     assert "ddpjob.io/job-name" not in pod.metadata.labels  # not one of the gang's Pods
 
     # The training Pod runs beside it, and the process kubelet runs TensorBoard's: it

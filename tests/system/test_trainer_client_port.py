@@ -29,7 +29,11 @@ job_name = client.train(
 )
 statuses = []
 job = client.wait_for_job_status(
-    job_name, status={"Complete"}, timeout=int(sys.argv[3]), polling_interval=1, callbacks=[lambda j: statuses.append(j.status)]
+    job_name,
+    status={"Complete"},
+    timeout=int(sys.argv[3]),
+    polling_interval=1,
+    callbacks=[lambda j: statuses.append(j.status)],
 )
 print("status", job.status, job.num_nodes, statuses[-1])
 for line in client.get_job_logs(job_name, step="node-1"):

@@ -4,6 +4,8 @@ by the trainer, the launcher (before torchrun starts) and the job spec alike."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ddpjob.api import spec
@@ -51,8 +53,13 @@ def test_the_launcher_refuses_before_starting_anything(monkeypatch, capsys) -> N
     ):
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(launch, "visible_gpus", lambda: 1)
-    started = []
-    monkeypatch.setattr(launch, "run_forwarding_signals", lambda argv: started.append(argv) or 0)
+    started: list[Any] = []
+
+    def run(argv: list[str]) -> int:
+        started.append(argv)
+        return 0
+
+    monkeypatch.setattr(launch, "run_forwarding_signals", run)
     monkeypatch.setattr(launch.os, "execvp", lambda *a: started.append(a))
     code = launch.main(["ddpjob-train"])
     assert code == EXIT_BAD_INPUT and started == []

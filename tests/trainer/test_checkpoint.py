@@ -1,4 +1,5 @@
 import os
+import pathlib
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ def test_save_is_atomic_and_newest_wins(tmp_path):
         checkpoint.save(str(tmp_path), _payload(e, e * 10, float(e)), keep=5)
     # Leftovers of a writer that died mid-write are never candidates.
     (tmp_path / "ckpt-e00009-s0000000090-0000000000000000.pt.tmp.1").write_bytes(b"partial")
-    path, payload = checkpoint.newest(str(tmp_path))
+    _path, payload = checkpoint.newest(str(tmp_path))
     assert payload["epoch"] == 3 and torch.equal(payload["model"]["w"], torch.full((2, 2), 3.0))
     assert not [n for n in os.listdir(tmp_path) if ".tmp." in n and n.endswith(str(os.getpid()))]
 
@@ -30,22 +31,22 @@ def test_keep_last_k(tmp_path):
 def test_corrupt_newest_falls_back_to_previous(tmp_path, damage, capsys):
     checkpoint.save(str(tmp_path), _payload(1, 10, 1.0), keep=3)
     newest = checkpoint.save(str(tmp_path), _payload(2, 20, 2.0), keep=3)
-    data = bytearray(open(newest, "rb").read())
+    data = bytearray(pathlib.Path(newest).read_bytes())
     if damage == "truncate":
         data = data[: len(data) // 2]
     elif damage == "flip":
         data[len(data) // 2] ^= 0xFF
     else:
         data = b""
-    open(newest, "wb").write(bytes(data))
-    path, payload = checkpoint.newest(str(tmp_path))
+    pathlib.Path(newest).write_bytes(bytes(data))
+    _path, payload = checkpoint.newest(str(tmp_path))
     assert payload["epoch"] == 1
     assert "skipping checkpoint" in capsys.readouterr().err
 
 
 def test_only_corrupt_checkpoints_is_an_error(tmp_path):
     path = checkpoint.save(str(tmp_path), _payload(1, 10), keep=3)
-    open(path, "wb").write(b"garbage")
+    pathlib.Path(path).write_bytes(b"garbage")
     with pytest.raises(UsageError, match="none of the 1 checkpoint"):
         checkpoint.newest(str(tmp_path))
 

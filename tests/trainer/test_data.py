@@ -7,7 +7,7 @@ from ddpjob_trainer import UsageError
 from ddpjob_trainer.data import TensorBatches, load_data, parse_spec, synthetic
 from ddpjob_trainer.distributed import Dist
 from ddpjob_trainer.env import ProcessEnv
-from trainer_helpers import write_imagefolder, write_mnist
+from tests.trainer.trainer_helpers import write_imagefolder, write_mnist
 
 
 def rank(r=0, world=1):

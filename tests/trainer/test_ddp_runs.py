@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.support.deadlines import RUN
-from trainer_helpers import BIN, contract, events, final_weights, free_port, launch
+from tests.trainer.trainer_helpers import BIN, contract, events, final_weights, free_port, launch
 
 pytestmark = pytest.mark.slow
 # 3 epochs of 47 steps per rank: long enough to interrupt, short on 2 cores.

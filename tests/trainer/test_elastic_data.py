@@ -1,6 +1,7 @@
 """Exactly-once sampling across resizes (elastic_data.py) and its audit (ddpjob_devcluster/scenarios/sample_audit.py),
 pure: no process group."""
 
+import itertools
 import json
 from collections import Counter
 
@@ -15,7 +16,7 @@ from ddpjob_trainer import elastic_data
 def test_shares_cover_the_micro_batch_once(count, world):
     parts = [elastic_data.share(count, world, r) for r in range(world)]
     assert parts[0][0] == 0 and parts[-1][1] == count
-    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
     assert max(e - s for s, e in parts) - min(e - s for s, e in parts) <= 1
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ddpjob_devcluster.scenarios import sample_audit
-from trainer_helpers import BIN, contract, events, free_port, write_imagefolder
+from tests.trainer.trainer_helpers import BIN, contract, events, free_port, write_imagefolder
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -74,10 +74,8 @@ def stop_and_resume(tmp_path, elastic):
     while not any("hangs before step" in log.read_text() for log in logs):
         if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
             wait_all(procs, logs, timeout=1)
-            raise AssertionError(
-                "no rank reached the hang at step %d within 180 s:\n%s"
-                % (STOP_AT, "\n".join(log.read_text()[-2000:] for log in logs))
-            )
+            tails = "\n".join(log.read_text()[-2000:] for log in logs)
+            raise AssertionError(f"no rank reached the hang at step {STOP_AT:d} within 180 s:\n{tails}")
         time.sleep(0.2)
     for p in procs:  # a preemption: the group finishes the step, saves and exits
         p.send_signal(signal.SIGTERM)

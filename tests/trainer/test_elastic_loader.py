@@ -12,7 +12,7 @@ import torch
 from ddpjob_trainer.data import load_data
 from ddpjob_trainer.distributed import Dist
 from ddpjob_trainer.env import ProcessEnv
-from trainer_helpers import write_imagefolder
+from tests.trainer.trainer_helpers import write_imagefolder
 
 PER_CLASS = 12  # 3 classes: 36 training images
 
@@ -67,7 +67,7 @@ def test_a_resize_mid_epoch_on_the_loader_path_neither_loses_nor_repeats(tmp_pat
     assert Counter(seen) == Counter(range(3 * PER_CLASS))
     # The label each rank got is its file's class: the loader loaded the samples it names.
     b = three[1]
-    for x, y in b.epoch(2):
+    for _x, y in b.epoch(2):
         assert y.tolist() == [b.loader.dataset.targets[i] for i in b.last_indices.tolist()]
 
 

@@ -8,11 +8,11 @@ import pathlib
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from trainer_helpers import CONTRACT
 
 from ddpjob import metrics_log
 from ddpjob_trainer import checkpoint, event_files
 from ddpjob_trainer.train import main
+from tests.trainer.trainer_helpers import CONTRACT
 
 FAST = ["--synthetic-size", "256", "--batch-size", "32", "--log-every", "3"]
 # metrics.jsonl field -> tag, per event (event_files.TAGS), as the test names them.

@@ -11,13 +11,13 @@ import time
 
 import pytest
 import torch
-import trainer_helpers
-from tests.support.deadlines import RUN
-from trainer_helpers import BIN, clean_env
 
 from ddpjob import progress_record
 from ddpjob_trainer import checkpoint, fence
 from ddpjob_trainer.progress import Progress
+from tests.support.deadlines import RUN
+from tests.trainer import trainer_helpers
+from tests.trainer.trainer_helpers import BIN, clean_env
 
 
 def _payload(epoch, step, value=0.0):

@@ -9,6 +9,7 @@ import argparse
 import math
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 import torch
@@ -18,7 +19,8 @@ from ddpjob_trainer import UsageError, gpu_decode
 from ddpjob_trainer.data import imagefolder, load_data
 from ddpjob_trainer.distributed import Dist
 from ddpjob_trainer.env import ProcessEnv
-from trainer_helpers import write_imagefolder
+from ddpjob_trainer.loader import LoaderBatches
+from tests.trainer.trainer_helpers import write_imagefolder
 
 SIZE = 16
 
@@ -47,7 +49,7 @@ def test_random_crops_follow_random_resized_crops_bounds(width, height) -> None:
     rng = random.Random(0)
     for _ in range(200):
         top, left, h, w = gpu_decode.random_resized_crop(width, height, rng)
-        assert 0 <= top and top + h <= height and 0 <= left and left + w <= width and h > 0 and w > 0
+        assert top >= 0 and top + h <= height and left >= 0 and left + w <= width and h > 0 and w > 0
         if (width, height) in ((1000, 10), (10, 1000)):
             continue  # no crop of that scale fits: the central fallback, clamped to the ratio
         assert 0.08 * 0.9 <= h * w / (width * height) <= 1.0
@@ -73,8 +75,8 @@ def test_a_decoded_batch_matches_the_cpu_pipelines_evaluation_images(tmp_path) -
                 Image.fromarray(pixels.numpy()).save(root / split / cls / f"{i}.jpg", quality=95)
     _, cpu_eval = imagefolder(str(root), SIZE, "cpu")
     _, gpu_eval = imagefolder(str(root), SIZE, "gpu")
-    encoded, _labels = gpu_decode.collate([gpu_eval[i] for i in range(len(gpu_eval))])
-    decoded = gpu_decode.decode(*encoded, SIZE, torch.device("cpu"))
+    (data, lengths, crops), _labels = gpu_decode.collate([gpu_eval[i] for i in range(len(gpu_eval))])
+    decoded = gpu_decode.decode(data, lengths, crops, SIZE, torch.device("cpu"))
     reference = torch.stack([cpu_eval[i][0] for i in range(len(cpu_eval))])
     assert decoded.shape == reference.shape == (4, 3, SIZE, SIZE)
     assert (decoded - reference).abs().mean() < 0.02, (decoded - reference).abs().mean()
@@ -83,7 +85,8 @@ def test_a_decoded_batch_matches_the_cpu_pipelines_evaluation_images(tmp_path) -
 def test_training_batches_are_decoded_with_their_labels_and_every_sample_once(tmp_path) -> None:
     root = write_imagefolder(tmp_path / "data", per_class=6, size=24, ext="jpg")
     batches = load_data(args(root), one_rank()).train
-    dataset = batches.loader.dataset
+    assert isinstance(batches, LoaderBatches)
+    dataset: Any = batches.loader.dataset  # torchvision's ImageFolder
     seen = []
     for x, y in batches.epoch(1):
         assert x.shape[1:] == (3, SIZE, SIZE) and x.dtype == torch.float32 and torch.isfinite(x).all()
@@ -124,7 +127,7 @@ def test_normalization_is_imagenets() -> None:
     white = torch.full((1, 3, 4, 4), 255, dtype=torch.uint8)
     data = torch.frombuffer(bytearray(_jpeg(white[0])), dtype=torch.uint8)
     out = gpu_decode.decode(data, torch.tensor([len(data)]), torch.tensor([[0, 0, 4, 4, 0]]), 4, torch.device("cpu"))
-    expected = [(1 - m) / s for m, s in zip(gpu_decode.MEAN, gpu_decode.STD)]
+    expected = [(1 - m) / s for m, s in zip(gpu_decode.MEAN, gpu_decode.STD, strict=True)]
     assert all(math.isclose(out[0, c].mean().item(), expected[c], abs_tol=0.03) for c in range(3)), out[0].mean((1, 2))
 
 

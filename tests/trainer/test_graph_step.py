@@ -128,6 +128,7 @@ def test_the_micro_step_gives_the_losss_gradients_and_the_metric_sums() -> None:
     reference.load_state_dict(model.state_dict())
     out = reference(x)
     (F.cross_entropy(out, y) / 2).backward()  # scaled for the two micro-batches per step
+    assert model.weight.grad is not None and reference.weight.grad is not None
     assert torch.allclose(model.weight.grad, reference.weight.grad)
     loss_sum, correct = step.window.tolist()
     assert loss_sum == pytest.approx(F.cross_entropy(out, y).item() * 8, rel=1e-5)
@@ -148,6 +149,7 @@ def test_an_elastic_share_is_scaled_to_the_mean_over_the_global_micro_batch() ->
     reference = nn.Linear(4, 2)
     reference.load_state_dict(model.state_dict())
     (F.cross_entropy(reference(x), y, reduction="sum") * 2 / 8).backward()
+    assert model.weight.grad is not None and reference.weight.grad is not None
     assert torch.allclose(model.weight.grad, reference.weight.grad)
     # The window holds this rank's share of the global loss sum, in samples: loss x 8 / 2.
     assert step.window[0].item() == pytest.approx(F.cross_entropy(reference(x), y, reduction="sum").item(), rel=1e-5)

@@ -7,6 +7,7 @@ takes with torch's own."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -14,19 +15,23 @@ from torch import nn
 from ddpjob_trainer import graphed_model
 
 
+class Graphed:
+    """The graphed forward: the model's own, counting its calls."""
+
+    def __init__(self, forward: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.forward, self.calls = forward, 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.forward(x)
+
+
 def fake_make_graphed(model: nn.Module, sample_args: tuple) -> nn.Module:
     """As torch does: warm-up passes (BatchNorm's statistics move), then the instance's
     forward replaced by the graphed one."""
     for _ in range(3):
         model(sample_args[0] * 10)
-    original = model.forward
-
-    def graphed(x: torch.Tensor) -> torch.Tensor:
-        graphed.calls += 1
-        return original(x)
-
-    graphed.calls = 0
-    model.forward = graphed
+    model.forward = Graphed(model.forward)
     return model
 
 
@@ -41,6 +46,7 @@ def test_batches_of_the_captured_shape_in_training_replay_and_the_rest_run_eager
     wrapped = graphed_model.capture(m, torch.randn(8, 4), contextlib.nullcontext, said.append, fake_make_graphed)
     assert isinstance(wrapped, graphed_model.GraphedModel) and said == []
     graphed = wrapped.graphed
+    assert isinstance(graphed, Graphed)
     wrapped.train()
     wrapped(torch.randn(8, 4))
     wrapped(torch.randn(5, 4))  # an epoch's last, partial batch

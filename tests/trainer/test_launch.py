@@ -10,7 +10,7 @@ from ddpjob_trainer import EXIT_RENDEZVOUS_TIMEOUT, RendezvousTimeout, UsageErro
 from ddpjob_trainer.env import LaunchEnv
 from ddpjob_trainer.launch import build_command, wait_for_dns
 from tests.support.deadlines import RUN
-from trainer_helpers import BIN, clean_env, contract, launch
+from tests.trainer.trainer_helpers import BIN, clean_env, contract, launch
 
 NODE = LaunchEnv(2, 1, 2, "j-0.j", 29500, True)
 
@@ -56,7 +56,7 @@ def test_wait_for_dns_gives_up_with_a_clear_error():
 
 
 def _one_error_line(stderr: str) -> str:
-    lines = [l for l in stderr.splitlines() if "error" in l.lower()]
+    lines = [line for line in stderr.splitlines() if "error" in line.lower()]
     assert len(lines) == 1, stderr
     return lines[0]
 

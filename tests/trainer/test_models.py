@@ -7,8 +7,8 @@ from ddpjob_trainer.models import build_model
 
 def test_mlp_is_the_tutorial_model():
     m = build_model("mlp", (1, 28, 28), 10)
-    linears = [l for l in m if isinstance(l, torch.nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [(784, 512), (512, 256), (256, 10)]
+    linears = [layer for layer in m if isinstance(layer, torch.nn.Linear)]
+    assert [(layer.in_features, layer.out_features) for layer in linears] == [(784, 512), (512, 256), (256, 10)]
     assert m(torch.randn(3, 1, 28, 28)).shape == (3, 10)
 
 

@@ -10,7 +10,7 @@ import urllib.request
 from ddpjob import progress_record
 from ddpjob.local.ports import free_port
 from tests.support.deadlines import RUN
-from trainer_helpers import BIN, contract, events, train, clean_env
+from tests.trainer.trainer_helpers import BIN, clean_env, contract, events, train
 
 
 def get(url: str) -> bytes:

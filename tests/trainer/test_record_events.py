@@ -4,12 +4,12 @@ loss curve in TensorBoard: ddpjob-launch follows the records into event files.""
 from __future__ import annotations
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from trainer_helpers import contract, launch
 
 from ddpjob import progress_record
 from ddpjob.local.ports import free_port
 from ddpjob_trainer import record_events
 from ddpjob_trainer.event_files import EventWriter
+from tests.trainer.trainer_helpers import contract, launch
 
 SCRIPT = """
 import json, os, tempfile, time

@@ -284,7 +284,7 @@ def test_a_frozen_node_does_not_answer_though_its_kernel_accepts_the_connection(
     try:
         monkeypatch.setenv(contract.PROGRESS_PORT, str(frozen.getsockname()[1]))
         stores = NodeStores("job-{index}.job.ns.svc:1", 2)
-        stores.address = lambda node: store.getsockname()  # type: ignore[method-assign]
+        stores.address = lambda node: store.getsockname()
         assert stores.alive(1)  # the handshake alone says nothing
         started = time.monotonic()
         assert stores.answers(1, timeout=0.5) is False

@@ -15,6 +15,9 @@ def test_identity_is_dropped_and_everything_else_kept() -> None:
 
     for encoding, kept in (("identity", []), ("gzip", [("Content-Encoding", "gzip")])):
         started = []
-        body = without_identity_encoding(app)({"encoding": encoding}, lambda s, h, *e: started.append((s, h)))
+        body = without_identity_encoding(app)(
+            {"encoding": encoding},
+            lambda s, h, *e: started.append((s, h)),  # noqa: B023 - called within this iteration
+        )
         assert list(body) == [b"<html>"]
         assert started == [("200 OK", [("Content-Type", "text/html"), *kept, ("X-A", "1")])]

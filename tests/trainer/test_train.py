@@ -1,12 +1,15 @@
 """ddpjob-train in one process (world size 1): learning, readers, strategies, resume,
 and every kind of bad input ending in exit 2 with one error line."""
 
+import os
+import pathlib
+
 import pytest
 import torch
 
 from ddpjob_trainer import checkpoint
 from ddpjob_trainer.train import main
-from trainer_helpers import CONTRACT, clean_env, events, train, write_imagefolder, write_mnist
+from tests.trainer.trainer_helpers import CONTRACT, clean_env, events, train, write_imagefolder, write_mnist
 
 FAST = ["--synthetic-size", "512", "--batch-size", "32", "--log-every", "4"]
 # A refusal that only a machine without a GPU gives (`make test-gpu` runs these tests on one).
@@ -114,7 +117,7 @@ def test_resume_continues_at_next_epoch_with_identical_weights(tmp_path, capsys)
 
 def _error_line(capsys) -> str:
     err = capsys.readouterr().err
-    lines = [l for l in err.splitlines() if "error" in l]
+    lines = [line for line in err.splitlines() if "error" in line]
     assert len(lines) == 1, err
     return lines[0]
 
@@ -157,13 +160,13 @@ def test_checkpoint_from_another_model_exits_2(tmp_path, capsys):
 
 def test_corrupt_checkpoints(tmp_path, capsys):
     assert main(["--epochs", "2", "--checkpoint-dir", str(tmp_path), *FAST]) == 0
-    newest, older = [p for _, p in checkpoint.candidates(str(tmp_path))]
-    open(newest, "r+b").truncate(100)
+    newest, _older = [p for _, p in checkpoint.candidates(str(tmp_path))]
+    os.truncate(newest, 100)
     assert main(["--epochs", "3", "--checkpoint-dir", str(tmp_path), *FAST]) == 0
     assert "skipping checkpoint" in capsys.readouterr().err
     assert events(tmp_path / "metrics.jsonl", "resume")[-1]["epoch"] == 1  # fell back to epoch 1
     for _, p in checkpoint.candidates(str(tmp_path)):
-        open(p, "wb").write(b"junk")
+        pathlib.Path(p).write_bytes(b"junk")
     assert main(["--epochs", "3", "--checkpoint-dir", str(tmp_path), *FAST]) == 2
     assert "is readable" in _error_line(capsys)
 

@@ -128,5 +128,6 @@ def final_weights(checkpoint_dir) -> dict:
     """The model state of the newest checkpoint in a directory."""
     from ddpjob_trainer import checkpoint
 
-    path, payload = checkpoint.newest(str(checkpoint_dir))
-    return payload["model"]
+    newest = checkpoint.newest(str(checkpoint_dir))
+    assert newest is not None, f"no checkpoint in {checkpoint_dir}"
+    return newest[1]["model"]

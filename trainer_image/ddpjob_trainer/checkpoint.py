@@ -137,7 +137,9 @@ def read(path: str) -> dict:
     try:
         # weights_only: a checkpoint directory is shared storage; never run pickled code.
         payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as e:
+    # torch.load fails as the bytes make it (UnpicklingError, RuntimeError, EOFError,
+    # zipfile's errors...): each means this is no checkpoint to resume from.
+    except Exception as e:  # noqa: BLE001 - any failure to load is the file's, said as ValueError
         raise ValueError(f"torch.load failed: {e}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError("not a ddpjob checkpoint of a known format")

@@ -96,7 +96,7 @@ def mnist(root: str, download: bool, d: Dist) -> tuple[Split, Split | None]:
             return None
         try:
             return _normalize(read_image_file(images).unsqueeze(1), MNIST_NORM), read_label_file(labels).long()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - torchvision's reader fails as a bad file makes it: a usage error
             raise UsageError(f"cannot read MNIST file under {raw}: {e}") from None
 
     train = read("train")

@@ -50,7 +50,7 @@ def local_gpu_count() -> int:
         import torch
 
         return torch.cuda.device_count()
-    except Exception:  # no torch or a broken driver: behave like a CPU box
+    except Exception:  # noqa: BLE001 - no torch or a broken driver, however it fails: behave like a CPU box
         return 0
 
 

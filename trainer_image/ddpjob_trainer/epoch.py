@@ -87,7 +87,7 @@ def train_epoch(t: Run, model: nn.Module, epoch: int) -> dict | resize.Regroup |
             t.samples.step(epoch, t.pos.step + 1, getattr(batches, "last_indices", ()))
         try:
             stop = step(t, i, x, y, sync, vote, getattr(batches, "last_total", None))
-        except Exception as exc:  # noqa: BLE001 - in_place.failure re-raises what is a bug
+        except Exception as exc:  # raised as is outside a group re-formed in place; failure() re-raises what is a bug
             if t.in_place is None:
                 raise
             return t.in_place.failure(exc)

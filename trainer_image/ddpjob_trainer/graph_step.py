@@ -156,7 +156,7 @@ class CapturedStep:
             with torch.cuda.graph(graph):
                 self.micro(*self.static)
                 self.optimizer.step()
-        except Exception as exc:  # noqa: BLE001 - said and run eagerly, or raised when asked for
+        except Exception as exc:  # said and run eagerly, or raised when asked for
             if self.fallback is None:
                 raise
             self.static, self.eager = None, True

@@ -13,8 +13,8 @@ from torch.utils.data.distributed import DistributedSampler
 
 try:  # in the trainer image: a progress record the operator shows in `kubectl get ddpj`
     from ddpjob import progress_record
-except ImportError:
-    progress_record = None
+except ImportError:  # elsewhere: no record
+    progress_record = None  # type: ignore[assignment]
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
 
     torch.manual_seed(0)  # the same data on every rank; the sampler gives each its share
     data = TensorDataset(torch.randn(1024, 20), torch.randint(0, 2, (1024,)))
-    sampler = DistributedSampler(data)
+    sampler: DistributedSampler[int] = DistributedSampler(data)
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2)).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -122,7 +122,8 @@ def run(args: argparse.Namespace, func: Callable[[argparse.Namespace, Connection
         return exc.code
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # an API or connection failure: one line, no traceback
+    # Any failure of the kubernetes client, urllib3 or the OS: one line, no traceback.
+    except Exception as exc:  # noqa: BLE001 - the command's last word: whatever failed is one line
         what = f"ddpjob {getattr(args, 'name', '') or ''}".strip()
         print(f"error: {connection.explain(exc, conn, what)}", file=sys.stderr)
         return 1
@@ -244,7 +245,7 @@ def cmd_simple(args: argparse.Namespace, conn: Connection) -> int:
         except ClusterError as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 1
-        except Exception as exc:  # anything else for this name: one line, then the next name
+        except Exception as exc:  # noqa: BLE001 - anything else for this name: one line, then the next name
             print(f"error: {connection.explain(exc, conn, f'ddpjob {name}')}", file=sys.stderr)
             code = 1
     return code

@@ -130,7 +130,7 @@ class WorkQueue(Generic[K]):
                         requeue = await self._handle(key)
                     except asyncio.CancelledError:
                         raise
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - a handler's failure is retried, never the worker's end
                         entry.failures += 1
                         delay = retry_delay(entry.failures)
                         if self._on_error is not None:

@@ -89,7 +89,9 @@ def _skeleton(template: jinja2.Template, shape: tuple[tuple[str, bool], ...]) ->
     try:
         text = template.render(**{name: _Placeholder(name, truthy) for name, truthy in shape})
         doc = _load(text)
-    except Exception:  # the template does more with a value than insert it: no skeleton
+    # Whatever the template does with a placeholder (a filter, a comparison, arithmetic)
+    # fails in its own way: jinja2's errors, TypeError, ValueError, YAML's errors...
+    except Exception:  # noqa: BLE001 - the template does more with a value than insert it: no skeleton
         return None
     slots: list[tuple[tuple[Any, ...], str]] = []
     if not _find_slots(doc, (), slots) or len(slots) != text.count(_MARK):

@@ -107,7 +107,7 @@ class KubeEmulator(RequestLog, FastDispatch, StoreServing, kmock.KubernetesEmula
     def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
         try:
             asyncio.run(self._serve(ready))
-        except BaseException as exc:  # surfaced to start() instead of dying silently
+        except BaseException as exc:  # noqa: BLE001 - the server thread's end, surfaced to start()
             failure.append(exc)
             ready.set()
 
@@ -169,7 +169,7 @@ class KubeEmulator(RequestLog, FastDispatch, StoreServing, kmock.KubernetesEmula
         self._requests.append(request)
         try:
             return await self._handle(request)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a handler's failure is its request's answer
             return await self._render_error(exc)
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:

@@ -17,7 +17,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import kopf
 import yaml
@@ -159,7 +159,7 @@ def _run_loop(coro: Any, errors: list[BaseException]) -> None:
     # A fresh loop in this thread: kopf must not share the test's (or the emulator's) loop.
     try:
         asyncio.run(coro)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - the operator thread's end, kept for the test to raise
         errors.append(exc)
 
 
@@ -168,7 +168,7 @@ class Abort(AssertionError):
 
 
 def wait_for(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | Literal[False] | None],
     timeout: float = 60,
     interval: float = 0.05,
     message: str = "condition not met",
@@ -191,7 +191,7 @@ def wait_for(
             last = result
         except Abort:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a predicate that fails is not yet true; said at the deadline
             last = exc
         if time.monotonic() >= deadline:
             extra = f"; {describe()}" if describe is not None else ""

@@ -186,7 +186,7 @@ class NodeAgent:
                     delay = 1.0  # the server may be busy: try again soon, well inside the lease
                 except Exception:  # noqa: BLE001 - a heartbeat must not die; report at stop
                     delay = 1.0
-        except BaseException as exc:  # pragma: no cover - surfaced through .errors
+        except BaseException as exc:  # noqa: BLE001 - the heartbeat thread's end, surfaced through .errors
             self.errors.append(exc)
         finally:
             client.close()

@@ -20,6 +20,7 @@ import pathlib
 import ssl
 import threading
 from dataclasses import dataclass
+from typing import Self
 
 import aiohttp
 import aiohttp.web
@@ -76,7 +77,7 @@ class FaultProxy:
         self._runner: aiohttp.web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
 
-    def start(self) -> FaultProxy:
+    def start(self) -> Self:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
         return self

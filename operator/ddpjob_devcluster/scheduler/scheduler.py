@@ -147,7 +147,7 @@ class Scheduler:
                 self.schedule_once()
             except ApiError:
                 pass  # a Pod changed or went under us: the next pass sees the new state
-            except BaseException as exc:  # surfaced through .errors, like the kubelet's
+            except BaseException as exc:  # noqa: BLE001 - surfaced through .errors, like the kubelet's
                 self.errors.append(exc)
 
     # ---- one scheduling pass ----

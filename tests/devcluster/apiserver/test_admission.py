@@ -9,6 +9,7 @@ import json
 import pathlib
 import urllib.error
 import urllib.request
+from typing import Any
 
 import kubernetes
 import pytest
@@ -20,7 +21,7 @@ from ddpjob_devcluster.apiserver.admission import podsecurity, podvalidation, qu
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml").read_text())
-JOB = {
+JOB: dict[str, Any] = {
     "apiVersion": "ddpjob.io/v1alpha1",
     "kind": "DDPJob",
     "metadata": {"name": "j", "namespace": "ns1"},
@@ -51,7 +52,7 @@ def post(emulator, path: str, body: dict, query: str = "") -> tuple[int, dict]:
 def refused(call, *args) -> tuple[int, dict]:
     with pytest.raises(kubernetes.client.ApiException) as exc:
         call(*args)
-    return exc.value.status, json.loads(exc.value.body)
+    return exc.value.status, json.loads(str(exc.value.body))
 
 
 # ---- Pod validation ------------------------------------------------------------------
@@ -175,7 +176,7 @@ def test_gpu_request_quota_lists_only_the_exceeded_resource(core) -> None:
     hard = {"requests.nvidia.com/gpu": "4", "pods": "10"}
     core.create_namespaced_resource_quota("ns1", {"metadata": {"name": "gpu-q"}, "spec": {"hard": hard}})
     gpus = {"limits": {"nvidia.com/gpu": "8"}}
-    status, st = refused(core.create_namespaced_pod, "ns1", pod("w-0", resources=gpus))
+    _status, st = refused(core.create_namespaced_pod, "ns1", pod("w-0", resources=gpus))
     assert st["message"] == (
         'pods "w-0" is forbidden: exceeded quota: gpu-q, requested: requests.nvidia.com/gpu=8, '
         "used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4"

@@ -4,8 +4,8 @@ import copy
 
 import pytest
 
-from tests.conftest import load_example
 from ddpjob_devcluster.apiserver.crd_validator import CRDValidator, load
+from tests.conftest import load_example
 
 
 def make_crd(spec_schema: dict, root_rules: list | None = None) -> CRDValidator:

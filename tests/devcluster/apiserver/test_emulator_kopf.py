@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from tests.devcluster.emulator_helpers import widget
 from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
+from tests.devcluster.emulator_helpers import widget
 from tests.support.deadlines import REACTION
 
 HANDLERS = pathlib.Path(__file__).with_name("kopf_handlers_widgets.py")

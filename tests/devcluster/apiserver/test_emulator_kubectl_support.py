@@ -10,8 +10,7 @@ import time
 import kubernetes
 import pytest
 
-from ddpjob_devcluster.apiserver import pod_logs
-from ddpjob_devcluster.apiserver import tables
+from ddpjob_devcluster.apiserver import pod_logs, tables
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from tests.devcluster.emulator_helpers import WIDGET_CRD, widget
 
@@ -61,7 +60,7 @@ def test_an_empty_date_cell_reads_unknown_as_the_servers_zero_time() -> None:
 
 
 def test_custom_resources_come_back_as_tables_with_printer_columns(api, custom) -> None:
-    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(printer_crd())
+    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(printer_crd())  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     custom.create_namespaced_custom_object("example.com", "v1", "default", "widgets", widget("w1", size=3))
     table = raw(
         custom.list_namespaced_custom_object(
@@ -89,7 +88,7 @@ def test_custom_resources_come_back_as_tables_with_printer_columns(api, custom) 
 
 
 def test_a_watch_of_tables_has_headers_on_the_first_event_only(emulator: KubeEmulator, api, custom) -> None:
-    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(printer_crd())
+    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(printer_crd())  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     for name in ("a", "b"):
         custom.create_namespaced_custom_object("example.com", "v1", "default", "widgets", widget(name, size=1))
     response = custom.list_namespaced_custom_object(
@@ -151,7 +150,9 @@ def test_server_side_apply_creates_updates_removes_and_detects_conflicts(widgets
     assert apply("alice", size=2)["spec"] == {"size": 2}  # colour left out: removed
     with pytest.raises(kubernetes.client.ApiException) as info:
         apply("bob", size=5)
-    assert info.value.status == 409 and 'conflict with "alice": .spec.size' in json.loads(info.value.body)["message"]
+    assert (
+        info.value.status == 409 and 'conflict with "alice": .spec.size' in json.loads(str(info.value.body))["message"]
+    )
     assert apply("bob", size=2, colour="blue")["spec"] == {"size": 2, "colour": "blue"}  # same value: shared
     taken = apply("bob", force=True, size=9)
     assert taken["spec"]["size"] == 9
@@ -170,7 +171,7 @@ def test_pod_log_serves_the_kubelets_file(emulator: KubeEmulator, core, tmp_path
     )
     with pytest.raises(kubernetes.client.ApiException) as info:
         core.read_namespaced_pod_log("p", "default")
-    assert info.value.status == 400 and "is waiting to start" in info.value.body
+    assert info.value.status == 400 and "is waiting to start" in str(info.value.body)
     log = tmp_path / "trainer.log"
     log.write_text("[p] one\n[p] two\n[p] three\n")
     running = {"now": True}

@@ -30,7 +30,7 @@ def test_create_assigns_server_metadata(core):
     assert created.metadata.namespace == "ns1"
     assert created.metadata.generation == 1
     assert int(second.metadata.resource_version) > int(created.metadata.resource_version)
-    age = datetime.datetime.now(datetime.timezone.utc) - created.metadata.creation_timestamp
+    age = datetime.datetime.now(datetime.UTC) - created.metadata.creation_timestamp
     assert abs(age.total_seconds()) < 60
     assert core.read_namespaced_config_map("a", "ns1").data == {"k": "v"}
 
@@ -196,7 +196,8 @@ def test_kmock_objects_keep_the_history(core, emulator: KubeEmulator):
     core.create_namespaced_config_map("ns1", {"metadata": {"name": "a"}, "data": {"k": "1"}})
     core.patch_namespaced_config_map("a", "ns1", {"data": {"k": "2"}})
     history = emulator.objects["v1/configmaps", "ns1", "a"].history
-    assert [version["data"] for version in history] == [{"k": "1"}, {"k": "2"}]
+    assert all(version is not None for version in history)
+    assert [version["data"] for version in history if version is not None] == [{"k": "1"}, {"k": "2"}]
 
 
 @pytest.mark.parametrize(

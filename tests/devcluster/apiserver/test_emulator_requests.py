@@ -7,10 +7,10 @@ import time
 import pytest
 from kubernetes.client import ApiException
 
-from tests.devcluster.emulator_helpers import collect_events
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.apiserver.request_log import RecordedRequest
 from ddpjob_devcluster.clusters.operator_runner import wait_for
+from tests.devcluster.emulator_helpers import collect_events
 
 
 def test_request_log_uses_rbac_verbs(core, emulator: KubeEmulator):
@@ -63,7 +63,7 @@ def test_injected_failures_hit_the_next_n_matching_requests(core, emulator: Kube
     for _ in range(2):
         with pytest.raises(ApiException) as err:
             core.create_namespaced_config_map("ns1", {"metadata": {"name": "a"}})
-        assert err.value.status == status and '"kind": "Status"' in err.value.body
+        assert err.value.status == status and '"kind": "Status"' in str(err.value.body)
 
     assert core.create_namespaced_config_map("ns1", {"metadata": {"name": "a"}}).metadata.uid
     assert emulator.get_object("v1/configmaps", "ns1", "a") is not None
@@ -79,7 +79,7 @@ def test_injected_delay_without_status_is_a_slow_server(core, emulator: KubeEmul
 def test_injected_hang_trips_the_client_timeout(core, emulator: KubeEmulator):
     # urllib3 retries a read timeout 3 times, so all 4 attempts must hang.
     emulator.inject_fault(verb="get", resource="configmaps", delay=30, count=4)
-    with pytest.raises(Exception, match="(?i)timed? ?out"):
+    with pytest.raises(Exception, match=r"(?i)timed? ?out"):
         core.read_namespaced_config_map("a", "ns1", _request_timeout=0.2)
 
 

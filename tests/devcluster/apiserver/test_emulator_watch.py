@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import ApiException
 
-from ddpjob_devcluster.clusters.operator_runner import wait_for
 from ddpjob_devcluster.apiserver.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
-
+from ddpjob_devcluster.clusters.operator_runner import wait_for
 from tests.devcluster.emulator_helpers import collect_events
 from tests.support.deadlines import REACTION
 
@@ -120,6 +119,7 @@ def test_namespaces_can_be_watched(core):
 
 def test_writes_from_the_test_thread_wake_watchers(core, emulator):
     import threading
+
     import kmock
 
     results = []

@@ -56,7 +56,7 @@ def test_a_uid_precondition_protects_a_recreated_pod(core) -> None:
     core.create_namespaced_pod("ns1", pod("p", node=None))
     with pytest.raises(kubernetes.client.ApiException) as refused:
         core.delete_namespaced_pod("p", "ns1", body={"preconditions": {"uid": "not-this-one"}})
-    assert refused.value.status == 409 and "the UID in the precondition (not-this-one)" in refused.value.body
+    assert refused.value.status == 409 and "the UID in the precondition (not-this-one)" in str(refused.value.body)
     assert len(core.list_namespaced_pod("ns1").items) == 1
 
 
@@ -67,6 +67,6 @@ def test_finalizers_hold_an_object_and_none_may_be_added_while_it_is_deleted(cor
     assert held.metadata.deletion_timestamp is not None
     with pytest.raises(kubernetes.client.ApiException) as refused:
         core.patch_namespaced_config_map("c", "ns1", {"metadata": {"finalizers": ["x.io/keep", "y.io/more"]}})
-    assert refused.value.status == 422 and "no new finalizers can be added" in refused.value.body
+    assert refused.value.status == 422 and "no new finalizers can be added" in str(refused.value.body)
     core.patch_namespaced_config_map("c", "ns1", {"metadata": {"finalizers": None}})
     assert core.list_namespaced_config_map("ns1").items == []

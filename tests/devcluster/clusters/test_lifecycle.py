@@ -37,7 +37,8 @@ class Recording(Cluster):
     def __init__(self, workdir: pathlib.Path, fail_at: str | None = None) -> None:
         self.workdir, self.kubeconfig, self.namespace = workdir, workdir / "kubeconfig", "default"
         self.api, self.operator = None, None
-        self.fail_at, self.log = fail_at, []
+        self.fail_at = fail_at
+        self.log: list[str] = []
 
     def _step(self, name: str) -> None:
         if name == self.fail_at:

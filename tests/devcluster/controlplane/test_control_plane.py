@@ -134,6 +134,7 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
     core = kubernetes.client.CoreV1Api(api)
     try:
         node = core.read_node("gpu-node")
+        assert node.status is not None and node.status.allocatable is not None
         assert node.status.allocatable["nvidia.com/gpu"] == "2"
         leases = kubernetes.client.CoordinationV1Api(api)
 
@@ -146,7 +147,7 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
         renewed = wait_until(lease, REACTION, "the node did not take its Lease")  # its heartbeat thread makes it
         assert renewed.spec.holder_identity == "gpu-node" and renewed.spec.lease_duration_seconds == 40
         wait_until(
-            lambda: not (core.read_node("gpu-node").spec.taints or []),
+            lambda: not ((spec := core.read_node("gpu-node").spec) and spec.taints),
             PHASE,
             "the node lifecycle controller did not lift the not-ready taint",
         )
@@ -167,10 +168,10 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
                 },
             }
 
-        core.create_namespaced_pod("default", pod("fits", 2))
-        core.create_namespaced_pod("default", pod("too-big", 3))
+        core.create_namespaced_pod("default", pod("fits", 2))  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+        core.create_namespaced_pod("default", pod("too-big", 3))  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         wait_until(
-            lambda: core.read_namespaced_pod("fits", "default").status.phase == "Succeeded",
+            lambda: (status := core.read_namespaced_pod("fits", "default").status) and status.phase == "Succeeded",
             PHASE,
             "the Pod that fits did not run",
         )
@@ -178,7 +179,10 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
             lambda: next(
                 (
                     c
-                    for c in core.read_namespaced_pod("too-big", "default").status.conditions or []
+                    for c in (
+                        core.read_namespaced_pod("too-big", "default").status or kubernetes.client.V1PodStatus()
+                    ).conditions
+                    or []
                     if c.type == "PodScheduled" and c.status == "False"
                 ),
                 None,

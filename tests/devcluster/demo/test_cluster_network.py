@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from ddpjob_devcluster.demo import network as cluster_network
 from ddpjob_devcluster.clusters.client import ROOT
+from ddpjob_devcluster.demo import network as cluster_network
 
 
 def test_pod_addresses_come_in_turn_from_the_pod_cidr_and_wrap_around() -> None:
@@ -72,6 +72,7 @@ def test_the_relay_passes_a_connection_from_the_host_into_the_namespace_both_way
         cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=str(ROOT / "operator")),
     )
+    assert child.stdout is not None  # PIPE
     try:
         words = child.stdout.readline().split()
         if words[:1] == ["NO-NAMESPACE"]:

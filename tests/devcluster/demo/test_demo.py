@@ -5,7 +5,6 @@ marker variable, so the test finds and kills whatever a failing demo leaves behi
 from __future__ import annotations
 
 import ipaddress
-import os
 import pathlib
 import queue
 import re
@@ -14,31 +13,15 @@ import signal
 import subprocess
 import sys
 import threading
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from ddpjob.local.process_tags import kill_with_env, pids_with_env
 from ddpjob_devcluster.clusters.client import BIN, ROOT, wait_until
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 
 DEMO = ["-m", "ddpjob_devcluster.demo"]
-MARK = "DDPJOB_TEST_DEMO_MARK"
-
-
-@pytest.fixture
-def demo_env() -> Iterator[dict[str, str]]:
-    mark = uuid.uuid4().hex
-    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]), PYTHONUNBUFFERED="1")
-    env[MARK] = mark
-    env.pop("KUBECONFIG", None)
-    yield env
-    leftovers = pids_with_env(MARK, mark)
-    kill_with_env(MARK, mark)
-    assert not leftovers, f"the demo left processes running: {leftovers}"
 
 
 @pytest.mark.parametrize("backend", ["real", "emulator"])
@@ -100,13 +83,22 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
         cwd=ROOT,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in demo.stdout], daemon=True).start()
+    out = demo.stdout
+    assert out is not None  # PIPE
+
+    def pump() -> None:
+        for line in out:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
-        seen = []
+        seen: list[str] = []
         while not any("Ctrl-C stops everything" in line for line in seen):
             seen.append(lines.get(timeout=PHASE))
         text = "".join(seen)
-        kubeconfig = re.search(r"export KUBECONFIG=(\S+)", text).group(1)
+        export = re.search(r"export KUBECONFIG=(\S+)", text)
+        assert export is not None, text
+        kubeconfig = export.group(1)
         assert (
             f"ddpjob submit {ROOT}/manifests/examples/mnist-cpu.yaml --wait" in text and "kubectl get ddpj -w" in text
         )

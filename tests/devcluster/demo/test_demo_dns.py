@@ -6,6 +6,7 @@ at the top of every Pod's log)."""
 from __future__ import annotations
 
 import os
+import pathlib
 import struct
 import subprocess
 import sys
@@ -64,6 +65,6 @@ def test_inside_the_namespace_a_pod_address_is_named_by_its_number():
     ).stdout.split()
     if out[:1] == ["NO-NAMESPACE"]:
         pytest.skip(f"no network namespace can be made here: {' '.join(out[1:])}")
-    if not dns.nameservers(open("/etc/resolv.conf").read()):
+    if not dns.nameservers(pathlib.Path("/etc/resolv.conf").read_text()):
         pytest.skip("this machine names no IPv4 name server")
     assert out == ["NAME", "10.244.0.2"], out

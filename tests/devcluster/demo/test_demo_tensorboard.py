@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from ddpjob_devcluster.clusters.client import BIN, ROOT, wait_until
-from tests.devcluster.demo.test_demo import DEMO, demo_env  # noqa: F401
+from tests.devcluster.demo.test_demo import DEMO
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
@@ -61,7 +61,7 @@ last_failure: list[str] = [""]
 
 def drain(lines: queue.Queue[str | None]) -> str:
     """What a stream said so far (all of it, once its process ended)."""
-    said = []
+    said: list[str] = []
     while True:
         try:
             line = lines.get(timeout=1)
@@ -127,7 +127,9 @@ def test_ddpjob_tensorboard_opens_a_jobs_curves_on_the_demo_cluster(demo_env, tm
                 "the demo could not make a network of its own: Pod IPs are loopback, which an "
                 "EndpointSlice may not hold, so the service proxy has no endpoint"
             )
-        kubeconfig = re.search(r"export KUBECONFIG=(\S+)", text).group(1)
+        export = re.search(r"export KUBECONFIG=(\S+)", text)
+        assert export is not None, text
+        kubeconfig = export.group(1)
 
         def kubectl(*args: str) -> str:
             got = subprocess.run(

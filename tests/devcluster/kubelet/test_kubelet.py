@@ -10,7 +10,6 @@ import pathlib
 import signal
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -19,41 +18,15 @@ import pytest
 from ddpjob import render
 from ddpjob.api import spec
 from ddpjob.local.container import Terminated
+from ddpjob_devcluster.clusters.client import wait_until
+from ddpjob_devcluster.clusters.local import ClusterEmulator
 from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
 from ddpjob_devcluster.kubelet.status import Container
-from ddpjob_devcluster.clusters.local import ClusterEmulator
-from ddpjob_devcluster.clusters.client import wait_until
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
 
 NS = "ml"
-
-
-@pytest.fixture
-def emulator() -> Iterator[ClusterEmulator]:
-    with ClusterEmulator() as emu:
-        yield emu
-
-
-@pytest.fixture
-def core(emulator: ClusterEmulator) -> Iterator[kubernetes.client.CoreV1Api]:
-    config = kubernetes.client.Configuration()
-    config.host = emulator.url
-    client = kubernetes.client.ApiClient(config)
-    yield kubernetes.client.CoreV1Api(client)
-    client.close()
-
-
-@pytest.fixture
-def kubelet(emulator: ClusterEmulator, tmp_path: pathlib.Path) -> Iterator[ProcessKubelet]:
-    kubelet = ProcessKubelet(emulator.url, tmp_path / "kubelet", stop_grace=1.0).start()
-    try:
-        yield kubelet
-    finally:
-        kubelet.stop()
-        assert kubelet.live_processes() == []
-        assert kubelet.errors == []
 
 
 def job(script: str, **extra: Any) -> spec.DDPJob:
@@ -80,7 +53,7 @@ def create_pods(
     for rank in ranks:
         pod = render.render_pod(ddpjob, rank, restart_count)
         pod["metadata"].pop("ownerReferences")  # no DDPJob object in this test
-        core.create_namespaced_pod(NS, pod)
+        core.create_namespaced_pod(NS, pod)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
 
 
 def pod_status(emulator: ClusterEmulator, name: str) -> dict[str, Any]:
@@ -237,7 +210,8 @@ class FlakyStatusAPI:
     """pods/status and delete, recorded; the first `fail` status writes answer 500."""
 
     def __init__(self, fail: int) -> None:
-        self.fail, self.calls = fail, []
+        self.fail = fail
+        self.calls: list[tuple[str, Any]] = []
 
     def patch_namespaced_pod_status(self, name: str, namespace: str, body: dict, **_: Any) -> None:
         self.calls.append(("status", body["status"]["phase"]))

@@ -20,7 +20,7 @@ from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.local import ClusterEmulator
 from ddpjob_devcluster.kubelet import tensorboard_pod
 from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
-from tests.devcluster.kubelet.test_kubelet import NS, core, emulator, kubelet, pod_status  # noqa: F401
+from tests.devcluster.kubelet.test_kubelet import NS, pod_status
 from tests.support.deadlines import PHASE, REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
@@ -91,7 +91,7 @@ def test_the_tensorboard_pod_serves_the_jobs_event_files_at_its_ip(
 ) -> None:
     write_loss(kubelet.checkpoint_dir("board", NS) / "tensorboard", [2.0, 1.5, 1.0])
     pod = board_pod()
-    core.create_namespaced_pod(NS, pod)
+    core.create_namespaced_pod(NS, pod)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     name = pod["metadata"]["name"]
     status = wait_until(
         lambda: (st := pod_status(emulator, name)).get("phase") == "Running" and st,
@@ -118,5 +118,6 @@ def test_the_tensorboard_pod_serves_the_jobs_event_files_at_its_ip(
 
     # A deleted Pod's TensorBoard is stopped with it.
     container = kubelet.container(name, NS)
+    assert container is not None
     core.delete_namespaced_pod(name, NS)
     wait_until(lambda: not container.running, REACTION, "the TensorBoard outlived its Pod", lambda: kubelet.logs(name))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddpjob_devcluster.scenarios import elastic as elastic_scenario
 from ddpjob_devcluster.clusters.local import LocalCluster
+from ddpjob_devcluster.scenarios import elastic as elastic_scenario
 from tests.support.deadlines import CLUSTER_TEST, RUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(tmp_path) -> None:
     with LocalCluster(tmp_path / "cluster", stop_grace=5.0) as cluster:
         kubelet = cluster.kubelet
+        assert kubelet is not None
         out = elastic_scenario.run(
             cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25, start_timeout=RUN, timeout=RUN
         )

@@ -5,6 +5,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -16,7 +17,7 @@ try:
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value)
     attempt = os.environ.get("DDPJOB_RESTART_COUNT", "?")
-    record = {
+    record: dict[str, Any] = {
         k: os.environ.get(k)
         for k in (
             "RANK",

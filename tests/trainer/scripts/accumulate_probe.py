@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob_trainer import distributed
-from ddpjob_trainer.compile_choice import CompileChoice
+from ddpjob_trainer.compile_choice import CompileChoice, compile_model
 from ddpjob_trainer.micro_step import MicroStep
 
 
@@ -28,9 +28,7 @@ def same_across_ranks(t: torch.Tensor) -> bool:
 def rank_main(rank: int, mode: str, out: str) -> None:
     torch.manual_seed(0)
     ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
-    model = (
-        ddp if mode == "ddp" else CompileChoice(ddp, torch.compile(ddp, dynamic=False), torch.device("cpu"), 2, print)
-    )
+    model = ddp if mode == "ddp" else CompileChoice(ddp, compile_model(ddp), torch.device("cpu"), 2, print)
     micro = MicroStep(model, torch.amp.GradScaler("cpu", enabled=False), None, torch.device("cpu"), 2, 2)
     seen = []
     for sync in (False, True):

@@ -31,6 +31,7 @@ def rank_main(rank: int, out: str) -> None:
     ir = Interrupts()
     state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "pos": [1, 2, 3]} if rank == 0 else None
     got = broadcast_state(state, 0, rank, dist.group.WORLD, control, torch.device("cpu"), ir)
+    assert got is not None  # every rank gets the state
     if rank == 1:
         model.load_state_dict(got["model"])
         opt.load_state_dict(got["optimizer"])
