@@ -6,7 +6,7 @@ nesting there: a cheap object to send, and one that Python code walking it recur
 (deep copies, diffs, the template's type check) would die on. No real Pod template
 nests half as deep as MAX_NESTING (the deepest, an affinity term's values, is 11 levels
 below `template`); the chart's admission policy (manifests/policy/) refuses the same
-bound at the API server, and the CLI's YAML loader bounds a file (cli/files.py).
+bound at the API server, and the job file reader bounds a file (api/job_file.py).
 
 A spec is also at most MAX_SPEC_BYTES of JSON: the operator's framework keeps a copy of
 the last handled spec in an annotation, and a job's annotations are at most 256 KiB in

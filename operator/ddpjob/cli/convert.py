@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
+from ddpjob.api.job_file import load_documents
 from ddpjob.api.spec import InvalidSpec, parse_job
 from ddpjob.cli import pytorchjob
-from ddpjob.cli.files import load_documents
 
 
 def register(sub: Any) -> None:

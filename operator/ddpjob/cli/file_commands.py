@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from ddpjob import render
+from ddpjob.api import notices
 from ddpjob.api.errors import FieldError
+from ddpjob.api.job_file import FileError, load_jobs
 from ddpjob.api.spec import InvalidSpec
-from ddpjob.cli import notices
-from ddpjob.cli.files import FileError, load_jobs
 from ddpjob.render.tensorboard import render as render_tensorboard
 from ddpjob.text import plural
 
