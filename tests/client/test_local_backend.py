@@ -66,7 +66,10 @@ def test_a_container_job_runs_here_with_the_runner_and_says_what_a_cluster_says(
     ]
     with pytest.raises(ClusterError, match=r"^not found: no Pod of node 2 for ddpjob here"):
         client.get_job_logs(name, step="node-2")
-    assert [e.reason for e in client.get_job_events(name)] == ["Pending", "Running", "Succeeded"]
+    # Each phase the runner entered, in order; a job this short may end between two of its
+    # looks, so Running is there only when it saw it.
+    reasons = [e.reason for e in client.get_job_events(name)]
+    assert reasons in (["Pending", "Running", "Succeeded"], ["Pending", "Succeeded"]), reasons
     assert [j.name for j in client.list_jobs(status={"Complete"})] == ["here"]
     with pytest.raises(ClusterError, match="already exists here"):
         client.train(trainer=CustomTrainerContainer(image="i", command=["true"]), name="here")
