@@ -28,7 +28,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ddpjob_trainer.event_files import POSITION, EventWriter
+from ddpjob.curves.record import POSITION
+from ddpjob_trainer.event_files import EventWriter
 from ddpjob_trainer.models import build_model
 
 LOG_EVERY = 50  # ddpjob-train's default --log-every

@@ -1,6 +1,6 @@
 """How long a job's metrics log takes to read back as curves: `ddpjob plot`, `ddpjob run`'s
-summary (ddpjob.metrics_log.read + curves), and `ddpjob describe`'s loss curve from a
-Pod's log (metrics_log.read_log).
+summary (ddpjob.curves.reader.read + curves), and `ddpjob describe`'s loss curve from a
+Pod's log (reader.read_log).
 
 Three files of N records each (default 1,000,000), written as ddpjob-train writes them
 (one JSON object a line, a step record with six scalars):
@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob import metrics_log
+from ddpjob.curves import reader
+from ddpjob.curves.record import POSITIONS
 
 
 def records(n: int, resume_every: int | None) -> list[dict[str, Any]]:
@@ -63,11 +64,11 @@ def records(n: int, resume_every: int | None) -> list[dict[str, Any]]:
 
 
 def forward(recs: list[dict[str, Any]]) -> None:
-    """The forward reading older versions did (metrics_log.curves before it went backwards)."""
+    """The forward reading older versions did (reader.curves before it went backwards)."""
     points: dict[str, dict[int, float]] = {}
     for rec in recs:
         step: int = rec["step"]  # every record of records() has one
-        if rec.get("event") in metrics_log.POSITIONS:
+        if rec.get("event") in POSITIONS:
             for series in points.values():
                 for s in [s for s in series if s > step]:
                     del series[s]
@@ -102,8 +103,8 @@ def main() -> None:
             path.write_text("".join(json.dumps(r) + "\n" for r in records(args.records, every)))
 
             def read_curves(path: Path = path) -> int:
-                recs = metrics_log.read(path)
-                steps, _ = metrics_log.curves(recs), metrics_log.curves(recs, "epoch")
+                recs = reader.read(path)
+                steps, _ = reader.curves(recs), reader.curves(recs, "epoch")
                 return len(steps["loss"])
 
             seconds, cpu, points = timed(read_curves)
@@ -131,7 +132,7 @@ def main() -> None:
             else f"[pod-0] epoch 1/9 step {s} loss - acc 0.5"
             for s in range(1, args.records)
         )
-        seconds, cpu, (points, bad) = timed(lambda: metrics_log.read_log(log))
+        seconds, cpu, (points, bad) = timed(lambda: reader.read_log(log))
         print(
             f"a Pod log of {args.records:,} progress lines, a tenth of them hostile: {seconds:.2f} s "
             f"({cpu:.2f} s CPU; {len(points):,} points, {len(bad):,} lines said)"

@@ -31,12 +31,16 @@ PROCESSES = {"subprocess", "multiprocessing"}
 PURE = "ddpjob.<pure>"
 RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     PURE: ({PURE}, set(), KUBE | TORCH | PROCESSES | {"jinja2", "yaml"}),
-    "ddpjob.api": ({PURE, "ddpjob.api"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
+    # A job's curves (the metrics log's format and tags, its reader, the sparkline, the
+    # PNG): written by the trainer, read by the CLI and `ddpjob run`. TensorBoard and
+    # matplotlib only inside the functions that read event files or draw.
+    "ddpjob.curves": ({PURE, "ddpjob.curves"}, set(), KUBE | TORCH | PROCESSES | {"jinja2", "yaml"}),
+    "ddpjob.api": ({PURE, "ddpjob.api", "ddpjob.curves"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
     "ddpjob.render": ({PURE, "ddpjob.api", "ddpjob.render"}, set(), KUBE | TORCH | PROCESSES),
     "ddpjob.job": ({PURE, "ddpjob.api", "ddpjob.job"}, set(), KUBE | TORCH | PROCESSES | {"jinja2"}),
     # tqdm: `ddpjob run`'s optional live progress line (imported lazily, plain lines without it).
     "ddpjob.local": (
-        {PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.local"},
+        {PURE, "ddpjob.api", "ddpjob.curves", "ddpjob.render", "ddpjob.job", "ddpjob.local"},
         set(),
         KUBE | TORCH - {"tqdm"},
     ),
@@ -44,7 +48,7 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     # Talking to a cluster (connection, jobs, Pods, logs, Events, kubectl): under the CLI and the client.
     "ddpjob.cluster": ({PURE, "ddpjob.api", "ddpjob.cluster"}, set(), TORCH | PROCESSES | {"kopf", "kmock"}),
     "ddpjob.cli": (
-        {PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
+        {PURE, "ddpjob.api", "ddpjob.curves", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
         {"ddpjob.local", "ddpjob.operator"},
         TORCH | {"kopf", "kmock"},
     ),
@@ -56,7 +60,7 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
         TORCH | PROCESSES | {"kopf", "kmock"},
     ),
     # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
-    "ddpjob_trainer": ({PURE, "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
+    "ddpjob_trainer": ({PURE, "ddpjob.curves", "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
     "ddpjob_devcluster": ({PURE, "ddpjob", "ddpjob_devcluster"}, set(), TORCH),
 }
 
@@ -165,6 +169,9 @@ def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
         ("ddpjob/cluster/logs.py", "import subprocess"),
         ("ddpjob/client/local_backend.py", "from ddpjob.local.background import BackgroundRun"),  # eager
         ("ddpjob/contract.py", "from ddpjob.api import names"),
+        ("ddpjob/curves/reader.py", "from ddpjob.api import names"),
+        ("ddpjob/curves/plot.py", "import subprocess"),
+        ("ddpjob/curves/record.py", "import torch"),
         ("ddpjob/job/lifecycle.py", "from ddpjob import render"),
         ("../trainer_image/ddpjob_trainer/train.py", "import kopf"),
         ("../trainer_image/ddpjob_trainer/train.py", "from ddpjob.render import objects"),

@@ -277,7 +277,7 @@ def test_ages_as_kubectl_says_them(seconds: float, expected: str) -> None:
 
 
 def test_the_loss_curve_is_drawn_under_progress() -> None:
-    """`ddpjob describe` hands in the losses Pod 0 logged, as one line (ddpjob.sparkline)."""
+    """`ddpjob describe` hands in the losses Pod 0 logged, as one line (ddpjob.curves.sparkline)."""
     curve = "loss 2.302 █▇▆▄▃▂▁▁ 0.118 (48 points)"
     lines = describe(JOB, PODS, EVENTS, NOW, loss_curve=curve).splitlines()
     progress = lines.index("Progress:")

@@ -69,7 +69,7 @@ def test_a_job_without_a_metrics_file_is_plotted_from_its_event_files(tmp_path, 
 
 
 def test_a_long_curve_is_drawn_by_its_lows_and_highs() -> None:
-    from ddpjob.cli.plot import MAX_POINTS, thin
+    from ddpjob.curves.plot import MAX_POINTS, thin
 
     points = [(s, 1.0) for s in range(100_000)]
     points[54_321] = (54_321, 9.0)  # a spike
@@ -83,7 +83,7 @@ def test_a_long_curve_is_drawn_by_its_lows_and_highs() -> None:
 def test_a_file_of_many_resumes_draws_its_last_marks(tmp_path, capsys) -> None:
     """A resume record every other line (a hostile or broken file) once drew a line for
     each, and read the file in time that grew with the square of its resumes."""
-    from ddpjob.cli.plot import MAX_MARKS, positions
+    from ddpjob.curves.plot import MAX_MARKS, positions
 
     records = [{"event": "position", "step": 0}]
     for s in range(1, 20_001):

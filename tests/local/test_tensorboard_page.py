@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpjob import metrics_log
+from ddpjob.curves import reader, record
 from tests.support import browser
 from tests.support.deadlines import PHASE, RUN
 
@@ -135,8 +135,8 @@ def test_the_loss_chart_draws_every_logged_step_once_through_a_resume(tmp_path):
                 r"it serves until Ctrl-C\)$"
             )
             assert re.search(said, out, re.M), out
-            records = metrics_log.read(checkpoints / metrics_log.FILE)
-            loss = metrics_log.curve(records, "loss")
+            records = reader.read(checkpoints / record.FILE)
+            loss = reader.curve(records, "loss")
             assert re.search(rf"^\[ddpjob\] loss \S+ [▁-█]+ \S+ \({len(loss)} points\)$", out, re.M), out
             first_attempt = [r["step"] for r in records if r["event"] == "step" and r["restart"] == 0]
             resumed = [r["step"] for r in records if r["event"] == "resume"]

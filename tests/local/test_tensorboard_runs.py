@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpjob import metrics_log
+from ddpjob.curves import reader
 from ddpjob.local import job_dir
 from tests.support.deadlines import PHASE, RUN
 
@@ -62,7 +62,7 @@ def ddpjob_run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
 
 
 def steps_in(run: Path) -> list[int]:
-    return [s for s, _ in metrics_log.from_event_files(run).get("loss", [])]
+    return [s for s, _ in reader.from_event_files(run).get("loss", [])]
 
 
 def test_each_run_from_step_0_is_a_run_of_its_own_and_a_resumed_one_goes_on_with_its_curve(tmp_path):

@@ -9,13 +9,13 @@ import pathlib
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ddpjob import metrics_log
+from ddpjob.curves import reader, record
 from ddpjob_trainer import checkpoint, event_files
 from ddpjob_trainer.train import main
 from tests.trainer.trainer_helpers import CONTRACT
 
 FAST = ["--synthetic-size", "256", "--batch-size", "32", "--log-every", "3"]
-# metrics.jsonl field -> tag, per event (event_files.TAGS), as the test names them.
+# metrics.jsonl field -> tag, per event (ddpjob.curves.record.TAGS), as the test names them.
 STEP_TAGS = {
     "loss": "train/loss",
     "accuracy": "train/accuracy",
@@ -48,21 +48,21 @@ def test_a_resumed_run_draws_one_curve_that_matches_metrics_jsonl(tmp_path):
     # epoch 2's steps again (their samples/s differ), then a third epoch.
     pathlib.Path(checkpoint.candidates(str(ckpt))[0][1]).unlink()
     assert main(["--epochs", "3", "--checkpoint-dir", str(ckpt), *FAST]) == 0
-    records = metrics_log.read(ckpt / "metrics.jsonl")
+    records = reader.read(ckpt / "metrics.jsonl")
     resumed = [r["step"] for r in records if r["event"] == "resume"]
     first_run = [r["step"] for r in records if r["event"] == "step" and r["restart"] == 0]
     assert resumed and max(first_run) > resumed[0], "the test needs steps logged past the checkpoint"
 
-    acc = scalars(ckpt / event_files.SUBDIR)
+    acc = scalars(ckpt / record.SUBDIR)
     for event, tags in (("step", STEP_TAGS), ("epoch", EPOCH_TAGS)):
         for key, tag in tags.items():
-            want = metrics_log.curve(records, key, event)
+            want = reader.curve(records, key, event)
             got = points(acc, tag)
             assert want, f"metrics.jsonl has no {key} in its {event} records"
             assert [s for s, _ in got] == [s for s, _ in want], tag  # the same steps: no gap, no repeat
             # float32 in the event file: each value as metrics.jsonl has it, to 1e-6
             assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6), tag
-    assert {v for _, v in metrics_log.curve(records, "lr")} == {1e-3}  # the optimizer's rate, --lr's default
+    assert {v for _, v in reader.curve(records, "lr")} == {1e-3}  # the optimizer's rate, --lr's default
     steps = [s for s, _ in points(acc, "train/loss")]
     assert steps == sorted(set(steps)) and steps[-1] == 24  # 3 epochs x 8 steps
     # The resume is marked at its step: text, and the attempt as a scalar.
@@ -91,7 +91,7 @@ def test_the_writer_purges_steps_an_earlier_attempt_logged_past_the_resume(tmp_p
     second.close()
     acc = scalars(logdir)
     want = [(10, 9.0), (20, 8.0), (30, 130.0), (40, 140.0), (50, 150.0)]
-    assert points(acc, "train/loss") == want == metrics_log.curve(log + again, "loss")  # exact in float32
+    assert points(acc, "train/loss") == want == reader.curve(log + again, "loss")  # exact in float32
     assert points(acc, "job/world_size") == [(0, 4.0), (20, 2.0)]
 
 
@@ -116,4 +116,4 @@ def test_the_progress_line_of_a_pods_log_reads_back_as_the_loss_curve(capsys):
     for step, loss in ((2, 2.5), (4, 1.25), (6, float("nan")), (8, 0.5)):
         p.step(1, step, loss, 0.5, 1000.0)
     log = "\n".join(f"[pod-0] {line}" for line in capsys.readouterr().out.splitlines())
-    assert metrics_log.from_log(log + "\nepoch 1/3 step 10 loss 0.1 and more") == [(2, 2.5), (4, 1.25), (8, 0.5)]
+    assert reader.from_log(log + "\nepoch 1/3 step 10 loss 0.1 and more") == [(2, 2.5), (4, 1.25), (8, 0.5)]

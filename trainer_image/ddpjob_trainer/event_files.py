@@ -4,7 +4,8 @@ Users: `progress.Progress` (ddpjob-train: every metrics.jsonl record of global r
 here too) and `record_events.py` (ddpjob-launch: a user's program's progress records, its
 loss curve at least). Written with TensorBoard's own event file writer: `add` builds one
 protobuf and queues it, a thread of TensorBoard's writes the file (the cost per record is
-measured by benchmarks/event_files.py, against a step).
+measured by benchmarks/event_files.py, against a step). What a record holds, its tags and
+the folder are the curves' format (`ddpjob.curves.record`), which the readers share.
 
 Where: `$DDPJOB_TENSORBOARD_DIR` (only `ddpjob run` sets it: `./.ddpjob/<name>/tensorboard/
 <run>`), else `<checkpoint dir>/tensorboard/<job name>` (DDPJOB_NAME, which every Pod has:
@@ -30,14 +31,10 @@ import time
 from typing import Any
 
 from ddpjob import contract
-from ddpjob.metrics_log import POSITIONS, TAGS
+from ddpjob.curves.record import POSITIONS, SUBDIR, TAGS
 
-SUBDIR = "tensorboard"
 FLUSH_SECONDS = 5  # how soon a running job's points reach a TensorBoard that shows them
 MARKERS = ("start", "resume", "resize", "preempted")
-# Where training goes on from (a "position" record: a start, a resume, a join; or a
-# "resize"; metrics_log.POSITIONS): the step after it is where this writer's curve takes over.
-POSITION = "position"
 _JOB_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 

@@ -20,9 +20,10 @@ import time
 import torch
 
 from ddpjob import contract, progress_record
+from ddpjob.curves.record import POSITION
 
 from . import fence
-from .event_files import POSITION, EventWriter
+from .event_files import EventWriter
 
 FENCE_CHECK_SECONDS = 1.0  # how often a writer looks at the checkpoint fence (a few small reads)
 
@@ -105,7 +106,7 @@ class Progress:
         self.events: EventWriter | None = None  # TensorBoard's copy of the records (of_rank opens it)
         # Whether the metrics say where training goes on from (a start, a resume, a join:
         # the first publish; a resize says it itself): the curves' readers drop what an
-        # earlier attempt logged after it (ddpjob.metrics_log, event_files.py).
+        # earlier attempt logged after it (ddpjob.curves, event_files.py).
         self.positioned = False
         # Who writes, besides the attempt (`restart`): the group's generation and its term of
         # the checkpoint fence (set by train.py's `Trainer.authority`). Every metrics line and

@@ -17,8 +17,9 @@ import os
 import threading
 
 from ddpjob import contract, progress_record
+from ddpjob.curves.record import POSITION
 
-from .event_files import POSITION, EventWriter
+from .event_files import EventWriter
 
 POLL_SECONDS = 1.0  # the heartbeats' own interval: as fresh as anything else the launcher serves
 

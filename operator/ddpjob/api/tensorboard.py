@@ -16,10 +16,9 @@ from typing import Any
 
 from ddpjob.api import names
 from ddpjob.api.checker import Checker, show
+from ddpjob.curves import record
 
 FIELD = "spec.tensorboard"
-# The trainer writes its event files here, under the checkpoint directory (rank 0).
-SUBDIR = "tensorboard"
 PORT = 6006  # TensorBoard's own default: its Service's port and what the CLI forwards to
 PORT_NAME = "http"
 # Marks the TensorBoard's Pods, Deployment and Service, and is the Service's selector. Not
@@ -59,5 +58,6 @@ def url(job: str, namespace: str) -> str:
 
 
 def log_dir(mount_path: str) -> str:
-    """The event files' directory in a container that mounts the checkpoint at `mount_path`."""
-    return mount_path.rstrip("/") + "/" + SUBDIR
+    """The event files' directory in a container that mounts the checkpoint at `mount_path`
+    (where the trainer's rank 0 writes them, under the checkpoint directory)."""
+    return mount_path.rstrip("/") + "/" + record.SUBDIR

@@ -208,7 +208,7 @@ def describe(
     now: datetime,
     loss_curve: str | None = None,
 ) -> str:
-    """`loss_curve`: the logged losses as one line (ddpjob.sparkline), shown under Progress."""
+    """`loss_curve`: the logged losses as one line (ddpjob.curves.sparkline), shown under Progress."""
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     command = " ".join(map(str, (spec.get("command") or []) + (spec.get("args") or [])))
     spec_view = {

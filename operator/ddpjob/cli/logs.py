@@ -9,11 +9,11 @@ import argparse
 import sys
 from typing import Any
 
-from ddpjob import metrics_log, sparkline
 from ddpjob.api import names
 from ddpjob.cluster import pods as cluster_pods
 from ddpjob.cluster.connection import ClusterError, Connection
 from ddpjob.cluster.logs import PodLogsFailed, merged, pod_lines
+from ddpjob.curves import reader, sparkline
 
 LOSS_TAIL_LINES = 20_000  # describe's loss curve: Pod 0's last lines (ddpjob-train logs every --log-every steps)
 BAD_LINES_SHOWN = 5  # of those, the progress lines whose numbers are not numbers, each said in one line
@@ -30,7 +30,7 @@ def loss_curve(conn: Connection, pods: list[dict[str, Any]]) -> str | None:
         log = "\n".join(pod_lines(conn, zero[-1]["metadata"]["name"], False, LOSS_TAIL_LINES))
     except ClusterError:  # a Pod not started or gone, a kubelet that does not answer: no curve
         return None
-    points, bad = metrics_log.read_log(log)
+    points, bad = reader.read_log(log)
     for said in bad[:BAD_LINES_SHOWN]:  # one line each, never the command's failure
         print(f"ddpjob: {zero[-1]['metadata']['name']}'s log, {said}: left out of the loss curve", file=sys.stderr)
     if len(bad) > BAD_LINES_SHOWN:

@@ -2,12 +2,9 @@
 report or an issue.
 
 JOB is a job run here (`./.ddpjob/<JOB>`, the place `ddpjob run` keeps it), a job's
-directory, or a metrics.jsonl; its curves are read by `ddpjob.metrics_log` from its
-metrics.jsonl, or from its TensorBoard event files when it has none (a job without
-`spec.checkpoint`): one curve through restarts and resumes, as TensorBoard draws them,
-each resume and resize marked with a dotted line. A cluster job's metrics.jsonl lies on its checkpoint volume:
-copy it out (`kubectl cp`) and plot the file. Needs matplotlib (`pip install
-'ddpjob[plot]'`), imported only here, so the operator's image never carries it.
+directory, or a metrics.jsonl: this module finds its files, and `ddpjob.curves.plot`
+reads and draws them (with matplotlib, from the `plot` extra). A cluster job's
+metrics.jsonl lies on its checkpoint volume: copy it out (`kubectl cp`) and plot the file.
 """
 
 from __future__ import annotations
@@ -15,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ddpjob import metrics_log
 from ddpjob.api.job_file import FileError
+from ddpjob.curves import plot, record
 
 CHECKPOINTS, TENSORBOARD = "checkpoints", "tensorboard"  # ddpjob.local.job_dir's names (imported lazily only)
 
@@ -31,8 +28,8 @@ def sources(job: str, workdir: str | None = None) -> tuple[Path, Path]:
         dirs.append(Path(".ddpjob") / job)
     for d in dirs:
         for metrics, logdir in (
-            (d / CHECKPOINTS / metrics_log.FILE, d / TENSORBOARD),
-            (d / metrics_log.FILE, d / TENSORBOARD),
+            (d / CHECKPOINTS / record.FILE, d / TENSORBOARD),
+            (d / record.FILE, d / TENSORBOARD),
         ):
             if metrics.is_file() or logdir.is_dir():
                 from ddpjob.local.job_dir import latest_run  # `ddpjob run` keeps a folder per run
@@ -45,82 +42,12 @@ def sources(job: str, workdir: str | None = None) -> tuple[Path, Path]:
     )
 
 
-MAX_MARKS = 100  # resume and resize lines drawn: a file of a million resumes draws the last 100
-MAX_POINTS = 20_000  # a curve's points drawn: an 800-pixel-wide plot shows no more (thin())
-
-
-def positions(records: list[dict]) -> list[tuple[int, str]]:
-    """Where training went on from after a resume or a resize: (step, what), each place
-    once, the last MAX_MARKS."""
-    marks = {
-        (r["step"], str(r["event"])): None
-        for r in records
-        if r.get("event") in ("resume", "resize")
-        and isinstance(r.get("step"), int)
-        and not isinstance(r["step"], bool)
-        and 0 <= r["step"] <= metrics_log.MAX_STEP
-    }
-    return list(marks)[-MAX_MARKS:]
-
-
-def thin(points: list[tuple[int, float]], most: int = MAX_POINTS) -> list[tuple[int, float]]:
-    """At most `most` of a curve's points, drawn the same at a plot's width: the curve cut
-    into most // 2 runs of steps, each drawn by its lowest and highest point (in step
-    order), so a spike or a dip stays. Matplotlib took a minute over a million points."""
-    if len(points) <= most:
-        return points
-    runs = most // 2
-    size = -(-len(points) // runs)
-    kept: list[tuple[int, float]] = []
-    for first in range(0, len(points), size):
-        run = points[first : first + size]
-        low, high = min(run, key=lambda p: p[1]), max(run, key=lambda p: p[1])
-        kept += sorted({low, high})
-    return kept
-
-
-def draw(metrics: Path, logdir: Path, title: str, out: Path) -> int:
-    """Write the PNG; the number of loss points drawn."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise FileError("`ddpjob plot` needs matplotlib: pip install 'ddpjob[plot]'") from None
-    matplotlib.use("Agg")  # files only: no display is needed or opened
-    import matplotlib.pyplot as plt
-
-    records = metrics_log.read(metrics)  # once: each pass over it is linear (the benchmark: metrics_reading.py)
-    steps = metrics_log.curves(records) if records else metrics_log.from_event_files(logdir)
-    epochs = metrics_log.curves(records, "epoch") if records else metrics_log.from_event_files(logdir, "epoch")
-    loss = steps.get("loss", [])
-    if not loss:
-        raise FileError(f"{title}: no training loss logged yet (in {metrics} or {logdir})")
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5), dpi=100)
-    top.plot(*zip(*thin(loss), strict=True), label="training loss", color="tab:blue")
-    if epochs.get("eval_loss"):
-        top.plot(*zip(*thin(epochs["eval_loss"]), strict=True), "o--", label="evaluation loss", color="tab:orange")
-    top.set_ylabel("loss")
-    top.set_title(title)
-    throughput = steps.get("samples_per_s", [])
-    if throughput:
-        bottom.plot(*zip(*thin(throughput), strict=True), color="tab:green")
-    bottom.set_ylabel("samples/s")
-    bottom.set_xlabel("step")
-    for step, what in positions(records):
-        for ax in (top, bottom):
-            ax.axvline(step, color="grey", linestyle=":", linewidth=1)
-        top.annotate(what, (step, 1), xycoords=("data", "axes fraction"), fontsize=8, color="grey", va="top")
-    top.legend(loc="upper right")
-    for ax in (top, bottom):
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return len(loss)
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     metrics, logdir = sources(args.job, args.workdir)
-    n = draw(metrics, logdir, args.job, Path(args.output))
+    try:
+        n = plot.draw(metrics, logdir, args.job, Path(args.output))
+    except plot.PlotError as exc:
+        raise FileError(str(exc)) from None
     print(f"{args.output}: {n} loss points of {metrics if metrics.is_file() else logdir}")
     return 0
 

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from ddpjob import metrics_log, sparkline, times
+from ddpjob import times
 from ddpjob.api.spec import DDPJob
+from ddpjob.curves import reader, record, sparkline
 from ddpjob.job import lifecycle
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -119,7 +120,7 @@ def loss_curve(workdir: Path, run: Path | None = None) -> str | None:
     """The logged training loss as one line of text (`ddpjob run`'s summary), if any:
     from the job's metrics.jsonl, else from `run`'s event files (the last run's)."""
     logdir = run or latest_run(workdir / TENSORBOARD_DIR)
-    loss = metrics_log.job_curves(workdir / CHECKPOINTS_DIR / metrics_log.FILE, logdir).get("loss")
+    loss = reader.job_curves(workdir / CHECKPOINTS_DIR / record.FILE, logdir).get("loss")
     return sparkline.line("loss", [v for _, v in loss or []])
 
 

@@ -1,4 +1,4 @@
-"""ddpjob.metrics_log against what a Pod or a file may hold: a progress line whose numbers
+"""ddpjob.curves.reader against what a Pod or a file may hold: a progress line whose numbers
 are not numbers is one line of its own, never an exception (`ddpjob describe` failed with
 `could not convert string to float: '-'` and showed nothing), and the curves are read in
 one linear pass that gives what the forward reading gives."""
@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from ddpjob import metrics_log
 from ddpjob.cli import logs
+from ddpjob.curves import reader
+from ddpjob.curves.record import POSITIONS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,9 +34,9 @@ def test_a_progress_line_whose_numbers_are_not_numbers_is_one_line_of_its_own() 
         "[pod-0] epoch 2/2 step 10 loss 0.5000 acc 0.9000 100 samples/s",
     ]
     log = "\n".join([good[0], *HOSTILE, *good[1:]])
-    points, bad = metrics_log.read_log(log)
+    points, bad = reader.read_log(log)
     assert points == [(2, 2.5), (10, 0.5)]
-    assert metrics_log.from_log(log) == points
+    assert reader.from_log(log) == points
     assert len(bad) == len(HOSTILE)
     assert bad[0] == "line 2: loss '-' is not a number: [pod-0] epoch 1/2 step 3 loss - acc 0.1"
     assert bad[1].startswith("line 3: loss '1.2.3' is not a number")
@@ -62,14 +63,14 @@ def test_describes_loss_curve_says_each_bad_line_and_draws_the_rest(monkeypatch,
 
 def forward(records: list[dict[str, Any]], event: str = "step") -> dict[str, list[tuple[int, float]]]:
     """The reading the curves are defined by: forwards, each position record dropping
-    every series' points after its step (quadratic; what metrics_log did, which also kept
+    every series' points after its step (quadratic; what the reader did, which also kept
     a series all of whose points were dropped, as an empty list)."""
     points: dict[str, dict[int, float]] = {}
     for rec in records:
         step = rec.get("step")
         if isinstance(step, bool) or not isinstance(step, int):
             continue
-        if rec.get("event") in metrics_log.POSITIONS:
+        if rec.get("event") in POSITIONS:
             for series in points.values():
                 for s in [s for s in series if s > step]:
                     del series[s]
@@ -92,7 +93,7 @@ def test_one_pass_from_the_end_gives_the_forward_reading(seed: int) -> None:
         roll = rng.random()
         if roll < 0.08:
             step = rng.randint(0, step)  # back to a checkpoint
-            records.append({"event": rng.choice(metrics_log.POSITIONS), "step": step})
+            records.append({"event": rng.choice(POSITIONS), "step": step})
         elif roll < 0.15:
             records.append({"event": "epoch", "step": step, "eval_loss": rng.random()})
         else:
@@ -102,8 +103,8 @@ def test_one_pass_from_the_end_gives_the_forward_reading(seed: int) -> None:
                 record["lr"] = rng.choice([0.1, float("nan"), True, "x"])
             records.append(record)
     for event in ("step", "epoch"):
-        assert metrics_log.curves(records, event) == forward(records, event)
-    assert metrics_log.curves(iter(records)) == forward(records)  # any iterable, read once
+        assert reader.curves(records, event) == forward(records, event)
+    assert reader.curves(iter(records)) == forward(records)  # any iterable, read once
 
 
 def test_numbers_a_float_cannot_hold_are_skipped_not_raised() -> None:
@@ -113,7 +114,7 @@ def test_numbers_a_float_cannot_hold_are_skipped_not_raised() -> None:
         {"event": "step", "step": -1, "loss": 1.0},
         {"event": "resume", "step": 10**400},
     ]
-    assert metrics_log.curves(records) == {"lr": [(1, 0.5)]}
+    assert reader.curves(records) == {"lr": [(1, 0.5)]}
 
 
 def test_many_resumes_in_one_pass() -> None:
@@ -128,7 +129,7 @@ def test_many_resumes_in_one_pass() -> None:
         else:
             step += 1
             records.append({"event": "step", "step": step, "loss": float(step)})
-    curve = metrics_log.curve(records, "loss")
+    curve = reader.curve(records, "loss")
     assert [s for s, _ in curve] == list(range(1, step + 1))
     assert all(value == float(s) for s, value in curve)
 
@@ -137,7 +138,7 @@ def test_a_line_nested_past_the_parsers_depth_is_skipped(tmp_path) -> None:
     path = tmp_path / "metrics.jsonl"
     good = '{"event": "step", "step": 1, "loss": 0.5}'
     path.write_text("\n".join([good, "[" * 100_000, '{"a": 1}, {"b": 2}', "\xff", good.replace("1,", "2,")]) + "\n")
-    assert metrics_log.read(path) == [
+    assert reader.read(path) == [
         {"event": "step", "step": 1, "loss": 0.5},
         {"event": "step", "step": 2, "loss": 0.5},
     ]

@@ -1,18 +1,15 @@
-"""The metrics log (`metrics.jsonl`: the trainer's JSON lines beside its checkpoints) read
-back as curves against the global step.
+"""The metrics log (`metrics.jsonl`: the trainer's JSON lines beside its checkpoints,
+record.py) read back as curves against the global step.
 
 Users: `ddpjob run`'s final summary and `ddpjob plot` (local jobs: `./.ddpjob/<name>/
-checkpoints/metrics.jsonl`), ddpjob_trainer.event_files (which writes the same points as
-TensorBoard event files, under `TAGS`, with the same rule), and the tests that hold the
-two to each other. A job with no metrics.jsonl (no `spec.checkpoint`) still has its event
-files under `ddpjob run`: `job_curves` reads those back with TensorBoard's own reader.
+checkpoints/metrics.jsonl`), and the tests that hold these curves to the event files
+ddpjob_trainer.event_files writes from the same records, under record.TAGS, with the same
+rule. A job with no metrics.jsonl (no `spec.checkpoint`) still has its event files under
+`ddpjob run`: `job_curves` reads those back with TensorBoard's own reader.
 
-The log is appended to across attempts. Where training goes on from is written down (a
-`position` record: a start, a resume, a join; a `resize`; the `resume` record of logs older
-than that): an attempt that resumed from step S trains the steps after S again, so what
-earlier attempts logged after S is dropped. One continuous curve, no step twice, as
-TensorBoard draws it. Pure: no file is read beyond `MAX_BYTES`, and a torn or foreign line
-is skipped.
+The log is appended to across attempts; what an earlier attempt logged after the step
+a later one went on from is dropped (record.POSITIONS). Pure: no file is read beyond
+`MAX_BYTES`, and a torn or foreign line is skipped.
 """
 
 from __future__ import annotations
@@ -24,28 +21,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ddpjob.curves.record import MAX_STEP, POSITIONS, TAGS
 from ddpjob.text import clean
 
-FILE = "metrics.jsonl"
-POSITIONS = ("position", "resume", "resize")
-# Record field -> TensorBoard tag, per event. An epoch's last step is also a step record,
-# so an epoch's own numbers have their own tags (no step drawn twice).
-TAGS: dict[str, dict[str, str]] = {
-    "step": {
-        "loss": "train/loss",
-        "accuracy": "train/accuracy",
-        "lr": "train/lr",
-        "samples_per_s": "train/samples_per_s",
-        "gpu_mem_allocated_gb": "gpu/peak_allocated_gb",
-        "gpu_mem_reserved_gb": "gpu/peak_reserved_gb",
-    },
-    "epoch": {
-        "loss": "epoch/loss",
-        "accuracy": "epoch/accuracy",
-        "eval_loss": "eval/loss",
-        "eval_accuracy": "eval/accuracy",
-    },
-}
 # ddpjob-train's progress line in a Pod's log (ddpjob_trainer/progress.py, Progress.step):
 # `epoch 2/3 step 120 loss 0.4123 acc 0.8900 5120 samples/s`.
 # Its numbers are taken loosely and checked one by one: a Pod's log is its own to write
@@ -56,7 +34,6 @@ LOSS = re.compile(r"[-+]?(?:[0-9]{1,30}\.?[0-9]{0,30}|\.[0-9]{1,30})(?:[eE][-+]?
 MAX_BYTES = 256 * 1024 * 1024  # a 10-million-step job logged every step is about 1.5 GB: its tail
 CHUNK_LINES = 4096  # read()'s lines decoded in one call
 NOT_CURVES = frozenset({"step", "epoch", "restart", "time"})  # a record's numbers that are not curves
-MAX_STEP = 2**63 - 1  # a step is an int64 in TensorBoard's events; a larger one is a hostile record's
 
 
 def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -1,11 +1,11 @@
-"""The metrics log read back as curves (ddpjob.metrics_log) and drawn as one line of text
-(ddpjob.sparkline): what `ddpjob run`'s summary and `ddpjob plot` show."""
+"""The metrics log read back as curves (ddpjob.curves.reader) and drawn as one line of text
+(ddpjob.curves.sparkline): what `ddpjob run`'s summary and `ddpjob plot` show."""
 
 from __future__ import annotations
 
 import json
 
-from ddpjob import metrics_log, sparkline
+from ddpjob.curves import reader, sparkline
 
 
 def test_a_resume_replaces_what_an_earlier_attempt_logged_after_its_step():
@@ -18,10 +18,10 @@ def test_a_resume_replaces_what_an_earlier_attempt_logged_after_its_step():
         {"event": "resize", "step": 30, "world_size": 2},
         {"event": "step", "step": 35, "loss": 0.25, "restart": 1},
     ]
-    assert metrics_log.curve(records, "loss") == [(10, 1.0), (20, 1.0), (30, 0.5), (35, 0.25)]
+    assert reader.curve(records, "loss") == [(10, 1.0), (20, 1.0), (30, 0.5), (35, 0.25)]
     # Without the positions, step 40 of the lost attempt would stay: a curve that jumps back.
     plain = [r for r in records if r["event"] == "step"]
-    assert metrics_log.curve(plain, "loss")[-1] == (40, 1.0)
+    assert reader.curve(plain, "loss")[-1] == (40, 1.0)
 
 
 def test_only_numbers_of_the_event_asked_for():
@@ -30,15 +30,15 @@ def test_only_numbers_of_the_event_asked_for():
         {"event": "step", "step": 8, "loss": 3.0},
         {"event": "step", "step": "9", "loss": 1.0},
     ]
-    assert metrics_log.curves(records, "epoch") == {"eval_loss": [(8, 2.0)]}
-    assert metrics_log.curves(records) == {"loss": [(8, 3.0)]}
+    assert reader.curves(records, "epoch") == {"eval_loss": [(8, 2.0)]}
+    assert reader.curves(records) == {"loss": [(8, 3.0)]}
 
 
 def test_read_skips_torn_and_foreign_lines(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text(json.dumps({"event": "step", "step": 1, "loss": 2.0}) + "\n[1]\nnot json\n" + '{"event": "st')
-    assert metrics_log.read(path) == [{"event": "step", "step": 1, "loss": 2.0}]
-    assert metrics_log.read(tmp_path / "none.jsonl") == []
+    assert reader.read(path) == [{"event": "step", "step": 1, "loss": 2.0}]
+    assert reader.read(tmp_path / "none.jsonl") == []
 
 
 def test_a_falling_curve_falls_and_the_ends_are_written_out():
