@@ -190,8 +190,8 @@ def _port_forward(args: argparse.Namespace, conn: Connection, service: str) -> i
     try:
         return _serve(args, proc)
     finally:
-        # Its one home; loaded here so that the cluster commands import nothing else of local.
-        from ddpjob.local.tensorboard_server import stop_process
+        # Loaded here so that the cluster commands import nothing else of local.
+        from ddpjob.local.stop_process import stop_process
 
         stop_process(proc, grace=5)
 

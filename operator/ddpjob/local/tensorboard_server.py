@@ -19,11 +19,11 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from ddpjob.local import job_dir, ownership
 from ddpjob.local.container import LocalRunError
 from ddpjob.local.ports import free_port
+from ddpjob.local.stop_process import stop_process
 
 HOST = "127.0.0.1"
 LOG_FILE = "tensorboard.log"
@@ -144,16 +144,3 @@ class TensorBoardServer:
 def for_job(workdir: Path, name: str) -> TensorBoardServer:
     """TensorBoard for the job in `workdir` (not started): every run of it, one per folder."""
     return TensorBoardServer(workdir / job_dir.TENSORBOARD_DIR, workdir / LOG_FILE, name)
-
-
-def stop_process(proc: subprocess.Popen[Any], grace: float) -> None:
-    """SIGTERM, then SIGKILL if it is still there after `grace` seconds; reaped either way.
-    Users: TensorBoardServer.stop here, and cli/tensorboard.py's kubectl port-forward."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
