@@ -46,6 +46,8 @@ ACTIVATE = ".venv/bin/activate"
 BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```", re.M | re.S)
 NEWLINE = "\n"
 COMMAND_LANGUAGES = ("", "sh", "bash", "shell")
+# The README's Python, each block a program run as it is, or marked as a fragment.
+PYTHON_BLOCK = re.compile(r"(?:^<!-- readme-test: (?P<how>[^\n]*?) -->\n)?^```python\n(?P<body>.*?)^```", re.M | re.S)
 WATCH_SECONDS = 8
 RETRY_SECONDS = 120
 # What the README leaves to the reader, as the reader fills it in.
@@ -170,3 +172,35 @@ def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Pat
             run(command, env, tmp_path, line)
             ran += 1
     assert ran >= 25  # the first job, the demo cluster's, the cluster workflow, plain kubectl
+
+
+def test_the_readmes_python_runs_as_written(cluster, tmp_path: pathlib.Path) -> None:
+    """The "From Python" snippet, unchanged, against a cluster with the operator: it trains
+    the job to Succeeded, prints its phase and logs, and deletes it."""
+    found = [
+        (README.count(NEWLINE, 0, m.start()) + 1, m.group("how"), m.group("body"))
+        for m in PYTHON_BLOCK.finditer(README)
+    ]
+    for line, how, _ in found:
+        assert how is None or re.fullmatch(r"skip: \S.{10,}", how), f"README.md:{line}: marker {how!r}"
+    programs = [(line, body) for line, how, body in found if how is None]
+    assert programs, "the README has no Python program"
+    for line, body in programs:
+        namespace = f"readme-python-{line}"
+        kubeconfig = cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{line}", namespace=namespace)
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+        done = subprocess.run(
+            [sys.executable, "-c", body], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
+        said = f"README.md:{line} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, said
+        lines = done.stdout.splitlines()
+        # print(job.phase, loss): the job's end (its loss, where a progress read came first).
+        assert any(re.fullmatch(r"Succeeded (None|\d+\.\d+(e-?\d+)?)", x) for x in lines), said
+        assert any("ddpjob-train" in x or "epoch" in x for x in lines), said  # the logs it printed
+        kubectl = [locate_kubectl() or "kubectl", "get", "ddpj", "-o", "name"]
+        deadline = time.monotonic() + 60  # delete_job took it (its Pods' finalizers may still run)
+        while (jobs := subprocess.run(kubectl, env=env, capture_output=True, text=True, timeout=60)).stdout.strip():
+            assert time.monotonic() < deadline, f"README.md:{line}: still there after delete_job: {jobs.stdout}"
+            time.sleep(1)
+        assert jobs.returncode == 0, jobs.stderr
