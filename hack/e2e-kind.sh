@@ -16,7 +16,8 @@
 #    losing a Pod, a container over its memory limit, a graceful delete; then a node
 #    killed, paused, cut off, drained and reported unhealthy under rigid and elastic jobs,
 #    and the acting operator's node and process killed and the operator upgraded
-#    (hack/kind/node_scenarios.sh, hack/kind/operator_scenarios.sh);
+#    (hack/kind/node_scenarios.sh, hack/kind/operator_scenarios.sh); a job's curves
+#    through `ddpjob tensorboard` over a real port-forward (hack/kind/curves_scenario.sh);
 # 5. on failure prints the DDPJobs, Pods, Events and every container's log.
 #
 # Needs: bash >= 5.1, a docker that answers (`make e2e-kind` starts one of the project's
@@ -27,7 +28,7 @@
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
 #   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful;
 #                     the node scenarios: node_elastic node_rigid partition node_drain
-#                     node_unhealthy operator_loss;
+#                     node_unhealthy operator_loss; `curves`: TensorBoard through ddpjob tensorboard;
 #                     `bench` measures pod start-up: benchmarks/pod_startup.py)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
 #   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
@@ -236,6 +237,8 @@ source hack/kind/node_scenarios.sh
 source hack/kind/operator_scenarios.sh
 # shellcheck source=hack/kind/bench_scenarios.sh
 source hack/kind/bench_scenarios.sh
+# shellcheck source=hack/kind/curves_scenario.sh
+source hack/kind/curves_scenario.sh
 for scenario in $SCENARIOS; do
     step "scenario: $scenario"
     "scenario_$scenario"

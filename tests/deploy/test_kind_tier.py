@@ -177,6 +177,7 @@ def test_the_scripts_parse() -> None:
         "kind/node_scenarios.sh",
         "kind/operator_scenarios.sh",
         "kind/bench_scenarios.sh",
+        "kind/curves_scenario.sh",
         "kind-ready.sh",
         "apt-install.sh",
         "browser.sh",
