@@ -1,5 +1,6 @@
-"""`ddpjob submit|get|describe|wait|delete|suspend|resume` against the API emulator
-(in-process `main()`, the user's kubeconfig via KUBECONFIG), and their one-line errors."""
+"""`ddpjob submit|get|describe|wait|delete|suspend|resume` against the real kube-apiserver
+(in-process `main()`, the user's kubeconfig via KUBECONFIG, a namespace of the test's own:
+tests/cli/conftest.py), and their one-line errors."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ import os
 import pathlib
 from typing import Any
 
-import kmock
-import kubernetes
 import pytest
 import yaml
 
+from ddpjob.api import names
 from ddpjob.cli.main import main
-from tests.cli.conftest import CRD
+from tests.cli.conftest import writes
+from tests.support.deadlines import TEST
 
-pytestmark = pytest.mark.timeout(60)
+# A test's bound covers the worker's control plane starting, when it is the first to ask.
+pytestmark = pytest.mark.timeout(TEST)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 JOB: dict[str, Any] = {
     "apiVersion": "ddpjob.io/v1alpha1",
@@ -39,27 +41,26 @@ def job_file(tmp_path: pathlib.Path, **spec: Any) -> str:
     return str(path)
 
 
-def test_submit_applies_in_the_contexts_namespace_and_is_idempotent(capsys, with_crd, tmp_path) -> None:
+def test_submit_applies_in_the_contexts_namespace_and_is_idempotent(capsys, cluster, tmp_path) -> None:
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path))
     assert (code, out.strip(), err) == (0, "ddpjob.ddpjob.io/hello", "")
-    stored = with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")
+    stored = cluster.job("hello")
     assert stored["spec"]["nodes"] == 2
     assert [m["manager"] for m in stored["metadata"]["managedFields"]] == ["ddpjob"]
     # Applying a changed file updates the object (server-side apply, same field manager).
     code, _, _ = ddpjob(capsys, "submit", job_file(tmp_path, maxRestarts=7))
     assert code == 0
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")["spec"]["maxRestarts"] == 7
+    assert cluster.job("hello")["spec"]["maxRestarts"] == 7
 
 
-def test_submit_validates_first_and_sends_nothing(capsys, with_crd, tmp_path) -> None:
-    before = with_crd.writes()
+def test_submit_validates_first_and_sends_nothing(capsys, cluster, sent, tmp_path) -> None:
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path, nodes=0))
     assert code == 1 and out == ""
     assert "spec.nodes" in err and "Traceback" not in err
-    assert with_crd.writes() == before
+    assert writes(sent) == [] and cluster.job("hello") is None
 
 
-def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) -> None:
+def test_get_prints_the_servers_table_and_yaml_json(capsys, cluster, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
     code, out, _ = ddpjob(capsys, "get")
     lines = out.splitlines()
@@ -70,14 +71,7 @@ def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) 
     assert lines[1].split()[0] == "hello" and len(lines[1].split()) == 2 and "<none>" not in out  # NAME, AGE
     # A failed job's long message is cut in the table, whole with -o wide.
     message = "Pod hello-1 failed (exit code 1, Error): " + "RuntimeError: x " * 20 + "; maxRestarts=3 reached"
-    with_crd.store.patch(
-        kmock.resource("ddpjob.io/v1alpha1/ddpjobs"),
-        "team-a",
-        "hello",
-        "status",
-        "application/merge-patch+json",
-        {"status": {"phase": "Failed", "message": message}},
-    )
+    cluster.set_status("hello", phase="Failed", message=message)
     row = ddpjob(capsys, "get")[1].splitlines()[1]
     assert message[:77] + "..." in row and message not in row
     assert message in ddpjob(capsys, "get", "-o", "wide")[1]
@@ -87,20 +81,16 @@ def test_get_prints_the_servers_table_and_yaml_json(capsys, with_crd, tmp_path) 
     assert code == 0 and yaml.safe_load(out)["items"][0]["spec"]["nodes"] == 2
 
 
-def test_wait_exit_codes(capsys, with_crd, kubeconfig, tmp_path) -> None:
+def test_wait_exit_codes(capsys, cluster, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
-    api = kubernetes.config.new_client_from_config(str(kubeconfig))
-    custom = kubernetes.client.CustomObjectsApi(api)
     code, _, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=0.3s")
     assert code == 2 and "timed out" in err
-    custom.patch_namespaced_custom_object_status(
-        "ddpjob.io", "v1alpha1", "team-a", "ddpjobs", "hello", {"status": {"phase": "Failed"}}
-    )
+    cluster.set_status("hello", phase="Failed")
     assert ddpjob(capsys, "wait", "hello", "--for=Failed")[0] == 0
     assert ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")[0] == 1  # ended otherwise
 
 
-def test_get_wide_adds_the_wide_columns_and_yaml_hides_managed_fields(capsys, with_crd, tmp_path) -> None:
+def test_get_wide_adds_the_wide_columns_and_yaml_hides_managed_fields(capsys, cluster, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
     code, out, _ = ddpjob(capsys, "get", "-o", "wide")
     headers = out.splitlines()[0].split()
@@ -114,7 +104,7 @@ def test_get_wide_adds_the_wide_columns_and_yaml_hides_managed_fields(capsys, wi
     assert code == 0 and yaml.safe_load(out)["metadata"]["managedFields"][0]["manager"] == "ddpjob"
 
 
-def test_delete_takes_several_names_and_goes_on_past_a_missing_one(capsys, with_crd, tmp_path) -> None:
+def test_delete_takes_several_names_and_goes_on_past_a_missing_one(capsys, cluster, tmp_path) -> None:
     for name in ("a", "b"):
         body = {**JOB, "metadata": {"name": name}}
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(body))
@@ -124,25 +114,26 @@ def test_delete_takes_several_names_and_goes_on_past_a_missing_one(capsys, with_
     code, out, err = ddpjob(capsys, "delete", "a", "nope", "b")
     assert code == 1
     assert out.splitlines() == ["ddpjob.ddpjob.io/a deleted", "ddpjob.ddpjob.io/b deleted"]
-    assert err.strip() == "error: not found: ddpjob nope in namespace team-a"
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "b") is None
+    assert err.strip() == f"error: not found: ddpjob nope in namespace {cluster.namespace}"
+    assert cluster.job("b") is None
 
 
-def test_suspend_resume_delete(capsys, with_crd, tmp_path) -> None:
+def test_suspend_resume_delete(capsys, cluster, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
     assert ddpjob(capsys, "suspend", "hello")[0] == 0
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")["spec"]["suspend"] is True
+    assert cluster.job("hello")["spec"]["suspend"] is True
     assert ddpjob(capsys, "resume", "hello")[0] == 0
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")["spec"]["suspend"] is False
+    assert cluster.job("hello")["spec"]["suspend"] is False
     assert ddpjob(capsys, "delete", "hello")[0] == 0
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello") is None
+    assert cluster.job("hello") is None
 
 
-def test_namespace_flag_overrides_the_context(capsys, with_crd, tmp_path) -> None:
-    assert ddpjob(capsys, "submit", job_file(tmp_path), "-n", "other")[0] == 0
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "other", "hello") is not None
-    code, _, err = ddpjob(capsys, "describe", "hello")  # the context's namespace: team-a
-    assert code == 1 and err.strip() == "error: not found: ddpjob hello in namespace team-a"
+def test_namespace_flag_overrides_the_context(capsys, cluster, tmp_path) -> None:
+    other = cluster.make_namespace("other")
+    assert ddpjob(capsys, "submit", job_file(tmp_path), "-n", other)[0] == 0
+    assert cluster.job("hello", other) is not None
+    code, _, err = ddpjob(capsys, "describe", "hello")  # the context's namespace
+    assert code == 1 and err.strip() == f"error: not found: ddpjob hello in namespace {cluster.namespace}"
 
 
 def test_unknown_context_is_one_line(capsys, kubeconfig) -> None:
@@ -151,7 +142,7 @@ def test_unknown_context_is_one_line(capsys, kubeconfig) -> None:
 
 
 @pytest.mark.parametrize("case", ["no-kubeconfig", "unreachable", "no-crd", "forbidden"])
-def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monkeypatch) -> None:
+def test_errors_are_one_line(capsys, case, cluster, kubeconfig, tmp_path, monkeypatch) -> None:
     if case == "no-kubeconfig":
         monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
         expected = "error: no cluster: no kubeconfig at"
@@ -161,12 +152,15 @@ def test_errors_are_one_line(capsys, case, emulator, kubeconfig, tmp_path, monke
         kubeconfig.write_text(yaml.safe_dump(config))
         expected = "error: cannot reach the cluster at http://127.0.0.1:9"
     elif case == "no-crd":
-        expected = "error: the DDPJob CRD (ddpjobs.ddpjob.io) is not installed in this cluster"
-    else:
-        api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-        emulator.inject_fault(verb="list", resource="ddpjobs", status=403)
-        expected = "error: forbidden:"
+        # The worker's plane has the CRD (one plane serves every test in turn): the command
+        # asks for a group no CRD serves, and the real server answers as it does without one.
+        monkeypatch.setattr(names, "GROUP", "absent.ddpjob.io")
+        expected = "error: the DDPJob CRD (ddpjobs.absent.ddpjob.io) is not installed in this cluster"
+    else:  # a user of the cluster's CA with no role: RBAC's own refusal
+        user = cluster.plane.client_kubeconfig(f"{cluster.namespace}-nobody", "nobody", namespace=cluster.namespace)
+        monkeypatch.setenv("KUBECONFIG", str(user))
+        expected = 'error: forbidden: ddpjobs.ddpjob.io is forbidden: User "nobody" cannot list resource "ddpjobs"'
+
     code, out, err = ddpjob(capsys, "get")
     assert code == 1 and out == ""
     assert err.startswith(expected), err
@@ -185,7 +179,7 @@ HOSTILE = {
 }
 
 
-def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_field(capsys, with_crd, tmp_path) -> None:
+def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_field(capsys, cluster, tmp_path) -> None:
     only = job_file(tmp_path, checkpoint=HOSTILE["checkpoint"])
     code, out, err = ddpjob(capsys, "validate", "-f", only)
     assert code != 0 and err.strip().splitlines() == [
@@ -202,7 +196,7 @@ def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_fiel
     assert any("spec.template.spec.tolerations[0]" in line for line in lines)
     code, out, err = ddpjob(capsys, "submit", path)
     assert code != 0 and "spec.checkpoint.volume.hostPath" in err and out == ""
-    assert with_crd.get_object("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello") is None  # nothing was sent
+    assert cluster.job("hello") is None  # nothing was stored
     # An admin whose operator allows it says so, or skips the check.
     code, out, err = ddpjob(capsys, "submit", path, "--template-allow", "hostPath,nodeName,tolerateAll")
     assert (code, out.strip()) == (0, "ddpjob.ddpjob.io/hello"), err
@@ -210,21 +204,13 @@ def test_validate_and_submit_refuse_the_checkpoint_hostpath_job_naming_each_fiel
     assert code != 0 and "--template-allow: unknown template allowance 'root'" in err
 
 
-def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, tmp_path) -> None:
+def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, cluster, tmp_path) -> None:
     assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
-    with_crd.store.patch(
-        kmock.resource("ddpjob.io/v1alpha1/ddpjobs"),
-        "team-a",
+    cluster.set_status(
         "hello",
-        "status",
-        "application/merge-patch+json",
-        {
-            "status": {
-                "phase": "Failed",
-                "message": "node 1 exited with code 2\x1b[2J",
-                "lastFailure": {"reason": "Error", "pod": "hello-1"},
-            }
-        },
+        phase="Failed",
+        message="node 1 exited with code 2\x1b[2J",
+        lastFailure={"reason": "Error", "pod": "hello-1"},
     )
     code, out, err = ddpjob(capsys, "wait", "hello", "--for=Succeeded", "--timeout=5s")
     assert code == 1 and err.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
@@ -232,18 +218,18 @@ def test_wait_says_what_happened_when_the_job_ends_otherwise(capsys, with_crd, t
     assert code == 0 and out.strip() == "hello Failed: Error: node 1 exited with code 2\\x1b[2J"
 
 
-def test_describe_a_stored_job(capsys, with_crd, tmp_path) -> None:
+def test_describe_a_stored_job(capsys, cluster, tmp_path) -> None:
     assert ddpjob(capsys, "submit", job_file(tmp_path, suspend=False))[0] == 0
     code, out, err = ddpjob(capsys, "describe", "hello")
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0] == "Name:       hello" and lines[1] == "Namespace:  team-a"
+    assert lines[0] == "Name:       hello" and lines[1] == f"Namespace:  {cluster.namespace}"
     assert lines[2].startswith("Created:    ") and lines[2].endswith(" ago)")  # its age, from the server's time
     assert [line.split() for line in lines if line.startswith("  suspend:")] == [["suspend:", "false"]]
     assert "Events:  <none>" in lines
 
 
-def test_wait_golden(capsys, with_crd, tmp_path) -> None:
+def test_wait_golden(capsys, cluster, tmp_path) -> None:
     """What `ddpjob wait` prints and exits with in each case (tests/cli/golden/wait.txt;
     UPDATE_GOLDEN=1 rewrites it)."""
     assert ddpjob(capsys, "submit", job_file(tmp_path))[0] == 0
@@ -254,14 +240,7 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
         transcript.append(f"$ ddpjob wait hello {' '.join(argv)}\n{out}{err}[exit {code}]")
 
     def status(**fields: Any) -> None:
-        with_crd.store.patch(
-            kmock.resource("ddpjob.io/v1alpha1/ddpjobs"),
-            "team-a",
-            "hello",
-            "status",
-            "application/merge-patch+json",
-            {"status": fields},
-        )
+        cluster.set_status("hello", **fields)
 
     wait("--for=Running", "--timeout=0.2s")
     status(phase="Running", message="2/2 nodes running")
@@ -283,7 +262,7 @@ def test_wait_golden(capsys, with_crd, tmp_path) -> None:
     assert text == golden.read_text()
 
 
-def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, with_crd, tmp_path, monkeypatch) -> None:
+def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, cluster, tmp_path, monkeypatch) -> None:
     from ddpjob.cli import job_phase
 
     statuses = iter(
@@ -309,7 +288,7 @@ def test_submit_wait_says_each_phase_once_and_never_a_bare_pending(capsys, with_
     ]
 
 
-def test_submit_wait_says_once_when_no_operator_writes_a_status(capsys, with_crd, tmp_path, monkeypatch) -> None:
+def test_submit_wait_says_once_when_no_operator_writes_a_status(capsys, cluster, tmp_path, monkeypatch) -> None:
     from ddpjob.cli import job_phase
 
     clock = [0.0]

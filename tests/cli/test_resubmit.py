@@ -4,34 +4,33 @@ that may change names its owner and --force-conflicts; a finished job is said to
 
 from __future__ import annotations
 
-import kmock
 import kubernetes
 import pytest
 
+from ddpjob_devcluster.clusters.client import wait_until
+from tests.cli.conftest import Namespace, writes
 from tests.cli.test_cluster_commands import JOB, ddpjob, job_file
+from tests.support.cluster_users import bind
+from tests.support.deadlines import REACTION, TEST
 
-pytestmark = pytest.mark.timeout(60)
-PATH = ("ddpjob.io/v1alpha1/ddpjobs", "team-a", "hello")
+pytestmark = pytest.mark.timeout(TEST)
+GROUP, VERSION, PLURAL = "ddpjob.io", "v1alpha1", "ddpjobs"
 
 
-def kubectl_apply(kubeconfig, **spec) -> None:
+def kubectl_apply(cluster: Namespace, **spec) -> None:
     """What `kubectl apply` (client-side) writes: a create under its field manager."""
-    api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(str(kubeconfig)))
     body = {**JOB, "spec": {**JOB["spec"], **spec}}
-    api.create_namespaced_custom_object(
-        "ddpjob.io", "v1alpha1", "team-a", "ddpjobs", body, field_manager="kubectl-client-side-apply"
+    cluster.custom.create_namespaced_custom_object(
+        GROUP, VERSION, cluster.namespace, PLURAL, body, field_manager="kubectl-client-side-apply"
     )
 
 
-def set_status(emu, **fields) -> None:
-    emu.store.patch(kmock.resource(PATH[0]), *PATH[1:], "status", "application/merge-patch+json", {"status": fields})
-
-
 def test_a_changed_immutable_field_after_kubectl_apply_is_refused_with_the_way_out(
-    capsys, with_crd, kubeconfig, tmp_path
+    capsys, cluster, sent, tmp_path
 ) -> None:
-    kubectl_apply(kubeconfig, args=["ddpjob-train", "--epochs", "1"])
-    before = with_crd.writes()
+    kubectl_apply(cluster, args=["ddpjob-train", "--epochs", "1"])
+    before = cluster.job("hello")
+    sent.clear()  # from here: what the command sends
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path, args=["ddpjob-train", "--epochs", "2"]))
     path = tmp_path / "job.yaml"
     assert (code, out) == (1, "")
@@ -40,13 +39,13 @@ def test_a_changed_immutable_field_after_kubectl_apply_is_refused_with_the_way_o
         f"{path}: DDPJob hello already exists with another spec.args, which cannot change: "
         "`ddpjob delete hello`, then submit again, to run it with this file\n"
     )
-    assert with_crd.writes() == before  # nothing sent
-    assert with_crd.get_object(*PATH)["spec"]["args"] == ["ddpjob-train", "--epochs", "1"]
+    assert writes(sent) == []  # nothing sent
+    assert cluster.job("hello") == before
 
 
-def test_submitting_a_finished_job_says_nothing_runs_again(capsys, with_crd, kubeconfig, tmp_path) -> None:
+def test_submitting_a_finished_job_says_nothing_runs_again(capsys, cluster, tmp_path) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
-    set_status(with_crd, phase="Succeeded", completionTime="2026-11-28T05:00:00Z")
+    cluster.set_status("hello", phase="Succeeded", completionTime="2026-11-28T05:00:00Z")
     code, out, err = ddpjob(capsys, "submit", "--wait", job_file(tmp_path, maxRestarts=5))
     assert code == 0
     assert out.splitlines()[0] == "ddpjob.ddpjob.io/hello"
@@ -54,21 +53,18 @@ def test_submitting_a_finished_job_says_nothing_runs_again(capsys, with_crd, kub
         "hello: already Succeeded (at 2026-11-28T05:00:00Z): submitting a finished job runs nothing "
         "again; `ddpjob delete hello`, then submit, to run it again\n"
     )
-    set_status(with_crd, phase="Running")  # a running job: nothing to say
+    cluster.set_status("hello", phase="Running")  # a running job: nothing to say
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path))
     assert (code, err) == (0, "")
 
 
-def test_a_conflict_over_a_field_that_may_change_names_its_owner_and_the_flag(
-    capsys, with_crd, kubeconfig, tmp_path
-) -> None:
-    api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(str(kubeconfig)))
+def test_a_conflict_over_a_field_that_may_change_names_its_owner_and_the_flag(capsys, cluster, tmp_path) -> None:
     body = {**JOB, "spec": {**JOB["spec"], "maxRestarts": 2}}
-    api.patch_namespaced_custom_object(
-        "ddpjob.io",
-        "v1alpha1",
-        "team-a",
-        "ddpjobs",
+    cluster.custom.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        cluster.namespace,
+        PLURAL,
         "hello",
         body,
         field_manager="kubectl",
@@ -78,16 +74,41 @@ def test_a_conflict_over_a_field_that_may_change_names_its_owner_and_the_flag(
     assert (code, out) == (1, "")
     assert err.startswith(
         "error: hello: fields of this file are owned by another manager, kubectl (kubectl apply): "
-        'Apply failed with 1 conflict(s): conflict with "kubectl": .spec.maxRestarts; '
+        'Apply failed with 1 conflict: conflict with "kubectl": .spec.maxRestarts; '
     )
     assert err.endswith("`ddpjob submit --force-conflicts` takes them over\n") and err.count("\n") == 1
     code, _, _ = ddpjob(capsys, "submit", "--force-conflicts", job_file(tmp_path, maxRestarts=5))
-    assert code == 0 and with_crd.get_object(*PATH)["spec"]["maxRestarts"] == 5
+    assert code == 0 and (cluster.job("hello") or {})["spec"]["maxRestarts"] == 5
 
 
-def test_a_user_who_may_not_read_the_job_still_submits(capsys, with_crd, kubeconfig, tmp_path) -> None:
+def test_a_user_who_may_not_read_the_job_still_submits(capsys, cluster, tmp_path, monkeypatch) -> None:
     ddpjob(capsys, "submit", job_file(tmp_path))
-    with_crd.inject_fault(verb="get", resource="ddpjobs", status=403)
+    patcher = bind(cluster, "patcher", {"rules": [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["patch"]}]})
+    monkeypatch.setenv("KUBECONFIG", str(patcher))
+    may("patcher", "patch", cluster)
     code, out, err = ddpjob(capsys, "submit", job_file(tmp_path, maxRestarts=6))
     assert (code, out.strip(), err) == (0, "ddpjob.ddpjob.io/hello", "")
-    assert with_crd.get_object(*PATH)["spec"]["maxRestarts"] == 6
+    assert (cluster.job("hello") or {})["spec"]["maxRestarts"] == 6
+
+
+def may(user: str, verb: str, cluster: Namespace) -> None:
+    """Wait until the API server's authorizer has the user's new binding (its RBAC informer
+    sees a RoleBinding a moment after it is stored)."""
+    review = {
+        "spec": {
+            "user": user,
+            "resourceAttributes": {
+                "group": GROUP,
+                "resource": PLURAL,
+                "verb": verb,
+                "namespace": cluster.namespace,
+            },
+        }
+    }
+    authorization = kubernetes.client.AuthorizationV1Api(cluster.api)
+
+    def allowed() -> bool:
+        answer = authorization.create_subject_access_review(review)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+        return bool(answer.status and answer.status.allowed)
+
+    wait_until(allowed, REACTION, f"{user} was never allowed to {verb} {PLURAL}")

@@ -1,9 +1,11 @@
-"""`ddpjob tensorboard NAME` against the API emulator: it finds the job's TensorBoard Service
-in its status, runs `kubectl port-forward` to it with the user's namespace, prints the URL
-kubectl listens on and opens it when asked; and says in one line why it cannot.
+"""`ddpjob tensorboard NAME` against the real kube-apiserver (tests/cli/conftest.py): it
+finds the job's TensorBoard Service in its status, runs `kubectl port-forward` to it with
+the user's namespace, prints the URL kubectl listens on and opens it when asked; and says
+in one line why it cannot.
 
-kubectl is a stand-in on PATH here (the emulator serves no port-forward, and neither does
-the process kubelet: docs/divergences.md); it prints what the real one prints."""
+kubectl is a stand-in on PATH here (no Node runs a Pod here, and the process kubelet
+serves no port-forward: docs/divergences.md, K9); it prints what the real one prints. The
+forward through a real Pod is tests/system/test_tensorboard_real.py's."""
 
 from __future__ import annotations
 
@@ -16,13 +18,14 @@ import subprocess
 import sys
 from typing import Any
 
-import kubernetes
 import pytest
 
 from ddpjob_devcluster.clusters.client import ROOT
+from tests.cli.conftest import Namespace
 from tests.cli.test_cluster_commands import JOB, ddpjob
+from tests.support.deadlines import TEST
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(TEST)
 GROUP, VERSION, PLURAL = "ddpjob.io", "v1alpha1", "ddpjobs"
 
 
@@ -42,23 +45,19 @@ def fake_kubectl(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, *lines
     return record
 
 
-def make_job(kubeconfig: pathlib.Path, status: dict[str, Any] | None, **spec: Any) -> None:
-    api = kubernetes.config.new_client_from_config(str(kubeconfig))
-    custom = kubernetes.client.CustomObjectsApi(api)
+def make_job(cluster: Namespace, status: dict[str, Any] | None, **spec: Any) -> None:
     body = {**JOB, "spec": {**JOB["spec"], **spec}}
-    custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, body)
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, body)
     if status is not None:
-        custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", PLURAL, "hello", {"status": status})
+        cluster.set_status("hello", **status)
 
 
 BOARD = {"tensorboard": {"url": "http://hello-tensorboard.team-a.svc:6006/", "service": "hello-tensorboard"}}
 ON = {"tensorboard": True, "checkpoint": {"claimName": "ckpt"}}
 
 
-def test_it_forwards_to_the_service_prints_the_url_and_opens_it(
-    capsys, with_crd, kubeconfig, tmp_path, monkeypatch
-) -> None:
-    make_job(kubeconfig, BOARD, **ON)
+def test_it_forwards_to_the_service_prints_the_url_and_opens_it(capsys, cluster, tmp_path, monkeypatch) -> None:
+    make_job(cluster, BOARD, **ON)
     record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
     browser = FakeBrowser("firefox")
     monkeypatch.setattr("webbrowser.get", lambda: browser)
@@ -68,17 +67,17 @@ def test_it_forwards_to_the_service_prints_the_url_and_opens_it(
     assert "opened in the web browser (firefox)" in out
     assert browser.opened == ["http://127.0.0.1:41234/"]
     argv = json.loads(record.read_text())
-    assert argv[:4] == ["port-forward", "--namespace", "team-a", "service/hello-tensorboard"]
+    assert argv[:4] == ["port-forward", "--namespace", cluster.namespace, "service/hello-tensorboard"]
     assert argv[4:7] == [":6006", "--address", "127.0.0.1"]
 
 
-def test_a_port_and_a_kubeconfig_are_passed_on(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
-    make_job(kubeconfig, BOARD, **ON)
+def test_a_port_and_a_kubeconfig_are_passed_on(capsys, cluster, tmp_path, monkeypatch) -> None:
+    make_job(cluster, BOARD, **ON)
     record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from [::1]:6006 -> 6006")
-    code, out, _ = ddpjob(capsys, "tensorboard", "hello", "--port", "6006", "--kubeconfig", str(kubeconfig))
+    code, out, _ = ddpjob(capsys, "tensorboard", "hello", "--port", "6006", "--kubeconfig", str(cluster.kubeconfig))
     assert code == 0 and "http://[::1]:6006/" in out
     argv = json.loads(record.read_text())
-    assert "6006:6006" in argv and argv[argv.index("--kubeconfig") + 1] == str(kubeconfig)
+    assert "6006:6006" in argv and argv[argv.index("--kubeconfig") + 1] == str(cluster.kubeconfig)
 
 
 @pytest.mark.parametrize(
@@ -90,25 +89,23 @@ def test_a_port_and_a_kubeconfig_are_passed_on(capsys, with_crd, kubeconfig, tmp
     ],
     ids=["off", "refused", "not-yet"],
 )
-def test_why_there_is_nothing_to_open_is_one_line(
-    capsys, with_crd, kubeconfig, tmp_path, monkeypatch, spec, status, said
-) -> None:
-    make_job(kubeconfig, status, **spec)
+def test_why_there_is_nothing_to_open_is_one_line(capsys, cluster, tmp_path, monkeypatch, spec, status, said) -> None:
+    make_job(cluster, status, **spec)
     record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:1 -> 6006")
     code, out, err = ddpjob(capsys, "tensorboard", "hello")
     assert code == 1 and out == "" and said in err and len(err.strip().splitlines()) == 1, err
     assert not record.exists()  # kubectl never ran
 
 
-def test_kubectl_failing_is_one_line_with_its_words(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
-    make_job(kubeconfig, BOARD, **ON)
+def test_kubectl_failing_is_one_line_with_its_words(capsys, cluster, tmp_path, monkeypatch) -> None:
+    make_job(cluster, BOARD, **ON)
     fake_kubectl(tmp_path, monkeypatch, 'error: services "hello-tensorboard" not found', code=1)
     code, _, err = ddpjob(capsys, "tensorboard", "hello")
     assert code == 1
     assert err.strip() == 'error: kubectl port-forward ended: error: services "hello-tensorboard" not found'
 
 
-def test_a_missing_job_is_not_found(capsys, with_crd) -> None:
+def test_a_missing_job_is_not_found(capsys, cluster) -> None:
     code, _, err = ddpjob(capsys, "tensorboard", "nope")
     assert code == 1 and "not found" in err
 
@@ -149,12 +146,13 @@ def test_describe_says_where_the_tensorboard_answers() -> None:
 
 
 def test_where_the_node_serves_no_port_forward_it_goes_through_the_api_servers_proxy(
-    capsys, with_crd, kubeconfig, tmp_path, monkeypatch
+    capsys, cluster, tmp_path, monkeypatch
 ) -> None:
     """The development cluster's process kubelet serves no port-forward (docs/divergences.md,
-    K9): kubectl says so, and `--via auto` tries the service proxy, which the emulator does
-    not serve (the real one is tests/devcluster/demo/test_demo_tensorboard.py)."""
-    make_job(kubeconfig, BOARD, **ON)
+    K9): kubectl says so, and `--via auto` tries the API server's service proxy, which
+    answers 404 here, where no Service was made (the page through it is
+    tests/devcluster/demo/test_demo_tensorboard.py's)."""
+    make_job(cluster, BOARD, **ON)
     fake_kubectl(tmp_path, monkeypatch, "error: error upgrading connection: unable to upgrade connection: 404", code=1)
     monkeypatch.setattr("ddpjob.cli.tensorboard.ANSWER_TIMEOUT", 0.0)
     code, out, err = ddpjob(capsys, "tensorboard", "hello")
@@ -173,10 +171,10 @@ def test_where_the_node_serves_no_port_forward_it_goes_through_the_api_servers_p
     ]
 
 
-def test_the_api_servers_html_error_page_is_not_shown(capsys, with_crd, kubeconfig, tmp_path, monkeypatch) -> None:
+def test_the_api_servers_html_error_page_is_not_shown(capsys, cluster, tmp_path, monkeypatch) -> None:
     """What kubectl prints where the API server cannot upgrade the connection to the node:
     its words, then the API server's HTML page, which a one-line message leaves out."""
-    make_job(kubeconfig, BOARD, **ON)
+    make_job(cluster, BOARD, **ON)
     fake_kubectl(
         tmp_path,
         monkeypatch,
@@ -230,11 +228,11 @@ def test_open_says_whether_a_browser_opened_the_page(monkeypatch) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
 def test_ctrl_c_or_kill_stops_kubectl_too_even_when_started_with_sigint_ignored(
-    with_crd, kubeconfig, tmp_path, monkeypatch, signum
+    cluster, tmp_path, monkeypatch, signum
 ) -> None:
     # As a shell starts a background job (`ddpjob tensorboard x &`): SIGINT ignored, which
     # Python keeps unless the command installs its own handler.
-    make_job(kubeconfig, BOARD, **ON)
+    make_job(cluster, BOARD, **ON)
     pid_file = tmp_path / "kubectl.pid"
     fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
     script = tmp_path / "bin" / "kubectl"

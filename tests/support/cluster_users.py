@@ -14,13 +14,14 @@ import pathlib
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import kubernetes
 import yaml
 
 from ddpjob_devcluster.clusters.client import wait_until
 from ddpjob_devcluster.clusters.real import RealCluster
+from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 from tests.support.deadlines import REACTION
 
 JOB_ONLY = {
@@ -48,7 +49,19 @@ def job(name: str, nodes: int = 1, **spec: Any) -> dict[str, Any]:
     }
 
 
-def bind(cluster: RealCluster, user: str, role: dict[str, Any] | str) -> pathlib.Path:
+class InNamespace(Protocol):
+    """A namespace on a real control plane, as its admin: a `RealCluster`, or the cluster
+    commands' tests' `Namespace` (tests/cli/conftest.py)."""
+
+    @property
+    def api(self) -> kubernetes.client.ApiClient | None: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def plane(self) -> ControlPlane: ...
+
+
+def bind(cluster: InNamespace, user: str, role: dict[str, Any] | str) -> pathlib.Path:
     """A user of the cluster's CA bound in the job namespace to `role` (a ClusterRole's name,
     or the rules of a Role of its own); their kubeconfig."""
     rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.api)

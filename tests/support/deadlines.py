@@ -8,7 +8,7 @@ that takes a second alone takes ten), not for a quiet one. A bound shorter than 
 a wall-clock claim about the machine, which a test must not make; speed goals belong in
 benchmarks/.
 
-Users: tests/system, tests/operator (through its conftest's helpers), tests/devcluster,
+Users: tests/system, tests/operator (through its conftest's helpers), tests/cli, tests/devcluster,
 tests/gangs, tests/local, tests/trainer.
 """
 

@@ -29,9 +29,6 @@ class RecordedRequest(NamedTuple):
     name: str | None
 
 
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-
-
 async def hold(delay: float, release: threading.Event | None, stopping: asyncio.Event | None = None) -> None:
     """Wait `delay` seconds, or less: until `release` is set (a scenario's thread sets it at
     the event it waits for; it is looked at every 50 ms) or `stopping` is."""
@@ -120,10 +117,6 @@ class RequestLog:
         )
         self.requests.append(record)
         return record
-
-    def writes(self, resource: str | None = None) -> int:
-        """How many create/update/patch/delete requests were made (optionally for one plural)."""
-        return sum(1 for r in list(self.requests) if r.verb in WRITE_VERBS and resource in (None, r.resource))
 
     def inject_fault(
         self,
