@@ -2,9 +2,10 @@
 sends its requests on aiohttp (operator/transport.py); the `operator` extra has neither
 the official `kubernetes` client nor `kubernetes_asyncio`, and the `cli` extra brings the
 official client to the `ddpjob` command's cluster commands and the Python client, through
-`ddpjob.cluster`. Shown three ways: no module but the CLI's and the cluster layer's imports it; the operator's modules import,
-read credentials, build their transport and check a job's template in a Python where it
-cannot be imported; and the packaging installs it only with the `cli` extra."""
+`ddpjob.cluster`. Shown three ways: no module but the CLI's and the cluster layer's
+imports it; the operator's modules import, read credentials, build their transport and
+check a job's template in a Python where it cannot be imported; and the packaging
+installs it only with the `cli` extra."""
 
 from __future__ import annotations
 
