@@ -194,6 +194,14 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 7, done.stdout + done.stderr
     assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind"]
+    # Built, but less of CI's limit left than the tier is given: skipped, saying so, never
+    # started to be cut by the limit.
+    calls.unlink()
+    short = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_TIER_S": "100000"})
+    assert short.returncode == 0, short.stdout + short.stderr
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
+    assert short.stdout.splitlines()[-1].startswith("ci: the real-Pods tier (make e2e-kind) is skipped: ")
+    assert "under the 100000 s it is given (CI_TIER_S)" in short.stdout
     # The same machine without its trainer image: the tier is skipped, saying so.
     stub(bin_dir, "docker", '[[ "$*" != *trainer* ]]')
     missing = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=env)
