@@ -21,7 +21,7 @@ from .micro_step import MicroStep
 from .progress import Heartbeat, Progress
 from .sample_log import SampleLog
 from .state import Position
-from .testing_aids import hang
+from .testing_aids import hang, slow_step
 
 
 class Signal(Protocol):
@@ -154,7 +154,7 @@ def step(t: Run, i: int, x, y, sync: bool, vote, total: int | None) -> bool:
     t.pos.step += 1
     t.pos.batch = i + 1
     if t.step_seconds:
-        time.sleep(t.step_seconds)  # a testing aid's slow step (testing_aids.STEP_SECONDS), not a wait
+        slow_step(t.step_seconds)  # a testing aid (testing_aids.STEP_SECONDS), not a wait
     t.progress.tick()
     if args.checkpoint_dir and args.checkpoint_every_steps and t.pos.step % args.checkpoint_every_steps == 0:
         t.save({})

@@ -16,12 +16,20 @@ KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
 # asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
 HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
 # Every optimizer step takes at least this long (0-10 s), so a test's job outlasts its
-# resizes on a fast machine as on a slow one.
-STEP_SECONDS = "DDPJOB_TEST_STEP_SECONDS"
+# resizes on a fast machine as on a slow one; once the file STEP_SECONDS_UNTIL names exists
+# (the test has seen what it waited for), the steps run at full speed to the job's end.
+STEP_SECONDS, STEP_SECONDS_UNTIL = "DDPJOB_TEST_STEP_SECONDS", "DDPJOB_TEST_STEP_SECONDS_UNTIL"
 
 
 def step_seconds() -> float:
     return min(max(float(os.environ.get(STEP_SECONDS) or 0), 0.0), 10.0)
+
+
+def slow_step(seconds: float) -> None:
+    """The slow step's sleep, unless the test released the job (STEP_SECONDS_UNTIL)."""
+    until = os.environ.get(STEP_SECONDS_UNTIL)
+    if not (until and os.path.exists(until)):
+        time.sleep(seconds)
 
 
 def hang_step(restart_count: int, rank: int) -> int | None:
