@@ -140,6 +140,24 @@ def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str
         time.sleep(2)  # the operator may not have acted yet: a person would look again
 
 
+def leave_nothing_running(env: dict[str, str], where: str) -> None:
+    """A block's jobs that it left training (one it only watched, one whose Pod it deleted
+    to see the gang restart) are not on the next block's cluster: they are deleted, and
+    their Pods waited out, so that the next block's training has the CPUs to itself."""
+    kubectl = locate_kubectl() or "kubectl"
+    deleted = subprocess.run([kubectl, "delete", "ddpj", "--all"], env=env, capture_output=True, text=True, timeout=120)
+    assert deleted.returncode == 0, f"{where}: deleting what the block left: {deleted.stderr[-2000:]}"
+    deadline = time.monotonic() + RETRY_SECONDS
+    while (
+        pods := subprocess.run(
+            [kubectl, "get", "pods", "-o", "name"], env=env, capture_output=True, text=True, timeout=60
+        )
+    ).stdout:
+        assert time.monotonic() < deadline, f"{where}: the block's Pods are still there: {pods.stdout}"
+        time.sleep(1)
+    assert pods.returncode == 0, f"{where}: {pods.stderr[-2000:]}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Path) -> None:
@@ -171,6 +189,7 @@ def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Pat
         for command in commands(body):
             run(command, env, tmp_path, line)
             ran += 1
+        leave_nothing_running(env, line)
     assert ran >= 25  # the first job, the demo cluster's, the cluster workflow, plain kubectl
 
 
