@@ -72,7 +72,20 @@ class Watcher:
             if el.local == 0 and el.interrupts.oldest_wait(now) >= HANG_PROBE and now - last_probe >= HANG_PROBE:
                 last_probe = now
                 dead = [m for m in gen.nodes if m != el.node and not self.stores.answers(m)]
-                for m in dead:
-                    self.stores.announce(gen.nodes, lost_key(n, m))
                 if dead:
-                    self.stores.announce(gen.nodes, f"fail/{n}")
+                    # The members that answered first: a frozen node's store still takes the
+                    # connection and then holds whoever calls it, so telling it would keep
+                    # this thread (and the trip) waiting on the very peer that was lost.
+                    self._announce([m for m in gen.nodes if m not in dead], dead, n, self.stores)
+                    # One judged lost may be only slow: told too, off this thread, with
+                    # clients of its own (a NodeStores is not shared between threads).
+                    late = NodeStores(self.stores.template, self.stores.max_nodes, self.stores.connect)
+                    threading.Thread(
+                        target=self._announce, args=(dead, dead, n, late), name="ddpjob-elastic-tell", daemon=True
+                    ).start()
+
+    @staticmethod
+    def _announce(to: list[int], dead: list[int], n: int, stores: NodeStores) -> None:
+        for m in dead:
+            stores.announce(to, lost_key(n, m))
+        stores.announce(to, f"fail/{n}")
