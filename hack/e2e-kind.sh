@@ -26,7 +26,7 @@
 #   KIND_CLUSTER      cluster name (default ddpjob-e2e)
 #   KIND_NODE_IMAGE   a node image to use instead of building one
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
-#   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful;
+#   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful curves;
 #                     the node scenarios: node_elastic node_rigid partition node_drain
 #                     node_unhealthy operator_loss; `curves`: TensorBoard through ddpjob tensorboard;
 #                     `bench` measures pod start-up: benchmarks/pod_startup.py)
@@ -51,7 +51,7 @@ TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 KCTX="kind-$CLUSTER"
-SCENARIOS=${E2E_SCENARIOS:-example restart elastic oom graceful}
+SCENARIOS=${E2E_SCENARIOS:-example restart elastic oom graceful curves}
 # The same operator image under a second tag: the operator scenario's `helm upgrade` to it
 # replaces every replica, as an upgrade to a new release does.
 OPERATOR_IMAGE_NEXT=${OPERATOR_IMAGE%:*}:e2e-next

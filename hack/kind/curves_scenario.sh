@@ -18,9 +18,11 @@ scenario_curves() {
         "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}}))' "$job")" \
         "--epochs 1 --log-every 4" | k -n "$JOB_NS" apply -f -
     wait_for "$job: status.tensorboard set by the operator" "$CURVES_S" "[[ -n \$(status $job .tensorboard) ]]"
+    # Its Pod serving (kubectl cannot forward to a Pod that is not running yet).
+    k -n "$JOB_NS" rollout status "deployment/$job-tensorboard" --timeout="${CURVES_S}s"
     # The command a user runs, in the background until it is stopped as a user stops it (Ctrl-C).
     out=$WORK/curves-tensorboard.out
-    ddpjob tensorboard "$job" --via port-forward -n "$JOB_NS" --context "$KCTX" >"$out" 2>&1 &
+    "$PY" -m ddpjob.cli tensorboard "$job" --via port-forward -n "$JOB_NS" --context "$KCTX" >"$out" 2>&1 &
     pid=$!  # stopped with the tier's other commands if a check below fails (report.sh)
     wait_for "ddpjob tensorboard $job: its URL printed" "$CURVES_S" \
         "grep -q '^TensorBoard of ddpjob $job: http://' '$out' || ! kill -0 $pid 2>/dev/null"
