@@ -54,9 +54,12 @@ def job(
     size: int = SIZE,
     epochs: int = EPOCHS,
     launch: tuple[str, ...] = (),
+    release: pathlib.Path | None = None,
 ) -> dict[str, Any]:
     """`max_nodes`: the elastic range's top (default `nodes`); `launch`: ddpjob-launch's own
-    flags (`--resize restart`: torchrun's elastic agent instead of the resize in place)."""
+    flags (`--resize restart`: torchrun's elastic agent instead of the resize in place);
+    `release`: a file whose creation ends the `step_seconds` floor (the test has seen what
+    it waited for: the rest of the job is only its end, at full speed)."""
     spec: dict[str, Any] = {
         "nodes": nodes,
         "nprocPerNode": 1,
@@ -87,9 +90,16 @@ def job(
     }
     if step_seconds:  # a test's floor on the training time, so the job outlasts its resize
         spec["env"] = [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": str(step_seconds)}]
+        if release is not None:
+            spec["env"].append({"name": "DDPJOB_TEST_STEP_SECONDS_UNTIL", "value": str(release)})
     if elastic:
         spec["elastic"] = {"minNodes": 2, "maxNodes": max_nodes or nodes}
     return {"apiVersion": "ddpjob.io/v1alpha1", "kind": "DDPJob", "metadata": {"name": name}, "spec": spec}
+
+
+def _grown_back(samples: pathlib.Path, nodes: int, since: float) -> bool:
+    """A group of the full size made its first step after `since`."""
+    return any(world == nodes and t is not None and t > since for world, t in sample_audit.groups(str(samples)))
 
 
 def _steps(samples: pathlib.Path) -> int:
@@ -108,11 +118,21 @@ def run(
     timeout: float = 420,
     start_timeout: float = 600,
     step_seconds: float = 0,
+    release: bool = False,
 ) -> Outcome:
     """Start the job, delete Pod `lose` once `after_steps` sample-log lines exist, and
-    wait for the job to finish."""
+    wait for the job to finish. `release`: once a group of the full size has stepped after
+    the delete, the rest of the job runs without the `step_seconds` floor."""
     samples = workdir / f"{name}-samples"
-    body = job(name, samples, elastic=elastic, backoff=backoff, step_seconds=step_seconds)
+    released = workdir / f"{name}-released"
+    body = job(
+        name,
+        samples,
+        elastic=elastic,
+        backoff=backoff,
+        step_seconds=step_seconds,
+        release=released if release else None,
+    )
     nodes = body["spec"]["nodes"]
     cluster.create_job(body)
     wait_until(
@@ -130,6 +150,8 @@ def run(
         st = cluster.status(name)
         if st.get("lostIndices") and not seen:
             seen.append(st["lostIndices"])
+        if release and not released.exists() and _grown_back(samples, nodes, deleted_at):
+            released.touch()
         return st if st.get("phase") in ("Succeeded", "Failed") else None
 
     status = wait_until(
