@@ -130,8 +130,9 @@ def standby(cluster: RealCluster, proxy: RecordingProxy | None = None) -> Iterat
         print("--- standby operator log ---\n" + second.log_tail())
 
 
-def slow_job(name: str) -> dict[str, Any]:
-    """2 nodes x 1 process, 120 steps of at least 0.5 s each: training outlasts the hand-over."""
+def slow_job(name: str, release: pathlib.Path) -> dict[str, Any]:
+    """2 nodes x 1 process, 120 steps of at least 0.5 s each until `release` exists: training
+    outlasts the hand-over; the steps left then run at full speed."""
     body = copy.deepcopy(load_example())
     body["metadata"]["name"] = name
     body["spec"].update(
@@ -150,7 +151,10 @@ def slow_job(name: str) -> dict[str, Any]:
             "--eval-every",
             "0",
         ],
-        env=[{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.5"}],
+        env=[
+            {"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.5"},
+            {"name": "DDPJOB_TEST_STEP_SECONDS_UNTIL", "value": str(release)},
+        ],
     )
     return body
 
@@ -186,7 +190,8 @@ def test_a_killed_leader_is_replaced_by_the_standby_which_wrote_nothing_and_the_
                     "the second replica never said it stands by",
                     lambda: second.log_tail(),
                 )
-                cluster.create_job(slow_job(name))
+                release = cluster.workdir / f"{name}-release"
+                cluster.create_job(slow_job(name, release))
                 step = wait_until(
                     lambda: (cluster.status(name).get("progress") or {}).get("step"),
                     PHASE,
@@ -220,6 +225,7 @@ def test_a_killed_leader_is_replaced_by_the_standby_which_wrote_nothing_and_the_
                     lambda: cluster.status(name),
                 )
                 resumed = time.monotonic()
+                release.touch()  # the hand-over is over: the rest of the job is only its end
                 status = cluster.wait_phase(name, "Succeeded", timeout=RUN)
                 print(
                     f"leader killed: the standby led after {took_over[0] - killed:.1f} s, "
