@@ -17,7 +17,7 @@ def test_a_deleted_pod_shrinks_the_elastic_job_which_grows_back(tmp_path) -> Non
         kubelet = cluster.kubelet
         assert kubelet is not None
         out = elastic_scenario.run(
-            cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25, start_timeout=RUN, timeout=RUN
+            cluster, "elastic", tmp_path, elastic=True, step_seconds=0.25, start_timeout=RUN, timeout=RUN, release=True
         )
     assert not kubelet.live_processes()
     assert out.status["phase"] == "Succeeded" and out.status["restarts"] == 0, out.status
