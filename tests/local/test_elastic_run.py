@@ -54,8 +54,12 @@ def job_file(tmp_path, name, samples, backoff):
                 str(samples),
             ],
             "checkpoint": {"claimName": "ckpt"},
-            # At least 63 s of training (252 steps): the job outlasts its resizes on any machine.
-            "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.25"}],
+            # At least 63 s of training (252 steps) until the node is back in the group: the
+            # job outlasts its resizes on any machine; the steps left run at full speed.
+            "env": [
+                {"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.25"},
+                {"name": "DDPJOB_TEST_STEP_SECONDS_UNTIL", "value": str(release_file(tmp_path))},
+            ],
             # Long enough for the survivors to re-form and train at 2 nodes before the node is back.
             "restartBackoffSeconds": backoff,
         },
@@ -63,6 +67,10 @@ def job_file(tmp_path, name, samples, backoff):
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(body))
     return path
+
+
+def release_file(tmp_path):
+    return tmp_path / "release"
 
 
 def steps_logged(samples) -> int:
@@ -98,6 +106,7 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         assert len(launchers) == 2 and later == launchers, (launchers, later)
         # Nor were their workers: the group re-formed in the same processes, twice.
         assert procs.workers(name, others) == workers, (workers, procs.workers(name, others))
+        release_file(tmp_path).touch()  # both resizes seen: the rest of the job is only its end
         run.wait(timeout=RUN)
     out = (tmp_path / "run.log").read_text()
     assert run.returncode == 0, out[-5000:]
