@@ -3,6 +3,8 @@ loss curve in TensorBoard: ddpjob-launch follows the records into event files.""
 
 from __future__ import annotations
 
+import time
+
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from ddpjob import progress_record
@@ -39,6 +41,10 @@ def test_each_new_step_of_the_record_is_a_point_and_a_new_attempt_takes_over(tmp
     follower.stop()
     assert loss_points(logdir) == [(5, 2.0), (9, 1.0), (12, 0.5)]
     # The next attempt resumed at step 8: its first record (step 10) takes over from there.
+    # Attempts are processes seconds apart, and readers take the event files in name order:
+    # the start second, then (one process, one second) a writer counter compared as text, so
+    # that writers 9 and 10 of a test worker would be read the wrong way round.
+    time.sleep(1.05 - time.time() % 1)
     again = record_events.RecordFollower(record, EventWriter(str(logdir), restart=1))
     progress_record.write(record, step=10, loss=0.75)
     again.poll()
