@@ -18,7 +18,7 @@ import kubernetes
 import pytest
 
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.client import json_object, wait_until
+from ddpjob_devcluster.clusters.client import get_job, wait_until
 from ddpjob_devcluster.controlplane import pki
 from tests.conftest import project_crd
 from tests.support.deadlines import REACTION
@@ -47,16 +47,7 @@ class Namespace:
         return name
 
     def job(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        try:
-            return json_object(
-                self.custom.get_namespaced_custom_object(
-                    names.GROUP, names.VERSION, namespace or self.namespace, names.PLURAL, name
-                )
-            )
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return get_job(self.custom, namespace or self.namespace, name)
 
     def set_status(self, name: str, **fields: Any) -> None:
         """A merge patch of the job's status subresource (a None field is removed)."""

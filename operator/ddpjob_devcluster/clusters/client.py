@@ -116,6 +116,18 @@ def json_object(answer: object) -> dict[str, Any]:
     return answer
 
 
+def get_job(custom: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
+    """The DDPJob as the API server has it, or None where there is none."""
+    try:
+        return json_object(
+            custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.PLURAL, name)
+        )
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 class ClusterClient:
     """The client side of a dev cluster; a backend sets `api`, `kubeconfig`, `workdir`,
     `namespace` and implements `job`, `pods` and `events` (or keeps these, which read
@@ -180,16 +192,7 @@ class ClusterClient:
         )
 
     def job(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        try:
-            return json_object(
-                self.custom.get_namespaced_custom_object(
-                    names.GROUP, names.VERSION, namespace or self.namespace, names.PLURAL, name
-                )
-            )
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return get_job(self.custom, namespace or self.namespace, name)
 
     def pods(self, job: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
         selector = f"{names.LABEL_JOB_NAME}={job}" if job is not None else None
