@@ -6,7 +6,9 @@ time and the dev cluster's object times all read and write it here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -69,3 +71,34 @@ def since(value: str | None, now: datetime) -> str | None:
     except ValueError:
         return None
     return age((now - when).total_seconds()) if when else None
+
+
+NEVER = datetime.min.replace(tzinfo=UTC)  # sorts before every real time
+
+
+def event_seen(event: Mapping[str, Any]) -> datetime | None:
+    """When an Event was last seen, as precisely as it says. `lastTimestamp` has whole
+    seconds, so a job's Created, Running and Succeeded of one second would tie; its
+    `eventTime` (a MicroTime: when first seen) breaks the tie when it names the same
+    second. Else either one, else the object's creation; None for none readable."""
+    last, precise = _read(event.get("lastTimestamp")), _read(event.get("eventTime"))
+    if last and precise and precise.replace(microsecond=0) == last.replace(microsecond=0):
+        return max(last, precise)
+    meta = event.get("metadata")
+    return last or precise or _read(meta.get("creationTimestamp") if isinstance(meta, Mapping) else None)
+
+
+def event_order(event: Mapping[str, Any]) -> datetime:
+    """A sort key, oldest first; an Event without a readable time first."""
+    return event_seen(event) or NEVER
+
+
+def _read(value: Any) -> datetime | None:
+    """A time the API server (or a hostile writer) put in an Event: None when unreadable."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -251,6 +251,20 @@ def test_describe_shows_the_jobs_own_events_not_its_services() -> None:
     assert "FailedToUpdateEndpointSlices" not in text and "Created" in text
 
 
+def test_events_of_one_second_keep_the_order_they_happened_in() -> None:
+    """lastTimestamp has whole seconds; the eventTime (microseconds) orders a job that was
+    created, ran and succeeded in one second, as the API lists them in any order."""
+    second = "2026-11-24T07:25:00"
+    made = [
+        {"reason": reason, "type": "Normal", "lastTimestamp": f"{second}Z", "eventTime": f"{second}.{micros:06d}Z"}
+        for reason, micros in (("Succeeded", 900_000), ("Running", 5_000), ("Created", 40))
+    ]
+    text = describe(JOB, [], made, NOW).split("Events:")[1]
+    assert text.index("Created") < text.index("Running") < text.index("Succeeded")
+    later = {**made[2], "reason": "Restarting", "lastTimestamp": "2026-11-24T07:26:00Z"}  # seen again later
+    assert times.event_order(later) > times.event_order(made[0])
+
+
 @pytest.mark.parametrize(
     "seconds,expected",
     [

@@ -23,6 +23,7 @@ from ddpjob.client import (
     client as client_module,
     status_names,
 )
+from ddpjob.client.events import oldest_first
 from ddpjob.client.kubernetes_backend import label_selector
 
 
@@ -200,6 +201,14 @@ def test_events_are_typed_and_oldest_first() -> None:
         "DDPJob", "j", "Restarting", "Pod j-1 failed", datetime(2026, 11, 29, 7, 0, 37, tzinfo=UTC), "Warning", 3
     )
     assert not hasattr(event, "metadata") and not hasattr(event, "managed_fields")
+    # One second's Events: the eventTime's microseconds order them (the API lists them by name).
+    second = "2026-11-29T07:00:37"
+    same = [
+        Event.from_object({"reason": r, "lastTimestamp": f"{second}Z", "eventTime": f"{second}.{u}Z"})
+        for r, u in (("Succeeded", "900000"), ("Running", "000500"), ("Created", "000040"))
+    ]
+    assert [e.reason for e in oldest_first(same)] == ["Created", "Running", "Succeeded"]
+    assert same[0].event_time == datetime(2026, 11, 29, 7, 0, 37, 900000, tzinfo=UTC)
     odd = Event.from_object({"reason": 7, "count": True, "eventTime": "not a time", "involvedObject": "x"})
     assert (odd.reason, odd.count, odd.event_time, odd.involved_object_name) == ("", 1, None, "")
 

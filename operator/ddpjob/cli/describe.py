@@ -268,7 +268,7 @@ def describe(
         )
     # The job's own Events, as kubectl describe picks them (by uid): its Service has the same name.
     own = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, meta.get("uid"))]
-    recent = sorted(own, key=_event_time)[-MAX_EVENTS:]
+    recent = sorted(own, key=times.event_order)[-MAX_EVENTS:]
     out.append("Events:" + ("" if recent else f"  {NONE}"))
     if recent:
         out += table(

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from ddpjob import times
 
 
 @dataclass(frozen=True)
@@ -28,16 +30,13 @@ class Event:
     def from_object(cls, obj: Mapping[str, Any]) -> Event:
         involved = obj.get("involvedObject")
         involved = involved if isinstance(involved, Mapping) else {}
-        meta = obj.get("metadata")
-        meta = meta if isinstance(meta, Mapping) else {}
         count = obj.get("count")
         return cls(
             involved_object_kind=_str(involved.get("kind")),
             involved_object_name=_str(involved.get("name")),
             reason=_str(obj.get("reason")),
             message=_str(obj.get("message") or obj.get("note")),
-            event_time=_time(obj.get("lastTimestamp") or obj.get("eventTime") or obj.get("firstTimestamp"))
-            or _time(meta.get("creationTimestamp")),
+            event_time=times.event_seen(obj),
             type=_str(obj.get("type")) or "Normal",
             count=count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1,
         )
@@ -47,20 +46,6 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _time(value: Any) -> datetime | None:
-    """An RFC 3339 time as the API server writes it (`...Z`, `eventTime` with microseconds)."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-_NEVER = datetime.min.replace(tzinfo=UTC)
-
-
 def oldest_first(events: list[Event]) -> list[Event]:
     """By time seen; an Event without a time first."""
-    return sorted(events, key=lambda e: e.event_time or _NEVER)
+    return sorted(events, key=lambda e: e.event_time or times.NEVER)
