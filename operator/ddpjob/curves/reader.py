@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ddpjob.curves.record import MAX_STEP, POSITIONS, TAGS
+from ddpjob.numbers import finite
 from ddpjob.text import clean
 
 # ddpjob-train's progress line in a Pod's log (ddpjob_trainer/progress.py, Progress.step):
@@ -98,7 +99,7 @@ def curves(records: Iterable[Mapping[str, Any]], event: str = "step") -> dict[st
             elif kind is str or key in NOT_CURVES:
                 continue
             else:
-                number = finite(value)
+                number = finite(value)  # a hostile file's non-number is skipped like any other
             if number is None or key in NOT_CURVES:
                 continue
             series = points.get(key)
@@ -106,18 +107,6 @@ def curves(records: Iterable[Mapping[str, Any]], event: str = "step") -> dict[st
                 series = points[key] = {}
             series.setdefault(step, number)  # the latest record's value of a step stays
     return {key: sorted(series.items()) for key, series in points.items()}
-
-
-def finite(value: Any) -> float | None:
-    """A record's value as a finite float, or None (a bool, a string, NaN, an integer too
-    large for a float: a hostile file's, skipped like any other non-number)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def curve(records: Iterable[Mapping[str, Any]], key: str, event: str = "step") -> list[tuple[int, float]]:

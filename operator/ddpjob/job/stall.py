@@ -12,13 +12,12 @@ checkpoint.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ddpjob import progress_record, times
+from ddpjob import numbers, progress_record, times
 from ddpjob.job.conditions import find, set_condition
 
 STALLED = "Stalled"
@@ -28,13 +27,8 @@ MAX_RANKS = 1024 * 256  # spec.nodes x spec.nprocPerNode at most
 
 def _number(value: Any) -> float | None:
     """A finite number of seconds in range, else None (NaN, Infinity, strings, 4,000 digits)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and 0 <= number <= MAX_SECONDS else None
+    number = numbers.finite(value)
+    return number if number is not None and 0 <= number <= MAX_SECONDS else None
 
 
 def _ranks(value: Any, world_size: int) -> dict[int, dict[str, int]]:
