@@ -105,6 +105,41 @@ def test_kubectl_failing_is_one_line_with_its_words(capsys, cluster, tmp_path, m
     assert err.strip() == 'error: kubectl port-forward ended: error: services "hello-tensorboard" not found'
 
 
+def test_a_pod_not_running_yet_is_waited_for(capsys, cluster, tmp_path, monkeypatch) -> None:
+    """Right after `ddpjob submit` the TensorBoard Pod is Pending: kubectl refuses to
+    forward, and the command starts it again (saying so once) until the Pod runs."""
+    make_job(cluster, BOARD, **ON)
+    pending = "error: unable to forward port because pod is not running. Current status=Pending"
+    record = fake_kubectl(tmp_path, monkeypatch, "Forwarding from 127.0.0.1:41234 -> 6006")
+    script = tmp_path / "bin" / "kubectl"
+    tries = tmp_path / "tries"
+    script.write_text(  # the first two starts find the Pod Pending
+        script.read_text().replace(
+            "json.dump",
+            f"t = open({str(tries)!r}, 'a+'); t.write('.'); t.seek(0); n = len(t.read()); t.close()\n"
+            f"if n <= 2: print({pending!r}); sys.exit(1)\njson.dump",
+            1,
+        )
+    )
+    code, out, err = ddpjob(capsys, "tensorboard", "hello", "--via", "port-forward")
+    assert code == 0, err
+    assert tries.read_text() == "..." and record.exists()
+    assert "TensorBoard of ddpjob hello: http://127.0.0.1:41234/" in out
+    assert err.splitlines() == [
+        "waiting for the TensorBoard Pod to run "
+        "(unable to forward port because pod is not running. Current status=Pending)"
+    ]
+    # One that never runs: the wait ends, saying why, in one line.
+    tries.write_text("")
+    monkeypatch.setattr("ddpjob.cli.port_forward.POD_TIMEOUT", 0.5)
+    code, out, err = ddpjob(capsys, "tensorboard", "hello")
+    assert code != 0 and "TensorBoard of ddpjob" not in out
+    assert err.strip() == (
+        "error: the TensorBoard Pod did not run in 0.5s: "
+        "unable to forward port because pod is not running. Current status=Pending"
+    ), err
+
+
 def test_a_missing_job_is_not_found(capsys, cluster) -> None:
     code, _, err = ddpjob(capsys, "tensorboard", "nope")
     assert code == 1 and "not found" in err

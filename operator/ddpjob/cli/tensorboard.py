@@ -1,7 +1,8 @@
 """`ddpjob tensorboard NAME`: a job's TensorBoard (`spec.tensorboard`), opened from here.
 
 The operator serves it inside the cluster (its Service, `status.tensorboard`); this
-command forwards a local port to that Service with `kubectl port-forward`, using the
+command forwards a local port to that Service with `kubectl port-forward` (port_forward.py:
+it waits for a Pod still Pending right after `ddpjob submit`), using the
 same kubeconfig, context and namespace as the other cluster commands, prints the URL to
 open, and with `--open` opens it in the browser. It runs until Ctrl-C or `kill` (or kubectl ends).
 kubectl is the one on PATH, else one installed beside this Python (as in the development
@@ -20,30 +21,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import queue
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
 import webbrowser
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from ddpjob import text
 from ddpjob.api import tensorboard
-from ddpjob.cli import cluster
+from ddpjob.cli import cluster, port_forward
 from ddpjob.cli.job_phase import get_job
-from ddpjob.cluster import kubectl as cluster_kubectl
 from ddpjob.cluster.connection import ClusterError, Connection
 
-# kubectl says where it listens once the forward is up: "Forwarding from 127.0.0.1:6006 -> 6006".
-FORWARDING = re.compile(r"Forwarding from (\S+):(\d+) -> \d+")
-# From kubectl's start to its first line: a cluster that answers says it in seconds.
-START_TIMEOUT = 60.0
-# kubectl's words when the API server cannot open a port-forward stream to the node.
-NO_PORT_FORWARD = "error upgrading connection"
 VIAS = ("auto", "port-forward", "proxy")
 # The browsers Python's webbrowser finds in a terminal with no display.
 CONSOLE_BROWSERS = frozenset({"www-browser", "links", "elinks", "lynx", "w3m"})
@@ -97,38 +88,6 @@ def service_of(job: dict[str, Any], name: str) -> str:
     return str(board["service"])
 
 
-def kubectl() -> str:
-    return cluster_kubectl.find(": it forwards the port")
-
-
-def port_forward_argv(args: argparse.Namespace, conn: Connection, service: str) -> list[str]:
-    argv = [kubectl(), "port-forward", "--namespace", conn.namespace, f"service/{service}"]
-    argv += [f"{args.port or ''}:{tensorboard.PORT}", "--address", args.address]
-    if args.kubeconfig:
-        argv += ["--kubeconfig", args.kubeconfig]
-    if args.context:
-        argv += ["--context", args.context]
-    return argv
-
-
-def _lines(stream: IO[str], into: queue.Queue[str | None]) -> None:
-    for line in stream:
-        into.put(line.rstrip("\n"))
-    into.put(None)
-
-
-class NoPortForward(ClusterError):
-    """kubectl could not open the forward: the node serves no port-forward. `reason`:
-    kubectl's words, without the HTML error page the API server sends after them."""
-
-    def __init__(self, said: str):
-        words = " ".join(said.split("<", 1)[0].split()).rstrip(": ")
-        while words.startswith("error: "):
-            words = words[len("error: ") :]
-        self.reason = text.clean(words, 200)
-        super().__init__(f"kubectl port-forward ended: {self.reason}")
-
-
 def cmd_tensorboard(args: argparse.Namespace, conn: Connection) -> int:
     service = service_of(get_job(conn, args.name), args.name)
     with stop_on_signals():
@@ -160,14 +119,14 @@ def _open(args: argparse.Namespace, conn: Connection, service: str) -> int:
     via = getattr(args, "via", "auto")
     if via == "auto":
         try:
-            kubectl()
+            port_forward.kubectl()
         except ClusterError as missing:
             print(f"{missing}; going through the API server's service proxy instead", file=sys.stderr, flush=True)
             via = "proxy"
     if via != "proxy":
         try:
-            return _port_forward(args, conn, service)
-        except NoPortForward as refused:
+            return port_forward.port_forward(args, conn, service, announce)
+        except port_forward.NoPortForward as refused:
             if via != "auto":
                 raise
             print(
@@ -177,52 +136,6 @@ def _open(args: argparse.Namespace, conn: Connection, service: str) -> int:
                 flush=True,
             )
     return serve_proxy(args, conn, service)
-
-
-def _port_forward(args: argparse.Namespace, conn: Connection, service: str) -> int:
-    proc = subprocess.Popen(
-        port_forward_argv(args, conn, service),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-    )
-    try:
-        return _serve(args, proc)
-    finally:
-        # Loaded here so that the cluster commands import nothing else of local.
-        from ddpjob.local.stop_process import stop_process
-
-        stop_process(proc, grace=5)
-
-
-def _serve(args: argparse.Namespace, proc: subprocess.Popen[str]) -> int:
-    assert proc.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
-    deadline = time.monotonic() + START_TIMEOUT
-    said: list[str] = []
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise ClusterError(f"kubectl port-forward said nothing in {START_TIMEOUT:.0f}s") from None
-        if line is None:
-            proc.wait()
-            last = said[-1] if said else f"exit status {proc.returncode}"
-            refused = [line for line in said if NO_PORT_FORWARD in line]
-            if refused:
-                raise NoPortForward(refused[0])
-            raise ClusterError(f"kubectl port-forward ended: {last}")
-        said.append(line)
-        found = FORWARDING.search(line)
-        if found:
-            break
-    host = found.group(1).strip("[]")
-    announce(args, f"http://{'[' + host + ']' if ':' in host else host}:{found.group(2)}/")
-    while lines.get() is not None:  # kubectl's further lines ("Handling connection ...")
-        pass
-    return proc.wait()
 
 
 def announce(args: argparse.Namespace, url: str) -> None:
