@@ -6,7 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
-from typing import Any, Literal, overload
+from typing import Any
 
 import pytest
 import yaml
@@ -45,33 +45,7 @@ def run(cmd: list[str], *, check: bool = True, timeout: float = 60, **kw: Any) -
     return done
 
 
-@overload
-def helm_template(
-    helm: str,
-    tmp_path: pathlib.Path,
-    values: dict | None = None,
-    *,
-    release: str = RELEASE,
-    include_crds: bool = False,
-    check: Literal[True] = True,
-    chart: pathlib.Path = CHART,
-) -> list[dict[str, Any]]: ...
-
-
-@overload
-def helm_template(
-    helm: str,
-    tmp_path: pathlib.Path,
-    values: dict | None = None,
-    *,
-    release: str = RELEASE,
-    include_crds: bool = False,
-    check: Literal[False],
-    chart: pathlib.Path = CHART,
-) -> subprocess.CompletedProcess[str]: ...
-
-
-def helm_template(
+def helm_template_run(
     helm: str,
     tmp_path: pathlib.Path,
     values: dict | None = None,
@@ -80,8 +54,8 @@ def helm_template(
     include_crds: bool = False,
     check: bool = True,
     chart: pathlib.Path = CHART,
-) -> list[dict[str, Any]] | subprocess.CompletedProcess[str]:
-    """The objects `helm template` renders (or the failed process, with check=False)."""
+) -> subprocess.CompletedProcess[str]:
+    """The `helm template` process (check=False: a failure is returned, not raised)."""
     cmd = [helm, "template", release, str(chart), "--namespace", RELEASE_NS]
     if values is not None:
         vfile = tmp_path / f"values-{len(list(tmp_path.glob('values-*.yaml')))}.yaml"
@@ -89,9 +63,20 @@ def helm_template(
         cmd += ["--values", str(vfile)]
     if include_crds:
         cmd.append("--include-crds")
-    done = run(cmd, check=check)
-    if not check:
-        return done
+    return run(cmd, check=check)
+
+
+def helm_template(
+    helm: str,
+    tmp_path: pathlib.Path,
+    values: dict | None = None,
+    *,
+    release: str = RELEASE,
+    include_crds: bool = False,
+    chart: pathlib.Path = CHART,
+) -> list[dict[str, Any]]:
+    """The objects `helm template` renders."""
+    done = helm_template_run(helm, tmp_path, values, release=release, include_crds=include_crds, chart=chart)
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 

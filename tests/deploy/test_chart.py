@@ -23,6 +23,7 @@ from tests.deploy.deploy_helpers import (
     by_kind,
     crd_copy_differences,
     helm_template,
+    helm_template_run,
     one,
     operator_objects,
     require_tool,
@@ -131,7 +132,7 @@ def test_crd_copy_check_catches_a_modified_a_missing_and_an_extra_file(tmp_path:
     ],
 )
 def test_values_schema_rejects_typos_and_bad_values(helm: str, tmp_path: pathlib.Path, bad: dict, message: str) -> None:
-    done = helm_template(helm, tmp_path, bad, check=False)
+    done = helm_template_run(helm, tmp_path, bad, check=False)
     assert done.returncode != 0, f"{bad} was accepted"
     assert message in done.stderr, done.stderr
 
