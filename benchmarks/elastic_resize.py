@@ -34,7 +34,7 @@ import tempfile
 import time
 
 from ddpjob_devcluster.clusters.real import RealCluster
-from ddpjob_devcluster.scenarios import elastic as elastic_scenario, heal, sample_audit
+from ddpjob_devcluster.scenarios import heal, sample_audit
 
 SIZE, EPOCHS = 128 * 100, 30  # far more than the disruptions take: the job is stopped after them
 WAYS = (  # (label, job name, elastic, ddpjob-launch's flags)
@@ -48,18 +48,7 @@ EVENT_TIMEOUT = 400.0
 
 def one_way(cluster: RealCluster, work: pathlib.Path, name: str, elastic: bool, launch: tuple[str, ...]) -> dict:
     samples = work / f"{name}-samples"
-    body = elastic_scenario.job(
-        name,
-        samples,
-        elastic=elastic,
-        nodes=3 if elastic else 4,
-        max_nodes=4,
-        backoff=5,
-        step_seconds=0.2,
-        size=SIZE,
-        epochs=EPOCHS,
-        launch=launch,
-    )
+    body = heal.job(name, samples, elastic=elastic, step_seconds=0.2, size=SIZE, epochs=EPOCHS, launch=launch)
     body["spec"]["maxRestarts"] = 10  # the rigid job's SIGKILLs are counted failures
     run = heal.Run(cluster, body, samples)
     started = time.monotonic()

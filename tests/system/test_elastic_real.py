@@ -28,18 +28,7 @@ SIZE, EPOCHS = 128 * 120, 4
 def test_an_elastic_job_grows_loses_pods_and_grows_back_in_the_same_processes(cluster, tmp_path) -> None:
     name = f"heal-{uuid.uuid4().hex[:6]}"  # its processes are found on this host by name
     samples, release = tmp_path / "samples", tmp_path / "release"
-    body = elastic_scenario.job(
-        name,
-        samples,
-        elastic=True,
-        nodes=3,
-        max_nodes=4,
-        backoff=5,
-        step_seconds=0.25,
-        size=SIZE,
-        epochs=EPOCHS,
-        release=release,
-    )
+    body = heal.job(name, samples, elastic=True, step_seconds=0.25, size=SIZE, epochs=EPOCHS, release=release)
     run = heal.Run(cluster, body, samples)
     run.start(10, PHASE)
     joined = run.disrupt(heal.RAISE, 4, RUN)

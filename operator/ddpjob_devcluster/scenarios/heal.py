@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.scenarios import node_processes as procs, sample_audit
+from ddpjob_devcluster.scenarios import elastic as elastic_scenario, node_processes as procs, sample_audit
 
 DELETE, SIGKILL, RAISE = "delete", "sigkill", "raise"
 RESIZE_LINE = re.compile(
@@ -55,6 +55,35 @@ class Heal:
     statuses: list[str] = field(default_factory=list)
     lost_indices: dict[int, int] = field(default_factory=dict)  # status.lostIndices seen: index -> losses
     join_resize_s: float | None = None  # in place: agree + group + state of the resize to the whole size
+
+
+def job(
+    name: str,
+    samples: pathlib.Path,
+    *,
+    elastic: bool,
+    step_seconds: float,
+    size: int,
+    epochs: int,
+    launch: tuple[str, ...] = (),
+    release: pathlib.Path | None = None,
+) -> dict[str, Any]:
+    """The job a `Run` takes through its disruptions (elastic.job's trainer and sample log):
+    4 nodes at the most, an elastic one started at 3 (raising it to 4 is its join), a rigid
+    one at 4; a lost index is created again, and a rigid gang restarts, after 5 s."""
+    return elastic_scenario.job(
+        name,
+        samples,
+        elastic=elastic,
+        nodes=3 if elastic else 4,
+        max_nodes=4,
+        backoff=5,
+        step_seconds=step_seconds,
+        size=size,
+        epochs=epochs,
+        launch=launch,
+        release=release,
+    )
 
 
 class Run:
