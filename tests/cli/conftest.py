@@ -1,7 +1,7 @@
 """Fixtures of the cluster commands' tests (test_cluster_commands, test_resubmit,
 test_tensorboard_command), the envtest way: the worker's real kube-apiserver and etcd
 (`control_plane`, tests/support/control_plane.py; no Node and no operator, since these
-commands only read and write DDPJobs), the project's CRD installed on it once, and for
+commands only read and write DDPJobs), the project's CRD installed on it once (`ddpjob_crd`), and for
 each test a namespace of its own, `team-a-<id>`, with the user's kubeconfig pointing at
 it (KUBECONFIG). The user is the plane's admin; `bind` (tests/support/cluster_users.py)
 makes a narrower one."""
@@ -18,15 +18,11 @@ import kubernetes
 import pytest
 
 from ddpjob.api import names
-from ddpjob_devcluster.clusters.client import get_job, wait_until
+from ddpjob_devcluster.clusters.client import get_job
 from ddpjob_devcluster.controlplane import pki
-from tests.conftest import project_crd
-from tests.support.deadlines import REACTION
 
 if TYPE_CHECKING:
     from ddpjob_devcluster.controlplane.controlplane import ControlPlane
-
-CRD = project_crd()
 
 
 class Namespace:
@@ -61,26 +57,6 @@ class Namespace:
             with contextlib.suppress(kubernetes.client.ApiException):
                 self.core.delete_namespace(name, _request_timeout=10)
         self.api.close()
-
-
-@pytest.fixture(scope="session")
-def ddpjob_crd(control_plane: ControlPlane) -> None:
-    """The DDPJob CRD on the worker's plane, once: a system test's chart install on the same
-    plane applies the same CRD (tests/deploy checks the copies agree)."""
-    with kubernetes.config.new_client_from_config(str(control_plane.admin_kubeconfig)) as api:
-        extensions = kubernetes.client.ApiextensionsV1Api(api)
-        try:
-            extensions.create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 409:  # installed already, by a chart on this plane
-                raise
-
-        def established() -> bool:
-            crd = extensions.read_custom_resource_definition(CRD["metadata"]["name"])
-            conditions = (crd.status.conditions if crd.status else None) or []
-            return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-        wait_until(established, REACTION, "the DDPJob CRD was not Established")
 
 
 @pytest.fixture

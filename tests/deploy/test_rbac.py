@@ -30,7 +30,7 @@ from tests.deploy.deploy_helpers import (
 
 # The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle
 # (pytest finds them here by name; the arguments that name them again are F811's).
-from tests.operator.conftest import (  # noqa: F401
+from tests.operator.emulator_fixtures import (  # noqa: F401
     cluster,
     crd,
     kubeconfig,

@@ -15,7 +15,7 @@ from ddpjob_devcluster.clusters.operator_runner import wait_for
 from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
 from tests.deploy.deploy_helpers import helm_template, require_tool
 from tests.deploy.test_rbac import SCOPES, Grants, operator_requests, triple
-from tests.operator.conftest import (  # noqa: F401 - fixtures, found by name
+from tests.operator.emulator_fixtures import (  # noqa: F401 - fixtures, found by name
     Cluster,
     cluster,
     crd,

@@ -19,8 +19,14 @@ import pytest
 from ddpjob.api import bounds, spec
 from ddpjob.operator import bookkeeping, handlers
 from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
-from tests.operator.conftest import NS
+from tests.operator import emulator_fixtures
+from tests.operator.emulator_fixtures import NS
 from tests.support.deadlines import REACTION
+
+# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
+# here by name, take the place of the conftest's real-server ones for this file.
+cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
+start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 # kopf's own watch, copy and diff, read through its public API: the `diff` it hands an
 # on.update handler. Of a bare resource (no schema rules: the emulator would walk every

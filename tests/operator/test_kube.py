@@ -12,7 +12,13 @@ import pytest
 from ddpjob.operator import api_paths, kube
 from ddpjob.operator.transport import HttpTransport
 from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
-from tests.operator.conftest import NS, Cluster, ddpjob
+from tests.operator import emulator_fixtures
+from tests.operator.emulator_fixtures import NS, Cluster, ddpjob
+
+# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
+# here by name, take the place of the conftest's real-server ones for this file.
+cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
+start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(60)
 

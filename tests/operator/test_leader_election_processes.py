@@ -24,9 +24,15 @@ from ddpjob.local.ports import free_port
 from ddpjob.operator import settings
 from ddpjob_devcluster.clusters.client import OperatorProcess
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator.conftest import NS, ROOT, Cluster, ddpjob
+from tests.operator import emulator_fixtures
+from tests.operator.emulator_fixtures import NS, ROOT, Cluster, ddpjob
 from tests.operator.test_operator_operations import metric
 from tests.support.deadlines import REACTION, TEST
+
+# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
+# here by name, take the place of the conftest's real-server ones for this file.
+cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
+start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 

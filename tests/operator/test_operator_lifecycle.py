@@ -1,15 +1,14 @@
-"""The real operator (kopf, over HTTP) against the emulator: a DDPJob's whole life."""
+"""The real operator (kopf, over HTTP) against the real kube-apiserver: a DDPJob's whole life."""
 
 from __future__ import annotations
 
 import kubernetes
 import pytest
-from kmock._internal import references
 
 from ddpjob import render
 from ddpjob.api import spec
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
+from tests.operator.conftest import Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
@@ -48,19 +47,21 @@ def test_service_and_pods_with_the_env_contract(cluster: Cluster, operator) -> N
         assert pod["spec"]["hostname"] == f"mnist-{rank}" and pod["spec"]["subdomain"] == "mnist"
         assert pod["spec"]["restartPolicy"] == "Never"
         env = env_of(pod)
-        assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == f"mnist-0.mnist.{NS}.svc"
+        assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == f"mnist-0.mnist.{cluster.ns}.svc"
         assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29555"
         assert env["NNODES"] == env["PET_NNODES"] == "3"
         assert env["NODE_RANK"] == env["PET_NODE_RANK"] == str(rank)
         assert env["NPROC_PER_NODE"] == env["PET_NPROC_PER_NODE"] == "2"
         assert env["WORLD_SIZE"] == "6"
         assert "RANK" not in env and "LOCAL_RANK" not in env  # two processes per Pod
-        assert env["DDPJOB_NAME"] == "mnist" and env["DDPJOB_NAMESPACE"] == NS
+        assert env["DDPJOB_NAME"] == "mnist" and env["DDPJOB_NAMESPACE"] == cluster.ns
         assert env["DDPJOB_RESTART_COUNT"] == "0" and env["DDPJOB_BACKEND"] == "gloo"
         assert env["EPOCHS"] == "2"
-        # Exactly what the shared renderer makes: the operator adds nothing of its own.
+        # Exactly what the shared renderer makes: the operator adds nothing of its own (what
+        # it sent; the API server then adds its defaults, and the scheduler the node).
         expected = render.render_pod(spec.parse_job(cluster.stored("mnist")), rank, 0)
-        assert pod["spec"] == expected["spec"]
+        sent = [b for r, b in cluster.created if r.resource == "pods" and b["metadata"]["name"] == f"mnist-{rank}"]
+        assert [b["spec"] for b in sent] == [expected["spec"]]
     created = cluster.wait_event("mnist", "Created")
     assert created["type"] == "Normal"
     # `kubectl describe`'s From column names the operator, not the framework under it.
@@ -171,8 +172,13 @@ def test_ttl_deletes_the_finished_job(cluster: Cluster, operator) -> None:
     cluster.create(ddpjob("ttl", nodes=1, ttlSecondsAfterFinished=1))
     cluster.run_to_success("ttl", 1)
     wait_for(lambda: cluster.job("ttl") is None, timeout=REACTION, message="the TTL did not delete the job")
-    # Its children went with it (owner references).
-    assert cluster.pods("ttl") == [] and cluster.service("ttl") is None
+    # Its children go with it (owner references: the garbage collector deletes them
+    # after the job, in the background).
+    wait_for(
+        lambda: cluster.pods("ttl") == [] and cluster.service("ttl") is None,
+        timeout=REACTION,
+        message="the job's children were left behind",
+    )
 
 
 def test_deleting_the_job_removes_its_children(cluster: Cluster, operator) -> None:
@@ -199,7 +205,8 @@ def test_invalid_job_creates_nothing(cluster: Cluster, operator) -> None:
     assert refused.value.status == 422 and "spec.backend" in str(refused.value.body)
     # An object stored without those checks (a CRD installed without its rules, an
     # older CRD version) still never runs: the operator checks the same rules.
-    cluster.emulator.store.create(references.resource(JOBS), cluster.ns, body)
+    with cluster.unchecked_jobs():
+        cluster.create(body)
     st = cluster.wait_phase("broken", "Failed")
     assert any(c["type"] == "Failed" and c["reason"] == "InvalidSpec" for c in st["conditions"])
     assert "spec.backend" in st["message"] and "spec.env[0].name" in st["message"]
@@ -217,9 +224,8 @@ def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -
         cluster.patch_spec("imm", nodes=3)
     assert refused.value.status == 422 and "spec.nodes" in str(refused.value.body)
     # ... and where it got through anyway, the operator fails the job.
-    cluster.emulator.store.patch(
-        references.resource(JOBS), cluster.ns, "imm", None, "application/merge-patch+json", {"spec": {"nodes": 3}}
-    )
+    with cluster.unchecked_jobs():
+        cluster.patch_spec("imm", nodes=3)
     st = cluster.wait_phase("imm", "Failed")
     assert "spec.nodes: is immutable" in st["message"]
     wait_for(lambda: cluster.pods("imm") == [], message="the gang kept running under a changed spec")
@@ -228,7 +234,7 @@ def test_changing_an_immutable_field_fails_the_job(cluster: Cluster, operator) -
 
 def test_pod_deleted_by_hand_is_a_gang_failure(cluster: Cluster, operator) -> None:
     cluster.start_running(ddpjob("hand", nodes=2, restartPolicy="OnFailure"))
-    cluster.core.delete_namespaced_pod("hand-1", NS)
+    cluster.core.delete_namespaced_pod("hand-1", cluster.ns)
     cluster.wait_pods("hand", 2, restart_count=1)
     st = cluster.status("hand")
     assert st["restarts"] == 1 and st["lastFailure"]["reason"] == "PodDeleted"

@@ -18,8 +18,14 @@ from ddpjob.operator import handlers, settings
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.clusters.operator_runner import wait_for
 from ddpjob_devcluster.scenarios.chaos import Chaos
-from tests.operator.conftest import NS, ddpjob
+from tests.operator import emulator_fixtures
+from tests.operator.emulator_fixtures import NS, ddpjob
 from tests.support.deadlines import PHASE, REACTION, TEST
+
+# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
+# here by name, take the place of the conftest's real-server ones for this file.
+cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
+start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 JOBS, PODS = resource("ddpjob.io/v1alpha1/ddpjobs"), resource("v1/pods")

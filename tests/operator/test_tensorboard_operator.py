@@ -9,8 +9,14 @@ from typing import Any
 import kubernetes
 
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator.conftest import NS, Cluster, ddpjob
+from tests.operator import emulator_fixtures
+from tests.operator.emulator_fixtures import NS, Cluster, ddpjob
 from tests.support.deadlines import REACTION
+
+# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
+# here by name, take the place of the conftest's real-server ones for this file.
+cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
+start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 DEPLOYMENTS = "apps/v1/deployments"
 NETWORK_POLICIES = "networking.k8s.io/v1/networkpolicies"

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.operator.conftest import JOBS, NS, Cluster, ddpjob
+from tests.operator import emulator_fixtures
+from tests.operator.emulator_fixtures import JOBS, NS, Cluster, ddpjob
 from tests.support.deadlines import TEST
+
+# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
+# here by name, take the place of the conftest's real-server ones for this file.
+cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
+start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 

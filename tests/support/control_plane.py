@@ -3,6 +3,10 @@ once and shared by that worker's tests in turn; each test gets a `RealCluster` o
 own on it (its namespace, Nodes and chart-installed operator), which leaves no process
 behind and prints the diagnostics when the test failed.
 
+Beside it, once per worker too: the DDPJob CRD (`ddpjob_crd`) for the tests that only
+use the API, and a Node with no kubelet (`stand_in_node`, tests/support/stand_in_node.py)
+for the tests that play the kubelet themselves.
+
 `make test` builds the binaries first (`make control-plane`); run alone, the first
 start builds them. Without a Go toolchain and no cached binaries, the tests that need
 the control plane are skipped, saying so.
@@ -23,6 +27,7 @@ import pytest
 if TYPE_CHECKING:
     from ddpjob_devcluster.clusters.real import RealCluster
     from ddpjob_devcluster.controlplane.controlplane import ControlPlane
+    from tests.support.stand_in_node import StandInNode
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +39,45 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         pytest.skip("the real control plane is built with Go, and no `go` is on PATH (nor cached binaries)")
     with ControlPlane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield plane
+
+
+@pytest.fixture(scope="session")
+def ddpjob_crd(control_plane: ControlPlane) -> dict[str, Any]:
+    """The DDPJob CRD on the worker's plane, once: a system test's chart install on the same
+    plane applies the same CRD (tests/deploy checks the copies agree). The CRD as applied."""
+    import kubernetes
+
+    from ddpjob_devcluster.clusters.client import wait_until
+    from tests.conftest import project_crd
+    from tests.support.deadlines import REACTION
+
+    crd = project_crd()
+    with kubernetes.config.new_client_from_config(str(control_plane.admin_kubeconfig)) as api:
+        extensions = kubernetes.client.ApiextensionsV1Api(api)
+        try:
+            extensions.create_custom_resource_definition(crd)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:  # installed already, by a chart on this plane
+                raise
+
+        def established() -> bool:
+            served = extensions.read_custom_resource_definition(crd["metadata"]["name"])
+            conditions = (served.status.conditions if served.status else None) or []
+            return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+        wait_until(established, REACTION, "the DDPJob CRD was not Established")
+    return crd
+
+
+@pytest.fixture(scope="session")
+def stand_in_node(control_plane: ControlPlane) -> Iterator[StandInNode]:
+    from tests.support.stand_in_node import StandInNode
+
+    node = StandInNode(str(control_plane.admin_kubeconfig)).start()
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -7,91 +7,19 @@ matching requests slow or failing.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
-import time
-from typing import NamedTuple
 
-import attrs
 from kmock._internal import rendering
 
-
-class RecordedRequest(NamedTuple):
-    """One request as RBAC sees it: `verb` is the Kubernetes authorization verb."""
-
-    verb: str
-    group: str
-    version: str
-    resource: str
-    subresource: str | None
-    namespace: str | None
-    name: str | None
-
-
-async def hold(delay: float, release: threading.Event | None, stopping: asyncio.Event | None = None) -> None:
-    """Wait `delay` seconds, or less: until `release` is set (a scenario's thread sets it at
-    the event it waits for; it is looked at every 50 ms) or `stopping` is."""
-    end = time.monotonic() + delay
-    while not (stopping is not None and stopping.is_set()) and not (release is not None and release.is_set()):
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        step = left if release is None else min(left, 0.05)
-        if stopping is None:
-            await asyncio.sleep(step)  # the event loop serves the other requests meanwhile
-        else:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), step)
-
-
-@attrs.define
-class Fault:
-    """The next `count` requests matching verb/resource fail with `status` after `delay`;
-    with `release`, they are held until it is set, `delay` being only the bound (a
-    scenario that needs a request to come late releases it at the event it waits for,
-    whatever the machine's speed)."""
-
-    verb: str | None
-    resource: str | None
-    subresource: str | None
-    status: int | None
-    count: int
-    delay: float
-    skip: int = 0  # matching requests to let through untouched first
-    release: threading.Event | None = None
-
-    async def hold(self, stopping: asyncio.Event) -> None:
-        """Wait `delay`, or until `release` is set, or the server stops (a hung request
-        must not hold up the server's shutdown)."""
-        await hold(self.delay, self.release, stopping)
-
-    def matches(self, record: RecordedRequest) -> bool:
-        hit = (
-            self.count > 0
-            and self.verb in (None, record.verb)
-            and self.resource in (None, record.resource)
-            and self.subresource in (None, record.subresource)
-        )
-        if hit and self.skip > 0:
-            self.skip -= 1
-            return False
-        return hit
-
-
-# The reason of an injected failure's Status, as the API server names these codes.
-REASONS = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
+# The records and faults themselves are shared with the fault proxy in front of the real
+# API server (scenarios/api_requests.py); re-exported here for the emulator's users.
+from ddpjob_devcluster.scenarios.api_requests import REASONS, Fault, RecordedRequest, authorization_verb, hold
 
 
 def rbac_verb(request: rendering.Request) -> str:
     """The authorization verb of a request, as the API server's RequestInfo resolves it."""
-    method = str(request.method.value).upper()
-    if method == "GET":
-        watch = request.params.get("watch") in ("true", "1")
-        return "watch" if watch else "get" if request.name else "list"
-    if method == "DELETE" and not request.name:
-        return "deletecollection"
-    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+    watch = request.params.get("watch") in ("true", "1")
+    return authorization_verb(str(request.method.value), request.name, watch)
 
 
 class RequestLog:
@@ -145,3 +73,6 @@ class RequestLog:
                     fault.count -= 1
                     return fault
         return None
+
+
+__all__ = ["REASONS", "Fault", "RecordedRequest", "RequestLog", "hold", "rbac_verb"]

@@ -1,8 +1,9 @@
-"""Run a kopf operator in its own thread and event loop against the emulator (or any URL).
+"""Run a kopf operator in its own thread and event loop against any API server: a
+kubeconfig's (its server, CA, client certificate or token), or a bare URL.
 
 The operator's handlers module is imported into a fresh kopf registry on every run, so
-tests do not leak handlers into each other; an explicit `@kopf.on.login` handler points
-kopf at the emulator instead of kopf's autodetection (kubeconfig / in-cluster / pykube).
+tests do not leak handlers into each other; an explicit `@kopf.on.login` handler gives
+kopf those credentials instead of its autodetection (kubeconfig / in-cluster / pykube).
 """
 
 from __future__ import annotations
@@ -27,11 +28,38 @@ T = TypeVar("T")
 EMULATOR_TOKEN = "emulator-token"  # the emulator accepts any token; kubeconfigs carry this one
 
 
-def server_from_kubeconfig(path: str | pathlib.Path) -> str:
-    """The server URL of a kubeconfig's current context."""
+def _current(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cluster and the user of a kubeconfig's current context."""
     config = yaml.safe_load(pathlib.Path(path).read_text())
     context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
-    return next(c["cluster"]["server"] for c in config["clusters"] if c["name"] == context["cluster"])
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next((u.get("user") or {} for u in config.get("users") or [] if u["name"] == context.get("user")), {})
+    return cluster, user
+
+
+def connection_of(server: Any, namespace: str) -> kopf.ConnectionInfo:
+    """kopf's credentials for `server`: a kubeconfig path (its current context's server, CA,
+    client certificate or token), a URL, or anything with a `url` (an in-process server
+    that accepts any token)."""
+    url = getattr(server, "url", None) or str(server)
+    if url.startswith(("http://", "https://")):
+        return kopf.ConnectionInfo(
+            server=url, scheme="Bearer", token=EMULATOR_TOKEN, insecure=True, default_namespace=namespace
+        )
+    cluster, user = _current(server)
+    return kopf.ConnectionInfo(
+        server=cluster["server"],
+        ca_path=cluster.get("certificate-authority"),
+        ca_data=cluster.get("certificate-authority-data"),
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        certificate_path=user.get("client-certificate"),
+        certificate_data=user.get("client-certificate-data"),
+        private_key_path=user.get("client-key"),
+        private_key_data=user.get("client-key-data"),
+        scheme="Bearer" if user.get("token") else None,
+        token=user.get("token"),
+        default_namespace=namespace,
+    )
 
 
 def load_handlers(handlers: str | pathlib.Path, registry: kopf.OperatorRegistry) -> types.ModuleType:
@@ -93,23 +121,20 @@ def run_operator(
     configure: Callable[[kopf.OperatorSettings], None] | None = None,
     startup_timeout: float = 120,
 ) -> Iterator[OperatorRun]:
-    """Run kopf with `handlers` against `server` (a KubeEmulator, a URL or a kubeconfig path).
+    """Run kopf with `handlers` against `server` (a kubeconfig path, a URL, or an object
+    with a `url`: see `connection_of`).
 
-    Exactly one of `namespace` / `clusterwide=True` picks what the operator serves.
-    `configure(settings)` runs after `default_test_settings`.
+        Exactly one of `namespace` / `clusterwide=True` picks what the operator serves.
+        `configure(settings)` runs after `default_test_settings`.
     """
     if (namespace is None) == (not clusterwide):
         raise ValueError("give either namespace=... or clusterwide=True")
-    url = _server_url(server)
     registry = kopf.OperatorRegistry()
     load_handlers(handlers, registry)
-
-    connection = kopf.ConnectionInfo(
-        server=url, scheme="Bearer", token=EMULATOR_TOKEN, insecure=True, default_namespace=namespace or "default"
-    )
+    connection = connection_of(server, namespace or "default")
 
     @kopf.on.login(registry=registry)
-    def login_to_emulator(**_: Any) -> kopf.ConnectionInfo:
+    def login_as_given(**_: Any) -> kopf.ConnectionInfo:
         return connection
 
     settings = kopf.OperatorSettings()
@@ -145,14 +170,6 @@ def run_operator(
         yield run
     finally:
         run.stop()
-
-
-def _server_url(server: Any) -> str:
-    if hasattr(server, "url"):
-        return str(server.url)
-    if str(server).startswith(("http://", "https://")):
-        return str(server)
-    return server_from_kubeconfig(server)
 
 
 def _run_loop(coro: Any, errors: list[BaseException]) -> None:

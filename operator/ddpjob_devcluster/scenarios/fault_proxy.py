@@ -8,25 +8,32 @@ gang deadlock scenario uses it to make two gangs' Pods interleave deterministica
 releases the held create once the other gang's Pods exist.
 
 Clients talk plain HTTP to the proxy on 127.0.0.1 with their own credentials (a bearer
-token is passed through); the proxy talks TLS to kube-apiserver, verifying it with the
-cluster's CA. So the real server still authenticates and authorizes every request that
-gets through, and the faults are the only difference.
+token is passed through), or with none where the proxy was given a client certificate
+to present for them (`client`); the proxy talks TLS to kube-apiserver, verifying it with
+the cluster's CA. So the real server still authenticates and authorizes every request
+that gets through, and the faults are the only difference.
+
+For the operator's tests it also keeps what the emulator kept: every resource request as
+RBAC sees it (`requests`, `api_requests.RecordedRequest`), the body of each create
+(`created`), and targeted faults (`inject_fault`: the next matching requests slow, or
+answered with an error status), the same `api_requests.Fault` the emulator takes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Self
 
 import aiohttp
 import aiohttp.web
 
-from ddpjob_devcluster.apiserver.request_log import hold
-from ddpjob_devcluster.scenarios.chaos import Chaos
+from ddpjob_devcluster.scenarios.api_requests import REASONS, Fault, RecordedRequest, hold, request_of
+from ddpjob_devcluster.scenarios.chaos import MESSAGES, Chaos
 
 HOP_HEADERS = {
     "connection",
@@ -64,13 +71,45 @@ class SlowCreate:
         return self.delay
 
 
+def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A failure as kube-apiserver answers it: a v1 Status."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+        "metadata": {},
+    }
+
+
 class FaultProxy:
     """`start()` serves on `url`; `stop()` closes it. Counters: `chaos.failed`, `cut_watches`."""
 
-    def __init__(self, upstream: str, ca: pathlib.Path, chaos: Chaos, slow: SlowCreate | None = None):
+    def __init__(
+        self,
+        upstream: str,
+        ca: pathlib.Path,
+        chaos: Chaos,
+        slow: SlowCreate | None = None,
+        client: tuple[pathlib.Path, pathlib.Path] | None = None,
+        shutdown_grace: float = 2.0,
+    ):
+        """client: a certificate and key the proxy presents to kube-apiserver (its clients
+        then send no credentials of their own). shutdown_grace: how long `stop()` lets open
+        streams end on their own (a watch whose client is gone only notices at its next
+        event)."""
+        self.shutdown_grace = shutdown_grace
         self.upstream, self.chaos, self.slow = upstream.rstrip("/"), chaos, slow
         self.ssl = ssl.create_default_context(cafile=str(ca))
+        if client is not None:
+            self.ssl.load_cert_chain(str(client[0]), str(client[1]))
         self.cut_watches = 0
+        self.requests: list[RecordedRequest] = []
+        self.created: list[tuple[RecordedRequest, Any]] = []  # each create's request and its body
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -88,13 +127,42 @@ class FaultProxy:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
 
+    def inject_fault(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        subresource: str | None = None,
+        status: int | None = 500,
+        count: int = 1,
+        delay: float = 0.0,
+        skip: int = 0,
+        release: threading.Event | None = None,
+    ) -> Fault:
+        """Make the next `count` matching requests (after `skip` of them) wait `delay`
+        seconds (or until `release` is set, at most `delay`), then fail with `status`
+        (or, with status=None, go through: a slow API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay, skip, release)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def _take_fault(self, record: RecordedRequest) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(record):
+                    fault.count -= 1
+                    return fault
+        return None
+
     async def _start(self) -> None:
         self._session = aiohttp.ClientSession(auto_decompress=False)
         app = aiohttp.web.Application()
         app.router.add_route("*", "/{path:.*}", self._handle)
         # A watch passed through never ends on its own (no lifetime): at stop, give open
-        # streams 2 s instead of aiohttp's 60, then close them as a server going away does.
-        self._runner = runner = aiohttp.web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
+        # streams `shutdown_grace` instead of aiohttp's 60 s, then close them as a server
+        # going away does.
+        self._runner = runner = aiohttp.web.AppRunner(app, handle_signals=False, shutdown_timeout=self.shutdown_grace)
         await runner.setup()
         await aiohttp.web.TCPSite(runner, "127.0.0.1", 0).start()
         port = runner.addresses[0][1]  # the one site's (host, port)
@@ -112,24 +180,30 @@ class FaultProxy:
         await asyncio.gather(*others, return_exceptions=True)
 
     async def _handle(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        record = request_of(request.method, request.path, request.query)
+        data = await request.read()
+        if record is not None:
+            self.requests.append(record)
+            if record.verb == "create":
+                self.created.append((record, _json_or_none(data)))
+            injected = self._take_fault(record)
+            if injected is not None:
+                await injected.hold()
+                if injected.status is not None:
+                    reason = REASONS.get(injected.status, "InjectedFault")
+                    message = MESSAGES.get(injected.status, (reason, "injected fault"))[1]
+                    body = status_body(injected.status, reason, message)
+                    return aiohttp.web.json_response(body, status=injected.status)
         fault = self.chaos.fault()
         if fault is not None:
             code, reason, message = fault
-            body = {
-                "apiVersion": "v1",
-                "kind": "Status",
-                "status": "Failure",
-                "code": code,
-                "reason": reason,
-                "message": message,
-                "metadata": {},
-            }
-            return aiohttp.web.json_response(body, status=code, headers={"Retry-After": "1"} if code == 429 else None)
+            return aiohttp.web.json_response(
+                status_body(code, reason, message), status=code, headers={"Retry-After": "1"} if code == 429 else None
+            )
         delay = self.slow.take(request.method, request.path) if self.slow is not None else 0.0
         if delay and self.slow is not None:
             await hold(delay, self.slow.release)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
-        data = await request.read()
         assert self._session is not None
         async with self._session.request(
             request.method,
@@ -166,6 +240,13 @@ class FaultProxy:
                 except (aiohttp.ClientError, ConnectionError):
                     break  # either end went away (a stopped client, the server at shutdown)
             return response
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except ValueError:  # a protobuf or YAML body: not kept
+        return None
 
 
 def point_kubeconfig_at(path: pathlib.Path, url: str) -> None:
