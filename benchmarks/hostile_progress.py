@@ -22,8 +22,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,14 +29,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import kubernetes
-import yaml
 
 from ddpjob import contract
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-from process_stats import cpu_seconds  # a script: its folder is on the path
+from emulated_operator import NS, crd_client, ddpjob, start_operator  # scripts: their folder is on the path
+from process_stats import cpu_seconds
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-NS = "default"
 NODES = 128
 RANKS = {str(i): {"step": i, "pad": "x" * 8} for i in range(6_000)}  # about 250 KB of JSON (the cap is 256 KiB)
 HOSTILE = json.dumps(
@@ -77,15 +73,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def job(name: str, nodes: int, **spec) -> dict:
-    return {
-        "apiVersion": "ddpjob.io/v1alpha1",
-        "kind": "DDPJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0, **spec},
-    }
 
 
 class Kubelet(threading.Thread):
@@ -128,7 +115,7 @@ def latency(custom, prefix: str, runs: int = 10) -> float:
     times = []
     for i in range(runs):
         name, start = f"{prefix}-{i}", time.perf_counter()
-        custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", job(name, 4))
+        custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(name, 4))
         while (
             custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", name).get("status") or {}
         ).get("phase") != "Running":
@@ -147,24 +134,10 @@ def main() -> None:
     args = parser.parse_args()
     servers = [serve(f"127.251.0.{i + 1}", drip=i >= NODES - 6) for i in range(NODES)]  # Pod 0 answers
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
-        api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        kubeconfig, api = crd_client(emu, pathlib.Path(tmp))
         custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
-        # The operator writes to its own copy of the file; ours closes once it has started.
-        with open(pathlib.Path(tmp) / "operator.log", "w") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        env = {"DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
+        proc = start_operator(kubeconfig, pathlib.Path(tmp) / "operator.log", env)
         kubelet = Kubelet(core)
         kubelet.start()
         try:
@@ -178,7 +151,7 @@ def main() -> None:
                 "v1alpha1",
                 NS,
                 "ddpjobs",
-                job("hostile", NODES, stallTimeoutSeconds=3600, maxRestarts=1000),
+                ddpjob("hostile", NODES, stallTimeoutSeconds=3600, maxRestarts=1000),
             )
             time.sleep(args.interval * 2)
             cpu0, t0, peak = cpu_seconds(proc.pid), time.perf_counter(), rss_before

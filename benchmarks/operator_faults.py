@@ -17,19 +17,14 @@ import argparse
 import os
 import pathlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-
-import kubernetes
-import yaml
 
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.scenarios.chaos import Chaos
 
 # A benchmark run as a script has its own folder first on the import path.
-from operator_scale import JOBS, NS, ROOT, Tracker, ddpjob, in_emulator, kubelet
+from emulated_operator import JOBS, NS, Tracker, crd_client, ddpjob, in_emulator, kubelet, start_operator
 
 
 def run_rate(emu: KubeEmulator, track: Tracker, rate: float, jobs: int, nodes: int, timeout: float) -> list[float]:
@@ -77,22 +72,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
-        api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-        # The operator writes to its own copy of the file; ours closes once it has started.
-        with open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
-                ],
-                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        kubeconfig, _ = crd_client(emu, pathlib.Path(tmp))
+        proc = start_operator(kubeconfig, os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log")
         try:
             track = Tracker(emu)
             in_emulator(

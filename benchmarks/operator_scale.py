@@ -32,7 +32,6 @@ less. To compare two trees, run this one script with each tree's Python (it impo
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import json
 import os
@@ -45,57 +44,14 @@ import time
 from typing import Any
 
 import kubernetes
-import yaml
-from kmock import resource
 
 from bare_client import CEILING_CLIENT, ceiling_pod  # scripts: their folder is on the path
 from ddpjob import gc_tuning
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
+from emulated_operator import JOBS, NS, ROOT, Tracker, crd_client, ddpjob, in_emulator, kubelet, start_operator
 from process_stats import cpu_seconds, rss_peak_mb, wait_idle
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-JOBS = resource("ddpjob.io/v1alpha1/ddpjobs")
-PODS = resource("v1/pods")
-EVENTS = resource("v1/events")
-NS = "default"
 CEILING_NS = "bench-ceiling"  # not watched by the operator (it serves NS only)
-
-
-def ddpjob(name: str, nodes: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "ddpjob.io/v1alpha1",
-        "kind": "DDPJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"nodes": nodes, "image": "ddpjob/trainer:bench", "restartBackoffSeconds": 0},
-    }
-
-
-class Tracker:
-    """Follows the emulator's event log incrementally: polling the whole store would
-    cost O(objects) per poll and starve the emulator's thread (one GIL, two cores)."""
-
-    def __init__(self, emu: KubeEmulator):
-        self.emu, self.position = emu, 0
-        self.pods: collections.Counter = collections.Counter()  # job -> Pods ever created
-        self.phase: dict[str, str | None] = {}  # job -> status.phase
-        self.events: collections.Counter = collections.Counter()  # job -> Events posted
-
-    def poll(self) -> Tracker:
-        with self.emu.store.transaction():  # no write lands while the log is read
-            fresh = self.emu.store.events.entries[self.position :]
-            self.position += len(fresh)
-        for _, res, event in fresh:
-            obj = event["object"]
-            if res == PODS and event["type"] == "ADDED":
-                self.pods[obj["metadata"]["labels"].get("ddpjob.io/job-name")] += 1
-            elif res == JOBS and event["type"] != "DELETED":
-                self.phase[obj["metadata"]["name"]] = (obj.get("status") or {}).get("phase")
-            elif res == EVENTS and event["type"] == "ADDED":
-                self.events[obj["involvedObject"]["name"]] += 1
-        return self
-
-    def phases(self, prefix: str) -> collections.Counter:
-        return collections.Counter(p for n, p in self.phase.items() if n.startswith(prefix))
 
 
 def wait(predicate, timeout: float, interval: float = 0.002) -> float:
@@ -105,31 +61,6 @@ def wait(predicate, timeout: float, interval: float = 0.002) -> float:
             raise TimeoutError("benchmark condition not met")
         time.sleep(interval)
     return time.perf_counter()
-
-
-def in_emulator(emu: KubeEmulator, fn) -> Any:
-    """Run `fn()` on the emulator's loop thread (its store is not thread-safe for writers)."""
-
-    async def call():
-        return fn()
-
-    assert emu._loop is not None, "the emulator is not started"
-    return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=120)
-
-
-def kubelet(emu: KubeEmulator, names: list[str], phase: str) -> None:
-    """Report `phase` for every Pod in `names`, as the kubelet would (pods/status)."""
-    state = {
-        "Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
-        "Succeeded": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": "2026-01-01T00:00:01Z"}},
-    }[phase]
-    patch = {"status": {"phase": phase, "containerStatuses": [{"name": "trainer", "state": state}]}}
-
-    def apply():
-        for name in names:
-            emu.store.patch(PODS, NS, name, "status", "application/merge-patch+json", patch)
-
-    in_emulator(emu, apply)
 
 
 def main() -> None:
@@ -148,30 +79,14 @@ def main() -> None:
     install = "import kube_threads; kube_threads.install(); " if args.client == "threads" else ""
 
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
-        api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        kubeconfig, api = crd_client(emu, pathlib.Path(tmp))
         custom = kubernetes.client.CustomObjectsApi(api)
-
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            **({"PYTHONPATH": str(ROOT / "benchmarks")} if install else {}),
-        }
-        # The operator writes to its own copy of the file; ours closes once it has started.
-        with open(os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log", "w") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    install + "from ddpjob.operator.main import run_operator; "
-                    f"run_operator({NS!r}, True, None, None, None)",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        proc = start_operator(
+            kubeconfig,
+            os.environ.get("OPERATOR_LOG") or pathlib.Path(tmp) / "operator.log",
+            {"PYTHONPATH": str(ROOT / "benchmarks")} if install else None,
+            install,
+        )
         try:
             # Ready when a first job gets its Pods.
             custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob("warmup", 1))

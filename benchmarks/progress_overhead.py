@@ -20,31 +20,27 @@ warm-up long enough for the writes to reach their steady state (`warmup`):
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-
-import kubernetes
-import yaml
-from kmock import resource
 
 from ddpjob import contract
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_WRITES_PER_SECOND
 from ddpjob_devcluster.apiserver.emulator import KubeEmulator
 from ddpjob_devcluster.apiserver.errors import ApiError
-from process_stats import cpu_seconds  # a script: its folder is on the path
+from emulated_operator import (  # scripts: their folder is on the path
+    JOBS,
+    NS,
+    PODS,
+    crd_client,
+    in_emulator,
+    start_operator,
+)
+from process_stats import cpu_seconds
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-JOBS, PODS = resource("ddpjob.io/v1alpha1/ddpjobs"), resource("v1/pods")
-NS = "default"
 POD_IP = "127.250.0.1"  # every Pod's IP: one fake launcher answers for all of them
 WARMUP = 35.0  # the first reads are spread over one 30 s interval
 
@@ -102,14 +98,6 @@ class FakeLaunchers:
         self.server.server_close()
 
 
-def in_emulator(emu: KubeEmulator, fn) -> Any:
-    async def call():
-        return fn()
-
-    assert emu._loop is not None, "the emulator is not started"
-    return asyncio.run_coroutine_threadsafe(call(), emu._loop).result(timeout=300)
-
-
 def job(name: str) -> dict:
     return {
         "apiVersion": "ddpjob.io/v1alpha1",
@@ -136,31 +124,15 @@ def wait(predicate, timeout: float) -> None:
 
 def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> dict:
     with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = emu.write_kubeconfig(pathlib.Path(tmp) / "kubeconfig")
-        api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        kubeconfig, _ = crd_client(emu, pathlib.Path(tmp))
         names = [f"p-{i}" for i in range(jobs)]
         in_emulator(
-            emu, lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, job(n), {})) for n in names]
+            emu,
+            lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, job(n), {})) for n in names],
+            timeout=300,
         )
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            "DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0",
-        }
-        # The operator writes to its own copy of the file; ours closes once it has started.
-        with open(pathlib.Path(tmp) / "operator.log", "w") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, True, None, None, None)",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        env = {"DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0"}
+        proc = start_operator(kubeconfig, pathlib.Path(tmp) / "operator.log", env)
         launchers = FakeLaunchers(advancing)
         try:
             pods = [f"{n}-0" for n in names]
@@ -178,6 +150,7 @@ def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> 
             in_emulator(
                 emu,
                 lambda: [emu.store.patch(PODS, NS, p, "status", "application/merge-patch+json", patch) for p in pods],
+                timeout=300,
             )
             wait(
                 lambda: all(((get(emu, JOBS, n) or {}).get("status") or {}).get("phase") == "Running" for n in names),
