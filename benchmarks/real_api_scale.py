@@ -39,25 +39,12 @@ import time
 from typing import Any, cast
 
 import kubernetes
-import yaml
 
-from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-from ddpjob_devcluster.clusters.client import OperatorProcess
-from ddpjob_devcluster.clusters.real import RealCluster
-from ddpjob_devcluster.controlplane.controlplane import ControlPlane
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-from bare_client import ceiling_pod  # scripts: their folder is on the path  # noqa: E402
-from process_stats import rss_peak_mb  # noqa: E402
+from bare_client import CEILING_CLIENT_REAL, api_config, ceiling_pod  # scripts: their folder is on the path
+from process_stats import rss_peak_mb
+from scale_backends import emulator_backend, real_backend
 
 NS = "bench"
-WRITES = ("create", "update", "patch", "delete")
-AUDIT_POLICY = {
-    "apiVersion": "audit.k8s.io/v1",
-    "kind": "Policy",
-    "omitStages": ["RequestReceived"],
-    "rules": [{"level": "Metadata", "verbs": list(WRITES)}, {"level": "None"}],
-}
 
 
 def ddpjob(name: str, nodes: int) -> dict[str, Any]:
@@ -108,77 +95,6 @@ def wait(predicate, timeout: float, interval: float = 0.005) -> float:
     return time.perf_counter()
 
 
-@contextlib.contextmanager
-def emulator_backend(tmp: pathlib.Path):
-    with KubeEmulator() as emu:
-        kubeconfig = emu.write_kubeconfig(tmp / "kubeconfig", namespace=NS)
-        api = kubernetes.config.new_client_from_config(str(kubeconfig))
-        crd = yaml.safe_load((ROOT / "manifests/crd/ddpjobs.ddpjob.io.yaml").read_text())
-        kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-        kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-        operator = OperatorProcess(kubeconfig, tmp / "operator.log", NS).start()
-        first = [0]
-
-        def writes() -> list[str]:
-            return [
-                f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
-                for r in emu.requests[first[0] :]
-                if r.verb in WRITES
-                and r.namespace == NS
-                and not (r.resource == "pods" and r.subresource == "status")
-                and not (r.resource == "ddpjobs" and r.verb == "create")
-            ]
-
-        def mark() -> None:
-            first[0] = len(emu.requests)
-
-        try:
-            yield api, operator, writes, mark
-        finally:
-            operator.stop()
-            api.close()
-
-
-@contextlib.contextmanager
-def real_backend(tmp: pathlib.Path):
-    policy, audit = tmp / "audit-policy.yaml", tmp / "audit.log"
-    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
-    plane = ControlPlane(
-        tmp / "plane",
-        api_server_args=[f"--audit-policy-file={policy}", f"--audit-log-path={audit}", "--audit-log-maxsize=0"],
-    )
-    with plane:
-        cluster = RealCluster(tmp / "cluster", plane=plane, namespace=NS, nodes=()).start()
-        user = f"system:serviceaccount:{NS}:ddpjob-ddpjob-operator"
-        offset = [0]
-
-        def writes() -> list[str]:
-            out = []
-            with open(audit) as f:
-                f.seek(offset[0])
-                for line in f:
-                    entry = json.loads(line)
-                    ref = entry.get("objectRef") or {}
-                    if entry.get("stage") != "ResponseComplete" or entry["user"].get("username") != user:
-                        continue
-                    if entry["verb"] in WRITES and ref.get("resource"):
-                        code = (entry.get("responseStatus") or {}).get("code", 200)
-                        out.append(
-                            f"{entry['verb']} {ref['resource']}"
-                            f"{'/' + ref['subresource'] if ref.get('subresource') else ''}"
-                            f"{f' ({code})' if code >= 300 else ''}"
-                        )
-            return out
-
-        def mark() -> None:
-            offset[0] = audit.stat().st_size if audit.exists() else 0
-
-        try:
-            yield cluster.api, cluster.operator, writes, mark
-        finally:
-            cluster.stop()
-
-
 def play_kubelet(core: kubernetes.client.CoreV1Api, pods: list[str], phase: str) -> None:
     state = {
         "Running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
@@ -212,7 +128,7 @@ def play_kubelet(core: kubernetes.client.CoreV1Api, pods: list[str], phase: str)
 
 def measure(name: str, backend, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"backend": name}
-    with tempfile.TemporaryDirectory() as tmp, backend(pathlib.Path(tmp)) as (api, operator, writes, mark):
+    with tempfile.TemporaryDirectory() as tmp, backend(pathlib.Path(tmp), NS) as (api, operator, writes, mark):
         custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
         pods = PodCounter(api)
         custom.create_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob("warmup", 1))
@@ -290,44 +206,6 @@ def measure(name: str, backend, args: argparse.Namespace) -> dict[str, Any]:
         out["rss_mb"] = rss_peak_mb(operator.popen.pid)
         pods.stop.set()
     return out
-
-
-def api_config(api: kubernetes.client.ApiClient) -> dict[str, Any]:
-    c = api.configuration
-    return {
-        "host": c.host,
-        "ca": c.ssl_ca_cert,
-        "cert": c.cert_file,
-        "key": c.key_file,
-        "verify": c.verify_ssl,
-        "token": (c.api_key or {}).get("authorization") or (c.api_key or {}).get("BearerToken"),
-    }
-
-
-# The bare client: operator_scale's ceiling client, with the server's TLS identity.
-CEILING_CLIENT_REAL = """
-import asyncio, json, sys, time
-import kubernetes_asyncio
-conf, ns, count = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-pod = json.loads(sys.stdin.read())
-async def main():
-    c = kubernetes_asyncio.client.Configuration()
-    c.host, c.verify_ssl = conf["host"], conf["verify"]
-    c.ssl_ca_cert, c.cert_file, c.key_file = conf["ca"], conf["cert"], conf["key"]
-    if conf["token"]:
-        c.api_key = {"BearerToken": conf["token"]}; c.api_key_prefix = {"BearerToken": "Bearer"}
-    c.connection_pool_maxsize = 64
-    async with kubernetes_asyncio.client.ApiClient(c) as api:
-        core = kubernetes_asyncio.client.CoreV1Api(api)
-        limit = asyncio.Semaphore(64)
-        async def one(i):
-            async with limit:
-                await core.create_namespaced_pod(ns, {**pod, "metadata": {**pod["metadata"], "name": f"ceiling-{i}"}})
-        start = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(count)))
-        print(time.perf_counter() - start)
-asyncio.run(main())
-"""
 
 
 def main() -> None:
