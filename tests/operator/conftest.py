@@ -277,6 +277,12 @@ class Cluster:
             and r.resource != "customresourcedefinitions"
         ]
 
+    def in_namespace(self, namespace: str) -> Cluster:
+        """The same cluster seen in another namespace (its requests and faults shared)."""
+        other = Cluster(self.plane, self.api, namespace, self.proxy, self.node)
+        other.made = self.made
+        return other
+
     def make_namespace(self, prefix: str) -> str:
         """Another namespace for this test (removed with its own)."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"

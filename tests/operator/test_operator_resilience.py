@@ -1,4 +1,5 @@
-"""The operator under stress: restarts mid-reconcile, API errors on writes, write budget."""
+"""The operator under stress: restarts mid-reconcile, API errors on writes, write budget.
+The faults are the fault proxy's, between the operator and the real kube-apiserver."""
 
 from __future__ import annotations
 
@@ -7,20 +8,14 @@ from collections import Counter
 import pytest
 
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import NS, Cluster, ddpjob, fast_settings
+from tests.operator.conftest import Cluster, ddpjob, fast_settings
 from tests.support.deadlines import REACTION, TEST
-
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 
 
 def pod_creates(cluster: Cluster) -> int:
-    return sum(1 for r in cluster.emulator.requests if r.verb == "create" and r.resource == "pods")
+    return sum(1 for r in cluster.requests if r.verb == "create" and r.resource == "pods")
 
 
 def assert_one_gang(cluster: Cluster, job: str, nodes: int, restart_count: int = 0) -> None:
@@ -34,7 +29,7 @@ def test_operator_stopped_mid_reconcile_creates_no_duplicates_and_loses_no_job(
     cluster: Cluster, start_operator
 ) -> None:
     # Two of the four Pod creates hang for a while: the operator is stopped with them in flight.
-    cluster.emulator.inject_fault(verb="create", resource="pods", status=None, count=2, delay=1.5)
+    cluster.inject_fault(verb="create", resource="pods", status=None, count=2, delay=1.5)
     first = start_operator()
     cluster.create(ddpjob("resume", nodes=4))
     wait_for(lambda: len(cluster.pods("resume")) >= 2, message="the first Pods were not created")
@@ -50,7 +45,7 @@ def test_operator_stopped_mid_reconcile_creates_no_duplicates_and_loses_no_job(
     assert_one_gang(cluster, "while-down", 2)
     # Nothing was deleted and recreated; every Pod was created once (a retried create
     # of a Pod that made it after all answers 409 and is not counted as created).
-    assert not [r for r in cluster.emulator.requests if r.verb == "delete" and r.resource == "pods"]
+    assert not [r for r in cluster.requests if r.verb == "delete" and r.resource == "pods"]
     assert partial >= 2
     cluster.run_to_success("resume", 4)
     cluster.run_to_success("while-down", 2)
@@ -75,25 +70,25 @@ def test_api_errors_on_writes_are_retried_without_duplicates(cluster: Cluster, s
         s.networking.request_timeout = 0.5  # the delayed creates time out, then land
 
     start_operator(configure=settings)
-    cluster.emulator.inject_fault(**fault)
+    cluster.inject_fault(**fault)
     cluster.create(ddpjob("faulty", nodes=3))
     cluster.wait_pods("faulty", 3, timeout=REACTION)
     assert_one_gang(cluster, "faulty", 3)
     cluster.run_to_success("faulty", 3)
     assert_one_gang(cluster, "faulty", 3)
     assert cluster.status("faulty")["restarts"] == 0
-    assert not [r for r in cluster.emulator.requests if r.verb == "delete" and r.resource == "pods"]
+    assert not [r for r in cluster.requests if r.verb == "delete" and r.resource == "pods"]
 
 
 def test_failed_status_write_deletes_nothing_then_restarts_once(cluster: Cluster, operator) -> None:
     cluster.start_running(ddpjob("order", nodes=2, restartPolicy="OnFailure"))
     # The restart's status write fails (more times than kopf retries): no Pod may be
     # deleted before the bumped restart count is stored.
-    cluster.emulator.inject_fault(verb="patch", resource="ddpjobs", subresource="status", status=500, count=5)
-    before = len(cluster.emulator.requests)
+    cluster.inject_fault(verb="patch", resource="ddpjobs", subresource="status", status=500, count=5)
+    before = len(cluster.requests)
     cluster.set_phase("order", "Failed", ranks=[0], exit_code=1)
     cluster.wait_pods("order", 2, restart_count=1, timeout=REACTION)
-    log = cluster.emulator.requests[before:]
+    log = cluster.requests[before:]
     status_ok = [i for i, r in enumerate(log) if r.subresource == "status" and r.resource == "ddpjobs"]
     deletes = [i for i, r in enumerate(log) if r.verb == "delete" and r.resource == "pods"]
     assert deletes and len(status_ok) > 5
@@ -115,15 +110,13 @@ def test_api_writes_per_job_stay_within_budget(cluster: Cluster, operator) -> No
     assert len(writes) <= nodes + 10, counts
 
 
-def test_clusterwide_serves_every_namespace(emulator, api, crd, start_operator) -> None:
+def test_clusterwide_serves_every_namespace(cluster: Cluster, start_operator) -> None:
     start_operator(namespace=None)
-    team = Cluster(emulator, api, namespace="team-a")
-    emulator.store.create(__import__("kmock").resource("v1/namespaces"), None, {"metadata": {"name": "team-a"}})
+    team = cluster.in_namespace(cluster.make_namespace("team-a"))  # made after the operator started
     team.create(ddpjob("wide", nodes=2))
     team.run_to_success("wide", 2)
     assert team.service("wide") is not None
-    assert all(p["metadata"]["namespace"] == "team-a" for p in team.pods("wide"))
-    # The default namespace is served by the same operator.
-    default = Cluster(emulator, api, namespace=NS)
-    default.create(ddpjob("home", nodes=1))
-    default.run_to_success("home", 1)
+    assert all(p["metadata"]["namespace"] == team.ns for p in team.pods("wide"))
+    # The test's own namespace is served by the same operator.
+    cluster.create(ddpjob("home", nodes=1))
+    cluster.run_to_success("home", 1)
