@@ -1,4 +1,4 @@
-"""spec.tensorboard through the real operator on the API emulator: the NetworkPolicy,
+"""spec.tensorboard through the real operator on the real kube-apiserver: the NetworkPolicy,
 Deployment and Service made, owned by the job and reported in status.tensorboard; removed when the field
 is turned off and with the job; a name someone else holds reported, never taken."""
 
@@ -9,17 +9,9 @@ from typing import Any
 import kubernetes
 
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import NS, Cluster, ddpjob
+from tests.operator.conftest import Cluster, ddpjob
 from tests.support.deadlines import REACTION
 
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
-
-DEPLOYMENTS = "apps/v1/deployments"
-NETWORK_POLICIES = "networking.k8s.io/v1/networkpolicies"
 CHECKPOINT = {"claimName": "ckpt"}
 
 
@@ -27,8 +19,21 @@ def board_job(name: str, **spec: Any) -> dict[str, Any]:
     return ddpjob(name, tensorboard=True, checkpoint=CHECKPOINT, **spec)
 
 
+def _read(cluster: Cluster, read: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return cluster.api.sanitize_for_serialization(read(name, cluster.ns))
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def deployment(cluster: Cluster, name: str) -> dict[str, Any] | None:
-    return cluster.emulator.get_object(DEPLOYMENTS, NS, name)
+    return _read(cluster, kubernetes.client.AppsV1Api(cluster.api).read_namespaced_deployment, name)
+
+
+def network_policy(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    return _read(cluster, kubernetes.client.NetworkingV1Api(cluster.api).read_namespaced_network_policy, name)
 
 
 def wait_board(cluster: Cluster, job: str) -> dict[str, Any]:
@@ -42,11 +47,11 @@ def wait_board(cluster: Cluster, job: str) -> dict[str, Any]:
 def test_a_job_with_tensorboard_gets_a_deployment_and_service_it_owns(cluster: Cluster, operator) -> None:
     uid = cluster.create(board_job("tb"))["metadata"]["uid"]
     board = wait_board(cluster, "tb")
-    assert board == {"url": f"http://tb-tensorboard.{NS}.svc:6006/", "service": "tb-tensorboard"}
+    assert board == {"url": f"http://tb-tensorboard.{cluster.ns}.svc:6006/", "service": "tb-tensorboard"}
     made = [
         deployment(cluster, "tb-tensorboard"),
         cluster.service("tb-tensorboard"),
-        cluster.emulator.get_object(NETWORK_POLICIES, NS, "tb-tensorboard"),
+        network_policy(cluster, "tb-tensorboard"),
     ]
     for obj in made:
         assert obj is not None
@@ -86,7 +91,7 @@ def test_turning_it_off_removes_it_and_on_again_makes_it_again(cluster: Cluster,
 
 def test_a_name_held_by_another_object_is_reported_not_taken(cluster: Cluster, operator) -> None:
     held = {"metadata": {"name": "tb-tensorboard"}, "spec": {"ports": [{"port": 80}]}}
-    cluster.core.create_namespaced_service(NS, held)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+    cluster.core.create_namespaced_service(cluster.ns, held)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
     cluster.create(board_job("tb"))
     board = wait_board(cluster, "tb")
     assert "already exists and is not controlled by DDPJob 'tb'" in board["message"], board
@@ -98,7 +103,7 @@ def test_a_name_held_by_another_object_is_reported_not_taken(cluster: Cluster, o
 def test_a_job_without_it_gets_none_and_no_request_is_made(cluster: Cluster, operator) -> None:
     cluster.start_running(ddpjob("plain", checkpoint=CHECKPOINT))
     assert "tensorboard" not in cluster.status("plain")
-    assert not [r for r in cluster.emulator.requests if r.resource == "deployments"]
+    assert not [r for r in cluster.requests if r.resource == "deployments"]
 
 
 def test_the_api_server_refuses_it_without_a_checkpoint(cluster: Cluster) -> None:
