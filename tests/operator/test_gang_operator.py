@@ -1,4 +1,5 @@
-"""The real operator (kopf over HTTP) against the emulator: preemptions and evictions
+"""The real operator (kopf over HTTP) against the real kube-apiserver and kube-scheduler:
+preemptions and evictions
 restart the gang without using up maxRestarts; a gang job's PodGroup is created before its
 Pods and replaced per attempt; unscheduled Pods are reported, not failed."""
 
@@ -6,18 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes
 import pytest
 
+from ddpjob_devcluster.clusters.client import json_object
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import Cluster, ddpjob
+from tests.operator.conftest import Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
-
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 MERGE = "application/merge-patch+json"
@@ -70,21 +66,19 @@ def test_a_pod_deleted_by_hand_still_counts(cluster: Cluster, operator: Any) -> 
 
 
 def test_unschedulable_pods_are_reported(cluster: Cluster, operator: Any) -> None:
+    # No Node has a GPU: kube-scheduler says why on each Pod (its PodScheduled condition).
     cluster.create(ddpjob("wait", nodes=2, gpusPerNode=1, scheduling={"scheduleTimeoutSeconds": 1}))
     cluster.wait_pods("wait", 2)
-    message = "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
-    for name in ("wait-0", "wait-1"):
-        cluster.core.patch_namespaced_pod_status(
-            name,
-            cluster.ns,
-            {
-                "status": {
-                    "conditions": [
-                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
-                    ]
-                }
-            },
-        )
+
+    def unschedulable() -> str | None:
+        for pod in cluster.pods("wait"):
+            said = [c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+            if not said or said[0].get("reason") != "Unschedulable":
+                return None
+        return said[0]["message"]
+
+    message = wait_for(unschedulable, timeout=REACTION, message="kube-scheduler did not mark the Pods")
+    assert "Insufficient nvidia.com/gpu" in message
     st = cluster.wait_phase("wait", "Pending", scheduledNodes=0)
     wait_for(lambda: cluster.status("wait")["message"].startswith("Scheduled 0/2"), timeout=REACTION)
     cluster.wait_event("wait", "ScheduleTimeout")
@@ -94,27 +88,38 @@ def test_unschedulable_pods_are_reported(cluster: Cluster, operator: Any) -> Non
     assert st["phase"] == "Pending" and st["restarts"] == 0
 
 
+def pod_group(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    """A native PodGroup (scheduling.k8s.io/v1beta1, served with the GenericWorkload gate)."""
+    try:
+        return json_object(
+            cluster.custom.get_namespaced_custom_object("scheduling.k8s.io", "v1beta1", cluster.ns, "podgroups", name)
+        )
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def test_pod_groups_come_first_and_per_attempt(cluster: Cluster, operator: Any) -> None:
-    serve_native_pod_groups(cluster.emulator.store)
     cluster.start_running(ddpjob("pg", nodes=2, restartPolicy="OnFailure", scheduling={"gang": "kubernetes"}))
-    creates = [r for r in cluster.emulator.requests if r.verb == "create" and r.resource in ("pods", "podgroups")]
+    creates = [r for r in cluster.requests if r.verb == "create" and r.resource in ("pods", "podgroups")]
     assert [r.resource for r in creates][:3] == ["podgroups", "pods", "pods"]  # the PodGroup first
-    group = cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-0")
+    group = pod_group(cluster, "pg-attempt-0")
     assert group is not None
     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
     assert group["metadata"]["ownerReferences"][0]["name"] == "pg"
     cluster.set_phase("pg", "Failed", ranks=[1], exit_code=1)
     cluster.run_gang("pg", 2, attempt=1)
-    assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-0") is None
-    assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1")
+    assert pod_group(cluster, "pg-attempt-0") is None
+    assert pod_group(cluster, "pg-attempt-1")
     for pod in cluster.pods("pg"):
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": "pg-attempt-1"}
     cluster.patch_spec("pg", suspend=True)
     cluster.wait_phase("pg", "Suspended")
     wait_for(
-        lambda: cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1") is None,
+        lambda: pod_group(cluster, "pg-attempt-1") is None,
         timeout=REACTION,
     )
     cluster.patch_spec("pg", suspend=False)
     cluster.run_gang("pg", 2, attempt=1)
-    assert cluster.emulator.get_object("scheduling.k8s.io/v1beta1/podgroups", cluster.ns, "pg-attempt-1")
+    assert pod_group(cluster, "pg-attempt-1")

@@ -1,5 +1,6 @@
-"""kube.Kube on the official client against the emulator: typed errors, idempotent
-writes, resourceVersion-guarded status patches, retries of transient errors."""
+"""kube.Kube against the real kube-apiserver, through the fault proxy (which injects the
+errors): typed errors, idempotent writes, resourceVersion-guarded status patches, retries
+of transient errors."""
 
 from __future__ import annotations
 
@@ -11,14 +12,7 @@ import pytest
 
 from ddpjob.operator import api_paths, kube
 from ddpjob.operator.transport import HttpTransport
-from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import NS, Cluster, ddpjob
-
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
+from tests.operator.conftest import Cluster, ddpjob
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,7 +20,8 @@ pytestmark = pytest.mark.timeout(60)
 def call(cluster: Cluster, fn, **kw: Any) -> Any:
     async def go():
         k = kube.Kube(attempts=kw.pop("attempts", kube.DEFAULT_ATTEMPTS))
-        k.connect(SimpleNamespace(server=cluster.emulator.url, token=EMULATOR_TOKEN, insecure=True))
+        # The proxy presents the operator's certificate: no credentials here.
+        k.connect(SimpleNamespace(server=cluster.proxy.url, token=None, insecure=False))
         try:
             return await fn(k)
         finally:
@@ -35,58 +30,59 @@ def call(cluster: Cluster, fn, **kw: Any) -> Any:
     return asyncio.run(go())
 
 
-def pod(name: str) -> dict:
+def pod(cluster: Cluster, name: str) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": cluster.ns},
         "spec": {"containers": [{"name": "c", "image": "i"}]},
     }
 
 
 def test_create_is_idempotent_and_reads_back_what_exists(cluster: Cluster) -> None:
-    first = call(cluster, lambda k: k.create(pod("p")))
-    again = call(cluster, lambda k: k.create(pod("p")))
+    first = call(cluster, lambda k: k.create(pod(cluster, "p")))
+    again = call(cluster, lambda k: k.create(pod(cluster, "p")))
     assert first[1] is True and again[1] is False
     assert again[0]["metadata"]["uid"] == first[0]["metadata"]["uid"]
 
 
 def test_errors_are_typed_with_status_reason_and_message(cluster: Cluster) -> None:
     with pytest.raises(kube.NotFound) as info:
-        call(cluster, lambda k: k.get(api_paths.pods_path(NS, "missing")))
+        call(cluster, lambda k: k.get(api_paths.pods_path(cluster.ns, "missing")))
     assert (info.value.status, info.value.reason) == (404, "NotFound") and "missing" in info.value.message
-    cluster.emulator.inject_fault(verb="get", resource="pods", status=403)
+    cluster.inject_fault(verb="get", resource="pods", status=403)
     with pytest.raises(kube.Forbidden) as forbidden:
-        call(cluster, lambda k: k.get(api_paths.pods_path(NS, "x")))
+        call(cluster, lambda k: k.get(api_paths.pods_path(cluster.ns, "x")))
     assert forbidden.value.status == 403 and isinstance(forbidden.value, kube.APIError)
-    assert call(cluster, lambda k: k.delete(api_paths.pods_path(NS, "missing"))) is False
+    assert call(cluster, lambda k: k.delete(api_paths.pods_path(cluster.ns, "missing"))) is False
 
 
 def test_422_is_invalid_and_keeps_the_status_details(cluster: Cluster) -> None:
-    # The emulator's 422s come from admission (helper modules); the mapping is the point here.
-    cluster.emulator.inject_fault(verb="create", resource="pods", status=422)
+    # The server's 422s come from validation (test_operator_refusals); the mapping is the point here.
+    cluster.inject_fault(verb="create", resource="pods", status=422)
     with pytest.raises(kube.Invalid) as info:
-        call(cluster, lambda k: k.create(pod("bad")))
+        call(cluster, lambda k: k.create(pod(cluster, "bad")))
     assert info.value.status == 422 and not info.value.transient
 
 
 def test_status_patch_with_a_stale_resource_version_conflicts_and_changes_nothing(cluster: Cluster, crd: dict) -> None:
     created = cluster.create(ddpjob("rv", nodes=1))
     old = created["metadata"]["resourceVersion"]
-    call(cluster, lambda k: k.patch_status(NS, "rv", {"phase": "Running", "restarts": 1}, resource_version=old))
+    ns = cluster.ns
+    call(cluster, lambda k: k.patch_status(ns, "rv", {"phase": "Running", "restarts": 1}, resource_version=old))
     with pytest.raises(kube.Conflict) as info:
-        call(cluster, lambda k: k.patch_status(NS, "rv", {"phase": "Pending", "restarts": 0}, resource_version=old))
+        call(cluster, lambda k: k.patch_status(ns, "rv", {"phase": "Pending", "restarts": 0}, resource_version=old))
     assert info.value.reason == "Conflict"
     assert cluster.status("rv") == {"phase": "Running", "restarts": 1}
 
 
 def test_transient_errors_are_retried_then_raised(cluster: Cluster) -> None:
-    call(cluster, lambda k: k.create(pod("q")))
-    cluster.emulator.inject_fault(verb="get", resource="pods", status=503, count=2)
-    assert call(cluster, lambda k: k.get(api_paths.pods_path(NS, "q")))["metadata"]["name"] == "q"
-    cluster.emulator.inject_fault(verb="get", resource="pods", status=500, count=5)
+    call(cluster, lambda k: k.create(pod(cluster, "q")))
+    cluster.inject_fault(verb="get", resource="pods", status=503, count=2)
+    assert call(cluster, lambda k: k.get(api_paths.pods_path(cluster.ns, "q")))["metadata"]["name"] == "q"
+    cluster.inject_fault(verb="get", resource="pods", status=500, count=5)
     with pytest.raises(kube.APIError) as info:
-        call(cluster, lambda k: k.get(api_paths.pods_path(NS, "q")), attempts=2)
+        call(cluster, lambda k: k.get(api_paths.pods_path(cluster.ns, "q")), attempts=2)
     assert info.value.status == 500 and info.value.transient
 
 
