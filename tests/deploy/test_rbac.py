@@ -1,8 +1,9 @@
 """The chart's RBAC is exactly what the operator uses.
 
-The real operator (kopf over HTTP) runs one DDPJob through its whole life on the API
-emulator -- created, Running, a gang restart, Succeeded, deleted by its TTL -- in both
-watch scopes; the emulator logs every request with its RBAC verb. Then:
+The real operator (kopf over HTTP) runs one DDPJob through its whole life on the real
+kube-apiserver -- created, Running, a gang restart, Succeeded, deleted by its TTL -- in
+both watch scopes; the fault proxy in front of the server logs each of the operator's
+requests with its RBAC verb (tests/operator/conftest.py). Then:
   * every request the operator made is allowed by the chart's rendered (Cluster)Role(s),
     with the scope rules of a real API server (a Role only covers its namespace; a
     cluster-wide list/watch or a cluster-scoped resource needs the ClusterRole);
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ddpjob_devcluster.apiserver.request_log import RecordedRequest
+from ddpjob_devcluster.scenarios.api_requests import RecordedRequest
 from tests.deploy.deploy_helpers import (
     RELEASE_NS,
     by_kind,
@@ -28,17 +29,23 @@ from tests.deploy.deploy_helpers import (
     rule_triples,
 )
 
-# The operator tests' fixtures: the emulator, the CRD, the real operator and the lifecycle
-# (pytest finds them here by name; the arguments that name them again are F811's).
-from tests.operator.emulator_fixtures import (  # noqa: F401
+# The operator tests' fixtures: the test's namespace on the real API server, the CRD, the
+# real operator behind the request-logging proxy, and the lifecycle (pytest finds them
+# here by name; the arguments that name them again are F811's).
+from tests.operator.conftest import (  # noqa: F401
+    Cluster,
     cluster,
     crd,
     kubeconfig,
     lifecycle_request_log,
+    operator_identity,
+    operator_kubeconfig,
     start_operator,
 )
 
-JOB_NS = "default"  # where tests/operator's Cluster helper creates jobs
+# The namespace the chart is rendered for; the operator's requests in the test's own
+# namespace are checked as made there (`as_rendered`).
+JOB_NS = "default"
 
 # Requests in the log that are the test harness's, not the operator's: the test creates
 # the CRD and the DDPJob; the kubelet stand-in writes Pod status.
@@ -90,8 +97,13 @@ def scope(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def operator(start_operator: Any, scope: str) -> Any:  # noqa: F811 - overrides tests/operator's: both scopes
-    return start_operator(namespace=None if scope == "cluster" else JOB_NS)
+def operator(start_operator: Any, cluster: Cluster, scope: str) -> Any:  # noqa: F811 - overrides tests/operator's: both scopes
+    return start_operator(namespace=None if scope == "cluster" else cluster.ns)
+
+
+def as_rendered(log: list[RecordedRequest], namespace: str) -> list[RecordedRequest]:
+    """The requests in the test's `namespace` as if made in JOB_NS, the chart's."""
+    return [r._replace(namespace=JOB_NS) if r.namespace == namespace else r for r in log]
 
 
 class Grants:
@@ -127,12 +139,13 @@ def operator_requests(log: list[RecordedRequest]) -> list[RecordedRequest]:
 
 def test_rbac_is_exactly_what_the_operator_uses(
     lifecycle_request_log: list[RecordedRequest],  # noqa: F811 - the fixture imported above
+    cluster: Cluster,  # noqa: F811 - the fixture imported above
     scope: str,
     tmp_path: pathlib.Path,
 ) -> None:
     helm = require_tool("helm", "run `make tools` (hack/fetch-tools.sh) or install helm")
     grants = Grants(helm_template(helm, tmp_path, SCOPES[scope]))
-    requests = operator_requests(lifecycle_request_log)
+    requests = operator_requests(as_rendered(lifecycle_request_log, cluster.ns))
     assert any(r.resource == "pods" and r.verb == "create" for r in requests), "the lifecycle did not run"
 
     denied = sorted({(triple(r), r.namespace) for r in requests if not grants.allows(r)})

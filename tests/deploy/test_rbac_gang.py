@@ -1,6 +1,6 @@
-"""The chart's PodGroup RBAC, both ways: a gang job's whole life on the emulator (which
-serves the native scheduling.k8s.io/v1beta1 PodGroup, as a 1.37 API server with the
-GenericWorkload gate does) only makes requests the chart with `gang.kubernetes.enabled`
+"""The chart's PodGroup RBAC, both ways: a gang job's whole life on the real kube-apiserver
+(which serves the native scheduling.k8s.io/v1beta1 PodGroup with the GenericWorkload gate,
+on in the dev cluster) only makes requests the chart with `gang.kubernetes.enabled`
 allows, and uses what it grants for PodGroups; a chart without an integration grants
 nothing for its PodGroups."""
 
@@ -12,17 +12,19 @@ from typing import Any
 import pytest
 
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from ddpjob_devcluster.scheduler.pod_groups import serve_native_pod_groups
 from tests.deploy.deploy_helpers import helm_template, require_tool
-from tests.deploy.test_rbac import SCOPES, Grants, operator_requests, triple
-from tests.operator.emulator_fixtures import (  # noqa: F401 - fixtures, found by name
+from tests.deploy.test_rbac import SCOPES, Grants, as_rendered, operator_requests, triple
+from tests.operator.conftest import (  # noqa: F401 - fixtures, found by name
     Cluster,
     cluster,
     crd,
     ddpjob,
     kubeconfig,
+    operator_identity,
+    operator_kubeconfig,
     start_operator,
 )
+from tests.support.deadlines import REACTION
 
 PODGROUPS = {("scheduling.k8s.io", "podgroups", verb) for verb in ("get", "create", "delete")}
 # Kube.create reads a PodGroup back only when its create answers 409.
@@ -31,7 +33,6 @@ UNEXERCISED = {("scheduling.k8s.io", "podgroups", "get")}
 
 @pytest.fixture
 def gang_request_log(cluster: Cluster, start_operator: Any) -> list:  # noqa: F811 - the fixtures imported above
-    serve_native_pod_groups(cluster.emulator.store)
     start_operator()
     cluster.start_running(
         ddpjob("gang", nodes=2, ttlSecondsAfterFinished=0, restartPolicy="OnFailure", scheduling={"gang": "kubernetes"})
@@ -39,8 +40,8 @@ def gang_request_log(cluster: Cluster, start_operator: Any) -> list:  # noqa: F8
     cluster.set_phase("gang", "Failed", ranks=[1], exit_code=137)
     cluster.run_gang("gang", 2, attempt=1)
     cluster.set_phase("gang", "Succeeded")
-    wait_for(lambda: cluster.job("gang") is None, timeout=15, message="the TTL did not delete the job")
-    return list(cluster.emulator.requests)
+    wait_for(lambda: cluster.job("gang") is None, timeout=REACTION, message="the TTL did not delete the job")
+    return as_rendered(cluster.requests, cluster.ns)
 
 
 def test_podgroup_rbac_is_what_a_gang_job_uses(gang_request_log: list, tmp_path: pathlib.Path) -> None:
