@@ -18,19 +18,14 @@ import pytest
 
 from ddpjob.api import bounds, spec
 from ddpjob.operator import bookkeeping, handlers
+from ddpjob_devcluster.clusters.client import json_object, wait_until
 from ddpjob_devcluster.clusters.operator_runner import run_operator, wait_for
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import NS
+from tests.operator.conftest import Cluster
 from tests.support.deadlines import REACTION
 
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
-
 # kopf's own watch, copy and diff, read through its public API: the `diff` it hands an
-# on.update handler. Of a bare resource (no schema rules: the emulator would walk every
-# level in Python; the real API server stores 10,000 in Go).
+# on.update handler. Of a bare resource (no schema rules: the real API server stores
+# 10,000 levels of it).
 GROUP, VERSION, PLURAL = "hostile.example", "v1", "deepobjects"
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -62,6 +57,13 @@ def spec_changed(diff, **_):
 """
 
 
+# The deepest spec.template kube-apiserver (1.37.2) stores and reads back, measured: its
+# JSON decoders refuse nesting past 10,000 levels ("exceeded max depth"): a request body
+# 400 from a template of 9,999 levels, and from 9,995 to 9,998 the object is written but
+# cannot be decoded again (500, "object not decodable").
+DEEPEST = 9_994
+
+
 def deep(levels: int) -> dict[str, Any]:
     value: dict[str, Any] = {}
     for _ in range(levels - 1):
@@ -89,14 +91,14 @@ def operator_recursion_limit() -> Iterator[None]:
 
 
 def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and_refused(
-    operator_recursion_limit: None, emulator: Any, api: Any, tmp_path: Any
+    operator_recursion_limit: None, cluster: Cluster, kubeconfig: Any, tmp_path: Any
 ) -> None:
     wire = json.dumps(
         {
             "apiVersion": "ddpjob.io/v1alpha1",
             "kind": "DDPJob",
             "metadata": {"name": "j"},
-            "spec": {"image": "img", "template": deep(10_000)},
+            "spec": {"image": "img", "template": deep(DEEPEST)},
         }
     )
     decoded = json.loads(wire)  # kopf's watch stream: json.loads of each line
@@ -110,15 +112,27 @@ def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and
     def operator_storage(settings: kopf.OperatorSettings) -> None:
         settings.persistence.diffbase_storage = storage
 
-    kubernetes.client.ApiextensionsV1Api(api).create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-    objects = kubernetes.client.CustomObjectsApi(api)
+    extensions = kubernetes.client.ApiextensionsV1Api(cluster.api)
+    try:  # the worker's plane's, kept for its later tests
+        extensions.create_custom_resource_definition(CRD)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    objects, ns = cluster.custom, cluster.ns
+    wait_until(
+        lambda: objects.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL) is not None,
+        REACTION,
+        "the deep objects' CRD is not served",
+    )
 
     def stored() -> dict[str, Any]:
-        return emulator.get_object(f"{GROUP}/{VERSION}/{PLURAL}", NS, "j")
+        return json_object(objects.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "j"))
 
-    with run_operator(emulator, tmp_path / "diff_handlers.py", namespace=NS, configure=operator_storage):
+    # The operator straight to the server as the admin (the fault proxy's Python would
+    # decode each deep request body again).
+    with run_operator(kubeconfig, tmp_path / "diff_handlers.py", namespace=ns, configure=operator_storage):
         objects.create_namespaced_custom_object(
-            GROUP, VERSION, NS, PLURAL, {**decoded, "apiVersion": f"{GROUP}/{VERSION}", "kind": "DeepObject"}
+            GROUP, VERSION, ns, PLURAL, {**decoded, "apiVersion": f"{GROUP}/{VERSION}", "kind": "DeepObject"}
         )
         # Each read copies the object in this process (a second, not the usual 0.05 s, apart).
         wait_for(
@@ -127,8 +141,9 @@ def test_an_object_as_deep_as_the_api_server_stores_is_decoded_copied_diffed_and
             interval=1,
             message="kopf kept no copy of the deep object",
         )
-        changed = json.loads(wire.replace("{}", '{"b": 1}'))
-        objects.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "j", {"spec": changed["spec"]})
+        # The deepest value changed, at no more depth (one level more is past the server's).
+        changed = json.loads(wire.replace("{}", "1"))
+        objects.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "j", {"spec": changed["spec"]})
         wait_for(lambda: DIFFS, REACTION, interval=1, message="kopf handed no diff of the deep object's change")
     assert len(DIFFS[0]) == 1
     with pytest.raises(spec.InvalidSpec, match=r"spec.template: is nested deeper than 32 levels"):
@@ -139,7 +154,9 @@ def test_at_pythons_default_limit_the_same_object_does_not_decode() -> None:
     """What the operator's limit is for: kopf's decoder died on it, and the watch with it.
     In a fresh interpreter: this process's limit is whatever an earlier test's operator
     (or the dev cluster's CEL library) left it at."""
-    text = '{"spec": {"template": ' + '{"a": ' * 9_999 + "{}" + "}" * 9_999 + "}}"  # deep(10_000), no recursion
+    text = (  # deep(DEEPEST), built with no recursion
+        '{"spec": {"template": ' + '{"a": ' * (DEEPEST - 1) + "{}" + "}" * (DEEPEST - 1) + "}}"
+    )
     probe = (
         "import json, sys\n"
         f"assert sys.getrecursionlimit() < {handlers.RECURSION_LIMIT}, sys.getrecursionlimit()\n"

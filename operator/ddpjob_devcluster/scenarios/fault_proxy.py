@@ -245,7 +245,7 @@ class FaultProxy:
 def _json_or_none(data: bytes) -> Any:
     try:
         return json.loads(data) if data else None
-    except ValueError:  # a protobuf or YAML body: not kept
+    except (ValueError, RecursionError):  # a protobuf or YAML body, or one too deep for Python: not kept
         return None
 
 
