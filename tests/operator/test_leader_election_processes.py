@@ -1,10 +1,10 @@
 """Replicas of the operator as processes (`run_operator`, as `ddpjob operator` runs it) on
-the API emulator, electing their leader on a Lease with short timings: the standby answers
+the real kube-apiserver, through the fault proxy, electing their leader on a Lease with
+short timings: the standby answers
 the liveness endpoint with who leads and takes over from a killed leader, which the job's
 status then shows; a leader stopped with SIGTERM releases the Lease; one that cannot renew
 exits with status 1. The standby's /metrics answers, all zero.
-tests/system/test_leader_election_real.py does it on a real API server with the chart's
-defaults and RBAC."""
+tests/system/test_leader_election_real.py does it with the chart's defaults and RBAC."""
 
 from __future__ import annotations
 
@@ -24,15 +24,9 @@ from ddpjob.local.ports import free_port
 from ddpjob.operator import settings
 from ddpjob_devcluster.clusters.client import OperatorProcess
 from ddpjob_devcluster.clusters.operator_runner import wait_for
-from tests.operator import emulator_fixtures
-from tests.operator.emulator_fixtures import NS, ROOT, Cluster, ddpjob
+from tests.operator.conftest import ROOT, Cluster, ddpjob
 from tests.operator.test_operator_operations import metric
 from tests.support.deadlines import REACTION, TEST
-
-# Still on the API emulator: its fixtures (tests/operator/emulator_fixtures.py), bound
-# here by name, take the place of the conftest's real-server ones for this file.
-cluster, crd, kubeconfig = emulator_fixtures.cluster, emulator_fixtures.crd, emulator_fixtures.kubeconfig
-start_operator, operator = emulator_fixtures.start_operator, emulator_fixtures.operator
 
 pytestmark = pytest.mark.timeout(TEST)
 
@@ -41,8 +35,12 @@ FAST = {settings.LEASE_SECONDS_ENV: "2", settings.RENEW_DEADLINE_ENV: "1.5", set
 
 
 @pytest.fixture
-def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iterator[Callable[..., Any]]:
-    """Start a replica: its Pod name, its liveness port, timings; all stopped at the end."""
+def replica(
+    cluster: Cluster, operator_kubeconfig: pathlib.Path, tmp_path: pathlib.Path
+) -> Iterator[Callable[..., Any]]:
+    """Start a replica (through the fault proxy, on the test's namespace): its Pod name,
+    its liveness port, timings; all stopped at the end."""
+    kubeconfig, ns = operator_kubeconfig, cluster.ns
     started: list[OperatorProcess] = []
 
     def start(pod: str, port: int, metrics: int | None = None, **timings: str) -> OperatorProcess:
@@ -54,7 +52,7 @@ def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iter
             "PYTHONUNBUFFERED": "1",
             "POD_ID": pod,
             settings.LEASE_ENV: LEASE,
-            settings.LEASE_NAMESPACE_ENV: NS,
+            settings.LEASE_NAMESPACE_ENV: ns,
             **(timings or FAST),
         }
         if metrics is not None:
@@ -62,7 +60,7 @@ def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iter
         command = [
             sys.executable,
             "-c",
-            f"from ddpjob.operator.main import run_operator; run_operator({NS!r}, False, {liveness!r}, None)",
+            f"from ddpjob.operator.main import run_operator; run_operator({ns!r}, False, {liveness!r}, None)",
         ]
         process = OperatorProcess(kubeconfig, tmp_path / f"{pod}.log", command=command, env=env).start()
         started.append(process)
@@ -75,7 +73,7 @@ def replica(kubeconfig: pathlib.Path, crd: dict, tmp_path: pathlib.Path) -> Iter
 
 
 def holder(cluster: Cluster) -> str:
-    lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)
+    lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, cluster.ns)
     return (lease.spec and lease.spec.holder_identity) or ""
 
 
@@ -109,7 +107,7 @@ def test_the_standby_answers_its_probe_and_takes_over_a_killed_leaders_job(clust
         message="the standby does not answer its probe with the leader",
         describe=b.log_tail,
     )
-    assert standby == (200, {"standby": {"lease": f"Lease {NS}/{LEASE}", "leader": leader}})
+    assert standby == (200, {"standby": {"lease": f"Lease {cluster.ns}/{LEASE}", "leader": leader}})
     assert "standby" not in probe(a_port)[1]  # kopf's own, on the leader
     # Its /metrics answers too, all zero: a scrape of every replica sums to the leader's.
     assert metric(scrape(b_metrics), "ddpjob_pods_created_total") == 0
@@ -167,7 +165,7 @@ def test_a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby(cluster
         message="replica-b did not take the released Lease",
         describe=b.log_tail,
     )
-    lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, NS)
+    lease = kubernetes.client.CoordinationV1Api(cluster.api).read_namespaced_lease(LEASE, cluster.ns)
     assert lease.spec is not None and lease.spec.lease_transitions == 1
 
 
@@ -179,7 +177,7 @@ def test_a_leader_that_cannot_renew_exits_with_status_1(cluster: Cluster, replic
         message="replica-a never led",
         describe=a.log_tail,
     )
-    cluster.emulator.inject_fault(verb="update", resource="leases", status=503, count=10**6)
+    cluster.inject_fault(verb="update", resource="leases", status=503, count=10**6)
     wait_for(lambda: not a.alive, timeout=REACTION, message="the leader went on without its Lease", describe=a.log_tail)
     assert a.returncode == 1
     assert "not renewed within the renew deadline (1.5s); exiting" in a.log_tail(20)

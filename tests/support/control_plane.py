@@ -66,6 +66,15 @@ def ddpjob_crd(control_plane: ControlPlane) -> dict[str, Any]:
             return any(c.type == "Established" and c.status == "True" for c in conditions)
 
         wait_until(established, REACTION, "the DDPJob CRD was not Established")
+        # Established is not yet served: until its watch cache has started, a list answers
+        # 429 "storage is (re)initializing", and a client (kopf) backs off for seconds.
+        group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
+        objects = kubernetes.client.CustomObjectsApi(api)
+        wait_until(
+            lambda: objects.list_cluster_custom_object(group, version, crd["spec"]["names"]["plural"], limit=1),
+            REACTION,
+            "the DDPJob CRD's objects are not served",
+        )
     return crd
 
 
