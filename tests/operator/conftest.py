@@ -14,8 +14,6 @@ The test's own calls go to the server directly, as the admin.
 Tests use restartBackoffSeconds: 0 and short deadlines/TTLs, and poll with `wait_for`;
 no test sleeps in place of an assertion. A wait ends when what it waits for happens; its
 bound (tests.support.deadlines) only ends one that would hang.
-
-Test files not moved yet import the emulator's fixtures (tests/operator/emulator_fixtures.py).
 """
 
 from __future__ import annotations

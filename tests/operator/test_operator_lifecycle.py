@@ -285,7 +285,7 @@ def test_a_rewritten_bookkeeping_annotation_does_not_steer_the_operator(cluster:
     """kopf keeps the last spec it handled in an annotation anyone who may edit the job can
     rewrite; an "old" spec with other immutable values there must not fail the job, alone
     or met by the owner's own change of spec (issue 40: the job failed with `spec.image:
-    is immutable` when the two landed together; the emulator runs no admission policy)."""
+    is immutable` when the two landed together)."""
     import json
 
     cluster.start_running(ddpjob("kept", nodes=2, activeDeadlineSeconds=3600))

@@ -26,7 +26,7 @@ RUN = 600.0
 
 # pytest-timeout's bounds for one whole test (pytest.mark.timeout): the backstop for a
 # wait that has no bound of its own, covering a test's waits one after the other. TEST
-# for a test of reactions (the emulator, the operator in a thread); CLUSTER_TEST for one
+# for a test of reactions (an API server, the operator in a thread); CLUSTER_TEST for one
 # that runs jobs on a cluster, trains, or starts the demo.
 TEST = 300
 CLUSTER_TEST = 900

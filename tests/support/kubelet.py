@@ -1,7 +1,7 @@
 """Play the kubelet: report a Pod's phase and container states through `pods/status`.
 
-The emulator runs no containers, so tests move Pods through their lifecycle by hand,
-with the same status-subresource write a kubelet makes (the operator sees MODIFIED).
+No kubelet runs these Pods' containers, so tests move Pods through their lifecycle by
+hand, with the same status-subresource write a kubelet makes (the operator sees MODIFIED).
 """
 
 from __future__ import annotations
