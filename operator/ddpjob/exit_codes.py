@@ -9,11 +9,14 @@ it. Pure and dependency-free: the trainer image imports it.
 - 128 with reason StartError: the command could not start (containerd's report).
 
 Two ends are permanent under every restartPolicy, OnFailure included (`never_retried`,
-read by job/restart_policy.py): a container that could not start (no restart installs a
-missing executable), and exit 2 whose error line has argparse's form, `PROG: error: ...`
+read by job/restart_policy.py): a container whose command could not start (no restart
+installs a missing executable; the runtime's words say so: `executable file not found`,
+`permission denied`, ...), and exit 2 whose error line has argparse's form, `PROG: error: ...`
 (argparse's verdict on a bad command line, and ddpjob-launch's and ddpjob-train's on bad
 input): every attempt is given the same input. A user's own script that exits 2 for a
-reason of its own, without that line, is left to its restartPolicy.
+reason of its own, without that line, is left to its restartPolicy, and so is a StartError
+of the node's runtime itself (runc `unable to freeze` a cgroup on a node just rebooted, a
+shim that failed): it says nothing of the command, and the next attempt may well start.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ RENDEZVOUS_TIMEOUT = SIGNAL_BASE + signal.SIGALRM
 # exit 2), and so do ddpjob-launch and ddpjob-train on bad input (their `log`); said by a
 # rank of torch.distributed, it carries the rank (`[rank0]: `, error_lines.py).
 _USAGE_ERROR_LINE = re.compile(r"^(\[rank\d+\]: )?[\w.\-]+: error: ")
+# A StartError in containerd's or runc's words (the kubelet copies them into the status)...
+_RUNTIME_WORDS = re.compile(r"OCI runtime|containerd|shim task", re.IGNORECASE)
+# ...that names no command that cannot run (Go's exec errors: ENOENT, EACCES, ENOEXEC,
+# ENOTDIR; a working directory that is not there) is the node's fault, not the job's.
+_COMMAND_CANNOT_RUN = re.compile(
+    r"executable file not found|no such file or directory|permission denied|exec format error|not a directory",
+    re.IGNORECASE,
+)
 
 
 def of_signal(signum: int) -> int:
@@ -58,8 +69,17 @@ def is_start_error(code: int | None, reason: str | None) -> bool:
 def never_retried(code: int | None, reason: str | None, error_line: str | None) -> str | None:
     """Why no restartPolicy retries this end (its words for a status message), or None when
     the policy decides. `error_line`: the first error line of the container's log tail."""
-    if is_start_error(code, reason):
+    if is_start_error(code, reason) and not runtime_fault(error_line):
         return "the container could not start"
     if code == BAD_INPUT and error_line and _USAGE_ERROR_LINE.match(error_line):
         return "bad input (exit code 2)"
     return None
+
+
+def runtime_fault(error_line: str | None) -> bool:
+    """Whether a StartError's words are the node's runtime failing (runc `unable to freeze`
+    a cgroup, a shim that died) rather than a command that cannot run: containerd's or
+    runc's words that name no missing, unreadable or unrunnable file. `ddpjob run`'s and the
+    development kubelet's start errors (a command not installed) are never one."""
+    line = error_line or ""
+    return bool(_RUNTIME_WORDS.search(line)) and not _COMMAND_CANNOT_RUN.search(line)

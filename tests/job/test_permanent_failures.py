@@ -93,6 +93,44 @@ def test_an_elastic_job_does_not_replace_a_pod_that_cannot_start(job):
     assert p.status["phase"] == "Failed" and "could not start" in p.status["message"]
 
 
+# What runc says when the node's own runtime fails to start a container (here a kind node
+# just started again after a kill): nothing of the command.
+RUNTIME_FAULT = (
+    "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
+    "failed: unable to start container process: error during container init: error setting cgroup config "
+    "for procHooks process: unable to freeze: unknown"
+)
+
+
+@pytest.mark.parametrize("policy,retried", [("OnFailure", True), ("ExitCode", True), ("Never", False)])
+def test_a_start_error_of_the_nodes_runtime_is_left_to_the_policy(job, policy, retried):
+    """Not the command's fault: the next attempt may well start, so the job is not failed
+    at once (an elastic job's member lost to it, on a node just back, is made again)."""
+    j = job(restartPolicy=policy)
+    st = lifecycle.plan(j, [], None, T0).status
+    faulted = start_error_pod()
+    faulted = PodState(**{**faulted.__dict__, "message": RUNTIME_FAULT})
+    p = lifecycle.plan(j, [faulted, PodState(name="demo-1", node_rank=1, restart_count=0, phase="Running")], st, T0)
+    failure = p.status["lastFailure"]
+    assert failure["retryable"] is retried and failure["errorLine"] == RUNTIME_FAULT
+    assert (p.status["phase"] != "Failed") is retried, p.status
+    assert is_retryable(policy, 128, "StartError", RUNTIME_FAULT) is retried
+    # The same words naming a command that cannot run stay permanent under every policy.
+    for missing in (CONTAINERD, RUNTIME_FAULT.replace("unable to freeze", "exec: /bin/x: permission denied")):
+        assert not is_retryable(policy, 128, "StartError", missing)
+    assert not is_retryable(policy, 128, "StartError", "spec.command: 'x' is not installed on this machine")
+
+
+def test_an_elastic_member_lost_to_a_runtime_fault_is_made_again(job):
+    j = job(restartPolicy="OnFailure", nodes=2, elastic={"minNodes": 1, "maxNodes": 2})
+    up = [PodState(name=f"demo-{r}", node_rank=r, restart_count=0, phase="Running") for r in range(2)]
+    st = lifecycle.plan(j, up, lifecycle.plan(j, [], None, T0).status, T0).status
+    faulted = PodState(**{**start_error_pod(1).__dict__, "message": RUNTIME_FAULT})
+    p = lifecycle.plan(j, [up[0], faulted], st, T0 + timedelta(seconds=5))
+    assert p.status["phase"] != "Failed", p.status
+    assert "demo-0" not in p.delete  # the survivor trains on
+
+
 def test_a_bad_command_line_is_not_retried_under_on_failure(job):
     j = job(restartPolicy="OnFailure")
     st = lifecycle.plan(j, [], None, T0).status

@@ -14,8 +14,9 @@ def is_retryable(policy: str, exit_code: int | None, reason: str | None = None, 
     exit whose error line blames the network or a peer (`error_lines.transient`: a rank
     whose peer's node died fails with "Connection closed by peer", which is no verdict of
     the program's on its input). Under every policy, what no attempt can change is
-    permanent (`exit_codes.never_retried`: a container that could not start, argparse's
-    exit 2)."""
+    permanent (`exit_codes.never_retried`: a container whose command could not start,
+    argparse's exit 2); a StartError of the node's runtime itself is left to the policy
+    (an exit code 128: retried by OnFailure and ExitCode)."""
     if exit_codes.never_retried(exit_code, reason, error_line):
         return False
     if policy == "OnFailure":
