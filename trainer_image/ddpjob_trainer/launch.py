@@ -31,6 +31,7 @@ from . import (
     elastic_launch,
     in_place_launch,
     record_events,
+    stacks,
     termination_message,
 )
 from .backend import refuse_short_nccl
@@ -229,6 +230,7 @@ def parse_argv(argv: list[str]) -> tuple[float, str | None, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    stacks.dump_on_signal()  # so does this launcher (stacks.py)
     try:
         dns_timeout, asked, cmd = parse_argv(argv)
         launch = read_launch_env()

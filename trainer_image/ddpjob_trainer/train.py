@@ -30,6 +30,7 @@ from . import (
     graphed_model,
     group_reset,
     resize,
+    stacks,
     state,
 )
 from .data import load_data
@@ -259,9 +260,8 @@ class Trainer:
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv)  # exits 2 itself on a bad flag
     stop = StopRequest()
-    trainer = None
-    code = 1
-    in_place = False
+    stacks.dump_on_signal()  # a hung rank says where it waits (stacks.py)
+    trainer, code, in_place = None, 1, False
     try:
         env = read_process_env()
         # Resizing in place, the Trainer forms the group once it has a model to share.

@@ -1,0 +1,63 @@
+"""`kill -USR1` prints a trainer process's thread stacks and the process goes on
+(ddpjob_trainer/stacks.py): how a hung rank says where it waits, from the Pod's log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ddpjob_trainer import UsageError, launch, stacks, train
+
+# A process that registers the dump, then waits in a named function on a second thread
+# (as a rank waits in a collective) while its main thread sleeps.
+PROGRAM = textwrap.dedent(
+    """
+    import sys, threading, time
+    from ddpjob_trainer import stacks
+
+    def waiting_in_a_collective(event):
+        event.wait()
+
+    stacks.dump_on_signal()
+    threading.Thread(target=waiting_in_a_collective, args=(threading.Event(),), daemon=True).start()
+    print("ready", flush=True)
+    time.sleep(float(sys.argv[1]))
+    print("still running", flush=True)
+    """
+)
+
+
+def test_the_signal_prints_every_threads_stack_and_the_process_goes_on() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROGRAM, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(stacks.SIGNAL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err  # not ended by the signal (its default action)
+    assert out.strip() == "still running"
+    assert "waiting_in_a_collective" in err and "Current thread 0x" in err and "\nThread 0x" in "\n" + err, err
+
+
+@pytest.mark.parametrize("entry", ["launch", "train"])
+def test_the_launcher_and_the_trainer_register_it(entry: str, monkeypatch) -> None:
+    """Both entry points register the dump before anything can hang (here each then ends
+    at once on bad input)."""
+    called: list[bool] = []
+    monkeypatch.setattr(stacks, "dump_on_signal", lambda: called.append(True))
+    if entry == "launch":
+        assert launch.main(["--no-such-flag"]) == 2
+    else:
+
+        def no_environment():
+            raise UsageError("no rendezvous environment")
+
+        monkeypatch.setattr(train, "read_process_env", no_environment)
+        assert train.main(["--model", "mlp", "--data", "synthetic"]) == 2
+    assert called == [True]
