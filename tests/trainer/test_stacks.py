@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -61,3 +62,23 @@ def test_the_launcher_and_the_trainer_register_it(entry: str, monkeypatch) -> No
         monkeypatch.setattr(train, "read_process_env", no_environment)
         assert train.main(["--model", "mlp", "--data", "synthetic"]) == 2
     assert called == [True]
+
+
+def test_a_stderr_without_a_file_descriptor_is_no_failure(monkeypatch) -> None:
+    """A caller that captured stderr (an object with no fileno): the process's own stderr
+    is used; with none at all, the dump is simply not installed."""
+    import io
+
+    registered: list[object] = []
+
+    def register(signum: int, file: Any, **_: Any) -> None:
+        registered.append(file)
+        file.fileno()  # as faulthandler asks it: a StringIO has none
+
+    monkeypatch.setattr("faulthandler.register", register)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    stacks.dump_on_signal()
+    assert registered[-1] is sys.__stderr__
+    monkeypatch.setattr("sys.__stderr__", None)
+    stacks.dump_on_signal()  # no exception: nothing installed
+    assert registered[-1] is sys.stderr

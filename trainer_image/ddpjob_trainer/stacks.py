@@ -7,6 +7,7 @@ a TCPStore call), where a Python handler would never run."""
 from __future__ import annotations
 
 import faulthandler
+import io
 import signal
 import sys
 
@@ -14,5 +15,14 @@ SIGNAL = signal.SIGUSR1
 
 
 def dump_on_signal() -> None:
-    """From now on, SIGNAL prints the stacks and the process goes on (nothing else uses it)."""
-    faulthandler.register(SIGNAL, file=sys.stderr, all_threads=True, chain=False)
+    """From now on, SIGNAL prints the stacks and the process goes on (nothing else uses it).
+    faulthandler writes to a file descriptor: where stderr was replaced by an object that
+    has none (a caller capturing it), the process's own stderr; with neither, nothing."""
+    for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
+        try:
+            faulthandler.register(SIGNAL, file=stream, all_threads=True, chain=False)
+            return
+        except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+            continue
