@@ -104,10 +104,10 @@ scenario_node_elastic() {
         took_until "$job: the survivor's step at world size 1" "$t0" 10 "check resized '$SHARED/$job' --after $t0 --world 1 >/dev/null 2>&1"
         figure "elastic $how: next step at the smaller size $TOOK s after the loss"
         took_until "$job: NODES 1/2 and a NodeLost Event" "$t0" 20 \
-            "[[ \$(status $job .nodes) == 1/2 ]] && events_of $job | grep -q '^NodeLost: training at 1/2 nodes'"
+            "[[ \$(status $job .nodes) == 1/2 ]] && events_of $job | grep '^NodeLost: training at 1/2 nodes' >/dev/null"
         figure "elastic $how: kubectl get ddpj says 1/2 and NodeLost $TOOK s after the loss"
         took_until "$job: the lost Pod force-deleted" "$t0" 30 \
-            "events_of $job | grep -q '^ForceDeleted: force-deleted Pod $job-1: its node $victim'"
+            "events_of $job | grep '^ForceDeleted: force-deleted Pod $job-1: its node $victim' >/dev/null"
         if [[ $how == kill ]]; then start_node "$victim"; else docker unpause "$victim" >/dev/null; fi
         took_until "$job: grown back to 2/2" "$t0" 300 \
             "[[ \$(status $job .nodes) == 2/2 ]] && check resized '$SHARED/$job' --after $t0 --world 2 >/dev/null 2>&1"
@@ -138,7 +138,7 @@ scenario_node_rigid() {
     log "$job: docker kill $victim; newest checkpoint at step $saved"
     docker kill "$victim" >/dev/null
     took_until "$job: the node's Pod force-deleted" "$t0" 90 \
-        "events_of $job | grep -q '^ForceDeleted: force-deleted Pod $job-[01]: its node $victim'"
+        "events_of $job | grep '^ForceDeleted: force-deleted Pod $job-[01]: its node $victim' >/dev/null"
     figure "rigid kill: the dead node's Pod force-deleted $TOOK s after the kill"
     took_until "$job: resumed from its checkpoint" "$t0" 90 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1"
     figure "rigid kill: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"

@@ -199,7 +199,7 @@ scenario_restart() {
     ((restarts >= 1)) || die "$job succeeded without a recorded restart"
     label=$(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.metadata.labels.ddpjob\.io/restart-count}')
     [[ "$label" == "$restarts" ]] || die "Pod $job-0 has restart-count label '$label', expected $restarts"
-    k -n "$JOB_NS" logs "$job-0" -c trainer | grep -q "done: 6 epoch(s)" || die "$job rank 0 did not finish after the restart"
+    k -n "$JOB_NS" logs "$job-0" -c trainer | grep "done: 6 epoch(s)" >/dev/null || die "$job rank 0 did not finish after the restart"
     log "$job: restart observed (restarts=$restarts) and the job succeeded"
 }
 
@@ -240,7 +240,7 @@ scenario_elastic() {
             || { survivors_said; die "${pod%%=*} was replaced: a survivor must keep training"; }
     done
     k -n "$JOB_NS" get events --field-selector "involvedObject.name=$job" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' \
-        | grep -q '^NodeLost: training at 2/3 nodes' || die "no NodeLost event for the lost Pod"
+        | grep '^NodeLost: training at 2/3 nodes' >/dev/null || die "no NodeLost event for the lost Pod"
     # The trainer's own records: steps at world size 2 after the loss, before the replacement
     # rejoined (a group of 3 again), not a status that says so.
     local shrank
@@ -263,7 +263,7 @@ scenario_oom() {
     [[ $(status "$job" '.lastFailure.exitCode') == 137 && $(status "$job" '.lastFailure.reason') == OOMKilled ]] \
         || die "$job's last failure is not OOMKilled/137: $failure"
     [[ $(status "$job" '.restarts') == 1 ]] || die "$job was not restarted once under ExitCode: $(status "$job" '')"
-    k -n "$JOB_NS" describe ddpjob "$job" | grep -q OOMKilled || die "kubectl describe ddpjob $job does not show OOMKilled"
+    k -n "$JOB_NS" describe ddpjob "$job" | grep OOMKilled >/dev/null || die "kubectl describe ddpjob $job does not show OOMKilled"
     log "$job: OOMKilled, exit 137, restarted once under restartPolicy ExitCode, then Failed"
 }
 

@@ -279,3 +279,18 @@ def test_the_tier_never_writes_the_users_kubeconfig() -> None:
     ]
     top_level = [n for n in calls if not lines[n].startswith((" ", "\t"))]  # not inside a function
     assert top_level and min(top_level) > export, [lines[n] for n in top_level if n < export]
+
+
+def test_no_check_ends_its_reader_early_under_pipefail() -> None:
+    """The tier runs under `set -o pipefail`: `kubectl ... | grep -q X` fails when grep
+    finds X and exits before kubectl has written the rest (kubectl then dies of SIGPIPE,
+    and the pipeline with it), so a check passes or fails by a race. Seen on the elastic
+    scenario: "no NodeLost event" with the Event there. A pipe into grep reads it all."""
+    early = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in [*sorted((ROOT / "hack" / "kind").glob("*.sh")), ROOT / "hack" / "e2e-kind.sh"]
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        # (a `bash -c "until ... | grep -q"` loop is its own shell, without pipefail)
+        if re.search(r"\|\s*grep\b[^|]*\s(-q|--quiet)\b", line) and "bash -c" not in line
+    ]
+    assert not early, f"a pipe's reader may end before its writer (pipefail): {early}"
