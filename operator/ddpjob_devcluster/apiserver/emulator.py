@@ -33,7 +33,14 @@ from ddpjob_devcluster.apiserver.errors import ApiError
 from ddpjob_devcluster.apiserver.reaction_dispatch import FastDispatch
 from ddpjob_devcluster.apiserver.registry.served_resources import is_status_subresource
 from ddpjob_devcluster.apiserver.registry.store import Store
-from ddpjob_devcluster.apiserver.request_log import REASONS, Fault, RecordedRequest, RequestLog, rbac_verb
+from ddpjob_devcluster.apiserver.request_log import (
+    REASONS,
+    Fault,
+    Faults,
+    RecordedRequest,
+    RequestLog,
+    rbac_verb,
+)
 from ddpjob_devcluster.apiserver.store_serving import StoreServing
 
 # kmock reads /api/v1/namespaces/X as "namespace X" and crashes on the bare list URL.
@@ -48,13 +55,11 @@ class KubeEmulator(RequestLog, FastDispatch, StoreServing, kmock.KubernetesEmula
     store: Store = attrs.field(init=False)
     admission: Admission = attrs.field(init=False)
     requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
-    _faults: list[Fault] = attrs.field(factory=list, init=False)
+    _faults: Faults = attrs.field(factory=Faults, init=False)
     _url: str | None = attrs.field(default=None, init=False)
     _loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, init=False)
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _stopping: asyncio.Event | None = attrs.field(default=None, init=False)
-    # Not `_lock`: that is kmock's asyncio lock, which its own serving hooks (overridden here) take.
-    _log_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     log_sources: list[Any] = attrs.field(factory=list, init=False)  # see pod_logs.py
     chaos: Any = attrs.field(default=None, init=False)  # a scenarios.chaos.Chaos: a struggling API server
     _stock: tuple[int, ...] = attrs.field(default=(), init=False)  # the reactions registered below
@@ -179,7 +184,7 @@ class KubeEmulator(RequestLog, FastDispatch, StoreServing, kmock.KubernetesEmula
         if failure is not None:
             raise ApiError(*failure)
         if record is not None:
-            fault = self._take_fault(record)
+            fault = self._faults.take(record)
             if fault is not None:
                 assert self._stopping is not None
                 await fault.hold(self._stopping)

@@ -7,13 +7,20 @@ matching requests slow or failing.
 
 from __future__ import annotations
 
-import threading
+from typing import Any
 
 from kmock._internal import rendering
 
 # The records and faults themselves are shared with the fault proxy in front of the real
 # API server (scenarios/api_requests.py); re-exported here for the emulator's users.
-from ddpjob_devcluster.scenarios.api_requests import REASONS, Fault, RecordedRequest, authorization_verb, hold
+from ddpjob_devcluster.scenarios.api_requests import (
+    REASONS,
+    Fault,
+    Faults,
+    RecordedRequest,
+    authorization_verb,
+    hold,
+)
 
 
 def rbac_verb(request: rendering.Request) -> str:
@@ -23,12 +30,11 @@ def rbac_verb(request: rendering.Request) -> str:
 
 
 class RequestLog:
-    """A mixin of `KubeEmulator` (whose attrs fields `requests`, `_faults` and `_log_lock` it uses)."""
+    """A mixin of `KubeEmulator` (whose attrs fields `requests` and `_faults` it uses)."""
 
     __slots__ = ()
     requests: list[RecordedRequest]
-    _faults: list[Fault]
-    _log_lock: threading.Lock
+    _faults: Faults
 
     def _record(self, request: rendering.Request) -> RecordedRequest | None:
         """Log a request for a resource (None: discovery and the like, not logged)."""
@@ -46,33 +52,9 @@ class RequestLog:
         self.requests.append(record)
         return record
 
-    def inject_fault(
-        self,
-        *,
-        verb: str | None = None,
-        resource: str | None = None,
-        subresource: str | None = None,
-        status: int | None = 500,
-        count: int = 1,
-        delay: float = 0.0,
-        skip: int = 0,
-        release: threading.Event | None = None,
-    ) -> Fault:
-        """Make the next `count` matching requests (after `skip` of them) wait `delay`
-        seconds (or until `release` is set, at most `delay`), then fail with `status`
-        (or, with status=None, proceed normally: a slow API server)."""
-        fault = Fault(verb, resource, subresource, status, count, delay, skip, release)
-        with self._log_lock:
-            self._faults.append(fault)
-        return fault
-
-    def _take_fault(self, record: RecordedRequest) -> Fault | None:
-        with self._log_lock:
-            for fault in self._faults:
-                if fault.matches(record):
-                    fault.count -= 1
-                    return fault
-        return None
+    def inject_fault(self, **fault: Any) -> Fault:
+        """A fault for the next matching requests (`api_requests.Faults.add`'s fields)."""
+        return self._faults.add(**fault)
 
 
-__all__ = ["REASONS", "Fault", "RecordedRequest", "RequestLog", "hold", "rbac_verb"]
+__all__ = ["REASONS", "Fault", "Faults", "RecordedRequest", "RequestLog", "hold", "rbac_verb"]

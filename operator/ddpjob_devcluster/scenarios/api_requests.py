@@ -119,5 +119,44 @@ class Fault:
         return hit
 
 
+class Faults:
+    """The faults a test injected, each taken by the requests it matches: the emulator's
+    and the fault proxy's. Thread-safe: a test adds from its thread while the server takes
+    them on its own loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+
+    def add(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        subresource: str | None = None,
+        status: int | None = 500,
+        count: int = 1,
+        delay: float = 0.0,
+        skip: int = 0,
+        release: threading.Event | None = None,
+    ) -> Fault:
+        """Make the next `count` matching requests (after `skip` of them) wait `delay`
+        seconds (or until `release` is set, at most `delay`), then fail with `status`
+        (or, with status=None, go through: a slow API server)."""
+        fault = Fault(verb, resource, subresource, status, count, delay, skip, release)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def take(self, record: RecordedRequest) -> Fault | None:
+        """The first fault this request matches, one of its `count` used up; None for none."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(record):
+                    fault.count -= 1
+                    return fault
+        return None
+
+
 # The reason of an injected failure's Status, as the API server names these codes.
 REASONS = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}

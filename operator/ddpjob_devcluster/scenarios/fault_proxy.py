@@ -32,7 +32,7 @@ from typing import Any, Self
 import aiohttp
 import aiohttp.web
 
-from ddpjob_devcluster.scenarios.api_requests import REASONS, Fault, RecordedRequest, hold, request_of
+from ddpjob_devcluster.scenarios.api_requests import REASONS, Fault, Faults, RecordedRequest, hold, request_of
 from ddpjob_devcluster.scenarios.chaos import MESSAGES, Chaos
 
 HOP_HEADERS = {
@@ -108,7 +108,7 @@ class FaultProxy:
         self.cut_watches = 0
         self.requests: list[RecordedRequest] = []
         self.created: list[tuple[RecordedRequest, Any]] = []  # each create's request and its body
-        self._faults: list[Fault] = []
+        self._faults = Faults()
         self._lock = threading.Lock()
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -127,33 +127,9 @@ class FaultProxy:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
 
-    def inject_fault(
-        self,
-        *,
-        verb: str | None = None,
-        resource: str | None = None,
-        subresource: str | None = None,
-        status: int | None = 500,
-        count: int = 1,
-        delay: float = 0.0,
-        skip: int = 0,
-        release: threading.Event | None = None,
-    ) -> Fault:
-        """Make the next `count` matching requests (after `skip` of them) wait `delay`
-        seconds (or until `release` is set, at most `delay`), then fail with `status`
-        (or, with status=None, go through: a slow API server)."""
-        fault = Fault(verb, resource, subresource, status, count, delay, skip, release)
-        with self._lock:
-            self._faults.append(fault)
-        return fault
-
-    def _take_fault(self, record: RecordedRequest) -> Fault | None:
-        with self._lock:
-            for fault in self._faults:
-                if fault.matches(record):
-                    fault.count -= 1
-                    return fault
-        return None
+    def inject_fault(self, **fault: Any) -> Fault:
+        """A fault for the next matching requests (`api_requests.Faults.add`'s fields)."""
+        return self._faults.add(**fault)
 
     async def _start(self) -> None:
         self._session = aiohttp.ClientSession(auto_decompress=False)
@@ -186,7 +162,7 @@ class FaultProxy:
             self.requests.append(record)
             if record.verb == "create":
                 self.created.append((record, _json_or_none(data)))
-            injected = self._take_fault(record)
+            injected = self._faults.take(record)
             if injected is not None:
                 await injected.hold()
                 if injected.status is not None:
