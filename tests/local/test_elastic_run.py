@@ -98,7 +98,14 @@ def run_and_kill(tmp_path, node: int, backoff: int):
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 300
-        while "Resized: training at 3/3" not in (tmp_path / "run.log").read_text() and run.poll() is None:
+        # Back in the group by the trainers' own record (a group of 3 after one of 2), not by the
+        # operator's Resized Event alone: that one follows the Pods, and a Pod runs a while before
+        # its trainer joins (on a busy machine the job could end first, its steps released).
+        while not (
+            sample_audit.worlds(str(samples))[-2:] == [2, 3]
+            and "Resized: training at 3/3" in (tmp_path / "run.log").read_text()
+        ):
+            assert run.poll() is None, (tmp_path / "run.log").read_text()[-5000:]
             assert time.monotonic() < deadline, "the lost node was not back in the group within 300 s"
             time.sleep(0.5)
         # The survivors' launchers (their "containers") ran on: their Pods were never restarted.
