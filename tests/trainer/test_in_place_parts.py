@@ -189,3 +189,30 @@ def test_a_newcomer_for_a_finished_job_does_nothing_instead_of_waiting_alone(tmp
     else:
         assert in_place.join() is False and in_place.el.join.call_count == 0
         assert "training is over" in said[0]
+
+
+def test_a_resize_after_a_loss_tells_only_the_members_not_judged_lost(monkeypatch):
+    """The survivor that re-forms tells the others of the failure, but not a member its
+    watcher judged lost: a frozen node's store holds whoever calls it (the kind tier's paused
+    node: the survivor stuck for good after its step)."""
+    from types import SimpleNamespace
+
+    from ddpjob_trainer import elastic
+
+    told, formed = [], []
+    prev = Generation(3, (0, 1, 2), 1, ("a", "b", "c"), (9, 9, 9), 0)
+    after = Generation(4, (0, 1), 1, ("a", "b"), (9, 9), 0)
+    el = SimpleNamespace(
+        current=prev,
+        backend="gloo",
+        nproc=1,
+        stores=SimpleNamespace(announce=lambda nodes, key: told.append((list(nodes), key))),
+        watcher=SimpleNamespace(lost=lambda generation, node: generation == 3 and node == 2),
+        rounds=SimpleNamespace(form=lambda p, step, deadline, **kw: formed.append(kw) or after),
+        _install=lambda gen, t0, shrink=None: gen,
+    )
+    monkeypatch.setattr(group_reset, "abandon", lambda: None)
+    gen = elastic.Elastic.resize(el, 9, failed=True)
+    assert gen.nodes == (0, 1)
+    assert told == [([0, 1], "fail/3")], told
+    assert formed[0]["lost"] == [2]

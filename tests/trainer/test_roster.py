@@ -163,6 +163,39 @@ def test_survivors_of_a_lost_node_agree_without_it_and_a_lost_node_0_moves_the_r
     assert r.coordinator(prev) == 1 and r.coordinator(g) == 1
 
 
+class FrozenStores(FakeStores):
+    """As FakeStores, and nodes in `frozen` are paused: their kernel takes a connection
+    (`alive`), nothing answers (`answers`), and a call to their store is recorded (a real one
+    would hold the caller: the kind tier's survivor of a paused node, stuck after its step)."""
+
+    def __init__(self, max_nodes):
+        super().__init__(max_nodes)
+        self.frozen: set[int] = set()
+        self.called: list[int] = []
+
+    def answers(self, node, timeout=0):
+        return node in self.up and node not in self.frozen
+
+    def store(self, node):
+        if node in self.frozen:
+            self.called.append(node)
+            raise TimeoutError(f"node {node} is frozen")
+        return super().store(node)
+
+
+def test_survivors_of_a_frozen_node_never_call_its_store():
+    stores = FrozenStores(4)
+    for n in range(4):
+        stores.start(n, f"boot{n}")
+    prev = form_all(stores, range(4), None, {})[0]
+    stores.frozen.add(0)  # node 0, which held the round, paused; the watchers judged it lost
+    stores.announce(prev.nodes, f"fail/{prev.number}")
+    gens = form_all(stores, (1, 2, 3), prev, {1: 7, 2: 7, 3: 7}, extra={"lost": (0,)})
+    assert {g.nodes for g in gens.values()} == {(1, 2, 3)} and gens[1].round_node == 1
+    assert stores.called == [], stores.called
+    assert all(stores.backing[n].check([f"fail/{prev.number}"]) for n in (1, 2, 3))
+
+
 def test_a_newcomer_waits_for_the_members_and_takes_their_state(stores):
     prev = Generation(1, (0, 1), 1, ("boot0", "boot1"), (3, 3), 0)
     result = {}

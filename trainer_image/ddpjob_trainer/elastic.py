@@ -162,12 +162,13 @@ class Elastic:
         (roster.py) when the others re-formed without this node while `stopping()`: it goes."""
         t0 = time.monotonic()
         prev = self.current
-        if failed:  # whoever saw it tells every member, so none waits for a timeout
-            self.stores.announce(prev.nodes, f"fail/{prev.number}")
+        # The members a watcher judged lost (frozen, gone): never called again in this resize.
+        lost = [n for n in prev.nodes if self.watcher.lost(prev.number, n)]
+        if failed:  # whoever saw it tells every other member, so none waits for a timeout
+            self.stores.announce([n for n in prev.nodes if n not in lost], f"fail/{prev.number}")
         shrinking = self.backend == "nccl" and group_reset.can_shrink()
         if not shrinking:
             group_reset.abandon()
-        lost = [n for n in prev.nodes if self.watcher.lost(prev.number, n)]
         gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving, stopping=stopping)
         # The old ranks of the nodes that are gone (node-major, as Generation.rank numbers them).
         gone = [i for i, n in enumerate(prev.nodes) if n not in gen.nodes]

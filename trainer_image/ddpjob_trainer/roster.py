@@ -287,8 +287,11 @@ class NodeStores:
             return None
 
     def announce(self, nodes: Iterable[int], key: str, value: str = "1") -> None:
+        """Tell each node that answers (`answers`, not `alive`: a frozen node's store takes
+        the connection and holds whoever calls it, so a notice to it would keep the caller,
+        a survivor re-forming its group, waiting on the very peer that was lost)."""
         for node in nodes:
-            if self.alive(node, PROBE_TIMEOUT / 2):
+            if self.answers(node, PROBE_TIMEOUT / 2):
                 self.call(node, lambda s: s.set(key, value))
 
 

@@ -30,12 +30,14 @@ class Rounds:
         self.min_nodes, self.max_nodes, self.boot = min_nodes, max_nodes, boot
         self.clock, self.sleep = clock, sleep
 
-    def coordinator(self, prev: Generation | None) -> int | None:
+    def coordinator(self, prev: Generation | None, lost: Iterable[int] = ()) -> int | None:
         """Where round prev+1 is held: the lowest node of `prev` whose store is the one it
-        had (not a Pod created again under its name); the first round: node 0."""
+        had (not a Pod created again under its name), of those not known `lost` (a frozen
+        node's store would hold the call); the first round: node 0."""
         if prev is None:
             return 0 if self.stores.alive(0) else None
-        return next((n for n in prev.nodes if self.stores.boot(n) == prev.boot(n)), None)
+        skip = set(lost)
+        return next((n for n in prev.nodes if n not in skip and self.stores.boot(n) == prev.boot(n)), None)
 
     def newest(self) -> Generation | None:
         """The newest generation any other node says it is in: where a newcomer goes."""
@@ -66,7 +68,7 @@ class Rounds:
         while True:
             if self.clock() > deadline:
                 raise NoGroup(f"no group formed with node {self.node} in time")
-            c = self.coordinator(prev)
+            c = self.coordinator(prev, lost)
             if c is None:
                 if prev is not None:
                     raise NoGroup(f"no node of generation {prev.number} ({list(prev.nodes)}) answers")
