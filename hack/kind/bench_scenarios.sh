@@ -84,8 +84,9 @@ container = {"name": "trainer", "image": image, "imagePullPolicy": "IfNotPresent
              "volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"}]}
 spread = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"job-name": name}}}
 affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [spread]},
+            # A node field selector takes one value per requirement: a term per node (ORed).
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [a, b]}]}]}}}
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in (a, b)]}}}
 job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
        "spec": {"completions": 2, "parallelism": 2, "completionMode": "Indexed", "backoffLimit": 100,
                 "template": {"spec": {"subdomain": name, "restartPolicy": "OnFailure", "affinity": affinity,

@@ -35,7 +35,8 @@ affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution"
     {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"ddpjob.io/job-name": job}}}]}}
 if avoid:
     affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": avoid}]}]}}
+        # A node field selector takes one value per requirement: one per node (ANDed).
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in avoid]}]}}
 spec = {"nodes": nodes, "nprocPerNode": 1, "checkpoint": {"claimName": f"{job}-checkpoints"},
         "restartBackoffSeconds": 0, "template": {"spec": {"affinity": affinity}},
         "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.2"}],
@@ -61,9 +62,19 @@ took_until() {  # WHAT T LIMIT CONDITION
     TOOK=$(since "$t")
 }
 
+# Ready as its kubelet reports it after the start: right after a kill the API server may
+# still show the Ready=True of before it (the node lifecycle controller marks a silent node
+# NotReady only after its grace period), which says nothing of a node that runs again.
 start_node() {  # NODE: the node container started again, and the node Ready
+    local started
+    started=$(date -u +%s)
     docker start "$1" >/dev/null
-    wait_for "node $1 Ready again" "$NODE_READY_S" "[[ \$(ready_of $1) == True ]]"
+    wait_for "node $1 Ready again" "$NODE_READY_S" "[[ \$(ready_of $1) == True ]] && (( \$(heartbeat_of $1) >= $started ))"
+}
+heartbeat_of() {  # NODE: its Ready condition's last heartbeat, in seconds since the epoch (0: none)
+    local at
+    at=$(k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}')
+    if [[ -n $at ]]; then date -u -d "$at" +%s; else echo 0; fi
 }
 
 # iptables in the node's own network namespace: nothing leaves or reaches it over its

@@ -30,6 +30,13 @@ sample_progress() {  # JOB FILE
     done
 }
 
+operator_replicas_ready() {
+    local want ready
+    want=$(k -n "$LEASE_NS" get deployment "$RELEASE" -o jsonpath='{.spec.replicas}')
+    ready=$(k -n "$LEASE_NS" get deployment "$RELEASE" -o jsonpath='{.status.readyReplicas}')
+    [[ -n $want && $ready == "$want" ]]
+}
+
 # The job trains on, untouched: the same Pods, no restart.
 untouched() {  # JOB PODS
     [[ $(pod_uids "$1") == "$2" && $(status "$1" .restarts) == 0 ]] \
@@ -54,6 +61,9 @@ scenario_operator_loss() {
     figure "operator node killed: $(leader_pod) leads and the status moves $TOOK s after"
     untouched "$job" "$pods"
     start_node "$first"
+    # The next loss is tried with a standby again: every replica Ready (the one on the node
+    # just started again, or its replacement where the not-ready taint evicted it).
+    wait_for "every operator replica Ready" 180 "operator_replicas_ready"
 
     # Its process killed (a crash): the same, on a live node.
     old=$(leader_pod) step=$(status "$job" .progress.step) node=$(leader_node) t0=$(now)
