@@ -1,5 +1,5 @@
-"""The cluster workflow a user follows, against the development cluster (emulator, the
-real operator process, the process kubelet): `ddpjob submit --wait`, `logs`, `describe`,
+"""The cluster workflow a user follows, against the development cluster (the real control
+plane, the operator installed from the chart, process kubelets): `ddpjob submit --wait`, `logs`, `describe`,
 `get`, `wait`, and the same job seen through kubectl (`get` table, `describe` Events,
 `logs`)."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
@@ -44,7 +44,7 @@ def job(name: str, exit_code: int = 0, **spec: Any) -> dict[str, Any]:
     }
 
 
-def ddpjob(cluster: LocalCluster, *args: str, timeout: float = REACTION) -> subprocess.CompletedProcess:
+def ddpjob(cluster: RealCluster, *args: str, timeout: float = REACTION) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     return subprocess.run(
         [sys.executable, "-m", "ddpjob.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
@@ -57,7 +57,7 @@ def write(tmp_path: pathlib.Path, body: dict[str, Any]) -> str:
     return str(path)
 
 
-def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
+def test_submit_wait_logs_describe_and_kubectl(cluster: RealCluster, tmp_path: pathlib.Path) -> None:
     done = ddpjob(
         cluster, "submit", write(tmp_path, job("hello")), "--wait", f"--timeout={PHASE:.0f}s", timeout=PHASE + 30
     )
@@ -97,7 +97,7 @@ def test_submit_wait_logs_describe_and_kubectl(cluster: LocalCluster, tmp_path: 
     assert cluster.kubectl("logs", "hello-1").stdout == "hello from node 1 of 2\n"
 
 
-def test_submit_wait_reports_a_failure_and_describe_shows_it(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
+def test_submit_wait_reports_a_failure_and_describe_shows_it(cluster: RealCluster, tmp_path: pathlib.Path) -> None:
     done = ddpjob(
         cluster,
         "submit",

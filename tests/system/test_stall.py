@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
-from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 from tests.system.conftest import running_cluster
 
@@ -25,7 +25,7 @@ STALL_TIMEOUT = 60
 
 def polling_every(
     interval: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[LocalCluster]:
+) -> Iterator[RealCluster]:
     # The operator process inherits this: how often it reads /progress (0: never).
     monkeypatch.setenv("DDPJOB_PROGRESS_INTERVAL_SECONDS", interval)
     with running_cluster(request, tmp_path / "cluster") as local:
@@ -35,11 +35,11 @@ def polling_every(
 @pytest.fixture
 def fast_progress_cluster(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[LocalCluster]:
+) -> Iterator[RealCluster]:
     yield from polling_every("2", request, tmp_path, monkeypatch)  # every 2 s instead of 30 s
 
 
-def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_cluster: LocalCluster) -> None:
+def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_cluster: RealCluster) -> None:
     cluster, name = fast_progress_cluster, "hang"
     body = copy.deepcopy(load_example())  # 2 nodes x 2 processes
     body["metadata"]["name"] = name
@@ -106,12 +106,12 @@ def test_a_hung_rank_is_restarted_as_stalled_and_the_job_resumes(fast_progress_c
 @pytest.fixture
 def unpolled_cluster(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[LocalCluster]:
+) -> Iterator[RealCluster]:
     # The operator never reads /progress: what the status says at the end came another way.
     yield from polling_every("0", request, tmp_path, monkeypatch)
 
 
-def test_a_short_job_ends_with_its_final_progress(unpolled_cluster: LocalCluster) -> None:
+def test_a_short_job_ends_with_its_final_progress(unpolled_cluster: RealCluster) -> None:
     """A job may end between two reads of its progress (every 30 s), or before the first:
     Pod 0's launcher leaves the last record as its termination message, which the kubelet
     reports and the operator puts in the finished job's status."""

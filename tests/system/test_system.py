@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
-from ddpjob_devcluster.clusters.real import RealCluster as LocalCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 from tests.support.deadlines import CLUSTER_TEST, PHASE, REACTION, RUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
@@ -60,7 +60,7 @@ def epoch_done(metrics: pathlib.Path, epoch: int) -> bool:
     return any(r.get("event") == "epoch" and r.get("epoch") == epoch for r in read_metrics(metrics))
 
 
-def wait_epoch(cluster: LocalCluster, name: str, metrics: pathlib.Path, epoch: int = 1) -> None:
+def wait_epoch(cluster: RealCluster, name: str, metrics: pathlib.Path, epoch: int = 1) -> None:
     def check() -> bool:
         if cluster.status(name).get("phase") in ("Succeeded", "Failed"):
             from ddpjob_devcluster.clusters.operator_runner import Abort
@@ -93,7 +93,7 @@ def terminated(pod: dict[str, Any]) -> dict[str, Any]:
     return pod["status"]["containerStatuses"][0]["state"].get("terminated") or {}
 
 
-def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pathlib.Path) -> None:
+def test_the_example_job_trains_to_succeeded(cluster: RealCluster, tmp_path: pathlib.Path) -> None:
     body = load_example()  # the example's own spec; only the metrics file is added
     metrics = tmp_path / "metrics.jsonl"
     body["spec"]["args"] = [*body["spec"]["args"], "--metrics-file", str(metrics)]
@@ -133,7 +133,7 @@ def test_the_example_job_trains_to_succeeded(cluster: LocalCluster, tmp_path: pa
     assert len(kubelet.containers) == 2
 
 
-def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: LocalCluster) -> None:
+def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: RealCluster) -> None:
     name = "killed"
     cluster.create_job(fault_job(name))
     kubelet = cluster.kubelet
@@ -155,7 +155,7 @@ def test_a_killed_process_restarts_the_gang_from_the_checkpoint(cluster: LocalCl
     assert_resumed_without_gaps(metrics, epochs=3)
 
 
-def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: LocalCluster) -> None:
+def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: RealCluster) -> None:
     name = "deleted"
     cluster.create_job(fault_job(name))
     kubelet = cluster.kubelet
@@ -174,7 +174,7 @@ def test_a_pod_deleted_by_hand_restarts_the_gang(cluster: LocalCluster) -> None:
     assert_resumed_without_gaps(metrics, epochs=3)
 
 
-def test_the_operator_restarted_mid_training_finishes_the_job_without_duplicates(cluster: LocalCluster) -> None:
+def test_the_operator_restarted_mid_training_finishes_the_job_without_duplicates(cluster: RealCluster) -> None:
     name = "survivor"
     cluster.create_job(fault_job(name, epochs=4))
     kubelet = cluster.kubelet
@@ -199,7 +199,7 @@ def test_the_operator_restarted_mid_training_finishes_the_job_without_duplicates
     assert len(final) == 1 and final[0]["epoch"] == 4 and final[0]["restart"] == 0
 
 
-def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: LocalCluster) -> None:
+def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: RealCluster) -> None:
     name = "doomed"
     cluster.create_job(fault_job(name, checkpoint=False, maxRestarts=1))
     kubelet = cluster.kubelet
@@ -232,7 +232,7 @@ def test_exhausting_max_restarts_fails_the_job_with_the_last_failure(cluster: Lo
     assert container.exit_code == 137
 
 
-def test_a_command_that_cannot_start_fails_at_once_with_the_runtimes_reason(cluster: LocalCluster) -> None:
+def test_a_command_that_cannot_start_fails_at_once_with_the_runtimes_reason(cluster: RealCluster) -> None:
     """A typo in the command (issue 41, item 1): exit 128 StartError is permanent whatever the
     restartPolicy (the example's is OnFailure), said with the runtime's words, and warned
     about as the typo it is, not as a world the command cannot fill."""
