@@ -131,6 +131,14 @@ run_done
                 break
             subprocess.run(["sleep", "0.02"], check=True)
         children = [int(p) for p in pids.read_text().split()]
+        # The TERM is sent once the script waits on its foreground command: bash looks at a
+        # signal that came before its waitpid only when the command ends (here, in 301 s), a
+        # race a busy machine lost (CI: the script still there 30 s after the TERM).
+        wchan = pathlib.Path(f"/proc/{proc.pid}/wchan")
+        for _ in range(500):
+            if wchan.read_text().strip() == "do_wait":
+                break
+            subprocess.run(["sleep", "0.02"], check=True)
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     finally:

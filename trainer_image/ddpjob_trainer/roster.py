@@ -287,10 +287,7 @@ class NodeStores:
             return None
 
     def announce(self, nodes: Iterable[int], key: str, value: str = "1") -> None:
-        """Tell each node that answers (`answers`, not `alive`: a frozen node's store takes
-        the connection and holds whoever calls it, so a notice to it would keep the caller,
-        a survivor re-forming its group, waiting on the very peer that was lost)."""
-        for node in nodes:
+        for node in nodes:  # that `answers`: a frozen node's store holds its caller for good
             if self.answers(node, PROBE_TIMEOUT / 2):
                 self.call(node, lambda s: s.set(key, value))
 
@@ -298,6 +295,5 @@ class NodeStores:
 def _tcp_client(host: str, port: int):
     import torch.distributed as dist
 
-    return dist.TCPStore(
-        host, port, None, False, timeout=datetime.timedelta(seconds=STORE_TIMEOUT), wait_for_workers=False
-    )
+    timeout = datetime.timedelta(seconds=STORE_TIMEOUT)
+    return dist.TCPStore(host, port, None, False, timeout=timeout, wait_for_workers=False)
