@@ -1,8 +1,7 @@
 """Under DDP, the model's forward and backward replayed as CUDA graphs, the all-reduce
 eager (graphed_model.py). torch's capture needs a GPU and runs in the GPU tier (two
 processes on one GPU, tests/gpu); here a stand-in for `make_graphed_callables` that
-marks what it replaced, and the path where the capture fails, which this CPU machine
-takes with torch's own."""
+marks what it replaced, and one that fails part way, as torch's does without CUDA."""
 
 from __future__ import annotations
 
@@ -65,12 +64,22 @@ def test_the_capture_leaves_no_trace_in_batchnorm_statistics() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, m.buffers(), strict=True))
 
 
+def failing_make_graphed(model: nn.Module, sample_args: tuple) -> nn.Module:
+    """As torch's capture fails part way (on a machine without CUDA: "CUDA error: CUDA
+    driver version is insufficient..."): the instance's forward already replaced. torch's
+    own is not used here: on a GPU machine it captures these CPU tensors without failing."""
+    model.forward = Graphed(model.forward)
+    raise RuntimeError("CUDA error: CUDA driver version is insufficient for CUDA runtime version\nmore")
+
+
 def test_a_failed_capture_is_said_once_and_the_model_trains_eagerly() -> None:
-    # torch's own make_graphed_callables, on a machine without CUDA: it fails.
     m = model()
     said: list[str] = []
-    out = graphed_model.capture(m, torch.randn(8, 4), contextlib.nullcontext, said.append)
+    out = graphed_model.capture(m, torch.randn(8, 4), contextlib.nullcontext, said.append, failing_make_graphed)
     assert out is m and "forward" not in vars(m)
-    assert len(said) == 1 and said[0].startswith("step: eager, its forward and backward could not be captured"), said
+    assert said == [
+        "step: eager, its forward and backward could not be captured as CUDA graphs "
+        "(RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version)"
+    ], said
     out(torch.randn(8, 4)).sum().backward()
     assert all(p.grad is not None for p in m.parameters())

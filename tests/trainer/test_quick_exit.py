@@ -7,15 +7,19 @@ from __future__ import annotations
 import subprocess
 import sys
 
+# What the interpreter's shutdown does that atexit does not: it ends the main thread and
+# waits for every non-daemon thread (documented, unlike a module global's __del__ at exit,
+# which one GPU machine's Python did not call). The thread writes once the main thread has
+# ended, so only a shutdown that went through the interpreter leaves its file.
 PROGRAM = """
-import atexit, pathlib, sys
+import atexit, pathlib, sys, threading
 from ddpjob_trainer.quick_exit import exit_now
 out = pathlib.Path(sys.argv[1])
 atexit.register(lambda: (out / "atexit").write_text("ran"))
-class Finalized:
-    def __del__(self):
-        (out / "finalized").write_text("ran")
-kept = Finalized()
+def after_main():
+    threading.main_thread().join()
+    (out / "finalized").write_text("ran")
+threading.Thread(target=after_main).start()
 print("said before the exit", end="")  # block-buffered on a pipe: only a flush gets it out
 if sys.argv[2] == "quick":
     exit_now(143)
