@@ -1,8 +1,8 @@
 """Every command block of the README (and of docs/development.md, its developer part) runs
 here, as written, in order, so the README cannot drift from the code: `ddpjob` and
 kubectl from the venv, `job.yaml` the README's own first job, and a development cluster
-(API emulator, the real operator process, the process kubelet) as "a cluster with the
-operator installed".
+(the real control plane, the operator installed from the chart and acting with its RBAC,
+process kubelets as Nodes) as "a cluster with the operator installed".
 
 A block that cannot run here says why, on the line before it:
 `<!-- readme-test: skip: <the reason> -->` (a registry, docker, a long-running demo);
@@ -24,11 +24,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ddpjob.cluster.kubectl import locate as locate_kubectl
 from tests.conftest import project_crd
+
+if TYPE_CHECKING:
+    from ddpjob_devcluster.clusters.real import RealCluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -102,11 +106,33 @@ def test_the_readme_lists_the_get_ddpj_columns_the_crd_has() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from ddpjob_devcluster.clusters.local import LocalCluster
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """The operator watching every namespace (each block has one of its own), on a control
+    plane of its own, as a person's cluster is: on the worker's shared plane a cluster-wide
+    operator also takes the other tests' jobs, and their CRD and chart installs are its."""
+    from ddpjob_devcluster.clusters.real import RealCluster
 
-    with LocalCluster(tmp_path_factory.mktemp("readme-cluster"), stop_grace=5.0) as running:
+    with RealCluster(tmp_path_factory.mktemp("readme-cluster"), scope="cluster", stop_grace=5.0) as running:
         yield running
+
+
+def namespace_kubeconfig(cluster: RealCluster, path: pathlib.Path, namespace: str) -> pathlib.Path:
+    """The admin's kubeconfig, its default namespace `namespace` (made here, as a person's
+    cluster has the namespace their context names)."""
+    import kubernetes
+
+    from ddpjob_devcluster.controlplane import pki
+
+    try:
+        cluster.core.create_namespace(
+            kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=namespace))
+        )
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    plane = cluster.plane
+    admin = pki.Pair(plane.pki_dir / "admin.crt", plane.pki_dir / "admin.key")
+    return pki.write_kubeconfig(path, plane.server, plane.ca, user="ddpjob-admin", client=admin, namespace=namespace)
 
 
 def run(command: str, env: dict[str, str], cwd: pathlib.Path, where: str) -> str:
@@ -175,7 +201,7 @@ def test_the_readme_command_blocks_run_as_written(cluster, tmp_path: pathlib.Pat
         # Each block on a cluster of its own, as the README means them (the demo cluster is
         # not the cluster of "A first job"): a namespace of its own, the context's default.
         slug = re.sub(r"[^a-z0-9]+", "-", line.lower()).strip("-")[-40:]
-        kubeconfig = str(cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{slug}", namespace=slug))
+        kubeconfig = str(namespace_kubeconfig(cluster, tmp_path / f"kubeconfig-{slug}", slug))
         env = dict(
             os.environ,
             KUBECONFIG=kubeconfig,
@@ -206,7 +232,7 @@ def test_the_readmes_python_runs_as_written(cluster, tmp_path: pathlib.Path) -> 
     assert programs, "the README has no Python program"
     for line, body in programs:
         namespace = f"readme-python-{line}"
-        kubeconfig = cluster.emulator.write_kubeconfig(tmp_path / f"kubeconfig-{line}", namespace=namespace)
+        kubeconfig = namespace_kubeconfig(cluster, tmp_path / f"kubeconfig-{line}", namespace)
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
         done = subprocess.run(
             [sys.executable, "-c", body], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
