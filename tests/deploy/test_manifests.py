@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import pathlib
-from typing import Any
+import shutil
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import kubernetes_validate
 import pytest
@@ -25,6 +27,9 @@ from tests.deploy.deploy_helpers import (
     rule_triples,
     run,
 )
+
+if TYPE_CHECKING:
+    from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 
 NAMESPACE = "ddpjob-system"
 PART_OF = {"app.kubernetes.io/part-of": "ddpjob"}
@@ -126,14 +131,50 @@ def test_the_comparison_can_fail(kubectl: str) -> None:
         assert_same_objects(built, expected_objects())
 
 
-def test_apply_k_client_dry_run_is_the_expected_objects(kubectl: str, tmp_path: pathlib.Path) -> None:
-    """`kubectl apply -k --dry-run=client` still asks a server for API discovery (the REST
-    mapping of each kind), so it runs against the API emulator. `--validate=false`
-    because the emulator serves no OpenAPI document; kubernetes-validate does that above."""
-    emulator_module = pytest.importorskip("ddpjob_devcluster.apiserver.emulator")
+@pytest.fixture
+def empty_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane of the dry run's own: a client dry run prints an object that exists
+    already merged with the server's copy (kubectl's three-way merge), so on the worker's
+    shared plane, where other tests install the chart and the CRD, what it printed depended
+    on which of them ran first ("expected a struct, but received a nil" once)."""
+    from ddpjob_devcluster.controlplane import build
+    from ddpjob_devcluster.controlplane.controlplane import ControlPlane
 
-    with emulator_module.KubeEmulator() as emu:
-        config = emu.write_kubeconfig(tmp_path / "kubeconfig")
+    if shutil.which("go") is None and not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
+        pytest.skip("the real control plane is built with Go, and no `go` is on PATH (nor cached binaries)")
+    with ControlPlane(tmp_path_factory.mktemp("dry-run-plane")) as plane:
+        yield plane
+
+
+def test_apply_k_client_dry_run_is_the_expected_objects(
+    kubectl: str, empty_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """`kubectl apply -k --dry-run=client` still asks a server for API discovery (the REST
+    mapping of each kind) and its OpenAPI document (validation): the real API server, its
+    requests seen through the fault proxy (which injects nothing here), so that one write
+    would show."""
+    from ddpjob_devcluster.controlplane import pki
+    from ddpjob_devcluster.scenarios.fault_proxy import Chaos, FaultProxy
+
+    admin = pki.Pair(empty_plane.pki_dir / "admin.crt", empty_plane.pki_dir / "admin.key")
+    proxy = FaultProxy(
+        empty_plane.server, empty_plane.ca, Chaos(rate=0.0, watch_lifetime=None), client=(admin.cert, admin.key)
+    )
+    proxy.start()
+    try:
+        config = tmp_path / "kubeconfig"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "proxy", "cluster": {"server": proxy.url}}],
+                    "users": [{"name": "admin", "user": {}}],
+                    "contexts": [{"name": "admin", "context": {"cluster": "proxy", "user": "admin"}}],
+                    "current-context": "admin",
+                }
+            )
+        )
         done = run(
             [
                 kubectl,
@@ -143,12 +184,15 @@ def test_apply_k_client_dry_run_is_the_expected_objects(kubectl: str, tmp_path: 
                 "-k",
                 str(BASE),
                 "--dry-run=client",
-                "--validate=false",
                 "-o",
                 "yaml",
             ]
         )
-        writes = [r for r in emu.requests if r.verb not in ("get", "list", "watch")]
+        asked = list(proxy.requests)
+    finally:
+        proxy.stop()
+    assert asked, "kubectl asked the server nothing: the proxy saw no request"
+    writes = [r for r in asked if r.verb not in ("get", "list", "watch")]
     assert writes == [], "a client dry run must not write"
     doc = yaml.safe_load(done.stdout)
     items = doc["items"] if doc.get("kind") == "List" else [doc]
