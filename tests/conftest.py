@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest_plugins = ["tests.support.fixtures", "tests.support.control_plane"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.control_plane", "tests.support.gang_crds"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "manifests" / "examples"

@@ -18,9 +18,8 @@ import yaml
 from ddpjob import render
 from ddpjob.api import spec
 from ddpjob.operator.gang import GangSupport
-from ddpjob_devcluster.apiserver import crd_validator
 from tests.deploy.deploy_helpers import ROOT, helm_template, require_tool
-from tests.render.test_gang import upstream
+from tests.support.real_crd import RealCRD
 
 SCRIPT = ROOT / "hack" / "e2e-gang.sh"
 SCHEDULERS = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
@@ -63,13 +62,15 @@ def test_dry_run_refuses_an_unknown_integration(tmp_path: pathlib.Path) -> None:
     assert done.returncode == 2 and "usage" in done.stderr
 
 
-@pytest.mark.parametrize("gang", ["coscheduling", "volcano"])
-def test_the_applied_job_is_valid_and_renders_valid_objects(gang: str, tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("gang, upstream", [(g, g) for g in ("coscheduling", "volcano")], indirect=["upstream"])
+def test_the_applied_job_is_valid_and_renders_valid_objects(
+    gang: str, upstream: RealCRD, ddpjob_validator: RealCRD, tmp_path: pathlib.Path
+) -> None:
     _, out = dry_run(gang, tmp_path)
     body = yaml.safe_load((out / "job.yaml").read_text())
     assert body["spec"]["scheduling"]["gang"] == gang
     assert spec.validate(body) == []
-    assert crd_validator.load().validate(body) == []
+    assert ddpjob_validator.validate(body) == []
     body["metadata"].update(namespace="ddpjob-e2e", uid="0d1c2b3a-0000-4000-8000-000000000001")
     values = yaml.safe_load((out / "operator-values.yaml").read_text())
     options = GangSupport.from_env(
@@ -79,7 +80,7 @@ def test_the_applied_job_is_valid_and_renders_valid_objects(gang: str, tmp_path:
         }
     ).options
     group, service, *pods = render.render(spec.parse_job(body), options=options)
-    assert upstream(gang).validate(group) == []
+    assert upstream.validate(group) == []
     for obj in (service, *pods):
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
     assert {p["spec"]["schedulerName"] for p in pods} == {SCHEDULERS[gang]}

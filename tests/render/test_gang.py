@@ -1,9 +1,7 @@
 """spec.scheduling.gang renders the right objects: checked strictly against the Kubernetes
 1.37 schema (native PodGroup, Pods) and against the PodGroup CRDs of the Volcano and
-scheduler-plugins releases the dev cluster runs, read from their Go modules (never copied)."""
-
-import functools
-from pathlib import Path
+scheduler-plugins releases the dev cluster runs, read from their Go modules (never copied)
+and installed on the worker's real control plane, which judges each PodGroup as a dry run."""
 
 import kubernetes_validate
 import pytest
@@ -14,36 +12,10 @@ from ddpjob.api.gangs import coscheduling, kueue, volcano
 from ddpjob.api.scheduling import gang_names
 from ddpjob.api.spec import parse_job
 from ddpjob.render import gang
-from ddpjob_devcluster.apiserver.crd_validator import CRDValidator
-from ddpjob_devcluster.controlplane import build
-from ddpjob_devcluster.controlplane.go_module import BuildError, Component
+from tests.conftest import project_crd
+from tests.support import real_crd
 
 K8S_137 = "1.37.0"  # the first release with scheduling.k8s.io/v1beta1 PodGroup
-# Each PodGroup CRD as its pinned release ships it (hack/upstream/<name>/go.mod), in the
-# module `make gang-schedulers` (or `make test-gangs`) fetched into Go's module cache.
-UPSTREAM_CRDS = {
-    "volcano": (build.VOLCANO, "config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml"),
-    "coscheduling": (build.SCHEDULER_PLUGINS, "manifests/coscheduling/crd.yaml"),
-}
-
-
-@functools.cache
-def module_dir(component: Component) -> Path | str:
-    """The module's folder, or why there is none; never fetched here (GOPROXY=off)."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("GOPROXY", "off")
-        try:
-            return build.module_dir(component)
-        except BuildError as exc:
-            return str(exc)
-
-
-def upstream(name: str) -> CRDValidator:
-    component, path = UPSTREAM_CRDS[name]
-    folder = module_dir(component)
-    if isinstance(folder, str):
-        pytest.skip(f"{component.module} is not in Go's module cache (`make gang-schedulers` fetches it): {folder}")
-    return CRDValidator.from_file(folder / path)
 
 
 def gang_job(job_body, gang_name: str, **sched):
@@ -101,8 +73,9 @@ def test_native_gang_overrides_a_template_scheduler(job_body):
         assert "schedulerName" not in pod["spec"]  # every Pod of a group needs the same scheduler
 
 
-def test_volcano_pod_group_matches_the_upstream_crd(job_body):
-    crd = upstream("volcano")
+@pytest.mark.parametrize("upstream", ["volcano"], indirect=True)
+def test_volcano_pod_group_matches_the_upstream_crd(job_body, upstream):
+    crd = upstream
     job = gang_job(job_body, "volcano", queue="research", priorityClassName="high")
     objects = render.render(job)
     group = objects[0]
@@ -128,8 +101,9 @@ def test_volcano_default_queue(job_body):
     assert group["spec"]["queue"] == "default"
 
 
-def test_coscheduling_pod_group_matches_the_upstream_crd(job_body):
-    crd = upstream("coscheduling")
+@pytest.mark.parametrize("upstream", ["coscheduling"], indirect=True)
+def test_coscheduling_pod_group_matches_the_upstream_crd(job_body, upstream):
+    crd = upstream
     job = gang_job(job_body, "coscheduling", scheduleTimeoutSeconds=600)
     objects = render.render(job, options=gang.GangOptions(schedulers={"coscheduling": "my-coscheduler"}))
     group = objects[0]
@@ -208,10 +182,8 @@ def test_one_pod_times_the_nodes_is_the_sum_of_every_pod(job_body):
 
 
 def test_the_registry_serves_every_gang_of_the_api_and_of_the_crd():
-    from ddpjob_devcluster.apiserver import crd_validator
-
     assert gang_names() == ("none", *gangs.names())
-    crd = crd_validator.load().schema["properties"]["spec"]["properties"]["scheduling"]["properties"]["gang"]
+    crd = real_crd.schema_of(project_crd())["properties"]["spec"]["properties"]["scheduling"]["properties"]["gang"]
     assert crd["enum"] == ["none", *(i.name for i in gangs.BUILT_IN)]
     for name in gangs.names():
         integration = gangs.get(name)

@@ -27,6 +27,7 @@ import pytest
 if TYPE_CHECKING:
     from ddpjob_devcluster.clusters.real import RealCluster
     from ddpjob_devcluster.controlplane.controlplane import ControlPlane
+    from tests.support.real_crd import RealCRD
     from tests.support.stand_in_node import StandInNode
 
 
@@ -47,35 +48,30 @@ def ddpjob_crd(control_plane: ControlPlane) -> dict[str, Any]:
     plane applies the same CRD (tests/deploy checks the copies agree). The CRD as applied."""
     import kubernetes
 
-    from ddpjob_devcluster.clusters.client import wait_until
     from tests.conftest import project_crd
-    from tests.support.deadlines import REACTION
+    from tests.support import real_crd
 
     crd = project_crd()
     with kubernetes.config.new_client_from_config(str(control_plane.admin_kubeconfig)) as api:
-        extensions = kubernetes.client.ApiextensionsV1Api(api)
-        try:
-            extensions.create_custom_resource_definition(crd)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 409:  # installed already, by a chart on this plane
-                raise
-
-        def established() -> bool:
-            served = extensions.read_custom_resource_definition(crd["metadata"]["name"])
-            conditions = (served.status.conditions if served.status else None) or []
-            return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-        wait_until(established, REACTION, "the DDPJob CRD was not Established")
-        # Established is not yet served: until its watch cache has started, a list answers
-        # 429 "storage is (re)initializing", and a client (kopf) backs off for seconds.
-        group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
-        objects = kubernetes.client.CustomObjectsApi(api)
-        wait_until(
-            lambda: objects.list_cluster_custom_object(group, version, crd["spec"]["names"]["plural"], limit=1),
-            REACTION,
-            "the DDPJob CRD's objects are not served",
-        )
+        real_crd.install(api, crd)
     return crd
+
+
+@pytest.fixture(scope="session")
+def ddpjob_validator(control_plane: ControlPlane, ddpjob_crd: dict[str, Any]) -> Iterator[RealCRD]:
+    """The DDPJob CRD as the worker's real API server enforces it (tests/support/real_crd.py),
+    in a namespace of its own."""
+    import uuid
+
+    import kubernetes
+
+    from tests.support import real_crd
+
+    with (
+        kubernetes.config.new_client_from_config(str(control_plane.admin_kubeconfig)) as api,
+        real_crd.in_namespace(api, f"validate-{uuid.uuid4().hex[:8]}", ddpjob_crd) as validator,
+    ):
+        yield validator
 
 
 @pytest.fixture(scope="session")
