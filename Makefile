@@ -151,8 +151,7 @@ kind-node-image: $(STAMP)
 e2e-kind: $(STAMP) tools
 	$(KIND_PATH) $(ENGINE) hack/e2e-kind.sh
 
-# The real backend (the default) builds the control plane when it starts, as
-# ControlPlane.start() does for any caller, so `--backend emulator` never builds it.
+# The control plane is built when it starts (ControlPlane.start(), for any caller).
 demo-cluster: $(STAMP) tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m ddpjob_devcluster.demo $(DEMO_ARGS)
 

@@ -1,6 +1,5 @@
-"""Which cluster the demo runs, and whether it is still whole: the real control plane (its
-nodes, and a network namespace of its own where it can have one) or the fast emulator,
-with the same Nodes either way."""
+"""The cluster the demo runs, and whether it is still whole: the real control plane, its
+Nodes, and a network namespace of its own where it can have one."""
 
 from __future__ import annotations
 
@@ -9,31 +8,17 @@ import pathlib
 from collections.abc import Callable
 
 from ddpjob_devcluster.clusters.client import OperatorProcess
-from ddpjob_devcluster.clusters.local import LocalCluster
 from ddpjob_devcluster.clusters.real import RealCluster
 from ddpjob_devcluster.controlplane.node import NodeShape
 from ddpjob_devcluster.demo import network as cluster_network
-from ddpjob_devcluster.scheduler.scheduler import NodeSpec
 
-# The backends the demo runs: the real control plane, or the fast emulator.
-DemoCluster = LocalCluster | RealCluster
+DemoCluster = RealCluster
 
 
 def make_cluster(
     args: argparse.Namespace, workdir: pathlib.Path, relay: cluster_network.Relay | None = None
 ) -> DemoCluster:
     """relay: the API server's port on the host, when the cluster has a network of its own."""
-    if args.backend == "emulator":
-        # The same Nodes, placed by the development scheduler: a GPU job that fits no Node
-        # waits Pending with the scheduler's reason, as on the real backend.
-        nodes = [NodeSpec(f"cpu-{i}", cpu="64", memory="256Gi") for i in range(args.nodes)]
-        nodes += [
-            NodeSpec(
-                f"gpu-{i}", gpus=args.gpus_per_node, cpu="64", memory="256Gi", labels={"nvidia.com/gpu.present": "true"}
-            )
-            for i in range(args.gpu_nodes)
-        ]
-        return LocalCluster(workdir, stop_grace=10.0, nodes=nodes)
     shapes = [NodeShape(f"cpu-{i}", cpu="64", memory="256Gi") for i in range(args.nodes)]
     shapes += [
         NodeShape(
@@ -56,10 +41,8 @@ def make_cluster(
 
 
 def own_network(args: argparse.Namespace, say: Callable[[str], None]) -> cluster_network.Relay | None:
-    """Move into the cluster's own network namespace (the real backend's endpoint
+    """Move into the cluster's own network namespace (the endpoint
     controllers refuse loopback Pod addresses); None, and why, where it stays on the host's."""
-    if args.backend != "real":
-        return None  # the emulator runs no endpoint controller
     why = "--host-network" if args.host_network else None
     if why is None:
         relay = cluster_network.Relay()
@@ -93,5 +76,4 @@ def check_alive(cluster: DemoCluster) -> None:
         )
     if cluster.kubelet is not None and cluster.kubelet.errors:
         raise RuntimeError(f"the kubelet failed: {cluster.kubelet.errors[0]!r}")
-    if isinstance(cluster, RealCluster):
-        cluster.plane.check_alive()  # one line naming the component and its log
+    cluster.plane.check_alive()  # one line naming the component and its log

@@ -4,15 +4,13 @@
     python -m ddpjob_devcluster.demo --once   # apply the example with kubectl, wait for
                                               # Succeeded, exit 0 (DDPJOB_DEMO_ONCE=1 too)
 
-What runs, by default (`--backend real`): a real Kubernetes control plane built from
+What runs: a real Kubernetes control plane built from
 pinned upstream modules (etcd, kube-apiserver, kube-controller-manager, kube-scheduler;
 `make control-plane`), process kubelets registered as Nodes (`--nodes`, `--gpu-nodes`
 with `nvidia.com/gpu` capacity), a default StorageClass (`controlplane/storage.py`), and
 the operator installed from the Helm chart (cluster-wide) and running with the chart's
 ServiceAccount token, all in a network namespace of their own where Pods get Pod CIDR
-addresses (`network.py`; `--host-network` keeps the host's). With `--backend
-emulator`: the project's fast API emulator instead, with the same operator and kubelet and
-the same Nodes, placed by the development scheduler (it builds nothing).
+addresses (`network.py`; `--host-network` keeps the host's).
 Each Pod the operator creates runs as local processes. A kubeconfig for kubectl is
 written to the work directory, which is removed at the end unless `--keep-workdir` (or a
 failure, whose logs are there) keeps it.
@@ -32,7 +30,6 @@ import yaml
 
 from ddpjob import gc_tuning
 from ddpjob_devcluster.clusters.client import EXAMPLE, ddpjob_command
-from ddpjob_devcluster.clusters.real import RealCluster
 from ddpjob_devcluster.controlplane import build
 from ddpjob_devcluster.demo import workdir as demo_workdir
 from ddpjob_devcluster.demo.backends import DemoCluster, check_alive, make_cluster, operator_of, own_network
@@ -41,13 +38,11 @@ from ddpjob_devcluster.demo.phases import COLUMNS, PhaseReporter, say
 
 
 def backend_line(cluster: DemoCluster) -> str:
-    if isinstance(cluster, RealCluster):
-        nodes = ", ".join(a.name for a in cluster.agents)
-        return (
-            f"kube-apiserver {cluster.plane.server} (upstream Kubernetes, with etcd, controller manager and "
-            f"scheduler; nodes: {nodes})"
-        )
-    return f"API emulator {cluster.emulator.url} (the fast backend, not a real API server)"
+    nodes = ", ".join(a.name for a in cluster.agents)
+    return (
+        f"kube-apiserver {cluster.plane.server} (upstream Kubernetes, with etcd, controller manager and "
+        f"scheduler; nodes: {nodes})"
+    )
 
 
 def instructions(cluster: DemoCluster) -> str:
@@ -58,11 +53,6 @@ def instructions(cluster: DemoCluster) -> str:
         for name in (EXAMPLE.name, "ckpt-claim.yaml", "elastic-cpu.yaml")
     )
     ddpjob, kubectl = shlex.join(ddpjob_command()), shlex.quote(str(pathlib.Path(cluster.kubectl_path()).absolute()))
-    storage = (
-        "the default StorageClass `standard` binds it"
-        if isinstance(cluster, RealCluster)
-        else "the emulator binds no claim, and its scheduler does not wait for one"
-    )
     operator = operator_of(cluster)
     return f"""
 ddpjob demo cluster is up: {backend_line(cluster)},
@@ -81,7 +71,7 @@ A gang restart: submit it again without --wait, delete a Pod while it runs, and 
     {kubectl} delete pod mnist-cpu-1
     {kubectl} get ddpj -w -o custom-columns={COLUMNS}
 
-An elastic job, with a checkpoint claim that names no StorageClass ({storage}):
+An elastic job, with a checkpoint claim that names no StorageClass (the default StorageClass `standard` binds it):
     {kubectl} apply -f {claim} -f {elastic}
 
 The operator's log is {operator.log_path}.
@@ -185,11 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     code = 1
     try:
         say(f"starting in {workdir}")
-        if isinstance(cluster, RealCluster) and not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
-            say(
-                "building the real control plane first: about 7 minutes the first time on 2 cores "
-                "(--backend emulator needs no build)"
-            )
+        if not all(build.cached(build.COMPONENTS[c]) for c in build.PLANE):
+            say("building the real control plane first: about 7 minutes the first time on 2 cores")
         cluster.start()
         code = run_once(cluster, args.example, args.timeout) if args.once else run_forever(cluster)
     except KeyboardInterrupt:

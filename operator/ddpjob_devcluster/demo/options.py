@@ -10,7 +10,6 @@ import tempfile
 from ddpjob_devcluster.clusters.client import EXAMPLE
 
 ONCE_ENV = "DDPJOB_DEMO_ONCE"
-BACKEND_ENV = "DDPJOB_DEMO_BACKEND"
 DESCRIPTION = '`make demo-cluster`: a whole ddpjob "cluster" on this machine, no docker, no kind.'
 
 
@@ -25,7 +24,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--host-network",
         action="store_true",
-        help="real backend: run on the host's network (Pods get loopback addresses, which "
+        help="run on the host's network (Pods get loopback addresses, which "
         "EndpointSlices refuse) instead of a network namespace of the cluster's own",
     )
     p.add_argument(
@@ -37,13 +36,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--example", default=str(EXAMPLE), help="the DDPJob --once applies (default: %(default)s)")
     p.add_argument("--timeout", type=float, default=600, help="--once: seconds to wait for the job")
-    p.add_argument(
-        "--backend",
-        choices=("real", "emulator"),
-        default=os.environ.get(BACKEND_ENV) or "real",
-        help=f"real: upstream Kubernetes built from Go modules; emulator: the fast API emulator "
-        f"(default: %(default)s; or set {BACKEND_ENV})",
-    )
     p.add_argument("--nodes", type=int, default=1, help="CPU nodes (default: %(default)s)")
     p.add_argument(
         "--gpu-nodes",

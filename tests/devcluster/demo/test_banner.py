@@ -19,7 +19,8 @@ def banner(tmp_path: pathlib.Path) -> str:
         kubeconfig=tmp_path / "kubeconfig",
         workdir=tmp_path,
         kubectl_path=ClusterClient.kubectl_path,
-        emulator=types.SimpleNamespace(url="https://127.0.0.1:6443"),
+        plane=types.SimpleNamespace(server="https://127.0.0.1:6443"),
+        agents=[types.SimpleNamespace(name="cpu-0")],
         operator=types.SimpleNamespace(pid=1, log_path=tmp_path / "operator.log"),
     )
     return demo.instructions(cluster)  # type: ignore[arg-type]

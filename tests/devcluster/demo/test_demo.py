@@ -24,10 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TEST)]
 DEMO = ["-m", "ddpjob_devcluster.demo"]
 
 
-@pytest.mark.parametrize("backend", ["real", "emulator"])
-def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_path: pathlib.Path, backend) -> None:
-    # What `DDPJOB_DEMO_ONCE=1 make demo-cluster` sets; the real control plane is the default.
-    env = dict(demo_env, DDPJOB_DEMO_ONCE="1", **({"DDPJOB_DEMO_BACKEND": backend} if backend != "real" else {}))
+def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_path: pathlib.Path) -> None:
+    env = dict(demo_env, DDPJOB_DEMO_ONCE="1")  # what `DDPJOB_DEMO_ONCE=1 make demo-cluster` sets
     done = subprocess.run(
         [sys.executable, *DEMO, "--workdir", str(tmp_path / "demo")],
         env=env,
@@ -52,7 +50,7 @@ def test_the_demo_applies_the_example_with_kubectl_and_succeeds(demo_env, tmp_pa
     # unless the demo could not make a network of its own and said so.
     events = out.split("kubectl get events", 1)[1]
     assert re.search(r"Normal\s+Succeeded\s+mnist-cpu\s+all 2 nodes finished successfully", events), out
-    if backend == "real" and "network: the host's" not in out:
+    if "network: the host's" not in out:
         assert "network: a namespace of its own, Pod IPs from 10.244.0.0/16" in out, out
         assert all(ipaddress.ip_address(ip) in ipaddress.ip_network("10.244.0.0/16") for ip in pods.values()), pods
         # No warning about the job's objects. The API server's own start may warn once that it
@@ -162,29 +160,12 @@ def test_the_demo_prints_how_to_use_it_and_stops_on_ctrl_c(demo_env, tmp_path: p
             demo.wait(10)
 
 
-def test_the_emulator_demo_builds_no_control_plane() -> None:
-    """`make demo-cluster DEMO_ARGS="--backend emulator"` runs no build (the real backend
-    builds the control plane when it starts it, as every ControlPlane does)."""
-    planned = subprocess.run(
-        ["make", "-n", "demo-cluster", "DEMO_ARGS=--backend emulator"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert planned.returncode == 0, planned.stderr
-    assert "ddpjob_devcluster.demo --backend emulator" in planned.stdout, planned.stdout
-    assert "controlplane.build" not in planned.stdout, planned.stdout
-
-
-def test_a_gpu_job_on_the_default_emulator_demo_waits_pending_with_the_schedulers_reason(
-    tmp_path: pathlib.Path,
-) -> None:
-    """No GPU Node (the default): the job's Pods are not placed, so nothing runs and
-    crash-loops (`DDPJOB_BACKEND=nccl but this process has no CUDA device`)."""
+def test_a_gpu_job_on_the_default_demo_waits_pending_with_the_schedulers_reason(tmp_path: pathlib.Path) -> None:
+    """No GPU Node (the default): kube-scheduler places none of the job's Pods, so nothing
+    runs and crash-loops (`DDPJOB_BACKEND=nccl but this process has no CUDA device`)."""
     from ddpjob_devcluster.demo import main as demo
 
-    with demo.make_cluster(demo.parse_args(["--backend", "emulator"]), tmp_path / "demo") as cluster:
+    with demo.make_cluster(demo.parse_args(["--host-network"]), tmp_path / "demo") as cluster:
         cluster.create_job(
             {
                 "apiVersion": "ddpjob.io/v1alpha1",
