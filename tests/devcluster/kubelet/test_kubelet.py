@@ -19,23 +19,23 @@ from ddpjob import render
 from ddpjob.api import spec
 from ddpjob.local.container import Terminated
 from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.clusters.local import ClusterEmulator
 from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
 from ddpjob_devcluster.kubelet.status import Container
+from tests.devcluster.kubelet.conftest import KubeletNode
 from tests.support.deadlines import REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
 
-NS = "ml"
+NS = "ml"  # the namespace of the tests that build a kubelet's state by hand
 
 
-def job(script: str, **extra: Any) -> spec.DDPJob:
+def job(script: str, namespace: str, **extra: Any) -> spec.DDPJob:
     """A DDPJob whose trainer container runs a Python script (no torch needed)."""
     return spec.parse_job(
         {
             "apiVersion": "ddpjob.io/v1alpha1",
             "kind": "DDPJob",
-            "metadata": {"name": "probe", "namespace": NS, "uid": "u-1", "generation": 1},
+            "metadata": {"name": "probe", "namespace": namespace, "uid": "u-1", "generation": 1},
             "spec": {
                 "nodes": 2,
                 "nprocPerNode": 1,
@@ -48,25 +48,12 @@ def job(script: str, **extra: Any) -> spec.DDPJob:
 
 
 def create_pods(
-    core: kubernetes.client.CoreV1Api, ddpjob: spec.DDPJob, restart_count: int = 0, ranks: tuple[int, ...] = (0, 1)
+    node: KubeletNode, ddpjob: spec.DDPJob, restart_count: int = 0, ranks: tuple[int, ...] = (0, 1)
 ) -> None:
     for rank in ranks:
         pod = render.render_pod(ddpjob, rank, restart_count)
         pod["metadata"].pop("ownerReferences")  # no DDPJob object in this test
-        core.create_namespaced_pod(NS, pod)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-
-
-def pod_status(emulator: ClusterEmulator, name: str) -> dict[str, Any]:
-    return (emulator.get_object("v1/pods", NS, name) or {}).get("status") or {}
-
-
-def wait_phase(emulator: ClusterEmulator, name: str, phase: str) -> dict[str, Any]:
-    return wait_until(
-        lambda: (st := pod_status(emulator, name)).get("phase") == phase and st,
-        REACTION,
-        f"{name} did not reach {phase}",
-        lambda: pod_status(emulator, name),
-    )
+        node.create_pod(pod)
 
 
 def terminated(status: dict[str, Any]) -> dict[str, Any]:
@@ -82,42 +69,37 @@ DUMP_ENV = """
 """
 
 
-def test_pods_run_with_their_env_resolved_for_this_machine(emulator, core, kubelet):
-    ddpjob = job(DUMP_ENV, checkpoint={"claimName": "data"})
-    create_pods(core, ddpjob)
+def test_pods_run_with_their_env_resolved_for_this_machine(node: KubeletNode) -> None:
+    ddpjob = job(DUMP_ENV, node.ns, checkpoint={"claimName": "data"})
+    create_pods(node, ddpjob)
 
-    ok, failed = wait_phase(emulator, "probe-0", "Succeeded"), wait_phase(emulator, "probe-1", "Failed")
+    ok, failed = node.wait_phase("probe-0", "Succeeded"), node.wait_phase("probe-1", "Failed")
     assert terminated(ok)["exitCode"] == 0 and terminated(ok)["reason"] == "Completed"
     assert terminated(failed)["exitCode"] == 3 and terminated(failed)["reason"] == "Error"
     assert failed["containerStatuses"][0]["name"] == "trainer"
     # An IP of its own per Pod (a loopback address here), as a CNI plugin gives.
     assert ok["podIP"] != failed["podIP"] and ok["podIP"].startswith("127.")
 
-    envs = [
-        json.loads(
-            (pathlib.Path(kubelet.container(f"probe-{r}", NS, running=False).log_path).parent / "env.json").read_text()
-        )
-        for r in (0, 1)
-    ]
+    envs = [json.loads((node.pod_dir(f"probe-{r}") / "env.json").read_text()) for r in (0, 1)]
     for rank, env in enumerate(envs):
         assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "127.0.0.1"  # not probe-0.probe.ml.svc
         assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] != "29500"
         assert env["NODE_RANK"] == str(rank) and env["DDPJOB_RESTART_COUNT"] == "0"
-        assert env["DDPJOB_CHECKPOINT_DIR"] == str(kubelet.checkpoint_dir("probe", NS))  # not /checkpoints
+        assert env["DDPJOB_CHECKPOINT_DIR"] == str(node.kubelet.checkpoint_dir("probe", node.ns))  # not /checkpoints
         assert env["DDPJOB_PROGRESS_FILE"] == str(pathlib.Path(env["cwd"]) / "progress.json")  # not /run/ddpjob
     assert [e["DDPJOB_PROGRESS_HOST"] for e in envs] == [ok["podIP"], failed["podIP"]]  # the launcher binds it
     assert envs[0]["MASTER_PORT"] == envs[1]["MASTER_PORT"]  # one rendezvous per attempt
     assert envs[0]["cwd"] != envs[1]["cwd"]  # a directory of its own per Pod
 
 
-def test_each_attempt_of_a_job_gets_its_own_port(emulator, core, kubelet):
-    ddpjob = job(DUMP_ENV)
-    create_pods(core, ddpjob, restart_count=0, ranks=(0,))
-    wait_phase(emulator, "probe-0", "Succeeded")
-    core.delete_namespaced_pod("probe-0", NS)
-    create_pods(core, ddpjob, restart_count=1, ranks=(0,))
-    wait_until(lambda: len(kubelet.ports) == 2, REACTION, "the second attempt did not start")
-    assert kubelet.ports[(NS, "probe", 0)] != kubelet.ports[(NS, "probe", 1)]
+def test_each_attempt_of_a_job_gets_its_own_port(node: KubeletNode) -> None:
+    ddpjob = job(DUMP_ENV, node.ns)
+    create_pods(node, ddpjob, restart_count=0, ranks=(0,))
+    node.wait_phase("probe-0", "Succeeded")
+    node.core.delete_namespaced_pod("probe-0", node.ns)
+    create_pods(node, ddpjob, restart_count=1, ranks=(0,))
+    wait_until(lambda: len(node.kubelet.ports) == 2, REACTION, "the second attempt did not start")
+    assert node.kubelet.ports[(node.ns, "probe", 0)] != node.kubelet.ports[(node.ns, "probe", 1)]
 
 
 STUBBORN = """
@@ -134,75 +116,84 @@ STUBBORN = """
 """
 
 
-def test_a_deleted_pod_gets_sigterm_then_its_whole_tree_is_killed(emulator, core, kubelet):
-    create_pods(core, job(STUBBORN), ranks=(0,))
-    container = wait_until(lambda: kubelet.container("probe-0", NS), REACTION, "the Pod did not start")
+def test_a_deleted_pod_gets_sigterm_then_its_whole_tree_is_killed(node: KubeletNode) -> None:
+    create_pods(node, job(STUBBORN, node.ns), ranks=(0,))
+    container = wait_until(lambda: node.kubelet.container("probe-0", node.ns), REACTION, "the Pod did not start")
     workdir = container.log_path.parent
     wait_until(lambda: (workdir / "ready").exists(), REACTION, "the script did not start")
-    assert len(kubelet.live_processes()) == 2
+    assert len(node.kubelet.live_processes()) == 2
 
-    core.delete_namespaced_pod("probe-0", NS)
+    node.core.delete_namespaced_pod("probe-0", node.ns)
 
     wait_until(lambda: (workdir / "got-sigterm").exists(), REACTION, "no SIGTERM on deletion")
     wait_until(
-        lambda: container.exit_code is not None and not kubelet.live_processes(),
+        lambda: container.exit_code is not None and not node.kubelet.live_processes(),
         REACTION,
         "the container was not killed after its grace",
     )
     assert container.exit_code == 128 + signal.SIGKILL
-    assert emulator.get_object("v1/pods", NS, "probe-0") is None  # gone at once, as the emulator does
+    # The kubelet confirms the deletion (grace 0) once the container has stopped.
+    wait_until(lambda: node.pod("probe-0") is None, REACTION, "the deleted Pod was not confirmed gone")
 
 
-def test_when_the_main_process_ends_the_container_ends(emulator, core, kubelet):
+def test_when_the_main_process_ends_the_container_ends(node: KubeletNode) -> None:
     create_pods(
-        core,
-        job("""
+        node,
+        job(
+            """
         import subprocess, sys
         subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)
-    """),
+    """,
+            node.ns,
+        ),
         ranks=(0,),
     )
-    wait_phase(emulator, "probe-0", "Succeeded")
-    wait_until(lambda: not kubelet.live_processes(), REACTION, "a process outlived its container")
+    node.wait_phase("probe-0", "Succeeded")
+    wait_until(lambda: not node.kubelet.live_processes(), REACTION, "a process outlived its container")
 
 
-def test_a_command_that_cannot_start_fails_the_pod(emulator, core, kubelet):
-    ddpjob = job("")
+def test_a_command_that_cannot_start_fails_the_pod(node: KubeletNode) -> None:
+    ddpjob = job("", node.ns)
     pod = render.render_pod(ddpjob, 0, 0)
     pod["metadata"].pop("ownerReferences")
     pod["spec"]["containers"][0]["command"] = ["no-such-program-here"]
-    core.create_namespaced_pod(NS, pod)
-    status = wait_phase(emulator, "probe-0", "Failed")
+    node.create_pod(pod)
+    status = node.wait_phase("probe-0", "Failed")
     assert terminated(status)["exitCode"] == 128 and terminated(status)["reason"] == "StartError"
     assert "no-such-program-here" in terminated(status)["message"]
 
 
-def test_a_failed_container_s_last_log_lines_are_its_termination_message(emulator, core, kubelet):
+def test_a_failed_container_s_last_log_lines_are_its_termination_message(node: KubeletNode) -> None:
     # terminationMessagePolicy FallbackToLogsOnError (the rendered trainer's): the kubelet's
     # last 80 lines (2 KiB at most) of a container that failed; none for one that succeeded.
     create_pods(
-        core,
-        job("""
+        node,
+        job(
+            """
         import os, sys
         for i in range(100):
             print(f'line {i}')
         print('error: no CUDA device', file=sys.stderr)
         sys.exit(0 if os.environ['NODE_RANK'] == '1' else 2)
-    """),
+    """,
+            node.ns,
+        ),
     )
-    failed = terminated(wait_phase(emulator, "probe-0", "Failed"))
+    failed = terminated(node.wait_phase("probe-0", "Failed"))
     lines = failed["message"].splitlines()
     assert failed["exitCode"] == 2 and lines[-1] == "error: no CUDA device" and len(lines) == 80
     assert lines[0] == "line 21" and len(failed["message"].encode()) <= 2048
-    assert "message" not in terminated(wait_phase(emulator, "probe-1", "Succeeded"))
+    assert "message" not in terminated(node.wait_phase("probe-1", "Succeeded"))
 
 
-def test_the_readme_progress_recipe_without_the_package_works_in_a_pod(emulator, core, kubelet):
+def test_the_readme_progress_recipe_without_the_package_works_in_a_pod(node: KubeletNode) -> None:
     # The record's directory exists before the container starts, as a Pod's emptyDir does.
     recipe = pathlib.Path(__file__).resolve().parents[2] / "local" / "scripts" / "progress_by_hand.py"
-    create_pods(core, job(recipe.read_text(), env=[{"name": "DDPJOB_TEST_PROGRESS_LINGER", "value": "0"}]), ranks=(0,))
-    wait_phase(emulator, "probe-0", "Succeeded")
-    log_dir = pathlib.Path(kubelet.container("probe-0", NS, running=False).log_path).parent
+    create_pods(
+        node, job(recipe.read_text(), node.ns, env=[{"name": "DDPJOB_TEST_PROGRESS_LINGER", "value": "0"}]), ranks=(0,)
+    )
+    node.wait_phase("probe-0", "Succeeded")
+    log_dir = node.pod_dir("probe-0")
     assert json.loads((log_dir / "progress.json").read_text())["step"] == 48
 
 

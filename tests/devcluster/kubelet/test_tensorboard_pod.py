@@ -11,28 +11,26 @@ import time
 import urllib.request
 from typing import Any
 
-import kubernetes
 import pytest
 
 from ddpjob.api import spec
 from ddpjob.render import tensorboard as render_tensorboard
 from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.clusters.local import ClusterEmulator
 from ddpjob_devcluster.kubelet import tensorboard_pod
-from ddpjob_devcluster.kubelet.kubelet import ProcessKubelet
-from tests.devcluster.kubelet.test_kubelet import NS, pod_status
+from tests.devcluster.kubelet.conftest import KubeletNode
+from tests.devcluster.kubelet.test_kubelet import NS
 from tests.support.deadlines import PHASE, REACTION, TEST
 
 pytestmark = pytest.mark.timeout(TEST)
 pytest.importorskip("tensorboard")
 
 
-def board_pod(name: str = "board") -> dict[str, Any]:
+def board_pod(name: str = "board", namespace: str = NS) -> dict[str, Any]:
     job = spec.parse_job(
         {
             "apiVersion": "ddpjob.io/v1alpha1",
             "kind": "DDPJob",
-            "metadata": {"name": name, "namespace": NS, "uid": "u-1", "generation": 1},
+            "metadata": {"name": name, "namespace": namespace, "uid": "u-1", "generation": 1},
             "spec": {
                 "image": "none",
                 "command": ["true"],
@@ -46,7 +44,7 @@ def board_pod(name: str = "board") -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         **template,
-        "metadata": {**template["metadata"], "name": f"{name}-tensorboard-abc12", "namespace": NS},
+        "metadata": {**template["metadata"], "name": f"{name}-tensorboard-abc12", "namespace": namespace},
     }
 
 
@@ -86,19 +84,13 @@ def test_the_mount_path_is_mapped_and_bind_all_becomes_the_pods_address(tmp_path
     assert not tensorboard_pod.is_tensorboard(trainer)
 
 
-def test_the_tensorboard_pod_serves_the_jobs_event_files_at_its_ip(
-    emulator: ClusterEmulator, core: kubernetes.client.CoreV1Api, kubelet: ProcessKubelet
-) -> None:
-    write_loss(kubelet.checkpoint_dir("board", NS) / "tensorboard", [2.0, 1.5, 1.0])
-    pod = board_pod()
-    core.create_namespaced_pod(NS, pod)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+def test_the_tensorboard_pod_serves_the_jobs_event_files_at_its_ip(node: KubeletNode) -> None:
+    kubelet = node.kubelet
+    write_loss(kubelet.checkpoint_dir("board", node.ns) / "tensorboard", [2.0, 1.5, 1.0])
+    pod = board_pod(namespace=node.ns)
+    node.create_pod(pod)
     name = pod["metadata"]["name"]
-    status = wait_until(
-        lambda: (st := pod_status(emulator, name)).get("phase") == "Running" and st,
-        REACTION,
-        "the TensorBoard Pod did not run",
-        lambda: (pod_status(emulator, name), kubelet.logs()),
-    )
+    status = node.wait_phase(name, "Running")
     assert status["containerStatuses"][0]["name"] == "tensorboard"
     ip = status["podIP"]
     assert ip.startswith("127.") and ip != "127.0.0.1"  # its own address, as every Pod's
@@ -117,7 +109,7 @@ def test_the_tensorboard_pod_serves_the_jobs_event_files_at_its_ip(
     assert [(p[1], p[2]) for p in points] == [(1, 2.0), (2, 1.5), (3, 1.0)]
 
     # A deleted Pod's TensorBoard is stopped with it.
-    container = kubelet.container(name, NS)
+    container = kubelet.container(name, node.ns)
     assert container is not None
-    core.delete_namespaced_pod(name, NS)
+    node.core.delete_namespaced_pod(name, node.ns)
     wait_until(lambda: not container.running, REACTION, "the TensorBoard outlived its Pod", lambda: kubelet.logs(name))
