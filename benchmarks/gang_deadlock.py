@@ -1,7 +1,7 @@
 """Two 4-node jobs on six 1-GPU nodes, job A's fourth Pod create held back so job B's
 Pods arrive in between: GPU-seconds held idle, and whether both jobs finish, for each
-gang integration, on the development cluster's scheduler and on the real ones side by
-side (the scenarios: ddpjob_devcluster/scenarios/gang.py and real_gang.py).
+gang integration on the real schedulers (the scenario: ddpjob_devcluster/scenarios/
+gang.py, run by real_gang.py).
 
 Real rows: kube-scheduler v1.37.2 for `none` and `kubernetes` (the native PodGroup),
 scheduler-plugins' coscheduling scheduler for `coscheduling`, Volcano v1.10.0's
@@ -33,7 +33,6 @@ from typing import Any
 from ddpjob_devcluster.scenarios import gang as gang_scenario, real_gang as real_gang_scenario
 
 DEADLOCK_WAIT = 30.0
-EMULATOR_GANGS = ("none", "kubernetes")
 
 
 def _started(name: str) -> Callable[[Any], None]:
@@ -93,12 +92,8 @@ def control_plane(tmp: pathlib.Path) -> Iterator[Any]:
 
 def main() -> None:
     rows: dict[tuple[str, str], gang_scenario.Result] = {}
-    for gang in EMULATOR_GANGS:
-        with tempfile.TemporaryDirectory(prefix=f"ddpjob-gang-{gang}-") as tmp:
-            rows["emulator", gang] = r = gang_scenario.run(tmp, gang, deadlock_wait=DEADLOCK_WAIT)
-        report("emulator", r)
     if shutil.which("go") is None:
-        print("real schedulers: skipped (they are built with Go, and no `go` is on PATH)", file=sys.stderr)
+        sys.exit("the real schedulers are built with Go, and no `go` is on PATH")
     else:
         with tempfile.TemporaryDirectory(prefix="ddpjob-gang-real-") as tmp, control_plane(pathlib.Path(tmp)) as plane:
             for gang, (start, kwargs) in REAL.items():

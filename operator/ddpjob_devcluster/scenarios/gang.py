@@ -18,13 +18,12 @@ complete (or to the end of the run if it never is), times the Pod's GPUs: a wall
 figure, which benchmarks/gang_deadlock.py reports. What the tests assert instead is the
 order of events: `peers_at_binding`, how many Pods of its job existed when each Pod was
 bound (`binding_watch`): all of them for a gang bound whole.
-Used by tests/devcluster/scenarios/test_gang_deadlock.py, tests/gangs/test_gang_deadlock_real.py
-and benchmarks/gang_deadlock.py.
+real_gang.py runs it on the real control plane and schedulers (tests/gangs/
+test_gang_deadlock_real.py, benchmarks/gang_deadlock.py).
 """
 
 from __future__ import annotations
 
-import pathlib
 import sys
 import threading
 import time
@@ -35,9 +34,6 @@ from typing import Any
 
 from ddpjob.api import names
 from ddpjob_devcluster.clusters.client import wait_until
-from ddpjob_devcluster.clusters.local import LocalCluster
-from ddpjob_devcluster.scenarios.binding_watch import BindingWatch
-from ddpjob_devcluster.scheduler.scheduler import gpu_nodes
 
 NODES, JOB_NODES = 6, 4
 
@@ -127,7 +123,7 @@ JOBS = ("job-a", "job-b")
 
 def interleave(cluster: Any, create: Callable[[str], object], release: threading.Event) -> None:
     """Job A's first three Pods, then job B's four, then A's fourth: its create is held
-    (by the emulator or the proxy) until `release`, set here once B's Pods exist. (The
+    (by the fault proxy) until `release`, set here once B's Pods exist. (The
     operator creates a gang in slow-start batches 1, 2, 4, ...: A's fourth is the held one.)"""
     create("job-a")
     wait_until(lambda: len(cluster.pods("job-a")) >= JOB_NODES - 1, 120, "job-a has 3 Pods")
@@ -181,40 +177,3 @@ def result(
         bindings=[(b.labels.get(names.LABEL_JOB_NAME, ""), b.time - start) for b in bindings],
         peers_at_binding=[(b.labels.get(names.LABEL_JOB_NAME, ""), peers.get(b.pod, 0)) for b in bindings],
     )
-
-
-def run(
-    workdir: str | pathlib.Path,
-    gang: str,
-    *,
-    deadlock_wait: float = 10.0,
-    finish_timeout: float = 600.0,
-    work_seconds: float = 2.0,
-    slow_create: float = 300.0,
-) -> Result:
-    """slow_create: how long job A's fourth Pod create is held at most (it is let go as soon
-    as job B's Pods exist)."""
-    with LocalCluster(pathlib.Path(workdir), nodes=gpu_nodes(NODES), stop_grace=1.0) as cluster:
-        start = time.time()
-        watch = BindingWatch(cluster.core, cluster.namespace).start()
-        try:
-            release = threading.Event()
-            cluster.emulator.inject_fault(
-                verb="create",
-                resource="pods",
-                status=None,
-                delay=slow_create,
-                count=1,
-                skip=JOB_NODES - 1,
-                release=release,
-            )
-            interleave(cluster, lambda name: cluster.create_job(job_body(name, gang, work_seconds)), release)
-            stuck = deadlocked(cluster, gang, deadlock_wait, finish_timeout)
-            end = time.time()
-        finally:
-            watched = watch.stop()
-        assert cluster.scheduler is not None
-        # The scheduler's own record times the bindings; the watch says who existed then.
-        return result(
-            cluster, gang, list(cluster.scheduler.bindings), {b.pod: b.peers for b in watched}, start, end, stuck
-        )
