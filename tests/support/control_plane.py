@@ -75,14 +75,26 @@ def ddpjob_validator(control_plane: ControlPlane, ddpjob_crd: dict[str, Any]) ->
 
 
 @pytest.fixture(scope="session")
-def stand_in_node(control_plane: ControlPlane) -> Iterator[StandInNode]:
+def _stand_in_node(control_plane: ControlPlane) -> Iterator[StandInNode]:
     from tests.support.stand_in_node import StandInNode
 
-    node = StandInNode(str(control_plane.admin_kubeconfig)).start()
+    node = StandInNode(str(control_plane.admin_kubeconfig)).start(cordoned=True)
     try:
         yield node
     finally:
         node.stop()
+
+
+@pytest.fixture
+def stand_in_node(_stand_in_node: StandInNode) -> Iterator[StandInNode]:
+    """The worker's stand-in Node, open to new Pods for this test only: between its users
+    it is cordoned, or kube-scheduler would place a later test's Pods there (a real
+    cluster's on the same plane, whose Pods no kubelet would then run)."""
+    _stand_in_node.set_schedulable(True)
+    try:
+        yield _stand_in_node
+    finally:
+        _stand_in_node.set_schedulable(False)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -6,8 +6,10 @@ its containers at once confirms with a delete of grace 0. Without it, kube-sched
 marks the Pods Unschedulable (no Node fits) and a graceful delete of a placed Pod
 waits for a kubelet for ever.
 
-One per test worker (started with the worker's control plane, stopped with it); the
-tests' namespaces keep their Pods apart.
+One per test worker (started with the worker's control plane, stopped with it), open
+to new Pods only during a test that asks for it and cordoned between them, so that a
+later test's real cluster on the same plane never has its Pods placed here; the tests'
+namespaces keep their Pods apart.
 """
 
 from __future__ import annotations
@@ -44,8 +46,12 @@ class StandInNode:
     def name(self) -> str:
         return self.shape.name
 
-    def start(self) -> StandInNode:
-        self.core.create_node(node_object(self.shape, NO_PORT))  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+    def start(self, cordoned: bool = False) -> StandInNode:
+        """cordoned: made unschedulable, as `kubectl cordon` leaves it, until a test opens it."""
+        body = node_object(self.shape, NO_PORT)
+        if cordoned:
+            body["spec"] = {**body.get("spec", {}), "unschedulable": True}
+        self.core.create_node(body)  # type: ignore[arg-type]  # a dict body: the client sends it as it is
         for thread in self._threads:
             thread.start()
         return self
@@ -58,15 +64,18 @@ class StandInNode:
             self.core.delete_node(self.name, _request_timeout=10)
         self.api.close()
 
+    def set_schedulable(self, schedulable: bool) -> None:
+        self.core.patch_node(self.name, {"spec": {"unschedulable": not schedulable}})
+
     @contextlib.contextmanager
     def cordoned(self) -> Iterator[None]:
         """No new Pod is placed here for the `with` block (`kubectl cordon`): a test that
         binds Pods itself keeps kube-scheduler from placing them first."""
-        self.core.patch_node(self.name, {"spec": {"unschedulable": True}})
+        self.set_schedulable(False)
         try:
             yield
         finally:
-            self.core.patch_node(self.name, {"spec": {"unschedulable": False}})
+            self.set_schedulable(True)
 
     def _renew_lease(self) -> None:
         leases = kubernetes.client.CoordinationV1Api(self.api)
