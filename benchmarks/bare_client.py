@@ -1,8 +1,8 @@
 """The ceiling a benchmark compares the operator with: the same Pods created by a bare
 client in a process of its own (kubernetes_asyncio, 64 requests in flight: the
-operator's client and limit), on the emulator (CEILING_CLIENT) or on a real API server
-with its TLS identity (CEILING_CLIENT_REAL). A helper of the benchmark scripts beside it
-(no measurement of its own: `make bench` running it does nothing)."""
+operator's client and limit), on the API server with the caller's TLS identity
+(`CEILING_CLIENT`, its configuration from `api_config`). A helper of the benchmark
+scripts beside it (no measurement of its own: `make bench` running it does nothing)."""
 
 from __future__ import annotations
 
@@ -25,37 +25,6 @@ def ceiling_pod(job: dict[str, Any], namespace: str) -> dict[str, Any]:
     return pod
 
 
-CEILING_CLIENT = """
-import asyncio, json, sys, time
-import kubernetes_asyncio.client as k
-
-pod = json.load(sys.stdin)
-
-async def main(host, ns, count):
-    config = k.Configuration(host=host)
-    config.connection_pool_maxsize = 64
-    config.api_key = {"authorization": "emulator-token"}
-    config.api_key_prefix = {"authorization": "Bearer"}
-    class PlainJSON(k.ApiClient):  # plain dict bodies, as the operator sends (kube.py)
-        def sanitize_for_serialization(self, obj):
-            return obj if isinstance(obj, dict) else super().sanitize_for_serialization(obj)
-
-    async with PlainJSON(config) as api:
-        core, slots = k.CoreV1Api(api), asyncio.Semaphore(64)
-
-        async def create(i):
-            body = {**pod, "metadata": {**pod["metadata"], "name": f"ceiling-{i}"}}
-            async with slots:
-                await core.create_namespaced_pod(ns, body, _preload_content=False)
-        await create(count)  # the connection and the first request, not timed
-        start = time.perf_counter()
-        await asyncio.gather(*(create(i) for i in range(count)))
-        print(time.perf_counter() - start)
-
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
-"""
-
-
 def api_config(api: kubernetes.client.ApiClient) -> dict[str, Any]:
     c = api.configuration
     return {
@@ -68,8 +37,8 @@ def api_config(api: kubernetes.client.ApiClient) -> dict[str, Any]:
     }
 
 
-# The bare client: operator_scale's ceiling client, with the server's TLS identity.
-CEILING_CLIENT_REAL = """
+# argv: api_config's JSON, the namespace, how many Pods; stdin: the Pod; prints the seconds.
+CEILING_CLIENT = """
 import asyncio, json, sys, time
 import kubernetes_asyncio
 conf, ns, count = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])

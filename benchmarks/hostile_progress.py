@@ -1,9 +1,10 @@
 """What a hostile job costs the operator through the progress channel (issue: trust
 boundaries). One 128-node job whose every Pod answers `/progress` with a fake stall and
 256 KB of `ranks` (and six of them drip their answer a byte at a time), beside healthy
-4-node jobs. Measured in one run, against the API emulator with the operator in its own
-process (this script plays the kubelet: Pods Running at once, each at a Pod IP of its
-own where its fake launcher listens on the contract's port):
+4-node jobs. Measured in one run, on the real control plane with the chart's operator in
+its own process (benchmarks/plane_operator.py; no Nodes: this script plays the kubelet,
+Pods Running at once, each at a Pod IP of its own where its fake launcher listens on the
+contract's port):
 
 - the operator's RSS before the hostile job and at its peak during it (goal: < 50 MB more);
 - the operator's CPU over the window (goal: < 5% of one core for the hostile job's reads:
@@ -31,8 +32,7 @@ from typing import Any, cast
 import kubernetes
 
 from ddpjob import contract
-from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-from emulated_operator import NS, crd_client, ddpjob, start_operator  # scripts: their folder is on the path
+from plane_operator import NS, ddpjob, operator_plane  # scripts: their folder is on the path
 from process_stats import cpu_seconds
 
 NODES = 128
@@ -133,19 +133,17 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=5.0, help="the operator's progress read interval")
     args = parser.parse_args()
     servers = [serve(f"127.251.0.{i + 1}", drip=i >= NODES - 6) for i in range(NODES)]  # Pod 0 answers
-    with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig, api = crd_client(emu, pathlib.Path(tmp))
-        custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
-        env = {"DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
-        proc = start_operator(kubeconfig, pathlib.Path(tmp) / "operator.log", env)
+    env = {"DDPJOB_PROGRESS_INTERVAL_SECONDS": str(args.interval)}
+    with tempfile.TemporaryDirectory() as tmp, operator_plane(pathlib.Path(tmp), env=env) as bench:
+        custom, core = kubernetes.client.CustomObjectsApi(bench.api), kubernetes.client.CoreV1Api(bench.api)
         kubelet = Kubelet(core)
         kubelet.start()
         try:
             quiet = latency(custom, "warm", 3) and latency(custom, "quiet")
-            cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
+            cpu0, t0 = cpu_seconds(bench.pid), time.perf_counter()
             time.sleep(args.window)
-            idle_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
-            rss_before = rss_mb(proc.pid)
+            idle_cpu = (cpu_seconds(bench.pid) - cpu0) / (time.perf_counter() - t0)
+            rss_before = rss_mb(bench.pid)
             custom.create_namespaced_custom_object(
                 "ddpjob.io",
                 "v1alpha1",
@@ -154,20 +152,18 @@ def main() -> None:
                 ddpjob("hostile", NODES, stallTimeoutSeconds=3600, maxRestarts=1000),
             )
             time.sleep(args.interval * 2)
-            cpu0, t0, peak = cpu_seconds(proc.pid), time.perf_counter(), rss_before
+            cpu0, t0, peak = cpu_seconds(bench.pid), time.perf_counter(), rss_before
             loaded = latency(custom, "loaded")
             while time.perf_counter() - t0 < args.window:
-                peak = max(peak, rss_mb(proc.pid))
+                peak = max(peak, rss_mb(bench.pid))
                 time.sleep(0.5)
-            busy_cpu = (cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
+            busy_cpu = (cpu_seconds(bench.pid) - cpu0) / (time.perf_counter() - t0)
             hostile = cast(
                 dict[str, Any], custom.get_namespaced_custom_object("ddpjob.io", "v1alpha1", NS, "ddpjobs", "hostile")
             )
             restarts = (hostile.get("status") or {}).get("restarts")
         finally:
             kubelet.stop.set()
-            proc.terminate()
-            proc.wait(30)
             for server in servers:
                 server.shutdown()
     print(f"load average {os.getloadavg()}; read interval {args.interval:g} s; window {args.window:g} s")

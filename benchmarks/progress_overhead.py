@@ -1,6 +1,7 @@
 """What progress polling costs the operator: API writes and CPU per minute with N Running jobs.
 
-The operator runs in its own process against the API emulator (`ddpjob_devcluster.apiserver.emulator`);
+The operator runs in its own process on the real control plane (benchmarks/plane_operator.py:
+kube-apiserver, etcd, controller manager and scheduler, no Nodes, the chart's operator);
 this script plays the kubelet (every job's one Pod reported Running with a Pod IP) and the
 Pods' launchers: one HTTP server at that Pod IP answers every `/progress` with a record
 whose step has advanced since the last read, the worst case (every read is news, so every
@@ -9,7 +10,7 @@ defaults (every 30 s per job, jittered, 50 reads/s cap, 5 progress writes/s cap)
 polling off (DDPJOB_PROGRESS_INTERVAL_SECONDS=0), and measures over a window after a
 warm-up long enough for the writes to reach their steady state (`warmup`):
 
-- status writes per job per 30 s (goal <= 1), counted at the emulator;
+- status writes per job per 30 s (goal <= 1), counted in the API server's audit log;
 - the operator's CPU seconds per minute (utime + stime of its process), on vs off
   (goal: polling adds < 10% at 1,000 jobs);
 - /progress reads per job per 30 s, counted at the fake launcher.
@@ -20,6 +21,7 @@ warm-up long enough for the writes to reach their steady state (`warmup`):
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import pathlib
 import tempfile
@@ -27,18 +29,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import kubernetes
+
 from ddpjob import contract
 from ddpjob.operator.progress import DEFAULT_INTERVAL, DEFAULT_MAX_WRITES_PER_SECOND
-from ddpjob_devcluster.apiserver.emulator import KubeEmulator
-from ddpjob_devcluster.apiserver.errors import ApiError
-from emulated_operator import (  # scripts: their folder is on the path
-    JOBS,
-    NS,
-    PODS,
-    crd_client,
-    in_emulator,
-    start_operator,
-)
+from plane_operator import NS, Tracker, ddpjob, kubelet, operator_plane, wait  # scripts: their folder is on the path
 from process_stats import cpu_seconds
 
 POD_IP = "127.250.0.1"  # every Pod's IP: one fake launcher answers for all of them
@@ -98,81 +93,39 @@ class FakeLaunchers:
         self.server.server_close()
 
 
-def job(name: str) -> dict:
-    return {
-        "apiVersion": "ddpjob.io/v1alpha1",
-        "kind": "DDPJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"nodes": 1, "image": "ddpjob/trainer:bench", "stallTimeoutSeconds": 3600},
-    }
-
-
-def get(emu: KubeEmulator, res, name: str) -> dict | None:
-    try:
-        return emu.store.get(res, NS, name)
-    except ApiError:  # not there (yet): the store's 404
-        return None
-
-
-def wait(predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark condition not met")
-        time.sleep(0.2)
-
-
 def measure(jobs: int, polling: bool, window: float, advancing: bool = True) -> dict:
-    with KubeEmulator() as emu, tempfile.TemporaryDirectory() as tmp:
-        kubeconfig, _ = crd_client(emu, pathlib.Path(tmp))
+    env = {"DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0"}
+    with tempfile.TemporaryDirectory() as tmp, operator_plane(pathlib.Path(tmp), env=env) as bench:
+        custom, core = kubernetes.client.CustomObjectsApi(bench.api), kubernetes.client.CoreV1Api(bench.api)
+        track = Tracker(bench.api, kinds=("pods", "jobs"))
         names = [f"p-{i}" for i in range(jobs)]
-        in_emulator(
-            emu,
-            lambda: [emu.store.create(JOBS, NS, emu.admission.create(JOBS, NS, job(n), {})) for n in names],
-            timeout=300,
-        )
-        env = {"DDPJOB_PROGRESS_INTERVAL_SECONDS": "30" if polling else "0"}
-        proc = start_operator(kubeconfig, pathlib.Path(tmp) / "operator.log", env)
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            list(
+                pool.map(
+                    lambda n: custom.create_namespaced_custom_object(
+                        "ddpjob.io", "v1alpha1", NS, "ddpjobs", ddpjob(n, 1, stallTimeoutSeconds=3600)
+                    ),
+                    names,
+                )
+            )
         launchers = FakeLaunchers(advancing)
         try:
-            pods = [f"{n}-0" for n in names]
-            wait(lambda: all(get(emu, PODS, p) is not None for p in pods), 300)
-            patch = {
-                "status": {
-                    "phase": "Running",
-                    "podIP": POD_IP,
-                    "podIPs": [{"ip": POD_IP}],
-                    "containerStatuses": [
-                        {"name": "trainer", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
-                    ],
-                }
-            }
-            in_emulator(
-                emu,
-                lambda: [emu.store.patch(PODS, NS, p, "status", "application/merge-patch+json", patch) for p in pods],
-                timeout=300,
-            )
-            wait(
-                lambda: all(((get(emu, JOBS, n) or {}).get("status") or {}).get("phase") == "Running" for n in names),
-                300,
-            )
+            wait(lambda: track.count(*names) == jobs, 600, 0.2)
+            kubelet(core, [f"{n}-0" for n in names], "Running", podIP=POD_IP, podIPs=[{"ip": POD_IP}])
+            wait(lambda: track.phases("p-")["Running"] == jobs, 600, 0.2)
             time.sleep(warmup(jobs) if polling else WARMUP)
-            first, reads0, cpu0, t0 = len(emu.requests), launchers.reads, cpu_seconds(proc.pid), time.monotonic()
+            bench.mark()
+            reads0, cpu0, t0 = launchers.reads, cpu_seconds(bench.pid), time.monotonic()
             time.sleep(window)
             elapsed = time.monotonic() - t0
-            cpu = cpu_seconds(proc.pid) - cpu0
-            reqs = emu.requests[first:]
-            status_writes = sum(
-                1
-                for r in reqs
-                if r.resource == "ddpjobs" and r.subresource == "status" and r.verb in ("patch", "update")
-            )
-            other_writes = sum(1 for r in reqs if r.verb in ("create", "update", "patch", "delete")) - status_writes
+            cpu = cpu_seconds(bench.pid) - cpu0
+            writes = bench.writes()
             reads = launchers.reads - reads0
         finally:
+            track.stop.set()
             launchers.close()
-            proc.terminate()
-            proc.wait(timeout=60)
+    status_writes = sum(1 for w in writes if w.split(" (")[0] in ("patch ddpjobs/status", "update ddpjobs/status"))
+    other_writes = len(writes) - status_writes
     per30 = 30.0 / elapsed / jobs
     return {
         "jobs": jobs,

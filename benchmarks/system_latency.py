@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Whole-system latency: `kubectl apply` of the example job to its first training step
-and to `Succeeded`, on the emulated cluster of `make demo-cluster` (API emulator, the
-real operator process, the process kubelet; gloo on CPU).
+and to `Succeeded`, on the real control plane (`RealCluster`: kube-apiserver, etcd,
+controller manager and scheduler, the operator installed from the chart, a process
+kubelet registered as a Node; gloo on CPU).
 
     python benchmarks/system_latency.py [--runs 3] [--json FILE]
 
@@ -28,8 +29,9 @@ recorded. The time is split at points every part already records on one clock
                     operator's reconcile and status write)
 
 The operator is started and proven ready (it reconciles a suspended warm-up job) before
-the first run, so its start-up is not counted. The API objects are sampled every 2 ms
-in the emulator's process, so each boundary is late by at most that much.
+the first run, so its start-up is not counted. The API objects are followed with watches
+through the HTTP API: each boundary is the time its event reached this script (late by
+the server's watch fan-out, a few ms).
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ import tempfile
 import threading
 import time
 
+import kubernetes
 import yaml
 
+from ddpjob.api import names
 from ddpjob_devcluster.clusters.client import load_example, read_metrics, wait_until
-from ddpjob_devcluster.clusters.local import LocalCluster
+from ddpjob_devcluster.clusters.real import RealCluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PHASES = (
@@ -69,49 +73,79 @@ PHASES = (
 GLOG = re.compile(r"\] [IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ")
 
 
-def first_torch_log(path: pathlib.Path) -> float:
-    """The time of torchrun's first log line in a container's output (local time)."""
+def first_torch_log(path: pathlib.Path) -> float | None:
+    """The time of torchrun's first log line in a container's output (local time); None
+    where torchrun logged nothing (it warns only when it sets OMP_NUM_THREADS itself, and
+    ddpjob-launch now sets it first)."""
     for line in path.read_text(errors="replace").splitlines():
         m = GLOG.search(line)
         if m:
             month, day, hour, minute, second, micro = map(int, m.groups())
             now = datetime.datetime.now()
             return datetime.datetime(now.year, month, day, hour, minute, second, micro).timestamp()
-    raise RuntimeError(f"no torchrun log line in {path}")
+    return None
 
 
-class Sampler(threading.Thread):
-    """First-seen times of API states, sampled straight from the emulator's store."""
+class Sampler:
+    """First-seen times of API states, from watches on the job, its Service and its Pods."""
 
-    def __init__(self, cluster: LocalCluster, name: str, nodes: int):
-        super().__init__(daemon=True)
-        self.cluster, self.name, self.nodes = cluster, name, nodes
+    def __init__(self, cluster: RealCluster, name: str, nodes: int):
+        self.name, self.nodes = name, nodes
         self.seen: dict[str, float] = {}
+        self.pods: set[str] = set()
         self.done = threading.Event()
+        ns, core, custom = cluster.namespace, cluster.core, cluster.custom
+        by_name = {"field_selector": f"metadata.name={name}"}
+        watches = (
+            (custom.list_namespaced_custom_object, (names.GROUP, names.VERSION, ns, names.PLURAL), by_name, self._job),
+            (core.list_namespaced_service, (ns,), by_name, self._service),
+            (core.list_namespaced_pod, (ns,), {"label_selector": f"{names.LABEL_JOB_NAME}={name}"}, self._pod),
+        )
+        self.threads = [threading.Thread(target=self._follow, args=w, daemon=True) for w in watches]
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+        time.sleep(1.0)  # the streams open (an object made before would show late, as listed)
+
+    def stop(self) -> None:
+        self.done.set()
+        for thread in self.threads:
+            thread.join(timeout=10)
 
     def mark(self, key: str, condition: bool) -> None:
         if condition and key not in self.seen:
             self.seen[key] = time.time()
 
-    def run(self) -> None:
-        emu = self.cluster.emulator
+    def _follow(self, list_fn, args, selector, handle) -> None:
         while not self.done.is_set():
-            job = emu.get_object("ddpjob.io/v1alpha1/ddpjobs", "default", self.name)
-            self.mark("stored", job is not None)
-            self.mark("service", emu.get_object("v1/services", "default", self.name) is not None)
-            pods = [
-                p for p in emu.list_objects("v1/pods", "default") if p["metadata"]["name"].startswith(f"{self.name}-")
-            ]
-            self.mark("pods", len(pods) == self.nodes)
-            phase = ((job or {}).get("status") or {}).get("phase")
-            self.mark("succeeded", phase == "Succeeded")
-            if phase in ("Succeeded", "Failed"):
-                self.seen.setdefault("finished", time.time())
-                return
-            time.sleep(0.002)
+            try:
+                for event in kubernetes.watch.Watch().stream(
+                    list_fn, *args, timeout_seconds=5, deserialize=False, **selector
+                ):
+                    handle(event["type"], event["object"])
+                    if self.done.is_set():
+                        return
+            except Exception:  # noqa: BLE001 - a dropped stream: watched again (states keep their first time)
+                self.done.wait(0.2)
+
+    def _job(self, verb: str, job: dict) -> None:
+        self.mark("stored", verb != "DELETED")
+        phase = (job.get("status") or {}).get("phase")
+        self.mark("succeeded", phase == "Succeeded")
+        if phase in ("Succeeded", "Failed"):
+            self.seen.setdefault("finished", time.time())
+
+    def _service(self, verb: str, _: dict) -> None:
+        self.mark("service", verb != "DELETED")
+
+    def _pod(self, verb: str, pod: dict) -> None:
+        if verb == "ADDED":
+            self.pods.add(pod["metadata"]["uid"])
+        self.mark("pods", len(self.pods) == self.nodes)
 
 
-def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[str, float]:
+def run_once(cluster: RealCluster, index: int, workdir: pathlib.Path) -> dict[str, float]:
     body = copy.deepcopy(load_example())
     name = f"{body['metadata']['name']}-{index}"
     body["metadata"]["name"] = name
@@ -124,10 +158,11 @@ def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[s
     sampler = Sampler(cluster, name, nodes)
     sampler.start()
     t_apply = time.time()
-    cluster.kubectl("apply", "-f", str(manifest))
-    wait_until(lambda: "finished" in sampler.seen, 300, f"{name} did not finish")
-    sampler.done.set()
-    sampler.join()
+    try:
+        cluster.kubectl("apply", "-f", str(manifest))
+        wait_until(lambda: "finished" in sampler.seen, 300, f"{name} did not finish")
+    finally:
+        sampler.stop()
     status = cluster.status(name)
     if status.get("phase") != "Succeeded":
         raise RuntimeError(f"{name} ended {status}:\n{cluster.diagnostics()}")
@@ -138,13 +173,15 @@ def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[s
     start = next(r["time"] for r in records if r["event"] == "start")
     first_step = next(r["time"] for r in records if r["event"] == "step")
     final = next(r["time"] for r in records if r["event"] == "final")
+    logged = [first_torch_log(c.log_path) for c in containers]
+    torchrun = None if None in logged else max(t for t in logged if t is not None)
     marks = [
         t_apply,
         sampler.seen["stored"],
         sampler.seen["service"],
         sampler.seen["pods"],
         max(c.times["started"] for c in containers),
-        max(first_torch_log(c.log_path) for c in containers),
+        torchrun if torchrun is not None else max(c.times["started"] for c in containers),
         start,
         first_step,
         final,
@@ -152,6 +189,8 @@ def run_once(cluster: LocalCluster, index: int, workdir: pathlib.Path) -> dict[s
         sampler.seen["succeeded"],
     ]
     result = {phase: marks[i + 1] - marks[i] for i, phase in enumerate(PHASES)}
+    if torchrun is None:  # not told apart: "rendezvous" counts from the process start
+        result["torchrun start"] = float("nan")
     result["apply -> first step"] = first_step - t_apply
     result["apply -> Succeeded"] = sampler.seen["succeeded"] - t_apply
     return result
@@ -165,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="ddpjob-system-latency-") as tmp:
         workdir = pathlib.Path(tmp)
-        with LocalCluster(workdir / "cluster") as cluster:
+        with RealCluster(workdir / "cluster", namespace="latency") as cluster:
             warmup = copy.deepcopy(load_example())
             warmup["metadata"]["name"] = "warmup"
             warmup["spec"]["suspend"] = True

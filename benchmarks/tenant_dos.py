@@ -39,7 +39,7 @@ import kubernetes
 
 from ddpjob_devcluster.clusters.real import RealCluster
 from ddpjob_devcluster.controlplane.controlplane import ControlPlane
-from real_api_scale import PodCounter, wait  # scripts: their folder is on the path
+from plane_operator import Tracker, wait  # scripts: their folder is on the path
 
 PROBE, NOISY = "probe", "noisy"
 GROUP = ("ddpjob.io", "v1alpha1")
@@ -57,7 +57,7 @@ def ddpjob(name: str, nodes: int) -> dict[str, Any]:
 class Tenants:
     def __init__(self, api: kubernetes.client.ApiClient):
         self.custom, self.core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
-        self.pods = {ns: PodCounter(api, ns) for ns in (PROBE, NOISY)}
+        self.pods = {ns: Tracker(api, ns, kinds=("pods",)) for ns in (PROBE, NOISY)}
 
     def create(self, ns: str, name: str, nodes: int) -> None:
         self.custom.create_namespaced_custom_object(*GROUP, ns, "ddpjobs", ddpjob(name, nodes))
