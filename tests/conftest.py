@@ -1,6 +1,6 @@
-"""Fixtures shared by every suite: the emulator fixtures (`emulator`, `api`; each suite
-brings its own `kubeconfig`), a small valid job body, the examples, and kubectl's cache
-kept out of the user's home."""
+"""Fixtures shared by every suite: the real control plane's (tests/support/control_plane.py,
+gang_crds.py), a small valid job body, the examples, and kubectl's cache kept out of the
+user's home."""
 
 import copy
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest_plugins = ["tests.support.fixtures", "tests.support.control_plane", "tests.support.gang_crds"]
+pytest_plugins = ["tests.support.control_plane", "tests.support.gang_crds"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "manifests" / "examples"

@@ -5,7 +5,7 @@ venv (hack/gpu-venv.sh) refuses what it cannot use, in one line, before changing
 
 The imports are read statically (every `import`, at any depth) from the files that run on
 that machine; tests/conftest.py and its plugins at module level only, since what they
-import inside a fixture runs only for the emulator's and the cluster's tests.
+import inside a fixture runs only for the control plane's tests.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 FIRST_PARTY = {"ddpjob", "ddpjob_trainer", "ddpjob_devcluster", "tests"}
 MACHINES_OWN = {"torch", "torchvision"}  # the GPU machine's CUDA build, never in the list
 # pyproject's pytest options that a plugin defines: without it pytest warns or ignores them.
-INI_PLUGINS = {"timeout": "pytest-timeout", "asyncio_default_fixture_loop_scope": "pytest-asyncio"}
+INI_PLUGINS = {"timeout": "pytest-timeout"}
 
 
 def normal(name: str) -> str:
@@ -96,7 +96,7 @@ def test_the_wheel_list_covers_every_import_of_the_gpu_tier() -> None:
         str(path.relative_to(ROOT)): third_party(path, path.read_text(), lazy_too)
         for path, lazy_too in sources().items()
     }
-    assert imported and all(name in imported for name in ("tests/conftest.py", "tests/support/fixtures.py"))
+    assert imported and all(name in imported for name in ("tests/conftest.py", "tests/support/control_plane.py"))
     assert not missing(imported), (
         "add these to hack/gpu-wheels.txt (the GPU machine installs nothing else "
         "beyond its torch):\n" + "\n".join(missing(imported))
@@ -107,7 +107,7 @@ def test_a_new_import_would_be_caught() -> None:
     new = ROOT / "tests" / "trainer" / "test_new.py"
     source = "import yaml\nimport torch\nfrom trainer_helpers import BIN\ndef f():\n    import jsonschema\n"
     assert missing({"test_new.py": third_party(new, source, lazy_too=True)}) == ["test_new.py: jsonschema (jsonschema)"]
-    # conftest's lazy imports (the emulator's kubernetes) are not the GPU tier's.
+    # conftest's lazy imports (the control plane's kubernetes) are not the GPU tier's.
     conftest = ROOT / "tests" / "conftest.py"
     assert third_party(conftest, "def f():\n    import kubernetes\n", lazy_too=False) == set()
     assert third_party(conftest, "import kubernetes\n", lazy_too=False) == {"kubernetes"}

@@ -21,7 +21,7 @@ SOURCES = {
 }
 
 # Third-party packages that only some audiences may use.
-KUBE = {"kopf", "kubernetes", "kubernetes_asyncio", "kmock", "aiohttp", "urllib3", "prometheus_client"}
+KUBE = {"kopf", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "prometheus_client"}
 TORCH = {"torch", "torchvision", "tqdm"}
 PROCESSES = {"subprocess", "multiprocessing"}
 
@@ -46,18 +46,18 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     ),
     "ddpjob.operator": ({PURE, "ddpjob.api", "ddpjob.render", "ddpjob.job", "ddpjob.operator"}, set(), TORCH),
     # Talking to a cluster (connection, jobs, Pods, logs, Events, kubectl): under the CLI and the client.
-    "ddpjob.cluster": ({PURE, "ddpjob.api", "ddpjob.cluster"}, set(), TORCH | PROCESSES | {"kopf", "kmock"}),
+    "ddpjob.cluster": ({PURE, "ddpjob.api", "ddpjob.cluster"}, set(), TORCH | PROCESSES | {"kopf"}),
     "ddpjob.cli": (
         {PURE, "ddpjob.api", "ddpjob.curves", "ddpjob.render", "ddpjob.job", "ddpjob.cluster", "ddpjob.cli"},
         {"ddpjob.local", "ddpjob.operator"},
-        TORCH | {"kopf", "kmock"},
+        TORCH | {"kopf"},
     ),
     # The Python API: on the cluster layer the CLI stands on, never on the CLI itself.
     # Its local backend runs `ddpjob run`'s runner (local/background.py), imported when first used.
     "ddpjob.client": (
         {PURE, "ddpjob.api", "ddpjob.cluster", "ddpjob.client"},
         {"ddpjob.local"},
-        TORCH | PROCESSES | {"kopf", "kmock"},
+        TORCH | PROCESSES | {"kopf"},
     ),
     # prometheus_client: ddpjob-launch serves the progress contract's /metrics.
     "ddpjob_trainer": ({PURE, "ddpjob.curves", "ddpjob_trainer"}, set(), KUBE - {"prometheus_client"} | {"jinja2"}),
@@ -160,7 +160,7 @@ def test_each_module_keeps_its_package_boundary(path: pathlib.Path) -> None:
         ("ddpjob/job/lifecycle.py", "import subprocess"),
         ("ddpjob/local/runner.py", "from ddpjob.operator import handlers"),
         ("ddpjob/operator/controller.py", "from ddpjob.local import runner"),
-        ("ddpjob/operator/controller.py", "import ddpjob_devcluster.apiserver.emulator"),
+        ("ddpjob/operator/controller.py", "import ddpjob_devcluster.controlplane.controlplane"),
         ("ddpjob/cli/file_commands.py", "from ddpjob.local.runner import run_job"),  # eager: only lazily allowed
         ("ddpjob/client/client.py", "from ddpjob.cli import logs"),
         ("ddpjob/client/client.py", "from ddpjob.cli.cluster import job_pods"),
@@ -193,7 +193,7 @@ def test_ddpjob_run_never_loads_kopf() -> None:
 
     code = (
         "import sys, ddpjob.cli.main, ddpjob.local.runner\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'kubernetes', 'kmock', 'torch'))\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'kubernetes', 'torch'))\n"
         "print(bad); sys.exit(1 if bad else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -94,7 +94,7 @@ def test_the_installed_wheel_imports_every_package(wheel, tmp_path):
     ).stdout.strip()
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     packages = source_packages()
-    assert {"ddpjob.operator", "ddpjob_devcluster.apiserver.admission", "ddpjob_trainer"} <= set(packages)
+    assert {"ddpjob.operator", "ddpjob_devcluster.controlplane", "ddpjob_trainer"} <= set(packages)
     code = (
         "import importlib, sys\n"
         f"for name in {packages!r}:\n"

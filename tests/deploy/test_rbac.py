@@ -75,7 +75,7 @@ UNEXERCISED = {
     # when kopf's annotation patch races the write, which this lifecycle may or may not hit.
     ("ddpjob.io", "ddpjobs", "get"),
     # Not a request: OwnerReferencesPermissionEnforcement checks it when a Pod with
-    # blockOwnerDeletion is created (the emulator does not run that plugin).
+    # blockOwnerDeletion is created, not a request RBAC logs.
     ("ddpjob.io", "ddpjobs/finalizers", "update"),
     # Leader election (operator/leader_election.py) is not part of the lifecycle run (its
     # operator is kopf alone, in a thread): tests/system/test_leader_election_real.py runs two

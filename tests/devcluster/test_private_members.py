@@ -18,10 +18,6 @@ DEVCLUSTER = ROOT / "operator" / "ddpjob_devcluster"
 
 # (module, expression) -> why: third-party internals with no public equivalent.
 THIRD_PARTY: dict[tuple[str, str], str] = {
-    ("apiserver/emulator.py", "rendering.Request._parse"): "kmock builds its requests only through it",
-    ("apiserver/pod_logs.py", "request._raw_request"): "kmock's request hides the aiohttp request a stream needs",
-    ("apiserver/reaction_dispatch.py", "payload._source"): "kmock's reaction keeps its criteria there",
-    ("apiserver/reaction_dispatch.py", "payload._disabled"): "kmock's depleted-reaction flag",
     ("demo/network.py", "os._exit"): "the standard library's documented exit without cleanup",
 }
 

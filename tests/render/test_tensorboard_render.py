@@ -4,11 +4,8 @@ configuration, and never one of the gang's Pods."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
-import kubernetes
 import kubernetes_validate
 import pytest
 
@@ -69,38 +66,13 @@ def test_all_are_owned_by_the_job_and_named_for_it() -> None:
         assert owner["uid"] == "uid-1" and owner["kind"] == names.KIND and owner["controller"] is True
 
 
-@pytest.fixture
-def restricted(control_plane: Any) -> Iterator[Callable[[dict], str]]:
-    """The real API server's Pod Security admission, `restricted` enforced in a namespace
-    of the test's: a Pod with the given spec sent as a dry run; what it refused ("" if
-    nothing)."""
-    namespace = f"restricted-{uuid.uuid4().hex[:8]}"
-    with kubernetes.config.new_client_from_config(str(control_plane.admin_kubeconfig)) as api:
-        core = kubernetes.client.CoreV1Api(api)
-        labels = {"pod-security.kubernetes.io/enforce": "restricted"}
-        core.create_namespace({"metadata": {"name": namespace, "labels": labels}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-
-        def refused(spec: dict) -> str:
-            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tensorboard"}, "spec": spec}
-            try:
-                core.create_namespaced_pod(namespace, body, dry_run="All")  # type: ignore[arg-type]  # a dict body: the client sends it as it is
-            except kubernetes.client.ApiException as exc:
-                return str(exc.body)
-            return ""
-
-        try:
-            yield refused
-        finally:
-            core.delete_namespace(namespace)
-
-
-def test_the_pod_meets_the_restricted_pod_security_standard(restricted: Callable[[dict], str]) -> None:
+def test_the_pod_meets_the_restricted_pod_security_standard(pod_admission: Callable[[dict, str], str]) -> None:
     _, deployment = objects()
-    assert restricted(pod_spec(deployment)) == ""
+    assert pod_admission(pod_spec(deployment), "restricted") == ""
     # The check itself can fail: the same Pod with escalation allowed is refused.
     loose = pod_spec(deployment)
     loose["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
-    assert "allowPrivilegeEscalation != false" in restricted(loose)
+    assert "allowPrivilegeEscalation != false" in pod_admission(loose, "restricted")
     spec = pod_spec(objects()[1])
     assert spec["automountServiceAccountToken"] is False
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True

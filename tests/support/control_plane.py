@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import shutil
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -72,6 +72,42 @@ def ddpjob_validator(control_plane: ControlPlane, ddpjob_crd: dict[str, Any]) ->
         real_crd.in_namespace(api, f"validate-{uuid.uuid4().hex[:8]}", ddpjob_crd) as validator,
     ):
         yield validator
+
+
+@pytest.fixture(scope="session")
+def pod_admission(control_plane: ControlPlane) -> Iterator[Callable[[dict[str, Any], str], str]]:
+    """The real API server's judgement of a Pod: `refused(pod_spec, level)` sends a Pod of
+    that spec as a dry run to a namespace whose Pod Security `enforce` level is `level`
+    (privileged, baseline, restricted) and returns what it refused ("" if nothing): Pod
+    validation, Pod Security and the other admission plugins, as a create would meet them."""
+    import json
+    import uuid
+
+    import kubernetes
+
+    from tests.support import real_crd
+
+    suffix = uuid.uuid4().hex[:8]
+    levels = ("privileged", "baseline", "restricted")
+    with kubernetes.config.new_client_from_config(str(control_plane.admin_kubeconfig)) as api:
+        core = kubernetes.client.CoreV1Api(api)
+        for level in levels:
+            labels = {"pod-security.kubernetes.io/enforce": level}
+            core.create_namespace({"metadata": {"name": f"{level}-{suffix}", "labels": labels}})  # type: ignore[arg-type]  # a dict body: the client sends it as it is
+
+        def refused(spec: dict[str, Any], level: str) -> str:
+            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "admitted"}, "spec": spec}
+            try:  # sent as it is: the client's models would refuse an integer quantity the server takes
+                real_crd.send(api, "POST", f"/api/v1/namespaces/{level}-{suffix}/pods", body)
+            except real_crd.Refused as exc:
+                return str(json.loads(exc.body).get("message") or exc)
+            return ""
+
+        try:
+            yield refused
+        finally:
+            for level in levels:
+                core.delete_namespace(f"{level}-{suffix}")
 
 
 @pytest.fixture(scope="session")

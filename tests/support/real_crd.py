@@ -138,6 +138,21 @@ def install(api: kubernetes.client.ApiClient, crd: Mapping[str, Any]) -> None:
     )
 
 
+def send(api: kubernetes.client.ApiClient, method: str, path: str, body: Any, dry_run: bool = True) -> Any:
+    """The body as it is (no model serialization or validation: a malformed one must reach
+    the server), with strict field validation; `Refused` for any answer but a success."""
+    query = "?fieldValidation=Strict" + ("&dryRun=All" if dry_run else "")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    _, url, headers, _, _ = api.param_serialize(
+        method, path + query, header_params=headers, auth_settings=["BearerToken"]
+    )
+    response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=30)
+    data = response.read()
+    if response.status >= 300:
+        raise Refused(response.status, data)
+    return json.loads(data)
+
+
 class RealCRD:
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str, crd: Mapping[str, Any]):
         self.api, self.namespace = api, namespace
@@ -146,17 +161,7 @@ class RealCRD:
         self.custom = kubernetes.client.CustomObjectsApi(api)
 
     def _send(self, method: str, path: str, body: Any, dry_run: bool = True) -> Any:
-        """The body as it is (no model serialization: a malformed one must reach the server)."""
-        query = "?fieldValidation=Strict" + ("&dryRun=All" if dry_run else "")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        _, url, headers, _, _ = self.api.param_serialize(
-            method, path + query, header_params=headers, auth_settings=["BearerToken"]
-        )
-        response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=30)
-        data = response.read()
-        if response.status >= 300:
-            raise Refused(response.status, data)
-        return json.loads(data)
+        return send(self.api, method, path, body, dry_run)
 
     def _collection(self) -> str:
         return f"/apis/{self.group}/{self.version}/namespaces/{self.namespace}/{self.plural}"

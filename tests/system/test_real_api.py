@@ -4,9 +4,9 @@ PodSecurity, Pod validation), the CRD's schema, defaults, CEL rules and printer 
 as the server applies them, server-side apply, the garbage collector, and the job's
 life (suspend/resume, deadline, TTL, delete) with short `python -c` jobs.
 
-Several of these repeat an emulator test of tests/operator on the real server with the
-same expected messages: where they passed only on the emulator, the emulator was wrong
-(docs/divergences.md).
+Several of these once repeated a test of the retired API emulator on the real server
+with the same expected messages: where they passed only on the emulator, the emulator
+was wrong (docs/divergences.md).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ kube-apiserver decodes every request body into Go structs before anything else, 
 metadata field of the wrong JSON type is a 400 before admission or validation ever run
 (apimachinery ObjectMeta; encoding/json's "cannot unmarshal ..."): `metadata.generation:
 abc`, a label whose value is a number, an integer outside int64. One rule, two users:
-spec.py reports each such field, so `ddpjob validate` refuses what the server refuses,
-and the dev cluster's emulator answers the server's 400 (ddpjob_devcluster/apiserver/errors.py).
+spec.py reports each such field, so `ddpjob validate` refuses what the server refuses
+(tests/api/test_object_meta.py sends the same bodies to the real one).
 """
 
 from __future__ import annotations

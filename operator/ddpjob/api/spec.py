@@ -1,8 +1,8 @@
 """The DDPJob model: parse a body, apply the CRD's defaults, and report every bad field.
 
 The same rules live in the CRD (OpenAPI + CEL) so the API server rejects bad objects;
-they are checked again here because the object may come from an old API server, an
-emulator, or a file on a laptop. tests/api/test_crd_parity.py keeps the two in step.
+they are checked again here because the object may come from an old API server (one
+without the CRD's newer rules), or a file on a laptop. tests/api/test_crd_parity.py keeps the two in step.
 """
 
 from __future__ import annotations

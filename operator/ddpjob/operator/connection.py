@@ -1,7 +1,7 @@
 """The operator's API credentials, as plain data for its transport.
 
 kopf's login handlers produce a `kopf.ConnectionInfo` (from a kubeconfig, the in-cluster
-service account, or a test's emulator); `configuration(info)` turns the same info into
+service account, or a test's control plane); `configuration(info)` turns the same info into
 the `Credentials` that `kube.Kube`'s transport (`transport.py`, on aiohttp)
 uses, so kopf's watches and the operator's writes always speak to the same server as
 the same user. No client is imported here: the fields are those of the generated

@@ -16,7 +16,7 @@ given come from `api_paths.py`.
 
 Credentials are whatever kopf's login produced (`connect(info)`, see handlers.py), so
 kopf's watches and these writes share one source: a kubeconfig, the in-cluster service
-account, or a test's emulator.
+account, or a test's control plane.
 
 Errors are typed (`APIError` and its subclasses, with the HTTP `status`, the Status
 `reason` and `message`). Transient ones (no answer, 429, 5xx) are retried here a few

@@ -1,3 +1,3 @@
-"""Whole development clusters with the real operator: `local.LocalCluster` (the emulator, the
-development scheduler, the process kubelet) and `real.RealCluster` (the real control plane);
-`client.ClusterClient` is what a test does with either."""
+"""A whole development cluster with the real operator: `real.RealCluster` (the real control
+plane, process kubelets as Nodes); `client.ClusterClient` is what a test does with it, and
+`lifecycle.Cluster` how it starts and stops."""

@@ -1,5 +1,5 @@
-"""What the system tests, the demo and the benchmarks do with a dev cluster, whichever
-backend serves it (the emulator, or the real control plane): the API clients, creating
+"""What the system tests, the demo and the benchmarks do with a dev cluster (the real
+control plane, `real.RealCluster`): the API clients, creating
 a job and waiting for its phase, kubectl with the cluster's kubeconfig, the operator as
 its own process (`ddpjob operator`, exactly what the operator image runs).
 """

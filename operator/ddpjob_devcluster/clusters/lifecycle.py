@@ -1,8 +1,8 @@
-"""How a dev cluster starts and stops, whichever backend serves it, written once: the work
-directory, the API side, what is installed on it (the DDPJob CRD, or the chart with its
-RBAC), the nodes that run Pods, the operator; on a failure at any step, whatever had
-started stops again, in reverse. A backend (`local.LocalCluster` on the emulator,
-`real.RealCluster` on the real control plane) supplies the steps.
+"""How a dev cluster starts and stops, written once: the work directory, the API side,
+what is installed on it (the DDPJob CRD, or the chart with its RBAC), the nodes that run
+Pods, the operator; on a failure at any step, whatever had started stops again, in
+reverse. The cluster (`real.RealCluster`) supplies the steps; the steps' order and undoing
+are tested on their own (tests/devcluster/clusters/test_lifecycle.py).
 """
 
 from __future__ import annotations

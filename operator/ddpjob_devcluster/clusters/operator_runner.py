@@ -25,8 +25,6 @@ import yaml
 
 T = TypeVar("T")
 
-EMULATOR_TOKEN = "emulator-token"  # the emulator accepts any token; kubeconfigs carry this one
-
 
 def _current(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The cluster and the user of a kubeconfig's current context."""
@@ -37,16 +35,10 @@ def _current(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return cluster, user
 
 
-def connection_of(server: Any, namespace: str) -> kopf.ConnectionInfo:
-    """kopf's credentials for `server`: a kubeconfig path (its current context's server, CA,
-    client certificate or token), a URL, or anything with a `url` (an in-process server
-    that accepts any token)."""
-    url = getattr(server, "url", None) or str(server)
-    if url.startswith(("http://", "https://")):
-        return kopf.ConnectionInfo(
-            server=url, scheme="Bearer", token=EMULATOR_TOKEN, insecure=True, default_namespace=namespace
-        )
-    cluster, user = _current(server)
+def connection_of(kubeconfig: str | pathlib.Path, namespace: str) -> kopf.ConnectionInfo:
+    """kopf's credentials from a kubeconfig: its current context's server, CA, client
+    certificate or token."""
+    cluster, user = _current(kubeconfig)
     return kopf.ConnectionInfo(
         server=cluster["server"],
         ca_path=cluster.get("certificate-authority"),
@@ -86,7 +78,7 @@ def default_test_settings(settings: kopf.OperatorSettings) -> None:
     # Retry failed API calls fast: the defaults back off for up to a minute.
     settings.networking.error_backoffs = [0.1, 0.2, 0.5]
     settings.networking.request_timeout = 10
-    # Reconnect watches quickly if the emulator drops one; streams end server-side at 60s.
+    # Reconnect watches quickly if a fault drops one; streams end server-side at 60s.
     settings.watching.server_timeout = 60
     settings.watching.connect_timeout = 5
     settings.watching.reconnect_backoff = 0.1
@@ -173,7 +165,7 @@ def run_operator(
 
 
 def _run_loop(coro: Any, errors: list[BaseException]) -> None:
-    # A fresh loop in this thread: kopf must not share the test's (or the emulator's) loop.
+    # A fresh loop in this thread: kopf must not share the test's loop.
     try:
         asyncio.run(coro)
     except BaseException as exc:  # noqa: BLE001 - the operator thread's end, kept for the test to raise

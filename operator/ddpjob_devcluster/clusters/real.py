@@ -1,9 +1,8 @@
 """The dev cluster on a real control plane: upstream etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler (`controlplane/`), process kubelets
 registered as Nodes, and the operator installed from the Helm chart and authenticated
-with the chart's ServiceAccount token. The same client API as the emulator's
-`LocalCluster` (`ClusterClient`), and the same start (`lifecycle.Cluster`), so a
-system test runs on either.
+with the chart's ServiceAccount token. What a test asks of it is `ClusterClient`'s;
+its start and stop, `lifecycle.Cluster`'s.
 
 One control plane may serve many `RealCluster`s in turn (the test suite starts one per
 worker): each gets a namespace, Nodes and an operator of its own, and gives them back
@@ -75,8 +74,8 @@ class Kubelets:
 
 
 class NamespacedKubelets(Kubelets):
-    """The same, with the cluster's namespace as the default (the emulator's tests say
-    `kill('job-1')` in namespace default)."""
+    """The same, with the cluster's namespace as the default (a test says `kill('job-1')`
+    for a Pod of its own namespace)."""
 
     def __init__(self, agents: list[NodeAgent], workdir: pathlib.Path, namespace: str):
         super().__init__(agents, workdir)

@@ -123,8 +123,7 @@ def go_toolchain() -> str:
     go = shutil.which("go")
     if go is None:
         raise BuildError(
-            "the real control plane is built from Go modules, and no `go` command is on PATH "
-            "(install Go 1.26 or newer, or use the emulator backend)"
+            "the real control plane is built from Go modules, and no `go` command is on PATH (install Go 1.26 or newer)"
         )
     return go
 

@@ -20,7 +20,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from ddpjob_devcluster.apiserver.pod_logs import LogReader
+from ddpjob_devcluster.kubelet.container_log import LogReader
 
 FOLLOW_POLL = 0.1
 # A container's log: (file, is the container still running?) or None if unknown here.

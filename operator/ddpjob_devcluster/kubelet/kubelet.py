@@ -1,6 +1,6 @@
 """A kubelet for tests that runs Pods as local processes.
 
-It watches Pods on an API server (the emulator), starts each Pod's `trainer` container
+It watches its Node's Pods on the API server (as `controlplane/node.py`'s Node), starts each Pod's `trainer` container
 (`container_start.py`) with the node executor of `ddpjob run` (`ddpjob.local.node`: same argv, same env
 resolution, same process group handling), and reports what happens back through
 `pods/status`, as a kubelet does:
@@ -21,8 +21,8 @@ reaches `status.podIP:29510` exactly as in a cluster. The progress file (an empt
 a Pod) moves into the Pod's directory.
 
 Container semantics that matter for gang restarts:
-- a deleted Pod gets its container stopped: SIGTERM, then SIGKILL after `stop_grace`
-  (the emulator removes the object at once; the process outlives it for the grace);
+- a deleted Pod gets its container stopped: SIGTERM, then SIGKILL after `stop_grace`,
+  and its deletion confirmed (a grace-0 delete) once the container has stopped;
 - a container is everything its main process started, like a cgroup: when the main
   process ends, or on SIGKILL, every process carrying the container's tag (an env
   variable every descendant inherits) is killed too. `ddpjob-launch` and torchrun put
@@ -47,7 +47,6 @@ import kubernetes
 
 from ddpjob.local import ownership
 from ddpjob.local.node import LocalNode
-from ddpjob_devcluster.clusters.operator_runner import EMULATOR_TOKEN
 from ddpjob_devcluster.kubelet import container_start
 from ddpjob_devcluster.kubelet.pod_watch import PodWatch, api_client
 from ddpjob_devcluster.kubelet.status import Container, confirm_deletion, report, send
@@ -68,15 +67,14 @@ class ProcessKubelet:
         *,
         namespace: str | None = None,
         stop_grace: float = DEFAULT_STOP_GRACE,
-        token: str = EMULATOR_TOKEN,
         bound_only: bool = False,
         kubeconfig: pathlib.Path | None = None,
         node_name: str | None = None,
         ports: dict[Any, int] | None = None,
         addresses: Callable[[], str] | None = None,
     ):
-        """kubeconfig: the node's own identity on a real API server (else `server` and
-        `token`, as the emulator takes them). node_name: run only the Pods bound to this
+        """kubeconfig: the node's own identity on the API server at `server` (without one,
+        a kubelet under test that never reaches a server). node_name: run only the Pods bound to this
         Node (`spec.nodeName`), listed and watched with that field selector as a kubelet
         does; several kubelets are several nodes, sharing `ports` (each attempt's port)
         and `addresses` (each Pod's IP; default a random 127/8 one)."""
@@ -85,7 +83,7 @@ class ProcessKubelet:
         self.bound_only = bound_only or node_name is not None
         self.workdir = pathlib.Path(workdir)
         self.namespace, self.stop_grace = namespace, stop_grace
-        self.token, self.id = token, uuid.uuid4().hex[:12]
+        self.id = uuid.uuid4().hex[:12]
         self.containers: dict[str, Container] = {}  # by Pod uid; finished ones stay for inspection
         # SIGTERM, not SIGKILL, when the work loop that started them ends: stop() then
         # stops them with the grace, as a kubelet shutting down does.
@@ -176,7 +174,7 @@ class ProcessKubelet:
         return "\n".join(parts)
 
     def _api(self) -> kubernetes.client.CoreV1Api:
-        return api_client(self.server, self.token, self.kubeconfig)
+        return api_client(self.server, self.kubeconfig)
 
     # ---- the work loop: one thread owns every container ---------------------------------
 

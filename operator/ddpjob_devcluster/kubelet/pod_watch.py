@@ -20,16 +20,14 @@ import urllib3
 WATCH_TIMEOUT_SECONDS = 5  # server-side: the watch ends and is re-listed this often
 
 
-def api_client(server: str, token: str, kubeconfig: pathlib.Path | None) -> kubernetes.client.CoreV1Api:
-    """A kubeconfig's identity (a node's certificate on a real API server), else the
-    emulator's URL and token."""
+def api_client(server: str, kubeconfig: pathlib.Path | None) -> kubernetes.client.CoreV1Api:
+    """A kubeconfig's identity (a node's certificate), else a client of `server` with none
+    (a kubelet under test that never reaches a server)."""
     config = kubernetes.client.Configuration()
     if kubeconfig is not None:
         kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=config)
     else:
         config.host = server
-        config.api_key = {"authorization": f"Bearer {token}"}
-        config.verify_ssl = False
     return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
 
 

@@ -1,6 +1,5 @@
 """Requests to a Kubernetes API server as RBAC sees them, and the faults a test puts in
-their way: one home for the emulator's request log and the fault proxy in front of the
-real kube-apiserver (`fault_proxy.py`).
+their way, for the fault proxy in front of the real kube-apiserver (`fault_proxy.py`).
 
 `request_of(method, path, query)` resolves an HTTP request the way kube-apiserver's
 RequestInfoFactory does (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go):
@@ -120,8 +119,8 @@ class Fault:
 
 
 class Faults:
-    """The faults a test injected, each taken by the requests it matches: the emulator's
-    and the fault proxy's. Thread-safe: a test adds from its thread while the server takes
+    """The faults a test injected, each taken by the requests it matches (the fault
+    proxy's). Thread-safe: a test adds from its thread while the server takes
     them on its own loop."""
 
     def __init__(self) -> None:

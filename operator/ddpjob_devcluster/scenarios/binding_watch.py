@@ -1,5 +1,5 @@
-"""The Pods of a namespace as a watch sees them bound, for the gang scenarios
-(`gang` on the emulator, `real_gang` on the real control plane).
+"""The Pods of a namespace as a watch sees them bound, for the gang scenario
+(`real_gang`, on the real control plane).
 
 Each binding is timed (the moment `spec.nodeName` first appears in an event, finer than
 the PodScheduled condition's one-second resolution) and says how many Pods of its job

@@ -5,8 +5,8 @@ What a real overloaded control plane does: API Priority and Fairness rejects req
 with 429 (staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go,
 "Too many requests, please try again later."), an etcd or webhook timeout surfaces as
 500/503, and watch streams end when the server's timeout passes or a load balancer
-drops them (clients resume from their last resourceVersion). Turned on with
-`emulator.chaos = Chaos(rate=0.3)`; `None` turns it off.
+drops them (clients resume from their last resourceVersion). `fault_proxy.FaultProxy`
+applies it in front of the real API server (`Chaos(rate=0.3)`; rate 0 passes all).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A struggling API server in front of a real one: a reverse proxy that answers a share
 of requests itself with 500/503/429 and cuts watch streams every few seconds, and passes
-everything else through unchanged (`chaos.Chaos` decides, as it does for the emulator).
+everything else through unchanged (`chaos.Chaos` decides).
 
 It can also hold one request back (`SlowCreate`): the Nth create of a resource waits
 before it is passed on, as one request of a burst often does on a loaded server. The
@@ -13,10 +13,10 @@ to present for them (`client`); the proxy talks TLS to kube-apiserver, verifying
 the cluster's CA. So the real server still authenticates and authorizes every request
 that gets through, and the faults are the only difference.
 
-For the operator's tests it also keeps what the emulator kept: every resource request as
-RBAC sees it (`requests`, `api_requests.RecordedRequest`), the body of each create
-(`created`), and targeted faults (`inject_fault`: the next matching requests slow, or
-answered with an error status), the same `api_requests.Fault` the emulator takes.
+For the operator's tests it also keeps every resource request as RBAC sees it
+(`requests`, `api_requests.RecordedRequest`), the body of each create (`created`), and
+targeted faults (`inject_fault`: the next matching requests slow, or answered with an
+error status, `api_requests.Fault`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ jobs on six 1-GPU process-kubelet Nodes, placed by a real scheduler (kube-schedu
 `none` and `kubernetes`, scheduler-plugins' for `coscheduling`, ...), with the operator
 installed from the chart with that integration's values and RBAC.
 
-What makes the interleaving deterministic is the same as on the emulator: the operator
+What makes the interleaving deterministic: the operator
 talks to kube-apiserver through `fault_proxy.FaultProxy`, which holds job A's fourth Pod
 create back until job B's four Pods exist (at most `slow_create` seconds), so they reach
 the server between A's third and fourth. Without a gang the scheduler then binds 3 + 3

@@ -1,7 +1,6 @@
 """The one start and stop both clusters share (`clusters/lifecycle.Cluster`), on a cluster
 whose steps only record themselves: the order of the steps, and what a failure at a step
-stops. The real backends run it in tests/system (RealCluster) and
-tests/devcluster/scenarios (LocalCluster)."""
+stops. The real cluster runs it in tests/system (RealCluster)."""
 
 from __future__ import annotations
 

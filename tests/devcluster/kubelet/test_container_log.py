@@ -1,10 +1,10 @@
-"""A followed container log, as both log servers (the emulator's, the real API server's
-kubelet) read it: whole lines while the container runs, its last partial line once it has
-exited, and the end of the stream after that."""
+"""A followed container log, as the node's kubelet server reads it for the real API
+server: whole lines while the container runs, its last partial line once it has exited,
+and the end of the stream after that."""
 
 from __future__ import annotations
 
-from ddpjob_devcluster.apiserver.pod_logs import LogReader
+from ddpjob_devcluster.kubelet.container_log import LogReader
 
 
 def test_a_followed_log_gives_whole_lines_then_the_rest_once_exited(tmp_path) -> None:
