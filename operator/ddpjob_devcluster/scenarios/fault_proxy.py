@@ -203,6 +203,10 @@ class FaultProxy:
             watch = request.query.get("watch") in ("true", "1")
             lifetime = self.chaos.watch_seconds() if watch else None
             deadline = self._loop.time() + lifetime if lifetime else None
+            # Where the stream may end cleanly: after a whole event (_finish_event). Only a
+            # plain stream's events can be seen; an encoded one is cut where it stands.
+            whole = "content-encoding" not in upstream.headers
+            mid_event = False
             while True:
                 timeout = None if deadline is None else max(0.0, deadline - self._loop.time())
                 try:
@@ -210,12 +214,32 @@ class FaultProxy:
                     if not chunk:
                         break
                     await response.write(chunk)
+                    mid_event = not chunk.endswith(b"\n")
                 except TimeoutError:
                     self.cut_watches += 1  # as a load balancer drops a long stream
+                    if mid_event and whole:
+                        await self._finish_event(upstream, response)
                     break
                 except (aiohttp.ClientError, ConnectionError):
                     break  # either end went away (a stopped client, the server at shutdown)
             return response
+
+    @staticmethod
+    async def _finish_event(upstream: aiohttp.ClientResponse, response: aiohttp.web.StreamResponse) -> None:
+        """Forward the rest of the event in flight, up to its newline. The cut then ends the
+        stream between events, as kube-apiserver ends a watch at its timeout: a clean end
+        after half an event is something no server sends (kopf would read the half as a
+        whole line and fail to decode it). Bounded: an upstream that stalls mid-event is
+        left as it is."""
+        try:
+            async with asyncio.timeout(5.0):
+                while chunk := await upstream.content.readany():
+                    end = chunk.find(b"\n")
+                    await response.write(chunk if end < 0 else chunk[: end + 1])
+                    if end >= 0:
+                        return
+        except (TimeoutError, aiohttp.ClientError, ConnectionError):
+            return
 
 
 def _json_or_none(data: bytes) -> Any:
