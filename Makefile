@@ -75,7 +75,7 @@ browser:
 	@hack/browser.sh
 
 test: lint $(STAMP) tools browser control-plane gang-crds
-	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e' --durations=50
+	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e' --durations=50 --cpu-top=50
 
 # The gang tier: each gang integration against its real upstream scheduler or queue.
 test-gangs: $(STAMP) tools control-plane gang-schedulers

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest_plugins = ["tests.support.control_plane", "tests.support.gang_crds"]
+pytest_plugins = ["tests.support.control_plane", "tests.support.gang_crds", "tests.support.cpu_time"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "manifests" / "examples"
