@@ -6,8 +6,10 @@ On two cores the suite is bound by CPU, not by waiting, so wall-clock durations 
 as one that trains. A test's CPU is its worker process's own (user and system) plus that of
 every child process reaped while it ran (torchrun and its workers, the process kubelets and
 the operator of a per-test cluster); a long-lived process (the worker's shared control
-plane) is reaped only at the session's end and counted in no test. Fixtures shared by many
-tests are counted in the first test that starts them.
+plane) is reaped only at the session's end and counted in no test, and a child a test left
+to be reaped later (Python's subprocess reaps them when it next starts one) is counted in
+the test that reaped it. Fixtures shared by many tests are counted in the first that starts
+them. The list points where to look; it is not an exact bill.
 
 Under pytest-xdist each worker measures its own tests and sends the figure with the test's
 teardown report (`user_properties`), so the controller's summary holds every test."""

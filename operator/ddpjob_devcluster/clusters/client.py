@@ -1,18 +1,15 @@
 """What the system tests, the demo and the benchmarks do with a dev cluster (the real
 control plane, `real.RealCluster`): the API clients, creating
 a job and waiting for its phase, kubectl with the cluster's kubeconfig, the operator as
-its own process (`ddpjob operator`, exactly what the operator image runs).
+its own process (operator_process.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import pathlib
-import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -21,92 +18,19 @@ import yaml
 
 from ddpjob.api import names
 from ddpjob.cluster import kubectl
-from ddpjob.local.ownership import stop_with_parent
+
+# Where the demo, the tests and the benchmarks have always found them.
+from ddpjob_devcluster.clusters.operator_process import (
+    BIN as BIN,
+    OperatorProcess as OperatorProcess,
+    ddpjob_command as ddpjob_command,
+)
 from ddpjob_devcluster.clusters.operator_runner import Abort, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CRD_PATH = ROOT / "manifests" / "crd" / "ddpjobs.ddpjob.io.yaml"
 EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
 JOBS = f"{names.GROUP}/{names.VERSION}/{names.PLURAL}"
-BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob
-
-
-def ddpjob_command() -> list[str]:
-    script = BIN / "ddpjob"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from ddpjob.cli import main; sys.exit(main())"]
-
-
-class OperatorProcess:
-    """`ddpjob operator --standalone` against a kubeconfig; its output goes to a log file."""
-
-    def __init__(
-        self,
-        kubeconfig: pathlib.Path,
-        log_path: pathlib.Path,
-        namespace: str | None = None,
-        *,
-        command: list[str] | None = None,
-        env: dict[str, str] | None = None,
-    ):
-        """command/env: what a chart's Deployment runs (`controlplane.install`); by
-        default `ddpjob operator --standalone` on one namespace or all of them."""
-        self.kubeconfig, self.log_path, self.namespace = kubeconfig, log_path, namespace
-        self.command, self.env = command, env
-        self.popen: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> OperatorProcess:
-        scope = ["--namespace", self.namespace] if self.namespace else ["--all-namespaces"]
-        command = self.command or ["ddpjob", "operator", "--standalone", *scope]
-        if command[0] == "ddpjob":
-            command = [*ddpjob_command(), *command[1:]]
-        env = self.env or dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
-        self.starts += 1
-        with open(self.log_path, "a", encoding="utf-8") as log:
-            log.write(f"===== operator start #{self.starts} =====\n")
-            log.flush()
-            self.popen = subprocess.Popen(
-                command,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=stop_with_parent,
-            )
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self.popen.pid if self.popen is not None else None
-
-    @property
-    def returncode(self) -> int | None:
-        """The exit code once it ended (None: not started, or running)."""
-        return self.popen.returncode if self.popen is not None else None
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int | None:
-        """Stop it (SIGTERM: kopf's graceful stop; SIGKILL: a crash); SIGKILL if it lingers."""
-        if self.popen is None:
-            return None
-        if self.popen.poll() is None:
-            self.popen.send_signal(sig)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
-        return self.popen.returncode
-
-    def log_tail(self, lines: int = 60) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
 
 
 def json_object(answer: object) -> dict[str, Any]:

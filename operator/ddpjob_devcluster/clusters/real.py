@@ -181,7 +181,11 @@ class RealCluster(Cluster):
             namespace=deploy.namespace,
         )
         return OperatorProcess(
-            config, self.workdir / "operator.log", command=deploy.command, env=install.operator_env(deploy, config)
+            config,
+            self.workdir / "operator.log",
+            command=deploy.command,
+            env=install.operator_env(deploy, config),
+            restart=True,  # the Deployment's kubelet: an operator that lost its Lease comes back
         )
 
     def _stop_nodes(self) -> None:
