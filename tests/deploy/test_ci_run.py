@@ -29,9 +29,12 @@ def stub(folder: pathlib.Path, name: str, body: str) -> None:
 
 def environment(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:
     """No docker answers, nothing in the build cache, the engine's folder empty."""
-    # CI's own knobs (CI_LIMIT_S, CI_TIER_S...) of the run these tests are part of: not theirs.
+    # CI's own knobs (CI_LIMIT_S, CI_TIER_S...) and the tier's (E2E_SCENARIOS...) of the run
+    # these tests are part of: not theirs.
     env = {
-        k: v for k, v in os.environ.items() if k not in ("KIND_NODE_IMAGE", "DDPJOB_ENGINE") and not k.startswith("CI_")
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KIND_NODE_IMAGE", "DDPJOB_ENGINE") and not k.startswith(("CI_", "E2E_"))
     }
     env.update(
         DOCKER_HOST=f"unix://{tmp_path}/nothing.sock",
@@ -45,7 +48,9 @@ def environment(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:
 
 def with_make(tmp_path: pathlib.Path, fail_on: str = "") -> tuple[pathlib.Path, pathlib.Path]:
     bin_dir, calls = tmp_path / "bin", tmp_path / "make-calls"
-    stub(bin_dir, "make", f'echo "$*" >>{calls}\n[[ "$*" != "{fail_on}" ]] || exit 7')
+    # A call is recorded with the tier's one knob that .ci/run sets.
+    record = '"$*${E2E_NODE_SCENARIOS:+ E2E_NODE_SCENARIOS=$E2E_NODE_SCENARIOS}"'
+    stub(bin_dir, "make", f'echo {record} >>{calls}\n[[ "$*" != "{fail_on}" ]] || exit 7')
     return bin_dir, calls
 
 
@@ -205,6 +210,18 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
     assert short.stdout.splitlines()[-1].startswith("ci: the real-Pods tier (make e2e-kind) is skipped: ")
     assert "under the 100000 s it is given (CI_TIER_S)" in short.stdout
+    # Time for the tier but not for its node scenarios: the tier without them, saying so.
+    calls.unlink()
+    nodes = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_NODE_S": "100000"})
+    assert nodes.returncode == 7, nodes.stdout + nodes.stderr
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=0"]
+    said = [line for line in nodes.stdout.splitlines() if line.startswith("ci: the node scenarios")]
+    assert len(said) == 1 and "under the tier's 1800 s and their 100000 s (CI_TIER_S, CI_NODE_S)" in said[0], said
+    # Scenarios named by hand are run as named.
+    calls.unlink()
+    named = {**env, "CI_NODE_S": "100000", "E2E_SCENARIOS": "example"}
+    assert subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=named).returncode == 7
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind"]
     # The same machine without its trainer image: the tier is skipped, saying so.
     stub(bin_dir, "docker", '[[ "$*" != *trainer* ]]')
     missing = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=env)
