@@ -52,7 +52,7 @@ TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 KCTX="kind-$CLUSTER"
-# The node scenarios (docs/node-failures.md) take about 21 of the tier's 38 min warm here;
+# The node scenarios (docs/node-failures.md) take 21-25 of the tier's 38-43 min warm here;
 # E2E_NODE_SCENARIOS=0 leaves them out of the default list (.ci/run does so, saying it, where
 # CI's limit leaves no time for them).
 DEFAULT_SCENARIOS="example restart elastic oom graceful curves"
