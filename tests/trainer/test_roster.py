@@ -2,7 +2,9 @@
 generation a round makes, and the rounds themselves over stores that live and die with
 their nodes (torch's in-memory HashStore stands for each node's TCPStore here)."""
 
+import datetime
 import threading
+import time
 
 import pytest
 import torch.distributed as dist
@@ -194,6 +196,75 @@ def test_survivors_of_a_frozen_node_never_call_its_store():
     assert {g.nodes for g in gens.values()} == {(1, 2, 3)} and gens[1].round_node == 1
     assert stores.called == [], stores.called
     assert all(stores.backing[n].check([f"fail/{prev.number}"]) for n in (1, 2, 3))
+
+
+class ReplacedStores(FakeStores):
+    """As FakeStores, with clients as a worker has them: each kept per worker (thread) and
+    bound to the store it connected to, failing once that store is gone. A node created
+    again (`start`) serves a new, empty store at the same address; a get of a key it lacks
+    waits out the store's timeout, as a TCPStore's does."""
+
+    def __init__(self, max_nodes):
+        self._local = threading.local()
+        super().__init__(max_nodes)
+
+    @property
+    def clients(self):
+        if not hasattr(self._local, "clients"):
+            self._local.clients = {}
+        return self._local.clients
+
+    @clients.setter
+    def clients(self, value):
+        pass  # per thread (above)
+
+    def start(self, node, boot):
+        super().start(node, boot)
+        self.backing[node].set_timeout(datetime.timedelta(seconds=0.5))
+
+    def store(self, node):
+        if node not in self.clients:
+            if node not in self.up:
+                raise ConnectionRefusedError(f"node {node} is down")
+            self.clients[node] = self._Client(self, node)
+        return self.clients[node]
+
+    class _Client:
+        def __init__(self, stores, node):
+            self.stores, self.node, self.backing = stores, node, stores.backing[node]
+
+        def __getattr__(self, name):
+            if self.stores.backing.get(self.node) is not self.backing:
+                raise ConnectionResetError(f"node {self.node}'s store is gone")
+            return getattr(self.backing, name)
+
+
+def test_members_whose_round_holder_is_created_again_mid_round_move_the_round(monkeypatch):
+    """Node 0 held the round and its Pod was deleted and created again while the members
+    waited in it (the elastic system test's hang: the survivors' clients reconnected to the
+    new Pod's empty store at the same address and waited there for good). The round moves
+    to node 1 and closes without node 0, whose new Pod is not the member it was."""
+    monkeypatch.setattr(roster, "ROUND_WAIT", 1.0)
+    stores = ReplacedStores(4)
+    for n in range(4):
+        stores.start(n, f"boot{n}")
+    prev = form_all(stores, range(4), None, {})[0]
+    old = stores.backing[0]
+
+    def replace_once_arrived():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if old.check(["r2/in"]) and len(old.get("r2/in").splitlines()) == 3:
+                stores.start(0, "boot0-again")
+                return
+            time.sleep(0.01)
+
+    replacer = threading.Thread(target=replace_once_arrived)
+    replacer.start()
+    gens = form_all(stores, (1, 2, 3), prev, {1: 7, 2: 7, 3: 7}, deadline_s=20)
+    replacer.join()
+    assert stores.backing[0] is not old, "the members never arrived in node 0's round"
+    assert {g.nodes for g in gens.values()} == {(1, 2, 3)} and gens[1].round_node == 1, gens
 
 
 def test_a_newcomer_waits_for_the_members_and_takes_their_state(stores):

@@ -107,14 +107,23 @@ class Rounds:
             self.stores.announce(prev.nodes, f"change/{prev.number}")  # members: come at your next step
         opened = last_change = self.clock()
         count, dead, probed = 0, set[int](), dict[int, float]()
+        # Every call to the round's store is made once (retry=False), on the client that
+        # arrived there: one that fails means the store holding the round went away. A
+        # retry would connect to whatever answers at its address now (the Pod created again
+        # under the same name), whose fresh store knows nothing of this round, and wait on it
+        # for good. `form` picks the holder again, by boot; a second arrival of this worker
+        # in the same round, after a failure that was only slow, replaces the first.
         while self.clock() < deadline:
-            raw = self.stores.call(c, lambda s: s.get(key_gen) if s.check([key_gen]) else b"")
+            raw = self.stores.call(c, lambda s: s.get(key_gen) if s.check([key_gen]) else b"", retry=False)
             if raw is None:
                 return None
             if raw:
                 return Generation.parse(raw)
             if member or prev is None:  # a newcomer never closes: it waits for the members
-                arrivals = parse_arrivals(self.stores.call(c, lambda s: s.get(key_in), b""), self.nproc, self.max_nodes)
+                got = self.stores.call(c, lambda s: s.get(key_in), retry=False)
+                if got is None:
+                    return None
+                arrivals = parse_arrivals(got, self.nproc, self.max_nodes)
                 now = self.clock()
                 if len(arrivals) != count:
                     count, last_change = len(arrivals), now
@@ -136,7 +145,9 @@ class Rounds:
                 )
                 if gen is not None:
                     won = self.stores.call(
-                        c, lambda s, gen=gen: s.compare_set(key_gen, "", replace(gen, round_node=c).text())
+                        c,
+                        lambda s, gen=gen: s.compare_set(key_gen, "", replace(gen, round_node=c).text()),
+                        retry=False,
                     )
                     return None if won is None else Generation.parse(won)
             self.sleep(POLL)
