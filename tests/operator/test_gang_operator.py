@@ -5,6 +5,7 @@ Pods and replaced per attempt; unscheduled Pods are reported, not failed."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
@@ -20,10 +21,15 @@ MERGE = "application/merge-patch+json"
 
 
 def mark(cluster: Cluster, pod: str, condition: dict[str, Any]) -> None:
-    """What a preempting scheduler / Kueue writes before it deletes the Pod."""
+    """What a preempting scheduler / Kueue writes before it deletes the Pod, stamped with
+    the time as they stamp it: the controller manager's disruption controller turns a
+    DisruptionTarget older than 2 minutes on a Pod not being deleted to False, and one with
+    no time at all is that old (under load it did so before the delete came)."""
     pod_obj = cluster.core.read_namespaced_pod(pod, cluster.ns)
     conditions = [c.to_dict() for c in ((pod_obj.status and pod_obj.status.conditions) or [])]
-    body = {"status": {"conditions": [{k: v for k, v in c.items() if v is not None} for c in conditions] + [condition]}}
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    kept = [{k: v for k, v in c.items() if v is not None} for c in conditions]
+    body = {"status": {"conditions": [*kept, {**condition, "lastTransitionTime": now}]}}
     cluster.core.patch_namespaced_pod_status(pod, cluster.ns, body)
 
 
