@@ -12,6 +12,7 @@ process after the back-off; `stop()` ends it for good until the next `start()`."
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import pathlib
 import signal
@@ -25,6 +26,12 @@ BIN = pathlib.Path(sys.executable).parent  # the venv's console scripts: ddpjob
 # The kubelet's container restart back-off: 10 s, doubled at each restart, at most 5 min.
 RESTART_BACKOFF = 10.0
 RESTART_BACKOFF_MAX = 300.0
+
+
+def _now() -> str:
+    """The log's own time format (the operator's lines: `[2026-11-30 13:25:32,762]`), so a
+    slow restart shows where its time went."""
+    return datetime.datetime.now().isoformat(sep=" ", timespec="milliseconds")
 
 
 def ddpjob_command() -> list[str]:
@@ -77,7 +84,7 @@ class OperatorProcess:
         env = self.env or dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
         self.starts += 1
         with open(self.log_path, "a", encoding="utf-8") as log:
-            log.write(f"===== operator start #{self.starts} =====\n")
+            log.write(f"===== {_now()} operator start #{self.starts} =====\n")
             log.flush()
             self.popen = subprocess.Popen(
                 command,
@@ -104,7 +111,7 @@ class OperatorProcess:
                     return  # stopped, or started again: that start has its own thread
                 self.exits.append(code)
                 with contextlib.suppress(OSError), open(self.log_path, "a", encoding="utf-8") as log:
-                    log.write(f"===== operator exited {code} unasked; restarting in {backoff:.0f} s =====\n")
+                    log.write(f"===== {_now()} operator exited {code} unasked; restarting in {backoff:.0f} s =====\n")
             if self._stopped.wait(backoff):
                 return
             with self._lock:
