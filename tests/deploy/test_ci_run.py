@@ -216,7 +216,7 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     assert nodes.returncode == 7, nodes.stdout + nodes.stderr
     assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=0"]
     said = [line for line in nodes.stdout.splitlines() if line.startswith("ci: the node scenarios")]
-    assert len(said) == 1 and "under the tier's 1800 s and their 100000 s (CI_TIER_S, CI_NODE_S)" in said[0], said
+    assert len(said) == 1 and "under the tier's 1300 s and their 100000 s (CI_TIER_S, CI_NODE_S)" in said[0], said
     # Scenarios named by hand are run as named.
     calls.unlink()
     named = {**env, "CI_NODE_S": "100000", "E2E_SCENARIOS": "example"}
