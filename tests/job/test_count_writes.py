@@ -27,6 +27,27 @@ def test_only_counts_moved():
     assert not count_writes.counts_only(PENDING, {k: v for k, v in PENDING.items() if k != "conditions"})
 
 
+def test_a_conditions_message_that_moved_with_the_counts_is_a_count():
+    gang = {"type": "GangScheduled", "status": "False", "reason": "Pending", "lastTransitionTime": "t0"}
+    before = moved(conditions=[{**gang, "message": "Scheduled 173/1024: not yet scheduled"}])
+    after = moved(
+        scheduledNodes=217,
+        message="Scheduled 217/1024",
+        conditions=[{**gang, "message": "Scheduled 217/1024: not yet scheduled"}],
+    )
+    assert count_writes.counts_only(before, after)
+    assert count_writes.wait(before, after, 1024, last_write=100.0, now=101.0) == pytest.approx(4.0)
+    # Its reason, status or time moved, or a condition came or went: written at once.
+    for changed in ({"reason": "Unschedulable"}, {"status": "True"}, {"lastTransitionTime": "t1"}):
+        flipped = {**after, "conditions": [{**after["conditions"][0], **changed}]}
+        assert not count_writes.counts_only(before, flipped), changed
+    assert not count_writes.counts_only(before, {**after, "conditions": [*after["conditions"], {"type": "Running"}]})
+    assert not count_writes.counts_only(before, {**after, "conditions": []})
+    # A message that says something else (a queue's verdict gone) is no count.
+    said = {**after, "conditions": [{**after["conditions"][0], "message": "Scheduled 217/1024: queue q: held"}]}
+    assert not count_writes.counts_only(before, said)
+
+
 @pytest.mark.parametrize("nodes, seconds", [(1, 0.2), (40, 0.2), (200, 1.0), (1024, 5.0), (100000, 5.0)])
 def test_the_interval_grows_with_the_gang_and_is_bounded(nodes, seconds):
     assert count_writes.interval(nodes) == pytest.approx(seconds, abs=0.01)
