@@ -38,7 +38,10 @@ ROWS = (
         "elastic, node paused: `kubectl get ddpj` says 1/2, NodeLost",
         r"^elastic pause: kubectl get ddpj says .* " + SECONDS,
     ),
-    ("elastic, drain: next step at the smaller size", r"^elastic drain: next step at the smaller size " + SECONDS),
+    (
+        "elastic, drain: next step at the smaller size",
+        r"^elastic drain, from the drain's start: step at world size 1 " + SECONDS,
+    ),
     ("rigid, node killed: next step, resumed from the checkpoint", r"^rigid kill: .*next step " + SECONDS),
     ("rigid, partition: next step, resumed from the checkpoint", r"^rigid partition: .*next step " + SECONDS),
     ("rigid, drain: next step, resumed from the step it saved", r"^rigid drain: .*next step " + SECONDS),
