@@ -22,8 +22,11 @@ ready_of() { k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")
 events_of() { k -n "$JOB_NS" get events --field-selector "involvedObject.name=$1" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}'; }
 
 # A job of NODES nodes (one Pod per worker: a required anti-affinity on the hostname), with
-# its checkpoints, metrics and sample log on the shared volume, each step at least STEP s;
-# extra spec fields as JSON (an `avoid` list adds a node affinity that keeps it off nodes).
+# its checkpoints, metrics and sample log on the shared volume; extra spec fields as JSON
+# (an `avoid` list adds a node affinity that keeps it off nodes; `step`, the least seconds
+# of each step, 0.2 unless given: the trainer's testing aid). The slow steps last until
+# release_steps: a scenario that must see the job through something (a node back, an
+# upgrade) lets it run that long however slow the machine, then lets it finish at speed.
 node_job() {  # NAME NODES EXTRA-JSON TRAINER-FLAGS
     local job=$1
     shared_volume "$job"
@@ -31,6 +34,7 @@ node_job() {  # NAME NODES EXTRA-JSON TRAINER-FLAGS
 import json, sys
 job, nodes, extra = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 avoid = extra.pop("avoid", [])
+step = extra.pop("step", 0.2)
 affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
     {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"ddpjob.io/job-name": job}}}]}}
 if avoid:
@@ -39,13 +43,16 @@ if avoid:
         {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in avoid]}]}}
 spec = {"nodes": nodes, "nprocPerNode": 1, "checkpoint": {"claimName": f"{job}-checkpoints"},
         "restartBackoffSeconds": 0, "template": {"spec": {"affinity": affinity}},
-        "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.2"}],
+        "env": [{"name": "DDPJOB_TEST_STEP_SECONDS", "value": str(step)},
+                {"name": "DDPJOB_TEST_STEP_SECONDS_UNTIL", "value": "/checkpoints/release-steps"}],
         "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}}
 spec.update(extra)
 print(json.dumps(spec))
 PYEOF
 )" "--batch-size 64 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints ${4:-}" | k -n "$JOB_NS" apply -f -
 }
+
+release_steps() { touch "$SHARED/$1/release-steps"; }  # JOB: its steps at full speed from now
 
 # Waits until the job has a checkpoint, so a loss has something to resume from.
 wait_checkpoint() {
@@ -101,7 +108,7 @@ runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid
 # is force-deleted (an Event names the node), and once the node returns the job grows back
 # to it; no gang restart, no survivor replaced, every sample trained on exactly once.
 scenario_node_elastic() {
-    local job=node-elastic size=8192 epochs=8
+    local job=node-elastic size=8192 epochs=16
     wait_for "a replica leads" 60 "leader_pod >/dev/null"
     node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1}" \
         "--epochs $epochs --synthetic-size $size"
@@ -126,6 +133,7 @@ scenario_node_elastic() {
         [[ $(uid_of "$job-0") == "$survivor" && $(status "$job" .restarts) == 0 ]] \
             || die "$job: the survivor was replaced or the gang restarted ($(status "$job" ''))"
     done
+    release_steps "$job"
     wait_succeeded "$job"
     [[ $(status "$job" .restarts) == 0 ]] || die "$job restarted its gang: elastic jobs keep training"
     log "$job: $(check exactly-once "$SHARED/$job" --size "$size" --epochs "$epochs")"
@@ -224,7 +232,7 @@ scenario_node_drain() {
     local rigid=drain-rigid elastic=drain-elastic
     node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
     node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1}' \
-        "--epochs 4 --synthetic-size 8192"
+        "--epochs 10 --synthetic-size 8192"
     wait_checkpoint "$rigid"
     wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
     local node t0 step
@@ -242,6 +250,7 @@ scenario_node_drain() {
     took_until "$elastic: shrunk, then grown back elsewhere" "$t0" 180 \
         "check resized '$SHARED/$elastic' --after $t0 --world 1 --then 2 >/dev/null 2>&1"
     figure "elastic drain, from the drain's start: $(check resized "$SHARED/$elastic" --after "$t0" --world 1 --then 2)"
+    release_steps "$elastic"
     k uncordon "$node"
     wait_succeeded "$rigid"
     wait_succeeded "$elastic"

@@ -294,3 +294,15 @@ def test_no_check_ends_its_reader_early_under_pipefail() -> None:
         if re.search(r"\|\s*grep\b[^|]*\s(-q|--quiet)\b", line) and "bash -c" not in line
     ]
     assert not early, f"a pipe's reader may end before its writer (pipefail): {early}"
+
+
+def test_a_wait_that_runs_out_says_what_its_explanation_prints(tmp_path: pathlib.Path) -> None:
+    # A scenario's wait on the trainer's records fails with what the check found (the
+    # groups it saw), not only with the wait's name: the CI log is all there is afterwards.
+    late = call(tmp_path / "late", 'wait_for "a group of 3" 0 false "echo \'groups [(2, 1.0, 9.0)]\'"')
+    assert late.returncode == 1
+    assert "FAILED: a group of 3: not within 0s: groups [(2, 1.0, 9.0)]" in late.stderr, late.stderr
+    plain = call(tmp_path / "plain", 'wait_for "a group of 3" 0 false')
+    assert plain.returncode == 1 and "FAILED: a group of 3: not within 0s\n" in plain.stderr, plain.stderr
+    held = call(tmp_path / "held", 'wait_for "a group of 3" 0 true "echo never"; echo went on')
+    assert held.returncode == 0 and held.stdout.strip() == "went on" and "never" not in held.stderr
