@@ -26,7 +26,8 @@
 #   KIND_CLUSTER      cluster name (default ddpjob-e2e)
 #   KIND_NODE_IMAGE   a node image to use instead of building one
 #   E2E_TIMEOUT       timeout of each job wait (default 900s)
-#   E2E_NODE_SCENARIOS=0  the default list without the node scenarios
+#   E2E_NODE_SCENARIOS=0  the default list without the node scenarios; a list of their
+#                     names: with those only (.ci/run runs the ones its time left allows)
 #   E2E_SCENARIOS     which scenarios, in order (default: example restart elastic oom graceful curves,
 #                     then the node scenarios: node_elastic node_rigid partition node_drain
 #                     node_unhealthy operator_loss; `curves`: TensorBoard through ddpjob tensorboard;
@@ -52,12 +53,9 @@ TRAINER_IMAGE=ddpjob/trainer:0.2.0-cpu
 EXAMPLE=manifests/examples/mnist-cpu.yaml
 [[ -f "$EXAMPLE" ]] || EXAMPLE=tests/deploy/fixtures/mnist-cpu.yaml
 KCTX="kind-$CLUSTER"
-# The node scenarios (docs/node-failures.md) take 21-25 of the tier's 38-43 min warm here;
-# E2E_NODE_SCENARIOS=0 leaves them out of the default list (.ci/run does so, saying it, where
-# CI's limit leaves no time for them).
-DEFAULT_SCENARIOS="example restart elastic oom graceful curves"
-[[ ${E2E_NODE_SCENARIOS:-1} == 0 ]] || DEFAULT_SCENARIOS+=" node_elastic node_rigid partition node_drain node_unhealthy operator_loss"
-SCENARIOS=${E2E_SCENARIOS:-$DEFAULT_SCENARIOS}
+# Which scenarios, in order (E2E_SCENARIOS, E2E_NODE_SCENARIOS): a name it does not know
+# ends the run here, before anything started.
+SCENARIOS=$(hack/kind/scenario_list.sh)
 # The same operator image under a second tag: the operator scenario's `helm upgrade` to it
 # replaces every replica, as an upgrade to a new release does.
 OPERATOR_IMAGE_NEXT=${OPERATOR_IMAGE%:*}:e2e-next

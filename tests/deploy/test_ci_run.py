@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import time
@@ -216,7 +217,7 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     assert nodes.returncode == 7, nodes.stdout + nodes.stderr
     assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=0"]
     said = [line for line in nodes.stdout.splitlines() if line.startswith("ci: the node scenarios")]
-    assert len(said) == 1 and "under the tier's 1300 s and their 100000 s (CI_TIER_S, CI_NODE_S)" in said[0], said
+    assert len(said) == 1 and "under the tier's 1300 s and any of their shares of 100000 s" in said[0], said
     # Scenarios named by hand are run as named.
     calls.unlink()
     named = {**env, "CI_NODE_S": "100000", "E2E_SCENARIOS": "example"}
@@ -226,6 +227,73 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     stub(bin_dir, "docker", '[[ "$*" != *trainer* ]]')
     missing = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=env)
     assert missing.returncode == 4 and "ddpjob/trainer:" in missing.stdout and "make images" in missing.stdout
+
+
+def ready_tier(tmp_path: pathlib.Path, **extra: str) -> tuple[dict[str, str], pathlib.Path]:
+    """A machine whose tier is ready (as above), the tier itself a stub that passes."""
+    bin_dir, calls = with_make(tmp_path)
+    stub(bin_dir, "docker", "exit 0")
+    stub(bin_dir, "kind", "exit 0")
+    env = environment(tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}", KIND_NODE_IMAGE="kindest/node:v1.37.0")
+    return {**env, **extra}, calls
+
+
+def spare(seconds: int) -> dict[str, str]:
+    """CI's limit set so that about SECONDS are left beyond the tier's 1300 (the run's own
+    first seconds, a few, come off it)."""
+    return {"CI_LIMIT_S": str(600 + 1300 + seconds), "CI_MARGIN_S": "600", "CI_TIER_S": "1300", "CI_NODE_S": "1600"}
+
+
+def commits(tmp_path: pathlib.Path, count: int) -> dict[str, str]:
+    """A repository of COUNT commits for .ci/run's `git rev-list --count HEAD`."""
+    repo = tmp_path / f"repo-{count}"
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i in range(count):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(i)], check=True)
+    return {"GIT_DIR": str(repo / ".git")}
+
+
+def test_short_of_time_for_every_node_scenario_ci_runs_those_that_fit_in_turn(tmp_path: pathlib.Path) -> None:
+    """The node scenarios' shares (node_unhealthy 160 of 1600, the others 250-350): with
+    about 210 s to spare only node_unhealthy fits, whatever the turn; with about 285, one
+    of the others, the turn's, which moves with the commit count."""
+    env, calls = ready_tier(tmp_path)
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, **spare(210)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=node_unhealthy"]
+    said = [line for line in done.stdout.splitlines() if line.startswith("ci: 1 of the 6 node scenarios run")]
+    assert len(said) == 1 and "(node_unhealthy)" in said[0] and "another run takes them in turn" in said[0], done.stdout
+    for count, expected in ((2, "partition"), (3, "node_drain"), (6, "node_rigid")):
+        calls.unlink()
+        turned = {**env, **spare(285), **commits(tmp_path, count)}
+        run = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=turned)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert calls.read_text().split("\n")[:-1][-1] == f"e2e-kind E2E_NODE_SCENARIOS={expected}", (count, run.stdout)
+
+
+def test_the_tier_knows_every_node_scenario_ci_shares_its_time_among(tmp_path: pathlib.Path) -> None:
+    """.ci/run's shares name the tier's node scenarios, in its order; a name the tier does
+    not know is refused before anything starts."""
+    shares = re.search(r'NODE_SHARES="([^"]+)"', CI.read_text())
+    listing = ROOT / "hack" / "kind" / "scenario_list.sh"
+    tier = re.search(r'NODE_SCENARIOS="([^"]+)"', listing.read_text())
+    assert shares and tier
+    assert [entry.split(":")[0] for entry in shares.group(1).split()] == tier.group(1).split()
+    assert sum(int(entry.split(":")[1]) for entry in shares.group(1).split()) == 1600
+    # Some named: those, in the tier's order, after the default ones.
+    some = subprocess.run(
+        [str(listing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment(tmp_path, E2E_NODE_SCENARIOS="operator_loss node_elastic"),
+    )
+    assert some.returncode == 0 and some.stdout.split()[-2:] == ["node_elastic", "operator_loss"], some.stderr
+    assert "node_rigid" not in some.stdout.split() and some.stdout.split()[0] == "example"
+    env = environment(tmp_path, E2E_NODE_SCENARIOS="node_elastic node_bogus")
+    bad = subprocess.run([str(ROOT / "hack" / "e2e-kind.sh")], capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2 and "E2E_NODE_SCENARIOS: 'node_bogus' is not a node scenario" in bad.stderr, bad.stderr
 
 
 def test_a_check_that_fails_fails_ci(tmp_path: pathlib.Path) -> None:
