@@ -60,10 +60,13 @@ wait_checkpoint() {
 }
 
 # Seconds from T until CONDITION holds (polled every second), left in TOOK; fails after LIMIT s.
-took_until() {  # WHAT T LIMIT CONDITION
-    local what=$1 t=$2 limit=$3 condition=$4
+# With JOB, a job that fails first ends the wait at once, with its message: CI once waited
+# out 300 s for a job that had failed in its first minute, and said only "not within".
+took_until() {  # WHAT T LIMIT CONDITION [JOB]
+    local what=$1 t=$2 limit=$3 condition=$4 job=${5:-}
     until eval "$condition"; do
-        (($(since "$t" | cut -d. -f1) < limit)) || die "$what: not within ${limit}s of the loss"
+        (($(since "$t" | cut -d. -f1) < limit)) || die "$what: not within ${limit}s of the loss${job:+ ($(status "$job" .phase): $(status "$job" .message))}"
+        [[ -z $job || $(status "$job" .phase) != Failed ]] || die "$what: the job failed first: $(status "$job" .message)"
         sleep 1
     done
     TOOK=$(since "$t")
@@ -128,7 +131,7 @@ scenario_node_elastic() {
             "events_of $job | grep '^ForceDeleted: force-deleted Pod $job-1: its node $victim' >/dev/null"
         if [[ $how == kill ]]; then start_node "$victim"; else docker unpause "$victim" >/dev/null; fi
         took_until "$job: grown back to 2/2" "$t0" 300 \
-            "[[ \$(status $job .nodes) == 2/2 ]] && check resized '$SHARED/$job' --after $t0 --world 2 >/dev/null 2>&1"
+            "[[ \$(status $job .nodes) == 2/2 ]] && check resized '$SHARED/$job' --after $t0 --world 2 >/dev/null 2>&1" "$job"
         figure "elastic $how: grown back to world size 2 $TOOK s after the loss, once the node was back"
         [[ $(uid_of "$job-0") == "$survivor" && $(status "$job" .restarts) == 0 ]] \
             || die "$job: the survivor was replaced or the gang restarted ($(status "$job" ''))"
@@ -159,7 +162,7 @@ scenario_node_rigid() {
     took_until "$job: the node's Pod force-deleted" "$t0" 90 \
         "events_of $job | grep '^ForceDeleted: force-deleted Pod $job-[01]: its node $victim' >/dev/null"
     figure "rigid kill: the dead node's Pod force-deleted $TOOK s after the kill"
-    took_until "$job: resumed from its checkpoint" "$t0" 90 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1"
+    took_until "$job: resumed from its checkpoint" "$t0" 90 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1" "$job"
     figure "rigid kill: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"
     wait_succeeded "$job"
     # Nowhere to go: three nodes wanted, two workers Ready.
@@ -185,7 +188,7 @@ scenario_partition() {
     victim=$(node_of "$job-0") saved=$(check newest-checkpoint "$SHARED/$job") stale=$(uid_of "$job-0") t0=$(now)
     log "$job: cutting $victim (Pod $job-0) off the network; newest checkpoint at step $saved"
     partition "$victim" add
-    took_until "$job: resumed without the cut-off node" "$t0" 150 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1"
+    took_until "$job: resumed without the cut-off node" "$t0" 150 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1" "$job"
     figure "rigid partition: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"
     runs_on "$victim" "$stale" || log "$job: the stale Pod had already ended on $victim"
     resumed_at=$(now)
@@ -210,7 +213,7 @@ scenario_node_unhealthy() {
     k patch node "$victim" --subresource=status --type=json -p "[{\"op\": \"add\", \"path\": \"/status/conditions/-\", \"value\": $condition}]"
     took_until "$job: moved off $victim" "$t0" 60 "[[ \$(status $job .lastFailure.reason) == NodeUnhealthy ]]"
     figure "unhealthy node: the gang restart began $TOOK s after the condition"
-    took_until "$job: resumed elsewhere" "$t0" 120 "check resumed '$SHARED/$job' --after $t0 >/dev/null 2>&1"
+    took_until "$job: resumed elsewhere" "$t0" 120 "check resumed '$SHARED/$job' --after $t0 >/dev/null 2>&1" "$job"
     figure "unhealthy node: $(check resumed "$SHARED/$job" --after "$t0")"
     has_record "$job" "r['event'] == 'preempted' and r['exit_code'] == 143 and r['time'] > $t0" \
         || die "$job: no checkpoint on SIGTERM before it moved: $(metrics "$job")"
@@ -243,12 +246,12 @@ scenario_node_drain() {
     k drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=180s
     took_until "$rigid: saved on SIGTERM" "$t0" 60 "has_record $rigid \"r['event'] == 'preempted' and r['time'] > $t0\""
     step=$("$PY" -c 'import json, sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "preempted" and r["time"] > float(sys.argv[2])][0]["step"])' "$SHARED/$rigid/metrics.jsonl" "$t0")
-    took_until "$rigid: resumed from the step it saved" "$t0" 120 "check resumed '$SHARED/$rigid' --after $t0 --saved $step >/dev/null 2>&1"
+    took_until "$rigid: resumed from the step it saved" "$t0" 120 "check resumed '$SHARED/$rigid' --after $t0 --saved $step >/dev/null 2>&1" "$rigid"
     figure "rigid drain: saved at step $step; $(check resumed "$SHARED/$rigid" --after "$t0" --saved "$step")"
     # The elastic job's figures come from its records, not from when this loop saw them: it
     # looks only once the rigid job resumed, which would bound them from below.
     took_until "$elastic: shrunk, then grown back elsewhere" "$t0" 180 \
-        "check resized '$SHARED/$elastic' --after $t0 --world 1 --then 2 >/dev/null 2>&1"
+        "check resized '$SHARED/$elastic' --after $t0 --world 1 --then 2 >/dev/null 2>&1" "$elastic"
     figure "elastic drain, from the drain's start: $(check resized "$SHARED/$elastic" --after "$t0" --world 1 --then 2)"
     release_steps "$elastic"
     k uncordon "$node"

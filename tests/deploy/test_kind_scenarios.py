@@ -306,3 +306,22 @@ def test_a_wait_that_runs_out_says_what_its_explanation_prints(tmp_path: pathlib
     assert plain.returncode == 1 and "FAILED: a group of 3: not within 0s\n" in plain.stderr, plain.stderr
     held = call(tmp_path / "held", 'wait_for "a group of 3" 0 true "echo never"; echo went on')
     assert held.returncode == 0 and held.stdout.strip() == "went on" and "never" not in held.stderr
+
+
+def test_a_node_scenarios_wait_ends_when_its_job_fails_first(tmp_path: pathlib.Path) -> None:
+    # CI once waited out 300 s for a job that had failed a minute after the loss, and said
+    # only "not within 300s": a job named to the wait ends it at once, with its message.
+    node = ROOT / "hack" / "kind" / "node_scenarios.sh"
+    job = 'status() { case $2 in .phase) echo "$PHASE" ;; .message) echo "Pod j-1 failed (exit code 2)" ;; esac; }'
+    failed = call(tmp_path / "f", f'source {node}\n{job}\nPHASE=Failed took_until "j: grown back" "$(now)" 300 false j')
+    assert failed.returncode == 1
+    assert "FAILED: j: grown back: the job failed first: Pod j-1 failed (exit code 2)" in failed.stderr, failed.stderr
+    late = call(tmp_path / "l", f'source {node}\n{job}\nPHASE=Running took_until "j: grown back" "$(now)" 0 false j')
+    assert late.returncode == 1
+    assert "j: grown back: not within 0s of the loss (Running: Pod j-1 failed" in late.stderr, late.stderr
+    unnamed = call(tmp_path / "u", f'source {node}\n{job}\nPHASE=Failed took_until "j: grown back" "$(now)" 0 false')
+    assert unnamed.returncode == 1 and "j: grown back: not within 0s of the loss\n" in unnamed.stderr
+    held = call(
+        tmp_path / "h", f'source {node}\n{job}\nPHASE=Failed took_until "j: up" "$(now)" 5 true j; echo "$TOOK"'
+    )
+    assert held.returncode == 0 and float(held.stdout.strip()) >= 0  # TOOK is set: the condition held

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch.distributed as dist
 
-from ddpjob_trainer import roster
+from ddpjob_trainer import node_stores, roster
 from ddpjob_trainer.roster import Arrival, Generation, LeftOut, NoGroup, decide, parse_arrivals
 from ddpjob_trainer.rounds import Rounds
 
@@ -97,7 +97,7 @@ def test_arrivals_are_parsed_as_untrusted_lines():
     assert parse_arrivals(raw, nproc=2, max_nodes=4) == [Arrival(1, 0, 6, "b", (0, 1), (), ())]
 
 
-class FakeStores(roster.NodeStores):
+class FakeStores(node_stores.NodeStores):
     """Nodes whose stores are HashStores, alive while in `up`; `boots` says whose store is
     which (a node created again gets a new store and a new boot)."""
 
@@ -359,7 +359,7 @@ def test_a_kept_client_of_a_pod_created_again_is_made_again_once():
             return b"boot0-again"
 
     made = []
-    stores = roster.NodeStores("127.0.0.1:1", 4, lambda host, port: made.append(port) or Fresh())
+    stores = node_stores.NodeStores("127.0.0.1:1", 4, lambda host, port: made.append(port) or Fresh())
     stores.alive = lambda node, timeout=0: node == 0
     stores.clients[0] = Gone()
     assert stores.boot(0) == "boot0-again" and len(made) == 1
@@ -379,7 +379,7 @@ def test_a_frozen_node_does_not_answer_though_its_kernel_accepts_the_connection(
     import time
 
     from ddpjob import contract
-    from ddpjob_trainer.roster import NodeStores
+    from ddpjob_trainer.node_stores import NodeStores
 
     store = socketlib.create_server(("127.0.0.1", 0))  # a store port that accepts
     frozen = socketlib.create_server(("127.0.0.1", 0))  # listens; nobody ever reads or answers
@@ -404,3 +404,25 @@ def test_a_frozen_node_does_not_answer_though_its_kernel_accepts_the_connection(
         live.server_close()
         frozen.close()
         store.close()
+
+
+def test_a_nodes_own_store_is_reached_at_its_loopback_address_not_its_name():
+    """In a cluster a node's own store is asked at 127.0.0.1: a Pod created again under the
+    name of one on a lost node starts while DNS still gives its predecessor's address or none
+    (the kind tier's node_elastic once failed there: the rejoining Pod's first look at its own
+    store went to its stale name, and the job failed as bad input). The others still use the
+    name; on one machine every address is the template's own."""
+    from ddpjob_trainer.node_stores import LOOPBACK, NodeStores
+
+    named = NodeStores("job-{index}.job.ns.svc:29500", 3, own=1)
+    assert named.address(1) == (LOOPBACK, 29500)
+    assert named.address(0) == ("job-0.job.ns.svc", 29500)
+    assert named.address(2) == ("job-2.job.ns.svc", 29500)
+    assert NodeStores("job-{index}.job.ns.svc:29500", 3).address(1) == ("job-1.job.ns.svc", 29500)
+    local = NodeStores("127.0.0.5:29500", 3, own=1)  # `ddpjob run`: node i binds 127.0.0.5+i
+    assert local.address(1) == ("127.0.0.6", 29500)
+
+    asked = []
+    stores = NodeStores("job-{index}.job.ns.svc:29500", 3, lambda host, port: asked.append(host) or None, own=2)
+    stores.store(2), stores.store(0)
+    assert asked == [LOOPBACK, "job-0.job.ns.svc"]

@@ -23,8 +23,10 @@ class Stores:
 
     keys: ClassVar[dict[int, set[str]]] = {}
 
-    def __init__(self, template: str = "n-{index}:1", max_nodes: int = 2, connect: object = None) -> None:
-        self.template, self.max_nodes, self.connect = template, max_nodes, connect
+    def __init__(
+        self, template: str = "n-{index}:1", max_nodes: int = 2, connect: object = None, own: int | None = None
+    ) -> None:
+        self.template, self.max_nodes, self.connect, self.own = template, max_nodes, connect, own
 
     def answers(self, node: int) -> bool:
         return node != FROZEN

@@ -46,7 +46,8 @@ from . import UsageError, group_reset, private_api
 from .collectives import broadcast_state
 from .env import read_launch_env
 from .interrupt import GroupLost, Interrupts, comm_hook
-from .roster import Generation, NodeStores
+from .node_stores import NodeStores
+from .roster import Generation
 from .rounds import Rounds
 from .watcher import Watcher
 
@@ -106,7 +107,7 @@ class Elastic:
         self.timeout = timeout or datetime.timedelta(seconds=600)
         self.node, self.local = launch.node_rank, int(env.get(contract.LOCAL_RANK, "0"))
         self.nproc, self.min_nodes, self.max_nodes = launch.nproc_per_node, launch.min_nodes, launch.nnodes
-        self.stores = NodeStores(env[contract.NODE_ADDRESS], self.max_nodes, connect)
+        self.stores = NodeStores(env[contract.NODE_ADDRESS], self.max_nodes, connect, own=self.node)
         boot = self.stores.boot(self.node)
         if boot is None:
             raise UsageError(

@@ -14,8 +14,11 @@ restart), and any program run with `--resize in-place` (it must use
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import time
+from collections.abc import Callable
 
 from ddpjob import contract
 
@@ -23,6 +26,11 @@ from . import UsageError
 from .env import LaunchEnv
 
 IN_PLACE, RESTART = "in-place", "restart"
+# Seconds a launcher waits for its name to lead the others to its store: DNS caches keep a
+# name's old answer (or its absence) for up to 30 s (CoreDNS's cache), plus the endpoints'
+# own propagation.
+NAME_WAIT = 45.0
+NAME_LOG_EVERY = 10.0
 MODES = (IN_PLACE, RESTART)
 # Set for the workers: how ddpjob-train knows it resizes in place.
 RESIZE_ENV = "DDPJOB_RESIZE"
@@ -82,3 +90,40 @@ def serve_store(launch: LaunchEnv, env=None):
     except ValueError as e:
         raise UsageError(str(e)) from None
     return NodeStore("" if contract.INDEX_FIELD in template else host, port)
+
+
+def await_own_name(
+    store,
+    launch: LaunchEnv,
+    log: Callable[[str], None],
+    env=None,
+    timeout: float = NAME_WAIT,
+    boot_at_name: Callable[[], str | None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Wait until this node's name leads to this node's store (its boot answers there), so
+    the others' probes find the node that joins rather than judging it lost. A Pod created
+    again under the name of one on a lost node starts while DNS still gives its
+    predecessor's address or none. Never fatal: after `timeout` the workers start anyway
+    (the others find it once their answers change); one machine has no names to wait for."""
+    from .node_stores import NodeStores
+
+    env = os.environ if env is None else env
+    template = env.get(contract.NODE_ADDRESS) or ""
+    if contract.INDEX_FIELD not in template:
+        return True
+    # No `own` for these clients: the name, the way the others come.
+    ask = boot_at_name or functools.partial(NodeStores(template, launch.nnodes).boot, launch.node_rank)
+    name = contract.node_address(template, launch.node_rank)[0]
+    start = said = clock()
+    while ask() != store.boot:
+        now = clock()
+        if now - start >= timeout:
+            log(f"warning: {name} did not lead to this node's store within {timeout:.0f}s; starting anyway")
+            return False
+        if now - said >= NAME_LOG_EVERY:
+            log(f"waiting for {name} to lead to this node's store ({now - start:.0f}s/{timeout:.0f}s)")
+            said = now
+        sleep(1.0)
+    return True

@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         if resize == in_place_launch.IN_PLACE:
             store = in_place_launch.serve_store(launch)  # before the workers: they look for it
             in_place_launch.worker_env()
+            in_place_launch.await_own_name(store, launch, log)
         else:
             wait_for_dns(launch.master_addr, dns_timeout)
     except UsageError as e:

@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from .roster import POLL, Arrival, Generation, LeftOut, NodeStores, NoGroup, decide, parse_arrivals
+from .node_stores import NodeStores
+from .roster import POLL, Arrival, Generation, LeftOut, NoGroup, decide, parse_arrivals
 
 PROBE_EVERY = 0.5  # seconds between two probes of one expected node that has not arrived
 _FAILED = object()

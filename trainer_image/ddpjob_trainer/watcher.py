@@ -17,7 +17,8 @@ from __future__ import annotations
 import threading
 import time
 
-from .roster import Generation, NodeStores, lost_key
+from .node_stores import NodeStores
+from .roster import Generation, lost_key
 
 WATCH_EVERY = 0.05
 HANG_PROBE = 3.0
@@ -26,7 +27,7 @@ HANG_PROBE = 3.0
 class Watcher:
     def __init__(self, el, address: tuple[str, int], connect=None):
         self.el, self.address = el, address
-        self.stores = NodeStores(el.stores.template, el.max_nodes, connect)  # its own clients
+        self.stores = NodeStores(el.stores.template, el.max_nodes, connect, own=el.node)  # its own clients
         self.gen: Generation | None = None
         self.changed = 0  # the generation in which a newcomer was seen waiting
         self._stop = threading.Event()
@@ -79,7 +80,7 @@ class Watcher:
                     self._announce([m for m in gen.nodes if m not in dead], dead, n, self.stores)
                     # One judged lost may be only slow: told too, off this thread, with
                     # clients of its own (a NodeStores is not shared between threads).
-                    late = NodeStores(self.stores.template, self.stores.max_nodes, self.stores.connect)
+                    late = NodeStores(self.stores.template, self.stores.max_nodes, self.stores.connect, self.stores.own)
                     threading.Thread(
                         target=self._announce, args=(dead, dead, n, late), name="ddpjob-elastic-tell", daemon=True
                     ).start()
