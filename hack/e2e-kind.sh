@@ -172,7 +172,9 @@ room_for_images() {
     read -r oa ou < <(image_bytes "$OPERATOR_IMAGE")
     workers=$(grep -c 'role: worker' hack/kind/cluster.yaml)
     need=$(((ta + tu) * workers + (oa + ou) * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
-    if [[ "$(df --output=target "$tmp" | tail -1)" == "$(df --output=target "$root" | tail -1)" ]]; then
+    # One filesystem: the same device. Not df's mount point: a running dockerd mounts its
+    # data root onto itself, so that was always another one, and the archive went uncounted.
+    if [[ "$(stat -c %d "$tmp")" == "$(stat -c %d "$root")" ]]; then
         need=$((need + ta))  # the archives, one at a time; the trainer's is the larger
     else
         avail=$(df --output=avail -B1 "$tmp" | tail -1)

@@ -194,7 +194,13 @@ def room_for_images(
     gib = 1024**3
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    tmp_fs, tmp_avail = ("/", free_gb * gib) if tmp_free_gb is None else ("/tmpfs", tmp_free_gb * gib)
+    tmp_avail = free_gb * gib if tmp_free_gb is None else tmp_free_gb * gib
+    # The engine's root is its own mount point, as under a running dockerd (it mounts its data
+    # root onto itself); TMPDIR is told from it by its device: the real one (the same
+    # filesystem as tmp_path), or another where it has a filesystem of its own.
+    own_device = (
+        "" if tmp_free_gb is None else f'stat() {{ [[ "$*" == "-c %d {tmp}" ]] && echo 4242 || command stat "$@"; }}'
+    )
     stubs = f"""
 docker() {{
     case "$*" in
@@ -208,8 +214,8 @@ docker() {{
 }}
 df() {{
     case "$*" in
-        "--output=target {tmp}") printf 'Mounted on\\n%s\\n' {tmp_fs} ;;
-        "--output=target {tmp_path}") printf 'Mounted on\\n/\\n' ;;
+        "--output=target {tmp}") printf 'Mounted on\\n/\\n' ;;
+        "--output=target {tmp_path}") printf 'Mounted on\\n%s\\n' {tmp_path} ;;
         "--output=avail -B1 {tmp}") printf 'Avail\\n%s\\n' {tmp_avail} ;;
         "--output=avail -B1 {tmp_path}") printf 'Avail\\n%s\\n' {free_gb * gib} ;;
         *) echo "unexpected: df $*" >&2; return 2 ;;
@@ -217,6 +223,7 @@ df() {{
 }}
 log() {{ :; }}
 die() {{ echo "FAILED: $*" >&2; exit 1; }}
+{own_device}
 TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
 """
     return subprocess.run(
