@@ -330,3 +330,24 @@ def test_the_operators_progress_settings_come_from_its_env_within_bounds(monkeyp
         assert says in str(err.value)
     # polling off: no write cap to check
     assert poller({settings.PROGRESS_INTERVAL_ENV: "0", settings.PROGRESS_WRITES_ENV: "0"}) is None
+
+
+def test_a_jobs_first_look_comes_within_the_time_the_rate_needs_for_all_not_a_whole_interval() -> None:
+    """A replica that comes to lead watches the running jobs afresh: with few of them, each
+    is first read within a second (the status moves again at once); with many, the first
+    looks spread over what the global rate needs to read them all, at most the interval."""
+
+    def first_looks(jobs: int) -> list[float]:
+        poller = ProgressPoller(
+            lambda key: None, interval=30.0, max_per_second=50, fetch=Fetches({}), clock=lambda: 0.0
+        )
+        poller.start = lambda: None  # type: ignore[method-assign]  # no loop: only the schedule is read
+        for i in range(jobs):
+            poller.watch(("ns", f"j{i}"), Target(0, (f"10.0.0.{i % 250}",), None))
+        return sorted(due for due, _, _ in poller._due)
+
+    few = first_looks(3)
+    assert len(few) == 3 and max(few) <= 1.0
+    many = first_looks(5000)  # 100 s at 50 reads a second: the interval bounds it
+    assert max(many) <= 30.0 and max(many) > 20.0  # spread over the interval, as before
+    assert sum(due <= 1.0 for due in many) < 500  # not all at once

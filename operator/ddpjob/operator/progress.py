@@ -134,8 +134,13 @@ class ProgressPoller:
         old = self.targets.get(key)
         self.targets[key] = target
         if old is None or old.attempt != target.attempt:
-            # The first look after a random part of the interval: spreads a burst of starts.
-            self._schedule(key, self.interval * random.random())
+            # The first look after a random part of the time the global rate needs to read
+            # every watched job once (a second at least, the interval at most): a burst of
+            # starts is spread as before, and the few jobs a replica takes over when it comes
+            # to lead show their progress within seconds, not up to an interval later (the
+            # kind tier's operator_loss once waited more than 20 s for it).
+            spread = min(self.interval, max(1.0, len(self.targets) / self.bucket.rate))
+            self._schedule(key, spread * random.random())
 
     def unwatch(self, key: Key) -> None:
         self.targets.pop(key, None)
