@@ -26,7 +26,8 @@ events_of() { k -n "$JOB_NS" get events --field-selector "involvedObject.name=$1
 # (an `avoid` list adds a node affinity that keeps it off nodes; `step`, the least seconds
 # of each step, 0.2 unless given: the trainer's testing aid). The slow steps last until
 # release_steps: a scenario that must see the job through something (a node back, an
-# upgrade) lets it run that long however slow the machine, then lets it finish at speed.
+# upgrade) lets it run that long however slow the machine, then lets it finish at speed;
+# every scenario releases its jobs once nothing it checks needs them still running.
 node_job() {  # NAME NODES EXTRA-JSON TRAINER-FLAGS
     local job=$1
     shared_volume "$job"
@@ -111,9 +112,11 @@ runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid
 # is force-deleted (an Event names the node), and once the node returns the job grows back
 # to it; no gang restart, no survivor replaced, every sample trained on exactly once.
 scenario_node_elastic() {
-    local job=node-elastic size=8192 epochs=16
+    # 640 steps of at least 0.32 s (205 s) until released, as 1,024 of 0.2 s were: the
+    # steps left at the release (its end at full speed) are fewer.
+    local job=node-elastic size=8192 epochs=10
     wait_for "a replica leads" 60 "leader_pod >/dev/null"
-    node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1}" \
+    node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1, \"step\": 0.32}" \
         "--epochs $epochs --synthetic-size $size"
     wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
     local how victim t0 survivor
@@ -164,6 +167,7 @@ scenario_node_rigid() {
     figure "rigid kill: the dead node's Pod force-deleted $TOOK s after the kill"
     took_until "$job: resumed from its checkpoint" "$t0" 90 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1" "$job"
     figure "rigid kill: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"
+    release_steps "$job"
     wait_succeeded "$job"
     # Nowhere to go: three nodes wanted, two workers Ready.
     local wide=node-wide
@@ -194,6 +198,7 @@ scenario_partition() {
     resumed_at=$(now)
     partition "$victim" delete
     wait_for "$job: the stale Pod ended once the partition healed" 120 "! runs_on $victim $stale"
+    release_steps "$job"
     wait_succeeded "$job"
     log "$job: fenced: $(check fenced "$SHARED/$job" --after "$resumed_at")"
 }
@@ -218,6 +223,7 @@ scenario_node_unhealthy() {
     has_record "$job" "r['event'] == 'preempted' and r['exit_code'] == 143 and r['time'] > $t0" \
         || die "$job: no checkpoint on SIGTERM before it moved: $(metrics "$job")"
     [[ $(node_of "$job-0") != "$victim" && $(node_of "$job-1") != "$victim" ]] || die "$job: a new Pod landed on $victim"
+    release_steps "$job"
     k patch node "$victim" --subresource=status --type=json \
         -p "[{\"op\": \"replace\", \"path\": \"/status/conditions/$(k get node "$victim" -o json | "$PY" -c 'import json, sys; print(next(i for i, c in enumerate(json.load(sys.stdin)["status"]["conditions"]) if c["type"] == "KernelDeadlock"))')/status\", \"value\": \"False\"}]"
     wait_succeeded "$job"
@@ -248,6 +254,7 @@ scenario_node_drain() {
     step=$("$PY" -c 'import json, sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "preempted" and r["time"] > float(sys.argv[2])][0]["step"])' "$SHARED/$rigid/metrics.jsonl" "$t0")
     took_until "$rigid: resumed from the step it saved" "$t0" 120 "check resumed '$SHARED/$rigid' --after $t0 --saved $step >/dev/null 2>&1" "$rigid"
     figure "rigid drain: saved at step $step; $(check resumed "$SHARED/$rigid" --after "$t0" --saved "$step")"
+    release_steps "$rigid"
     # The elastic job's figures come from its records, not from when this loop saw them: it
     # looks only once the rigid job resumed, which would bound them from below.
     took_until "$elastic: shrunk, then grown back elsewhere" "$t0" 180 \

@@ -11,7 +11,8 @@ STEP=start
 FAILED_WHY=
 PHASE_START=$SECONDS
 
-log() { printf '\n=== e2e-kind: %s\n' "$*" >&2; }
+# Each line with the time of day (UTC): where a run's minutes went is read from its log.
+log() { TZ=UTC printf '\n=== e2e-kind %(%H:%M:%S)T: %s\n' -1 "$*" >&2; }
 step() { STEP=$*; log "$*"; }
 die() {
     [[ -n "$FAILED_WHY" ]] || FAILED_WHY=$*

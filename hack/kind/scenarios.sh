@@ -208,7 +208,7 @@ scenario_restart() {
 # Pod 2 is deleted while no node takes a Pod (all cordoned), so its replacement waits
 # Pending: the two survivors must train on at world size 2 by themselves, in their own
 # records, before anything can rejoin. Then the nodes take Pods again and the job grows
-# back to 3. Each step lasts at least 0.5 s until the scenario has seen the group of 3
+# back to 3. Each step lasts at least 1 s until the scenario has seen the group of 3
 # (the trainer's testing aid, released by a file on the shared volume), so the job
 # outlasts its replacement's start however slow the machine: once a replacement took
 # longer than the rest of the training and the job ended before a group of 3 re-formed.
@@ -218,10 +218,10 @@ scenario_elastic() {
     shared_volume "$job"
     job_from_example "$job" "{\"nodes\": 3, \"nprocPerNode\": 1, \"elastic\": {\"minNodes\": 2, \"maxNodes\": 3},
         \"checkpoint\": {\"claimName\": \"elastic-checkpoints\"}, \"restartBackoffSeconds\": 2,
-        \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"0.5\"},
+        \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"1\"},
                 {\"name\": \"DDPJOB_TEST_STEP_SECONDS_UNTIL\", \"value\": \"/checkpoints/$release\"}],
         \"resources\": {\"requests\": {\"cpu\": \"100m\", \"memory\": \"512Mi\"}, \"limits\": {\"memory\": \"2Gi\"}}}" \
-        '--epochs 6 --synthetic-size 16384 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
+        '--epochs 3 --synthetic-size 16384 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
         | k -n "$JOB_NS" apply -f -
     wait_for "$job: training at world size 3" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"step\"'"
     local before

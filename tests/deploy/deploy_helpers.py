@@ -45,6 +45,28 @@ def run(cmd: list[str], *, check: bool = True, timeout: float = 60, **kw: Any) -
     return done
 
 
+# The PATH a script of hack/ runs under in these tests: the system's tools only, so a stub
+# defined in the script (docker, k, df) is what answers, never a real engine or cluster.
+BARE_PATH = "/usr/bin:/bin"
+
+
+def run_bash(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """SCRIPT under bash in the repository root, with BARE_PATH and ENV only; never raises on
+    its exit status (the tests read it)."""
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PATH": BARE_PATH, **env}
+    )
+
+
+def bash_functions(script: pathlib.Path, first: str, last: str | None = None) -> str:
+    """The text of SCRIPT's functions from FIRST through LAST (FIRST alone without it), as
+    they stand there, to be run with stubs for what they call."""
+    text = script.read_text()
+    start = text.index(f"{first}() {{")
+    end = text.index("\n}\n", text.index(f"{last or first}() {{"))
+    return text[start : end + 3]
+
+
 def helm_template_run(
     helm: str,
     tmp_path: pathlib.Path,

@@ -238,6 +238,7 @@ def test_the_replicas_elect_a_leader_on_a_lease_and_roll_and_standalone_recreate
     assert env["DDPJOB_LEADER_ELECTION_LEASE"] == elected["metadata"]["name"]
     assert env["DDPJOB_LEADER_ELECTION_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["POD_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
     timings = {
         k: env[f"DDPJOB_LEADER_ELECTION_{k}"]
         for k in ("LEASE_SECONDS", "RENEW_DEADLINE_SECONDS", "RETRY_PERIOD_SECONDS")

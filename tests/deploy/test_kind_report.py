@@ -6,9 +6,10 @@ trap that prints a screenful of diagnostics and then the report)."""
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 
-from tests.deploy.deploy_helpers import ROOT
+from tests.deploy.deploy_helpers import BARE_PATH, ROOT, run_bash
 
 REPORT = ROOT / "hack" / "kind" / "report.sh"
 E2E_KIND = ROOT / "hack" / "e2e-kind.sh"
@@ -32,13 +33,20 @@ on_exit() {{
 trap on_exit EXIT
 source {scenario}
 """
-    return subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}
-    )
+    return run_bash(script)
+
+
+def untimed(line: str) -> str:
+    """A log line with its time of day (checked to be there) taken out; other lines as they are."""
+    if not line.startswith("=== e2e-kind"):
+        return line
+    timed = re.fullmatch(r"=== e2e-kind \d\d:\d\d:\d\d(: .*)", line)
+    assert timed, f"a log line without its time of day: {line!r}"
+    return f"=== e2e-kind{timed.group(1)}"
 
 
 def last_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in done.stderr.splitlines() if line][-2:]
+    return [untimed(line) for line in done.stderr.splitlines() if line][-2:]
 
 
 def test_a_checks_own_words_end_the_run(tmp_path: pathlib.Path) -> None:
@@ -123,7 +131,7 @@ bash -c 'echo $$ >>{pids}; exec sleep 301'
 run_done
 """
     proc = subprocess.Popen(
-        ["bash", "-c", script], stderr=subprocess.PIPE, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}
+        ["bash", "-c", script], stderr=subprocess.PIPE, text=True, cwd=ROOT, env={"PATH": BARE_PATH}
     )
     try:
         for _ in range(500):
@@ -143,7 +151,7 @@ run_done
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert [line for line in err.splitlines() if line][-1] == (
+    assert untimed([line for line in err.splitlines() if line][-1]) == (
         "=== e2e-kind: FAILED (exit 1) in step 'scenario: graceful': "
         "stopped before its end (a signal, or an exit that no check made)"
     )

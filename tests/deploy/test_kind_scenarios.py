@@ -23,7 +23,7 @@ import yaml
 
 from ddpjob.api import spec as job_spec, template_policy
 from ddpjob.render import objects as render_objects
-from tests.deploy.deploy_helpers import ROOT
+from tests.deploy.deploy_helpers import ROOT, bash_functions, run_bash
 
 SCENARIOS = ROOT / "hack" / "kind" / "scenarios.sh"
 REPORT = ROOT / "hack" / "kind" / "report.sh"
@@ -56,14 +56,7 @@ def call(tmp_path: pathlib.Path, command: str, **canned: str) -> subprocess.Comp
         f"set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\n"
         f"source {REPORT}\nsource {SCENARIOS}\n{command}\n"
     )
-    return subprocess.run(
-        ["bash", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "CANNED": str(folder)},
-    )
+    return run_bash(script, CANNED=str(folder))
 
 
 def test_nodes_count_once_every_pod_is_bound(tmp_path: pathlib.Path) -> None:
@@ -188,9 +181,7 @@ def room_for_images(
     trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
     saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
     on the same filesystem unless `tmp_free_gb` gives it its own."""
-    text = (ROOT / "hack" / "e2e-kind.sh").read_text()
-    start = text.index("image_bytes() {")
-    function = text[start : text.index("\n}\n", text.index("room_for_images() {")) + 3]
+    function = bash_functions(ROOT / "hack" / "e2e-kind.sh", "image_bytes", "room_for_images")
     gib = 1024**3
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -226,14 +217,7 @@ die() {{ echo "FAILED: $*" >&2; exit 1; }}
 {own_device}
 TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
 """
-    return subprocess.run(
-        ["bash", "-c", f"set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    return run_bash(f"set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room")
 
 
 def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:

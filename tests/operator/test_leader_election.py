@@ -332,11 +332,45 @@ def test_a_401_reads_the_credentials_again() -> None:
     assert run(a._try(5)) is True
 
 
-def test_the_identity_names_the_pod_and_is_unique_per_process() -> None:
+def test_the_identity_names_the_pod_and_is_unique_per_process_outside_a_pod() -> None:
     first = leader_election.identity({"POD_ID": "ddpjob-operator-7d9f-abcde"})
     second = leader_election.identity({"POD_ID": "ddpjob-operator-7d9f-abcde"})
     assert first.split("_")[0] == "ddpjob-operator-7d9f-abcde" and first != second
     assert leader_election.identity({"POD_ID": "Bad Name\n" + "x" * 500}).split("_")[0] == ("bad-name-" + "x" * 54)
+
+
+def test_the_identity_is_stable_for_a_pod_and_new_for_a_new_pod() -> None:
+    uid = "0b5e3c2a-7f1d-4c7e-9a51-3d2f8e6b1c40"
+    first = leader_election.identity({"POD_ID": "ddpjob-operator-7d9f-abcde", "POD_UID": uid})
+    assert first == f"ddpjob-operator-7d9f-abcde_{uid}"
+    assert leader_election.identity({"POD_ID": "ddpjob-operator-7d9f-abcde", "POD_UID": uid}) == first
+    other = leader_election.identity({"POD_ID": "ddpjob-operator-7d9f-abcde", "POD_UID": uid.replace("0b", "1c")})
+    assert other != first
+    hostile = leader_election.identity({"POD_ID": "p", "POD_UID": "Ü_x\n" + "f" * 500})
+    assert hostile == "p_x" + "f" * 63
+
+
+def test_a_leader_started_again_in_its_pod_takes_its_lease_back_at_once() -> None:
+    """A killed process whose container restarts has the identity it had: it renews the
+    record it holds at its first try, keeping acquireTime and transitions; a standby that
+    saw the record still waits out the lease, and a new Pod (a new uid) waits as well."""
+    api, clock = LeaseAPI(), Clock()
+    me = "ddpjob-operator-7d9f-abcde_0b5e3c2a"
+
+    async def go() -> None:
+        assert await elector(api, me, clock).try_acquire_or_renew()
+        acquired = dict(api.held["spec"])
+        standby = elector(api, "ddpjob-operator-7d9f-fghij_1c6f", clock)
+        assert not await standby.try_acquire_or_renew()
+        clock.now += 1  # the process is killed; its container starts again a second later
+        again = elector(api, me, clock)
+        assert await again.try_acquire_or_renew() and again.leading
+        spec = api.held["spec"]
+        assert spec["acquireTime"] == acquired["acquireTime"] and spec["leaseTransitions"] == 0
+        assert not await standby.try_acquire_or_renew()
+        assert not await elector(api, "ddpjob-operator-7d9f-abcde_2d7a", clock).try_acquire_or_renew()
+
+    run(go())
 
 
 def test_the_guard_runs_before_each_request_is_sent() -> None:

@@ -14,14 +14,17 @@ every controller-runtime manager elect so), on the operator's own API client (`k
   another holder, has lost: `keep_leading` returns, and its caller stops acting at once.
   The deadline is below the lease, so it has stopped before a standby may take over;
 - a leader that stops gracefully clears the holder (client-go's ReleaseOnCancel), so a
-  standby takes over at its next try instead of waiting out the lease.
+  standby takes over at its next try instead of waiting out the lease;
+- a replica's identity is stable for its Pod (`identity`): a leader whose process died and
+  was started again in the same Pod finds itself the holder and renews at once.
 
 Bounds, with the defaults (settings.LeaderElection: lease 10 s, deadline 7 s, retry 2 s):
 a standby sees a renewal at most one try (retry x (1 + JITTER)) after it was written, and
-takes over at its first try past a lease after that, so a leader killed outright (SIGKILL,
+takes over at its first try past a lease after that, so a leader lost outright (SIGKILL,
 its node gone) is replaced within lease + 2 x retry x (1 + JITTER): 14.8 s; a released
-Lease within one try: 2.4 s. Then kopf starts (main.py). The API load: one PUT per leader
-and one GET per standby every retry period.
+Lease within one try: 2.4 s; a killed process whose container restarts, at its first
+try. Then kopf starts (main.py). The API load: one PUT per leader and one GET per standby
+every retry period.
 """
 
 from __future__ import annotations
@@ -56,16 +59,23 @@ JITTER = 0.2
 # standbys wait for ever.
 MAX_LEASE_SECONDS = 300
 MAX_IDENTITY = 253
+MAX_UID = 64  # a Pod uid is a 36-character uuid
 _MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # metav1.MicroTime
 
 
 def identity(environ: Mapping[str, str] | None = None) -> str:
-    """`<pod name>_<uuid>`, as controller-runtime makes it (hostname_uuid): the Pod's name
+    """`<pod name>_<id>`, as controller-runtime makes it (hostname_uuid). The Pod's name
     (POD_ID, the chart's downward API; else the host's name, which is the Pod's) says who
-    leads, the uuid tells apart two processes of one Pod (a restarted container)."""
+    leads. The id is the Pod's uid (POD_UID, also the chart's) where there is one: a
+    container the kubelet starts again in the same Pod is then the holder it was, and takes
+    its Lease back at its first try instead of waiting out the lease (client-go renews a
+    record whose holder is its own identity, as `try_acquire_or_renew` does). That is safe
+    because a Pod runs one container of a name at a time: the process that held the Lease
+    has ended. A new Pod has a new uid. Outside a Pod, a fresh uuid per process."""
     environ = os.environ if environ is None else environ
     pod = re.sub(r"[^a-z0-9.-]", "-", (environ.get("POD_ID") or socket.gethostname()).lower())[:63]
-    return f"{pod or 'operator'}_{uuid.uuid4()}"
+    uid = re.sub(r"[^a-z0-9-]", "", (environ.get("POD_UID") or "").lower())[:MAX_UID]
+    return f"{pod or 'operator'}_{uid or uuid.uuid4()}"
 
 
 @dataclasses.dataclass(frozen=True)
