@@ -10,8 +10,10 @@
 # 2. creates a kind cluster of one control plane and three workers (hack/kind/cluster.yaml;
 #    always deleted on exit, pass or fail) and loads the images into it (the operator's by
 #    `kind load`, the trainer's from an archive written while the cluster starts and read by
-#    each worker from the nodes' shared mount), so nothing is pulled while it runs;
-# 3. `helm install`s charts/ddpjob-operator (its NetworkPolicy included) and makes the job
+#    each worker from the nodes' shared mount while the chart installs), so nothing is
+#    pulled while it runs;
+# 3. once every node is Ready, `helm install`s charts/ddpjob-operator (its NetworkPolicy
+#    included) and makes the job
 #    namespace enforce the `restricted` Pod Security Standard;
 # 4. runs the scenarios: the example across two nodes, a deleted Pod, an elastic job
 #    losing a Pod, a container over its memory limit, a graceful delete; then a node
@@ -237,19 +239,28 @@ ARCHIVE=$SHARED/.images/trainer.tar
 mkdir -p "${ARCHIVE%/*}"
 docker save -o "$ARCHIVE" "$TRAINER_IMAGE" &
 saver=$!
-kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config" --wait 300s
+# No --wait: loading an image needs the nodes' containerd, not a Ready node; the nodes'
+# readiness is waited for before the chart's install (16 s of the load's time saved).
+kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config"
 phase cluster
 WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -sd,)
-step "kind load of both images"
+step "kind load of the operator's image"
 docker tag "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
 kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
 wait "$saver" || die "docker save -o $ARCHIVE $TRAINER_IMAGE failed"
+phase load-operator-image
+# The trainer's image is imported while the chart installs: no scenario starts before both.
 read -ra workers <<<"${WORKERS//,/ }"
-load_archive "/var/ddpjob-shared/${ARCHIVE#"$SHARED"/}" "${workers[@]}"
-rm -f "$ARCHIVE"
-phase load-images
+load_archive "/var/ddpjob-shared/${ARCHIVE#"$SHARED"/}" "${workers[@]}" &
+importer=$!
 
 # ----------------------------------------------------------------------- operator
+# Every node Ready first: the chart's spread of the operator's replicas over nodes is a
+# preference, so replicas made while one node alone took Pods would share it (a run that
+# went on without kind's --wait put both on one worker, and the operator scenario's loss
+# of that node took both).
+step "every node Ready"
+k wait --for=condition=Ready nodes --all --timeout=300s >/dev/null
 step "helm install $RELEASE"
 # Progress is read every 2 s (default 30) so that a short job's status shows it.
 helm install "$RELEASE" charts/ddpjob-operator --kube-context "$KCTX" \
@@ -266,6 +277,10 @@ log "NetworkPolicy $SYSTEM_NS/$RELEASE installed; this cluster's CNI (hack/kind/
 k create namespace "$JOB_NS"
 k label namespace "$JOB_NS" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted
 phase operator
+step "kind load of the trainer's image"
+wait "$importer" || die "importing $TRAINER_IMAGE on the workers failed"
+rm -f "$ARCHIVE"
+phase load-trainer-image
 
 # ---------------------------------------------------------------------- scenarios
 # shellcheck source=hack/kind/scenarios.sh

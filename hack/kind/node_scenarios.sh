@@ -165,17 +165,19 @@ scenario_node_rigid() {
     took_until "$job: the node's Pod force-deleted" "$t0" 90 \
         "events_of $job | grep '^ForceDeleted: force-deleted Pod $job-[01]: its node $victim' >/dev/null"
     figure "rigid kill: the dead node's Pod force-deleted $TOOK s after the kill"
+    # Nowhere to go: three nodes wanted, two workers Ready (the dead one NotReady and tainted
+    # by now, so no Pod of it is bound there). Made while the first job resumes beside it.
+    local wide=node-wide
+    node_job "$wide" 3 '{}' "--epochs 1 --synthetic-size 1024"
     took_until "$job: resumed from its checkpoint" "$t0" 90 "check resumed '$SHARED/$job' --after $t0 --saved $saved >/dev/null 2>&1" "$job"
     figure "rigid kill: $(check resumed "$SHARED/$job" --after "$t0" --saved "$saved")"
     release_steps "$job"
-    wait_succeeded "$job"
-    # Nowhere to go: three nodes wanted, two workers Ready.
-    local wide=node-wide
-    node_job "$wide" 3 '{}' "--epochs 1 --synthetic-size 1024"
     wait_for "$wide: its status says why it waits" 120 \
         "status $wide .message | grep -Eq 'not-ready|unreachable|anti-affinity|nodes are available'"
     log "$wide waits: $(status "$wide" .message)"
+    # The node comes back while the first job finishes.
     start_node "$victim"
+    wait_succeeded "$job"
     wait_succeeded "$wide"
 }
 
@@ -197,7 +199,8 @@ scenario_partition() {
     runs_on "$victim" "$stale" || log "$job: the stale Pod had already ended on $victim"
     resumed_at=$(now)
     partition "$victim" delete
-    wait_for "$job: the stale Pod ended once the partition healed" 120 "! runs_on $victim $stale"
+    took_until "$job: the stale Pod ended once the partition healed" "$resumed_at" 120 "! runs_on $victim $stale"
+    figure "partition healed: the stale Pod ended $TOOK s after"
     release_steps "$job"
     wait_succeeded "$job"
     log "$job: fenced: $(check fenced "$SHARED/$job" --after "$resumed_at")"

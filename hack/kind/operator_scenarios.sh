@@ -51,6 +51,11 @@ scenario_operator_loss() {
     local job=steady first node pods t0 step old
     wait_for "a replica leads" 60 "leader_pod >/dev/null"
     first=$(leader_node)
+    # The standby is on another node, or the node's loss takes both and proves nothing.
+    local placed
+    placed=$(k -n "$LEASE_NS" get pods -l "app.kubernetes.io/name=$RELEASE" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort)
+    [[ $(wc -l <<<"$placed") -ge 2 && $(sort -u <<<"$placed" | wc -l) == $(wc -l <<<"$placed") ]] \
+        || die "the operator's replicas are not each on a node of their own: $(paste -sd' ' <<<"$placed")"
     # The job keeps off the leader's node: it is the operator's loss that is tried here.
     # At least 1 s a step until every loss was seen: the job outlasts the three however
     # slow the machine (384 steps, 384 s and more), then finishes at speed; fewer, slower

@@ -105,7 +105,13 @@ def test_e2e_kind_reports_last_and_marks_its_steps() -> None:
     (report,) = [n for n, line in enumerate(lines) if "report_failure" in line]
     assert report > max(n for n, line in enumerate(lines) if line.startswith(("dump", "kind delete")))
     assert [line for line in lines[report + 1 :] if line] == ['exit "$rc"']
-    for name in ("images", '"kind load of both images"', '"helm install $RELEASE"', '"scenario: $scenario"'):
+    for name in (
+        "images",
+        '"kind load of the operator\'s image"',
+        '"helm install $RELEASE"',
+        '"kind load of the trainer\'s image"',
+        '"scenario: $scenario"',
+    ):
         assert f"step {name}" in text, name
 
 
