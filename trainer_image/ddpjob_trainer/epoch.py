@@ -21,11 +21,13 @@ from .micro_step import MicroStep
 from .progress import Heartbeat, Progress
 from .sample_log import SampleLog
 from .state import Position
+from .stop import StepClock
 from .testing_aids import hang, slow_step
 
 
 class Signal(Protocol):
     signum: int  # the stop signal received, 0 for none
+    clock: StepClock  # the step in flight's start: a stop finds it stuck, or not (stop.py)
 
 
 class Run(Protocol):
@@ -85,12 +87,15 @@ def train_epoch(t: Run, model: nn.Module, epoch: int) -> dict | resize.Regroup |
         sync = (i + 1) % args.grad_accum == 0 or i + 1 == n
         if t.samples is not None:  # before the step: a step a lost peer breaks is made again
             t.samples.step(epoch, t.pos.step + 1, getattr(batches, "last_indices", ()))
+        t.stop.clock.begin(t.pos.step + 1)
         try:
             stop = step(t, i, x, y, sync, vote, getattr(batches, "last_total", None))
         except Exception as exc:  # raised as is outside a group re-formed in place; failure() re-raises what is a bug
             if t.in_place is None:
                 raise
             return t.in_place.failure(exc)
+        finally:
+            t.stop.clock.end()
         window_n += len(y)
         if not sync:
             continue

@@ -25,6 +25,7 @@ def _ignore_stop_signals(_worker_id: int) -> None:
     before the checkpoint (seen with a preempted imagefolder job)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.set_wakeup_fd(-1)  # the trainer's (stop.py), inherited by the fork: not this process's to write
 
 
 class _SkippingSampler(torch.utils.data.Sampler):

@@ -13,7 +13,9 @@ import time
 KILL_AFTER_EPOCH = "DDPJOB_TEST_KILL_AFTER_EPOCH"
 # In the first attempt only, global rank DDPJOB_TEST_HANG_RANK (default 1) stops before
 # optimizer step N without exiting, like a deadlocked data loader; it goes on only when
-# asked to stop (SIGTERM), so the gang saves a checkpoint and exits.
+# asked to stop (SIGTERM). Its peers, stuck in that step's collective by then for longer
+# than stop.py allows, exit at the stop without a checkpoint: the job resumes from
+# its last one.
 HANG_AT_STEP, HANG_RANK = "DDPJOB_TEST_HANG_AT_STEP", "DDPJOB_TEST_HANG_RANK"
 # Every optimizer step takes at least this long (0-10 s), so a test's job outlasts its
 # resizes on a fast machine as on a slow one; once the file STEP_SECONDS_UNTIL names exists

@@ -8,7 +8,6 @@ evaluate sharded, checkpoint, stop cleanly on SIGTERM.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 
@@ -32,6 +31,7 @@ from . import (
     resize,
     stacks,
     state,
+    stop as stopping,
 )
 from .data import load_data
 from .env import read_process_env
@@ -50,20 +50,8 @@ def log(msg: str) -> None:
     print(f"ddpjob-train: {msg}", file=sys.stderr, flush=True)
 
 
-class StopRequest:
-    """SIGTERM/SIGINT only set a flag; the loop finishes its step, saves and exits."""
-
-    def __init__(self):
-        self.signum = 0
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum, _frame):
-        self.signum = signum
-
-
 class Trainer:
-    def __init__(self, args, d: distributed.Dist, stop: StopRequest):
+    def __init__(self, args, d: distributed.Dist, stop: stopping.StopRequest):
         self.args, self.d, self.stop = args, d, stop
         self.fence: fence.Claim | None = None  # this group's term of the checkpoint fence (claim)
         self.in_place: resize.InPlace | None = None
@@ -228,7 +216,13 @@ class Trainer:
         after_epoch(epoch, self.d.is_main)
 
     def save(self, summary: dict) -> None:
-        path = state.save(
+        with self.stop.clock.saving():  # however long, not a stuck step
+            path = self._save(summary)
+        if path:
+            self.progress.say(f"checkpoint {path}")
+
+    def _save(self, summary: dict) -> str | None:
+        return state.save(
             self.d,
             self.args.checkpoint_dir,
             self.args.keep_checkpoints,
@@ -240,8 +234,6 @@ class Trainer:
             summary,
             self.fence,
         )
-        if path:
-            self.progress.say(f"checkpoint {path}")
 
     def close(self) -> None:
         for part in (self.samples, self.progress, self.heartbeat, self.in_place):
@@ -259,7 +251,7 @@ class Trainer:
 
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv)  # exits 2 itself on a bad flag
-    stop = StopRequest()
+    stop = stopping.StopRequest(log)
     stacks.dump_on_signal()  # a hung rank says where it waits (stacks.py)
     trainer, code, in_place = None, 1, False
     try:
