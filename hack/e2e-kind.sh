@@ -16,7 +16,8 @@
 #    included) and makes the job
 #    namespace enforce the `restricted` Pod Security Standard;
 # 4. runs the scenarios: the example across two nodes, a deleted Pod, an elastic job
-#    losing a Pod, a container over its memory limit, a graceful delete; then a node
+#    losing a Pod, a container over its memory limit, a graceful delete (side by side:
+#    hack/kind/lanes.sh); then, one at a time, a node
 #    killed, paused, cut off, drained and reported unhealthy under rigid and elastic jobs,
 #    and the acting operator's node and process killed and the operator upgraded
 #    (hack/kind/node_scenarios.sh, hack/kind/operator_scenarios.sh); a job's curves
@@ -36,6 +37,7 @@
 #                     node_unhealthy operator_loss; `curves`: TensorBoard through ddpjob tensorboard;
 #                     `bench` measures pod start-up: benchmarks/pod_startup.py)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
+#   E2E_LANES         how many of the default scenarios run side by side (default 3; 1: in turn)
 #   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
 #   E2E_FIGURES       a file to which the node scenarios' figures are appended
 #   E2E_GANG          optional last stage: coscheduling or volcano installs that scheduler
@@ -59,6 +61,9 @@ KCTX="kind-$CLUSTER"
 # Which scenarios, in order (E2E_SCENARIOS, E2E_NODE_SCENARIOS): a name it does not know
 # ends the run here, before anything started.
 SCENARIOS=$(hack/kind/scenario_list.sh)
+# How many of the default scenarios run at once (hack/kind/lanes.sh); 1: one after another.
+LANES=${E2E_LANES:-3}
+[[ $LANES =~ ^[1-9][0-9]*$ ]] || { echo "e2e-kind: E2E_LANES='$LANES' is not a count of lanes (1 or more)" >&2; exit 2; }
 # The same operator image under a second tag: the operator scenario's `helm upgrade` to it
 # replaces every replica, as an upgrade to a new release does.
 OPERATOR_IMAGE_NEXT=${OPERATOR_IMAGE%:*}:e2e-next
@@ -293,7 +298,18 @@ source hack/kind/operator_scenarios.sh
 source hack/kind/bench_scenarios.sh
 # shellcheck source=hack/kind/curves_scenario.sh
 source hack/kind/curves_scenario.sh
+# shellcheck source=hack/kind/lanes.sh
+source hack/kind/lanes.sh
+side=() alone=()
 for scenario in $SCENARIOS; do
+    if ((LANES > 1)) && [[ " $LANE_SCENARIOS " == *" $scenario "* ]]; then side+=("$scenario"); else alone+=("$scenario"); fi
+done
+if ((${#side[@]})); then
+    step "scenarios side by side, $LANES at a time: ${side[*]}"
+    run_lanes "$LANES" "${side[@]}"
+    phase scenarios-side-by-side
+fi
+for scenario in "${alone[@]}"; do
     step "scenario: $scenario"
     "scenario_$scenario"
     phase "scenario-$scenario"

@@ -5,6 +5,10 @@
 # renamed and changed (job_from_example); one with checkpoints gets a ReadWriteMany volume
 # on the folder every node mounts (shared_volume), whose metrics are read from here.
 
+# What a scenario's job asks of a node, where the example's whole core would keep jobs that
+# run side by side (hack/kind/lanes.sh) waiting for one another.
+SMALL='{"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}'
+
 # Waits for a DDPJob to reach Succeeded, failing as soon as it reaches Failed instead of
 # waiting out the timeout: two `kubectl wait`s race, the first to finish decides.
 wait_succeeded() {
@@ -184,7 +188,7 @@ scenario_example() {
 # and finishes.
 scenario_restart() {
     local job=mnist-restart
-    job_from_example "$job" '{"maxRestarts": 3, "restartBackoffSeconds": 0}' \
+    job_from_example "$job" "{\"maxRestarts\": 3, \"restartBackoffSeconds\": 0, \"resources\": $SMALL}" \
         '--epochs 6 --synthetic-size 32768 --log-every 10' | k -n "$JOB_NS" apply -f -
     k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Running --timeout="$TIMEOUT"
     # Mid-run means training steps are being taken: rank 0's first progress line.
@@ -205,19 +209,23 @@ scenario_restart() {
 }
 
 # ------------------------------------- an elastic job loses a Pod and keeps training
-# Pod 2 is deleted while no node takes a Pod (all cordoned), so its replacement waits
-# Pending: the two survivors must train on at world size 2 by themselves, in their own
-# records, before anything can rejoin. Then the nodes take Pods again and the job grows
-# back to 3. Each step lasts at least 1 s until the scenario has seen the group of 3
-# (the trainer's testing aid, released by a file on the shared volume), so the job
-# outlasts its replacement's start however slow the machine: once a replacement took
-# longer than the rest of the training and the job ended before a group of 3 re-formed.
+# One Pod per worker (a required anti-affinity), and Pod 2 deleted with its node cordoned:
+# its replacement has nowhere to go and waits Pending, so the two survivors must train on at
+# world size 2 by themselves, in their own records, before anything can rejoin. Then the
+# node takes Pods again and the job grows back to 3. (One node cordoned, not all: the
+# scenarios beside this one go on scheduling their Pods.) Each step lasts at least 1 s until
+# the scenario has seen the group of 3 (the trainer's testing aid, released by a file on the
+# shared volume), so the job outlasts its replacement's start however slow the machine: once
+# a replacement took longer than the rest of the training and the job ended before a group
+# of 3 re-formed.
 ELASTIC_REGROW_S=240
 scenario_elastic() {
     local job=elastic release=release-steps
     shared_volume "$job"
     job_from_example "$job" "{\"nodes\": 3, \"nprocPerNode\": 1, \"elastic\": {\"minNodes\": 2, \"maxNodes\": 3},
         \"checkpoint\": {\"claimName\": \"elastic-checkpoints\"}, \"restartBackoffSeconds\": 2,
+        \"template\": {\"spec\": {\"affinity\": {\"podAntiAffinity\": {\"requiredDuringSchedulingIgnoredDuringExecution\": [
+            {\"topologyKey\": \"kubernetes.io/hostname\", \"labelSelector\": {\"matchLabels\": {\"ddpjob.io/job-name\": \"$job\"}}}]}}}},
         \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"1\"},
                 {\"name\": \"DDPJOB_TEST_STEP_SECONDS_UNTIL\", \"value\": \"/checkpoints/$release\"}],
         \"resources\": {\"requests\": {\"cpu\": \"100m\", \"memory\": \"512Mi\"}, \"limits\": {\"memory\": \"2Gi\"}}}" \
@@ -232,10 +240,11 @@ scenario_elastic() {
     for n in 0 1; do
         k -n "$JOB_NS" logs -f "$job-$n" -c trainer >"$SHARED/$job-$n.log" 2>&1 &
     done
-    local nodes node
-    nodes=$(k get nodes -o jsonpath='{.items[*].metadata.name}')
-    for node in $nodes; do k cordon "$node" >/dev/null; done
-    log "nodes cordoned; deleting pod $job-2 ($(pod_nodes "$job" | paste -sd' '))"
+    local node
+    node=$(k -n "$JOB_NS" get pod "$job-2" -o jsonpath='{.spec.nodeName}')
+    [[ $(bound_nodes "$job" 3 | wc -l) == 3 ]] || die "$job's 3 Pods are not on 3 nodes: $(pod_nodes "$job" | paste -sd' ')"
+    k cordon "$node" >/dev/null
+    log "node $node cordoned; deleting pod $job-2 on it"
     local deleted
     deleted=$(date +%s.%N)
     k -n "$JOB_NS" delete pod "$job-2" --wait=false
@@ -253,9 +262,9 @@ scenario_elastic() {
     local now_uid now_node
     read -r now_uid now_node < <(k -n "$JOB_NS" get pod "$job-2" -o jsonpath='{.metadata.uid} {.spec.nodeName}{"\n"}' 2>/dev/null) || true
     [[ -z "$now_uid" || "$now_uid" == "${lost_uid%% *}" || -z "$now_node" ]] \
-        || die "the replacement $job-2 was placed on $now_node, a cordoned node: the steps at world size 2 prove nothing"
-    for node in $nodes; do k uncordon "$node" >/dev/null; done
-    log "$job: $(resized_since); nodes uncordoned"
+        || die "the replacement $job-2 was placed on $now_node while it had nowhere to go: the steps at world size 2 prove nothing"
+    k uncordon "$node" >/dev/null
+    log "$job: $(resized_since); node $node uncordoned"
     wait_for "$job: grown back to world size 3" "$ELASTIC_REGROW_S" "resized_since --then 3 >/dev/null" \
         "survivors_said >&2; resized_since --then 3"
     touch "$SHARED/$job/$release"
@@ -295,7 +304,7 @@ scenario_oom() {
 scenario_graceful() {
     local job=graceful
     shared_volume "$job"
-    job_from_example "$job" '{"checkpoint": {"claimName": "graceful-checkpoints"}, "restartBackoffSeconds": 0}' \
+    job_from_example "$job" "{\"checkpoint\": {\"claimName\": \"graceful-checkpoints\"}, \"restartBackoffSeconds\": 0, \"resources\": $SMALL}" \
         '--epochs 8 --synthetic-size 16384 --log-every 10' | k -n "$JOB_NS" apply -f -
     wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
     local uid watch codes="$SHARED/$job-exit-codes" code
