@@ -77,10 +77,15 @@ took_until() {  # WHAT T LIMIT CONDITION [JOB]
 # still show the Ready=True of before it (the node lifecycle controller marks a silent node
 # NotReady only after its grace period), which says nothing of a node that runs again.
 start_node() {  # NODE: the node container started again, and the node Ready
-    local started
-    started=$(date -u +%s)
+    restart_node "$1"
+    node_back "$1"
+}
+restart_node() {  # NODE: its container started again (node_back waits for it to be Ready)
+    NODE_STARTED=$(date -u +%s)
     docker start "$1" >/dev/null
-    wait_for "node $1 Ready again" "$NODE_READY_S" "[[ \$(ready_of $1) == True ]] && (( \$(heartbeat_of $1) >= $started ))"
+}
+node_back() {  # NODE: Ready since restart_node
+    wait_for "node $1 Ready again" "$NODE_READY_S" "[[ \$(ready_of $1) == True ]] && (( \$(heartbeat_of $1) >= $NODE_STARTED ))"
 }
 heartbeat_of() {  # NODE: its Ready condition's last heartbeat, in seconds since the epoch (0: none)
     local at

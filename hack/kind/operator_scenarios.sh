@@ -72,13 +72,11 @@ scenario_operator_loss() {
     status_resumed "$job" "$t0" "$old" "$step"
     figure "operator node killed: $(leader_pod) leads and the status moves $TOOK s after"
     untouched "$job" "$pods"
-    start_node "$first"
-    # The next loss is tried with a standby again: every replica Ready (the one on the node
-    # just started again, or its replacement where the not-ready taint evicted it).
-    wait_for "every operator replica Ready" 180 "operator_replicas_ready"
+    # The node starts again while the next loss is tried (it needs no standby).
+    restart_node "$first"
 
     # Its process killed (a crash), on a live node: its container starts again in the same
-    # Pod and takes the Lease back, or the standby takes it, whichever is first.
+    # Pod and takes the Lease back, or a standby takes it, whichever is first.
     local restarts
     old=$(leader_pod) step=$(status "$job" .progress.step) node=$(leader_node) t0=$(now)
     restarts=$(restarts_of "$old")
@@ -88,6 +86,10 @@ scenario_operator_loss() {
     figure "operator process killed: $(leader_pod) leads and the status moves $TOOK s after"
     wait_for "$old: its operator container started again" 60 "[[ \$(restarts_of $old) -gt $restarts ]]"
     untouched "$job" "$pods"
+    # The upgrade from a whole set: the node back, every replica Ready (the one on that node,
+    # or its replacement where the not-ready taint evicted it).
+    node_back "$first"
+    wait_for "every operator replica Ready" 180 "operator_replicas_ready"
 
     # An upgrade to a new image: each old replica releases the Lease as it stops. The
     # status is sampled every second meanwhile: its longest stand-still is the figure.
