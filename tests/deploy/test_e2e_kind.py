@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from ddpjob.local.ownership import stop_with_parent
 from tests.deploy.deploy_helpers import _TOOL_DIRS, ROOT, find_tool
 
 pytestmark = pytest.mark.e2e
@@ -58,5 +59,8 @@ def test_kind_end_to_end() -> None:
         cwd=ROOT,
         env=env,
         timeout=5300,
+        # A pytest killed outright (a SIGTERM runs no finally) takes the tier with it: its
+        # cluster deleted, its engine stopped, instead of a run left holding the engine.
+        preexec_fn=stop_with_parent,
     )
     assert done.returncode == 0, "hack/e2e-kind.sh failed: see its diagnostics above"
