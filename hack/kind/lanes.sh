@@ -48,11 +48,13 @@ run_lanes() {  # LANES SCENARIO...
     done
 }
 
-# One scenario in this (background) subshell: its reason kept on failure, its seconds on success.
+# One scenario in this (background) subshell: its reason kept on failure, its seconds on
+# success. What it left running in the background (a `kubectl logs -f`) ends with it: once
+# the subshell is gone they would belong to no one the run's cleanup can find.
 lane() {  # SCENARIO
     local name=$1 started=$SECONDS
     STEP="scenario: $name"
-    trap 'printf "%s" "$FAILED_WHY" >"$WORK/lanes/'"$name"'.why"' EXIT
+    trap 'stop_children $BASHPID; printf "%s" "$FAILED_WHY" >"$WORK/lanes/'"$name"'.why"' EXIT
     "scenario_$name"
     echo $((SECONDS - started)) >"$WORK/lanes/$name.took"
 }

@@ -51,7 +51,7 @@ def test_at_most_lanes_at_once_each_ones_output_together(tmp_path: pathlib.Path)
     done = run(
         tmp_path,
         """scenario_elastic() { busy elastic 1.5; }
-scenario_restart() { busy restart 0.3; }
+scenario_restart() { sleep 301 & echo $! >"$WORK/left"; busy restart 0.3; }
 scenario_graceful() { busy graceful 0.3; }
 scenario_oom() { busy oom 0.2; }
 run_lanes 2 oom graceful restart elastic
@@ -65,6 +65,8 @@ run_lanes 2 oom graceful restart elastic
     started = [m.group(1) for line in lines if (m := re.fullmatch(r"=== e2e-kind: scenario: (\w+) starts .*", line))]
     assert started == ["elastic", "restart", "graceful", "oom"]
     assert max(int(s[2]) for s in starts) == 2  # two at once, never three
+    left = int((tmp_path / "left").read_text())  # what a scenario left running ends with it
+    assert not pathlib.Path(f"/proc/{left}").exists() or " Z " in pathlib.Path(f"/proc/{left}/stat").read_text()
     at = {" ".join(line.split()[:2]): n for n, line in enumerate(trace) if line}
     assert at["end restart"] < at["start graceful"] < at["end elastic"]  # a lane freed takes the next
     for name in ("elastic", "restart", "graceful", "oom"):
