@@ -10,8 +10,8 @@
 # 2. creates a kind cluster of one control plane and three workers (hack/kind/cluster.yaml;
 #    always deleted on exit, pass or fail) and loads the images into it (the operator's by
 #    `kind load`, the trainer's from an archive written while the cluster starts and read by
-#    each worker from the nodes' shared mount while the chart installs), so nothing is
-#    pulled while it runs;
+#    each worker from the nodes' shared mount as soon as its containerd answers), so
+#    nothing is pulled while it runs;
 # 3. once every node is Ready, `helm install`s charts/ddpjob-operator (its NetworkPolicy
 #    included) and makes the job
 #    namespace enforce the `restricted` Pod Security Standard;
@@ -217,6 +217,27 @@ load_archive() {  # ARCHIVE NODE...
     done
 }
 
+# The trainer image into every worker as early as it can be: its archive written while the
+# cluster starts (`docker save` needs no cluster; into the folder every node mounts, so
+# each worker reads it from there), then imported as soon as every worker's containerd
+# answers, while kind still sets the cluster up, the operator's image loads and the chart
+# installs. kind restarts no node's containerd on the way (it would only for
+# containerdConfigPatches, which hack/kind/cluster.yaml has none of).
+trainer_image_in() {  # ARCHIVE WORKERS (how many the cluster has)
+    local archive=$1 want=$2 deadline=$((SECONDS + 600)) nodes=()
+    docker save -o "$archive" "$TRAINER_IMAGE" || die "docker save -o $archive $TRAINER_IMAGE failed"
+    until mapfile -t nodes < <(kind get nodes --name "$CLUSTER" 2>/dev/null | grep -- '-worker' | sort) \
+        && ((${#nodes[@]} == want)) && containerd_answers "${nodes[@]}"; do
+        ((SECONDS < deadline)) || die "the workers' containerd did not answer within 600 s: ${nodes[*]:-no worker yet}"
+        sleep 1
+    done
+    load_archive "/var/ddpjob-shared/${archive#"$SHARED"/}" "${nodes[@]}"
+}
+containerd_answers() {  # NODE...
+    local node
+    for node in "$@"; do docker exec "$node" ctr version >/dev/null 2>&1 || return 1; done
+}
+
 # ------------------------------------------------------------------------ cluster
 step "creating kind cluster $CLUSTER ($NODE_IMAGE)"
 label() { docker image inspect -f "{{ index .Config.Labels \"$1\" }}" "$NODE_IMAGE" 2>/dev/null | grep -v '<no value>' || true; }
@@ -237,13 +258,10 @@ docs["kubeadmConfigPatches"] = patches
 yaml.safe_dump(docs, sys.stdout, sort_keys=False)
 PYEOF
 kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true  # a leftover from an interrupted run
-# The trainer image's archive is written while the cluster starts: `docker save` needs no
-# cluster and took over a minute of the load's four. Into the folder every node mounts, so
-# each worker reads it from there (load_archive).
 ARCHIVE=$SHARED/.images/trainer.tar
 mkdir -p "${ARCHIVE%/*}"
-docker save -o "$ARCHIVE" "$TRAINER_IMAGE" &
-saver=$!
+trainer_image_in "$ARCHIVE" "$(grep -c 'role: worker' hack/kind/cluster.yaml)" &
+importer=$!
 # No --wait: loading an image needs the nodes' containerd, not a Ready node; the nodes'
 # readiness is waited for before the chart's install (16 s of the load's time saved).
 kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config"
@@ -252,12 +270,7 @@ WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -s
 step "kind load of the operator's image"
 docker tag "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
 kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
-wait "$saver" || die "docker save -o $ARCHIVE $TRAINER_IMAGE failed"
 phase load-operator-image
-# The trainer's image is imported while the chart installs: no scenario starts before both.
-read -ra workers <<<"${WORKERS//,/ }"
-load_archive "/var/ddpjob-shared/${ARCHIVE#"$SHARED"/}" "${workers[@]}" &
-importer=$!
 
 # ----------------------------------------------------------------------- operator
 # Every node Ready first: the chart's spread of the operator's replicas over nodes is a
@@ -283,7 +296,7 @@ k create namespace "$JOB_NS"
 k label namespace "$JOB_NS" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted
 phase operator
 step "kind load of the trainer's image"
-wait "$importer" || die "importing $TRAINER_IMAGE on the workers failed"
+wait "$importer" || die "the trainer's image into the workers ($WORKERS) failed: see above"
 rm -f "$ARCHIVE"
 phase load-trainer-image
 

@@ -51,3 +51,55 @@ def test_a_node_whose_import_fails_ends_the_run_naming_it(tmp_path: pathlib.Path
     assert done.returncode == 1 and "loaded" not in done.stdout
     assert done.stderr.strip() == f"FAILED: importing {ARCHIVE} on node w2 failed"
     assert len(imports(tmp_path)) == 3
+
+
+def trainer_image_in(tmp_path: pathlib.Path, save_fails: bool = False) -> subprocess.CompletedProcess[str]:
+    """hack/e2e-kind.sh's trainer_image_in with docker and kind stubbed: the workers appear
+    one by one as kind makes them, and each one's containerd answers only from its second
+    look, as while kind still starts the nodes."""
+    functions = bash_functions(ROOT / "hack" / "e2e-kind.sh", "trainer_image_in", "containerd_answers")
+    calls, made = tmp_path / "calls", tmp_path / "made"
+    stubs = f"""
+CLUSTER=e2e TRAINER_IMAGE=ddpjob/trainer:cpu SHARED={tmp_path}/shared
+kind() {{  # `kind get nodes`: one more worker at each call, up to three, and the control plane
+    echo "kind $*" >>{calls}
+    echo x >>{made}
+    local n=$(wc -l <{made}) i
+    echo e2e-control-plane
+    for ((i = n < 3 ? n : 3; i >= 1; i--)); do echo "e2e-worker$([[ $i == 1 ]] || echo $i)"; done
+}}
+docker() {{
+    echo "docker $*" >>{calls}
+    case "$*" in
+        "save -o "*) {"return 1" if save_fails else "touch ${3}"} ;;
+        *" ctr version") [[ -e {tmp_path}/seen-$2 ]] || {{ touch {tmp_path}/seen-$2; return 1; }} ;;
+        *) echo "unexpected: docker $*" >&2; return 2 ;;
+    esac
+}}
+load_archive() {{ echo "load_archive $*" >>{calls}; }}
+die() {{ echo "FAILED: $*" >&2; exit 1; }}
+sleep() {{ :; }}
+"""
+    (tmp_path / "shared" / ".images").mkdir(parents=True)
+    return run_bash(f"set -euo pipefail\n{stubs}\n{functions}\ntrainer_image_in {tmp_path}/shared/.images/trainer.tar 3")
+
+
+def test_the_trainer_image_goes_in_once_every_workers_containerd_answers(tmp_path: pathlib.Path) -> None:
+    done = trainer_image_in(tmp_path)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
+    # Imported once, after all three answered, into the workers only, from the nodes' mount.
+    assert calls[-1] == "load_archive /var/ddpjob-shared/.images/trainer.tar e2e-worker e2e-worker2 e2e-worker3"
+    answered = [c for c in calls if c.endswith("ctr version")]
+    assert {c.split()[2] for c in answered} == {"e2e-worker", "e2e-worker2", "e2e-worker3"}
+    assert sum(c.startswith("load_archive") for c in calls) == 1
+
+
+def test_a_failed_save_ends_it_before_any_node_is_touched(tmp_path: pathlib.Path) -> None:
+    done = trainer_image_in(tmp_path, save_fails=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"FAILED: docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu failed"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
+    ]
