@@ -81,7 +81,8 @@ die() {{ echo "FAILED: $*" >&2; exit 1; }}
 sleep() {{ :; }}
 """
     (tmp_path / "shared" / ".images").mkdir(parents=True)
-    return run_bash(f"set -euo pipefail\n{stubs}\n{functions}\ntrainer_image_in {tmp_path}/shared/.images/trainer.tar 3")
+    archive = tmp_path / "shared" / ".images" / "trainer.tar"
+    return run_bash(f"set -euo pipefail\n{stubs}\n{functions}\ntrainer_image_in {archive} 3")
 
 
 def test_the_trainer_image_goes_in_once_every_workers_containerd_answers(tmp_path: pathlib.Path) -> None:
@@ -99,7 +100,8 @@ def test_the_trainer_image_goes_in_once_every_workers_containerd_answers(tmp_pat
 def test_a_failed_save_ends_it_before_any_node_is_touched(tmp_path: pathlib.Path) -> None:
     done = trainer_image_in(tmp_path, save_fails=True)
     assert done.returncode == 1
-    assert done.stderr.strip() == f"FAILED: docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu failed"
+    save = f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
+    assert done.stderr.strip() == f"FAILED: {save} failed"
     assert (tmp_path / "calls").read_text().splitlines() == [
         f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
     ]
