@@ -67,8 +67,8 @@ run_lanes 2 oom graceful restart elastic
     assert max(int(s[2]) for s in starts) == 2  # two at once, never three
     left = int((tmp_path / "left").read_text())  # what a scenario left running ends with it
     assert not pathlib.Path(f"/proc/{left}").exists() or " Z " in pathlib.Path(f"/proc/{left}/stat").read_text()
-    at = {" ".join(line.split()[:2]): n for n, line in enumerate(trace) if line}
-    assert at["end restart"] < at["start graceful"] < at["end elastic"]  # a lane freed takes the next
+    when = {" ".join(line.split()[:2]): n for n, line in enumerate(trace) if line}
+    assert when["end restart"] < when["start graceful"] < when["end elastic"]  # a lane freed takes the next
     for name in ("elastic", "restart", "graceful", "oom"):
         at = lines.index(f"=== e2e-kind: scenario: {name}, its output")
         assert lines[at + 1 : at + 3] == [f"{name} says one", f"{name} says two"]

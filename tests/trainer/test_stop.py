@@ -29,59 +29,67 @@ class Tick:
         return self.now
 
 
-def test_no_verdict_before_a_step_has_ended_nor_between_steps() -> None:
-    tick = Tick()
-    clock = StepClock(tick)
-    clock.begin(1)
-    tick.now += 1_000  # the first step compiles, probes, warms up: nothing to compare it with
-    assert clock.stuck() is None
-    clock.end()
-    assert clock.stuck() is None  # between steps (data loading, evaluation): not a step's wait
-    clock.begin(2)
-    tick.now += 3
-    assert clock.stuck() == (2, 3.0, FACTOR * 1_000, 1_000.0)  # the slow first step counts
-
-
-def test_the_limit_is_the_floor_or_a_multiple_of_the_slowest_recent_step() -> None:
-    tick = Tick()
-    clock = StepClock(tick)
-    for length in (0.2, 0.5, 0.3):
+def steps(clock: StepClock, tick: Tick, *lengths: float) -> None:
+    for length in lengths:
         clock.begin(1)
         tick.now += length
         clock.end()
-    clock.begin(4)
-    tick.now += 7
-    assert clock.stuck() == (4, 7.0, FLOOR_S, 0.5)  # 10 x 0.5 is under the floor
-    clock.end()  # a slow step (it went on after all) raises the limit ...
-    clock.begin(5)
-    stuck = clock.stuck()
-    assert stuck is not None and stuck.limit == pytest.approx(FACTOR * 7)
-    for _ in range(stopping.RECENT):  # ... until it is no longer among the recent ones
-        clock.end()
-        clock.begin(7)
-        tick.now += 0.1
+
+
+def test_no_verdict_before_min_steps_have_ended_nor_between_steps() -> None:
+    tick = Tick()
+    clock = StepClock(tick)
+    steps(clock, tick, *[1.0] * (stopping.MIN_STEPS - 1))
+    clock.begin(3)
+    tick.now += 1_000  # the first steps compile, probe and warm up: nothing to compare with yet
+    assert clock.stuck() is None
     clock.end()
-    clock.begin(8)
+    assert clock.stuck() is None  # between steps (data loading, evaluation): not a step's wait
+    clock.begin(4)
+    tick.now += 3
+    assert clock.stuck() == (4, 3.0, FACTOR * 1.0, 1.0)  # the median of 1, 1, 1000
+
+
+def test_the_limit_is_the_floor_or_a_multiple_of_the_usual_step() -> None:
+    tick = Tick()
+    clock = StepClock(tick)
+    steps(clock, tick, 9.0, 0.2, 0.5, 0.3)  # a slow first step (gloo connecting) is not the usual one
+    clock.begin(5)
+    tick.now += 7
+    assert clock.stuck() == (5, 7.0, FLOOR_S, 0.5)  # the median (the upper of two); 10 x 0.5 is under the floor
+    clock.end()
+    steps(clock, tick, *[2.5] * 10)  # steps that grow slower (a larger batch, a straggler) raise it ...
     stuck = clock.stuck()
-    assert stuck is not None and stuck.limit == FLOOR_S and stuck.slowest == pytest.approx(0.1)
+    assert stuck is None  # (between steps)
+    clock.begin(16)
+    stuck = clock.stuck()
+    assert stuck is not None and stuck.limit == pytest.approx(FACTOR * 2.5)
+    clock.end()
+    steps(clock, tick, *[0.1] * stopping.RECENT)  # ... until they are no longer among the recent ones
+    clock.begin(99)
+    stuck = clock.stuck()
+    assert stuck is not None and stuck.limit == FLOOR_S and stuck.usual == pytest.approx(0.1)
 
 
 def test_a_save_is_never_stuck_and_not_counted_in_its_step() -> None:
     tick = Tick()
     clock = StepClock(tick)
-    clock.begin(1)
-    tick.now += 0.2
-    clock.end()
-    clock.begin(2)
+    steps(clock, tick, 0.2, 0.2)
+    clock.begin(3)
     tick.now += 1
     with clock.saving():
         tick.now += 600  # a large checkpoint to slow storage
         assert clock.stuck() is None
     tick.now += 1
-    stuck = clock.stuck()
-    assert stuck is not None and stuck.age == pytest.approx(2.0)
     clock.end()
-    assert clock.slowest == pytest.approx(2.0)
+    assert list(clock.recent)[-1] == pytest.approx(2.0)  # the step without its save
+    clock.begin(4)
+    with clock.saving():
+        tick.now += 600
+        assert clock.stuck() is None
+    tick.now += 1
+    stuck = clock.stuck()
+    assert stuck is not None and stuck.age == pytest.approx(1.0)
 
 
 def test_a_wakeup_fd_already_taken_is_left_to_its_owner() -> None:

@@ -12,11 +12,13 @@ once the partition healed.
 
 The interpreter's C-level signal handler writes each signal to its wakeup fd whatever the
 main thread is doing; a thread here reads it. When a stop comes while the step in flight has
-lasted `FACTOR` times the slowest of the recent steps, and at least `FLOOR_S`, the step is
-taken as stuck: the process says so and exits 143 at once. The job's last checkpoint stands;
+lasted `FACTOR` times the usual step (the median of the recent ones), and at least `FLOOR_S`,
+the step is taken as stuck: the process says so and exits 143 at once. The job's last checkpoint stands;
 what is lost is what the kubelet's SIGKILL would have lost. Never during a checkpoint's
-save (not a step's wait, however long), and never before a step has a length to compare
-with (the first steps compile, probe and warm up).
+save (not a step's wait, however long), and never before `MIN_STEPS` steps have ended. The
+median, not the slowest: the first steps of a group warm up (gloo connects its pairs, the
+allocator grows, torch.compile compiles), and on the kind tier one of them took long enough
+that ten times it outlasted the kubelet's grace.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from typing import NamedTuple
 from ddpjob import exit_codes
 
 FLOOR_S = 10.0  # a stuck step has waited at least this long ...
-FACTOR = 10.0  # ... and this many times the slowest of
-RECENT = 50  # the last steps that ended
+FACTOR = 10.0  # ... and this many times the median of
+RECENT = 50  # the last steps that ended,
+MIN_STEPS = 3  # once this many have
 POLL_S = 0.25  # how often a stop not yet stuck looks again
 STOPS = (signal.SIGTERM, signal.SIGINT)
 
@@ -44,7 +47,7 @@ class Stuck(NamedTuple):
     step: int  # the optimizer step in flight
     age: float  # seconds it has lasted (a save's time left out)
     limit: float  # seconds after which it is taken as stuck
-    slowest: float  # the slowest of the recent steps
+    usual: float  # the median of the recent steps' lengths
 
 
 class StepClock:
@@ -56,7 +59,7 @@ class StepClock:
         self.started: float | None = None  # the step in flight's start; None between steps
         self.step = 0
         self.recent: deque[float] = deque(maxlen=RECENT)
-        self.slowest: float | None = None  # max(recent), kept so that no other thread iterates it
+        self.usual: float | None = None  # the median of recent, kept so that no other thread iterates it
 
     def begin(self, step: int) -> None:
         self.step, self.started = step, self.clock()
@@ -65,7 +68,8 @@ class StepClock:
         started, self.started = self.started, None
         if started is not None:
             self.recent.append(self.clock() - started)
-            self.slowest = max(self.recent)
+            if len(self.recent) >= MIN_STEPS:
+                self.usual = sorted(self.recent)[len(self.recent) // 2]
 
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:
@@ -80,12 +84,12 @@ class StepClock:
 
     def stuck(self, now: float | None = None) -> Stuck | None:
         """The step in flight as the watcher judges it; None between steps, during a save,
-        or before any step ended."""
-        started, slowest = self.started, self.slowest
-        if started is None or slowest is None:
+        or before MIN_STEPS steps ended."""
+        started, usual = self.started, self.usual
+        if started is None or usual is None:
             return None
         age = (self.clock() if now is None else now) - started
-        return Stuck(self.step, age, max(FLOOR_S, FACTOR * slowest), slowest)
+        return Stuck(self.step, age, max(FLOOR_S, FACTOR * usual), usual)
 
 
 class StopRequest:
@@ -136,7 +140,7 @@ def _watch(read_fd: int, clock: StepClock, say: Callable[[str], None]) -> None:
         if stuck is not None and stuck.age >= stuck.limit:
             say(
                 f"stop requested (signal {stop}) while step {stuck.step} has waited {stuck.age:.1f} s "
-                f"(the slowest of the last steps took {stuck.slowest:.2f} s): "
+                f"(a step usually takes {stuck.usual:.2f} s): "
                 "a peer neither answers nor closes its connection (its node cut off or frozen); "
                 "exiting without a checkpoint, the newest saved one stands"
             )
