@@ -92,6 +92,32 @@ def test_a_save_is_never_stuck_and_not_counted_in_its_step() -> None:
     assert stuck is not None and stuck.age == pytest.approx(1.0)
 
 
+def test_a_saves_collectives_are_judged_outside_a_step_and_its_write_never() -> None:
+    """A save at an epoch's end or on a stop waits on the peers (the RNG gather) with no
+    step in flight: a peer frozen there must be found as in a step."""
+    tick = Tick()
+    clock = StepClock(tick)
+    steps(clock, tick, 0.2, 0.2, 0.2)
+    with clock.waiting():
+        tick.now += FLOOR_S  # the gather, its peer frozen
+        stuck = clock.stuck()
+        assert stuck is not None and stuck.age == pytest.approx(FLOOR_S) and stuck.age >= stuck.limit
+        with clock.saving():
+            tick.now += 600  # rank 0's write
+            assert clock.stuck() is None
+        stuck = clock.stuck()
+        assert stuck is not None and stuck.age == pytest.approx(FLOOR_S)
+    assert clock.stuck() is None and len(clock.recent) == 3  # no step's length
+    clock.begin(4)
+    tick.now += 1
+    with clock.waiting():  # inside a step: the step's own clock
+        tick.now += 1
+        stuck = clock.stuck()
+        assert stuck is not None and stuck.age == pytest.approx(2.0)
+    clock.end()
+    assert list(clock.recent)[-1] == pytest.approx(2.0)
+
+
 def test_a_wakeup_fd_already_taken_is_left_to_its_owner() -> None:
     # In a process of its own: the wakeup fd is the whole interpreter's.
     code = (
@@ -150,7 +176,7 @@ def test_a_stop_while_a_peer_is_frozen_ends_the_rank_at_once_without_a_checkpoin
         "--log-every",
         "1",
         "--checkpoint-every-steps",
-        "5",
+        "1",  # every step: a save's gather is where a freeze once left the rank unjudged
         "--metrics-file",
         str(metrics),
     ]

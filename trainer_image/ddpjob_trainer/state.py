@@ -4,7 +4,10 @@ bit for bit where the interrupted one was."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
@@ -64,15 +67,18 @@ def save(
     args,
     summary: dict,
     claim: fence.Claim | None = None,
+    writing: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> str | None:
-    """Collective (RNG gather, then the verdict); rank 0 writes. Returns the path on rank 0.
+    """Collective (RNG gather, then the verdict); rank 0 writes, inside `writing()` (the
+    stop's clock leaves the write's time out: stop.py). Returns the path on rank 0.
     fence.Superseded on every rank when the fence refused rank 0's commit (`claim`: the
     group's term): they all end together, none waits in a collective for a rank gone."""
     rngs = gather_objects(d, rng_state(d.device))
     path, refused = None, None
     if d.is_main:
         try:
-            path = _write(d.world_size, directory, keep, pos, model, optimizer, scaler, args, summary, rngs, claim)
+            with writing():
+                path = _write(d.world_size, directory, keep, pos, model, optimizer, scaler, args, summary, rngs, claim)
         except fence.Superseded as e:
             refused = e
     if claim is not None and any_rank(d, refused is not None):

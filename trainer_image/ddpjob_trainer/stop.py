@@ -13,12 +13,13 @@ once the partition healed.
 The interpreter's C-level signal handler writes each signal to its wakeup fd whatever the
 main thread is doing; a thread here reads it. When a stop comes while the step in flight has
 lasted `FACTOR` times the usual step (the median of the recent ones), and at least `FLOOR_S`,
-the step is taken as stuck: the process says so and exits 143 at once. The job's last checkpoint stands;
-what is lost is what the kubelet's SIGKILL would have lost. Never during a checkpoint's
-save (not a step's wait, however long), and never before `MIN_STEPS` steps have ended. The
-median, not the slowest: the first steps of a group warm up (gloo connects its pairs, the
-allocator grows, torch.compile compiles), and on the kind tier one of them took long enough
-that ten times it outlasted the kubelet's grace.
+the step is taken as stuck: the process says so and exits 143 at once. The job's last
+checkpoint stands; what is lost is what the kubelet's SIGKILL would have lost. A save's
+collectives are judged as a step (its RNG gather once waited on a frozen peer with no step in
+flight), rank 0's write never is (not a wait on a peer, however long); and nothing before
+`MIN_STEPS` steps have ended. The median, not the slowest: the first steps of a group warm
+up (gloo connects its pairs, the allocator grows, torch.compile compiles), and on the kind
+tier one of them took long enough that ten times it outlasted the kubelet's grace.
 """
 
 from __future__ import annotations
@@ -72,8 +73,22 @@ class StepClock:
                 self.usual = sorted(self.recent)[len(self.recent) // 2]
 
     @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Collectives outside a step (a checkpoint's at an epoch's end or on a stop): they
+        wait on the peers as a step does and are judged the same, but are no step's length."""
+        if self.started is not None:  # inside a step, whose own clock runs
+            yield
+            return
+        self.started = self.clock()
+        try:
+            yield
+        finally:
+            self.started = None
+
+    @contextlib.contextmanager
     def saving(self) -> Iterator[None]:
-        """A checkpoint's save: never taken as stuck, and not counted in its step's length."""
+        """Rank 0 writing a checkpoint: never taken as stuck, and not counted in its step's
+        length (its collectives are: a peer frozen there is as silent as in a step)."""
         started, self.started = self.started, None
         before = self.clock()
         try:

@@ -216,24 +216,25 @@ class Trainer:
         after_epoch(epoch, self.d.is_main)
 
     def save(self, summary: dict) -> None:
-        with self.stop.clock.saving():  # however long, not a stuck step
-            path = self._save(summary)
+        # Its collectives wait on the peers as a step does (a stop finds them stuck just the
+        # same); rank 0's write, however long, is not a wait on anyone.
+        clock = self.stop.clock
+        with clock.waiting():
+            path = state.save(
+                self.d,
+                self.args.checkpoint_dir,
+                self.args.keep_checkpoints,
+                self.pos,
+                self.model,
+                self.optimizer,
+                self.scaler,
+                self.args,
+                summary,
+                self.fence,
+                writing=clock.saving,
+            )
         if path:
             self.progress.say(f"checkpoint {path}")
-
-    def _save(self, summary: dict) -> str | None:
-        return state.save(
-            self.d,
-            self.args.checkpoint_dir,
-            self.args.keep_checkpoints,
-            self.pos,
-            self.model,
-            self.optimizer,
-            self.scaler,
-            self.args,
-            summary,
-            self.fence,
-        )
 
     def close(self) -> None:
         for part in (self.samples, self.progress, self.heartbeat, self.in_place):
