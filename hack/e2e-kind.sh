@@ -8,10 +8,10 @@
 #    node image for the pinned Kubernetes (hack/kind-node-image.sh), with no registry;
 #    KIND_NODE_IMAGE=kindest/node:... uses a released node image instead;
 # 2. creates a kind cluster of one control plane and three workers (hack/kind/cluster.yaml;
-#    always deleted on exit, pass or fail) and loads the images into it (the operator's by
-#    `kind load`, the trainer's from an archive written while the cluster starts and read by
-#    each worker from the nodes' shared mount as soon as its containerd answers), so
-#    nothing is pulled while it runs;
+#    always deleted on exit, pass or fail) and loads the images into it (each from an
+#    archive written while the cluster starts and read from the nodes' shared mount as soon
+#    as their containerd answers: the operator's into every node, the trainer's into every
+#    worker), so nothing is pulled while it runs;
 # 3. once every node is Ready, `helm install`s charts/ddpjob-operator (its NetworkPolicy
 #    included) and makes the job
 #    namespace enforce the `restricted` Pod Security Standard;
@@ -37,6 +37,8 @@
 #                     node_unhealthy operator_loss; `curves`: TensorBoard through ddpjob tensorboard;
 #                     `bench` measures pod start-up: benchmarks/pod_startup.py)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
+#   DDPJOB_IMAGE_ARCHIVES  where the trainer image's archive is kept between runs, one at a
+#                     time, by the image's id (default ~/.cache/ddpjob/archives: 3 GB)
 #   E2E_LANES         how many of the default scenarios run side by side (default 3; 1: in turn)
 #   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
 #   E2E_FIGURES       a file to which the node scenarios' figures are appended
@@ -158,8 +160,8 @@ phase images
 NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
 phase node-image
 
-# Room for the images on the nodes, asked before a cluster is made: `kind load` writes each
-# image's archive under TMPDIR, then every node it loads into keeps the archive's blobs in
+# Room for the images on the nodes, asked before a cluster is made: each image's archive is
+# written under TMPDIR (images_in), then every node it loads into keeps the archive's blobs in
 # its containerd's content store and the layers unpacked by its snapshotter, inside the
 # engine's data root. A disk that fills part way fails deep in containerd instead.
 image_bytes() {  # IMAGE -> "ARCHIVE UNPACKED", in bytes
@@ -172,26 +174,41 @@ image_bytes() {  # IMAGE -> "ARCHIVE UNPACKED", in bytes
     if ((listed > archive + archive / 10)); then echo "$archive $((listed - archive))"; else echo "$archive $archive"; fi
 }
 room_for_images() {
-    local root tmp avail workers ta tu oa ou need
+    local root tmp avail workers ta tu oa ou need kept=0
     root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) || return 0
     [[ -d "$root" ]] || return 0  # a remote engine: its disk is not ours to measure
     tmp=${TMPDIR:-/tmp}
     read -r ta tu < <(image_bytes "$TRAINER_IMAGE")
     read -r oa ou < <(image_bytes "$OPERATOR_IMAGE")
+    [[ ! -f $TRAINER_ARCHIVE ]] || kept=1  # written by a run before: on the disk already
     workers=$(grep -c 'role: worker' hack/kind/cluster.yaml)
     need=$(((ta + tu) * workers + (oa + ou) * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
-    # One filesystem: the same device. Not df's mount point: a running dockerd mounts its
-    # data root onto itself, so that was always another one, and the archive went uncounted.
-    if [[ "$(stat -c %d "$tmp")" == "$(stat -c %d "$root")" ]]; then
-        need=$((need + ta))  # the archives, one at a time; the trainer's is the larger
-    else
-        avail=$(df --output=avail -B1 "$tmp" | tail -1)
-        ((avail >= ta)) || die "kind load writes the trainer image's archive (about $((ta / 1024 ** 3)) GB) under $tmp; $((avail / 1024 ** 3)) GB are free there"
-    fi
+    # The archives, where each is written: the operator's under TMPDIR, the trainer's under
+    # ARCHIVES. One filesystem: the same device. Not df's mount point: a running dockerd
+    # mounts its data root onto itself, so that was always another one, and the archive
+    # went uncounted.
+    local dir bytes what
+    for what in "operator:$tmp:$oa" "trainer:$ARCHIVES:$((kept ? 0 : ta))"; do
+        IFS=: read -r what dir bytes <<<"$what"
+        if [[ "$(stat -c %d "$dir")" == "$(stat -c %d "$root")" ]]; then
+            need=$((need + bytes))
+        else
+            avail=$(df --output=avail -B1 "$dir" | tail -1)
+            ((avail >= bytes)) || die "the $what image's archive (about $((bytes / 1024 ** 3)) GB) is written under $dir; $((avail / 1024 ** 3)) GB are free there"
+        fi
+    done
     avail=$(df --output=avail -B1 "$root" | tail -1)
-    ((avail >= need)) || die "kind load needs about $((need / 1024 ** 3)) GB free under $root (the trainer image packed and unpacked on each of $workers workers, the operator's on every node, the archive under $tmp); $((avail / 1024 ** 3)) GB are free"
-    log "kind load: about $((need / 1024 ** 3)) GB needed under $root, $((avail / 1024 ** 3)) GB free"
+    ((avail >= need)) || die "loading the images needs about $((need / 1024 ** 3)) GB free under $root (the trainer image packed and unpacked on each of $workers workers, the operator's on every node, the archives); $((avail / 1024 ** 3)) GB are free"
+    log "the images: about $((need / 1024 ** 3)) GB needed under $root, $((avail / 1024 ** 3)) GB free"
 }
+# The trainer's archive, kept between runs under ARCHIVES by the image's id (the nodes mount
+# the folder): `docker save` of its 3 GB took 71 s on an idle 2-core machine, most of the
+# tier's wait for its images on a run whose images were built before. One is kept: the
+# trainer archives of other ids (and any cut short) are removed here, nothing else.
+ARCHIVES=${DDPJOB_IMAGE_ARCHIVES:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/archives}
+mkdir -p "$ARCHIVES"
+TRAINER_ARCHIVE=$ARCHIVES/trainer-$(docker image inspect -f '{{.Id}}' "$TRAINER_IMAGE" | sed 's/^sha256://' | cut -c1-16).tar
+find "$ARCHIVES" -maxdepth 1 -type f -name 'trainer-*.tar*' ! -name "${TRAINER_ARCHIVE##*/}" -delete
 STEP="room for the images"
 room_for_images
 
@@ -217,21 +234,41 @@ load_archive() {  # ARCHIVE NODE...
     done
 }
 
-# The trainer image into every worker as early as it can be: its archive written while the
-# cluster starts (`docker save` needs no cluster; into the folder every node mounts, so
-# each worker reads it from there), then imported as soon as every worker's containerd
-# answers, while kind still sets the cluster up, the operator's image loads and the chart
-# installs. kind restarts no node's containerd on the way (it would only for
-# containerdConfigPatches, which hack/kind/cluster.yaml has none of).
-trainer_image_in() {  # ARCHIVE WORKERS (how many the cluster has)
-    local archive=$1 want=$2 deadline=$((SECONDS + 600)) nodes=()
-    docker save -o "$archive" "$TRAINER_IMAGE" || die "docker save -o $archive $TRAINER_IMAGE failed"
-    until mapfile -t nodes < <(kind get nodes --name "$CLUSTER" 2>/dev/null | grep -- '-worker' | sort) \
+# Images into the nodes as early as they can be: their archive written while the cluster
+# starts (`docker save` needs no cluster; into the folder every node mounts, so each node
+# reads it from there), then imported as soon as the wanted nodes' containerd answers, while
+# kind still sets the cluster up: the trainer's into every worker, the operator's (both its
+# tags) into every node, side by side, instead of `kind load`'s stream through the engine
+# after the cluster is made (63 s of the tier's critical path on a 2-core machine). kind
+# restarts no node's containerd on the way (it would only for containerdConfigPatches, which
+# hack/kind/cluster.yaml has none of).
+images_in() {  # ARCHIVE NODE-PATTERN (grep -E on the node names) WANT (how many) IMAGE...
+    local archive=$1 pattern=$2 want=$3 deadline=$((SECONDS + 600)) nodes=()
+    shift 3
+    saved "$archive" "$@" || die "docker save -o $archive $* failed"
+    until mapfile -t nodes < <(kind get nodes --name "$CLUSTER" 2>/dev/null | grep -E -- "$pattern" | sort) \
         && ((${#nodes[@]} == want)) && containerd_answers "${nodes[@]}"; do
-        ((SECONDS < deadline)) || die "the workers' containerd did not answer within 600 s: ${nodes[*]:-no worker yet}"
+        ((SECONDS < deadline)) || die "the containerd of the nodes that take $* did not answer within 600 s: ${nodes[*]:-none yet}"
         sleep 1
     done
-    load_archive "/var/ddpjob-shared/${archive#"$SHARED"/}" "${nodes[@]}"
+    load_archive "$(in_node "$archive")" "${nodes[@]}"
+}
+# ARCHIVE written by `docker save` of IMAGE..., unless a run before wrote it: under another
+# name first, renamed once whole, so that one cut short is never taken for it.
+saved() {  # ARCHIVE IMAGE...
+    local archive=$1
+    shift
+    [[ -f $archive ]] && return 0
+    docker save -o "$archive.partial" "$@" && mv "$archive.partial" "$archive" && return 0
+    rm -f "$archive.partial"
+    return 1
+}
+in_node() {  # PATH here -> the same file inside the nodes (the two folders they mount)
+    case $1 in
+        "$SHARED"/*) echo "/var/ddpjob-shared/${1#"$SHARED"/}" ;;
+        "$ARCHIVES"/*) echo "/var/ddpjob-archives/${1#"$ARCHIVES"/}" ;;
+        *) die "$1 is in no folder the nodes mount" ;;
+    esac
 }
 containerd_answers() {  # NODE...
     local node
@@ -243,12 +280,13 @@ step "creating kind cluster $CLUSTER ($NODE_IMAGE)"
 label() { docker image inspect -f "{{ index .Config.Labels \"$1\" }}" "$NODE_IMAGE" 2>/dev/null | grep -v '<no value>' || true; }
 etcd_tag=$(label io.ddpjob.etcd-tag) coredns_tag=$(label io.ddpjob.coredns-tag)
 config=$WORK/cluster.yaml
-"$PY" - hack/kind/cluster.yaml "$SHARED" "$etcd_tag" "$coredns_tag" >"$config" <<'PYEOF'
+"$PY" - hack/kind/cluster.yaml "$SHARED" "$ARCHIVES" "$etcd_tag" "$coredns_tag" >"$config" <<'PYEOF'
 import sys, yaml
-path, shared, etcd, coredns = sys.argv[1:]
+path, shared, archives, etcd, coredns = sys.argv[1:]
 docs = yaml.safe_load(open(path))
 for node in docs["nodes"]:
-    node["extraMounts"] = [{"hostPath": shared, "containerPath": "/var/ddpjob-shared"}]
+    node["extraMounts"] = [{"hostPath": shared, "containerPath": "/var/ddpjob-shared"},
+                           {"hostPath": archives, "containerPath": "/var/ddpjob-archives", "readOnly": True}]
 patches = []
 for patch in docs["kubeadmConfigPatches"]:
     if "@ETCD_TAG@" in patch and not (etcd and coredns):
@@ -258,18 +296,22 @@ docs["kubeadmConfigPatches"] = patches
 yaml.safe_dump(docs, sys.stdout, sort_keys=False)
 PYEOF
 kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true  # a leftover from an interrupted run
-ARCHIVE=$SHARED/.images/trainer.tar
-mkdir -p "${ARCHIVE%/*}"
-trainer_image_in "$ARCHIVE" "$(grep -c 'role: worker' hack/kind/cluster.yaml)" &
+OPERATOR_ARCHIVE=$SHARED/.images/operator.tar
+mkdir -p "${OPERATOR_ARCHIVE%/*}"
+WANT_WORKERS=$(grep -c 'role: worker' hack/kind/cluster.yaml)
+images_in "$TRAINER_ARCHIVE" -worker "$WANT_WORKERS" "$TRAINER_IMAGE" &
 importer=$!
+docker tag "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
+images_in "$OPERATOR_ARCHIVE" . $((WANT_WORKERS + 1)) "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT" &
+operator_importer=$!
 # No --wait: loading an image needs the nodes' containerd, not a Ready node; the nodes'
 # readiness is waited for before the chart's install (16 s of the load's time saved).
 kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config"
 phase cluster
 WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -sd,)
-step "kind load of the operator's image"
-docker tag "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
-kind load docker-image --name "$CLUSTER" "$OPERATOR_IMAGE" "$OPERATOR_IMAGE_NEXT"
+step "the operator's image into every node"
+wait "$operator_importer" || die "the operator's image into the nodes failed: see above"
+rm -f "$OPERATOR_ARCHIVE"
 phase load-operator-image
 
 # ----------------------------------------------------------------------- operator
@@ -295,9 +337,8 @@ log "NetworkPolicy $SYSTEM_NS/$RELEASE installed; this cluster's CNI (hack/kind/
 k create namespace "$JOB_NS"
 k label namespace "$JOB_NS" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted
 phase operator
-step "kind load of the trainer's image"
+step "the trainer's image into every worker"
 wait "$importer" || die "the trainer's image into the workers ($WORKERS) failed: see above"
-rm -f "$ARCHIVE"
 phase load-trainer-image
 
 # ---------------------------------------------------------------------- scenarios

@@ -117,11 +117,11 @@ runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid
 # is force-deleted (an Event names the node), and once the node returns the job grows back
 # to it; no gang restart, no survivor replaced, every sample trained on exactly once.
 scenario_node_elastic() {
-    # 640 steps of at least 0.32 s (205 s) until released, as 1,024 of 0.2 s were: the
-    # steps left at the release (its end at full speed) are fewer.
-    local job=node-elastic size=8192 epochs=10
+    # 320 steps of at least 0.64 s (205 s) until released, as 640 of 0.32 s and 1,024 of
+    # 0.2 s were: the steps left at the release (its end at full speed) are fewer.
+    local job=node-elastic size=8192 epochs=5
     wait_for "a replica leads" 60 "leader_pod >/dev/null"
-    node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1, \"step\": 0.32}" \
+    node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1, \"step\": 0.64}" \
         "--epochs $epochs --synthetic-size $size"
     wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
     local how victim t0 survivor
@@ -248,8 +248,10 @@ scenario_node_unhealthy() {
 scenario_node_drain() {
     local rigid=drain-rigid elastic=drain-elastic
     node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
-    node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1}' \
-        "--epochs 10 --synthetic-size 8192"
+    # 256 steps of at least 0.5 s (128 s) until released, as 640 of 0.2 s were: fewer left
+    # to run at full speed once the figures are in.
+    node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1, "step": 0.5}' \
+        "--epochs 4 --synthetic-size 8192"
     wait_checkpoint "$rigid"
     wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
     local node t0 step

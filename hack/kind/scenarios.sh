@@ -185,11 +185,15 @@ scenario_example() {
 # ------------------------------------------------- a Pod deleted: the gang restarts
 # Mid-run (training steps taken, and the progress the operator read from Pod 0's IP while
 # the job ran: before any termination message exists), a Pod is deleted; the gang restarts
-# and finishes.
+# and finishes. Each of its 128 steps lasts at least 0.3 s (the trainer's testing aid): the
+# job outlasts the look at its progress however fast the machine, and sleeps instead of
+# computing (it once trained 768 full steps of 4 ranks twice over, the side-by-side
+# scenarios' heaviest load on two cores).
+RESTART_STEP='[{"name": "DDPJOB_TEST_STEP_SECONDS", "value": "0.3"}]'
 scenario_restart() {
     local job=mnist-restart
-    job_from_example "$job" "{\"maxRestarts\": 3, \"restartBackoffSeconds\": 0, \"resources\": $SMALL}" \
-        '--epochs 6 --synthetic-size 32768 --log-every 10' | k -n "$JOB_NS" apply -f -
+    job_from_example "$job" "{\"maxRestarts\": 3, \"restartBackoffSeconds\": 0, \"resources\": $SMALL, \"env\": $RESTART_STEP}" \
+        '--epochs 4 --synthetic-size 8192 --log-every 10' | k -n "$JOB_NS" apply -f -
     k -n "$JOB_NS" wait "ddpjob/$job" --for=condition=Running --timeout="$TIMEOUT"
     # Mid-run means training steps are being taken: rank 0's first progress line.
     timeout "${TIMEOUT%s}" bash -c "until kubectl --context '$KCTX' -n '$JOB_NS' logs -f '$job-0' -c trainer 2>/dev/null | grep -m1 -q 'epoch 1/'; do sleep 1; done" \
@@ -204,7 +208,7 @@ scenario_restart() {
     ((restarts >= 1)) || die "$job succeeded without a recorded restart"
     label=$(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.metadata.labels.ddpjob\.io/restart-count}')
     [[ "$label" == "$restarts" ]] || die "Pod $job-0 has restart-count label '$label', expected $restarts"
-    k -n "$JOB_NS" logs "$job-0" -c trainer | grep "done: 6 epoch(s)" >/dev/null || die "$job rank 0 did not finish after the restart"
+    k -n "$JOB_NS" logs "$job-0" -c trainer | grep "done: 4 epoch(s)" >/dev/null || die "$job rank 0 did not finish after the restart"
     log "$job: restart observed (restarts=$restarts) and the job succeeded"
 }
 
@@ -213,11 +217,12 @@ scenario_restart() {
 # its replacement has nowhere to go and waits Pending, so the two survivors must train on at
 # world size 2 by themselves, in their own records, before anything can rejoin. Then the
 # node takes Pods again and the job grows back to 3. (One node cordoned, not all: the
-# scenarios beside this one go on scheduling their Pods.) Each step lasts at least 1 s until
+# scenarios beside this one go on scheduling their Pods.) Each step lasts at least 2 s until
 # the scenario has seen the group of 3 (the trainer's testing aid, released by a file on the
 # shared volume), so the job outlasts its replacement's start however slow the machine: once
 # a replacement took longer than the rest of the training and the job ended before a group
-# of 3 re-formed.
+# of 3 re-formed. 128 steps of 2 s hold it as long as 256 of 1 s did, with half as many
+# left to run once released (on two cores, with its checkpoints, about 0.5 s each).
 ELASTIC_REGROW_S=240
 scenario_elastic() {
     local job=elastic release=release-steps
@@ -226,10 +231,10 @@ scenario_elastic() {
         \"checkpoint\": {\"claimName\": \"elastic-checkpoints\"}, \"restartBackoffSeconds\": 2,
         \"template\": {\"spec\": {\"affinity\": {\"podAntiAffinity\": {\"requiredDuringSchedulingIgnoredDuringExecution\": [
             {\"topologyKey\": \"kubernetes.io/hostname\", \"labelSelector\": {\"matchLabels\": {\"ddpjob.io/job-name\": \"$job\"}}}]}}}},
-        \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"1\"},
+        \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"2\"},
                 {\"name\": \"DDPJOB_TEST_STEP_SECONDS_UNTIL\", \"value\": \"/checkpoints/$release\"}],
         \"resources\": {\"requests\": {\"cpu\": \"100m\", \"memory\": \"512Mi\"}, \"limits\": {\"memory\": \"2Gi\"}}}" \
-        '--epochs 3 --synthetic-size 16384 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
+        '--epochs 2 --synthetic-size 12288 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
         | k -n "$JOB_NS" apply -f -
     wait_for "$job: training at world size 3" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"step\"'"
     local before
@@ -301,11 +306,13 @@ scenario_oom() {
 }
 
 # --------------------------- a graceful delete: SIGTERM, a checkpoint, a resume
+# Steps of at least 0.3 s (RESTART_STEP): three epochs of 32 steps left after the first,
+# the delete's time, however fast the machine.
 scenario_graceful() {
     local job=graceful
     shared_volume "$job"
-    job_from_example "$job" "{\"checkpoint\": {\"claimName\": \"graceful-checkpoints\"}, \"restartBackoffSeconds\": 0, \"resources\": $SMALL}" \
-        '--epochs 8 --synthetic-size 16384 --log-every 10' | k -n "$JOB_NS" apply -f -
+    job_from_example "$job" "{\"checkpoint\": {\"claimName\": \"graceful-checkpoints\"}, \"restartBackoffSeconds\": 0, \"resources\": $SMALL, \"env\": $RESTART_STEP}" \
+        '--epochs 4 --synthetic-size 8192 --log-every 10' | k -n "$JOB_NS" apply -f -
     wait_for "$job: first epoch" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"epoch\"'"
     local uid watch codes="$SHARED/$job-exit-codes" code
     uid=$(k -n "$JOB_NS" get pod "$job-0" -o jsonpath='{.metadata.uid}')

@@ -53,14 +53,21 @@ def test_a_node_whose_import_fails_ends_the_run_naming_it(tmp_path: pathlib.Path
     assert len(imports(tmp_path)) == 3
 
 
-def trainer_image_in(tmp_path: pathlib.Path, save_fails: bool = False) -> subprocess.CompletedProcess[str]:
-    """hack/e2e-kind.sh's trainer_image_in with docker and kind stubbed: the workers appear
-    one by one as kind makes them, and each one's containerd answers only from its second
-    look, as while kind still starts the nodes."""
-    functions = bash_functions(ROOT / "hack" / "e2e-kind.sh", "trainer_image_in", "containerd_answers")
+def images_in(
+    tmp_path: pathlib.Path,
+    pattern: str,
+    want: int,
+    *images: str,
+    save_fails: bool = False,
+    archive: pathlib.Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """hack/e2e-kind.sh's images_in with docker and kind stubbed: the workers appear one by
+    one as kind makes them (the control plane first), and each node's containerd answers
+    only from its second look, as while kind still starts the nodes."""
+    functions = bash_functions(ROOT / "hack" / "e2e-kind.sh", "images_in", "containerd_answers")
     calls, made = tmp_path / "calls", tmp_path / "made"
     stubs = f"""
-CLUSTER=e2e TRAINER_IMAGE=ddpjob/trainer:cpu SHARED={tmp_path}/shared
+CLUSTER=e2e SHARED={tmp_path}/shared ARCHIVES={tmp_path}/archives
 kind() {{  # `kind get nodes`: one more worker at each call, up to three, and the control plane
     echo "kind $*" >>{calls}
     echo x >>{made}
@@ -81,27 +88,57 @@ die() {{ echo "FAILED: $*" >&2; exit 1; }}
 sleep() {{ :; }}
 """
     (tmp_path / "shared" / ".images").mkdir(parents=True)
-    archive = tmp_path / "shared" / ".images" / "trainer.tar"
-    return run_bash(f"set -euo pipefail\n{stubs}\n{functions}\ntrainer_image_in {archive} 3")
+    (tmp_path / "archives").mkdir(exist_ok=True)
+    archive = archive or tmp_path / "shared" / ".images" / "x.tar"
+    return run_bash(f"set -euo pipefail\n{stubs}\n{functions}\nimages_in {archive} {pattern} {want} {' '.join(images)}")
 
 
 def test_the_trainer_image_goes_in_once_every_workers_containerd_answers(tmp_path: pathlib.Path) -> None:
-    done = trainer_image_in(tmp_path)
+    done = images_in(tmp_path, "-worker", 3, "ddpjob/trainer:cpu")
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert calls[0] == f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
+    assert calls[0] == f"docker save -o {tmp_path}/shared/.images/x.tar.partial ddpjob/trainer:cpu"
+    assert (tmp_path / "shared" / ".images" / "x.tar").is_file()  # renamed once whole
     # Imported once, after all three answered, into the workers only, from the nodes' mount.
-    assert calls[-1] == "load_archive /var/ddpjob-shared/.images/trainer.tar e2e-worker e2e-worker2 e2e-worker3"
+    assert calls[-1] == "load_archive /var/ddpjob-shared/.images/x.tar e2e-worker e2e-worker2 e2e-worker3"
     answered = [c for c in calls if c.endswith("ctr version")]
     assert {c.split()[2] for c in answered} == {"e2e-worker", "e2e-worker2", "e2e-worker3"}
     assert sum(c.startswith("load_archive") for c in calls) == 1
 
 
+def test_the_operator_image_goes_into_every_node_with_both_its_tags(tmp_path: pathlib.Path) -> None:
+    """The operator's two tags (the upgrade scenario's second one) in one archive, into the
+    control plane too, and only once all four nodes are there: not at the first look, when
+    the control plane and one worker are."""
+    done = images_in(tmp_path, ".", 4, "ddpjob/operator:e2e", "ddpjob/operator:e2e-next")
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    archive = f"{tmp_path}/shared/.images/x.tar"
+    assert calls[0] == f"docker save -o {archive}.partial ddpjob/operator:e2e ddpjob/operator:e2e-next"
+    nodes = "e2e-control-plane e2e-worker e2e-worker2 e2e-worker3"
+    assert calls[-1] == f"load_archive /var/ddpjob-shared/.images/x.tar {nodes}"
+    assert sum(c.startswith("load_archive") for c in calls) == 1
+
+
 def test_a_failed_save_ends_it_before_any_node_is_touched(tmp_path: pathlib.Path) -> None:
-    done = trainer_image_in(tmp_path, save_fails=True)
+    done = images_in(tmp_path, "-worker", 3, "ddpjob/trainer:cpu", save_fails=True)
     assert done.returncode == 1
-    save = f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
-    assert done.stderr.strip() == f"FAILED: {save} failed"
-    assert (tmp_path / "calls").read_text().splitlines() == [
-        f"docker save -o {tmp_path}/shared/.images/trainer.tar ddpjob/trainer:cpu"
-    ]
+    archive = f"{tmp_path}/shared/.images/x.tar"
+    assert done.stderr.strip() == f"FAILED: docker save -o {archive} ddpjob/trainer:cpu failed"
+    assert (tmp_path / "calls").read_text().splitlines() == [f"docker save -o {archive}.partial ddpjob/trainer:cpu"]
+    assert list((tmp_path / "shared" / ".images").iterdir()) == []  # nothing half-made is left
+
+
+def test_an_archive_a_run_before_kept_is_imported_without_a_save(tmp_path: pathlib.Path) -> None:
+    """The trainer's archive kept under ARCHIVES (by the image's id): no `docker save`, and
+    the nodes read it from their mount of that folder."""
+    kept = tmp_path / "archives" / "trainer-0123456789abcdef.tar"
+    kept.parent.mkdir()
+    kept.write_bytes(b"archive")
+    done = images_in(tmp_path, "-worker", 3, "ddpjob/trainer:cpu", archive=kept)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert not [c for c in calls if c.startswith("docker save")]
+    assert calls[-1] == (
+        "load_archive /var/ddpjob-archives/trainer-0123456789abcdef.tar e2e-worker e2e-worker2 e2e-worker3"
+    )

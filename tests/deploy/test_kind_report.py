@@ -107,9 +107,9 @@ def test_e2e_kind_reports_last_and_marks_its_steps() -> None:
     assert [line for line in lines[report + 1 :] if line] == ['exit "$rc"']
     for name in (
         "images",
-        '"kind load of the operator\'s image"',
+        '"the operator\'s image into every node"',
         '"helm install $RELEASE"',
-        '"kind load of the trainer\'s image"',
+        '"the trainer\'s image into every worker"',
         '"scenario: $scenario"',
     ):
         assert f"step {name}" in text, name

@@ -175,16 +175,29 @@ def test_spread_json_is_what_the_scenario_applies() -> None:
 
 
 def room_for_images(
-    tmp_path: pathlib.Path, free_gb: int, *, listed: tuple[str, str] = ("9GB", "750MB"), tmp_free_gb: int | None = None
+    tmp_path: pathlib.Path,
+    free_gb: int,
+    *,
+    listed: tuple[str, str] = ("9GB", "750MB"),
+    tmp_free_gb: int | None = None,
+    kept: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """hack/e2e-kind.sh's room_for_images, taken from the script, with `docker` saying the
     trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
     saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
-    on the same filesystem unless `tmp_free_gb` gives it its own."""
+    on the same filesystem unless `tmp_free_gb` gives it its own; the trainer's archive is
+    kept under ARCHIVES (on the engine root's filesystem) from a run before if `kept`."""
     function = bash_functions(ROOT / "hack" / "e2e-kind.sh", "image_bytes", "room_for_images")
     gib = 1024**3
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
+    archives = tmp_path / "archives"
+    archives.mkdir(exist_ok=True)
+    trainer_archive = archives / "trainer-0123456789abcdef.tar"
+    if kept:
+        trainer_archive.write_bytes(b"archive")
+    else:
+        trainer_archive.unlink(missing_ok=True)
     tmp_avail = free_gb * gib if tmp_free_gb is None else tmp_free_gb * gib
     # The engine's root is its own mount point, as under a running dockerd (it mounts its data
     # root onto itself); TMPDIR is told from it by its device: the real one (the same
@@ -216,6 +229,7 @@ log() {{ :; }}
 die() {{ echo "FAILED: $*" >&2; exit 1; }}
 {own_device}
 TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
+ARCHIVES={archives} TRAINER_ARCHIVE={trainer_archive}
 """
     return run_bash(f"set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room")
 
@@ -223,15 +237,24 @@ TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
 def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
     """Under the containerd image store the trainer is a 3 GB archive that unpacks to 6 GB
     more (`docker image ls` says 9 GB): each of three workers holds both (27 GB), four nodes
-    the operator's 0.75 GB each, the archive waits under TMPDIR (3 GB), and 3 GiB besides:
-    about 36.2 GB (33.7 GiB), so 34 GiB free is enough and 33 is refused, with both figures and why."""
+    the operator's 0.75 GB each, both archives wait under TMPDIR (3.25 GB), and 3 GiB besides:
+    about 36.5 GB (33.9 GiB), so 34 GiB free is enough and 33 is refused, with both figures and why."""
     assert room_for_images(tmp_path, 34).stdout == "room\n"
     short = room_for_images(tmp_path, 33)
     assert short.returncode == 1 and short.stdout == ""
     assert short.stderr.strip() == (
-        f"FAILED: kind load needs about 33 GB free under {tmp_path} (the trainer image packed and unpacked "
-        f"on each of 3 workers, the operator's on every node, the archive under {tmp_path / 'tmp'}); 33 GB are free"
+        f"FAILED: loading the images needs about 33 GB free under {tmp_path} (the trainer image packed and "
+        "unpacked on each of 3 workers, the operator's on every node, the archives); 33 GB are free"
     )
+
+
+def test_a_kept_trainer_archive_is_not_asked_for_again(tmp_path: pathlib.Path) -> None:
+    """The trainer's archive a run before kept is on the disk already: 3 GB less are asked
+    (about 33.9 GiB less 2.8), so 32 GiB free is enough where 33 was refused without it."""
+    assert room_for_images(tmp_path, 32, kept=True).stdout == "room\n"
+    assert room_for_images(tmp_path, 32).returncode == 1
+    short = room_for_images(tmp_path, 30, kept=True)
+    assert short.returncode == 1 and "needs about 31 GB free" in short.stderr
 
 
 def test_kind_load_room_under_the_classic_image_store(tmp_path: pathlib.Path) -> None:
@@ -243,13 +266,13 @@ def test_kind_load_room_under_the_classic_image_store(tmp_path: pathlib.Path) ->
 
 
 def test_kind_loads_archive_is_checked_where_tmpdir_is(tmp_path: pathlib.Path) -> None:
-    """TMPDIR on a filesystem of its own: the archive is asked of it, not of the engine's root."""
-    assert room_for_images(tmp_path, 31, tmp_free_gb=3).stdout == "room\n"
-    short = room_for_images(tmp_path, 31, tmp_free_gb=2)
+    """TMPDIR on a filesystem of its own: the operator's archive (0.25 GB) is asked of it,
+    not of the engine's root (the trainer's is written under ARCHIVES, on the root's)."""
+    assert room_for_images(tmp_path, 34, tmp_free_gb=1).stdout == "room\n"
+    short = room_for_images(tmp_path, 34, tmp_free_gb=0)
     assert short.returncode == 1
     assert short.stderr.strip() == (
-        "FAILED: kind load writes the trainer image's archive (about 2 GB) under "
-        f"{tmp_path / 'tmp'}; 2 GB are free there"
+        f"FAILED: the operator image's archive (about 0 GB) is written under {tmp_path / 'tmp'}; 0 GB are free there"
     )
 
 
