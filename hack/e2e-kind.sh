@@ -20,7 +20,9 @@
 #    hack/kind/lanes.sh); then, one at a time, a node
 #    killed, paused, cut off, drained and reported unhealthy under rigid and elastic jobs,
 #    and the acting operator's node and process killed and the operator upgraded
-#    (hack/kind/node_scenarios.sh, hack/kind/operator_scenarios.sh); a job's curves
+#    (hack/kind/node_scenarios.sh, hack/kind/operator_scenarios.sh; each one's end, its
+#    jobs run out and audited, beside the next one's start: finish_later in
+#    hack/kind/lanes.sh); a job's curves
 #    through `ddpjob tensorboard` over a real port-forward (hack/kind/curves_scenario.sh);
 # 5. on failure prints the DDPJobs, Pods, Events and every container's log.
 #
@@ -368,6 +370,10 @@ for scenario in "${alone[@]}"; do
     "scenario_$scenario"
     phase "scenario-$scenario"
 done
+# The last node scenario's end, which went on in the background (hack/kind/lanes.sh).
+step "the last scenario's end"
+settle
+phase scenario-end
 
 # ------------------------------------------- optional: gang scheduling (E2E_GANG)
 if [[ -n "${E2E_GANG:-}" ]]; then

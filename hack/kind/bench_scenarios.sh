@@ -37,6 +37,7 @@ scenario_node_baseline() {
             "check resized '$SHARED/plain-$kind' --world 2 >/dev/null 2>&1"
     done
     victim=$(k -n "$ns" get pod -l job-name=plain-rigid,batch.kubernetes.io/job-completion-index=1 -o jsonpath='{.items[0].spec.nodeName}')
+    settle  # a node scenario's end before it, still running (hack/kind/lanes.sh)
     t0=$(now)
     log "plain gangs: docker kill $victim"
     docker kill "$victim" >/dev/null

@@ -125,6 +125,7 @@ scenario_node_elastic() {
         "--epochs $epochs --synthetic-size $size"
     wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
     local how victim t0 survivor
+    settle
     for how in kill pause; do
         victim=$(node_of "$job-1") survivor=$(uid_of "$job-0")
         t0=$(now)
@@ -145,9 +146,12 @@ scenario_node_elastic() {
             || die "$job: the survivor was replaced or the gang restarted ($(status "$job" ''))"
     done
     release_steps "$job"
-    wait_succeeded "$job"
-    [[ $(status "$job" .restarts) == 0 ]] || die "$job restarted its gang: elastic jobs keep training"
-    log "$job: $(check exactly-once "$SHARED/$job" --size "$size" --epochs "$epochs")"
+    finish_later node_elastic node_elastic_end "$job" "$size" "$epochs"
+}
+node_elastic_end() {  # JOB SIZE EPOCHS
+    wait_succeeded "$1"
+    [[ $(status "$1" .restarts) == 0 ]] || die "$1 restarted its gang: elastic jobs keep training"
+    log "$1: $(check exactly-once "$SHARED/$1" --size "$2" --epochs "$3")"
 }
 
 # ---------------------------------------------------------- a rigid job's node killed
@@ -164,6 +168,7 @@ scenario_node_rigid() {
     # The node of a Pod that is not the acting operator's (its loss is tried on its own).
     victim=$(node_of "$job-1")
     [[ $victim != "$(leader_node)" ]] || victim=$(node_of "$job-0")
+    settle
     saved=$(check newest-checkpoint "$SHARED/$job") t0=$(now)
     log "$job: docker kill $victim; newest checkpoint at step $saved"
     docker kill "$victim" >/dev/null
@@ -181,9 +186,12 @@ scenario_node_rigid() {
         "status $wide .message | grep -Eq 'not-ready|unreachable|anti-affinity|nodes are available'"
     log "$wide waits: $(status "$wide" .message)"
     # The node comes back while the first job finishes.
-    start_node "$victim"
-    wait_succeeded "$job"
-    wait_succeeded "$wide"
+    finish_later node_rigid node_rigid_end "$victim" "$job" "$wide"
+}
+node_rigid_end() {  # NODE JOB WIDE
+    start_node "$1"
+    wait_succeeded "$2"
+    wait_succeeded "$3"
 }
 
 # ------------------------------------------------------------------------ a partition
@@ -196,6 +204,7 @@ scenario_partition() {
     node_job "$job" 2 '{"maxRestarts": 3}' "--epochs 3 --synthetic-size 8192"
     wait_checkpoint "$job"
     local victim saved stale t0 resumed_at
+    settle
     victim=$(node_of "$job-0") saved=$(check newest-checkpoint "$SHARED/$job") stale=$(uid_of "$job-0") t0=$(now)
     log "$job: cutting $victim (Pod $job-0) off the network; newest checkpoint at step $saved"
     partition "$victim" add
@@ -207,8 +216,11 @@ scenario_partition() {
     took_until "$job: the stale Pod ended once the partition healed" "$resumed_at" 120 "! runs_on $victim $stale"
     figure "partition healed: the stale Pod ended $TOOK s after"
     release_steps "$job"
-    wait_succeeded "$job"
-    log "$job: fenced: $(check fenced "$SHARED/$job" --after "$resumed_at")"
+    finish_later partition partition_end "$job" "$resumed_at"
+}
+partition_end() {  # JOB HEALED
+    wait_succeeded "$1"
+    log "$1: fenced: $(check fenced "$SHARED/$1" --after "$2")"
 }
 
 # ----------------------------------------------------------------- a node reported unhealthy
@@ -220,6 +232,7 @@ scenario_node_unhealthy() {
     node_job "$job" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
     wait_checkpoint "$job"
     local victim t0 condition
+    settle
     victim=$(node_of "$job-1") t0=$(now)
     condition='{"type": "KernelDeadlock", "status": "True", "reason": "E2E", "message": "kind tier: reported unhealthy"}'
     log "$job: node $victim reports KernelDeadlock=True"
@@ -234,9 +247,12 @@ scenario_node_unhealthy() {
     release_steps "$job"
     k patch node "$victim" --subresource=status --type=json \
         -p "[{\"op\": \"replace\", \"path\": \"/status/conditions/$(k get node "$victim" -o json | "$PY" -c 'import json, sys; print(next(i for i, c in enumerate(json.load(sys.stdin)["status"]["conditions"]) if c["type"] == "KernelDeadlock"))')/status\", \"value\": \"False\"}]"
-    wait_succeeded "$job"
-    [[ $(status "$job" .disruptions) -ge 1 && $(status "$job" .restarts) == "$(status "$job" .disruptions)" ]] \
-        || die "$job: the move was counted against maxRestarts: $(status "$job" '')"
+    finish_later node_unhealthy node_unhealthy_end "$job"
+}
+node_unhealthy_end() {  # JOB
+    wait_succeeded "$1"
+    [[ $(status "$1" .disruptions) -ge 1 && $(status "$1" .restarts) == "$(status "$1" .disruptions)" ]] \
+        || die "$1: the move was counted against maxRestarts: $(status "$1" '')"
 }
 
 # --------------------------------------------------------------------------- a drain
@@ -255,6 +271,7 @@ scenario_node_drain() {
     wait_checkpoint "$rigid"
     wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
     local node t0 step
+    settle
     node=$(comm -12 <(pod_nodes "$rigid") <(pod_nodes "$elastic") | head -1)
     [[ -n "$node" ]] || die "no node holds a Pod of both jobs: $(pod_nodes "$rigid") / $(pod_nodes "$elastic")"
     t0=$(now)
@@ -272,8 +289,11 @@ scenario_node_drain() {
     figure "elastic drain, from the drain's start: $(check resized "$SHARED/$elastic" --after "$t0" --world 1 --then 2)"
     release_steps "$elastic"
     k uncordon "$node"
-    wait_succeeded "$rigid"
-    wait_succeeded "$elastic"
-    [[ $(status "$rigid" .disruptions) -ge 1 && $(status "$elastic" .restarts) == 0 ]] \
-        || die "the drain was counted as a failure: $rigid $(status "$rigid" '') / $elastic $(status "$elastic" '')"
+    finish_later node_drain node_drain_end "$rigid" "$elastic"
+}
+node_drain_end() {  # RIGID ELASTIC
+    wait_succeeded "$1"
+    wait_succeeded "$2"
+    [[ $(status "$1" .disruptions) -ge 1 && $(status "$2" .restarts) == 0 ]] \
+        || die "the drain was counted as a failure: $1 $(status "$1" '') / $2 $(status "$2" '')"
 }

@@ -70,6 +70,7 @@ scenario_operator_loss() {
     # Its node killed: no Lease release, the standby waits out the lease. The step it moves
     # past is read once the kill returned: read before, a write the acting replica made
     # between the read and the kill (every 2 s) once passed for its successor's (0.6 s).
+    settle
     old=$(leader_pod) t0=$(now)
     log "docker kill $first (the node of the acting operator, $old)"
     docker kill "$first" >/dev/null
@@ -124,6 +125,9 @@ PYEOF
     "$PY" -c 'import sys; sys.exit(float(sys.argv[1]) > 20)' "$still" || die "$job's status stood still $still s during the upgrade"
     untouched "$job" "$pods"
     release_steps "$job"
-    wait_succeeded "$job"
-    untouched "$job" "$pods"
+    finish_later operator_loss operator_loss_end "$job" "$pods"
+}
+operator_loss_end() {  # JOB PODS
+    wait_succeeded "$1"
+    untouched "$1" "$2"
 }

@@ -116,3 +116,52 @@ def test_the_tier_runs_the_default_scenarios_in_lanes_and_the_node_ones_alone() 
     assert lane_names and defaults and nodes
     assert sorted(lane_names.group(1).split()) == sorted(defaults.group(1).split())
     assert not set(lane_names.group(1).split()) & set(nodes.group(1).split())
+
+
+def test_a_scenarios_end_goes_on_beside_the_next_ones_start_and_is_settled_before_its_fault(
+    tmp_path: pathlib.Path,
+) -> None:
+    """One node scenario's end (its jobs run out) goes on while the next one starts its jobs;
+    the next one's fault waits for it, and its output comes whole when it is settled."""
+    done = run(
+        tmp_path,
+        """first_end() { busy first-end 1.5; }
+scenario_first() { busy first 0.1; finish_later first first_end; }
+scenario_second() {
+    busy second-start 0.2  # its jobs made while the first one's end still runs
+    settle
+    echo "fault second" >>"$TRACE"
+    finish_later second busy second-end 0.1
+}
+scenario_first
+scenario_second
+settle
+""",
+    )
+    assert done.returncode == 0, done.stderr
+    trace = [line for line in (tmp_path / "trace").read_text().split("\n") if line]
+    when = {" ".join(line.split()[:2]): n for n, line in enumerate(trace)}
+    assert when["start second-start"] < when["end first-end"] < when["fault second"]
+    assert trace[when["start second-start"]].split()[2] == "2"  # the two at once
+    assert when["fault second"] < when["start second-end"]
+    lines = untimed(done.stderr)
+    at = lines.index(next(line for line in lines if line.startswith("=== e2e-kind: scenario: first, its end")))
+    assert lines[at + 1 : at + 3] == ["first-end says one", "first-end says two"]
+    assert any(line.startswith("=== e2e-kind: scenario: second, its end") for line in lines)
+
+
+def test_a_failed_end_fails_the_run_when_settled_with_its_reason(tmp_path: pathlib.Path) -> None:
+    done = run(
+        tmp_path,
+        """scenario_first() { finish_later first eval 'sleep 0.3; die "node-rigid did not succeed"'; }
+scenario_first
+busy second 0.1
+settle
+echo "not reached" >>"$TRACE"
+""",
+    )
+    assert done.returncode == 1
+    assert "not reached" not in (tmp_path / "trace").read_text()
+    assert untimed(done.stderr)[-1] == (
+        "=== e2e-kind: FAILED (exit 1) in step 'scenario: first': node-rigid did not succeed"
+    )
