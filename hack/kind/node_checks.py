@@ -6,6 +6,7 @@ records, each stamped with its writer's attempt and term) and its checkpoint fil
 
     node_checks.py resized DIR --after T --world W       the first group of world size W begun after T
                   [--then W2]                            ... and a group of size W2 after it
+                  [--steps N]                            ... that took N steps or more
     node_checks.py resumed DIR --after T --saved S       the first resume after T, at S or later
     node_checks.py newest-checkpoint DIR                 the newest checkpoint's step
     node_checks.py exactly-once DIR --size N --epochs E  every sample once per epoch
@@ -50,7 +51,7 @@ def resized(args: argparse.Namespace) -> str:
     grown back."""
     groups = sample_audit.step_times(args.dir)
     for i, (world, times) in enumerate(groups):
-        if world == args.world and times[0] > args.after:
+        if world == args.world and times[0] > args.after and len(times) >= args.steps:
             said = f"step at world size {world} {times[0] - args.after:.2f} s after"
             if not args.then:
                 return said
@@ -59,7 +60,10 @@ def resized(args: argparse.Namespace) -> str:
                 grown = later[0] - args.after
                 return f"{said}, {len(times)} step(s) at it, then world size {args.then} {grown:.2f} s after"
             raise SystemExit(f"{said}, but no group of world size {args.then} after it: groups {_groups(args.dir)}")
-    raise SystemExit(f"no group of world size {args.world} began after {args.after:.3f}: groups {_groups(args.dir)}")
+    took = f" and took {args.steps} steps" if args.steps > 1 else ""
+    raise SystemExit(
+        f"no group of world size {args.world} began after {args.after:.3f}{took}: groups {_groups(args.dir)}"
+    )
 
 
 def resumed(args: argparse.Namespace) -> str:
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--epochs", type=int, default=1)
         s.add_argument("--saved", type=int, default=0)
         s.add_argument("--then", type=int, default=0, help="resized: a group of this size must follow")
+        s.add_argument("--steps", type=int, default=1, help="resized: the least steps the group took")
     args = p.parse_args(argv)
     check = {
         "resized": resized,

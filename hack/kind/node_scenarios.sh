@@ -117,16 +117,18 @@ runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid
 # is force-deleted (an Event names the node), and once the node returns the job grows back
 # to it; no gang restart, no survivor replaced, every sample trained on exactly once.
 scenario_node_elastic() {
-    # 320 steps of at least 0.64 s (205 s) until released, as 640 of 0.32 s and 1,024 of
-    # 0.2 s were: the steps left at the release (its end at full speed) are fewer.
+    # 320 steps of at least 0.64 s (205 s) until released, as 640 of 0.32 s were: fewer left.
     local job=node-elastic size=8192 epochs=5
     wait_for "a replica leads" 60 "leader_pod >/dev/null"
     node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1, \"step\": 0.64}" \
         "--epochs $epochs --synthetic-size $size"
     wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
-    local how victim t0 survivor
+    local how victim t0=0 survivor
     settle
     for how in kill pause; do
+        # Once the group of 2 took 3 steps: a node frozen in DDP's own syncs of a group's first
+        # two holds the survivor for gloo's timeout (docs/node-failures.md, "Known limits").
+        wait_for "$job: 3 steps at world size 2" 120 "check resized '$SHARED/$job' --after $t0 --world 2 --steps 3 >/dev/null 2>&1"
         victim=$(node_of "$job-1") survivor=$(uid_of "$job-0")
         t0=$(now)
         log "$job: docker $how $victim (Pod $job-1)"
@@ -264,8 +266,7 @@ node_unhealthy_end() {  # JOB
 scenario_node_drain() {
     local rigid=drain-rigid elastic=drain-elastic
     node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
-    # 256 steps of at least 0.5 s (128 s) until released, as 640 of 0.2 s were: fewer left
-    # to run at full speed once the figures are in.
+    # 256 steps of at least 0.5 s (128 s) until released, as 640 of 0.2 s were: fewer left.
     node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1, "step": 0.5}' \
         "--epochs 4 --synthetic-size 8192"
     wait_checkpoint "$rigid"

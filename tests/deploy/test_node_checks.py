@@ -48,6 +48,10 @@ def test_resized_finds_the_first_group_of_a_size_begun_after_the_loss(tmp_path: 
     group(tmp_path, 3, 2, 5, [(6, 120.0, [8, 9])])
     grown = run("resized", tmp_path, "--after", 105, "--world", 1, "--then", 2)
     assert grown.stdout.strip() == "step at world size 1 2.50 s after, 2 step(s) at it, then world size 2 15.00 s after"
+    # A group that has not yet taken N steps (the node scenario's next loss waits for 3).
+    assert run("resized", tmp_path, "--after", 105, "--world", 1, "--steps", 2).returncode == 0
+    short = run("resized", tmp_path, "--after", 105, "--world", 1, "--steps", 3)
+    assert short.returncode == 1 and "began after 105.000 and took 3 steps" in short.stderr
 
 
 def test_resumed_needs_the_newest_checkpoint_committed_before_the_loss(tmp_path: pathlib.Path) -> None:
