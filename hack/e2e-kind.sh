@@ -40,7 +40,7 @@
 #                     `bench` measures pod start-up: benchmarks/pod_startup.py)
 #   KEEP_CLUSTER=1    do not delete the cluster (for debugging)
 #   DDPJOB_IMAGE_ARCHIVES  where the trainer image's archive is kept between runs, one at a
-#                     time, by the image's id (default ~/.cache/ddpjob/archives: 3 GB)
+#                     time, by the image's layers (default ~/.cache/ddpjob/archives: 3 GB)
 #   E2E_LANES         how many of the default scenarios run side by side (default 3; 1: in turn)
 #   E2E_TIMINGS       a file to which each phase's seconds are appended (benchmarks/)
 #   E2E_FIGURES       a file to which the node scenarios' figures are appended
@@ -203,13 +203,15 @@ room_for_images() {
     ((avail >= need)) || die "loading the images needs about $((need / 1024 ** 3)) GB free under $root (the trainer image packed and unpacked on each of $workers workers, the operator's on every node, the archives); $((avail / 1024 ** 3)) GB are free"
     log "the images: about $((need / 1024 ** 3)) GB needed under $root, $((avail / 1024 ** 3)) GB free"
 }
-# The trainer's archive, kept between runs under ARCHIVES by the image's id (the nodes mount
-# the folder): `docker save` of its 3 GB took 71 s on an idle 2-core machine, most of the
-# tier's wait for its images on a run whose images were built before. One is kept: the
-# trainer archives of other ids (and any cut short) are removed here, nothing else.
+# The trainer's archive, kept between runs under ARCHIVES by the image's layers (the nodes
+# mount the folder): `docker save` of its 3 GB took 71 s on an idle 2-core machine, most of
+# the tier's wait for its images on a run whose images were built before. Not by its id:
+# its revision label is the commit, so every commit is a new id over the same layers (the
+# nodes then run the archive's, the label of the commit that wrote it). One is kept: the
+# trainer archives of other layers (and any cut short) are removed here, nothing else.
 ARCHIVES=${DDPJOB_IMAGE_ARCHIVES:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/archives}
 mkdir -p "$ARCHIVES"
-TRAINER_ARCHIVE=$ARCHIVES/trainer-$(docker image inspect -f '{{.Id}}' "$TRAINER_IMAGE" | sed 's/^sha256://' | cut -c1-16).tar
+TRAINER_ARCHIVE=$ARCHIVES/trainer-$(docker image inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}' "$TRAINER_IMAGE" | sha256sum | cut -c1-16).tar
 find "$ARCHIVES" -maxdepth 1 -type f -name 'trainer-*.tar*' ! -name "${TRAINER_ARCHIVE##*/}" -delete
 STEP="room for the images"
 room_for_images

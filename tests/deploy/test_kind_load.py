@@ -130,7 +130,7 @@ def test_a_failed_save_ends_it_before_any_node_is_touched(tmp_path: pathlib.Path
 
 
 def test_an_archive_a_run_before_kept_is_imported_without_a_save(tmp_path: pathlib.Path) -> None:
-    """The trainer's archive kept under ARCHIVES (by the image's id): no `docker save`, and
+    """The trainer's archive kept under ARCHIVES (by the image's layers): no `docker save`, and
     the nodes read it from their mount of that folder."""
     kept = tmp_path / "archives" / "trainer-0123456789abcdef.tar"
     kept.parent.mkdir()
