@@ -50,6 +50,22 @@ def all_gather_object(obj, world: int, group, interrupts: Interrupts) -> list:
     return [pickle.loads(bytes(out[i * longest : i * longest + int(n)].numpy())) for i, n in enumerate(sizes.tolist())]
 
 
+def broadcast_tensors(tensors: list[torch.Tensor], src: int, group, interrupts: Interrupts) -> None:
+    """`src`'s values of `tensors` into every rank's, in place: one broadcast per device and
+    dtype (their flat concatenation), as DDP coalesces its own."""
+    kinds: dict[tuple, list[torch.Tensor]] = {}
+    for t in tensors:
+        kinds.setdefault((t.device, t.dtype), []).append(t)
+    for same in kinds.values():
+        flat = torch.cat([t.reshape(-1) for t in same])
+        interrupts.wait(dist.broadcast(flat, src=src, group=group, async_op=True))
+        if dist.get_rank(group) != src:
+            offset = 0
+            for t in same:
+                t.copy_(flat[offset : offset + t.numel()].view_as(t))
+                offset += t.numel()
+
+
 @dataclass(frozen=True)
 class _Slot:
     index: int

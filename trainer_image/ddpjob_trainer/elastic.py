@@ -3,7 +3,7 @@ gains a node (a resize in place), as TorchFT's Manager does; `ddpjob-train` uses
 
     el = Elastic(get_state, set_state)      # the state a newcomer takes from a live peer
     el.join()                               # forms or joins the group: el.rank, el.world_size
-    model_ddp = el.wrap(model)              # DDP over the group, its all-reduce interruptible
+    model_ddp = el.wrap(model)              # DDP over the group, every collective of it interruptible
     while not done:
         vote = el.vote(leaving=asked_to_stop)   # started before the step, read after it
         try:
@@ -42,10 +42,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpjob import contract
 
-from . import UsageError, group_reset, private_api
+from . import UsageError, group_reset, private_api, tracked_ddp
 from .collectives import broadcast_state
 from .env import read_launch_env
-from .interrupt import GroupLost, Interrupts, comm_hook
+from .interrupt import GroupLost, Interrupts
 from .node_stores import NodeStores
 from .roster import Generation
 from .rounds import Rounds
@@ -118,6 +118,7 @@ class Elastic:
         self.interrupts = Interrupts()
         self.gen: Generation | None = None  # None until the first join
         self.control: dist.ProcessGroup | None = None  # the CPU group of votes and state, per generation
+        self.own: dist.ProcessGroup | None = None  # DDP's group of this rank alone, per generation (tracked_ddp.py)
         self.watcher = Watcher(self, self.stores.address(self.node), connect)
         self.timings: dict[str, float] = {}  # of the last join/resize: agree, group, state (seconds)
 
@@ -185,7 +186,7 @@ class Elastic:
         self.interrupts.reset(gen.number)
         store = dist.PrefixStore(f"g{gen.number}/", self.stores.store(gen.round_node))
         if shrink is not None:  # NCCL: the survivors' communicator, without the lost ranks
-            group_reset.shrink(shrink, [self.control], store)
+            group_reset.shrink(shrink, [g for g in (self.control, self.own) if g is not None], store)
         else:
             dist.init_process_group(
                 self.backend,
@@ -198,6 +199,10 @@ class Elastic:
         control = dist.new_group(backend="gloo", timeout=self.timeout)
         assert isinstance(control, dist.ProcessGroup)  # every rank is in it: never GroupMember.NON_GROUP_MEMBER
         self.control = control
+        # DDP's own group (tracked_ddp.py): this rank alone, made by this rank alone.
+        own = dist.new_group([self.rank], backend=self.backend, timeout=self.timeout, use_local_synchronization=True)
+        assert isinstance(own, dist.ProcessGroup)
+        self.own = own
         t2 = time.monotonic()
         src = gen.source
         if gen.needs_state and src is not None:  # (needs_state implies a source)
@@ -219,10 +224,8 @@ class Elastic:
         return gen
 
     def wrap(self, module: torch.nn.Module, **ddp_kwargs) -> DDP:
-        """DDP over the current group, its gradient all-reduce ended by a lost peer."""
-        ddp = DDP(module, **ddp_kwargs)
-        ddp.register_comm_hook(None, comm_hook(self.interrupts, dist.group.WORLD))
-        return ddp
+        """DDP over the current group, each of its collectives ended by a lost peer (tracked_ddp.py)."""
+        return tracked_ddp.wrap(module, self.interrupts, dist.group.WORLD, self.own, **ddp_kwargs)
 
     def wait(self, work) -> None:
         self.interrupts.wait(work)

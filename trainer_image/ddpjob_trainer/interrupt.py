@@ -5,10 +5,10 @@ waits on; destroying the group waits for it to time out), and a peer that vanish
 without a reset (its node gone, or frozen) leaves the others blocked until the group's
 timeout. So the training thread never blocks in gloo itself: every collective of a step
 is started asynchronously and its future tracked here (DDP's gradient buckets through a
-communication hook, `comm_hook`; the step's vote through `wait`). When the roster learns
-that the generation lost a peer (roster.py's `fail/<n>`), `trip` completes every tracked
-future with `GroupLost`, the step's backward or vote raises, and the worker re-forms its
-group at once. The abandoned operations end by themselves later (an error or the
+communication hook, `comm_hook`, and DDP's other collectives through tracked_ddp.py; the
+step's vote through `wait`). When the roster learns that the generation lost a peer
+(roster.py's `fail/<n>`), `trip` completes every tracked future with `GroupLost`, the
+step's backward or vote raises, and the worker re-forms its group at once. The abandoned operations end by themselves later (an error or the
 group's timeout); their groups are kept alive until then (group_reset.py).
 """
 
