@@ -8,8 +8,9 @@ is started asynchronously and its future tracked here (DDP's gradient buckets th
 communication hook, `comm_hook`, and DDP's other collectives through tracked_ddp.py; the
 step's vote through `wait`). When the roster learns that the generation lost a peer
 (roster.py's `fail/<n>`), `trip` completes every tracked future with `GroupLost`, the
-step's backward or vote raises, and the worker re-forms its group at once. The abandoned operations end by themselves later (an error or the
-group's timeout); their groups are kept alive until then (group_reset.py).
+step's backward or vote raises, and the worker re-forms its group at once. The abandoned
+operations end by themselves later (an error or the group's timeout); their groups are
+kept alive until then (group_reset.py).
 """
 
 from __future__ import annotations
