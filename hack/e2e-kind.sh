@@ -162,59 +162,15 @@ phase images
 NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
 phase node-image
 
-# Room for the images on the nodes, asked before a cluster is made: each image's archive is
-# written under TMPDIR (images_in), then every node it loads into keeps the archive's blobs in
-# its containerd's content store and the layers unpacked by its snapshotter, inside the
-# engine's data root. A disk that fills part way fails deep in containerd instead.
-image_bytes() {  # IMAGE -> "ARCHIVE UNPACKED", in bytes
-    # `.Size` is what `docker save` writes: the compressed blobs under the containerd image
-    # store, the layers themselves under the classic one. `docker image ls` adds to it what
-    # the containerd store has unpacked; under the classic store it is `.Size` again.
-    local archive listed
-    archive=$(docker image inspect -f '{{.Size}}' "$1")
-    listed=$(docker image ls --format '{{.Size}}' "$1" | head -1 | sed 's/B$//; s/k$/K/' | numfmt --from=si)
-    if ((listed > archive + archive / 10)); then echo "$archive $((listed - archive))"; else echo "$archive $archive"; fi
-}
-room_for_images() {
-    local root tmp avail workers ta tu oa ou need kept=0
-    root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) || return 0
-    [[ -d "$root" ]] || return 0  # a remote engine: its disk is not ours to measure
-    tmp=${TMPDIR:-/tmp}
-    read -r ta tu < <(image_bytes "$TRAINER_IMAGE")
-    read -r oa ou < <(image_bytes "$OPERATOR_IMAGE")
-    [[ ! -f $TRAINER_ARCHIVE ]] || kept=1  # written by a run before: on the disk already
-    workers=$(grep -c 'role: worker' hack/kind/cluster.yaml)
-    need=$(((ta + tu) * workers + (oa + ou) * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
-    # The archives, where each is written: the operator's under TMPDIR, the trainer's under
-    # ARCHIVES. One filesystem: the same device. Not df's mount point: a running dockerd
-    # mounts its data root onto itself, so that was always another one, and the archive
-    # went uncounted.
-    local dir bytes what
-    for what in "operator:$tmp:$oa" "trainer:$ARCHIVES:$((kept ? 0 : ta))"; do
-        IFS=: read -r what dir bytes <<<"$what"
-        if [[ "$(stat -c %d "$dir")" == "$(stat -c %d "$root")" ]]; then
-            need=$((need + bytes))
-        else
-            avail=$(df --output=avail -B1 "$dir" | tail -1)
-            ((avail >= bytes)) || die "the $what image's archive (about $((bytes / 1024 ** 3)) GB) is written under $dir; $((avail / 1024 ** 3)) GB are free there"
-        fi
-    done
-    avail=$(df --output=avail -B1 "$root" | tail -1)
-    ((avail >= need)) || die "loading the images needs about $((need / 1024 ** 3)) GB free under $root (the trainer image packed and unpacked on each of $workers workers, the operator's on every node, the archives); $((avail / 1024 ** 3)) GB are free"
-    log "the images: about $((need / 1024 ** 3)) GB needed under $root, $((avail / 1024 ** 3)) GB free"
-}
-# The trainer's archive, kept between runs under ARCHIVES by the image's layers (the nodes
-# mount the folder): `docker save` of its 3 GB took 71 s on an idle 2-core machine, most of
-# the tier's wait for its images on a run whose images were built before. Not by its id:
-# its revision label is the commit, so every commit is a new id over the same layers (the
-# nodes then run the archive's, the label of the commit that wrote it). One is kept: the
-# trainer archives of other layers (and any cut short) are removed here, nothing else.
-ARCHIVES=${DDPJOB_IMAGE_ARCHIVES:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/archives}
+# The trainer's archive, kept between runs (hack/kind/room.sh); the trainer archives of
+# other layers (and any cut short) are removed here, nothing else.
+# shellcheck source=hack/kind/room.sh
+source hack/kind/room.sh
 mkdir -p "$ARCHIVES"
-TRAINER_ARCHIVE=$ARCHIVES/trainer-$(docker image inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}' "$TRAINER_IMAGE" | sha256sum | cut -c1-16).tar
 find "$ARCHIVES" -maxdepth 1 -type f -name 'trainer-*.tar*' ! -name "${TRAINER_ARCHIVE##*/}" -delete
 STEP="room for the images"
-room_for_images
+room=$(room_for_images) || die "$room"
+log "the images: $room"
 
 # ARCHIVE (a path inside the nodes) imported into each NODE at once, as `kind load` does it
 # (ctr import into the k8s.io namespace, with the snapshotter the node's CRI uses), but read

@@ -18,7 +18,9 @@
 #   checkout (its tag is a hash of its inputs) already in the engine, with its Go builds
 #   cached (`make kind-node-image`: 6.2 min of builds after the control plane's, 1.5 min of image);
 # - both images already in the engine (`make images`, about 4 min from nothing; a rebuild
-#   after a source change reuses their cached layers: about a minute).
+#   after a source change reuses their cached layers: about a minute);
+# - room on the engine's disk for loading them into the nodes (hack/kind/room.sh): a disk too
+#   small is this machine's, exit 3, as a missing engine is.
 # Nothing is built, pulled or left running: the own engine, when needed to look at its
 # images, is started and stopped by hack/engine.sh.
 set -euo pipefail
@@ -59,6 +61,9 @@ if [[ "${1:-}" == images ]]; then
         docker image inspect "$image" >/dev/null 2>&1 \
             || not_built "image $image is not built (make images: about 4 min from nothing)"
     done
+    # shellcheck source=hack/kind/room.sh
+    source hack/kind/room.sh
+    room=$(room_for_images) || not_ready "$room"
     exit 0
 fi
 

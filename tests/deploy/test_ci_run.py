@@ -229,6 +229,40 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     assert missing.returncode == 4 and "ddpjob/trainer:" in missing.stdout and "make images" in missing.stdout
 
 
+def test_a_disk_too_small_for_the_images_skips_the_tier_in_one_line(tmp_path: pathlib.Path) -> None:
+    """Everything built, but the engine's disk cannot hold the trainer image on three workers
+    (hack/kind/room.sh): that is this machine's, as a missing engine is; ready says so (exit
+    3), CI skips the tier saying why and passes. With the room, ready again."""
+    bin_dir, calls = with_make(tmp_path)
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    stub(
+        bin_dir,
+        "docker",
+        f"""case "$*" in
+    "info -f {{{{.DockerRootDir}}}}") echo {root} ;;
+    "image inspect -f {{{{.Size}}}} "*trainer*) echo 3000000000 ;;
+    "image inspect -f {{{{.Size}}}} "*operator*) echo 250000000 ;;
+    "image ls --format {{{{.Size}}}} "*trainer*) echo 9GB ;;
+    "image ls --format {{{{.Size}}}} "*operator*) echo 750MB ;;
+esac""",
+    )
+    stub(bin_dir, "kind", "exit 0")
+    stub(bin_dir, "df", 'printf "Avail\\n%s\\n" "$((${FREE_GB} * 1024 ** 3))"')
+    env = environment(tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}", KIND_NODE_IMAGE="kindest/node:v1.37.0")
+    short = {**env, "FREE_GB": "20", "DDPJOB_IMAGE_ARCHIVES": str(tmp_path / "archives")}
+    ready = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=short)
+    assert ready.returncode == 3, ready.stdout + ready.stderr
+    assert ready.stdout.startswith("loading the images needs about 3") and "20 GB are free" in ready.stdout
+    assert not (tmp_path / "archives").exists()  # asking makes nothing
+    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=short)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
+    assert done.stdout.splitlines()[-1] == f"ci: the real-Pods tier (make e2e-kind) is skipped: {ready.stdout.strip()}"
+    roomy = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env={**short, "FREE_GB": "60"})
+    assert roomy.returncode == 0 and roomy.stdout == "", roomy.stdout + roomy.stderr
+
+
 def ready_tier(tmp_path: pathlib.Path, **extra: str) -> tuple[dict[str, str], pathlib.Path]:
     """A machine whose tier is ready (as above), the tier itself a stub that passes."""
     bin_dir, calls = with_make(tmp_path)

@@ -182,12 +182,12 @@ def room_for_images(
     tmp_free_gb: int | None = None,
     kept: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """hack/e2e-kind.sh's room_for_images, taken from the script, with `docker` saying the
+    """hack/kind/room.sh's room_for_images as hack/e2e-kind.sh calls it, with `docker` saying the
     trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
     saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
     on the same filesystem unless `tmp_free_gb` gives it its own; the trainer's archive is
     kept under ARCHIVES (on the engine root's filesystem) from a run before if `kept`."""
-    function = bash_functions(ROOT / "hack" / "e2e-kind.sh", "image_bytes", "room_for_images")
+    function = bash_functions(ROOT / "hack" / "kind" / "room.sh", "image_bytes", "room_for_images")
     gib = 1024**3
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -231,7 +231,7 @@ die() {{ echo "FAILED: $*" >&2; exit 1; }}
 TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
 ARCHIVES={archives} TRAINER_ARCHIVE={trainer_archive}
 """
-    return run_bash(f"set -euo pipefail\n{stubs}\n{function}\nroom_for_images\necho room")
+    return run_bash(f'set -euo pipefail\n{stubs}\n{function}\nroom=$(room_for_images) || die "$room"\necho room')
 
 
 def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
