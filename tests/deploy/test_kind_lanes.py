@@ -125,9 +125,13 @@ def test_a_scenarios_end_goes_on_beside_the_next_ones_start_and_is_settled_befor
     the next one's fault waits for it, and its output comes whole when it is settled."""
     done = run(
         tmp_path,
-        """first_end() { busy first-end 1.5; }
+        """first_end() { busy first-end 3; }
 scenario_first() { busy first 0.1; finish_later first first_end; }
 scenario_second() {
+    # The end runs in the background, so it may not have begun yet on a loaded machine: wait
+    # (10 s at most) for it to be running. Were it run in the foreground it would be over by
+    # now, and this wait would fail the test.
+    for _ in $(seq 200); do [[ -e "$WORK/running/first-end" ]] && break; sleep 0.05; done
     busy second-start 0.2  # its jobs made while the first one's end still runs
     settle
     echo "fault second" >>"$TRACE"
