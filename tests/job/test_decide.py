@@ -152,3 +152,29 @@ def test_restart_and_failure_events_name_the_failed_pod():
     p = decide(job(restartBackoffSeconds=0), pods=[pod(0), evicted], previous=st)
     [restarting] = [e for e in p.events if e.reason == "Restarting"]
     assert "(pod demo-1, exit code none)" in restarting.message
+
+
+def running(j) -> dict:
+    """The status of `j` once its whole gang ran."""
+    pending = decide(j, pods=[pod(0, "Pending"), pod(1, "Pending")]).status
+    return decide(j, pods=[pod(0), pod(1)], previous=pending).status
+
+
+@pytest.mark.parametrize(
+    ("seen", "phase", "reason", "disruptions"),
+    [
+        # This operator saw demo-1 and it vanished unmarked: someone deleted it; charged.
+        (frozenset({"demo-0", "demo-1"}), "Failed", "PodDeleted", None),
+        (None, "Failed", "PodDeleted", None),  # not tracked: as if seen
+        # Never seen: it went while no operator watched (a failover); not charged.
+        (frozenset({"demo-0"}), "Restarting", "PodGone", 1),
+    ],
+)
+def test_a_member_gone_while_no_operator_watched_is_not_charged(seen, phase, reason, disruptions):
+    j = job(restartPolicy="OnFailure", maxRestarts=0)
+    p = decide(j, pods=[pod(0)], previous=running(j), seen=seen)
+    assert p.status["phase"] == phase and p.status["lastFailure"]["reason"] == reason
+    assert p.status["lastFailure"]["pod"] == "demo-1" and p.status.get("disruptions") == disruptions
+    if phase == "Restarting":
+        assert p.status["restarts"] == 1 and "not counted against maxRestarts=0" in p.status["message"]
+        assert "while no operator was watching" in p.status["lastFailure"]["message"]

@@ -97,6 +97,26 @@ def test_failed_status_write_deletes_nothing_then_restarts_once(cluster: Cluster
     assert cluster.status("order")["restarts"] == 1
 
 
+def test_a_member_gone_while_no_operator_ran_restarts_the_gang_uncharged(cluster: Cluster, start_operator) -> None:
+    # A drain evicts a gang's Pod and the operator's leader at once: the Pod is gone before
+    # the standby takes over, which never saw it, nor why it went. maxRestarts=0, so a
+    # loss charged as a deletion by hand would fail the job.
+    first = start_operator()
+    cluster.start_running(ddpjob("failover", nodes=2, restartPolicy="OnFailure", maxRestarts=0))
+    first.stop()
+    cluster.core.delete_namespaced_pod("failover-1", cluster.ns, grace_period_seconds=0)
+    wait_for(lambda: len(cluster.pods("failover")) == 1, message="failover-1 was not deleted")
+    start_operator()
+    cluster.run_gang("failover", 2, attempt=1)
+    st = cluster.status("failover")
+    assert st["lastFailure"]["reason"] == "PodGone" and st["lastFailure"]["pod"] == "failover-1"
+    assert st["restarts"] == 1 and st["disruptions"] == 1
+    # While an operator watches, the same delete is someone's (charged): the operator saw the Pod.
+    cluster.core.delete_namespaced_pod("failover-1", cluster.ns, grace_period_seconds=0)
+    st = cluster.wait_phase("failover", "Failed")
+    assert st["lastFailure"]["reason"] == "PodDeleted" and "maxRestarts=0 reached" in st["message"]
+
+
 def test_api_writes_per_job_stay_within_budget(cluster: Cluster, operator) -> None:
     nodes = 4
     cluster.create(ddpjob("budget", nodes=nodes))

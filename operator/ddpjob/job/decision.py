@@ -124,6 +124,10 @@ class Observed:
     # why: members there are moved off, new Pods avoid them (node_loss.py).
     unhealthy_nodes: Mapping[str, str] = field(default_factory=dict)
     pod_groups: tuple[str, ...] = ()  # the PodGroups this job's attempts made that still exist
+    # Names of the current attempt's Pods whose events this operator has seen. A member gone
+    # without a mark that is not here went while no operator watched (failure.gone). None:
+    # not tracked (`ddpjob run`, a caller with every Pod in view): every gone member was seen.
+    seen: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

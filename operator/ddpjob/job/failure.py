@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ddpjob import error_lines, exit_codes
+from ddpjob.api import names
 from ddpjob.job import stall
 from ddpjob.job.decision import FAILED, RESTARTING, RUNNING, Event, Plan
 from ddpjob.job.observe import PodState
@@ -143,18 +144,7 @@ def failed_members(step: Step) -> list[PodState]:
     # Once the whole gang ran, a member that vanishes or is being deleted was removed by
     # someone else (a person, an eviction): the gang is broken.
     failed += [p for p in current.values() if p.deleting and p.phase != "Failed"]
-    failed += [
-        PodState(
-            name=f"{job.name}-{r}",
-            node_rank=r,
-            restart_count=restarts,
-            phase="Deleted",
-            reason="PodDeleted",
-            message=f"Pod {job.name}-{r} was deleted",
-        )
-        for r in range(job.nodes)
-        if r not in current
-    ]
+    failed += [gone(step, r) for r in range(job.nodes) if r not in current]
     if not failed and all(p.phase == "Running" and not p.deleting for p in current.values()):
         step.stalled = stall.check(job.stall_timeout_seconds, step.progress, restarts, job.world_size)
         if step.stalled:
@@ -170,6 +160,36 @@ def failed_members(step: Step) -> list[PodState]:
                 )
             ]
     return failed
+
+
+# A running member gone without a mark that this operator never saw: it went while no
+# operator watched (a failover to a standby, a restart), so nothing tells why. Nearly
+# everything that removes a Pod is a disruption (an eviction, a drain, preemption, the
+# node's loss); a person's delete is the exception, so the loss is not charged.
+GONE_UNWATCHED = "GoneWhileUnwatched"
+
+
+def gone(step: Step, rank: int) -> PodState:
+    """The member of `rank` that vanished from the running gang."""
+    name, seen = names.pod_name(step.job.name, rank), step.observed.seen
+    if seen is None or name in seen:
+        return PodState(
+            name=name,
+            node_rank=rank,
+            restart_count=step.restarts,
+            phase="Deleted",
+            reason="PodDeleted",
+            message=f"Pod {name} was deleted",
+        )
+    return PodState(
+        name=name,
+        node_rank=rank,
+        restart_count=step.restarts,
+        phase="Deleted",
+        reason="PodGone",
+        message=f"Pod {name} went while no operator was watching (a failover or restart of the operator)",
+        disruption=GONE_UNWATCHED,
+    )
 
 
 def plan(step: Step) -> Plan | None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ddpjob import render, text
-from ddpjob.api import names, spec
+from ddpjob.api import spec
 from ddpjob.job import lifecycle
 from ddpjob.job.decision import ForceDelete
 from ddpjob.job.observe import PodState, pod_state
@@ -26,7 +26,7 @@ from ddpjob.operator.api_paths import object_path, pods_path
 from ddpjob.operator.gang import UNAVAILABLE, GangSupport
 from ddpjob.operator.kube import APIError, Conflict, Kube, NotFound
 from ddpjob.operator.metrics import OperatorMetrics
-from ddpjob.operator.observer import JobMemory
+from ddpjob.operator.observer import JobMemory, owner_uid
 from ddpjob.render import placement
 
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
@@ -37,15 +37,7 @@ def indexed_pod(body: Mapping[str, Any]) -> tuple[str | None, PodState] | None:
     state = pod_state(body)
     if state is None:
         return None
-    owner = None
-    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if (
-            ref.get("controller")
-            and ref.get("kind") == names.KIND
-            and ref.get("apiVersion", "").startswith(names.GROUP + "/")
-        ):
-            owner = ref.get("uid")
-    return owner, state
+    return owner_uid(body.get("metadata") or {}), state
 
 
 class Children:

@@ -161,7 +161,11 @@ class Controller:
     # ---- one reconcile ------------------------------------------------------------------
 
     def pod_changed(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
-        """Every event of a job's Pod: remember one marked for a disruption."""
+        """Every event of a job's Pod: remember that it was seen, and one marked for a
+        disruption."""
+        memory = self._jobs.get((namespace, name))
+        if memory is not None:  # (none yet: its first reconcile sees the Pod in the index)
+            memory.saw(body)
         if not observe.is_disrupted(body.get("status") or {}):
             return  # nearly every event: no second pod_state (the index made one)
         item = indexed_pod(body)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ddpjob.api import accepted_spec, spec, template_policy
+from ddpjob.api import accepted_spec, names, spec, template_policy
 from ddpjob.job import scheduling
 from ddpjob.job.decision import RUNNING, GangSaid, Observed, RefusedCreates
 from ddpjob.job.observe import PodState
@@ -51,6 +51,9 @@ class JobMemory:
     # uid: the mark and the deletion often arrive in one burst, and a Pod the API removes
     # at once leaves the index with its mark before any reconcile has looked.
     disrupted: dict[str, IndexedPod] = field(default_factory=dict)
+    # Pods whose events this operator has seen, by name: (owner uid, attempt). A running
+    # member gone that is not here went while no operator watched (failure.gone).
+    watched: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     gang_waits: int = 0  # consecutive steps that found the gang blocked
     gang_block: tuple[str, str] | None = None  # the last act's PodGroup answer, for the next step
     # What the gang's scheduler or queue said of its held Pods (gang_reader.py), and how
@@ -58,6 +61,15 @@ class JobMemory:
     gang_said: GangSaid | None = None
     gang_reads: int = 0
     status_written_at: float | None = None  # monotonic time of this operator's last status write
+
+    def saw(self, body: Mapping[str, Any]) -> None:
+        """A Pod event: remember the Pod as seen (cheap: every event pays it)."""
+        meta = body.get("metadata") or {}
+        try:
+            attempt = int((meta.get("labels") or {})[names.LABEL_RESTART_COUNT])
+        except (KeyError, TypeError, ValueError):
+            return
+        self.watched[str(meta.get("name") or "")] = (owner_uid(meta), attempt)
 
     def reset(self, uid: str | None) -> None:
         """A job deleted and recreated under the same name starts from nothing."""
@@ -71,6 +83,19 @@ class JobMemory:
         self.backoff.clear()
 
 
+def owner_uid(meta: Mapping[str, Any]) -> str | None:
+    """The uid of a Pod's controlling DDPJob (None: no DDPJob controls it)."""
+    owner = None
+    for ref in meta.get("ownerReferences") or []:
+        if (
+            ref.get("controller")
+            and ref.get("kind") == names.KIND
+            and ref.get("apiVersion", "").startswith(names.GROUP + "/")
+        ):
+            owner = ref.get("uid")
+    return owner
+
+
 def indexed_pods(job: JobMemory, pods: Iterable[IndexedPod], uid: str) -> list[PodState]:
     """The job's Pods: the index, corrected by what this operator just did."""
     seen: dict[str, PodState] = {}
@@ -82,6 +107,7 @@ def indexed_pods(job: JobMemory, pods: Iterable[IndexedPod], uid: str) -> list[P
             # it holds a name this job needs.
             pod = dataclasses.replace(pod, leftover=True)
         seen[pod.name] = pod
+        job.watched[pod.name] = (owner, pod.restart_count)
     return job.expectations.apply(seen)
 
 
@@ -171,6 +197,7 @@ def observe(
     since = monotonic - job.status_written_at if job.status_written_at is not None else None
     attempt = int(previous.get("restarts", 0))
     said = job.gang_said if job.gang_said is not None and job.gang_said.attempt == attempt else None
+    seen = frozenset(n for n, (owner, at) in job.watched.items() if owner == uid and at == attempt)
     return Observed(
         job=parsed,
         pods=tuple(with_disrupted(job, current, uid, previous)),
@@ -187,4 +214,5 @@ def observe(
         nodes=dict(nodes or {}),
         unhealthy_nodes=dict(unhealthy_nodes or {}),
         pod_groups=tuple(job.pod_groups),
+        seen=seen,
     )
