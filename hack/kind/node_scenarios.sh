@@ -271,12 +271,12 @@ scenario_node_drain() {
         "--epochs 4 --synthetic-size 8192"
     wait_checkpoint "$rigid"
     wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
-    local node t0 step
+    local node t0 step leader
     settle
     node=$(comm -12 <(pod_nodes "$rigid") <(pod_nodes "$elastic") | head -1)
     [[ -n "$node" ]] || die "no node holds a Pod of both jobs: $(pod_nodes "$rigid") / $(pod_nodes "$elastic")"
-    t0=$(now)
-    log "kubectl drain $node"
+    leader=$(leader_pod 2>/dev/null || true) t0=$(now)  # the leader there too: no replica sees the Pods go
+    log "kubectl drain $node (the operator's leader: ${leader:-none} on $(leader_node 2>/dev/null || echo '?'))"
     k drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=180s
     took_until "$rigid: saved on SIGTERM" "$t0" 60 "has_record $rigid \"r['event'] == 'preempted' and r['time'] > $t0\""
     step=$("$PY" -c 'import json, sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "preempted" and r["time"] > float(sys.argv[2])][0]["step"])' "$SHARED/$rigid/metrics.jsonl" "$t0")
@@ -290,11 +290,11 @@ scenario_node_drain() {
     figure "elastic drain, from the drain's start: $(check resized "$SHARED/$elastic" --after "$t0" --world 1 --then 2)"
     release_steps "$elastic"
     k uncordon "$node"
-    finish_later node_drain node_drain_end "$rigid" "$elastic"
+    finish_later node_drain node_drain_end "$rigid" "$elastic" "$leader"
 }
-node_drain_end() {  # RIGID ELASTIC
+node_drain_end() {  # RIGID ELASTIC LEADER
     wait_succeeded "$1"
     wait_succeeded "$2"
     [[ $(status "$1" .disruptions) -ge 1 && $(status "$2" .restarts) == 0 ]] \
-        || die "the drain was counted as a failure: $1 $(status "$1" '') / $2 $(status "$2" '')"
+        || die "the drain was counted as a failure (leader before it: ${3:-none}): $1 $(status "$1" '') / $2 $(status "$2" '')"
 }
