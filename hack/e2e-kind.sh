@@ -172,68 +172,8 @@ STEP="room for the images"
 room=$(room_for_images) || die "$room"
 log "the images: $room"
 
-# ARCHIVE (a path inside the nodes) imported into each NODE at once, as `kind load` does it
-# (ctr import into the k8s.io namespace, with the snapshotter the node's CRI uses), but read
-# from the nodes' shared mount instead of streamed through the engine (`docker exec -i`,
-# which cost the engine most of a core), and without the compressed layers once unpacked,
-# as the nodes' containerd keeps images it pulls (discard_unpacked_layers): 3 GB less on
-# each worker.
-load_archive() {  # ARCHIVE NODE...
-    local archive=$1 node pids=() snapshotter
-    shift
-    for node in "$@"; do
-        snapshotter=$(docker exec "$node" containerd config dump 2>/dev/null | sed -n "s/^ *snapshotter = '\(.\+\)'/\1/p" | head -1)
-        # --local: ctr imports itself (a discard needs it), not through the transfer service.
-        docker exec "$node" ctr --namespace=k8s.io images import --local --all-platforms --digests \
-            --snapshotter="${snapshotter:-overlayfs}" --discard-unpacked-layers "$archive" >/dev/null &
-        pids+=($!)
-    done
-    for node in "$@"; do
-        wait "${pids[0]}" || die "importing $archive on node $node failed"
-        pids=("${pids[@]:1}")
-    done
-}
-
-# Images into the nodes as early as they can be: their archive written while the cluster
-# starts (`docker save` needs no cluster; into the folder every node mounts, so each node
-# reads it from there), then imported as soon as the wanted nodes' containerd answers, while
-# kind still sets the cluster up: the trainer's into every worker, the operator's (both its
-# tags) into every node, side by side, instead of `kind load`'s stream through the engine
-# after the cluster is made (63 s of the tier's critical path on a 2-core machine). kind
-# restarts no node's containerd on the way (it would only for containerdConfigPatches, which
-# hack/kind/cluster.yaml has none of).
-images_in() {  # ARCHIVE NODE-PATTERN (grep -E on the node names) WANT (how many) IMAGE...
-    local archive=$1 pattern=$2 want=$3 deadline=$((SECONDS + 600)) nodes=()
-    shift 3
-    saved "$archive" "$@" || die "docker save -o $archive $* failed"
-    until mapfile -t nodes < <(kind get nodes --name "$CLUSTER" 2>/dev/null | grep -E -- "$pattern" | sort) \
-        && ((${#nodes[@]} == want)) && containerd_answers "${nodes[@]}"; do
-        ((SECONDS < deadline)) || die "the containerd of the nodes that take $* did not answer within 600 s: ${nodes[*]:-none yet}"
-        sleep 1
-    done
-    load_archive "$(in_node "$archive")" "${nodes[@]}"
-}
-# ARCHIVE written by `docker save` of IMAGE..., unless a run before wrote it: under another
-# name first, renamed once whole, so that one cut short is never taken for it.
-saved() {  # ARCHIVE IMAGE...
-    local archive=$1
-    shift
-    [[ -f $archive ]] && return 0
-    docker save -o "$archive.partial" "$@" && mv "$archive.partial" "$archive" && return 0
-    rm -f "$archive.partial"
-    return 1
-}
-in_node() {  # PATH here -> the same file inside the nodes (the two folders they mount)
-    case $1 in
-        "$SHARED"/*) echo "/var/ddpjob-shared/${1#"$SHARED"/}" ;;
-        "$ARCHIVES"/*) echo "/var/ddpjob-archives/${1#"$ARCHIVES"/}" ;;
-        *) die "$1 is in no folder the nodes mount" ;;
-    esac
-}
-containerd_answers() {  # NODE...
-    local node
-    for node in "$@"; do docker exec "$node" ctr version >/dev/null 2>&1 || return 1; done
-}
+# shellcheck source=hack/kind/images.sh
+source hack/kind/images.sh
 
 # ------------------------------------------------------------------------ cluster
 step "creating kind cluster $CLUSTER ($NODE_IMAGE)"
@@ -302,6 +242,8 @@ wait "$importer" || die "the trainer's image into the workers ($WORKERS) failed:
 phase load-trainer-image
 
 # ---------------------------------------------------------------------- scenarios
+# shellcheck source=hack/kind/jobs.sh
+source hack/kind/jobs.sh
 # shellcheck source=hack/kind/scenarios.sh
 source hack/kind/scenarios.sh
 # shellcheck source=hack/kind/node_scenarios.sh

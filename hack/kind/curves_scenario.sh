@@ -1,4 +1,4 @@
-# The kind tier's curves scenario, sourced by hack/e2e-kind.sh after hack/kind/scenarios.sh
+# The kind tier's curves scenario, sourced by hack/e2e-kind.sh after hack/kind/jobs.sh
 # and hack/kind/node_scenarios.sh (whose helpers it uses): a job with `tensorboard: true`
 # trains on real Pods, and `ddpjob tensorboard`, run as a user runs it, opens its curves
 # through a real `kubectl port-forward` to the TensorBoard Pod (the process kubelet of the

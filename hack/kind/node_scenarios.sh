@@ -1,4 +1,4 @@
-# The kind tier's node scenarios, sourced by hack/e2e-kind.sh after hack/kind/scenarios.sh
+# The kind tier's node scenarios, sourced by hack/e2e-kind.sh after hack/kind/jobs.sh
 # (whose helpers they use): a worker node killed, paused, cut off the network, drained or
 # reported unhealthy while a job trains on it (docs/node-failures.md). A kind node is a
 # container of the engine: `docker kill`, `pause` and `start` act on the whole node at once

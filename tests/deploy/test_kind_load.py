@@ -1,4 +1,4 @@
-"""hack/e2e-kind.sh's load_archive, taken from the script and run with `docker` stubbed:
+"""hack/kind/images.sh's load_archive, taken from the script and run with `docker` stubbed:
 the trainer image's archive is imported into every node given, each from the nodes'
 shared mount, with the snapshotter the node's containerd names and the compressed layers
 discarded once unpacked; a node whose import fails ends the run, naming it."""
@@ -14,7 +14,7 @@ ARCHIVE = "/var/ddpjob-shared/.images/trainer.tar"
 
 
 def load_archive(tmp_path: pathlib.Path, *nodes: str, failing: str = "") -> subprocess.CompletedProcess[str]:
-    function = bash_functions(ROOT / "hack" / "e2e-kind.sh", "load_archive")
+    function = bash_functions(ROOT / "hack" / "kind" / "images.sh", "load_archive")
     calls = tmp_path / "calls"
     stubs = f"""
 docker() {{
@@ -61,10 +61,10 @@ def images_in(
     save_fails: bool = False,
     archive: pathlib.Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """hack/e2e-kind.sh's images_in with docker and kind stubbed: the workers appear one by
+    """hack/kind/images.sh's images_in with docker and kind stubbed: the workers appear one by
     one as kind makes them (the control plane first), and each node's containerd answers
     only from its second look, as while kind still starts the nodes."""
-    functions = bash_functions(ROOT / "hack" / "e2e-kind.sh", "images_in", "containerd_answers")
+    functions = bash_functions(ROOT / "hack" / "kind" / "images.sh", "images_in", "containerd_answers")
     calls, made = tmp_path / "calls", tmp_path / "made"
     stubs = f"""
 CLUSTER=e2e SHARED={tmp_path}/shared ARCHIVES={tmp_path}/archives

@@ -1,5 +1,5 @@
-"""The kind tier's checks, run without an engine: each scenario helper of
-hack/kind/scenarios.sh is sourced into bash with `k` (kubectl) answering canned output,
+"""The kind tier's checks, run without an engine: each helper of hack/kind/jobs.sh and
+the scenario files is sourced into bash with `k` (kubectl) answering canned output,
 so each can be shown to fail on what it must not take for the behaviour it names:
 
 - the nodes are counted once every Pod is bound (an unbound Pod's empty nodeName is no
@@ -25,6 +25,7 @@ from ddpjob.api import spec as job_spec, template_policy
 from ddpjob.render import objects as render_objects
 from tests.deploy.deploy_helpers import ROOT, bash_functions, run_bash
 
+JOBS = ROOT / "hack" / "kind" / "jobs.sh"
 SCENARIOS = ROOT / "hack" / "kind" / "scenarios.sh"
 REPORT = ROOT / "hack" / "kind" / "report.sh"
 EXAMPLE = ROOT / "manifests" / "examples" / "mnist-cpu.yaml"
@@ -46,15 +47,15 @@ k() {
 
 
 def call(tmp_path: pathlib.Path, command: str, **canned: str) -> subprocess.CompletedProcess[str]:
-    """`command` in bash with scenarios.sh sourced as hack/e2e-kind.sh sources it (errexit,
-    pipefail), and `k` answering from `canned` (file name -> text)."""
+    """`command` in bash with jobs.sh and scenarios.sh sourced as hack/e2e-kind.sh sources
+    them (errexit, pipefail), and `k` answering from `canned` (file name -> text)."""
     folder = tmp_path / "canned"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in canned.items():
         (folder / name.replace("_", ".")).write_text(text)
     script = (
         f"set -euo pipefail\nJOB_NS=e2e\nPY={sys.executable}\nEXAMPLE={EXAMPLE}\n{STUB}\n"
-        f"source {REPORT}\nsource {SCENARIOS}\n{command}\n"
+        f"source {REPORT}\nsource {JOBS}\nsource {SCENARIOS}\n{command}\n"
     )
     return run_bash(script, CANNED=str(folder))
 

@@ -173,6 +173,8 @@ def test_the_scripts_parse() -> None:
         "build-images.sh",
         "kind-node-image.sh",
         "e2e-kind.sh",
+        "kind/images.sh",
+        "kind/jobs.sh",
         "kind/scenarios.sh",
         "kind/node_scenarios.sh",
         "kind/operator_scenarios.sh",
