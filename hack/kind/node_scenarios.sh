@@ -4,13 +4,12 @@
 # container of the engine: `docker kill`, `pause` and `start` act on the whole node at once
 # (kubelet, containerd and the Pods), and iptables inside it cuts it off while they live on.
 #
-# Each is judged by the trainer's own records on the shared volume (hack/kind/node_checks.py:
-# its sample log and metrics.jsonl) and by the Pods and the job as the API server shows them,
-# with the seconds each reaction took, printed as `figure: ...` lines (benchmarks/ reads them).
-# The cluster's node lifecycle timings are hack/kind/cluster.yaml's.
+# Each is judged by the trainer's own records (hack/kind/node_checks.py: its sample log and
+# metrics.jsonl on the shared volume) and by the Pods and the job as the API server shows
+# them, with the seconds each reaction took as `figure: ...` lines (benchmarks/ reads them).
 
 CHECKS=hack/kind/node_checks.py
-NODE_READY_S=240  # a node started again is Ready within this (kubelet, containerd, CNI)
+NODE_READY_S=240  # a node started again is Ready within this (its timings: hack/kind/cluster.yaml)
 
 now() { date +%s.%N; }
 since() { "$PY" -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
@@ -259,23 +258,24 @@ node_unhealthy_end() {  # JOB
 
 # --------------------------------------------------------------------------- a drain
 # `kubectl drain` of a node that holds a Pod of a rigid job and one of an elastic job (two
-# jobs of two Pods each, one per worker, on three workers: some node holds both). The
+# jobs of two Pods each, one per worker, on three workers: some node holds both), the
+# operator's leader's own when it does: the Pods go before the standby leads. The
 # eviction reaches each trainer as SIGTERM: the rigid one saves and the gang resumes from
 # that very step on the other nodes (at most the step in flight repeated, not counted
 # against maxRestarts); the elastic one shrinks, then grows back on another node.
 scenario_node_drain() {
-    local rigid=drain-rigid elastic=drain-elastic
+    local rigid=drain-rigid elastic=drain-elastic node t0 step leader shared
     node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
     # 256 steps of at least 0.5 s (128 s) until released, as 640 of 0.2 s were: fewer left.
     node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1, "step": 0.5}' \
         "--epochs 4 --synthetic-size 8192"
     wait_checkpoint "$rigid"
     wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
-    local node t0 step leader
     settle
-    node=$(comm -12 <(pod_nodes "$rigid") <(pod_nodes "$elastic") | head -1)
+    shared=$(comm -12 <(pod_nodes "$rigid") <(pod_nodes "$elastic")) leader=$(leader_pod 2>/dev/null || true)
+    node=$(grep -Fx "$(leader_node 2>/dev/null)" <<<"$shared" || head -1 <<<"$shared")
     [[ -n "$node" ]] || die "no node holds a Pod of both jobs: $(pod_nodes "$rigid") / $(pod_nodes "$elastic")"
-    leader=$(leader_pod 2>/dev/null || true) t0=$(now)  # the leader there too: no replica sees the Pods go
+    t0=$(now)
     log "kubectl drain $node (the operator's leader: ${leader:-none} on $(leader_node 2>/dev/null || echo '?'))"
     k drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=180s
     took_until "$rigid: saved on SIGTERM" "$t0" 60 "has_record $rigid \"r['event'] == 'preempted' and r['time'] > $t0\""
