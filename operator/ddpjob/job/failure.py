@@ -172,23 +172,17 @@ GONE_UNWATCHED = "GoneWhileUnwatched"
 def gone(step: Step, rank: int) -> PodState:
     """The member of `rank` that vanished from the running gang."""
     name, seen = names.pod_name(step.job.name, rank), step.observed.seen
-    if seen is None or name in seen:
-        return PodState(
-            name=name,
-            node_rank=rank,
-            restart_count=step.restarts,
-            phase="Deleted",
-            reason="PodDeleted",
-            message=f"Pod {name} was deleted",
-        )
+    watched = seen is None or name in seen
     return PodState(
         name=name,
         node_rank=rank,
         restart_count=step.restarts,
         phase="Deleted",
-        reason="PodGone",
-        message=f"Pod {name} went while no operator was watching (a failover or restart of the operator)",
-        disruption=GONE_UNWATCHED,
+        reason="PodDeleted" if watched else "PodGone",
+        message=f"Pod {name} was deleted"
+        if watched
+        else f"Pod {name} went while no operator was watching (a failover or restart of the operator)",
+        disruption=None if watched else GONE_UNWATCHED,
     )
 
 
