@@ -8,10 +8,10 @@
 #    node image for the pinned Kubernetes (hack/kind-node-image.sh), with no registry;
 #    KIND_NODE_IMAGE=kindest/node:... uses a released node image instead;
 # 2. creates a kind cluster of one control plane and three workers (hack/kind/cluster.yaml;
-#    always deleted on exit, pass or fail) and loads the images into it (each from an
-#    archive written while the cluster starts and read from the nodes' shared mount as soon
-#    as their containerd answers: the operator's into every node, the trainer's into every
-#    worker), so nothing is pulled while it runs;
+#    always deleted on exit, pass or fail) and loads the images into it (each read from the
+#    engine's own blobs, which the nodes mount, or else from an archive written while the
+#    cluster starts, as soon as their containerd answers: hack/kind/images.sh; the
+#    operator's into every node, the trainer's into every worker), so nothing is pulled;
 # 3. once every node is Ready, `helm install`s charts/ddpjob-operator (its NetworkPolicy
 #    included) and makes the job
 #    namespace enforce the `restricted` Pod Security Standard;
@@ -162,12 +162,15 @@ phase images
 NODE_IMAGE=${KIND_NODE_IMAGE:-$(PY=$PY hack/kind-node-image.sh)}
 phase node-image
 
-# The trainer's archive, kept between runs (hack/kind/room.sh); the trainer archives of
-# other layers (and any cut short) are removed here, nothing else.
+# The trainer's archive, kept between runs where the nodes cannot read the engine's blobs
+# (hack/kind/room.sh); the trainer archives of other layers (and any cut short, and all
+# where they are read) are removed here, nothing else.
 # shellcheck source=hack/kind/room.sh
 source hack/kind/room.sh
 mkdir -p "$ARCHIVES"
-find "$ARCHIVES" -maxdepth 1 -type f -name 'trainer-*.tar*' ! -name "${TRAINER_ARCHIVE##*/}" -delete
+keep=${TRAINER_ARCHIVE##*/}
+[[ -z $ENGINE_BLOBS ]] || keep=
+find "$ARCHIVES" -maxdepth 1 -type f -name 'trainer-*.tar*' ! -name "$keep" -delete
 STEP="room for the images"
 room=$(room_for_images) || die "$room"
 log "the images: $room"
@@ -180,13 +183,15 @@ step "creating kind cluster $CLUSTER ($NODE_IMAGE)"
 label() { docker image inspect -f "{{ index .Config.Labels \"$1\" }}" "$NODE_IMAGE" 2>/dev/null | grep -v '<no value>' || true; }
 etcd_tag=$(label io.ddpjob.etcd-tag) coredns_tag=$(label io.ddpjob.coredns-tag)
 config=$WORK/cluster.yaml
-"$PY" - hack/kind/cluster.yaml "$SHARED" "$ARCHIVES" "$etcd_tag" "$coredns_tag" >"$config" <<'PYEOF'
+"$PY" - hack/kind/cluster.yaml "$SHARED" "$ARCHIVES" "$etcd_tag" "$coredns_tag" "$ENGINE_BLOBS" "$NODE_BLOBS" >"$config" <<'PYEOF'
 import sys, yaml
-path, shared, archives, etcd, coredns = sys.argv[1:]
+path, shared, archives, etcd, coredns, blobs, node_blobs = sys.argv[1:]
 docs = yaml.safe_load(open(path))
 for node in docs["nodes"]:
     node["extraMounts"] = [{"hostPath": shared, "containerPath": "/var/ddpjob-shared"},
                            {"hostPath": archives, "containerPath": "/var/ddpjob-archives", "readOnly": True}]
+    if blobs:
+        node["extraMounts"].append({"hostPath": blobs, "containerPath": node_blobs, "readOnly": True})
 patches = []
 for patch in docs["kubeadmConfigPatches"]:
     if "@ETCD_TAG@" in patch and not (etcd and coredns):
@@ -211,7 +216,7 @@ phase cluster
 WORKERS=$(kind get nodes --name "$CLUSTER" | grep -- '-worker' | sort | paste -sd,)
 step "the operator's image into every node"
 wait "$operator_importer" || die "the operator's image into the nodes failed: see above"
-rm -f "$OPERATOR_ARCHIVE"
+rm -rf "$OPERATOR_ARCHIVE" "${OPERATOR_ARCHIVE%.tar}.layout"
 phase load-operator-image
 
 # ----------------------------------------------------------------------- operator

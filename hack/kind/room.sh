@@ -1,19 +1,34 @@
 # Room for the real-Pods tier's images, asked before a cluster is made, by hack/e2e-kind.sh
 # (a failure) and by hack/kind-ready.sh (.ci/run skips the tier and says why: a disk too
 # small is this machine's, like a missing engine). Sourced inside the engine (docker
-# answers), with TRAINER_IMAGE and OPERATOR_IMAGE set; sets ARCHIVES and TRAINER_ARCHIVE.
+# answers), with TRAINER_IMAGE and OPERATOR_IMAGE set; sets ENGINE_BLOBS, ARCHIVES and
+# TRAINER_ARCHIVE.
 #
-# Each image's archive is written (the operator's under TMPDIR, the trainer's under
-# ARCHIVES), then every node it loads into keeps the archive's blobs in its containerd's
-# content store and the layers unpacked by its snapshotter, inside the engine's data root
-# (the blobs are dropped once unpacked, but the workers import at once, so each holds both
-# for a while). A disk that fills part way fails deep in containerd instead.
+# Every node an image loads into keeps its blobs in its containerd's content store and the
+# layers unpacked by its snapshotter, inside the engine's data root (the blobs are dropped
+# once unpacked, but the workers import at once, so each holds both for a while). The
+# nodes read the images from the engine's own blobs (ENGINE_BLOBS, hack/kind/images.sh);
+# where it has none to read, from archives: the operator's under TMPDIR, the trainer's
+# under ARCHIVES. A disk that fills part way fails deep in containerd instead.
 
-# The trainer's archive, kept between runs under ARCHIVES by the image's layers (the nodes
-# mount the folder): `docker save` of its 3 GB took 71 s on an idle 2-core machine, most of
-# the tier's wait for its images on a run whose images were built before. Not by its id:
-# its revision label is the commit, so every commit is a new id over the same layers (the
-# nodes then run the archive's, the label of the commit that wrote it).
+# The engine's content store's blobs, where dockerd's own containerd keeps them under the
+# containerd image store (hack/engine.sh): nothing where the trainer's index is not there.
+engine_blobs() {
+    local root dir id
+    root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) || return 0
+    dir=$root/containerd/daemon/io.containerd.content.v1.content/blobs/sha256
+    id=$(docker image inspect -f '{{.Id}}' "$TRAINER_IMAGE" 2>/dev/null) || return 0
+    [[ ! -f $dir/${id#sha256:} ]] || echo "$dir"
+}
+
+ENGINE_BLOBS=$(engine_blobs)
+
+# Where there are no blobs to read, the trainer's archive, kept between runs under ARCHIVES
+# by the image's layers (the nodes mount the folder): `docker save` of its 3 GB took 71 s
+# on an idle 2-core machine, most of the tier's wait for its images on a run whose images
+# were built before. Not by its id: its revision label is the commit, so every commit is a
+# new id over the same layers (the nodes then run the archive's, the label of the commit
+# that wrote it).
 ARCHIVES=${DDPJOB_IMAGE_ARCHIVES:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/archives}
 TRAINER_ARCHIVE=$ARCHIVES/trainer-$(docker image inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}' "$TRAINER_IMAGE" | sha256sum | cut -c1-16).tar
 
@@ -41,7 +56,7 @@ room_for_images() {
     tmp=${TMPDIR:-/tmp}
     read -r ta tu < <(image_bytes "$TRAINER_IMAGE")
     read -r oa ou < <(image_bytes "$OPERATOR_IMAGE")
-    [[ ! -f $TRAINER_ARCHIVE ]] || kept=1  # written by a run before: on the disk already
+    [[ ! -f $TRAINER_ARCHIVE && -z $ENGINE_BLOBS ]] || kept=1  # on the disk already, or no archive
     workers=$(grep -c 'role: worker' hack/kind/cluster.yaml)
     need=$(((ta + tu) * workers + (oa + ou) * (workers + 1) + 3 * 1024 ** 3))  # + the nodes' own use
     # Each archive on the same filesystem (device) as the data root counts there. Not df's

@@ -23,7 +23,7 @@ import yaml
 
 from ddpjob.api import spec as job_spec, template_policy
 from ddpjob.render import objects as render_objects
-from tests.deploy.deploy_helpers import ROOT, bash_functions, run_bash
+from tests.deploy.deploy_helpers import ROOT, run_bash
 
 JOBS = ROOT / "hack" / "kind" / "jobs.sh"
 SCENARIOS = ROOT / "hack" / "kind" / "scenarios.sh"
@@ -173,108 +173,6 @@ def test_spread_json_is_what_the_scenario_applies() -> None:
     spread = json.loads((ROOT / "hack" / "kind" / "spread.json").read_text())
     assert set(spread) == {"template"}
     assert 'job_from_example "$job" "$(<hack/kind/spread.json)"' in SCENARIOS.read_text()
-
-
-def room_for_images(
-    tmp_path: pathlib.Path,
-    free_gb: int,
-    *,
-    listed: tuple[str, str] = ("9GB", "750MB"),
-    tmp_free_gb: int | None = None,
-    kept: bool = False,
-) -> subprocess.CompletedProcess[str]:
-    """hack/kind/room.sh's room_for_images as hack/e2e-kind.sh calls it, with `docker` saying the
-    trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
-    saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
-    on the same filesystem unless `tmp_free_gb` gives it its own; the trainer's archive is
-    kept under ARCHIVES (on the engine root's filesystem) from a run before if `kept`."""
-    function = bash_functions(ROOT / "hack" / "kind" / "room.sh", "image_bytes", "room_for_images")
-    gib = 1024**3
-    tmp = tmp_path / "tmp"
-    tmp.mkdir(exist_ok=True)
-    archives = tmp_path / "archives"
-    archives.mkdir(exist_ok=True)
-    trainer_archive = archives / "trainer-0123456789abcdef.tar"
-    if kept:
-        trainer_archive.write_bytes(b"archive")
-    else:
-        trainer_archive.unlink(missing_ok=True)
-    tmp_avail = free_gb * gib if tmp_free_gb is None else tmp_free_gb * gib
-    # The engine's root is its own mount point, as under a running dockerd (it mounts its data
-    # root onto itself); TMPDIR is told from it by its device: the real one (the same
-    # filesystem as tmp_path), or another where it has a filesystem of its own.
-    own_device = (
-        "" if tmp_free_gb is None else f'stat() {{ [[ "$*" == "-c %d {tmp}" ]] && echo 4242 || command stat "$@"; }}'
-    )
-    stubs = f"""
-docker() {{
-    case "$*" in
-        "info -f {{{{.DockerRootDir}}}}") echo "{tmp_path}" ;;
-        "image inspect -f {{{{.Size}}}} "*trainer*) echo 3000000000 ;;
-        "image inspect -f {{{{.Size}}}} "*operator*) echo 250000000 ;;
-        "image ls --format {{{{.Size}}}} "*trainer*) echo {listed[0]} ;;
-        "image ls --format {{{{.Size}}}} "*operator*) echo {listed[1]} ;;
-        *) echo "unexpected: docker $*" >&2; return 2 ;;
-    esac
-}}
-df() {{
-    case "$*" in
-        "--output=target {tmp}") printf 'Mounted on\\n/\\n' ;;
-        "--output=target {tmp_path}") printf 'Mounted on\\n%s\\n' {tmp_path} ;;
-        "--output=avail -B1 {tmp}") printf 'Avail\\n%s\\n' {tmp_avail} ;;
-        "--output=avail -B1 {tmp_path}") printf 'Avail\\n%s\\n' {free_gb * gib} ;;
-        *) echo "unexpected: df $*" >&2; return 2 ;;
-    esac
-}}
-log() {{ :; }}
-die() {{ echo "FAILED: $*" >&2; exit 1; }}
-{own_device}
-TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
-ARCHIVES={archives} TRAINER_ARCHIVE={trainer_archive}
-"""
-    return run_bash(f'set -euo pipefail\n{stubs}\n{function}\nroom=$(room_for_images) || die "$room"\necho room')
-
-
-def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
-    """Under the containerd image store the trainer is a 3 GB archive that unpacks to 6 GB
-    more (`docker image ls` says 9 GB): each of three workers holds both (27 GB), four nodes
-    the operator's 0.75 GB each, both archives wait under TMPDIR (3.25 GB), and 3 GiB besides:
-    about 36.5 GB (33.9 GiB), so 34 GiB free is enough and 33 is refused, with both figures and why."""
-    assert room_for_images(tmp_path, 34).stdout == "room\n"
-    short = room_for_images(tmp_path, 33)
-    assert short.returncode == 1 and short.stdout == ""
-    assert short.stderr.strip() == (
-        f"FAILED: loading the images needs about 33 GB free under {tmp_path} (the trainer image packed and "
-        "unpacked on each of 3 workers, the operator's on every node, the archives); 33 GB are free"
-    )
-
-
-def test_a_kept_trainer_archive_is_not_asked_for_again(tmp_path: pathlib.Path) -> None:
-    """The trainer's archive a run before kept is on the disk already: 3 GB less are asked
-    (about 33.9 GiB less 2.8), so 32 GiB free is enough where 33 was refused without it."""
-    assert room_for_images(tmp_path, 32, kept=True).stdout == "room\n"
-    assert room_for_images(tmp_path, 32).returncode == 1
-    short = room_for_images(tmp_path, 30, kept=True)
-    assert short.returncode == 1 and "needs about 31 GB free" in short.stderr
-
-
-def test_kind_load_room_under_the_classic_image_store(tmp_path: pathlib.Path) -> None:
-    """Under the classic store `docker image ls` says `.Size` again and `docker save` writes
-    the layers uncompressed: each worker holds 3 GB twice, so about 24.4 GiB is needed."""
-    assert room_for_images(tmp_path, 25, listed=("3GB", "250MB")).stdout == "room\n"
-    short = room_for_images(tmp_path, 24, listed=("3GB", "250MB"))
-    assert short.returncode == 1 and "needs about 24 GB free" in short.stderr and "24 GB are free" in short.stderr
-
-
-def test_kind_loads_archive_is_checked_where_tmpdir_is(tmp_path: pathlib.Path) -> None:
-    """TMPDIR on a filesystem of its own: the operator's archive (0.25 GB) is asked of it,
-    not of the engine's root (the trainer's is written under ARCHIVES, on the root's)."""
-    assert room_for_images(tmp_path, 34, tmp_free_gb=1).stdout == "room\n"
-    short = room_for_images(tmp_path, 34, tmp_free_gb=0)
-    assert short.returncode == 1
-    assert short.stderr.strip() == (
-        f"FAILED: the operator image's archive (about 0 GB) is written under {tmp_path / 'tmp'}; 0 GB are free there"
-    )
 
 
 def test_the_tier_never_writes_the_users_kubeconfig() -> None:
