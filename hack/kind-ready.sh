@@ -63,6 +63,7 @@ if [[ "${1:-}" == images ]]; then
     done
     # shellcheck source=hack/kind/room.sh
     source hack/kind/room.sh
+    TRAINER_ARCHIVE=$(trainer_archive)
     room=$(room_for_images) || not_ready "$room"
     exit 0
 fi

@@ -1,8 +1,8 @@
-# Room for the real-Pods tier's images, asked before a cluster is made, by hack/e2e-kind.sh
-# (a failure) and by hack/kind-ready.sh (.ci/run skips the tier and says why: a disk too
-# small is this machine's, like a missing engine). Sourced inside the engine (docker
-# answers), with TRAINER_IMAGE and OPERATOR_IMAGE set; sets ENGINE_BLOBS, ARCHIVES and
-# TRAINER_ARCHIVE.
+# Room for the real-Pods tier's images, asked by hack/kind-ready.sh before anything is made
+# (.ci/run skips the tier and says why: a disk too small is this machine's, like a missing
+# engine) and by hack/e2e-kind.sh before the images go into the nodes (a failure). Sourced
+# inside the engine (docker answers), with TRAINER_IMAGE and OPERATOR_IMAGE set; sets
+# ENGINE_BLOBS and ARCHIVES; room_for_images reads TRAINER_ARCHIVE (trainer_archive).
 #
 # Every node an image loads into keeps its blobs in its containerd's content store and the
 # layers unpacked by its snapshotter, inside the engine's data root (the blobs are dropped
@@ -12,13 +12,14 @@
 # under ARCHIVES. A disk that fills part way fails deep in containerd instead.
 
 # The engine's content store's blobs, where dockerd's own containerd keeps them under the
-# containerd image store (hack/engine.sh): nothing where the trainer's index is not there.
+# containerd image store (hack/engine.sh): nothing where there is no such folder (another
+# engine's, a remote one). Asked before the images are built (the cluster, which mounts
+# it, is made meanwhile): an image whose blobs are not all there goes by archive.
 engine_blobs() {
-    local root dir id
+    local root dir
     root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) || return 0
     dir=$root/containerd/daemon/io.containerd.content.v1.content/blobs/sha256
-    id=$(docker image inspect -f '{{.Id}}' "$TRAINER_IMAGE" 2>/dev/null) || return 0
-    [[ ! -f $dir/${id#sha256:} ]] || echo "$dir"
+    [[ ! -d $dir ]] || echo "$dir"
 }
 
 ENGINE_BLOBS=$(engine_blobs)
@@ -30,7 +31,9 @@ ENGINE_BLOBS=$(engine_blobs)
 # new id over the same layers (the nodes then run the archive's, the label of the commit
 # that wrote it).
 ARCHIVES=${DDPJOB_IMAGE_ARCHIVES:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/archives}
-TRAINER_ARCHIVE=$ARCHIVES/trainer-$(docker image inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}' "$TRAINER_IMAGE" | sha256sum | cut -c1-16).tar
+trainer_archive() {  # the trainer's archive's path under ARCHIVES, once the image is built
+    echo "$ARCHIVES/trainer-$(docker image inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}' "$TRAINER_IMAGE" | sha256sum | cut -c1-16).tar"
+}
 
 image_bytes() {  # IMAGE -> "ARCHIVE UNPACKED", in bytes
     # `.Size` is what `docker save` writes: the compressed blobs under the containerd image

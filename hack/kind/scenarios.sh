@@ -69,8 +69,9 @@ scenario_restart() {
 # the scenario has seen the group of 3 (the trainer's testing aid, released by a file on the
 # shared volume), so the job outlasts its replacement's start however slow the machine: once
 # a replacement took longer than the rest of the training and the job ended before a group
-# of 3 re-formed. 128 steps of 2 s hold it as long as 256 of 1 s did, with half as many
-# left to run once released (on two cores, with its checkpoints, about 0.5 s each).
+# of 3 re-formed. 64 steps of 4 s hold it as long as 128 of 2 s (and 256 of 1 s) did, with
+# half as many left to run once released (on two cores, beside the other scenarios, about
+# 0.7 s each: 128 of them took the job 71 s after its release).
 ELASTIC_REGROW_S=240
 scenario_elastic() {
     local job=elastic release=release-steps
@@ -79,10 +80,10 @@ scenario_elastic() {
         \"checkpoint\": {\"claimName\": \"elastic-checkpoints\"}, \"restartBackoffSeconds\": 2,
         \"template\": {\"spec\": {\"affinity\": {\"podAntiAffinity\": {\"requiredDuringSchedulingIgnoredDuringExecution\": [
             {\"topologyKey\": \"kubernetes.io/hostname\", \"labelSelector\": {\"matchLabels\": {\"ddpjob.io/job-name\": \"$job\"}}}]}}}},
-        \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"2\"},
+        \"env\": [{\"name\": \"DDPJOB_TEST_STEP_SECONDS\", \"value\": \"4\"},
                 {\"name\": \"DDPJOB_TEST_STEP_SECONDS_UNTIL\", \"value\": \"/checkpoints/$release\"}],
         \"resources\": {\"requests\": {\"cpu\": \"100m\", \"memory\": \"512Mi\"}, \"limits\": {\"memory\": \"2Gi\"}}}" \
-        '--epochs 2 --synthetic-size 12288 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
+        '--epochs 1 --synthetic-size 12288 --checkpoint-every-steps 10 --log-every 10 --sample-log /checkpoints' \
         | k -n "$JOB_NS" apply -f -
     wait_for "$job: training at world size 3" "${TIMEOUT%s}" "has_record $job 'r[\"event\"] == \"step\"'"
     local before
