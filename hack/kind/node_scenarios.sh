@@ -73,16 +73,9 @@ took_until() {  # WHAT T LIMIT CONDITION [JOB]
 }
 
 # Ready as its kubelet reports it after the start: right after a kill the API server may
-# still show the Ready=True of before it (the node lifecycle controller marks a silent node
-# NotReady only after its grace period), which says nothing of a node that runs again.
-start_node() {  # NODE: the node container started again, and the node Ready
-    restart_node "$1"
-    node_back "$1"
-}
-restart_node() {  # NODE: its container started again (node_back waits for it to be Ready)
-    NODE_STARTED=$(date -u +%s)
-    docker start "$1" >/dev/null
-}
+# still show the Ready=True of before (a silent node is NotReady only after a grace period).
+start_node() { restart_node "$1" && node_back "$1"; }  # NODE: started again, and Ready
+restart_node() { NODE_STARTED=$(date -u +%s) && docker start "$1" >/dev/null; }  # NODE (node_back: Ready)
 node_back() {  # NODE: Ready since restart_node
     wait_for "node $1 Ready again" "$NODE_READY_S" "[[ \$(ready_of $1) == True ]] && (( \$(heartbeat_of $1) >= $NODE_STARTED ))"
 }
@@ -92,8 +85,7 @@ heartbeat_of() {  # NODE: its Ready condition's last heartbeat, in seconds since
     if [[ -n $at ]]; then date -u -d "$at" +%s; else echo 0; fi
 }
 
-# iptables in the node's own network namespace: nothing leaves or reaches it over its
-# interface (the kubelet's API calls, the Pods' traffic), while every process lives on.
+# iptables in the node's network namespace: nothing crosses its interface, every process lives on.
 partition() {  # NODE add|delete
     local op=-I rule
     [[ $2 == add ]] || op=-D
@@ -106,15 +98,14 @@ partition() {  # NODE add|delete
 # Whether a container of the Pod of uid UID still runs on NODE (the kubelet's runtime).
 runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid=$2" 2>/dev/null) ]]; }
 
-# -------------------------------------------- an elastic job's node killed, then paused
-# Kill: kubelet, containerd and the Pod die at once, and nothing writes their end. Pause:
-# the silent twin (nothing closes a connection, nothing answers). The job keeps off the
-# acting operator's node (the operator's own loss is scenario_operator_loss's), so its two
-# Pods hold the two other workers, and a lost Pod can come back only when its node does.
-# Each time the survivor goes on alone within 10 s (its own detection), the job says so
-# within 20 s (NodeLost, NODES 1/2: the node lifecycle controller's NotReady), the lost Pod
-# is force-deleted (an Event names the node), and once the node returns the job grows back
-# to it; no gang restart, no survivor replaced, every sample trained on exactly once.
+# -------------------------------------------- an elastic job's node paused, then killed
+# Pause: nothing closes a connection, nothing answers; kill: kubelet, containerd and the Pod
+# die at once, nothing writes their end. The job keeps off the acting operator's node (its
+# loss is scenario_operator_loss's): a lost Pod comes back only with its node. Each time the
+# survivor goes on alone within 10 s, the job says so within 20 s (NodeLost, NODES 1/2: the
+# node's NotReady), the lost Pod is force-deleted (an Event names the node), and the job
+# grows back once the node returns (the killed one's minute: in the end, beside the next
+# scenario's start); no gang restart, no survivor replaced, every sample trained once.
 scenario_node_elastic() {
     # 320 steps of at least 0.64 s (205 s) until released, as 640 of 0.32 s were: fewer left.
     local job=node-elastic size=8192 epochs=5
@@ -124,7 +115,7 @@ scenario_node_elastic() {
     wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
     local how victim t0=0 survivor
     settle
-    for how in kill pause; do
+    for how in pause kill; do
         # Once the group of 2 took 3 steps: a node frozen in DDP's own syncs of a group's first
         # two holds the survivor for gloo's timeout (docs/node-failures.md, "Known limits").
         wait_for "$job: 3 steps at world size 2" 120 "check resized '$SHARED/$job' --after $t0 --world 2 --steps 3 >/dev/null 2>&1"
@@ -139,17 +130,26 @@ scenario_node_elastic() {
         figure "elastic $how: kubectl get ddpj says 1/2 and NodeLost $TOOK s after the loss"
         took_until "$job: the lost Pod force-deleted" "$t0" 30 \
             "events_of $job | grep '^ForceDeleted: force-deleted Pod $job-1: its node $victim' >/dev/null"
-        if [[ $how == kill ]]; then start_node "$victim"; else docker unpause "$victim" >/dev/null; fi
-        took_until "$job: grown back to 2/2" "$t0" 300 \
-            "[[ \$(status $job .nodes) == 2/2 ]] && check resized '$SHARED/$job' --after $t0 --world 2 >/dev/null 2>&1" "$job"
-        figure "elastic $how: grown back to world size 2 $TOOK s after the loss, once the node was back"
-        [[ $(uid_of "$job-0") == "$survivor" && $(status "$job" .restarts) == 0 ]] \
-            || die "$job: the survivor was replaced or the gang restarted ($(status "$job" ''))"
+        if [[ $how == kill ]]; then
+            restart_node "$victim"
+            finish_later node_elastic node_elastic_end "$job" "$size" "$epochs" "$victim" "$t0" "$survivor"
+            return 0
+        fi
+        docker unpause "$victim" >/dev/null
+        grown_back "$job" "$how" "$t0" "$survivor"
     done
-    release_steps "$job"
-    finish_later node_elastic node_elastic_end "$job" "$size" "$epochs"
 }
-node_elastic_end() {  # JOB SIZE EPOCHS
+grown_back() {  # JOB HOW T SURVIVOR: the job at world size 2 again since the loss at T
+    took_until "$1: grown back to 2/2" "$3" 300 \
+        "[[ \$(status $1 .nodes) == 2/2 ]] && check resized '$SHARED/$1' --after $3 --world 2 >/dev/null 2>&1" "$1"
+    figure "elastic $2: grown back to world size 2 $TOOK s after the loss, once the node was back"
+    [[ $(uid_of "$1-0") == "$4" && $(status "$1" .restarts) == 0 ]] \
+        || die "$1: the survivor was replaced or the gang restarted ($(status "$1" ''))"
+}
+node_elastic_end() {  # JOB SIZE EPOCHS NODE T SURVIVOR
+    node_back "$4"
+    grown_back "$1" kill "$5" "$6"
+    release_steps "$1"
     wait_succeeded "$1"
     [[ $(status "$1" .restarts) == 0 ]] || die "$1 restarted its gang: elastic jobs keep training"
     log "$1: $(check exactly-once "$SHARED/$1" --size "$2" --epochs "$3")"
@@ -266,9 +266,9 @@ node_unhealthy_end() {  # JOB
 scenario_node_drain() {
     local rigid=drain-rigid elastic=drain-elastic node t0 step leader shared
     node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
-    # 256 steps of at least 0.5 s (128 s) until released, as 640 of 0.2 s were: fewer left.
-    node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1, "step": 0.5}' \
-        "--epochs 4 --synthetic-size 8192"
+    # 128 steps of at least 1 s (128 s) until released, as 256 of 0.5 s were: fewer left.
+    node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1, "step": 1}' \
+        "--epochs 2 --synthetic-size 8192"
     wait_checkpoint "$rigid"
     wait_for "$elastic: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$elastic' --world 2 >/dev/null 2>&1"
     settle
