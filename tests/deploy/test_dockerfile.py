@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import pathlib
 import re
+import sys
 import tomllib
 
 import pytest
@@ -74,7 +75,7 @@ def test_torch_versions_match_pyproject() -> None:
 
 def test_operator_image_has_no_torch_runs_non_root_and_runs_kopf() -> None:
     operator = " ".join(STAGES["operator"] + STAGES["operator-venv"])
-    assert "[operator]" in operator and "[trainer]" not in operator and "torch" not in operator
+    assert '"$DEPENDENCIES" operator' in operator and "trainer" not in operator and "torch" not in operator
     assert "operator" in PYPROJECT["project"]["optional-dependencies"]
     assert not any("torch" in d for d in PYPROJECT["project"]["optional-dependencies"]["operator"])
     (user,) = [line for line in STAGES["operator"] if line.startswith("USER ")]
@@ -91,7 +92,7 @@ def test_trainer_image() -> None:
     assert trainer[0].startswith("FROM trainer-base-${TRAINER_VARIANT}")
     assert {"trainer-base-cuda", "trainer-base-cpu"} <= STAGES.keys()
     assert 'ENTRYPOINT ["ddpjob-launch"]' in trainer
-    assert any("[trainer]" in line for line in trainer)
+    assert any('"$DEPENDENCIES" trainer' in line for line in trainer)
     assert re.search(r"^ARG TRAINER_VARIANT=cuda$", DOCKERFILE.read_text(), re.M)
     user = next(line for line in trainer if line.startswith("USER "))
     assert not user.split()[1].startswith("0")
@@ -168,4 +169,27 @@ def test_the_operator_image_ships_no_official_client_and_deletes_nothing() -> No
     (tests/operator/test_no_official_client.py); nothing is deleted from the venv after pip
     installed it (the earlier image removed the official client's `kubernetes/aio`)."""
     venv = " ".join(STAGES["operator-venv"])
-    assert "[operator]" in venv and "rm -rf" not in venv
+    assert '"$DEPENDENCIES" operator' in venv and "rm -rf" not in venv
+
+
+@pytest.mark.parametrize("stage", ["operator-venv", "trainer"])
+def test_the_dependencies_have_a_layer_before_the_wheel(stage: str) -> None:
+    """Each image installs the core's and its extra's requirements from pyproject.toml and
+    constraints.txt alone, then ddpjob's wheel with --no-deps: a change to the code misses
+    the cache only from the wheel's COPY on. The requirements are what pyproject.toml says."""
+    lines = STAGES[stage]
+    deps = next(n for n, line in enumerate(lines) if line.startswith("COPY pyproject.toml constraints.txt /deps/"))
+    wheel = next(n for n, line in enumerate(lines) if line.startswith("COPY --from=wheel"))
+    assert deps < wheel and "ARG DEPENDENCIES" in lines[:deps]
+    assert "-c /deps/constraints.txt -r /deps/requirements.txt" in " ".join(lines[deps:wheel])
+    assert "--no-deps /wheels/ddpjob-*.whl" in " ".join(lines[wheel:])
+    assert not any("/wheels/ddpjob-*.whl)[" in line for line in lines)  # no install that resolves again
+
+
+@pytest.mark.parametrize("extra", ["operator", "trainer"])
+def test_the_dependencies_argument_prints_pyprojects_requirements(extra: str) -> None:
+    (arg,) = re.findall(r'^ARG DEPENDENCIES="(.*)"$', DOCKERFILE.read_text(), re.M)
+    code = arg.replace("\\\\", "\\").replace("/deps/pyproject.toml", str(ROOT / "pyproject.toml"))
+    done = run([sys.executable, "-c", code, extra])
+    project = PYPROJECT["project"]
+    assert done.stdout.splitlines() == [*project["dependencies"], *project["optional-dependencies"][extra]]
