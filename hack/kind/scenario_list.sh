@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kind tier's scenarios, in the order hack/e2e-kind.sh runs them, from its knobs:
 # E2E_SCENARIOS names them all; else the default ones, then the node scenarios
-# (docs/node-failures.md: 21-25 of the tier's 38-43 min warm here), all of them unless
+# (docs/node-failures.md: 8 to 10 of the tier's 14 to 16 min here), all of them unless
 # E2E_NODE_SCENARIOS says 0 (none) or names some (those, in this order: .ci/run runs the
 # ones its time left allows). A name that is not a node scenario is refused (exit 2).
 set -euo pipefail
