@@ -135,9 +135,14 @@ def test_only_the_cli_extra_installs_the_official_client() -> None:
 
     assert not {"kubernetes", "kubernetes-asyncio"} & names("operator") and "aiohttp" in names("operator")
     assert "kubernetes" in names("cli")
-    # The image installs the operator extra alone.
+    # The image installs the operator extra alone: its dependencies' layer names that
+    # extra only, and ddpjob's wheel goes in without its own (--no-deps).
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert re.findall(r"ddpjob-\*\.whl\)\[(\w[\w,]*)\]", dockerfile)[0] == "operator"
+    stage = dockerfile[dockerfile.index("AS operator-venv") : dockerfile.index("AS operator\n")]
+    assert re.findall(r'"\$DEPENDENCIES" (\S+)', stage) == ["operator"]
+    assert re.findall(r"pip install [^\n]*ddpjob-\*\.whl", stage) == [
+        "pip install --no-cache-dir --no-deps /wheels/ddpjob-*.whl"
+    ]
 
 
 def test_the_in_cluster_server_is_the_environments_address() -> None:
