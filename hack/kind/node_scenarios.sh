@@ -53,9 +53,11 @@ PYEOF
 }
 
 release_steps() { touch "$SHARED/$1/release-steps"; }  # JOB: its steps at full speed from now
+# A rigid job held for its fault: 96 steps of 2 s (192 s), a checkpoint every 5. Its fault waits
+# for the scenario before to settle (28-38 s here); 192 steps of 0.2 s were at step 70-110 then.
+RIGID='--epochs 3 --synthetic-size 4096 --checkpoint-every-steps 5'
 
-# Waits until the job has a checkpoint, so a loss has something to resume from.
-wait_checkpoint() {
+wait_checkpoint() {  # JOB: a checkpoint, so that a loss has something to resume from
     wait_for "$1: a first checkpoint" "${TIMEOUT%s}" "[[ \$(check newest-checkpoint '$SHARED/$1') != 0 ]]"
 }
 
@@ -85,8 +87,7 @@ heartbeat_of() {  # NODE: its Ready condition's last heartbeat, in seconds since
     if [[ -n $at ]]; then date -u -d "$at" +%s; else echo 0; fi
 }
 
-# iptables in the node's network namespace: nothing crosses its interface, every process lives on.
-partition() {  # NODE add|delete
+partition() {  # NODE add|delete: iptables in its network namespace (nothing crosses its interface)
     local op=-I rule
     [[ $2 == add ]] || op=-D
     for rule in "INPUT -i eth0" "OUTPUT -o eth0" "FORWARD -i eth0" "FORWARD -o eth0"; do
@@ -95,8 +96,7 @@ partition() {  # NODE add|delete
     done
 }
 
-# Whether a container of the Pod of uid UID still runs on NODE (the kubelet's runtime).
-runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid=$2" 2>/dev/null) ]]; }
+runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid=$2" 2>/dev/null) ]]; }  # NODE POD-UID
 
 # -------------------------------------------- an elastic job's node paused, then killed
 # Pause: nothing closes a connection, nothing answers; kill: kubelet, containerd and the Pod
@@ -163,7 +163,7 @@ node_elastic_end() {  # JOB SIZE EPOCHS NODE T SURVIVOR
 # waits; it starts once the node is back.
 scenario_node_rigid() {
     local job=node-rigid
-    node_job "$job" 2 '{"maxRestarts": 3}' "--epochs 3 --synthetic-size 8192"
+    node_job "$job" 2 '{"maxRestarts": 3, "step": 2}' "$RIGID"
     wait_checkpoint "$job"
     local victim saved t0
     # The node of a Pod that is not the acting operator's (its loss is tried on its own).
@@ -202,7 +202,7 @@ node_rigid_end() {  # NODE JOB WIDE
 # after the job moved on reached the checkpoints or the metrics (the fence).
 scenario_partition() {
     local job=partition
-    node_job "$job" 2 '{"maxRestarts": 3}' "--epochs 3 --synthetic-size 8192"
+    node_job "$job" 2 '{"maxRestarts": 3, "step": 2}' "$RIGID"
     wait_checkpoint "$job"
     local victim saved stale t0 resumed_at
     settle
@@ -230,7 +230,7 @@ partition_end() {  # JOB HEALED
 # checkpoint, exit 143), a gang restart not counted, the new Pods elsewhere.
 scenario_node_unhealthy() {
     local job=unhealthy
-    node_job "$job" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
+    node_job "$job" 2 '{"maxRestarts": 1, "step": 2}' "$RIGID"
     wait_checkpoint "$job"
     local victim t0 condition
     settle
@@ -265,7 +265,7 @@ node_unhealthy_end() {  # JOB
 # against maxRestarts); the elastic one shrinks, then grows back on another node.
 scenario_node_drain() {
     local rigid=drain-rigid elastic=drain-elastic node t0 step leader shared
-    node_job "$rigid" 2 '{"maxRestarts": 1}' "--epochs 3 --synthetic-size 8192"
+    node_job "$rigid" 2 '{"maxRestarts": 1, "step": 2}' "$RIGID"
     # 128 steps of at least 1 s (128 s) until released, as 256 of 0.5 s were: fewer left.
     node_job "$elastic" 2 '{"elastic": {"minNodes": 1, "maxNodes": 2}, "restartBackoffSeconds": 1, "step": 1}' \
         "--epochs 2 --synthetic-size 8192"
