@@ -184,18 +184,21 @@ for patch in docs["kubeadmConfigPatches"]:
 docs["kubeadmConfigPatches"] = patches
 yaml.safe_dump(docs, sys.stdout, sort_keys=False)
 PYEOF
-kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true  # a leftover from an interrupted run
-mkdir -p "$ARCHIVES"
-log "creating kind cluster $CLUSTER ($NODE_IMAGE) while the images build"
-# No --wait: loading an image needs the nodes' containerd, not a Ready node; the nodes'
-# readiness is waited for before the chart's install (16 s of the load's time saved).
-kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config" >"$WORK/kind-create.log" 2>&1 &
-creator=$!
-
-# ------------------------------------------------------------------------- images
-step images
-OPERATOR_IMAGE=$OPERATOR_IMAGE TRAINER_IMAGE=$TRAINER_IMAGE PY=$PY hack/build-images.sh
-phase images
+make_cluster() {
+    kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true  # a leftover from an interrupted run
+    mkdir -p "$ARCHIVES"
+    log "creating kind cluster $CLUSTER ($NODE_IMAGE) while the images build"
+    # No --wait: loading an image needs the nodes' containerd, not a Ready node; the nodes'
+    # readiness is waited for before the chart's install (16 s of the load's time saved).
+    kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$config" >"$WORK/kind-create.log" 2>&1 &
+    creator=$!
+}
+build_images() {
+    step images
+    OPERATOR_IMAGE=$OPERATOR_IMAGE TRAINER_IMAGE=$TRAINER_IMAGE PY=$PY hack/build-images.sh
+    phase images
+}
+room_then build_images make_cluster  # the room asked before the nodes take any (hack/kind/room.sh)
 
 # The trainer's archive, kept between runs where the nodes cannot read the engine's blobs
 # (hack/kind/room.sh); the trainer archives of other layers (and any cut short, and all
@@ -204,9 +207,6 @@ TRAINER_ARCHIVE=$(trainer_archive)
 keep=${TRAINER_ARCHIVE##*/}
 [[ -z $ENGINE_BLOBS ]] || keep=
 find "$ARCHIVES" -maxdepth 1 -type f -name 'trainer-*.tar*' ! -name "$keep" -delete
-STEP="room for the images"
-room=$(room_for_images) || die "$room"
-log "the images: $room"
 OPERATOR_ARCHIVE=$SHARED/.images/operator.tar
 mkdir -p "${OPERATOR_ARCHIVE%/*}"
 WANT_WORKERS=$(grep -c 'role: worker' hack/kind/cluster.yaml)

@@ -12,6 +12,8 @@ import pytest
 
 from tests.deploy.deploy_helpers import ROOT, bash_functions, run_bash
 
+ROOM = ROOT / "hack" / "kind" / "room.sh"
+
 
 def room_for_images(
     tmp_path: pathlib.Path,
@@ -22,13 +24,26 @@ def room_for_images(
     kept: bool = False,
     blobs: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """hack/kind/room.sh's room_for_images as hack/e2e-kind.sh calls it, with `docker` saying the
-    trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
+    """hack/kind/room.sh's room_for_images as hack/e2e-kind.sh calls it (stubs below)."""
+    function = bash_functions(ROOM, "image_bytes", "room_for_images")
+    stubs = _stubs(tmp_path, free_gb, listed=listed, tmp_free_gb=tmp_free_gb, kept=kept, blobs=blobs)
+    return run_bash(f'set -euo pipefail\n{stubs}\n{function}\nroom=$(room_for_images) || die "$room"\necho room')
+
+
+def _stubs(
+    tmp_path: pathlib.Path,
+    free_gb: int,
+    *,
+    listed: tuple[str, str] = ("9GB", "750MB"),
+    tmp_free_gb: int | None = None,
+    kept: bool = False,
+    blobs: bool = False,
+) -> str:
+    """Stubs: `docker` saying the trainer's archive is 3 GB and the operator's 0.25 GB (`.Size`), and `docker image ls`
     saying `listed`; `df` says `free_gb` GiB are free under the engine's root, and TMPDIR is
     on the same filesystem unless `tmp_free_gb` gives it its own; the trainer's archive is
     kept under ARCHIVES (on the engine root's filesystem) from a run before if `kept`, and
     the nodes read the engine's own blobs instead of any archive if `blobs`."""
-    function = bash_functions(ROOT / "hack" / "kind" / "room.sh", "image_bytes", "room_for_images")
     gib = 1024**3
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -46,7 +61,7 @@ def room_for_images(
     own_device = (
         "" if tmp_free_gb is None else f'stat() {{ [[ "$*" == "-c %d {tmp}" ]] && echo 4242 || command stat "$@"; }}'
     )
-    stubs = f"""
+    return f"""
 docker() {{
     case "$*" in
         "info -f {{{{.DockerRootDir}}}}") echo "{tmp_path}" ;;
@@ -54,6 +69,8 @@ docker() {{
         "image inspect -f {{{{.Size}}}} "*operator*) echo 250000000 ;;
         "image ls --format {{{{.Size}}}} "*trainer*) echo {listed[0]} ;;
         "image ls --format {{{{.Size}}}} "*operator*) echo {listed[1]} ;;
+        "image inspect -f {{{{range .RootFS.Layers}}}}{{{{.}}}} {{{{end}}}} "*trainer*) echo "sha256:0123 " ;;
+        "image inspect ddpjob/trainer:x ddpjob/operator:e2e") [[ -e {tmp_path / "built"} ]] ;;
         *) echo "unexpected: docker $*" >&2; return 2 ;;
     esac
 }}
@@ -72,7 +89,6 @@ die() {{ echo "FAILED: $*" >&2; exit 1; }}
 TRAINER_IMAGE=ddpjob/trainer:x OPERATOR_IMAGE=ddpjob/operator:e2e TMPDIR={tmp}
 ARCHIVES={archives} TRAINER_ARCHIVE={trainer_archive} ENGINE_BLOBS={tmp_path / "blobs" if blobs else ""}
 """
-    return run_bash(f'set -euo pipefail\n{stubs}\n{function}\nroom=$(room_for_images) || die "$room"\necho room')
 
 
 def test_kind_load_is_given_room_before_a_cluster_is_made(tmp_path: pathlib.Path) -> None:
@@ -116,4 +132,37 @@ def test_kind_loads_archive_is_checked_where_tmpdir_is(tmp_path: pathlib.Path) -
     assert short.returncode == 1
     assert short.stderr.strip() == (
         f"FAILED: the operator image's archive (about 0 GB) is written under {tmp_path / 'tmp'}; 0 GB are free there"
+    )
+
+
+@pytest.mark.parametrize("built", [True, False], ids=["images-built", "no-images-yet"])
+def test_the_room_is_asked_before_the_cluster_is_made(tmp_path: pathlib.Path, built: bool) -> None:
+    """A kind node, once started, has taken part of what the check counts for it: the room is
+    asked before the cluster is made, of the images the engine holds (the cluster then made
+    while they are rebuilt), or, where it holds none yet, of the images built first."""
+    if built:
+        (tmp_path / "built").touch()
+    functions = bash_functions(ROOM, "trainer_archive", "room_then")
+    callers = (
+        f"build() {{ touch {tmp_path / 'built'}; echo build; }}\n"
+        'cluster() { echo cluster; }\nlog() { echo "log: $*"; }'
+    )
+    script = f"set -euo pipefail\n{_stubs(tmp_path, 34)}\n{functions}\n{callers}\nroom_then build cluster\necho done"
+    done = run_bash(script)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    room = next((line for line in lines if line.startswith("log: ")), "")
+    assert room.startswith("log: the images: about 33 GB needed under "), lines
+    assert lines == ([room, "cluster", "build", "done"] if built else ["build", room, "cluster", "done"])
+
+
+def test_no_room_makes_no_cluster_and_builds_nothing_more(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "built").touch()
+    functions = bash_functions(ROOM, "trainer_archive", "room_then")
+    callers = "build() { echo build; }\ncluster() { echo cluster; }\nlog() { :; }"
+    short = run_bash(f"set -euo pipefail\n{_stubs(tmp_path, 20)}\n{functions}\n{callers}\nroom_then build cluster")
+    assert short.returncode == 1 and short.stdout == ""
+    assert (
+        short.stderr.startswith("FAILED: loading the images needs about 33 GB free")
+        and "20 GB are free" in short.stderr
     )
