@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -15,18 +16,10 @@ from tests.deploy.deploy_helpers import ROOT, bash_functions, run_bash
 ROOM = ROOT / "hack" / "kind" / "room.sh"
 
 
-def room_for_images(
-    tmp_path: pathlib.Path,
-    free_gb: int,
-    *,
-    listed: tuple[str, str] = ("9GB", "750MB"),
-    tmp_free_gb: int | None = None,
-    kept: bool = False,
-    blobs: bool = False,
-) -> subprocess.CompletedProcess[str]:
-    """hack/kind/room.sh's room_for_images as hack/e2e-kind.sh calls it (stubs below)."""
+def room_for_images(tmp_path: pathlib.Path, free_gb: int, **options: Any) -> subprocess.CompletedProcess[str]:
+    """hack/kind/room.sh's room_for_images as hack/e2e-kind.sh calls it, with _stubs(OPTIONS)."""
     function = bash_functions(ROOM, "image_bytes", "room_for_images")
-    stubs = _stubs(tmp_path, free_gb, listed=listed, tmp_free_gb=tmp_free_gb, kept=kept, blobs=blobs)
+    stubs = _stubs(tmp_path, free_gb, **options)
     return run_bash(f'set -euo pipefail\n{stubs}\n{function}\nroom=$(room_for_images) || die "$room"\necho room')
 
 
