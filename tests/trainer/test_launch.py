@@ -1,3 +1,4 @@
+import os
 import signal
 import socket
 import subprocess
@@ -230,6 +231,52 @@ def test_torchrun_leaves_nothing_in_tmpdir(tmp_path, ending):
     out = proc.communicate(timeout=RUN)[0]
     assert proc.returncode == {"success": 0, "worker-failure": 3, "sigterm": 143}[ending], out
     assert list(tmp.iterdir()) == [], out
+
+
+@pytest.mark.slow
+def test_a_launch_stopped_in_its_rendezvous_leaves_its_log_dir_to_the_next(tmp_path):
+    """Stopped while it waits for a peer that never comes, torchrun dies by SIGTERM's default
+    (its own handler comes with its workers) and its log directory stays: the next launch
+    under the same TMPDIR removes it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = tmp_path / "w.py"
+    script.write_text("")
+    env = contract(nnodes=2, node_rank=0, TMPDIR=str(tmp))
+    proc = subprocess.Popen(
+        [str(BIN / "ddpjob-launch"), str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + RUN
+    while True:  # node 0's store answers: its launch waits in the rendezvous
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+        try:
+            socket.create_connection(("127.0.0.1", int(env["MASTER_PORT"])), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=RUN)[0]
+    assert proc.returncode == 143, out
+    left = [p.name for p in tmp.iterdir()]
+    assert left and all(name.startswith("ddpjob-torchrun-") for name in left), (left, out)
+    r = launch([str(script)], contract(nproc=2, TMPDIR=str(tmp)))
+    assert r.returncode == 0, r.stderr
+    assert list(tmp.iterdir()) == [], r.stderr
+
+
+def test_only_the_log_dirs_of_ended_launches_are_removed(tmp_path):
+    from ddpjob_trainer._torchrun import _remove_orphans
+
+    child = subprocess.Popen(["true"])
+    child.wait()  # reaped: its PID names no process (unless reused within this test)
+    dead, alive = child.pid, os.getpid()
+    for name in (f"ddpjob-torchrun-{dead}-ab1", f"ddpjob-torchrun-{alive}-cd2", "ddpjob-torchrun-x1y2", "other-1-2"):
+        (tmp_path / name).mkdir()
+    (tmp_path / f"ddpjob-torchrun-{dead}-file").write_text("not a directory")
+    _remove_orphans(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"ddpjob-torchrun-{alive}-cd2", "ddpjob-torchrun-x1y2", "other-1-2", f"ddpjob-torchrun-{dead}-file"]
+    )
 
 
 def test_a_log_dir_the_user_names_is_theirs(tmp_path, monkeypatch):

@@ -13,6 +13,11 @@ torchrun keeps its workers' error files in a log directory; given none, it makes
 `$TMPDIR/torchelastic_*` and never removes it, one left behind per launch (every
 `ddpjob run`, every restart in a Pod). So it is given one of ours, removed when it returns
 however it ends, unless the user named one (`--log-dir`, or torchrun's PET_LOG_DIR).
+torchrun makes it before its rendezvous but takes over SIGTERM only once its workers
+start, so a launch stopped while it waits for its peers (or SIGKILLed) cannot remove it:
+the name holds the launch's PID, and each launch removes those of launches no longer
+alive (a Python handler could not run while torch waits in its store, and would delay
+the stop for as long).
 
 When a worker fails, why (its own exception, with its rank) is left as the container's
 termination message and said last (root_cause.py): the workers' stderr passes through
@@ -21,6 +26,7 @@ this process for that.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
@@ -73,11 +79,39 @@ def quiet_stop() -> None:
         logging.getLogger(name).addFilter(_Quiet(messages))
 
 
+LOG_DIR_PREFIX = "ddpjob-torchrun-"
+
+
 def _own_log_dir(args: list[str]) -> str | None:
     named = "PET_LOG_DIR" in os.environ or any(
         a in ("--log-dir", "--log_dir") or a.startswith(("--log-dir=", "--log_dir=")) for a in args
     )
-    return None if named else tempfile.mkdtemp(prefix="ddpjob-torchrun-")
+    if named:
+        return None
+    _remove_orphans(tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix=f"{LOG_DIR_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _remove_orphans(tmp: str) -> None:
+    """Removes the log directories of this user's launches that ended without removing theirs."""
+    for path in glob.glob(os.path.join(glob.escape(tmp), f"{LOG_DIR_PREFIX}*-*")):
+        pid = os.path.basename(path)[len(LOG_DIR_PREFIX) :].split("-", 1)[0]
+        try:
+            mine = os.lstat(path).st_uid == os.getuid()
+        except OSError:
+            continue
+        if pid.isdigit() and mine and os.path.isdir(path) and not os.path.islink(path) and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
