@@ -55,16 +55,6 @@ def with_make(tmp_path: pathlib.Path, fail_on: str = "") -> tuple[pathlib.Path, 
     return bin_dir, calls
 
 
-def made(calls: pathlib.Path) -> tuple[list[str], str]:
-    """The make calls CI ran in order, and the one it ran beside them (the builds, its own
-    process group, started before `make test`: where it lands among the others is the
-    scheduler's)."""
-    lines = calls.read_text().split("\n")[:-1]
-    beside = [line for line in lines if line.startswith("gang-schedulers")]
-    assert len(beside) == 1, lines
-    return [line for line in lines if line not in beside], beside[0]
-
-
 def test_ready_says_in_one_line_what_is_missing_and_starts_nothing(tmp_path: pathlib.Path) -> None:
     """No docker answers and nothing is built: as root (the project's engine can be started)
     that is "not built yet" (exit 4), elsewhere "cannot" (exit 3); built or started, nothing."""
@@ -85,37 +75,12 @@ def test_ci_skips_the_tier_in_one_line_where_it_cannot_run(tmp_path: pathlib.Pat
     env = environment(tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}", DDPJOB_ENGINE="user")
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs"], "gang-schedulers")
-    first, *_, line = done.stdout.splitlines()
-    assert first == "ci: the builds beside the tests (make gang-schedulers), 0 s:", done.stdout
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
+    (line,) = done.stdout.splitlines()
     assert line == "ci: the real-Pods tier (make e2e-kind) is skipped: no docker answers, and DDPJOB_ENGINE=user"
 
 
-def test_the_builds_run_beside_make_test_at_the_lowest_priority(tmp_path: pathlib.Path) -> None:
-    """The builds CI needs after `make test` start before it and run while it does (each
-    stub waits for the other's mark), at nice 19 where `make test` has CI's own priority."""
-    bin_dir, marks = tmp_path / "bin", tmp_path / "marks"
-    marks.mkdir()
-    wait_for = f"for _ in $(seq 300); do [[ -e {marks}/$1 ]] && break; sleep 0.1; done; [[ -e {marks}/$1 ]]"
-    stub(
-        bin_dir,
-        "make",
-        f"""mark() {{ nice >{marks}/$1; }}
-seen() {{ {wait_for}; }}
-case "$*" in
-    gang-schedulers*) mark beside; seen test || exit 8 ;;
-    test) seen beside || exit 9; mark test ;;
-esac""",
-    )
-    env = environment(tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}", DDPJOB_ENGINE="user")
-    done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    own = int((marks / "test").read_text())
-    assert int((marks / "beside").read_text()) == min(own + 19, 19) and own < 19
-
-
-BUILDS = "gang-schedulers engine kind-node-image images"
-READY_BUILDS = "gang-schedulers images"  # the tier built: only its images, rebuilt where the source changed
+BUILDS = "engine kind-node-image images"
 
 
 def unbuilt(tmp_path: pathlib.Path, build: str, **extra: str) -> tuple[dict[str, str], pathlib.Path]:
@@ -135,10 +100,10 @@ def test_ci_builds_what_the_tier_lacks_and_then_runs_it(tmp_path: pathlib.Path) 
     assert ready.returncode == 4 and ready.stdout == "kind is neither on PATH nor built (make engine)\n", ready.stdout
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs", "e2e-kind"], BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", BUILDS, "e2e-kind"]
     assert done.stdout.startswith(
         "ci: the real-Pods tier is not built (kind is neither on PATH nor built (make engine)); "
-        "building it beside the tests for at most "
+        "building it for at most "
     )
 
 
@@ -155,7 +120,7 @@ def test_builds_cut_short_by_the_budget_stop_whole_and_skip_the_tier_in_one_line
     )
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs"], BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", BUILDS]
     *_, line = done.stdout.splitlines()
     assert line.startswith("ci: the real-Pods tier (make e2e-kind) is skipped: kind is neither on PATH nor built")
     assert "its builds stopped at this run's budget" in line
@@ -185,7 +150,7 @@ def stopped_within(pid: int, seconds: float) -> bool:
 @pytest.mark.parametrize(
     ("build", "code", "said"),
     [
-        ("exit 7", 7, f"the builds beside the tests failed (make {BUILDS}: exit 7"),
+        ("exit 7", 7, "building the real-Pods tier failed (exit 7"),
         # A build that says it succeeded while the check still finds the part missing is a
         # disagreement between the two (a tag, a cache key), not something to skip over.
         ("true", 1, "still says: kind is neither on PATH nor built"),
@@ -208,7 +173,7 @@ def test_no_builds_start_without_time_for_them_nor_the_tier_without_its_own(tmp_
     )
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs"], "gang-schedulers")
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
     assert done.stdout.endswith(
         "is skipped: kind is neither on PATH nor built (make engine); no time is left to build it\n"
     )
@@ -218,7 +183,7 @@ def test_no_builds_start_without_time_for_them_nor_the_tier_without_its_own(tmp_
         [str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_LIMIT_S": "5400", "CI_TIER_S": "100000"}
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs"], BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", BUILDS]
     *_, line = done.stdout.splitlines()
     assert (
         line.startswith("ci: the real-Pods tier (make e2e-kind) is skipped: built in ")
@@ -237,27 +202,27 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     assert ready.returncode == 0 and ready.stdout == "", ready.stdout + ready.stderr
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 7, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs", "e2e-kind"], READY_BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind"]
     # Built, but less of CI's limit left than the tier is given: skipped, saying so, never
     # started to be cut by the limit.
     calls.unlink()
     short = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_TIER_S": "100000"})
     assert short.returncode == 0, short.stdout + short.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs"], READY_BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
     assert short.stdout.splitlines()[-1].startswith("ci: the real-Pods tier (make e2e-kind) is skipped: ")
     assert "under the 100000 s it is given (CI_TIER_S)" in short.stdout
     # Time for the tier but not for its node scenarios: the tier without them, saying so.
     calls.unlink()
     nodes = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_NODE_S": "100000"})
     assert nodes.returncode == 7, nodes.stdout + nodes.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=0"], READY_BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=0"]
     said = [line for line in nodes.stdout.splitlines() if line.startswith("ci: the node scenarios")]
     assert len(said) == 1 and "under the tier's 1000 s and any of their shares of 100000 s" in said[0], said
     # Scenarios named by hand are run as named.
     calls.unlink()
     named = {**env, "CI_NODE_S": "100000", "E2E_SCENARIOS": "example"}
     assert subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=named).returncode == 7
-    assert made(calls) == (["venv browser", "test", "test-gangs", "e2e-kind"], READY_BUILDS)
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind"]
     # The same machine without its trainer image: the tier is skipped, saying so.
     stub(bin_dir, "docker", '[[ "$*" != *trainer* ]]')
     missing = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env=env)
@@ -292,7 +257,7 @@ esac""",
     assert not (tmp_path / "archives").exists()  # asking makes nothing
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=short)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (["venv browser", "test", "test-gangs"], "gang-schedulers")
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs"]
     assert done.stdout.splitlines()[-1] == f"ci: the real-Pods tier (make e2e-kind) is skipped: {ready.stdout.strip()}"
     roomy = subprocess.run([str(READY)], capture_output=True, text=True, timeout=120, env={**short, "FREE_GB": "60"})
     assert roomy.returncode == 0 and roomy.stdout == "", roomy.stdout + roomy.stderr
@@ -331,10 +296,7 @@ def test_short_of_time_for_every_node_scenario_ci_runs_those_that_fit_in_turn(tm
     env, calls = ready_tier(tmp_path)
     done = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, **spare(210)})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert made(calls) == (
-        ["venv browser", "test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=node_unhealthy"],
-        READY_BUILDS,
-    )
+    assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=node_unhealthy"]
     said = [line for line in done.stdout.splitlines() if line.startswith("ci: 1 of the 6 node scenarios run")]
     assert len(said) == 1 and "(node_unhealthy)" in said[0] and "another run takes them in turn" in said[0], done.stdout
     for count, expected in ((2, "partition"), (5, "operator_loss"), (6, "node_rigid")):
@@ -342,7 +304,7 @@ def test_short_of_time_for_every_node_scenario_ci_runs_those_that_fit_in_turn(tm
         turned = {**env, **spare(300), **commits(tmp_path, count)}
         run = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env=turned)
         assert run.returncode == 0, run.stdout + run.stderr
-        assert made(calls)[0][-1] == f"e2e-kind E2E_NODE_SCENARIOS={expected}", (count, run.stdout)
+        assert calls.read_text().split("\n")[:-1][-1] == f"e2e-kind E2E_NODE_SCENARIOS={expected}", (count, run.stdout)
 
 
 def test_the_tier_knows_every_node_scenario_ci_shares_its_time_among(tmp_path: pathlib.Path) -> None:
