@@ -31,6 +31,14 @@ ROWS = (
         r"^elastic kill: kubectl get ddpj says .* " + SECONDS,
     ),
     (
+        "elastic, node frozen a few seconds: next step at the smaller size",
+        r"^elastic freeze: next step at the smaller size " + SECONDS,
+    ),
+    (
+        "elastic, node frozen a few seconds: its own trainer back in the group",
+        r"^elastic freeze: back at world size 2 " + SECONDS,
+    ),
+    (
         "elastic, node paused: next step at the smaller size",
         r"^elastic pause: next step at the smaller size " + SECONDS,
     ),

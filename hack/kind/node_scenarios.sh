@@ -98,14 +98,17 @@ partition() {  # NODE add|delete: iptables in its network namespace (nothing cro
 
 runs_on() { [[ -n $(docker exec "$1" crictl ps -q --label "io.kubernetes.pod.uid=$2" 2>/dev/null) ]]; }  # NODE POD-UID
 
-# -------------------------------------------- an elastic job's node paused, then killed
+# ------------------------------- an elastic job's node frozen a few seconds, paused, killed
 # Pause: nothing closes a connection, nothing answers; kill: kubelet, containerd and the Pod
 # die at once, nothing writes their end. The job keeps off the acting operator's node (its
 # loss is scenario_operator_loss's): a lost Pod comes back only with its node. Each time the
-# survivor goes on alone within 10 s, the job says so within 20 s (NodeLost, NODES 1/2: the
-# node's NotReady), the lost Pod is force-deleted (an Event names the node), and the job
-# grows back once the node returns (the killed one's minute: in the end, beside the next
-# scenario's start); no gang restart, no survivor replaced, every sample trained once.
+# survivor goes on alone within 10 s. A freeze (the node paused for as long as that takes,
+# well under the node monitor's grace: a hung kernel, a VM's stall) leaves the Pod alive:
+# its own trainer, thawed, finds the group went on without it and joins again. A longer
+# pause and the kill: the job says so within 20 s (NodeLost, NODES 1/2: the node's
+# NotReady), the lost Pod is force-deleted (an Event names the node), and the job grows back
+# once the node returns (the killed one's minute: in the end, beside the next scenario's
+# start). No gang restart, no survivor replaced, every sample trained once.
 scenario_node_elastic() {
     # 320 steps of at least 0.64 s (205 s) until released, as 640 of 0.32 s were: fewer left.
     local job=node-elastic size=8192 epochs=5
@@ -113,18 +116,23 @@ scenario_node_elastic() {
     node_job "$job" 2 "{\"avoid\": [\"$(leader_node)\"], \"elastic\": {\"minNodes\": 1, \"maxNodes\": 2}, \"restartBackoffSeconds\": 1, \"step\": 0.64}" \
         "--epochs $epochs --synthetic-size $size"
     wait_for "$job: steps at world size 2" "${TIMEOUT%s}" "check resized '$SHARED/$job' --world 2 >/dev/null 2>&1"
-    local how victim t0=0 survivor
+    local how victim t0=0 survivor lost
     settle
-    for how in pause kill; do
+    for how in freeze pause kill; do
         # Once the group of 2 took 3 steps: a node frozen in DDP's own syncs of a group's first
         # two holds the survivor for gloo's timeout (docs/node-failures.md, "Known limits").
         wait_for "$job: 3 steps at world size 2" 120 "check resized '$SHARED/$job' --after $t0 --world 2 --steps 3 >/dev/null 2>&1"
-        victim=$(node_of "$job-1") survivor=$(uid_of "$job-0")
+        victim=$(node_of "$job-1") survivor=$(uid_of "$job-0") lost=$(uid_of "$job-1")
         t0=$(now)
-        log "$job: docker $how $victim (Pod $job-1)"
-        docker "$how" "$victim" >/dev/null
+        log "$job: docker ${how/freeze/pause} $victim (Pod $job-1)"
+        docker "${how/freeze/pause}" "$victim" >/dev/null
         took_until "$job: the survivor's step at world size 1" "$t0" 10 "check resized '$SHARED/$job' --after $t0 --world 1 >/dev/null 2>&1"
         figure "elastic $how: next step at the smaller size $TOOK s after the loss"
+        if [[ $how == freeze ]]; then
+            docker unpause "$victim" >/dev/null
+            thawed "$job" "$t0" "$survivor" "$lost"
+            continue
+        fi
         took_until "$job: NODES 1/2 and a NodeLost Event" "$t0" 20 \
             "[[ \$(status $job .nodes) == 1/2 ]] && events_of $job | grep '^NodeLost: training at 1/2 nodes' >/dev/null"
         figure "elastic $how: kubectl get ddpj says 1/2 and NodeLost $TOOK s after the loss"
@@ -138,6 +146,13 @@ scenario_node_elastic() {
         docker unpause "$victim" >/dev/null
         grown_back "$job" "$how" "$t0" "$survivor"
     done
+}
+thawed() {  # JOB T SURVIVOR FROZEN: the frozen Pod's own trainer back in the group since T
+    took_until "$1: the thawed node back at world size 2" "$2" 60 \
+        "check resized '$SHARED/$1' --after $2 --world 1 --then 2 >/dev/null 2>&1" "$1"
+    figure "elastic freeze: back at world size 2 $TOOK s after the freeze, in the same Pod"
+    [[ $(uid_of "$1-0") == "$3" && $(uid_of "$1-1") == "$4" && $(status "$1" .restarts) == 0 ]] \
+        || die "$1: a Pod was replaced or the gang restarted after a freeze of seconds ($(status "$1" ''))"
 }
 grown_back() {  # JOB HOW T SURVIVOR: the job at world size 2 again since the loss at T
     took_until "$1: grown back to 2/2" "$3" 300 \

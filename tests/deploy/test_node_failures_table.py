@@ -14,6 +14,8 @@ SCRIPT = ROOT / "benchmarks" / "node_failures.py"
 LINES = [
     "elastic kill: next step at the smaller size 1.7 s after the loss",
     "elastic kill: kubectl get ddpj says 1/2 and NodeLost 13.8 s after the loss",
+    "elastic freeze: next step at the smaller size 4.6 s after the loss",
+    "elastic freeze: back at world size 2 9.1 s after the freeze, in the same Pod",
     "elastic pause: next step at the smaller size 4.8 s after the loss",
     "elastic pause: kubectl get ddpj says 1/2 and NodeLost 13.1 s after the loss",
     "elastic drain, from the drain's start: step at world size 1 0.83 s after, 67 step(s) at it, "
@@ -39,13 +41,16 @@ def test_every_case_is_read_from_the_lines_the_scenarios_print(tmp_path) -> None
     assert "not measured" not in out, out
     for row in (
         "| elastic, drain: next step at the smaller size | 0.83 |",
+        "| elastic, node frozen a few seconds: its own trainer back in the group | 9.1 |",
         "| rigid, drain: next step, resumed from the step it saved | 26.3 |",
         "| plain rigid gang, Kubernetes' defaults, node killed: next step | no step within 420 s |",
         "| plain elastic gang (torchrun's c10d), node killed: next step | 61.5 |",
     ):
         assert row in out, out
     # The drain's line is the script's own words.
-    assert "figure \"elastic drain, from the drain's start: " in (ROOT / "hack/kind/node_scenarios.sh").read_text()
+    scenarios = (ROOT / "hack/kind/node_scenarios.sh").read_text()
+    assert "figure \"elastic drain, from the drain's start: " in scenarios
+    assert 'figure "elastic freeze: back at world size 2 $TOOK s after the freeze' in scenarios
 
 
 def test_a_case_without_its_line_is_not_measured(tmp_path) -> None:

@@ -118,3 +118,22 @@ def test_launcher_serves_progress_and_names_the_rank_that_hangs(tmp_path):
             proc.communicate()
     assert "hangs before step 3" in out
     assert list((tmp_path / "ckpt").glob("ckpt-*.pt")), out
+
+
+def test_a_client_that_gave_up_is_no_error_but_a_fault_of_the_server_still_is(tmp_path, capsys):
+    """A peer's probe waits 1 s for its answer; a node thawed after a freeze answered
+    probes that had long gone, and each left a traceback in the training log (the kind tier)."""
+    from ddpjob_trainer.progress_server import make_server
+
+    server = make_server(str(tmp_path / "progress.json"), "127.0.0.1", 0)
+    try:
+        for exc in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset"), ValueError("a bug")):
+            try:
+                raise exc
+            except Exception:  # noqa: BLE001 - as socketserver calls handle_error: inside the except
+                server.handle_error(None, ("10.244.3.2", 54456))
+        err = capsys.readouterr().err
+        assert "BrokenPipeError" not in err and "ConnectionResetError" not in err
+        assert "ValueError: a bug" in err and "10.244.3.2" in err
+    finally:
+        server.server_close()

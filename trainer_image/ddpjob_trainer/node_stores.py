@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from ddpjob import contract
 
+from .resolver import resolve
 from .roster import Generation
 
 PROBE_TIMEOUT = 1.0
@@ -55,12 +56,28 @@ class NodeStores:
     def alive(self, node: int, timeout: float = PROBE_TIMEOUT) -> bool:
         """Its launcher accepts a connection (no torch client first: one that retries a
         refused connection until its timeout, and logs each try)."""
+        return self._reached(node, timeout) is not None
+
+    def _reached(self, node: int, timeout: float) -> str | None:
+        """The address at which node's launcher accepted a connection within about
+        `timeout` (the name's lookup, bounded: resolver.py, then the connection), or None."""
+        host, port = self.address(node)
+        address = resolve(host, timeout)
         try:
-            socket.create_connection(self.address(node), timeout=timeout).close()
-            return True
+            if address is None:
+                raise OSError(f"{host} does not resolve")
+            socket.create_connection((address, port), timeout=timeout).close()
+            return address
         except OSError:
             self.clients.pop(node, None)
-            return False
+            return None
+
+    def look_up(self, nodes: Iterable[int]) -> None:
+        """Start looking the nodes' names up, waiting for none: a group's members are then
+        known by address before any probe needs them while DNS is down (resolver.py)."""
+        for node in nodes:
+            if node != self.own:
+                resolve(self.address(node)[0], 0)
 
     def answers(self, node: int, timeout: float = PROBE_TIMEOUT) -> bool:
         """Its launcher answers within `timeout`: more than `alive`. A frozen node (paused,
@@ -71,11 +88,12 @@ class NodeStores:
         node) is asked instead: any answer at all is a launcher that runs. Peers reach each
         other on every port (gloo's and NCCL's are chosen at random), so no NetworkPolicy
         that lets a job train keeps them from this one."""
-        if not self.alive(node, timeout):
-            return False
         if self.launcher_port is None:
-            return True
-        conn = http.client.HTTPConnection(self.address(node)[0], self.launcher_port, timeout=timeout)
+            return self.alive(node, timeout)
+        address = self._reached(node, timeout)
+        if address is None:
+            return False
+        conn = http.client.HTTPConnection(address, self.launcher_port, timeout=timeout)
         try:
             conn.request("GET", "/metrics")
             conn.getresponse().close()

@@ -10,6 +10,7 @@ thread of the launcher, so it lives exactly as long as the Pod's main process.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -130,9 +131,18 @@ def make_server(progress_file: str, host: str, port: int, notices: Notices | Non
         def log_message(self, *_):  # one line per poll would drown the training log
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _Server((host, port), Handler)
     server.daemon_threads = True
     return server
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A client that gave up before its answer (a peer's probe has a 1 s deadline, and
+        # this node may have been frozen past it) is no error of this server: no traceback
+        # in the training log, as the kind tier's thawed node printed one per probe.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def serve_in_thread(progress_file: str, host: str, port: int, notices: Notices | None = None) -> ThreadingHTTPServer:

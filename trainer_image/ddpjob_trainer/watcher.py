@@ -7,7 +7,9 @@ node's store for what the roster announces (roster.py) and acts at once:
 - a collective waited on for HANG_PROBE seconds: local rank 0 of each node probes the
   members' stores, and announces any that does not answer a request within PROBE_TIMEOUT
   (a peer that went silent without a connection reset: its node gone, or frozen, whose
-  kernel still accepts connections) as lost from the generation.
+  kernel still accepts connections) as lost from the generation; when all answer, it asks
+  them which generation they are in: one that went on without this node means this node
+  was the one judged lost (frozen for a few seconds, then thawed), and it re-joins.
 
 It only ever reads its own node's store, so the polling costs nothing across the network.
 """
@@ -40,6 +42,7 @@ class Watcher:
 
     def follow(self, gen: Generation) -> None:
         self.gen = gen
+        self.stores.look_up(gen.nodes)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="ddpjob-elastic-watch", daemon=True)
             self._thread.start()
@@ -84,6 +87,27 @@ class Watcher:
                     threading.Thread(
                         target=self._announce, args=(dead, dead, n, late), name="ddpjob-elastic-tell", daemon=True
                     ).start()
+                elif (moved := self._moved_on(gen)) is not None:
+                    # Every member answers, and one is in a newer generation without this
+                    # node: this node was the one judged lost, frozen for less than the
+                    # node monitor's grace (its Pod lives on), and the others abandoned the
+                    # group it still waits in; nothing else would ever end that wait. Its
+                    # other local ranks are told through its own store, as for any loss.
+                    self.stores.call(el.node, lambda s, n=n: s.set(f"fail/{n}", "1"))
+                    el.interrupts.trip(
+                        f"generation {n} went on without this node (generation {moved.number}: nodes "
+                        f"{list(moved.nodes)})",
+                        n,
+                    )
+
+    def _moved_on(self, gen: Generation) -> Generation | None:
+        """A newer generation than `gen` that a member's store points to, without this node."""
+        for m in gen.nodes:
+            if m != self.el.node:
+                newer = self.stores.pointer(m)
+                if newer is not None and newer.number > gen.number and self.el.node not in newer.nodes:
+                    return newer
+        return None
 
     @staticmethod
     def _announce(to: list[int], dead: list[int], n: int, stores: NodeStores) -> None:
