@@ -64,10 +64,12 @@ wait_checkpoint() {  # JOB: a checkpoint, so that a loss has something to resume
 # Seconds from T until CONDITION holds (polled every second), left in TOOK; fails after LIMIT s.
 # With JOB, a job that fails first ends the wait at once, with its message: CI once waited
 # out 300 s for a job that had failed in its first minute, and said only "not within".
-took_until() {  # WHAT T LIMIT CONDITION [JOB]
-    local what=$1 t=$2 limit=$3 condition=$4 job=${5:-}
+# EXPLAIN (as wait_for's) prints what was found instead, added to the failure's line: CI's
+# log keeps only its tail, and once said only that a survivor's step was not within 10 s.
+took_until() {  # WHAT T LIMIT CONDITION [JOB] [EXPLAIN]
+    local what=$1 t=$2 limit=$3 condition=$4 job=${5:-} explain=${6:-}
     until eval "$condition"; do
-        (($(since "$t" | cut -d. -f1) < limit)) || die "$what: not within ${limit}s of the loss${job:+ ($(status "$job" .phase): $(status "$job" .message))}"
+        (($(since "$t" | cut -d. -f1) < limit)) || die "$what: not within ${limit}s of the loss${job:+ ($(status "$job" .phase): $(status "$job" .message))}${explain:+: $(eval "$explain" 2>&1 | tail -1)}"
         [[ -z $job || $(status "$job" .phase) != Failed ]] || die "$what: the job failed first: $(status "$job" .message)"
         sleep 1
     done
@@ -126,7 +128,8 @@ scenario_node_elastic() {
         t0=$(now)
         log "$job: docker ${how/freeze/pause} $victim (Pod $job-1)"
         docker "${how/freeze/pause}" "$victim" >/dev/null
-        took_until "$job: the survivor's step at world size 1" "$t0" 10 "check resized '$SHARED/$job' --after $t0 --world 1 >/dev/null 2>&1"
+        took_until "$job: the survivor's step at world size 1 after the $how" "$t0" 10 \
+            "check resized '$SHARED/$job' --after $t0 --world 1 >/dev/null 2>&1" "" "check resized '$SHARED/$job' --after $t0 --world 1"
         figure "elastic $how: next step at the smaller size $TOOK s after the loss"
         if [[ $how == freeze ]]; then
             docker unpause "$victim" >/dev/null

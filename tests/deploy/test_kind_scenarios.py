@@ -238,3 +238,16 @@ def test_a_node_scenarios_wait_ends_when_its_job_fails_first(tmp_path: pathlib.P
         tmp_path / "h", f'source {node}\n{job}\nPHASE=Failed took_until "j: up" "$(now)" 5 true j; echo "$TOOK"'
     )
     assert held.returncode == 0 and float(held.stdout.strip()) >= 0  # TOOK is set: the condition held
+
+
+def test_a_node_scenarios_wait_that_runs_out_says_what_its_explanation_prints(tmp_path: pathlib.Path) -> None:
+    # CI's log keeps only its tail: "the survivor's step at world size 1: not within 10s"
+    # said neither which loss nor which groups the trainer had formed.
+    node = ROOT / "hack" / "kind" / "node_scenarios.sh"
+    explained = call(
+        tmp_path / "e",
+        f"source {node}\ntook_until \"j: a step\" \"$(now)\" 0 false '' \"echo first; echo 'groups [(2, 1.0, 9.0)]'\"",
+    )
+    assert explained.returncode == 1
+    assert "FAILED: j: a step: not within 0s of the loss: groups [(2, 1.0, 9.0)]\n" in explained.stderr
+    assert "first" not in explained.stderr, explained.stderr
