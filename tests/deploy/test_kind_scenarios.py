@@ -246,7 +246,7 @@ def test_a_node_scenarios_wait_that_runs_out_says_what_its_explanation_prints(tm
     node = ROOT / "hack" / "kind" / "node_scenarios.sh"
     explained = call(
         tmp_path / "e",
-        f"source {node}\ntook_until \"j: a step\" \"$(now)\" 0 false '' \"echo first; echo 'groups [(2, 1.0, 9.0)]'\"",
+        f'source {node}\ntook_until "j: a step" "$(now)" 0 false \'\' "echo first; echo \'groups [(2, 1.0, 9.0)]\'"',
     )
     assert explained.returncode == 1
     assert "FAILED: j: a step: not within 0s of the loss: groups [(2, 1.0, 9.0)]\n" in explained.stderr
