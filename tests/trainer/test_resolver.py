@@ -102,7 +102,8 @@ def test_a_probe_while_dns_hangs_asks_the_peers_last_address_by_its_deadline(mon
         stores = node_stores.NodeStores(f"job-{{index}}.job.ns.svc:{port}", 2, own=0)
         lookups.answer["job-1.job.ns.svc"] = "127.0.0.1"
         stores.look_up((0, 1))  # as the group forms (Watcher.follow): no wait, its own name not asked
-        assert resolve("job-1.job.ns.svc", DEADLINE) == "127.0.0.1" and lookups.calls == ["job-1.job.ns.svc"]
+        # (Its lookup may have ended before this call, which then makes one of its own.)
+        assert resolve("job-1.job.ns.svc", DEADLINE) == "127.0.0.1" and set(lookups.calls) == {"job-1.job.ns.svc"}
         lookups.hung.add("job-1.job.ns.svc")
         got, took = timed(lambda: stores.answers(1, timeout=0.5))
         assert got is live and took < DEADLINE / 2
