@@ -173,7 +173,9 @@ class ControlPlane:
             runtime_config=self.runtime_config,
             extra=self.api_server_args,
         )
-        api = Component("kube-apiserver", args, self.logs / "kube-apiserver.log", ports=(self.port,))
+        api = Component(
+            "kube-apiserver", args, self.logs / "kube-apiserver.log", ports=(self.port,), kill_with_parent=True
+        )
         self.components.append(api)
         assert self.authority is not None, "_pki() first"
         pki.write_kubeconfig(

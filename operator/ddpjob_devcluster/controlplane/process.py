@@ -1,9 +1,9 @@
 """One upstream binary run as a child process: its log file, its readiness, its stop.
 
 Every process is started in a session of its own with PR_SET_PDEATHSIG, so it gets
-SIGTERM when the process (thread) that started it dies: a crashed test run or a killed
-demo leaves no etcd or API server behind. A binary that exits during start, or is not
-ready by its deadline, is reported in one line naming its log.
+SIGTERM (kube-apiserver: SIGKILL) when the process (thread) that started it dies: a
+crashed test run or a killed demo leaves no etcd or API server behind. A binary that
+exits during start, or is not ready by its deadline, is reported in one line naming its log.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from ddpjob.local.ownership import stop_with_parent
+from ddpjob.local.ownership import die_with_parent, stop_with_parent
 
 
 class StartFailure(RuntimeError):
@@ -46,7 +46,11 @@ class Component:
         *,
         ports: tuple[int, ...] = (),
         env: dict[str, str] | None = None,
+        kill_with_parent: bool = False,
     ):
+        """`kill_with_parent`: SIGKILL, not SIGTERM, when the starter dies. kube-apiserver
+        given SIGTERM as its etcd gets the same removes its Lease on the way out and waits
+        on the dead etcd for good (seen: alive an hour after a killed test run)."""
         self.name, self.argv, self.log_path = name, argv, log_path
         for port in ports:
             if port_in_use(port):
@@ -61,7 +65,7 @@ class Component:
                     stdin=subprocess.DEVNULL,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=stop_with_parent,
+                    preexec_fn=die_with_parent if kill_with_parent else stop_with_parent,
                 )
             except OSError as exc:
                 raise StartFailure(f"{name}: cannot start {argv[0]}: {exc.strerror}") from None

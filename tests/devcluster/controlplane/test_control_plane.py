@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import pathlib
+import signal
 import socket
+import subprocess
 import sys
+import time
 
 import kubernetes
 import pytest
@@ -199,3 +202,47 @@ def test_nodes_register_with_gpus_schedule_by_them_and_go_away(control_plane, tm
         core.read_node("gpu-node")
     assert gone.value.status == 404 and not gpu.kubelet.live_processes()
     api.close()
+
+
+@pytest.mark.parametrize("kill", [True, False])
+def test_a_component_that_holds_on_to_sigterm_dies_with_its_starter_only_when_killed(tmp_path, kill) -> None:
+    """kube-apiserver, given SIGTERM with its etcd, waited on the dead etcd to remove its
+    Lease for over an hour after a killed test run: it is SIGKILLed with its starter."""
+    pid_file = tmp_path / "pid"
+    starter = (
+        "import pathlib, sys, time\n"
+        "from ddpjob_devcluster.controlplane.process import Component\n"
+        "c = Component('holder', [sys.executable, '-c', "
+        "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'], "
+        f"pathlib.Path({str(tmp_path / 'holder.log')!r}), kill_with_parent={kill})\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(c.popen.pid))\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", starter])
+    holder = 0
+    try:
+        deadline = time.monotonic() + REACTION
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and parent.poll() is None, "the starter did not start its component"
+            time.sleep(0.05)
+        holder = int(pid_file.read_text())
+        time.sleep(0.5)  # the holder's SIG_IGN in place
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + (REACTION if kill else 2)  # a SIGTERM is ignored at once
+        while _running(holder) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _running(holder) is not kill
+    finally:
+        if holder and _running(holder):
+            os.kill(holder, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
