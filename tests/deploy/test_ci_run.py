@@ -213,7 +213,9 @@ def test_ci_runs_the_tier_where_it_can_and_fails_with_it(tmp_path: pathlib.Path)
     assert "under the 100000 s it is given (CI_TIER_S)" in short.stdout
     # Time for the tier but not for its node scenarios: the tier without them, saying so.
     calls.unlink()
-    nodes = subprocess.run([str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_NODE_S": "100000"})
+    nodes = subprocess.run(
+        [str(CI)], capture_output=True, text=True, timeout=120, env={**env, "CI_TIER_S": "1000", "CI_NODE_S": "100000"}
+    )
     assert nodes.returncode == 7, nodes.stdout + nodes.stderr
     assert calls.read_text().split("\n")[:-1] == ["test", "test-gangs", "e2e-kind E2E_NODE_SCENARIOS=0"]
     said = [line for line in nodes.stdout.splitlines() if line.startswith("ci: the node scenarios")]
