@@ -216,3 +216,34 @@ def test_a_resize_after_a_loss_tells_only_the_members_not_judged_lost(monkeypatc
     assert gen.nodes == (0, 1)
     assert told == [([0, 1], "fail/3")], told
     assert formed[0]["lost"] == [2]
+
+
+@pytest.mark.parametrize("epochs_done", [2, 1])
+def test_a_node_the_others_finished_without_ends_as_they_did_not_as_a_failure(tmp_path, epochs_done):
+    """A node left out near the end (judged lost, then re-forming) finds nobody: they
+    finished. With the checkpoint saying so it ends with them (exit 0); a failure (142)
+    would restart the finished job's gang (the kind tier's elastic job, once)."""
+    from types import SimpleNamespace
+
+    from ddpjob_trainer.resize import InPlace, Regroup, TrainingOver
+    from ddpjob_trainer.roster import NoGroup
+
+    (tmp_path / f"ckpt-e{epochs_done:05d}-s0000000063-0123456789abcdef.pt").write_bytes(b"")
+    in_place = object.__new__(InPlace)
+    in_place.t = SimpleNamespace(
+        args=SimpleNamespace(checkpoint_dir=str(tmp_path), epochs=2),
+        progress=SimpleNamespace(say=lambda _line: None),
+        micro=SimpleNamespace(model=None),
+        model=None,
+        optimizer=mock.Mock(),
+        samples=None,
+        stop=SimpleNamespace(signum=0),
+        pos=SimpleNamespace(step=63),
+    )
+    gen = Generation(5, (0, 1, 2), 1, ("a", "b", "c"), (63, 63, 63), 0)
+    resize = mock.Mock(side_effect=NoGroup("no node of generation 6 ([0, 1]) answers (looked for 30s)"))
+    in_place.el = SimpleNamespace(gen=gen, resize=resize)
+    expected = TrainingOver if epochs_done == 2 else NoGroup
+    with pytest.raises(expected, match="generation 6"):
+        in_place.regroup(Regroup(failed=True))
+    assert resize.call_count == 1 and resize.call_args.kwargs["over"]() is (epochs_done == 2)

@@ -7,11 +7,11 @@ import threading
 import time
 
 import pytest
-import torch.distributed as dist
 
 from ddpjob_trainer import node_stores, roster
 from ddpjob_trainer.roster import Arrival, Generation, LeftOut, NoGroup, decide, parse_arrivals
 from ddpjob_trainer.rounds import Rounds
+from tests.trainer.roster_fakes import FakeStores, form_all, four_nodes
 
 
 def arrivals(*specs, expect=(), lost=(), leaving=()):
@@ -97,55 +97,9 @@ def test_arrivals_are_parsed_as_untrusted_lines():
     assert parse_arrivals(raw, nproc=2, max_nodes=4) == [Arrival(1, 0, 6, "b", (0, 1), (), ())]
 
 
-class FakeStores(node_stores.NodeStores):
-    """Nodes whose stores are HashStores, alive while in `up`; `boots` says whose store is
-    which (a node created again gets a new store and a new boot)."""
-
-    def __init__(self, max_nodes):
-        super().__init__("127.0.0.1:1", max_nodes)
-        self.up, self.backing, self.lock = set(), {}, threading.Lock()
-
-    def start(self, node, boot):
-        store = dist.HashStore()
-        store.set("boot", boot)
-        self.backing[node] = store
-        self.up.add(node)
-
-    def alive(self, node, timeout=0):
-        return node in self.up
-
-    def store(self, node):
-        if node not in self.up:
-            raise ConnectionError(f"node {node} is down")
-        return self.backing[node]
-
-
-def form_all(stores, nodes, prev, steps, deadline_s=10, **kw):
-    """Every node's (one) worker takes part in the rounds at once; node -> its generation."""
-    out, errors = {}, []
-
-    def one(node):
-        try:
-            r = Rounds(stores, node, 0, 1, kw.get("min_nodes", 2), stores.max_nodes, f"boot{node}")
-            out[node] = r.form(prev, steps.get(node, -1), r.clock() + deadline_s, **kw.get("extra", {}))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=one, args=(n,)) for n in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(deadline_s + 5)
-    assert not errors, errors
-    return out
-
-
 @pytest.fixture
 def stores():
-    s = FakeStores(4)
-    for n in range(4):
-        s.start(n, f"boot{n}")
-    return s
+    return four_nodes()
 
 
 def test_the_first_round_is_held_by_node_0_and_all_agree(stores):
@@ -288,34 +242,6 @@ def test_a_newcomer_waits_for_the_members_and_takes_their_state(stores):
     t.join(10)
     assert result["gen"] == gens[0] and result["gen"].nodes == (0, 1, 2)
     assert result["gen"].source == 0 and result["gen"].needs_state
-
-
-def test_a_newcomer_finds_no_group_when_no_member_answers(stores):
-    prev = Generation(3, (0, 1), 1, ("boot0", "boot1"), (3, 3), 0)
-    stores.up -= {0, 1}
-    r = Rounds(stores, 2, 0, 1, 1, 4, "boot2")
-    with pytest.raises(NoGroup, match="generation 3"):
-        r.form(prev, -1, r.clock() + 5)
-
-
-def test_a_newcomer_with_nobody_up_waits_for_node_0_unless_training_is_over(stores):
-    stores.up -= {0, 1, 3}  # only the newcomer's own node is up: node 0 not yet, or every node gone
-    r = Rounds(stores, 2, 0, 1, 1, 4, "boot2")
-    asked = []
-    with pytest.raises(NoGroup, match="no group formed"):  # a first start: it waited the whole deadline
-        r.form(None, -1, r.clock() + 1.5, over=lambda: asked.append(1) and False)
-    assert len(asked) >= 2
-    with pytest.raises(NoGroup, match="training is over"):  # came too late: it goes, not at the deadline
-        r.form(None, -1, r.clock() + 30, over=lambda: True)
-
-
-def test_the_newest_pointer_is_where_a_newcomer_goes(stores):
-    old = Generation(1, (0, 1, 2, 3), 1, ("boot0", "boot1", "boot2", "boot3"), (0,) * 4, 0)
-    new = Generation(2, (1, 2, 3), 1, ("boot1", "boot2", "boot3"), (0,) * 3, 1)
-    stores.backing[1].set("pointer", new.text())
-    stores.backing[2].set("pointer", old.text())
-    stores.backing[3].set("pointer", "garbage")
-    assert Rounds(stores, 0, 0, 1, 2, 4, "boot0-again").newest() == new
 
 
 @pytest.mark.parametrize("stopping", [True, False])

@@ -158,10 +158,12 @@ class Elastic:
         leaving: tuple[int, ...] = (),
         failed: bool = False,
         stopping: Callable[[], bool] = lambda: False,
+        over: Callable[[], bool] = lambda: False,
     ) -> Generation:
         """Re-form without the nodes that left or were lost (and with any newcomer), after a
         step boundary's verdict or a GroupLost (`failed`); the same process goes on. LeftOut
-        (roster.py) when the others re-formed without this node while `stopping()`: it goes."""
+        (roster.py) when the others re-formed without this node while `stopping()`: it goes.
+        NoGroup when none answers any more and `over()` says training is over (they finished)."""
         t0 = time.monotonic()
         prev = self.current
         # The members a watcher judged lost (frozen, gone): never called again in this resize.
@@ -171,7 +173,7 @@ class Elastic:
         shrinking = self.backend == "nccl" and group_reset.can_shrink()
         if not shrinking:
             group_reset.abandon()
-        gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving, stopping=stopping)
+        gen = self.rounds.form(prev, step, t0 + FORM_SECONDS, lost=lost, leaving=leaving, stopping=stopping, over=over)
         # The old ranks of the nodes that are gone (node-major, as Generation.rank numbers them).
         gone = [i for i, n in enumerate(prev.nodes) if n not in gen.nodes]
         excluded = [i * self.nproc + r for i in gone for r in range(self.nproc)]

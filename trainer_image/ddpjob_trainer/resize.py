@@ -51,6 +51,12 @@ class Regroup(Exception):
         self.failed, self.leaving, self.leave = failed, leaving, leave
 
 
+class TrainingOver(Exception):
+    """The group this node would re-form finished without it (the others were done and
+    left, their last checkpoint says so): nothing is left for it to do, and it ends as they
+    did (exit 0), not as a failure that would restart the finished job's gang."""
+
+
 class BoundaryVote:
     """The trainer's vote (distributed.StopVote's interface) over the in-place group:
     `result()` is True to stop everywhere (and save), raises Regroup to re-form."""
@@ -109,14 +115,15 @@ class InPlace:
         """Whether the group's state came from a member (else: the checkpoint, if any)."""
         return self.el.gen.source is not None
 
+    def over(self) -> bool:
+        """Whether the checkpoint says training is over (its last epoch saved)."""
+        directory = self.t.args.checkpoint_dir
+        return bool(directory) and checkpoint.newest_epoch(directory) >= self.t.args.epochs
+
     def join(self) -> bool:
         """Form or join the group; False when none is left because training is over (a
         node created again that came too late: the others finished and left)."""
-        directory = self.t.args.checkpoint_dir
-
-        def over() -> bool:
-            return bool(directory) and checkpoint.newest_epoch(directory) >= self.t.args.epochs
-
+        over = self.over
         try:  # node 0 created again after the others finished would otherwise wait alone
             gen = None if over() else self.el.join(-1, over)
         except NoGroup:
@@ -167,13 +174,17 @@ class InPlace:
                 t.samples = None
             try:
                 self.parent = self.key()
-                self.el.resize(t.pos.step, why.leaving, why.failed, stopping=lambda: t.stop.signum != 0)
+                self.el.resize(t.pos.step, why.leaving, why.failed, stopping=lambda: t.stop.signum != 0, over=self.over)
                 self._adopt()
                 model = t.wrap()
                 break
             except LeftOut as exc:  # its Pod is being deleted: the others went on without it
                 t.progress.say(f"leaving the group: {exc}")
                 return None
+            except NoGroup as exc:  # never a lost peer to re-form without: nobody is left
+                if not self.over():
+                    raise
+                raise TrainingOver(f"{exc}: the others finished, and the checkpoint says training is over") from None
             except Exception as exc:  # noqa: BLE001 - failure() re-raises what is a bug
                 why = self.failure(exc)
         gen = self.el.gen

@@ -11,6 +11,10 @@ from .node_stores import NodeStores
 from .roster import POLL, Arrival, Generation, LeftOut, NoGroup, decide, parse_arrivals
 
 PROBE_EVERY = 0.5  # seconds between two probes of one expected node that has not arrived
+# Seconds a worker outside the group keeps looking for it while no member answers: a probe
+# of a loaded node misses now and then, and a group whose members all finished meanwhile
+# leaves its checkpoint saying so (`over`) only once the last save is written.
+NEWCOMER_PATIENCE = 30.0
 _FAILED = object()
 
 
@@ -30,6 +34,7 @@ class Rounds:
         self.stores, self.node, self.local, self.nproc = stores, node, local, nproc
         self.min_nodes, self.max_nodes, self.boot = min_nodes, max_nodes, boot
         self.clock, self.sleep = clock, sleep
+        self.patience = NEWCOMER_PATIENCE
 
     def coordinator(self, prev: Generation | None, lost: Iterable[int] = ()) -> int | None:
         """Where round prev+1 is held: the lowest node of `prev` whose store is the one it
@@ -61,26 +66,39 @@ class Rounds:
         stopping: Callable[[], bool] = lambda: False,
     ) -> Generation:
         """Take part in rounds until one makes a generation with this worker in it. `over`:
-        whether training is known to be over, asked while no node answers a newcomer (node 0
-        not up yet looks the same as every node gone: a node created again too late).
-        `stopping`: whether this worker was asked to stop; LeftOut when a generation
-        without it forms meanwhile."""
+        whether training is known to be over, asked while no node answers (node 0 not up yet
+        looks the same as every node gone: a node created again too late, or one the others
+        went on without and then finished). Outside the group, nobody answering ends the
+        search only after `patience` seconds of it, each second looking again for the
+        newest generation. `stopping`: whether this worker was asked to stop; LeftOut when
+        a generation without it forms meanwhile."""
         member = prev is not None and self.node in prev.nodes
+        silent_since = None
         while True:
             if self.clock() > deadline:
                 raise NoGroup(f"no group formed with node {self.node} in time")
             c = self.coordinator(prev, lost)
             if c is None:
-                if prev is not None:
-                    raise NoGroup(f"no node of generation {prev.number} ({list(prev.nodes)}) answers")
                 if over():
                     raise NoGroup(f"no node answers node {self.node}, and training is over")
-                self.sleep(PROBE_EVERY)  # node 0 is not up yet
+                now = self.clock()
+                silent_since = now if silent_since is None else silent_since
+                if prev is not None and now - silent_since >= self.patience:
+                    raise NoGroup(
+                        f"no node of generation {prev.number} ({list(prev.nodes)}) answers "
+                        f"(looked for {now - silent_since:.0f}s)"
+                    )
+                self.sleep(PROBE_EVERY)  # node 0 not up yet, or a probe missed: look again
+                if prev is not None:
+                    prev, member, lost, leaving = self.newest() or prev, False, (), ()
                 continue
+            silent_since = None
             gen = self._round(c, prev, step, member, tuple(lost), tuple(leaving), deadline)
             if gen is None:
                 continue  # the store holding the round went away: the next node holds it
-            if self.node in gen.nodes:
+            # This worker's node, not one of its name before it: a Pod created again under
+            # the name reads the generations its predecessor was in (round 1's, say).
+            if self.node in gen.nodes and gen.boot(self.node) == self.boot:
                 return gen
             if stopping():
                 raise LeftOut(f"generation {gen.number} formed without node {self.node}, which is stopping")

@@ -267,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     except fence.Superseded as e:  # retryable: the job moved on without this process (fence.py)
         log(f"stopping: {e}")
         return (code := exit_codes.PREEMPTED)
+    except resize.TrainingOver as e:  # the group finished without this node: so has it
+        log(f"nothing left to do: {e}")
+        return (code := 0)
     except BaseException:
         if group_reset.ABANDONED or in_place:  # the exit below skips the interpreter's own report
             traceback.print_exc()

@@ -41,12 +41,14 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
     # A container ended by a signal (a kill, the OOM killer) wrote no verdict of its own:
     # the last line of its log is whatever it was doing, not why it ended.
     # A container that could not start has the runtime's reason as its message (a missing
-    # executable): that is its error line.
+    # executable): that is its error line. So has the trainer's own 142: it says which
+    # wait for its peers ran out before it exits (a group that never formed, a lost one).
     exited = pod.exit_code is not None and not pod.disruption
     signalled = (
         pod.exit_code is not None
         and exit_codes.is_signal(pod.exit_code)
         and not exit_codes.is_start_error(pod.exit_code, pod.reason)
+        and pod.exit_code != exit_codes.RENDEZVOUS_TIMEOUT
     )
     line = error_line(pod.message) if exited and not signalled else None
     default = f"Pod {pod.name} failed ({exit_text}, {reason})"
