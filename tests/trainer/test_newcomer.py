@@ -120,3 +120,16 @@ def test_the_newest_pointer_is_where_a_newcomer_goes(stores):
     stores.backing[2].set("pointer", old.text())
     stores.backing[3].set("pointer", "garbage")
     assert Rounds(stores, 0, 0, 1, 2, 4, "boot0-again").newest() == new
+
+
+def test_looking_again_at_the_same_generation_keeps_its_lost_nodes_uncalled(stores):
+    """A node judged lost (frozen: its kernel takes the connection, its store holds the
+    caller) stays out of the search while the generation is the same one."""
+    prev = Generation(4, (0, 1, 2), 1, ("boot0", "boot1", "boot2"), (7, 7, 7), 0)
+    r = newcomer(stores, patience=1.0)
+    asked = []
+    r.coordinator = lambda p, lost=(): asked.append((p.number, tuple(lost))) and None
+    r.newest = lambda: prev  # nobody moved on
+    with pytest.raises(NoGroup, match="generation 4"):
+        r.form(prev, 7, r.clock() + 20, lost=(0,))
+    assert len(asked) >= 2 and set(asked) == {(4, (0,))}, asked

@@ -69,9 +69,9 @@ class Rounds:
         whether training is known to be over, asked while no node answers (node 0 not up yet
         looks the same as every node gone: a node created again too late, or one the others
         went on without and then finished). Outside the group, nobody answering ends the
-        search only after `patience` seconds of it, each second looking again for the
-        newest generation. `stopping`: whether this worker was asked to stop; LeftOut when
-        a generation without it forms meanwhile."""
+        search only after `patience` seconds of it, looking again for the newest generation
+        every half second. `stopping`: whether this worker was asked to stop; LeftOut when a
+        generation without it forms meanwhile."""
         member = prev is not None and self.node in prev.nodes
         silent_since = None
         while True:
@@ -89,8 +89,9 @@ class Rounds:
                         f"(looked for {now - silent_since:.0f}s)"
                     )
                 self.sleep(PROBE_EVERY)  # node 0 not up yet, or a probe missed: look again
-                if prev is not None:
-                    prev, member, lost, leaving = self.newest() or prev, False, (), ()
+                newer = self.newest() if prev is not None else None
+                if newer is not None and newer != prev:  # (`lost` stays with its own generation)
+                    prev, member, lost, leaving = newer, False, (), ()
                 continue
             silent_since = None
             gen = self._round(c, prev, step, member, tuple(lost), tuple(leaving), deadline)
