@@ -14,7 +14,7 @@ WHEELS_PYTHON ?= 3.12
 # computes; two workers on two cores take about a third off the wall time).
 TEST_WORKERS ?= auto
 
-.PHONY: venv lint browser test test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers gang-crds engine images kind-node-image clean
+.PHONY: venv lint browser test test-parts go-modules test-gangs test-gpu bench-gpu gpu-venv gpu-wheels demo bench e2e-kind demo-cluster tools control-plane gang-schedulers gang-crds engine images kind-node-image kind-builds clean
 
 venv: $(STAMP)
 
@@ -40,13 +40,27 @@ tools: $(STAMP)
 # ~/.cache/ddpjob/upstream (DDPJOB_UPSTREAM_CACHE): about 7 minutes the first time on
 # 2 cores for Kubernetes and etcd, as long again for the others, nothing once cached.
 # Needs a Go toolchain and the Go module proxy.
-control-plane: $(STAMP)
-	$(PY) -m ddpjob_devcluster.controlplane.build plane
+# The builder is standard-library Python (operator/ddpjob_devcluster/controlplane/build.py),
+# so it needs no venv and `make test` starts it at once, beside the venv's install.
+BUILD := PYTHONPATH=$(CURDIR)/operator $(PYTHON) -m ddpjob_devcluster.controlplane.build
+control-plane:
+	$(BUILD) plane
 
 # The gang schedulers and queues the gang tier runs beside the control plane, built the
 # same way (scheduler-plugins, Kueue, Volcano; hack/upstream/<name>/go.mod).
-gang-schedulers: $(STAMP)
-	$(PY) -m ddpjob_devcluster.controlplane.build gang-schedulers
+gang-schedulers:
+	$(BUILD) gang-schedulers
+
+# The download of what each pinned module's commands import (hack/upstream/*/go.mod: `go
+# list` of their packages, no build): network, not CPU, so `make test` runs it beside its
+# other parts, and the builds after it (the gang schedulers, the kind node's) find their
+# modules in Go's module cache instead of downloading them between compiles. A download
+# that fails is said and left to the build that needs it.
+go-modules:
+	@for module in hack/upstream/*/; do \
+		(cd $$module && GOFLAGS=-mod=readonly timeout 600 go list -deps tool >/dev/null) \
+			|| echo "go-modules: $$module was not downloaded; its build will try again" >&2; \
+	done
 
 # Only the modules of the two whose PodGroup CRDs tests/render/test_gang.py checks the
 # rendered groups against, at the pinned releases, in Go's module cache: seconds, no build.
@@ -74,8 +88,14 @@ lint: $(STAMP)
 browser:
 	@hack/browser.sh
 
-test: lint $(STAMP) tools browser control-plane gang-crds
+# What the tests need is readied side by side (-j4): from nothing the control plane's Go
+# build (minutes of both cores) runs beside the venv's install, helm's and Chromium's, and
+# the modules' downloads, which mostly wait on the network, instead of after them.
+test:
+	@$(MAKE) --no-print-directory -j4 --output-sync=target test-parts
 	PATH="$(CURDIR)/$(TOOLS)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -ra -n $(TEST_WORKERS) --ignore=tests/gangs -m 'not e2e' --durations=50 --cpu-top=50
+
+test-parts: lint $(STAMP) tools browser control-plane gang-crds go-modules
 
 # The gang tier: each gang integration against its real upstream scheduler or queue.
 test-gangs: $(STAMP) tools control-plane gang-schedulers
@@ -147,6 +167,11 @@ images: $(STAMP)
 # The kind node image for the pinned Kubernetes, from Debian packages and Go modules.
 kind-node-image: $(STAMP)
 	$(ENGINE) hack/kind-node-image.sh
+
+# Both of the above side by side under one engine (hack/kind/builds.sh): the node image's
+# Go compiles beside the images' downloads; what .ci/run builds where the tier is not built.
+kind-builds: $(STAMP)
+	$(ENGINE) hack/kind/builds.sh
 
 e2e-kind: $(STAMP) tools
 	$(KIND_PATH) $(ENGINE) hack/e2e-kind.sh

@@ -32,6 +32,17 @@ fi
 # BUILD_CHECK_ONLY=1 (hack/kind-ready.sh): say whether it is built, build nothing.
 [[ "${BUILD_CHECK_ONLY:-0}" != 1 ]] || { echo "debian-base: $IMAGE is not built" >&2; exit 3; }
 
+# The node image's build and the images' may ask at once (hack/kind/builds.sh runs them side
+# by side): one makes the image, the other waits for it (at most 15 min) and finds it made.
+lock=${XDG_CACHE_HOME:-$HOME/.cache}/ddpjob/debian-base.lock
+mkdir -p "$(dirname "$lock")"
+exec 9>"$lock"
+flock -w 900 9 || { echo "debian-base: another build held $lock for 15 min" >&2; exit 1; }
+if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+    echo "$IMAGE"
+    exit 0
+fi
+
 mirror=$(hack/debian-mirror.sh) || exit 2
 command -v debootstrap >/dev/null || hack/apt-install.sh debian-base debootstrap || exit 2
 ((EUID == 0)) || { echo "debian-base: debootstrap needs root" >&2; exit 2; }

@@ -80,7 +80,7 @@ def test_ci_skips_the_tier_in_one_line_where_it_cannot_run(tmp_path: pathlib.Pat
     assert line == "ci: the real-Pods tier (make e2e-kind) is skipped: no docker answers, and DDPJOB_ENGINE=user"
 
 
-BUILDS = "engine kind-node-image images"
+BUILDS = "engine kind-builds"
 
 
 def unbuilt(tmp_path: pathlib.Path, build: str, **extra: str) -> tuple[dict[str, str], pathlib.Path]:
