@@ -8,6 +8,14 @@ follow with their own tracebacks (`Connection closed by peer`), then torchrun sa
 `failed (exitcode: 1) local_rank: 0 (pid: 1866)` with a time and a pid. The cause is the
 first rank's exception, said with its rank: `[rank0]: RuntimeError: boom at step 5`.
 
+A process that crashed in native code (a segfault in an extension, an abort) raised
+nothing: with faulthandler on (ddpjob-launch turns it on for every Python process it
+starts: stacks.py) it printed `Fatal Python error: Segmentation fault` and each thread's
+stack, the crashing one under `Current thread`. Its line is the fatal error with where
+that thread was: `Fatal Python error: Segmentation fault: in string_at
+(ctypes/__init__.py:519), from crash_here (/app/train.py:5)`, the innermost frame and,
+when that is in a library, the innermost one of the program's own.
+
 Users: `ddpjob.job.failure` (a failed container's termination message: its log tail, or
 the line ddpjob-launch left), `exit_codes.never_retried` (argparse's line, with its rank)
 and the trainer's `root_cause` (reads the workers' stderr as it passes). Pure and
@@ -29,6 +37,11 @@ _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(: |:?$)")
 # A line that says what went wrong without a traceback: a Python exception's form
 # (`ValueError: ...`), or a program's `error:`/`fatal:`/`panic:`.
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b(:|$)|\b(error|fatal|panic)\b\s*[:!]", re.IGNORECASE)
+_FATAL = "Fatal Python error: "
+_CURRENT_THREAD = re.compile(r"^Current thread 0x[0-9a-fA-F]+ ")
+_FRAME_AT = re.compile(r'^\s+File "(?P<path>[^"]*)", line (?P<line>\d+) in (?P<func>.*)$')
+# Frames that are not the program's own: the standard library, torch and numpy.
+_LIBRARY = re.compile(r"/lib/python3\.\d+/(?!(site|dist)-packages/)|/(site|dist)-packages/(torch|numpy)/")
 SOURCES = 64  # ranks followed at once by a Reader; more are not told apart
 LINE_BYTES = 4096  # of one line read; the rest of a longer one is not looked at
 
@@ -53,6 +66,7 @@ class Reader:
         self._in_traceback: dict[int | None, bool] = {}
         self._exception: dict[int | None, tuple[int, str]] = {}  # rank -> (line number, line)
         self._first_error: tuple[int | None, str] | None = None
+        self._crash: _Crash | None = None  # the first process that crashed
         self._count = 0
         self.last: tuple[int | None, str] | None = None
 
@@ -62,6 +76,8 @@ class Reader:
             return
         self._count += 1
         self.last = (rank, line.strip())
+        if (self._crash is None and line.startswith(_FATAL)) or (self._crash is not None and self._crash.reading):
+            self._read_crash(rank, line)
         if rank not in self._in_traceback and len(self._in_traceback) >= SOURCES:
             return
         indented = line[:1].isspace()
@@ -81,6 +97,30 @@ class Reader:
             if self._first_error is None and _ERROR_LINE.search(line):
                 self._first_error = (rank, line.strip())
 
+    def _read_crash(self, rank: int | None, line: str) -> None:
+        crash = self._crash
+        if crash is None:
+            self._crash = _Crash(self._count, rank, line.strip())
+        elif _CURRENT_THREAD.match(line):
+            crash.current = True
+        elif crash.current and (frame := _FRAME_AT.match(line)):
+            crash.frames.append(frame)
+        elif crash.current or not (line[:1].isspace() or line.startswith("Thread 0x")):
+            crash.reading = False  # the crashing thread's stack is over (or never came)
+
+    def crash(self) -> tuple[int | None, str] | None:
+        """(rank, line) of the first crash read (faulthandler's dump); None when none."""
+        return (self._crash.rank, self._crash.line()) if self._crash is not None else None
+
+    def failure(self) -> tuple[int | None, str] | None:
+        """(rank, line): whichever came first of the first rank's exception and a crash."""
+        exception = self.exception()
+        if self._crash is None:
+            return exception
+        if exception is not None and min(n for n, _ in self._exception.values()) < self._crash.count:
+            return exception
+        return self.crash()
+
     def exception(self) -> tuple[int | None, str] | None:
         """(rank, line) of the first rank's exception; None when no traceback was read."""
         if not self._exception:
@@ -89,8 +129,39 @@ class Reader:
         return rank, line
 
     def cause(self) -> tuple[int | None, str] | None:
-        """(rank, line): the first rank's exception, else the first error line, else None."""
-        return self.exception() or self._first_error
+        """(rank, line): the first rank's exception or crash, else the first error line, else None."""
+        return self.failure() or self._first_error
+
+
+class _Crash:
+    """faulthandler's dump of a crashed process, as it is read."""
+
+    def __init__(self, count: int, rank: int | None, fatal: str):
+        self.count, self.rank, self.fatal = count, rank, fatal
+        self.current = False  # within the crashing thread's stack
+        self.reading = True
+        self.frames: list[re.Match] = []
+
+    def line(self) -> str:
+        if not self.frames:
+            return self.fatal
+        where = [self.frames[0]]
+        own = next((f for f in self.frames if not _LIBRARY.search(f["path"])), None)
+        if own is not None and own is not where[0]:
+            where.append(own)
+        said = ", from ".join(f"{f['func']} ({_short(f['path'])}:{f['line']})" for f in where)
+        return f"{self.fatal}: in {said}"
+
+
+def _short(path: str) -> str:
+    """A library's file by its package path (`ctypes/__init__.py`), a program's in full."""
+    m = re.search(r"/lib/python3\.\d+/(?:(?:site|dist)-packages/)?(.+)$", path)
+    return m.group(1) if m else path
+
+
+def is_crash(line: str) -> bool:
+    """Whether a failure's line is a crash's (faulthandler's fatal error, with its rank or not)."""
+    return split_rank(line)[1].startswith(_FATAL)
 
 
 def error_line(message: str | None) -> str | None:

@@ -148,3 +148,54 @@ def test_a_line_that_blames_the_network_or_a_wait_is_transient():
     assert transient("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients")
     assert not transient(CAUSE)
     assert not transient("ddpjob_trainer.env.UsageError: DDPJOB_BACKEND=nccl but this process has no CUDA device")
+
+
+# A node whose worker segfaulted in gloo's pair while its watcher thread slept (faulthandler's
+# dump, Python 3.11), then its peer's broken connection and torchrun's line.
+SEGFAULT = """\
+ddpjob-launch: node 1/2, 1 process(es), master job-0.job.ml.svc:29500
+step 40 loss 0.61
+Fatal Python error: Segmentation fault
+
+Thread 0x00007efecf7566c0 (most recent call first):
+  File "/usr/local/lib/python3.11/threading.py", line 331 in wait
+  File "/usr/local/lib/python3.11/dist-packages/ddpjob_trainer/watcher.py", line 62 in _run
+
+Current thread 0x00007efed03d9b80 (most recent call first):
+  File "/usr/local/lib/python3.11/dist-packages/torch/distributed/distributed_c10d.py", line 2851 in all_reduce
+  File "/usr/local/lib/python3.11/dist-packages/torch/distributed/c10d_logger.py", line 83 in wrapper
+  File "/app/train.py", line 21 in average
+  File "/app/train.py", line 40 in <module>
+
+Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/app/train.py", line 21, in average
+[rank0]: RuntimeError: Connection closed by peer [10.0.0.2]:4319
+"""
+WHERE = "Fatal Python error: Segmentation fault: in all_reduce (torch/distributed/distributed_c10d.py:2851), from"
+
+
+def test_a_crash_says_the_crashing_threads_innermost_frame_and_the_programs_own():
+    assert error_line(SEGFAULT) == f"{WHERE} average (/app/train.py:21)"
+
+
+def test_a_crash_before_another_ranks_exception_is_the_cause_and_after_it_is_not():
+    reader = Reader()
+    for line in SEGFAULT.splitlines():
+        reader.feed(line)
+    assert reader.failure() == (None, f"{WHERE} average (/app/train.py:21)")
+    assert reader.exception() == (0, "RuntimeError: Connection closed by peer [10.0.0.2]:4319")
+    later = Reader()
+    for line in (CRASH + SEGFAULT.split("[rank0]: Traceback")[0]).splitlines():
+        later.feed(line)
+    assert later.failure() == (0, "RuntimeError: boom at step 5 on rank 0")
+
+
+def test_a_crash_in_the_programs_own_frame_or_without_one_says_what_it_has():
+    own = "Fatal Python error: Aborted\n\nCurrent thread 0x00007f (most recent call first):\n" + (
+        '  File "/app/train.py", line 9 in step\n  File "/app/train.py", line 30 in main\n'
+    )
+    assert error_line(own) == "Fatal Python error: Aborted: in step (/app/train.py:9)"
+    native = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+    native += "  <no Python frame>\n"
+    assert error_line(native) == "Fatal Python error: Segmentation fault"

@@ -34,3 +34,16 @@ def test_a_signal_leaves_no_error_line_of_what_it_was_doing(code, reason):
 def test_a_programs_own_exit_code_says_its_error_line():
     record = failure_record(failed(1), "ExitCode", NOW)
     assert record["errorLine"].startswith("ddpjob-train: error:") and record["retryable"] is False
+
+
+def test_a_crash_says_where_it_crashed_though_a_signal_ended_it():
+    """faulthandler's dump (ddpjob-launch turns it on) is the crash's own word: its line is
+    the failure's, beside the 139 of the SIGSEGV."""
+    tail = TAIL + (
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+        '  File "/app/train.py", line 9 in step\n'
+    )
+    record = failure_record(failed(139, message=tail), "ExitCode", NOW)
+    assert record["errorLine"] == "Fatal Python error: Segmentation fault: in step (/app/train.py:9)"
+    assert record["message"] == f"Pod job-2 failed (exit code 139, Error): {record['errorLine']}"
+    assert record["retryable"] is True  # a signal, under ExitCode

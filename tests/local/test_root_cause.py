@@ -1,7 +1,8 @@
 """A deterministic bug in the user's own script, under `ddpjob run` with real torchrun:
 the failure is said by the failing rank's own exception, with its rank (not torchrun's
 `failed (exitcode: 1) local_rank: 0 (pid: ...)`), and the second attempt that fails the
-same way ends the job with the way out, whatever its times and pids."""
+same way ends the job with the way out, whatever its times and pids. A crash in native
+code (a segfault) says where it crashed, in the script's own function."""
 
 from __future__ import annotations
 
@@ -77,3 +78,23 @@ def test_a_recorded_exception_is_found_in_its_error_file_when_the_log_has_none(t
     assert done.returncode == 1, done.stdout + done.stderr
     assert "boom at step" not in done.stdout.split("ddpjob-launch: first to fail:")[0]  # not in the log
     assert status["lastFailure"]["errorLine"] == "[rank1]: RuntimeError: boom at step 3 on rank 1", status
+
+
+def test_a_segfault_in_the_script_says_where_it_crashed(tmp_path):
+    """No exception, no error file: the rank dies of SIGSEGV. ddpjob-launch turned
+    faulthandler on for its workers, so the crash's dump names the function it crashed in
+    and the script's own frame, and that is the failure's line beside exit code 139."""
+    done, status = run_crash(tmp_path, nproc=2, fail_rank=1, restarts=0, DDPJOB_TEST_CRASH="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    failure = status["lastFailure"]
+    assert failure["exitCode"] == 139, status
+    line = failure["errorLine"]
+    assert line.startswith("Fatal Python error: Segmentation fault: in string_at (ctypes/__init__.py:"), status
+    assert line.endswith(f"from read_freed_memory ({SCRIPT}:{read_freed_memory_line()})"), status
+    assert status["message"].startswith(f"Pod crash-0 failed (exit code 139, Error): {line}"), status
+
+
+def read_freed_memory_line() -> int:
+    """The line of the script's crashing call, as faulthandler numbers it."""
+    lines = SCRIPT.read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if "ctypes.string_at(0)" in text)

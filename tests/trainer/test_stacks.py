@@ -50,8 +50,9 @@ def test_the_signal_prints_every_threads_stack_and_the_process_goes_on() -> None
 def test_the_launcher_and_the_trainer_register_it(entry: str, monkeypatch) -> None:
     """Both entry points register the dump before anything can hang (here each then ends
     at once on bad input)."""
-    called: list[bool] = []
-    monkeypatch.setattr(stacks, "dump_on_signal", lambda: called.append(True))
+    called: list[str] = []
+    monkeypatch.setattr(stacks, "dump_on_signal", lambda: called.append("signal"))
+    monkeypatch.setattr(stacks, "dump_on_crash", lambda: called.append("crash"))
     if entry == "launch":
         assert launch.main(["--no-such-flag"]) == 2
     else:
@@ -61,7 +62,7 @@ def test_the_launcher_and_the_trainer_register_it(entry: str, monkeypatch) -> No
 
         monkeypatch.setattr(train, "read_process_env", no_environment)
         assert train.main(["--model", "mlp", "--data", "synthetic"]) == 2
-    assert called == [True]
+    assert called == ["signal", "crash"]
 
 
 def test_a_stderr_without_a_file_descriptor_is_no_failure(monkeypatch) -> None:
@@ -82,3 +83,17 @@ def test_a_stderr_without_a_file_descriptor_is_no_failure(monkeypatch) -> None:
     monkeypatch.setattr("sys.__stderr__", None)
     stacks.dump_on_signal()  # no exception: nothing installed
     assert registered[-1] is sys.stderr
+
+
+def test_a_crash_dump_is_turned_on_for_what_the_process_starts_unless_the_user_said_no(monkeypatch) -> None:
+    enabled: list[object] = []
+    monkeypatch.setattr("faulthandler.enable", lambda file, **_: enabled.append(file))
+    env: dict[str, str] = {}
+    stacks.dump_on_crash(env)
+    assert env == {stacks.CRASH_ENV: "1"} and len(enabled) == 1
+    env = {stacks.CRASH_ENV: "2"}  # any other non-empty value: on, as the user said it
+    stacks.dump_on_crash(env)
+    assert env == {stacks.CRASH_ENV: "2"} and len(enabled) == 2
+    env = {stacks.CRASH_ENV: ""}  # empty: off, as Python reads it, here too
+    stacks.dump_on_crash(env)
+    assert env == {stacks.CRASH_ENV: ""} and len(enabled) == 2

@@ -231,6 +231,7 @@ def parse_argv(argv: list[str]) -> tuple[float, str | None, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     stacks.dump_on_signal()  # so does this launcher (stacks.py)
+    stacks.dump_on_crash()  # and a crash says where, here and in every process it starts
     try:
         dns_timeout, asked, cmd = parse_argv(argv)
         launch = read_launch_env()

@@ -126,9 +126,10 @@ def report(failures: Mapping[int, Any], tap: StderrTap | None) -> str | None:
     neither an error file nor the workers' stderr says one."""
     if tap is not None:
         tap.close()  # everything the workers said is read
-    # Only a traceback's exception from the stream: an `error:` line anywhere in a long run
-    # is not why it ended (the operator's reading of the log tail takes those).
-    cause = _recorded(failures) or (tap.reader.exception() if tap is not None else None)
+    # Only a traceback's exception or a crash's dump (faulthandler's, error_lines.py) from
+    # the stream: an `error:` line anywhere in a long run is not why it ended (the
+    # operator's reading of the log tail takes those).
+    cause = _recorded(failures) or (tap.reader.failure() if tap is not None else None)
     if cause is None:
         return None
     line = error_lines.with_rank(*cause)

@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parse(argv)  # exits 2 itself on a bad flag
     stop = stopping.StopRequest(log)
     stacks.dump_on_signal()  # a hung rank says where it waits (stacks.py)
+    stacks.dump_on_crash()  # a crash says where it crashed (without ddpjob-launch too)
     trainer, code, in_place = None, 1, False
     try:
         env = read_process_env()

@@ -50,7 +50,9 @@ def failure_record(pod: PodState, policy: str, now: datetime) -> dict[str, Any]:
         and not exit_codes.is_start_error(pod.exit_code, pod.reason)
         and pod.exit_code != exit_codes.RENDEZVOUS_TIMEOUT
     )
-    line = error_line(pod.message) if exited and not signalled else None
+    line = error_line(pod.message) if exited else None
+    if signalled and line is not None and not error_lines.is_crash(line):
+        line = None  # but a crash's own dump (faulthandler's) says where it crashed
     default = f"Pod {pod.name} failed ({exit_text}, {reason})"
     out = {
         "pod": pod.name,
