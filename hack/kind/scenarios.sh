@@ -106,7 +106,14 @@ scenario_elastic() {
     # training was over, and its log went with the gang restart that followed).
     local lost_uid=${before#*"$job-2="}
     follow_replacement "$job-2" "${lost_uid%% *}" >"$SHARED/$job-2.log" 2>&1 &
-    survivors_said() { local f; for f in "$SHARED/$job"-[012].log; do log "$f"; tail -n 40 "$f"; done; }
+    # A crash's own dump (faulthandler's: every thread's stack) whole, wherever it is in the log.
+    survivors_said() {
+        local f
+        for f in "$SHARED/$job"-[012].log; do
+            log "$f"
+            grep -A 80 -m 1 '^Fatal Python error' "$f" || tail -n 40 "$f"
+        done
+    }
     # The trainer's own records, not a status that says so: steps at world size 2 after
     # the loss, while the replacement could not start.
     resized_since() { "$PY" hack/kind/node_checks.py resized "$SHARED/$job" --after "$deleted" --world 2 "$@" 2>&1; }
