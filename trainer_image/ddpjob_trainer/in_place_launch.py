@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 from ddpjob import contract
 
@@ -90,6 +91,19 @@ def serve_store(launch: LaunchEnv, env=None):
     except ValueError as e:
         raise UsageError(str(e)) from None
     return NodeStore("" if contract.INDEX_FIELD in template else host, port)
+
+
+def leave(code: int) -> NoReturn:
+    """The end of a launcher that serves its node's store: at once, without the
+    interpreter's finalization. The store is a TCPStore server, a C++ object that the
+    finalization destroys while a thread of the progress server may be inside it taking
+    the operator's notice of a lost node (notices come whenever the operator sees one, a
+    node's end included): the process then dies of SIGABRT or SIGSEGV, a 134 or a 139
+    that fails its Pod after the training was over and restarts the finished job's gang.
+    Exit handlers run and the streams are flushed first (quick_exit.py)."""
+    from .quick_exit import exit_now
+
+    exit_now(code)
 
 
 def await_own_name(

@@ -286,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         follower.stop()
     if code == 0:
         leave_final_record()
+    if store is not None:
+        in_place_launch.leave(code)  # never returns: no finalization beside the store's threads
     return code
 
 
