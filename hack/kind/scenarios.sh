@@ -111,7 +111,7 @@ scenario_elastic() {
         local f
         for f in "$SHARED/$job"-[012].log; do
             log "$f"
-            grep -A 80 -m 1 '^Fatal Python error' "$f" || tail -n 40 "$f"
+            grep -B 30 -A 80 -m 1 '^Fatal Python error' "$f" || tail -n 40 "$f"
         done
     }
     # The trainer's own records, not a status that says so: steps at world size 2 after

@@ -103,6 +103,8 @@ class Reader:
             self._crash = _Crash(self._count, rank, line.strip())
         elif _CURRENT_THREAD.match(line):
             crash.current = True
+        elif line.startswith("Thread 0x"):
+            crash.threads += 1
         elif crash.current and (frame := _FRAME_AT.match(line)):
             crash.frames.append(frame)
         elif crash.current or not (line[:1].isspace() or line.startswith("Thread 0x")):
@@ -139,12 +141,15 @@ class _Crash:
     def __init__(self, count: int, rank: int | None, fatal: str):
         self.count, self.rank, self.fatal = count, rank, fatal
         self.current = False  # within the crashing thread's stack
+        self.threads = 0  # Python's other threads, dumped before it
         self.reading = True
         self.frames: list[re.Match] = []
 
     def line(self) -> str:
         if not self.frames:
-            return self.fatal
+            # Python's threads dumped, none of them the crashing one: a native library's own
+            # thread crashed (gloo's, a TCPStore's), or one while the interpreter finalized.
+            return f"{self.fatal}: in a native thread" if self.threads and not self.current else self.fatal
         where = [self.frames[0]]
         own = next((f for f in self.frames if not _LIBRARY.search(f["path"])), None)
         if own is not None and own is not where[0]:

@@ -199,3 +199,11 @@ def test_a_crash_in_the_programs_own_frame_or_without_one_says_what_it_has():
     native = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
     native += "  <no Python frame>\n"
     assert error_line(native) == "Fatal Python error: Segmentation fault"
+
+
+def test_a_crash_in_a_thread_that_is_none_of_pythons_says_so():
+    """Python's threads are dumped, but no `Current thread`: the signal came in a native
+    library's own thread (here as the kind tier once saw it, during the finalization)."""
+    dump = "Fatal Python error: Aborted\n\nThread 0x00007f65d46572c0 (most recent call first):\n"
+    dump += "  <no Python frame>\n\nExtension modules: torch._C (total: 1)\n"
+    assert error_line(dump) == "Fatal Python error: Aborted: in a native thread"
