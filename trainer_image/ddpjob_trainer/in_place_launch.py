@@ -95,11 +95,12 @@ def serve_store(launch: LaunchEnv, env=None):
 
 def leave(code: int) -> NoReturn:
     """The end of a launcher that serves its node's store: at once, without the
-    interpreter's finalization. The store is a TCPStore server, a C++ object that the
-    finalization destroys while a thread of the progress server may be inside it taking
-    the operator's notice of a lost node (notices come whenever the operator sees one, a
-    node's end included): the process then dies of SIGABRT or SIGSEGV, a 134 or a 139
-    that fails its Pod after the training was over and restarts the finished job's gang.
+    interpreter's finalization. The store is a TCPStore server (its own native threads,
+    its listening socket) that the finalization destroys in no set order, while a thread
+    of the progress server may be inside it taking the operator's notice of a lost node:
+    the process then died of SIGABRT or SIGSEGV in a native thread (seen on the kind tier
+    in a newcomer's Pod after the training was over: a 139 that restarted the finished
+    job's gang; and every time in tests/trainer/test_launcher_end.py, notices coming).
     Exit handlers run and the streams are flushed first (quick_exit.py)."""
     from .quick_exit import exit_now
 
